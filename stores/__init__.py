@@ -1,0 +1,5 @@
+"""Observable state stores: every change to the state becomes a signal."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
