@@ -1,0 +1,57 @@
+"""The public surface of each package is exactly what its __all__ lists."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+import reactor.exceptions
+
+PUBLIC_API = {
+    "reactor": {
+        "HandlerError",
+        "Pattern",
+        "PatternError",
+        "ReactorError",
+        "Signal",
+        "SignalBus",
+        "SignalNameError",
+        "SignalStream",
+        "Subscription",
+        "current_signal",
+    },
+    "stores": set(),
+    "migration": set(),
+}
+
+
+@pytest.mark.parametrize("package", sorted(PUBLIC_API))
+def test_all_is_exactly_the_public_api(package: str) -> None:
+    module = importlib.import_module(package)
+    assert set(module.__all__) == PUBLIC_API[package]
+    assert list(module.__all__) == sorted(module.__all__)
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+
+
+@pytest.mark.parametrize("package", sorted(PUBLIC_API))
+def test_public_names_are_documented(package: str) -> None:
+    module = importlib.import_module(package)
+    assert module.__doc__
+    for name in module.__all__:
+        value = getattr(module, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert inspect.getdoc(value), f"{package}.{name} has no docstring"
+
+
+def test_every_error_descends_from_reactor_error_and_a_builtin() -> None:
+    errors = [getattr(reactor.exceptions, name) for name in reactor.exceptions.__all__]
+    assert reactor.exceptions.ReactorError in errors
+    for error in errors:
+        assert issubclass(error, reactor.exceptions.ReactorError)
+        if error is not reactor.exceptions.ReactorError:
+            builtin_bases = [b for b in error.__mro__ if b.__module__ == "builtins"]
+            assert builtin_bases[0] is not Exception, f"{error.__name__} has no builtin peer"
+        assert error.__name__ in (reactor.exceptions.__doc__ or "")
