@@ -1,0 +1,1 @@
+"""Benchmarks: each workload is measured beside its baseline, in the same run."""

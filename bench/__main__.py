@@ -1,0 +1,40 @@
+"""Run the benchmarks: ``python -m bench [--quick] [--only NAME ...]``."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+
+from bench import bus
+from bench._runner import Row, render
+
+WORKLOADS = {"bus": bus.run}
+
+
+def machine() -> str:
+    """Describe where the figures were measured."""
+    import os
+
+    return (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs")
+    parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="workloads to run")
+    args = parser.parse_args(argv)
+    runs, scale = (2, 0.1) if args.quick else (5, 1.0)
+    rows: list[Row] = []
+    for name in args.only or list(WORKLOADS):
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        rows.extend(WORKLOADS[name](runs, scale))
+    print(render(rows, machine()))
+    return 0 if all(row.met is not False for row in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""Measurement helpers and the result table shared by every workload."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: our figure, the baseline's, and how they compare."""
+
+    workload: str
+    ours: str
+    baseline: str
+    ratio: float
+    ratio_text: str
+    target: str
+    met: bool | None  # None when the target is "report the figure"
+
+
+def best_of(runs: int, measure: Callable[[], float]) -> float:
+    """Run ``measure`` (returns seconds) ``runs`` times; return the fastest.
+
+    The minimum is the figure least disturbed by the rest of the machine.
+    """
+    results = []
+    for _ in range(runs):
+        gc.collect()
+        results.append(measure())
+    return min(results)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Return the seconds ``fn()`` takes."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def rate(count: int, seconds: float) -> str:
+    """Format a throughput."""
+    return f"{count / seconds:,.0f}/s"
+
+
+def micros(seconds: float) -> str:
+    """Format a duration in microseconds."""
+    return f"{seconds * 1e6:,.2f} µs"
+
+
+def render(rows: list[Row], machine: str) -> str:
+    """Render rows as a Markdown table."""
+    header = "| workload | ours | baseline | ratio | target | met |\n|---|---|---|---|---|---|\n"
+    lines = []
+    for row in rows:
+        met = "—" if row.met is None else ("yes" if row.met else "**no**")
+        lines.append(
+            f"| {row.workload} | {row.ours} | {row.baseline} | {row.ratio_text} "
+            f"| {row.target} | {met} |"
+        )
+    return header + "\n".join(lines) + f"\n\nMachine: {machine}\n"

@@ -1,0 +1,1 @@
+"""Runnable examples of reactor (``python -m examples.<name>``)."""
