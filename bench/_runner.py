@@ -33,6 +33,24 @@ def best_of(runs: int, measure: Callable[[], float]) -> float:
     return min(results)
 
 
+def best_of_pair(
+    runs: int, first: Callable[[], float], second: Callable[[], float]
+) -> tuple[float, float]:
+    """Measure two workloads alternately (ABAB...) and return each one's fastest run.
+
+    Interleaving puts both sides under the same machine conditions, so their ratio is
+    not skewed by a slow patch that hit only one of them.
+    """
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(runs):
+        gc.collect()
+        a.append(first())
+        gc.collect()
+        b.append(second())
+    return min(a), min(b)
+
+
 def timed(fn: Callable[[], object]) -> float:
     """Return the seconds ``fn()`` takes."""
     start = time.perf_counter()

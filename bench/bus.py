@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import blinker
 
-from bench._runner import Row, best_of, rate, timed
+from bench._runner import Row, best_of_pair, rate, timed
 from reactor import Signal, SignalBus
 
 EMITS = 200_000
@@ -27,16 +27,15 @@ def _bus_emit(n: int, extra_patterns: int = 0) -> float:
         bus.subscribe(f"other{i}:*:changed", hits.append)
     emit = bus.emit
     elapsed = timed(lambda: [emit("tick", i) for i in range(n)])
-    assert len(hits) == n and len(bus.history) == n
+    assert len(hits) == n
+    assert len(bus.history) == n
     return elapsed
 
 
 def run(runs: int, scale: float) -> list[Row]:
     n = max(1_000, int(EMITS * scale))
-    baseline = best_of(runs, lambda: _blinker_send(n))
-    ours = best_of(runs, lambda: _bus_emit(n))
-    with_patterns = best_of(runs, lambda: _bus_emit(n, PATTERNS))
-    plain = best_of(runs, lambda: _bus_emit(n))
+    baseline, ours = best_of_pair(runs, lambda: _blinker_send(n), lambda: _bus_emit(n))
+    plain, with_patterns = best_of_pair(runs, lambda: _bus_emit(n), lambda: _bus_emit(n, PATTERNS))
     emit_ratio = baseline / ours
     pattern_ratio = plain / with_patterns
     return [

@@ -7,9 +7,10 @@ runtime, providers, recording, logging and the CLI.
 
 from __future__ import annotations
 
-from reactor._bus import SignalBus, SignalStream, Subscription, current_signal
+from reactor._bus import SignalBus, Subscription, current_signal
 from reactor._patterns import Pattern
 from reactor._signal import Signal
+from reactor._stream import SignalStream
 from reactor.exceptions import HandlerError, PatternError, ReactorError, SignalNameError
 
 __all__ = [

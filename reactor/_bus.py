@@ -20,7 +20,6 @@ Design notes (why it looks like this):
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 import time
@@ -40,10 +39,11 @@ from reactor._patterns import (
     normalize_patterns,
     validate_name,
 )
-from reactor._signal import Signal
+from reactor._signal import Signal, new_signal
+from reactor._stream import SignalStream
 from reactor.exceptions import HandlerError
 
-__all__ = ["SignalBus", "SignalStream", "Subscription", "current_signal"]
+__all__ = ["SignalBus", "Subscription", "current_signal"]
 
 Handler = Callable[[Signal], object]
 
@@ -52,35 +52,6 @@ _logger = structlog.get_logger("reactor.bus")
 _CURRENT: contextvars.ContextVar[Signal | None] = contextvars.ContextVar(
     "reactor_current_signal", default=None
 )
-
-# Signals are built on the hot path; setting the slots directly skips the frozen
-# dataclass __init__ (object.__setattr__ per field), which costs three times as much.
-_new = object.__new__
-_set_fields = tuple(
-    getattr(Signal, field).__set__
-    for field in (
-        "name",
-        "payload",
-        "id",
-        "seq",
-        "timestamp",
-        "source",
-        "caused_by",
-        "depth",
-        "run_id",
-    )
-)
-(
-    _set_name,
-    _set_payload,
-    _set_id,
-    _set_seq,
-    _set_timestamp,
-    _set_source,
-    _set_caused_by,
-    _set_depth,
-    _set_run_id,
-) = _set_fields
 
 
 def current_signal() -> Signal | None:
@@ -221,16 +192,9 @@ class SignalBus:
         if name not in self._handlers:
             self._resolve(name)
         self._seq = seq = self._seq + 1
-        signal = _new(Signal)
-        _set_name(signal, name)
-        _set_payload(signal, payload)
-        _set_id(signal, f"sig_{seq}")
-        _set_seq(signal, seq)
-        _set_timestamp(signal, time.time())
-        _set_source(signal, source)
-        _set_caused_by(signal, caused_by)
-        _set_depth(signal, depth)
-        _set_run_id(signal, self.run_id)
+        signal = new_signal(
+            name, payload, f"sig_{seq}", seq, time.time(), source, caused_by, depth, self.run_id
+        )
         self._history.append(signal)
         self._queue.append(signal)
         if not self._dispatching:
@@ -401,75 +365,6 @@ class SignalBus:
 
     def __repr__(self) -> str:
         return f"<SignalBus run_id={self.run_id!r} signals={self._seq}>"
-
-
-class SignalStream:
-    """Async iterator over a bus's signals; see :meth:`SignalBus.signals`.
-
-    Closing it (``aclose()``, leaving ``async with``, or ``until`` matching) cancels
-    its subscription.
-    """
-
-    def __init__(
-        self,
-        bus: SignalBus,
-        patterns: tuple[Pattern, ...],
-        *,
-        until: Pattern | None,
-        history: bool,
-    ) -> None:
-        self._queue: asyncio.Queue[Signal | None] = asyncio.Queue()
-        self._until = compile_pattern(until) if until is not None else None
-        self._closed = False
-        self._floor = 0
-        if history:
-            matchers = [compile_pattern(p) for p in patterns]
-            for signal in bus.history:
-                if any(m(signal.name) for m in matchers):
-                    self._queue.put_nowait(signal)
-            # Signals already emitted but still queued for dispatch are in the
-            # backlog above; drop them when they are delivered live.
-            self._floor = bus.last_seq
-        self._subscription = bus.subscribe(patterns, self._push)
-
-    def _push(self, signal: Signal) -> None:
-        if signal.seq > self._floor:
-            self._queue.put_nowait(signal)
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> Signal:
-        if self._closed:
-            raise StopAsyncIteration
-        signal = await self._queue.get()
-        if signal is None:  # closed while waiting
-            raise StopAsyncIteration
-        if self._until is not None and self._until(signal.name):
-            self.close()
-        return signal
-
-    def close(self) -> None:
-        """Stop the stream; iteration ends after signals already yielded."""
-        if not self._closed:
-            self._closed = True
-            self._subscription.cancel()
-            self._queue.put_nowait(None)
-
-    async def aclose(self) -> None:
-        """Async spelling of :meth:`close`."""
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _describe(handler: object) -> str:

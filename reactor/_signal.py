@@ -14,7 +14,7 @@ import pydantic_core
 
 from reactor._patterns import Pattern, compile_pattern
 
-__all__ = ["Signal", "to_jsonable"]
+__all__ = ["Signal", "new_signal", "to_jsonable"]
 
 
 def _new_id() -> str:
@@ -140,6 +140,45 @@ class _SignalWire(pydantic.BaseModel):
         if isinstance(value, int | float) and not isinstance(value, bool):
             return datetime.fromtimestamp(value, tz=UTC)
         return value
+
+
+_setters = [
+    getattr(Signal, field).__set__
+    for field in ("name", "payload", "id", "seq", "timestamp", "source", "caused_by", "depth")
+]
+_set_run_id = Signal.__dict__["run_id"].__set__
+
+
+def new_signal(
+    name: str,
+    payload: Any,
+    id: str,
+    seq: int,
+    timestamp: float,
+    source: str | None,
+    caused_by: str | None,
+    depth: int,
+    run_id: str | None,
+    _new: Any = object.__new__,
+    _s: Any = _setters,
+    _r: Any = _set_run_id,
+) -> Signal:
+    """Build a signal without validation: the bus's hot path.
+
+    Setting the slots directly skips the frozen dataclass ``__init__`` (which goes
+    through ``object.__setattr__`` per field) and is about three times faster.
+    """
+    signal: Signal = _new(Signal)
+    _s[0](signal, name)
+    _s[1](signal, payload)
+    _s[2](signal, id)
+    _s[3](signal, seq)
+    _s[4](signal, timestamp)
+    _s[5](signal, source)
+    _s[6](signal, caused_by)
+    _s[7](signal, depth)
+    _r(signal, run_id)
+    return signal
 
 
 def _iso(timestamp: float) -> str:
