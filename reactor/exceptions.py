@@ -7,7 +7,12 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ReactorError
     ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
     ├── PatternError(ValueError)          a signal pattern cannot be compiled
-    └── SignalNameError(ValueError)       a signal name is malformed
+    ├── SignalNameError(ValueError)       a signal name is malformed
+    └── StoreError                        a state store refused an operation
+        ├── ReadOnlyStateError(TypeError)     state read from a store was mutated
+        ├── StateKeyError(KeyError)           the state has no such key
+        ├── StateValidationError(ValueError)  a write does not validate; nothing changed
+        └── TransactionError(RuntimeError)    a transaction cannot commit or bind
 
 Messages are whole sentences that say what went wrong and what to do about it.
 """
@@ -18,7 +23,12 @@ __all__ = [
     "HandlerError",
     "PatternError",
     "ReactorError",
+    "ReadOnlyStateError",
     "SignalNameError",
+    "StateKeyError",
+    "StateValidationError",
+    "StoreError",
+    "TransactionError",
 ]
 
 
@@ -55,3 +65,53 @@ class SignalNameError(ReactorError, ValueError):
     def __init__(self, message: str, *, name: object = None) -> None:
         super().__init__(message)
         self.name = name
+
+
+class StoreError(ReactorError):
+    """A state store refused an operation; the state is unchanged."""
+
+
+class ReadOnlyStateError(StoreError, TypeError):
+    """State read from a store (``store.state``, payloads, snapshots) was mutated.
+
+    Reads are read-only so that nothing can change the state behind the store's back
+    (and without a signal). Write through an ``@action``, ``store.set()``,
+    ``store.update()`` or ``store.transaction()``.
+    """
+
+
+class StateKeyError(StoreError, KeyError):
+    """The state has no such key.
+
+    Attributes:
+        key: The key asked for.
+    """
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class StateValidationError(StoreError, ValueError):
+    """A write does not validate against the state model; nothing was changed.
+
+    Attributes:
+        key: The top-level state key the failing value belongs to.
+        path: The dotted path of the first invalid value (``analysis.confidence``).
+        errors: pydantic's error list, for programmatic inspection.
+    """
+
+    def __init__(
+        self, message: str, *, key: str, path: str, errors: list[dict[str, object]]
+    ) -> None:
+        super().__init__(message)
+        self.key = key
+        self.path = path
+        self.errors = errors
+
+
+class TransactionError(StoreError, RuntimeError):
+    """A transaction cannot commit (a nested write failed) or a store cannot be bound."""
