@@ -23,7 +23,7 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 
 typecheck: $(STAMP)
-	$(PY) -m mypy $(PACKAGES)
+	$(PY) -m mypy $(PACKAGES) tests/typing
 
 pytest: $(STAMP)
 	$(PY) -m pytest -q

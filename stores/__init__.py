@@ -1,5 +1,35 @@
-"""Observable state stores: every change to the state becomes a signal."""
+"""Observable state stores: every change to the state becomes a signal.
+
+A :class:`Store` holds an application's state (a pydantic model, validated, or a plain
+dict). Reads are read-only; writes are transactions that are validated, committed
+atomically and then announced as ``state:<key>:changed`` signals (plus
+``state:<key>:added`` / ``state:<key>:removed`` when a list grows or shrinks) on a
+:class:`reactor.SignalBus`, so agents can react to them.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from reactor.exceptions import (
+    ReadOnlyStateError,
+    StateKeyError,
+    StateValidationError,
+    StoreError,
+    TransactionError,
+)
+from stores._actor import acting_as, current_actor
+from stores._store import Store, StoreBinding, StoreSubscription, action, create_store
+
+__all__ = [
+    "ReadOnlyStateError",
+    "StateKeyError",
+    "StateValidationError",
+    "Store",
+    "StoreBinding",
+    "StoreError",
+    "StoreSubscription",
+    "TransactionError",
+    "acting_as",
+    "action",
+    "create_store",
+    "current_actor",
+]

@@ -1,0 +1,514 @@
+"""The observable store: validated, transactional state that emits a signal per change."""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar, cast, get_args
+
+import pydantic
+
+from reactor._bus import SignalBus, Subscription
+from reactor._patterns import Pattern, validate_name
+from reactor._signal import to_jsonable
+from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
+from stores._actor import _ACTOR
+from stores._diff import changed_paths, list_delta
+from stores._draft import DictDraft, ModelDraft, apply_model
+from stores._frozen import FrozenDict, freeze
+from stores._views import readonly, unwrap
+
+__all__ = ["Store", "StoreBinding", "StoreSubscription", "action", "create_store"]
+
+StateT = TypeVar("StateT")
+StoreT = TypeVar("StoreT", bound="Store[Any]")
+DraftT = TypeVar("DraftT")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_MISSING: Any = object()
+_ACTIVE: contextvars.ContextVar[tuple[_Transaction[Any], ...]] = contextvars.ContextVar(
+    "stores_active_transactions", default=()
+)
+
+
+class Store(Generic[StateT]):
+    """Observable state: every committed change becomes ``state:<key>:changed``.
+
+    Back it with a pydantic model instance (validated) or a plain dict (unvalidated)::
+
+        class TradeStore(Store[TradeState]):
+            @action
+            def record_analysis(self, draft: TradeState, analysis: Analysis) -> None:
+                draft.analysis = analysis
+
+        store = TradeStore()                 # TradeState() by default
+        store.record_analysis(analysis)      # emits state:analysis:changed
+
+    Reads (:attr:`state`, :meth:`get`, :meth:`snapshot`) are read-only. Writes
+    (``@action`` methods, :meth:`set`, :meth:`update`, :meth:`transaction`) are
+    transactions: validated, committed atomically, and only then signalled. A write
+    that raises or does not validate leaves the state unchanged and emits nothing.
+
+    Args:
+        initial: A model instance, a model class (default-constructed) or a dict. A
+            subclass of ``Store[Model]`` defaults to ``Model()``. The store keeps its
+            own deep copy.
+        history_limit: How many signals the store's private bus keeps in its history.
+
+    Raises:
+        TypeError: ``initial`` is not a model, a model class or a dict.
+        SignalNameError: A dict key cannot be part of a signal name.
+    """
+
+    _model_type: ClassVar[type[pydantic.BaseModel] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            args = get_args(base)
+            if args and isinstance(args[0], type) and issubclass(args[0], pydantic.BaseModel):
+                cls._model_type = args[0]
+
+    def __init__(self, initial: StateT | type[StateT] | None = None, *, history_limit: int = 1000):
+        if initial is None:
+            if self._model_type is None:
+                raise TypeError(
+                    f"{type(self).__name__}() needs an initial state: a pydantic model "
+                    "instance or class, or a dict."
+                )
+            initial = cast(StateT, self._model_type())
+        if isinstance(initial, type) and issubclass(initial, pydantic.BaseModel):
+            initial = cast(StateT, initial())
+        initial = unwrap(initial)
+        if isinstance(initial, pydantic.BaseModel):
+            self._state: Any = initial.model_copy(deep=True)
+        elif isinstance(initial, dict):
+            for key in initial:
+                _check_key(key)
+            self._state = copy.deepcopy(initial)
+        else:
+            raise TypeError(
+                f"A store holds a pydantic model instance or a dict, got {initial!r}. "
+                "Pass a model instance, a model class or a dict."
+            )
+        self._is_model = isinstance(self._state, pydantic.BaseModel)
+        self._version = 0
+        self._own_bus = SignalBus(history_limit=history_limit)
+        self._bus = self._own_bus
+        self._subscriptions: list[StoreSubscription] = []
+        self._view: Any = None
+        self._view_version = -1
+        self._snapshot: FrozenDict | None = None
+        self._snapshot_version = -1
+        self._names: dict[str, tuple[str, str, str]] = {}
+
+    # -- reading -------------------------------------------------------------------
+
+    @property
+    def state(self) -> StateT:
+        """The committed state, read-only (mutating it raises ``ReadOnlyStateError``)."""
+        if self._view_version != self._version:
+            self._view = readonly(self._state)
+            self._view_version = self._version
+        return cast(StateT, self._view)
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        """Return the value of a top-level key, read-only.
+
+        Raises:
+            StateKeyError: No such key and no ``default`` given.
+        """
+        value = self._value(self._state, key)
+        if value is _MISSING:
+            if default is not _MISSING:
+                return default
+            raise StateKeyError(
+                f"The state has no key {key!r} (keys: {', '.join(self.keys()) or 'none'}).",
+                key=key,
+            )
+        return readonly(value)
+
+    def keys(self) -> tuple[str, ...]:
+        """The top-level keys, in signal order (model fields, or dict insertion order)."""
+        return tuple(self._items(self._state))
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state as plain JSON data (a read-only ``dict``; memoized per version).
+
+        Returns the same object until the next commit, so calling it on every guard
+        evaluation costs nothing. ``copy.deepcopy()`` it for a mutable copy.
+        """
+        if self._snapshot_version != self._version:
+            state = self._state
+            data = state.model_dump(mode="json") if self._is_model else to_jsonable(state)
+            self._snapshot = freeze(data)
+            self._snapshot_version = self._version
+        return cast(dict[str, Any], self._snapshot)
+
+    @property
+    def version(self) -> int:
+        """Number of commits that changed the state."""
+        return self._version
+
+    @property
+    def bus(self) -> SignalBus:
+        """The bus the store emits on: its own, or the run's it is bound to."""
+        return self._bus
+
+    # -- writing -------------------------------------------------------------------
+
+    def transaction(self, *, actor: str | None = None) -> _Transaction[StateT]:
+        """Open a transaction: ``with store.transaction() as draft: draft.x = 1``.
+
+        The draft is a copy-on-write image of the state (typed like it). On a clean
+        exit the changes are validated and committed, then signalled; if the block
+        raises, nothing changes. A transaction opened inside another on the same
+        store (an action calling an action) joins the outer one: signals follow the
+        outermost commit, and if the inner one fails the outer one cannot commit.
+        """
+        return _Transaction(self, actor)
+
+    def set(self, key: str, value: Any, *, actor: str | None = None) -> None:
+        """Set one top-level key (validated against the model)."""
+        with self.transaction(actor=actor) as draft:
+            _assign(draft, key, value)
+
+    def update(
+        self, changes: Mapping[str, Any] | None = None, /, *, actor: str | None = None, **kw: Any
+    ) -> None:
+        """Set several top-level keys in one transaction: ``store.update(a=1, b=2)``."""
+        merged = {**(changes or {}), **kw}
+        with self.transaction(actor=actor) as draft:
+            for key, value in merged.items():
+                _assign(draft, key, value)
+
+    def _commit(self, draft: Any, actor: str) -> None:
+        current = self._state
+        if self._is_model:
+            updates = draft._updates()
+            if not updates:
+                return
+            new = apply_model(current, updates, "")
+            # Model validators may rewrite fields that were not written.
+            if _has_model_validators(type(new)):
+                keys: Iterable[str] = self._items(new)
+            elif len(updates) == 1:
+                keys = updates
+            else:
+                keys = [key for key in self._items(new) if key in updates]
+        else:
+            finalized = draft._finalize()
+            base = draft._base
+            deleted = [key for key in base if key not in finalized]
+            if deleted:
+                raise StoreError(
+                    f"Cannot delete top-level key {deleted[0]!r}: a store's keys are its "
+                    "schema. Set the key to None instead."
+                )
+            updates = {k: v for k, v in finalized.items() if k not in base or v is not base[k]}
+            if not updates:
+                return
+            for key in updates:
+                _check_key(key)
+            new = {**current, **updates}
+            keys = updates
+        changed = []
+        for key in keys:
+            old, value = self._value(current, key), self._value(new, key)
+            if old is value:
+                continue
+            if old is not _MISSING and old == value:
+                self._restore(new, key, old)  # keep sharing the committed object
+                continue
+            changed.append((key, old, value))
+        if not changed:
+            return
+        self._state = new
+        self._version += 1
+        self._emit(changed, actor)
+
+    def _emit(self, changed: list[tuple[str, Any, Any]], actor: str) -> None:
+        emit = self._bus.emit
+        for key, old, new in changed:
+            names = self._names.get(key) or self._signal_names(key)
+            existed = old is not _MISSING
+            emit(
+                names[0],
+                {
+                    "key": key,
+                    "old": readonly(old) if existed else None,
+                    "new": readonly(new),
+                    "actor": actor,
+                    "paths": changed_paths(old, new, key) if existed else [key],
+                },
+                source="store",
+            )
+            delta = list_delta(old, new)
+            if delta is not None:
+                kind, items = delta
+                emit(
+                    names[1] if kind == "added" else names[2],
+                    {"key": key, "items": readonly(items), "actor": actor},
+                    source="store",
+                )
+
+    def _signal_names(self, key: str) -> tuple[str, str, str]:
+        names = (f"state:{key}:changed", f"state:{key}:added", f"state:{key}:removed")
+        self._names[key] = names
+        return names
+
+    def _items(self, state: Any) -> Iterable[str]:
+        if self._is_model:
+            extra = state.__pydantic_extra__
+            return [*state.__dict__, *extra] if extra else state.__dict__
+        return cast(Iterable[str], state)
+
+    def _value(self, state: Any, key: str) -> Any:
+        if self._is_model:
+            if key in state.__dict__:
+                return state.__dict__[key]
+            extra = state.__pydantic_extra__
+            return extra.get(key, _MISSING) if extra else _MISSING
+        return state.get(key, _MISSING)
+
+    def _restore(self, state: Any, key: str, value: Any) -> None:
+        if not self._is_model:
+            state[key] = value
+        elif key in state.__dict__:
+            state.__dict__[key] = value
+        else:
+            state.__pydantic_extra__[key] = value
+
+    # -- signals -------------------------------------------------------------------
+
+    def subscribe(
+        self, patterns: Pattern | Iterable[Pattern], handler: Callable[[Any], object]
+    ) -> StoreSubscription:
+        """Subscribe ``handler`` to signals on the store's bus, e.g. ``"state:*:changed"``.
+
+        Works on a standalone store; when the store is bound to a run's bus the
+        subscription follows it there.
+        """
+        subscription = StoreSubscription(self, patterns, handler)
+        self._subscriptions.append(subscription)
+        return subscription
+
+    def bind(self, bus: SignalBus) -> StoreBinding:
+        """Emit on ``bus`` (a run's bus) so state signals join its log with causality.
+
+        Returns a binding that unbinds when used as a context manager.
+
+        Raises:
+            TransactionError: The store is bound to a different bus already.
+        """
+        if self._bus is not self._own_bus and self._bus is not bus:
+            raise TransactionError(
+                f"This {type(self).__name__} is already bound to the bus of run "
+                f"{self._bus.run_id!r}; a store instance serves one run at a time. Give "
+                "runs a store class or factory as state= so each gets its own store."
+            )
+        self._rebind(bus)
+        return StoreBinding(self)
+
+    def unbind(self) -> None:
+        """Return to the store's private bus."""
+        self._rebind(self._own_bus)
+
+    def _rebind(self, bus: SignalBus) -> None:
+        if bus is not self._bus:
+            self._bus = bus
+            for subscription in self._subscriptions:
+                subscription._attach(bus)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._state!r})"
+
+
+class _Transaction(Generic[StateT]):
+    """The context manager returned by :meth:`Store.transaction`; yields the draft."""
+
+    __slots__ = ("_actor", "_draft", "_failure", "_outer", "_store", "_token")
+
+    _draft: Any
+    _token: contextvars.Token[tuple[_Transaction[Any], ...]]
+
+    def __init__(self, store: Store[StateT], actor: str | None) -> None:
+        self._store = store
+        self._actor = actor
+        self._outer: _Transaction[Any] | None = None
+        self._failure: BaseException | None = None
+
+    def __enter__(self) -> StateT:
+        active = _ACTIVE.get()
+        for outer in active:
+            if outer._store is self._store:
+                self._outer = outer
+                return cast(StateT, outer._draft)
+        store = self._store
+        state = store._state
+        self._draft = ModelDraft(state, "") if store._is_model else DictDraft(state, "")
+        self._token = _ACTIVE.set((*active, self))
+        return cast(StateT, self._draft)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._outer is not None:
+            if exc is not None and self._outer._failure is None:
+                self._outer._failure = exc
+            return
+        _ACTIVE.reset(self._token)
+        if exc is not None:
+            return
+        if self._failure is not None:
+            raise TransactionError(
+                "The transaction was not committed because a nested write in it failed "
+                f"({type(self._failure).__name__}: {self._failure}); the state is "
+                "unchanged. Let the error propagate, or catch it outside the transaction."
+            ) from self._failure
+        self._store._commit(self._draft, self._actor or _ACTOR.get() or "user")
+
+
+class StoreSubscription:
+    """A store-level subscription; it follows the store from bus to bus."""
+
+    def __init__(
+        self,
+        store: Store[Any],
+        patterns: Pattern | Iterable[Pattern],
+        handler: Callable[[Any], object],
+    ) -> None:
+        self._store = store
+        self.patterns = patterns
+        self.handler = handler
+        self._live: Subscription = store.bus.subscribe(patterns, handler)
+
+    @property
+    def active(self) -> bool:
+        """Whether signals are still delivered."""
+        return self._live.active
+
+    def _attach(self, bus: SignalBus) -> None:
+        if self._live.active:
+            self._live.cancel()
+            self._live = bus.subscribe(self.patterns, self.handler)
+
+    def cancel(self) -> None:
+        """Stop delivering signals to the handler."""
+        if self._live.active:
+            self._live.cancel()
+            self._store._subscriptions.remove(self)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.cancel()
+
+
+class StoreBinding:
+    """Returned by :meth:`Store.bind`; leaving its ``with`` block unbinds the store."""
+
+    def __init__(self, store: Store[Any]) -> None:
+        self.store = store
+
+    def __enter__(self) -> Store[Any]:
+        return self.store
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.store.unbind()
+
+
+def action(
+    method: Callable[Concatenate[StoreT, DraftT, P], R],
+) -> Callable[Concatenate[StoreT, P], R]:
+    """Make a store method a transactional action that receives a mutable draft.
+
+    Callers omit the draft: ``store.record_analysis(a)`` runs
+    ``record_analysis(store, draft, a)`` in a transaction and commits (validated,
+    atomic, then signalled) when it returns. ``async def`` actions work too; the
+    transaction spans their awaits.
+    """
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def run_async(self: StoreT, /, *args: P.args, **kwargs: P.kwargs) -> Any:
+            with self.transaction() as draft:
+                return await method(self, draft, *args, **kwargs)
+
+        return cast(Callable[Concatenate[StoreT, P], R], run_async)
+
+    @functools.wraps(method)
+    def run(self: StoreT, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.transaction() as draft:
+            return method(self, draft, *args, **kwargs)
+
+    return run
+
+
+def create_store(spec: Any) -> Store[Any]:
+    """Make a store from what a run accepts as ``state=``.
+
+    A :class:`Store` instance is used as is; a ``Store`` subclass, a pydantic model
+    class, a model instance or a dict gives a new store (copies of instances); a
+    function returning any of these is called first; ``None`` gives an empty dict
+    store.
+
+    Raises:
+        TypeError: ``spec`` is none of these.
+    """
+    if isinstance(spec, Store):
+        return spec
+    if spec is None:
+        return Store({})
+    if isinstance(spec, type):
+        if issubclass(spec, Store):
+            return spec()
+        if issubclass(spec, pydantic.BaseModel):
+            return Store(spec())
+    elif isinstance(spec, pydantic.BaseModel | dict) or unwrap(spec) is not spec:
+        return Store(spec)
+    elif callable(spec):
+        made = spec()
+        if callable(made) and not isinstance(made, type | Store):
+            raise TypeError(f"The state factory {spec!r} returned another callable, {made!r}.")
+        return create_store(made)
+    raise TypeError(
+        f"Cannot make a store from {spec!r}: give a Store subclass or instance, a pydantic "
+        "model class or instance, a dict, or a function returning one of these."
+    )
+
+
+def _assign(draft: Any, key: str, value: Any) -> None:
+    if isinstance(draft, DictDraft):
+        draft[key] = value
+    else:
+        setattr(draft, key, value)
+
+
+def _check_key(key: object) -> None:
+    if not isinstance(key, str) or ":" in key:
+        raise SignalNameError(
+            f"State key {key!r} cannot be part of a signal name: keys are strings without "
+            "':' (each key emits state:<key>:changed).",
+            name=key,
+        )
+    validate_name(key)
+
+
+_MODEL_VALIDATORS: dict[type[pydantic.BaseModel], bool] = {}
+
+
+def _has_model_validators(model: type[pydantic.BaseModel]) -> bool:
+    found = _MODEL_VALIDATORS.get(model)
+    if found is None:
+        found = _MODEL_VALIDATORS[model] = bool(model.__pydantic_decorators__.model_validators)
+    return found
