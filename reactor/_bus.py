@@ -310,7 +310,8 @@ class SignalBus:
             return
         signal.connect(subscription, weak=False)
         subscription._names.append(name)
-        self._refresh(name)
+        # blinker appends the receiver last, so the ordered tuple just grows by one.
+        self._handlers[name] = (*self._handlers[name], subscription.handler)
 
     def _unsubscribe(self, subscription: Subscription) -> None:
         for name in subscription._names:
