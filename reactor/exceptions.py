@@ -5,29 +5,57 @@ leaf also subclasses the builtin it resembles, so code that already catches
 ``ValueError`` or ``TypeError`` keeps working::
 
     ReactorError
+    ├── AgentConfigError(ValueError)      an agent definition is invalid
+    │   └── NoProviderError               an LLM agent has no provider to run on
+    ├── GraphValidationError(ValueError)  a graph has problems (all listed, with hints)
     ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
+    ├── LoopLimitError(RuntimeError)      a run hit max_depth or max_activations
+    ├── OutputValidationError(ValueError) an agent's output never matched its model
     ├── PatternError(ValueError)          a signal pattern cannot be compiled
+    ├── ProviderError(RuntimeError)       the LLM provider failed (see .retryable)
+    │   └── ScriptExhaustedError          a ScriptedProvider ran out of answers
+    ├── RunClosedError(RuntimeError)      a signal was sent to a run that takes no input
+    ├── RunTimeoutError(TimeoutError)     a run exceeded its timeout
     ├── SignalNameError(ValueError)       a signal name is malformed
-    └── StoreError                        a state store refused an operation
-        ├── ReadOnlyStateError(TypeError)     state read from a store was mutated
-        ├── StateKeyError(KeyError)           the state has no such key
-        ├── StateValidationError(ValueError)  a write does not validate; nothing changed
-        └── TransactionError(RuntimeError)    a transaction cannot commit or bind
+    ├── StoreError                        a state store refused an operation
+    │   ├── ReadOnlyStateError(TypeError)     state read from a store was mutated
+    │   ├── StateKeyError(KeyError)           the state has no such key
+    │   ├── StateValidationError(ValueError)  a write does not validate; nothing changed
+    │   └── TransactionError(RuntimeError)    a transaction cannot commit or bind
+    └── TemplateError(ValueError)         a prompt or guard template cannot render
+
+Warnings have their own category, :class:`CycleWarning` (a ``UserWarning``): a graph
+whose agents can re-activate each other. Loops can be intentional; silence it with
+``warnings.filterwarnings("ignore", category=CycleWarning)``.
 
 Messages are whole sentences that say what went wrong and what to do about it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
+    "AgentConfigError",
+    "CycleWarning",
+    "GraphValidationError",
     "HandlerError",
+    "LoopLimitError",
+    "NoProviderError",
+    "OutputValidationError",
     "PatternError",
+    "ProviderError",
     "ReactorError",
     "ReadOnlyStateError",
+    "RunClosedError",
+    "RunTimeoutError",
+    "ScriptExhaustedError",
     "SignalNameError",
     "StateKeyError",
     "StateValidationError",
     "StoreError",
+    "TemplateError",
     "TransactionError",
 ]
 
@@ -115,3 +143,126 @@ class StateValidationError(StoreError, ValueError):
 
 class TransactionError(StoreError, RuntimeError):
     """A transaction cannot commit (a nested write failed) or a store cannot be bound."""
+
+
+class AgentConfigError(ReactorError, ValueError):
+    """An agent definition is invalid; raised by ``agent()`` where it is defined.
+
+    Attributes:
+        agent: The agent's name (``None`` if it has none yet).
+    """
+
+    def __init__(self, message: str, *, agent: str | None = None) -> None:
+        super().__init__(message)
+        self.agent = agent
+
+
+class NoProviderError(AgentConfigError):
+    """An LLM agent activated with no provider on the agent or the run."""
+
+
+class GraphValidationError(ReactorError, ValueError):
+    """A graph has problems; every one is listed, each with a hint.
+
+    Attributes:
+        problems: One line per problem, each ending with how to fix it.
+    """
+
+    def __init__(self, problems: Sequence[str], *, graph: str | None = None) -> None:
+        self.problems = tuple(problems)
+        self.graph = graph
+        name = f" {graph!r}" if graph else ""
+        count = len(self.problems)
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(f"Graph{name} has {count} problem{'s' if count != 1 else ''}:\n{lines}")
+
+
+class LoopLimitError(ReactorError, RuntimeError):
+    """A run reached ``max_depth`` or ``max_activations``.
+
+    Attributes:
+        limit: ``"max_depth"`` or ``"max_activations"``.
+        cycle: The repeating cycle of agents and signals, if one was found, e.g.
+            ``("trader", "trade:proposed", "reviewer", "trade:rejected", "trader")``.
+    """
+
+    def __init__(self, message: str, *, limit: str, cycle: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.cycle = tuple(cycle)
+
+
+class OutputValidationError(ReactorError, ValueError):
+    """An agent's output did not validate against its ``output`` model after retries.
+
+    Attributes:
+        agent: The agent's name.
+        output: The last output received.
+        errors: pydantic's error list for that output.
+    """
+
+    def __init__(
+        self, message: str, *, agent: str, output: Any, errors: list[dict[str, Any]]
+    ) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.output = output
+        self.errors = errors
+
+
+class ProviderError(ReactorError, RuntimeError):
+    """The LLM provider failed.
+
+    Attributes:
+        retryable: Whether trying again later may succeed (rate limits, overload,
+            connection errors, 5xx), as opposed to a request that is wrong (4xx).
+        agent: The agent whose request failed, if known.
+        status_code: The HTTP status, when the failure was an HTTP response.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        agent: str | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.agent = agent
+        self.status_code = status_code
+
+
+class ScriptExhaustedError(ProviderError):
+    """A ``ScriptedProvider`` was asked for more answers than it was given."""
+
+
+class RunClosedError(ReactorError, RuntimeError):
+    """A signal was sent to a run that was closed, has ended, or was aborted."""
+
+
+class RunTimeoutError(ReactorError, TimeoutError):
+    """A run exceeded its ``timeout``; in-flight activations were cancelled."""
+
+
+class TemplateError(ReactorError, ValueError):
+    """A prompt, system prompt or guard expression could not be rendered.
+
+    Attributes:
+        agent: The agent whose template failed.
+        variable: The missing variable or attribute, when that was the cause.
+    """
+
+    def __init__(self, message: str, *, agent: str, variable: str | None = None) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.variable = variable
+
+
+class CycleWarning(UserWarning):
+    """A graph's agents can re-activate each other in a cycle (spelled out in the text).
+
+    Runs stay bounded by ``max_depth`` and ``max_activations``; guards or ``end_when``
+    usually end intentional loops.
+    """

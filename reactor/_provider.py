@@ -1,0 +1,197 @@
+"""What an agent asks of an LLM provider, and the events a provider streams back."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from reactor._signal import to_jsonable
+from reactor._tools import Tool
+
+__all__ = [
+    "End",
+    "Message",
+    "ProviderEvent",
+    "ProviderRequest",
+    "TextComplete",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCall",
+    "ToolResult",
+    "Usage",
+]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Message:
+    """One turn of the conversation sent to the model."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderRequest:
+    """Everything that determines a provider's answer for one agent activation.
+
+    Attributes:
+        agent: The agent asking.
+        system: The rendered system prompt, if any.
+        prompt: The rendered prompt (also the first user message).
+        messages: The conversation to send, starting with the prompt; an output
+            retry appends the rejected answer and the validation error.
+        output_schema: JSON schema the answer must match, or ``None`` for text.
+        tools: Tools the model may call.
+        options: Model options (``model``, ``max_tokens``, ``temperature``, ...).
+        request_hash: Stable hash of all of the above; replay matches on it.
+    """
+
+    agent: str
+    system: str | None
+    prompt: str
+    messages: tuple[Message, ...]
+    output_schema: dict[str, Any] | None = None
+    tools: tuple[Tool, ...] = ()
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    request_hash: str = ""
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        agent: str,
+        system: str | None,
+        prompt: str,
+        messages: Sequence[Message] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        tools: Sequence[Tool] = (),
+        options: Mapping[str, Any] | None = None,
+    ) -> ProviderRequest:
+        """Create a request and compute its ``request_hash``."""
+        turns = tuple(messages) if messages is not None else (Message("user", prompt),)
+        opts = dict(options or {})
+        digest = request_hash(agent, system, turns, output_schema, tuple(tools), opts)
+        return cls(agent, system, prompt, turns, output_schema, tuple(tools), opts, digest)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The JSON data the hash is computed from (used to explain replay mismatches)."""
+        return _fingerprint(
+            self.agent, self.system, self.messages, self.output_schema, self.tools, self.options
+        )
+
+
+def _fingerprint(
+    agent: str,
+    system: str | None,
+    messages: tuple[Message, ...],
+    output_schema: dict[str, Any] | None,
+    tools: tuple[Tool, ...],
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    return {
+        "agent": agent,
+        "system": system,
+        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "output_schema": output_schema,
+        "tools": [tool.definition() for tool in tools],
+        "options": to_jsonable(dict(options)),
+    }
+
+
+def request_hash(
+    agent: str,
+    system: str | None,
+    messages: tuple[Message, ...],
+    output_schema: dict[str, Any] | None,
+    tools: tuple[Tool, ...],
+    options: Mapping[str, Any],
+) -> str:
+    """Return a stable hash of everything that determines a provider's answer."""
+    data = _fingerprint(agent, system, messages, output_schema, tools, options)
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one provider call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        """Input and output tokens, plus cache tokens when there are any."""
+        data = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        if self.cache_creation_input_tokens:
+            data["cache_creation_input_tokens"] = self.cache_creation_input_tokens
+        if self.cache_read_input_tokens:
+            data["cache_read_input_tokens"] = self.cache_read_input_tokens
+        return data
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the answer's text, as it streams (``text:delta``)."""
+
+    content: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of extended thinking (``thinking:delta``)."""
+
+    content: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TextComplete:
+    """The full text of a response turn (``text:complete``)."""
+
+    content: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model asked for a tool (``tool:call``)."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool's result, as fed back to the model (``tool:result``)."""
+
+    id: str
+    name: str
+    result: Any
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class End:
+    """The final answer (``provider:end``): text, or parsed JSON for structured output.
+
+    Attributes:
+        output: The answer: a string, or a dict when an output schema was requested.
+        usage: Tokens used, summed over every round of the call.
+        cost_usd: Price of the call, if the provider knows it.
+        stop_reason: Why the model stopped (``end_turn``, ``max_tokens``, ...).
+        model: The model that answered.
+    """
+
+    output: Any
+    usage: Usage = Usage()
+    cost_usd: float | None = None
+    stop_reason: str | None = None
+    model: str | None = None
+
+
+ProviderEvent = TextDelta | ThinkingDelta | TextComplete | ToolCall | ToolResult | End
+"""Everything a provider's ``stream()`` may yield; it must end with one :class:`End`."""

@@ -1,0 +1,175 @@
+"""Python callables as tools an LLM can call: name, description and JSON schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, overload
+
+import pydantic
+
+from reactor.exceptions import AgentConfigError
+
+__all__ = ["Tool", "as_tool", "tool"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tool:
+    """A function the model may call.
+
+    Build one with :func:`tool` (or pass a plain function in ``agent(tools=[...])``):
+    the name is the function's, the description its docstring, and the input schema
+    comes from its type hints through pydantic.
+
+    Attributes:
+        name: What the model calls it (letters, digits, ``_`` and ``-``; 64 at most).
+        description: What it does and when to use it, for the model.
+        input_schema: JSON schema of its keyword arguments.
+        fn: The function (sync or async).
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    fn: Callable[..., Any] = dataclasses.field(repr=False)
+    arguments: type[pydantic.BaseModel] = dataclasses.field(repr=False, compare=False)
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as the model sees it: ``{name, description, input_schema}``."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    async def invoke(self, arguments: Mapping[str, Any]) -> Any:
+        """Validate ``arguments`` against the schema, call the function, await if async.
+
+        Raises:
+            pydantic.ValidationError: The arguments do not match the schema.
+        """
+        parsed = self.arguments.model_validate(dict(arguments))
+        result = self.fn(**{name: getattr(parsed, name) for name in type(parsed).model_fields})
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function into a :class:`Tool`; usable bare (``@tool``) or with options.
+
+    Args:
+        fn: The function; its parameters must be named and preferably annotated.
+        name: Overrides the function's name.
+        description: Overrides the docstring.
+
+    Raises:
+        AgentConfigError: The name is not a valid tool name, or the function takes
+            ``*args`` / ``**kwargs``, or a type hint has no JSON schema.
+    """
+
+    def build(function: Callable[..., Any]) -> Tool:
+        return _from_function(function, name=name, description=description)
+
+    return build(fn) if fn is not None else build
+
+
+def as_tool(value: Tool | Callable[..., Any]) -> Tool:
+    """Return ``value`` if it is a :class:`Tool`, else build one from the function."""
+    if isinstance(value, Tool):
+        return value
+    if not callable(value):
+        raise AgentConfigError(f"A tool is a function or a Tool, got {value!r}.")
+    return _from_function(value, name=None, description=None)
+
+
+def _from_function(fn: Callable[..., Any], *, name: str | None, description: str | None) -> Tool:
+    tool_name: str = name or getattr(fn, "__name__", None) or ""
+    if not _NAME.match(tool_name):
+        raise AgentConfigError(
+            f"Tool name {tool_name!r} is invalid: use 1-64 letters, digits, '_' or '-' "
+            "(pass tool(fn, name=...) to choose one)."
+        )
+    summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable forward references: fall back to no hints
+        hints = {}
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise AgentConfigError(
+                f"Tool {tool_name!r} takes *{param.name}; tools take named parameters only, "
+                "so that the model can be given a schema for them."
+            )
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (
+            hints.get(param.name, Any),
+            pydantic.Field(default, description=arg_docs.get(param.name)),
+        )
+    try:
+        arguments = pydantic.create_model(f"{tool_name}_arguments", **fields)
+        schema = arguments.model_json_schema()
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError) as exc:
+        raise AgentConfigError(
+            f"Tool {tool_name!r} has a parameter type with no JSON schema ({exc}). "
+            "Annotate parameters with JSON-friendly types or pydantic models."
+        ) from exc
+    schema.pop("title", None)
+    return Tool(
+        name=tool_name,
+        description=description if description is not None else summary,
+        input_schema=schema,
+        fn=fn,
+        arguments=arguments,
+    )
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its description and ``Args:`` entries."""
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if indent == 0 and stripped.endswith(":") and stripped[:-1].replace(" ", "").isalpha():
+            section, current = stripped[:-1].lower(), None
+        elif section is None:
+            summary.append(line)
+        elif section in ("args", "arguments", "parameters"):
+            match = _ARG_LINE.match(stripped)
+            if match and 0 < indent <= 4:
+                current = match.group(1).lstrip("*")
+                args[current] = match.group(2).strip()
+            elif current and stripped:
+                args[current] += " " + stripped
+    return "\n".join(summary).strip(), args
+
+
+def tools_of(values: Any) -> tuple[Tool, ...]:
+    """Normalize an agent's ``tools=`` to a tuple of :class:`Tool`."""
+    return tuple(as_tool(value) for value in values or ())
