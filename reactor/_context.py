@@ -1,0 +1,97 @@
+"""What agents' code sees: the activation context, and the run view of ``end_when``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from reactor._signal import Signal
+
+if TYPE_CHECKING:
+    from stores import Store
+
+__all__ = ["AgentContext", "RunView"]
+
+
+class AgentContext:
+    """Passed to ``run`` handlers, ``when`` guards and ``on_output``.
+
+    Attributes:
+        agent: The agent's name.
+        run_id: The run's id.
+        signal: The signal that triggered this activation.
+        input: The run's input.
+        store: The run's store (write through its actions, ``set`` or ``update``).
+    """
+
+    __slots__ = ("_emit", "agent", "emitted", "input", "run_id", "signal", "store")
+
+    def __init__(
+        self,
+        agent: str,
+        run_id: str,
+        signal: Signal,
+        input: Any,
+        store: Store[Any],
+        emit: Callable[[AgentContext, str, Any], Signal],
+    ) -> None:
+        self.agent = agent
+        self.run_id = run_id
+        self.signal = signal
+        self.input = input
+        self.store = store
+        self._emit = emit
+        self.emitted: set[str] | None = None
+
+    @property
+    def state(self) -> Any:
+        """The current state, read-only (each read is a consistent snapshot)."""
+        return self.store.state
+
+    def emit(self, name: str, payload: Any = None) -> Signal:
+        """Emit a signal from this agent (its ``caused_by`` is this activation).
+
+        A name listed in the agent's ``emits`` is then not emitted again with the
+        output; a name not listed works too, but is logged once as undeclared, since
+        the graph is validated and drawn from ``emits``.
+        """
+        return self._emit(self, name, payload)
+
+    def __repr__(self) -> str:
+        return f"<AgentContext agent={self.agent!r} signal={self.signal.name!r}>"
+
+
+class RunView:
+    """What a callable ``end_when`` receives: ``end_when=lambda run: run.state.done``.
+
+    Attributes:
+        signal: The signal that was just dispatched.
+        input: The run's input.
+        run_id: The run's id.
+    """
+
+    __slots__ = ("_history", "_store", "input", "run_id", "signal")
+
+    def __init__(
+        self,
+        signal: Signal,
+        store: Store[Any],
+        history: Callable[[], tuple[Signal, ...]],
+        input: Any,
+        run_id: str,
+    ) -> None:
+        self.signal = signal
+        self.input = input
+        self.run_id = run_id
+        self._store = store
+        self._history = history
+
+    @property
+    def state(self) -> Any:
+        """The current state, read-only."""
+        return self._store.state
+
+    @property
+    def signals(self) -> tuple[Signal, ...]:
+        """Every signal of the run so far, in order."""
+        return self._history()

@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from reactor import AgentConfigError, ScriptedProvider, Tool, agent, tool
+
+
+class Out(BaseModel):
+    value: int
+
+
+def noop(ctx: Any) -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param(
+            {},
+            r"^Agent 'a': give exactly one of prompt= \(an LLM agent\) or run= \(a handler "
+            r"function\), not neither\.$",
+            id="neither",
+        ),
+        pytest.param({"prompt": "x", "run": noop}, r"not both\.$", id="both"),
+        pytest.param(
+            {"run": noop, "activate_on": "a**b"},
+            r"^Agent 'a': bad activate_on pattern: Invalid pattern 'a\*\*b'",
+            id="bad-pattern",
+        ),
+        pytest.param(
+            {"prompt": "{{ state.x "},
+            r"^Agent 'a': the prompt template has a syntax error on line 1",
+            id="template-syntax",
+        ),
+        pytest.param(
+            {"prompt": "x", "system": "{% if %}"},
+            r"^Agent 'a': the system template has a syntax error",
+            id="system-syntax",
+        ),
+        pytest.param(
+            {"run": noop, "concurrency": "eager"},
+            r"^Agent 'a': unknown concurrency 'eager'; "
+            r"use one of parallel, serial, skip, latest\.$",
+            id="concurrency",
+        ),
+        pytest.param(
+            {"run": noop, "when": "state.x >"},
+            r"^Agent 'a': the `when` expression 'state\.x >' has a syntax error",
+            id="when-syntax",
+        ),
+        pytest.param(
+            {"run": noop, "output": dict}, r"output must be a pydantic model", id="output"
+        ),
+        pytest.param(
+            {"run": noop, "emits": ["trade:*"]},
+            r"emits must list concrete signal names",
+            id="emits-pattern",
+        ),
+        pytest.param(
+            {"run": noop, "max_activations": 0}, r"max_activations must be None", id="limit"
+        ),
+        pytest.param(
+            {"run": noop, "updates": "a:b"}, r"updates must name a top-level state key", id="key"
+        ),
+        pytest.param(
+            {"run": noop, "system": "x"}, r"system= is for prompt agents", id="run-with-system"
+        ),
+        pytest.param(
+            {"prompt": "x", "provider": object()}, r"provider must have a stream", id="provider"
+        ),
+        pytest.param({"prompt": "x", "output_retries": -1}, r"output_retries", id="retries"),
+    ],
+)
+def test_invalid_definitions_name_the_agent_and_the_fix(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(AgentConfigError, match=message) as info:
+        agent(name="a", **kwargs)
+    assert info.value.agent == "a"
+
+
+def test_async_guards_are_rejected() -> None:
+    async def guard(ctx: Any) -> bool:
+        return True
+
+    with pytest.raises(AgentConfigError, match=r"when must be synchronous"):
+        agent(name="a", run=noop, when=guard)
+
+
+def test_invalid_names_are_rejected() -> None:
+    with pytest.raises(AgentConfigError, match=r"Agent name 'a:b' is invalid"):
+        agent(name="a:b", run=noop)
+
+
+def test_unnamed_agent_is_described_as_such() -> None:
+    with pytest.raises(AgentConfigError, match=r"^Agent '\(unnamed\)': give exactly one"):
+        agent()
+
+
+def test_definition_keeps_its_declarations() -> None:
+    provider = ScriptedProvider()
+    a = agent(
+        name="a",
+        prompt="Hi {{ input }}",
+        activate_on=["x", "y:*"],
+        emits="done",
+        output=Out,
+        provider=provider,
+        options={"model": "m"},
+    )
+    assert (a.activate_on, a.emits, a.provider, a.options) == (
+        ("x", "y:*"),
+        ("done",),
+        provider,
+        {"model": "m"},
+    )
+    assert a.is_llm
+    assert a.output_schema == Out.model_json_schema()
+    assert agent(run=noop).activate_on == ("harness:start",)
+
+
+def test_tools_get_name_description_and_schema_from_the_function() -> None:
+    def get_price(symbol: str, days: int = 1) -> float:
+        """Return the average price of a stock.
+
+        Args:
+            symbol: The ticker, e.g. AAPL.
+            days: How many days to average
+                over.
+        """
+        return 1.0
+
+    a = agent(name="a", prompt="x", tools=[get_price])
+    (built,) = a.tools
+    assert isinstance(built, Tool)
+    assert built.definition() == {
+        "name": "get_price",
+        "description": "Return the average price of a stock.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "symbol": {
+                    "type": "string",
+                    "title": "Symbol",
+                    "description": "The ticker, e.g. AAPL.",
+                },
+                "days": {
+                    "type": "integer",
+                    "title": "Days",
+                    "default": 1,
+                    "description": "How many days to average over.",
+                },
+            },
+            "required": ["symbol"],
+        },
+    }
+
+
+async def test_tools_validate_arguments_and_await_async_functions() -> None:
+    @tool(name="lookup", description="Find a thing.")
+    async def find(key: str, limit: int = 3) -> dict[str, Any]:
+        return {"key": key, "limit": limit}
+
+    assert await find.invoke({"key": "k", "limit": "5"}) == {"key": "k", "limit": 5}
+    with pytest.raises(ValueError, match="key"):
+        await find.invoke({})
+
+
+def test_tools_with_varargs_are_rejected() -> None:
+    def bad(*names: str) -> None:
+        return None
+
+    with pytest.raises(AgentConfigError, match=r"takes \*names"):
+        agent(name="a", prompt="x", tools=[bad])
