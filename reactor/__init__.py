@@ -7,23 +7,96 @@ runtime, providers, recording, logging and the CLI.
 
 from __future__ import annotations
 
+from reactor._agent import Agent, agent
 from reactor._bus import SignalBus, Subscription, current_signal
+from reactor._context import AgentContext, RunView
+from reactor._graph import Reactive, RunKwargs, reactive, run_reactive
+from reactor._handle import RunHandle
 from reactor._patterns import Pattern
+from reactor._provider import (
+    End,
+    Message,
+    ProviderEvent,
+    ProviderRequest,
+    TextComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from reactor._result import RunMetrics, RunResult
+from reactor._scripted import ScriptedProvider
 from reactor._signal import Signal
 from reactor._stream import SignalStream
-from reactor.exceptions import HandlerError, PatternError, ReactorError, SignalNameError
+from reactor._tools import Tool, tool
+from reactor.exceptions import (
+    AgentConfigError,
+    CycleWarning,
+    GraphValidationError,
+    HandlerError,
+    LoopLimitError,
+    NoProviderError,
+    OutputValidationError,
+    PatternError,
+    ProviderError,
+    ReactorError,
+    RunClosedError,
+    RunTimeoutError,
+    ScriptExhaustedError,
+    SignalNameError,
+    TemplateError,
+)
+from reactor.typing import Provider, Reporter
 
 __all__ = [
+    "Agent",
+    "AgentConfigError",
+    "AgentContext",
+    "CycleWarning",
+    "End",
+    "GraphValidationError",
     "HandlerError",
+    "LoopLimitError",
+    "Message",
+    "NoProviderError",
+    "OutputValidationError",
     "Pattern",
     "PatternError",
+    "Provider",
+    "ProviderError",
+    "ProviderEvent",
+    "ProviderRequest",
+    "Reactive",
     "ReactorError",
+    "Reporter",
+    "RunClosedError",
+    "RunHandle",
+    "RunKwargs",
+    "RunMetrics",
+    "RunResult",
+    "RunTimeoutError",
+    "RunView",
+    "ScriptExhaustedError",
+    "ScriptedProvider",
     "Signal",
     "SignalBus",
     "SignalNameError",
     "SignalStream",
     "Subscription",
+    "TemplateError",
+    "TextComplete",
+    "TextDelta",
+    "ThinkingDelta",
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "Usage",
+    "agent",
     "current_signal",
+    "reactive",
+    "run_reactive",
+    "tool",
 ]
 
 __version__ = "0.1.0"

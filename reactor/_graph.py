@@ -1,0 +1,275 @@
+"""reactive() builds a graph from agents and state; run(), start() and run_reactive() run it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+
+from reactor._agent import Agent
+from reactor._handle import RunHandle
+from reactor._patterns import Pattern, normalize_patterns
+from reactor._result import RunResult
+from reactor._runtime import Run, RunOptions
+from reactor._validate import Declarations, find_cycles, mermaid, problems, state_keys
+from reactor.exceptions import AgentConfigError, CycleWarning, GraphValidationError
+from stores import create_store
+
+if TYPE_CHECKING:
+    from reactor.typing import EndCondition, Provider, Reporter
+
+__all__ = ["Reactive", "RunKwargs", "reactive", "run_reactive"]
+
+
+class RunKwargs(TypedDict, total=False):
+    """Run options (keyword arguments of ``run()``, ``run_sync()``, ``start()``).
+
+    ``input``: the run's input (``input`` in templates and ``ctx.input``);
+    ``provider``: the default provider of LLM agents; ``timeout``: seconds before
+    in-flight work is cancelled; ``max_depth`` / ``max_activations``: loop protection
+    (``None`` disables); ``fail_fast``: stop on the first agent failure;
+    ``on_end``: ``"drain"`` or ``"cancel"`` in-flight activations once ``end_when``
+    holds; ``reporters``: observers of the signal stream; ``history_limit``: keep only
+    the last N signals in memory.
+    """
+
+    input: Any
+    provider: Provider | None
+    timeout: float | None
+    max_depth: int | None
+    max_activations: int | None
+    fail_fast: bool
+    on_end: Literal["drain", "cancel"]
+    reporters: Sequence[Reporter]
+    history_limit: int | None
+
+
+_OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))
+
+
+class Reactive:
+    """A validated graph of agents over a state; create one with :func:`reactive`.
+
+    Attributes:
+        name: The graph's name (used in logs and recordings).
+        agents: Agents by name.
+        state: The state spec each run builds its store from.
+        end_when: When a run ends before quiescence (callable or pattern), if ever.
+        external: Patterns of signals that arrive from outside (``handle.send``).
+        warnings: Cycle warnings found at build time.
+    """
+
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        *,
+        state: Any,
+        end_when: EndCondition | None,
+        external: tuple[Pattern, ...],
+        name: str | None,
+        defaults: Mapping[str, Any],
+        single: bool = False,
+    ) -> None:
+        self.agents = dict(agents)
+        self.state = state
+        self.end_when = end_when
+        self.external = external
+        self.name = name
+        self.single = single
+        self._defaults = dict(defaults)
+        store = create_store(state)
+        self._declarations = Declarations(
+            agents=self.agents,
+            state_keys=state_keys(store),
+            external=external,
+            model_name=type(store._state).__name__,
+        )
+        found = problems(self._declarations)
+        if found:
+            raise GraphValidationError(found, graph=name)
+        self.warnings: tuple[str, ...] = tuple(
+            f"Agents form a cycle: {' -> '.join(cycle)}. Loops can be intentional; "
+            "max_depth and max_activations bound them, and a guard (when=) or end_when "
+            "ends them."
+            for cycle in find_cycles(self._declarations)
+        )
+        for message in self.warnings:
+            warnings.warn(message, CycleWarning, stacklevel=3)
+
+    def _options(self, overrides: Mapping[str, Any]) -> RunOptions:
+        unknown = set(overrides) - _OPTION_NAMES
+        if unknown:
+            raise TypeError(
+                f"Unknown run option(s): {', '.join(sorted(unknown))}. "
+                f"Run options are: {', '.join(sorted(_OPTION_NAMES))}."
+            )
+        return RunOptions(**{**self._defaults, **overrides})
+
+    async def run(self, **options: Unpack[RunKwargs]) -> RunResult:
+        """Run the graph until quiescence, ``end_when``, a failure, a limit or timeout.
+
+        Returns the :class:`RunResult`; failures are in ``result.status`` and
+        ``result.error``, not raised.
+        """
+        run = Run(self, self._options(options))
+        run.begin()
+        return await run.execute()
+
+    def run_sync(self, *, raise_on_error: bool = False, **options: Unpack[RunKwargs]) -> RunResult:
+        """Run from synchronous code (scripts, notebooks without a loop).
+
+        Args:
+            raise_on_error: Raise ``result.error`` if the run stopped on one.
+            **options: Run options, as for :meth:`run`.
+
+        Raises:
+            RuntimeError: Called while an event loop is running (use ``await run()``).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError(
+                "run_sync() cannot be used inside a running event loop; use "
+                "`await graph.run(...)` there."
+            )
+        result = asyncio.run(self.run(**options))
+        if raise_on_error and result.error is not None:
+            raise result.error
+        return result
+
+    def start(self, **options: Unpack[RunKwargs]) -> RunHandle:
+        """Start a live run and return its :class:`RunHandle` (call from async code).
+
+        A started run stays open for ``handle.send()`` at quiescence until
+        ``end_when`` holds, it times out, or it is closed or aborted. Await
+        ``handle.result()`` (or abort it): the handle owns the run's task.
+        """
+        loop = asyncio.get_running_loop()
+        run = Run(self, self._options(options), live=True)
+        run.begin()
+        return RunHandle(run, loop.create_task(run.execute(), name=f"reactor {run.run_id}"))
+
+    def to_mermaid(self) -> str:
+        """Draw the graph (agents, and the signals between them) as a Mermaid flowchart."""
+        return mermaid(self._declarations)
+
+    def __repr__(self) -> str:
+        return f"<Reactive {self.name or '(unnamed)'} agents={list(self.agents)}>"
+
+
+def reactive(
+    agents: Mapping[str, Agent] | Iterable[Agent],
+    *,
+    state: Any = None,
+    end_when: EndCondition | None = None,
+    external: Pattern | Iterable[Pattern] = (),
+    name: str | None = None,
+    **defaults: Unpack[RunKwargs],
+) -> Reactive:
+    """Build a graph: agents that react to signals, over one state.
+
+    Args:
+        agents: ``{name: agent}`` (agents are named after their keys) or a list of
+            named agents.
+        state: What each run's store is made from: a ``Store`` class or instance, a
+            pydantic model class or instance, a dict, or a factory.
+        end_when: End the run when ``end_when(run)`` holds after a signal (``run.state``,
+            ``run.signal``, ``run.signals``), or when a signal matches this pattern.
+        external: Patterns of signals sent from outside the graph (``handle.send``).
+        name: The graph's name.
+        **defaults: Default run options (see :class:`RunKwargs`).
+
+    Raises:
+        GraphValidationError: Every problem found, each with a hint.
+        AgentConfigError: An agent is unnamed in a list, or not an agent.
+    """
+    named = _name_agents(agents)
+    external_patterns = normalize_patterns(external) if external else ()
+    if isinstance(end_when, str):
+        normalize_patterns(end_when)
+    unknown = set(defaults) - _OPTION_NAMES
+    if unknown:
+        raise TypeError(
+            f"Unknown run option(s) for reactive(): {', '.join(sorted(unknown))}. "
+            f"Run options are: {', '.join(sorted(_OPTION_NAMES))}."
+        )
+    RunOptions(**defaults)  # validate the defaults now
+    return Reactive(
+        named,
+        state=state,
+        end_when=end_when,
+        external=external_patterns,
+        name=name,
+        defaults=defaults,
+    )
+
+
+def _name_agents(agents: Mapping[str, Agent] | Iterable[Agent]) -> dict[str, Agent]:
+    named: dict[str, Agent] = {}
+    found: list[str] = []
+    items = agents.items() if isinstance(agents, Mapping) else ((None, a) for a in agents)
+    for key, agent in items:
+        if not isinstance(agent, Agent):
+            raise AgentConfigError(
+                f"{agent!r} is not an agent; build agents with reactor.agent(...).",
+                agent=key,
+            )
+        name = key or agent.name
+        if name is None:
+            raise AgentConfigError(
+                "An agent in the list has no name; give it name= or pass agents as a dict "
+                "{name: agent}.",
+            )
+        if key is not None and agent.name is not None and agent.name != key:
+            found.append(
+                f"The agent under key {key!r} is named {agent.name!r}. Hint: use the same "
+                "name, or leave name= out and let the key name it."
+            )
+        if name in named:
+            found.append(f"Two agents are named {name!r}. Hint: give each agent its own name.")
+        named[name] = agent if agent.name == name else agent.named(name)
+    if not named:
+        found.append("The graph has no agents. Hint: pass agents={'name': agent(...)}.")
+    if found:
+        raise GraphValidationError(found)
+    return named
+
+
+async def run_reactive(
+    agent: Agent | None = None,
+    /,
+    *,
+    agents: Mapping[str, Agent] | Iterable[Agent] | None = None,
+    state: Any = None,
+    end_when: EndCondition | None = None,
+    external: Pattern | Iterable[Pattern] = (),
+    name: str | None = None,
+    **options: Unpack[RunKwargs],
+) -> RunResult:
+    """Run one agent, or a graph, in one call.
+
+    ``await run_reactive(analyst, input="...", provider=p)`` runs a single agent
+    (``result.output`` is its last output); ``await run_reactive(agents={...},
+    state=..., provider=p)`` builds and runs a graph (``result.output`` is the final
+    state, or the payload of the signal a pattern ``end_when`` matched).
+    """
+    if (agent is None) == (agents is None):
+        raise TypeError("Pass one agent positionally, or agents={...}, but not both.")
+    if agent is not None:
+        graph = Reactive(
+            {agent.name or "agent": agent.named(agent.name or "agent")},
+            state=state,
+            end_when=end_when,
+            external=normalize_patterns(external) if external else (),
+            name=name or agent.name,
+            defaults={},
+            single=True,
+        )
+    else:
+        assert agents is not None
+        graph = reactive(agents, state=state, end_when=end_when, external=external, name=name)
+    return await graph.run(**options)

@@ -1,0 +1,174 @@
+"""ScriptedProvider: offline, deterministic answers that stream like a real model's."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+import pydantic
+
+from reactor._provider import End, ProviderEvent, ProviderRequest, TextComplete, TextDelta, Usage
+from reactor._templates import to_json
+from reactor.exceptions import ScriptExhaustedError
+
+__all__ = ["Answer", "Script", "ScriptedProvider"]
+
+Answer: TypeAlias = "str | dict[str, Any] | list[Any] | pydantic.BaseModel | BaseException"
+"""One scripted answer: text, JSON data, a model instance, or an exception to raise."""
+
+Script: TypeAlias = "Sequence[Answer] | Callable[[ProviderRequest], Answer | Awaitable[Answer]]"
+"""An agent's script: answers used in order, or a function of the request."""
+
+_WORDS = re.compile(r"\S+\s*|\s+")
+
+
+class ScriptedProvider:
+    """Answers agents from scripts: offline, deterministic, shaped like a real provider.
+
+    ::
+
+        provider = ScriptedProvider({
+            "analyst": [Analysis(trend="up", confidence=0.9)],   # used in order
+            "writer": lambda request: f"Summary of: {request.prompt[:40]}",
+        })
+
+    Text answers stream as ``text:delta`` words, structured answers as their JSON;
+    token usage is estimated from the text (about four characters a token).
+
+    Args:
+        responses: Per agent name, a list of answers (each call takes the next) or a
+            function of the :class:`ProviderRequest` (sync or async). An answer is a
+            string, JSON data (dict/list), a pydantic model instance, or an exception
+            instance to raise (for testing failures).
+        default: The script of agents not in ``responses``.
+        latency: Seconds to wait before answering (or a function of the request);
+            the wait is cancellable, like a real network call.
+        model: The model name reported in ``provider:start``.
+        pricing: ``(input, output)`` USD per million tokens, to report ``cost_usd``.
+
+    Attributes:
+        requests: Every request received, in order (handy in tests).
+    """
+
+    def __init__(
+        self,
+        responses: Mapping[str, Script] | None = None,
+        *,
+        default: Script | None = None,
+        latency: float | Callable[[ProviderRequest], float] = 0.0,
+        model: str = "scripted",
+        pricing: tuple[float, float] | None = None,
+    ) -> None:
+        self._scripts: dict[str, Any] = {}
+        for agent, script in (responses or {}).items():
+            self._scripts[agent] = _normalize(script, agent)
+        self._default = _normalize(default, "default") if default is not None else None
+        self._cursors: dict[str, int] = {}
+        self.latency = latency
+        self.model = model
+        self.pricing = pricing
+        self.requests: list[ProviderRequest] = []
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Answer ``request`` from its agent's script."""
+        self.requests.append(request)
+        answer = await self._next_answer(request)
+        delay = self.latency(request) if callable(self.latency) else self.latency
+        if delay:
+            await asyncio.sleep(delay)
+        if isinstance(answer, BaseException):
+            raise answer
+        text, output = _render(answer)
+        for piece in _WORDS.findall(text):
+            yield TextDelta(piece)
+        yield TextComplete(text)
+        usage = Usage(
+            input_tokens=_tokens(_request_text(request)),
+            output_tokens=_tokens(text),
+        )
+        yield End(
+            output=output,
+            usage=usage,
+            cost_usd=self._cost(usage),
+            stop_reason="end_turn",
+            model=self.model,
+        )
+
+    async def _next_answer(self, request: ProviderRequest) -> Any:
+        agent = request.agent
+        script = self._scripts.get(agent, self._default)
+        if script is None:
+            known = ", ".join(sorted(self._scripts)) or "none"
+            raise ScriptExhaustedError(
+                f"ScriptedProvider has no script for agent {agent!r} (scripted agents: "
+                f"{known}). Add it: ScriptedProvider({{{agent!r}: [...]}}), or pass default=.",
+                agent=agent,
+            )
+        if callable(script):
+            answer = script(request)
+            return await answer if inspect.isawaitable(answer) else answer
+        key = agent if agent in self._scripts else "\0default"
+        index = self._cursors.get(key, 0)
+        if index >= len(script):
+            raise ScriptExhaustedError(
+                f"ScriptedProvider has no answer left for agent {agent!r}: its script had "
+                f"{len(script)} and all were used. Add more answers, or script it with a "
+                "function of the request.",
+                agent=agent,
+            )
+        self._cursors[key] = index + 1
+        return script[index]
+
+    def _cost(self, usage: Usage) -> float | None:
+        if self.pricing is None:
+            return None
+        input_price, output_price = self.pricing
+        return (usage.input_tokens * input_price + usage.output_tokens * output_price) / 1e6
+
+    def remaining(self, agent: str) -> int | None:
+        """Answers left in ``agent``'s list (``None`` for a function script)."""
+        script = self._scripts.get(agent)
+        if script is None or callable(script):
+            return None
+        return len(script) - self._cursors.get(agent, 0)
+
+    def __repr__(self) -> str:
+        return f"ScriptedProvider(agents={sorted(self._scripts)!r}, model={self.model!r})"
+
+
+def _normalize(script: Any, agent: str) -> Any:
+    if callable(script):
+        return script
+    if isinstance(script, str | bytes | dict | pydantic.BaseModel | BaseException):
+        return [script]
+    if isinstance(script, Sequence):
+        return list(script)
+    raise TypeError(
+        f"The script of {agent!r} must be a list of answers or a function of the request, "
+        f"got {script!r}."
+    )
+
+
+def _render(answer: Any) -> tuple[str, Any]:
+    """The text that streams and the output that ``End`` carries."""
+    if isinstance(answer, str):
+        return answer, answer
+    if isinstance(answer, pydantic.BaseModel):
+        return answer.model_dump_json(), answer.model_dump(mode="json")
+    return to_json(answer), answer
+
+
+def _request_text(request: ProviderRequest) -> str:
+    parts = [request.system or "", *(m.content for m in request.messages)]
+    if request.output_schema is not None:
+        parts.append(to_json(request.output_schema))
+    parts.extend(to_json(tool.definition()) for tool in request.tools)
+    return "".join(parts)
+
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))

@@ -1,0 +1,253 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from reactor import (
+    End,
+    OutputValidationError,
+    ProviderError,
+    ProviderEvent,
+    ProviderRequest,
+    ScriptedProvider,
+    ScriptExhaustedError,
+    TemplateError,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+    agent,
+    reactive,
+    run_reactive,
+)
+from tests.reactor.conftest import names
+
+
+class Verdict(BaseModel):
+    approve: bool
+    confidence: float = Field(ge=0, le=1)
+
+
+async def test_invalid_output_is_retried_with_the_validation_error() -> None:
+    provider = ScriptedProvider(
+        {"judge": [{"approve": "maybe", "confidence": 2}, Verdict(approve=True, confidence=0.7)]}
+    )
+    result = await run_reactive(
+        agent(name="judge", prompt="Judge it.", output=Verdict), provider=provider
+    )
+    assert result.status == "completed"
+    assert result.output == Verdict(approve=True, confidence=0.7)
+    first, second = provider.requests
+    assert [m.role for m in first.messages] == ["user"]
+    assert [m.role for m in second.messages] == ["user", "assistant", "user"]
+    assert second.messages[1].content == '{"approve":"maybe","confidence":2}'
+    feedback = second.messages[2].content
+    assert feedback.startswith("Your answer did not match the required JSON schema:\n- approve:")
+    assert "- confidence: Input should be less than or equal to 1" in feedback
+    assert first.request_hash != second.request_hash
+    assert len(result.select("provider:start")) == 2
+
+
+async def test_output_that_never_validates_fails_after_the_retries() -> None:
+    provider = ScriptedProvider({"judge": ['{"approve": 1'] * 3})
+    judge = agent(name="judge", prompt="Judge it.", output=Verdict, output_retries=2)
+    result = await run_reactive(judge, provider=provider)
+    assert result.status == "failed"
+    assert isinstance(result.error, OutputValidationError)
+    assert str(result.error).startswith(
+        "Agent 'judge': the output did not match Verdict after 3 attempts:"
+    )
+    assert result.error.output == '{"approve": 1'
+    assert len(provider.requests) == 3
+
+
+async def test_json_text_output_is_parsed_even_inside_a_code_fence() -> None:
+    fenced = '```json\n{"approve": true, "confidence": 0.5}\n```'
+    result = await run_reactive(
+        agent(name="judge", prompt="x", output=Verdict),
+        provider=ScriptedProvider({"judge": [fenced]}),
+    )
+    assert result.output == Verdict(approve=True, confidence=0.5)
+
+
+async def test_handler_output_is_validated_against_the_output_model() -> None:
+    ok = await run_reactive(
+        agent(name="h", run=lambda ctx: {"approve": True, "confidence": 1}, output=Verdict)
+    )
+    assert ok.output == Verdict(approve=True, confidence=1)
+    bad = await run_reactive(agent(name="h", run=lambda ctx: {"approve": True}, output=Verdict))
+    assert isinstance(bad.error, OutputValidationError)
+
+
+async def test_a_missing_template_variable_names_it() -> None:
+    writer = agent(name="writer", prompt="Write about {{ input.topic }} for {{ audience }}.")
+    result = await run_reactive(
+        writer, input={"topic": "rates"}, provider=ScriptedProvider({"writer": ["x"]})
+    )
+    assert result.status == "failed"
+    assert isinstance(result.error, TemplateError)
+    assert result.error.variable == "audience"
+    assert str(result.error).startswith(
+        "Agent 'writer': the prompt uses 'audience', which is not defined"
+    )
+    assert result.select("agent:writer:failed")[0].payload["error"]["type"] == "TemplateError"
+
+
+async def test_a_missing_attribute_is_named_too() -> None:
+    writer = agent(name="writer", prompt="{{ input.topci }}")
+    result = await run_reactive(
+        writer, input={"topic": "x"}, provider=ScriptedProvider({"writer": ["x"]})
+    )
+    assert isinstance(result.error, TemplateError)
+    assert result.error.variable == "topci"
+
+
+async def test_templates_render_state_input_signal_agent_and_run_id() -> None:
+    class State(BaseModel):
+        symbol: str = "AAPL"
+
+    provider = ScriptedProvider({"a": ["ok"]})
+    a = agent(
+        prompt="{{ agent }} {{ state.symbol }} {{ input.n }} {{ signal.name }} {{ run_id[:4] }} "
+        "{{ input | tojson }} {{ state | tojson }}",
+        system="You help with {{ state.symbol }}.",
+    )
+    result = await reactive({"a": a}, state=State).run(input={"n": 1}, provider=provider)
+    (request,) = provider.requests
+    assert request.prompt == 'a AAPL 1 harness:start run_ {"n":1} {"symbol":"AAPL"}'
+    assert request.system == "You help with AAPL."
+    assert result.ok
+
+
+async def test_the_request_carries_schema_tools_options_and_a_stable_hash() -> None:
+    def lookup(symbol: str) -> float:
+        """Price of a symbol."""
+        return 1.0
+
+    judge = agent(name="judge", prompt="x", output=Verdict, tools=[lookup], options={"model": "m1"})
+    one, two = (
+        ScriptedProvider({"judge": [Verdict(approve=True, confidence=1)]}),
+        ScriptedProvider({"judge": [Verdict(approve=False, confidence=0)]}),
+    )
+    first = await run_reactive(judge, provider=one)
+    await run_reactive(judge, provider=two)
+    request = one.requests[0]
+    assert request.output_schema == Verdict.model_json_schema()
+    assert [t.name for t in request.tools] == ["lookup"]
+    assert request.options == {"model": "m1"}
+    assert request.request_hash == two.requests[0].request_hash
+    start = first.select("provider:start")[0].payload
+    assert start == {"agent": "judge", "model": "m1", "request_hash": request.request_hash}
+
+
+class EventfulProvider:
+    """Streams every kind of event a real provider does, then fails if asked."""
+
+    model = "eventful"
+
+    def __init__(self, fail: ProviderError | None = None) -> None:
+        self.fail = fail
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        yield ThinkingDelta("hmm")
+        yield ToolCall(id="t1", name="lookup", input={"symbol": "AAPL"})
+        yield ToolResult(id="t1", name="lookup", result=101.5)
+        if self.fail is not None:
+            raise self.fail
+        yield End(
+            output="done",
+            usage=Usage(10, 2, cache_read_input_tokens=8),
+            cost_usd=0.01,
+            stop_reason="end_turn",
+        )
+
+
+async def test_provider_events_become_signals_with_their_payloads() -> None:
+    result = await run_reactive(agent(name="a", prompt="x"), provider=EventfulProvider())
+    assert names(result, deltas=True)[2:7] == [
+        "provider:start",
+        "thinking:delta",
+        "tool:call",
+        "tool:result",
+        "provider:end",
+    ]
+    assert result.select("tool:call")[0].payload == {
+        "agent": "a",
+        "id": "t1",
+        "name": "lookup",
+        "input": {"symbol": "AAPL"},
+    }
+    assert result.select("tool:result")[0].payload["result"] == 101.5
+    end = result.select("provider:end")[0].payload
+    assert end["usage"] == {"input_tokens": 10, "output_tokens": 2, "cache_read_input_tokens": 8}
+    assert (end["cost_usd"], end["stop_reason"], end["output"]) == (0.01, "end_turn", "done")
+    assert result.metrics.cost_usd == 0.01
+
+
+async def test_provider_errors_are_signalled_and_fail_the_activation() -> None:
+    error = ProviderError("overloaded", retryable=True, status_code=529)
+    result = await run_reactive(agent(name="a", prompt="x"), provider=EventfulProvider(fail=error))
+    assert result.status == "failed"
+    assert result.error is error
+    payload = result.select("provider:error")[0].payload
+    assert payload == {
+        "agent": "a",
+        "error": {"type": "ProviderError", "message": "overloaded"},
+        "retryable": True,
+    }
+    assert names(result)[-3:] == ["provider:error", "agent:a:failed", "harness:end"]
+
+
+async def test_a_stream_without_end_is_a_provider_error() -> None:
+    class Mute:
+        async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+            return
+            yield  # pragma: no cover
+
+    result = await run_reactive(agent(name="a", prompt="x"), provider=Mute())
+    assert isinstance(result.error, ProviderError)
+    assert "finished without an End event" in str(result.error)
+
+
+async def test_scripted_exceptions_are_raised_as_provider_failures() -> None:
+    provider = ScriptedProvider({"a": [ProviderError("rate limited", retryable=True)]})
+    result = await run_reactive(agent(name="a", prompt="x"), provider=provider)
+    assert result.select("provider:error")[0].payload["retryable"] is True
+
+
+def test_scripted_provider_says_when_a_script_runs_out() -> None:
+    graph = reactive({"a": agent(prompt="x"), "b": agent(prompt="y")})
+    result = graph.run_sync(provider=ScriptedProvider({"a": ["only one"]}))
+    assert result.status == "failed"
+    assert str(result.error).startswith(
+        "ScriptedProvider has no script for agent 'b' (scripted agents: a)."
+    )
+
+
+async def test_scripted_provider_function_scripts_see_the_request() -> None:
+    async def answer(request: ProviderRequest) -> Any:
+        return {"approve": "yes" in request.prompt, "confidence": 0.5}
+
+    provider = ScriptedProvider({"judge": answer})
+    result = await run_reactive(
+        agent(name="judge", prompt="say {{ input }}", output=Verdict),
+        input="yes",
+        provider=provider,
+    )
+    assert result.output == Verdict(approve=True, confidence=0.5)
+    assert provider.remaining("judge") is None
+
+
+async def test_scripted_lists_are_used_in_order_and_then_exhausted() -> None:
+    provider = ScriptedProvider({"a": ["one", "two"]})
+    a = agent(name="a", prompt="x")
+    assert (await run_reactive(a, provider=provider)).output == "one"
+    assert provider.remaining("a") == 1
+    assert (await run_reactive(a, provider=provider)).output == "two"
+    exhausted = await run_reactive(a, provider=provider)
+    assert isinstance(exhausted.error, ScriptExhaustedError)
+    assert str(exhausted.error).startswith(
+        "ScriptedProvider has no answer left for agent 'a': its script had 2 and all were used."
+    )

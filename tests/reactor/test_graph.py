@@ -1,0 +1,183 @@
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+from pydantic import BaseModel
+
+from reactor import (
+    AgentConfigError,
+    CycleWarning,
+    GraphValidationError,
+    agent,
+    reactive,
+    run_reactive,
+)
+
+
+class State(BaseModel):
+    analysis: str | None = None
+    decision: str | None = None
+
+
+def test_every_problem_is_reported_at_once_with_hints() -> None:
+    with pytest.raises(GraphValidationError) as info:
+        reactive(
+            {
+                "analyst": agent(
+                    run=lambda ctx: 1, emits=["analysis:complete"], updates="analysys"
+                ),
+                "trader": agent(run=lambda ctx: 1, activate_on="analysis:completed"),
+                "listener": agent(run=lambda ctx: 1, activate_on="user:message"),
+            },
+            state=State,
+            name="bot",
+        )
+    error = info.value
+    assert error.graph == "bot"
+    assert error.problems == (
+        "Agent 'analyst' updates 'analysys', which State does not have (keys: analysis, decision). "
+        "Hint: did you mean 'analysis'? add the field to the state model, or change updates=.",
+        "Agent 'trader' activates on 'analysis:completed', which nothing in the graph emits. "
+        "Hint: did you mean 'analysis:complete' (emitted by analyst)? declare it in the emitting "
+        "agent's emits=[...], or in reactive(external=[...]) if it comes from outside the graph "
+        "(handle.send()).",
+        "Agent 'listener' activates on 'user:message', which nothing in the graph emits. "
+        "Hint: declare it in the emitting agent's emits=[...], or in reactive(external=[...]) if "
+        "it comes from outside the graph (handle.send()).",
+    )
+    assert str(error).startswith("Graph 'bot' has 3 problems:\n  - Agent 'analyst' updates")
+
+
+def test_external_patterns_and_state_signals_satisfy_activations() -> None:
+    graph = reactive(
+        {
+            "listener": agent(run=lambda ctx: 1, activate_on="user:message"),
+            "watcher": agent(run=lambda ctx: 1, activate_on="state:decision:changed"),
+            "auditor": agent(run=lambda ctx: 1, activate_on="agent:*:failed"),
+            "logger": agent(run=lambda ctx: 1, activate_on=re.compile("custom:.*")),
+        },
+        state=State,
+        external=["user:*"],
+    )
+    assert set(graph.agents) == {"listener", "watcher", "auditor", "logger"}
+
+
+def test_dict_state_accepts_any_state_key() -> None:
+    reactive(
+        {"w": agent(run=lambda ctx: 1, activate_on="state:anything:changed", updates="x")}, state={}
+    )
+
+
+def test_duplicate_and_mismatched_names_are_reported() -> None:
+    with pytest.raises(GraphValidationError) as info:
+        reactive([agent(name="a", run=lambda ctx: 1), agent(name="a", run=lambda ctx: 2)])
+    assert info.value.problems == ("Two agents are named 'a'. Hint: give each agent its own name.",)
+    with pytest.raises(GraphValidationError, match=r"The agent under key 'x' is named 'y'"):
+        reactive({"x": agent(name="y", run=lambda ctx: 1)})
+    with pytest.raises(GraphValidationError, match=r"The graph has no agents"):
+        reactive({})
+
+
+def test_agents_are_named_after_their_keys() -> None:
+    shared = agent(run=lambda ctx: 1)
+    graph = reactive({"first": shared, "second": shared})
+    assert [a.name for a in graph.agents.values()] == ["first", "second"]
+    assert shared.name is None
+
+
+def test_list_agents_need_names() -> None:
+    with pytest.raises(AgentConfigError, match=r"has no name"):
+        reactive([agent(run=lambda ctx: 1)])
+    with pytest.raises(AgentConfigError, match=r"is not an agent"):
+        reactive({"x": lambda ctx: 1})  # type: ignore[dict-item]
+
+
+def test_cycles_are_warnings_that_spell_the_cycle() -> None:
+    with pytest.warns(CycleWarning) as caught:
+        graph = reactive(
+            {
+                "writer": agent(
+                    run=lambda ctx: 1,
+                    activate_on=["harness:start", "review:rejected"],
+                    emits=["draft:ready"],
+                ),
+                "editor": agent(
+                    run=lambda ctx: 1, activate_on="draft:ready", emits=["review:rejected"]
+                ),
+                "solo": agent(
+                    run=lambda ctx: 1, activate_on="state:decision:changed", updates="decision"
+                ),
+            },
+            state=State,
+        )
+    assert [str(w.message).split(". ")[0] for w in caught] == [
+        "Agents form a cycle: writer -> draft:ready -> editor -> review:rejected -> writer",
+        "Agents form a cycle: solo -> state:decision:changed -> solo",
+    ]
+    assert len(graph.warnings) == 2
+
+
+def test_acyclic_graphs_do_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reactive(
+            {
+                "a": agent(run=lambda ctx: 1, emits=["x"]),
+                "b": agent(run=lambda ctx: 1, activate_on="x"),
+            }
+        )
+
+
+def test_unknown_run_options_are_rejected_with_the_list() -> None:
+    graph = reactive({"a": agent(run=lambda ctx: 1)})
+    with pytest.raises(TypeError, match=r"^Unknown run option\(s\): timout\. Run options are: "):
+        graph.run_sync(timout=3)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="on_end must be 'drain' or 'cancel'"):
+        reactive({"a": agent(run=lambda ctx: 1)}, on_end="stop")  # type: ignore[typeddict-item]
+
+
+async def test_graph_defaults_apply_and_runs_override_them() -> None:
+    graph = reactive(
+        {"a": agent(run=lambda ctx: ctx.input, updates="seen")},
+        state={"seen": None},
+        input="default",
+    )
+    assert (await graph.run()).state == {"seen": "default"}
+    assert (await graph.run(input="given")).state == {"seen": "given"}
+
+
+async def test_run_reactive_needs_exactly_one_form() -> None:
+    with pytest.raises(TypeError, match="Pass one agent positionally, or agents"):
+        await run_reactive()
+    one = agent(run=lambda ctx: 1)
+    with pytest.raises(TypeError, match="but not both"):
+        await run_reactive(one, agents={"a": one})
+
+
+def test_mermaid_draws_agents_and_the_signals_between_them() -> None:
+    graph = reactive(
+        {
+            "analyst": agent(run=lambda ctx: 1, updates="analysis"),
+            "trader": agent(
+                run=lambda ctx: 1, activate_on="state:analysis:changed", emits=["trade:proposed"]
+            ),
+            "reviewer": agent(run=lambda ctx: 1, activate_on="trade:proposed"),
+        },
+        state=State,
+    )
+    assert graph.to_mermaid().splitlines() == [
+        "flowchart LR",
+        '  a_analyst["analyst"]',
+        '  a_trader["trader"]',
+        '  a_reviewer["reviewer"]',
+        '  s0(["harness:start"])',
+        "  s0 --> a_analyst",
+        '  s1(["state:analysis:changed"])',
+        "  s1 --> a_trader",
+        '  s2(["trade:proposed"])',
+        "  s2 --> a_reviewer",
+        "  a_analyst -. updates .-> s1",
+        "  a_trader --> s2",
+    ]
