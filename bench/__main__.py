@@ -6,10 +6,10 @@ import argparse
 import platform
 import sys
 
-from bench import bus, stores
+from bench import bus, runtime, stores
 from bench._runner import Row, render
 
-WORKLOADS = {"bus": bus.run, "stores": stores.run}
+WORKLOADS = {"bus": bus.run, "stores": stores.run, "runtime": runtime.run}
 
 
 def machine() -> str:
