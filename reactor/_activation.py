@@ -165,6 +165,8 @@ class Activator:
                 output_schema=agent.output_schema,
                 tools=agent.tools,
                 options=agent.options,
+                before_tool=agent.before_tool,
+                after_tool=agent.after_tool,
             )
             raw = await self.stream(provider, request, name)
             if agent.output is None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from reactor._context import AgentContext
+    from reactor._toolrun import AfterTool, BeforeTool
     from reactor.typing import Provider
 
 __all__ = ["Agent", "Concurrency", "agent"]
@@ -52,6 +53,8 @@ class Agent:
     concurrency: Concurrency
     max_activations: int | None
     options: Mapping[str, Any]
+    before_tool: BeforeTool | None = None
+    after_tool: AfterTool | None = None
     prompt_template: jinja2.Template | None = dataclasses.field(repr=False, default=None)
     system_template: jinja2.Template | None = dataclasses.field(repr=False, default=None)
     when_expression: Callable[..., Any] | None = dataclasses.field(repr=False, default=None)
@@ -93,6 +96,8 @@ def agent(
     concurrency: Concurrency = "parallel",
     max_activations: int | None = None,
     options: Mapping[str, Any] | None = None,
+    before_tool: BeforeTool | None = None,
+    after_tool: AfterTool | None = None,
 ) -> Agent:
     """Define an agent.
 
@@ -125,6 +130,10 @@ def agent(
         max_activations: Activations allowed per run; later triggers are skipped with
             reason ``limit``.
         options: Model options for the provider (``model``, ``max_tokens``, ...).
+        before_tool: ``before_tool(call)`` runs before each tool call the model makes;
+            return the call (possibly changed) to run it, or ``None`` to block it.
+        after_tool: ``after_tool(call, result)`` runs after each tool call; return a
+            replacement result, or ``None`` to keep it.
 
     Raises:
         AgentConfigError: The definition is invalid; the message names the agent and
@@ -150,7 +159,13 @@ def agent(
     if run is not None:
         if not callable(run):
             raise problem(f"run must be a function fn(ctx), got {run!r}.")
-        for field, value in (("system", system), ("provider", provider), ("tools", tools)):
+        for field, value in (
+            ("system", system),
+            ("provider", provider),
+            ("tools", tools),
+            ("before_tool", before_tool),
+            ("after_tool", after_tool),
+        ):
             if value:
                 raise problem(f"{field}= is for prompt agents; a run= agent calls no model.")
     if system is not None and not isinstance(system, str):
@@ -174,6 +189,9 @@ def agent(
         raise problem(f"output_retries must be an integer >= 0, got {output_retries!r}.")
     if updates is not None and (not isinstance(updates, str) or not _NAME.match(updates)):
         raise problem(f"updates must name a top-level state key, got {updates!r}.")
+    for field, hook in (("before_tool", before_tool), ("after_tool", after_tool)):
+        if hook is not None and not callable(hook):
+            raise problem(f"{field} must be a function, got {hook!r}.")
     if on_output is not None and not callable(on_output):
         raise problem(f"on_output must be a function fn(ctx, output), got {on_output!r}.")
     if concurrency not in _CONCURRENCY:
@@ -205,6 +223,8 @@ def agent(
         concurrency=concurrency,
         max_activations=max_activations,
         options=dict(options or {}),
+        before_tool=before_tool,
+        after_tool=after_tool,
         prompt_template=compile_template(prompt, agent=name, field="prompt") if prompt else None,
         system_template=compile_template(system, agent=name, field="system") if system else None,
         when_expression=when_expression,

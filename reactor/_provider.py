@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from reactor._signal import to_jsonable
@@ -47,6 +47,9 @@ class ProviderRequest:
         tools: Tools the model may call.
         options: Model options (``model``, ``max_tokens``, ``temperature``, ...).
         request_hash: Stable hash of all of the above; replay matches on it.
+        before_tool: The agent's ``before_tool(call)`` hook, for providers that run
+            tools (not part of the hash).
+        after_tool: The agent's ``after_tool(call, result)`` hook (not hashed either).
     """
 
     agent: str
@@ -57,6 +60,12 @@ class ProviderRequest:
     tools: tuple[Tool, ...] = ()
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     request_hash: str = ""
+    before_tool: Callable[..., Any] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
+    after_tool: Callable[..., Any] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
 
     @classmethod
     def build(
@@ -69,12 +78,25 @@ class ProviderRequest:
         output_schema: dict[str, Any] | None = None,
         tools: Sequence[Tool] = (),
         options: Mapping[str, Any] | None = None,
+        before_tool: Callable[..., Any] | None = None,
+        after_tool: Callable[..., Any] | None = None,
     ) -> ProviderRequest:
         """Create a request and compute its ``request_hash``."""
         turns = tuple(messages) if messages is not None else (Message("user", prompt),)
         opts = dict(options or {})
         digest = request_hash(agent, system, turns, output_schema, tuple(tools), opts)
-        return cls(agent, system, prompt, turns, output_schema, tuple(tools), opts, digest)
+        return cls(
+            agent,
+            system,
+            prompt,
+            turns,
+            output_schema,
+            tuple(tools),
+            opts,
+            digest,
+            before_tool,
+            after_tool,
+        )
 
     def fingerprint(self) -> dict[str, Any]:
         """The JSON data the hash is computed from (used to explain replay mismatches)."""

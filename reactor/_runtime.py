@@ -237,7 +237,8 @@ class Run:
             output = self.end_signal.payload
         else:
             output = state
-        assert self.status is not None and self._end_payload is not None
+        assert self.status is not None
+        assert self._end_payload is not None
         return RunResult(
             status=self.status,
             output=output,

@@ -1,0 +1,83 @@
+"""Running a model's tool calls: concurrently, with hooks, errors reported to the model.
+
+Shared by every provider that runs a tool-use loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeAlias
+
+from reactor._provider import ToolCall, ToolResult
+from reactor._tools import Tool
+
+__all__ = ["AfterTool", "BeforeTool", "execute_tool_calls"]
+
+
+BeforeTool: TypeAlias = Callable[[ToolCall], "ToolCall | Awaitable[ToolCall | None] | None"]
+"""``before_tool(call)``: return the call (possibly changed) to run it, ``None`` to block it."""
+
+AfterTool: TypeAlias = Callable[
+    [ToolCall, ToolResult], "ToolResult | Awaitable[ToolResult | None] | None"
+]
+"""``after_tool(call, result)``: return a replacement result, or ``None`` to keep it."""
+
+
+async def execute_tool_calls(
+    calls: Sequence[ToolCall],
+    tools: Sequence[Tool],
+    *,
+    before: Sequence[BeforeTool] = (),
+    after: Sequence[AfterTool] = (),
+) -> list[ToolResult]:
+    """Run the model's tool calls, concurrently, and return their results in call order.
+
+    Each call passes the ``before`` hooks in order (any returning ``None`` blocks it),
+    runs (a tool that raises, an unknown tool, or invalid arguments become an error
+    result for the model, never an exception), then its result, blocked or not,
+    passes the ``after`` hooks.
+    """
+    by_name = {tool.name: tool for tool in tools}
+
+    async def run(call: ToolCall) -> ToolResult:
+        result: ToolResult | None = None
+        for before_hook in before:
+            changed = before_hook(call)
+            if inspect.isawaitable(changed):
+                changed = await changed
+            if changed is None:
+                result = ToolResult(
+                    call.id, call.name, None, error="Blocked by a before_tool hook."
+                )
+                break
+            call = changed
+        if result is None:
+            result = await _invoke(call, by_name.get(call.name), by_name)
+        for after_hook in after:
+            replaced = after_hook(call, result)
+            if inspect.isawaitable(replaced):
+                replaced = await replaced
+            if replaced is not None:
+                result = replaced
+        return result
+
+    if len(calls) == 1:
+        return [await run(calls[0])]
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(run(call)) for call in calls]
+    return [task.result() for task in tasks]
+
+
+async def _invoke(call: ToolCall, tool: Tool | None, tools: dict[str, Tool]) -> ToolResult:
+    if tool is None:
+        known = ", ".join(tools) or "none"
+        return ToolResult(
+            call.id, call.name, None, error=f"Unknown tool {call.name!r} (tools: {known})."
+        )
+    try:
+        value = await tool.invoke(call.input)
+    except Exception as exc:
+        return ToolResult(call.id, call.name, None, error=f"{type(exc).__name__}: {exc}")
+    return ToolResult(call.id, call.name, value)
