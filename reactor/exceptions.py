@@ -13,8 +13,11 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── OutputValidationError(ValueError) an agent's output never matched its model
     ├── PatternError(ValueError)          a signal pattern cannot be compiled
     ├── ProviderError(RuntimeError)       the LLM provider failed (see .retryable)
+    │   ├── ReplayMismatchError           replay has no recorded answer for a request
     │   └── ScriptExhaustedError          a ScriptedProvider ran out of answers
+    ├── RecordingError(RuntimeError)      a signal store cannot read or write
     ├── RunClosedError(RuntimeError)      a signal was sent to a run that takes no input
+    ├── RunNotFoundError(LookupError)     no recorded run has that id
     ├── RunTimeoutError(TimeoutError)     a run exceeded its timeout
     ├── SignalNameError(ValueError)       a signal name is malformed
     ├── StoreError                        a state store refused an operation
@@ -48,7 +51,10 @@ __all__ = [
     "ProviderError",
     "ReactorError",
     "ReadOnlyStateError",
+    "RecordingError",
+    "ReplayMismatchError",
     "RunClosedError",
+    "RunNotFoundError",
     "RunTimeoutError",
     "ScriptExhaustedError",
     "SignalNameError",
@@ -232,6 +238,39 @@ class ProviderError(ReactorError, RuntimeError):
         self.retryable = retryable
         self.agent = agent
         self.status_code = status_code
+
+
+class ReplayMismatchError(ProviderError):
+    """Replay found no recorded answer for a request (a prompt, schema or tool changed).
+
+    Attributes:
+        field: The first field that differs from the nearest recorded request, e.g.
+            ``messages[0].content`` (``None`` if the recording has no request details).
+        recorded: That field's recorded value.
+        current: Its value now.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        agent: str,
+        field: str | None = None,
+        recorded: Any = None,
+        current: Any = None,
+    ) -> None:
+        super().__init__(message, agent=agent)
+        self.field = field
+        self.recorded = recorded
+        self.current = current
+
+
+class RecordingError(ReactorError, RuntimeError):
+    """A signal store cannot read or write (not a reactor database, disk full, ...)."""
+
+
+class RunNotFoundError(ReactorError, LookupError):
+    """No recorded run has that id (or the id prefix is ambiguous)."""
 
 
 class ScriptExhaustedError(ProviderError):

@@ -1,0 +1,274 @@
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from reactor import (
+    MemorySignalStore,
+    Recording,
+    RecordingError,
+    RunNotFoundError,
+    ScriptedProvider,
+    Signal,
+    SignalStore,
+    SQLiteSignalStore,
+    agent,
+    reactive,
+)
+from stores import Store, action
+
+
+class Book(BaseModel):
+    orders: list[str] = []
+    total: int = 0
+
+
+class BookStore(Store[Book]):
+    @action
+    def place(self, draft: Book, order: str) -> None:
+        draft.orders.append(order)
+        draft.total += 1
+
+
+def book_graph(decision: str = "buy") -> object:
+    return reactive(
+        {
+            "first": agent(run=lambda ctx: ctx.store.place("a")),
+            "second": agent(
+                run=lambda ctx: ctx.store.place(decision),
+                activate_on="state:total:changed",
+                when="state.total == 1",
+            ),
+        },
+        state=BookStore,
+        name="book",
+    )
+
+
+async def test_both_stores_satisfy_the_protocol(tmp_path: Path) -> None:
+    with SQLiteSignalStore(tmp_path / "runs.db") as sqlite_store:
+        assert isinstance(sqlite_store, SignalStore)
+    assert isinstance(MemorySignalStore(), SignalStore)
+
+
+async def test_sqlite_keeps_runs_with_graph_tags_and_status(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "runs.db"
+    with SQLiteSignalStore(path) as store:
+        first = await book_graph().run(record=store, tags=["nightly"])
+        second = await book_graph().run(record=store, tags={"env": "prod"})
+    with SQLiteSignalStore(path) as store:
+        runs = store.runs()
+        assert [info.run_id for info in runs] == [second.run_id, first.run_id]
+        info = runs[1]
+        assert (info.graph, info.status, info.complete, info.signals) == (
+            "book",
+            "completed",
+            True,
+            len(first.signals),
+        )
+        assert info.tags == {"nightly": ""}
+        assert [i.run_id for i in store.runs(tag="env=prod")] == [second.run_id]
+        assert [i.run_id for i in store.runs(tag="nightly")] == [first.run_id]
+        assert store.runs(tag="env=dev") == []
+        assert store.runs(graph="other") == []
+        assert [i.run_id for i in store.runs(limit=1)] == [second.run_id]
+        loaded = store.load(first.run_id)
+        assert [s.name for s in loaded.signals] == [s.name for s in first.signals]
+        assert [s.seq for s in loaded.signals] == [s.seq for s in first.signals]
+        assert loaded.signals[-1].payload["status"] == "completed"
+        assert store.delete(first.run_id)
+        assert not store.delete(first.run_id)
+        with pytest.raises(RunNotFoundError, match=r"^No run 'run_nope' in .*runs\.db"):
+            store.load("run_nope")
+
+
+async def test_run_ids_resolve_from_prefixes_and_last(tmp_path: Path) -> None:
+    with SQLiteSignalStore(tmp_path / "runs.db") as store:
+        first = await book_graph().run(record=store)
+        second = await book_graph().run(record=store)
+        assert store.resolve("last") == second.run_id
+        assert store.resolve(first.run_id[:-1]) == first.run_id
+        assert store.resolve(first.run_id) == first.run_id
+        with pytest.raises(RunNotFoundError, match="ambiguous"):
+            store.resolve("run_")
+
+
+def test_recording_state_at_rebuilds_the_state_from_changes() -> None:
+    store = MemorySignalStore()
+    result = book_graph().run_sync(record=store)
+    recording = store.load(result.run_id)
+    changes = recording.select("state:*:changed")
+    assert recording.state_at(0) == {"orders": [], "total": 0}
+    first_total = next(s for s in changes if s.payload["key"] == "total")
+    assert recording.state_at(first_total.seq) == {"orders": ["a"], "total": 1}
+    assert recording.state_at(recording.signals[-1].seq) == result.state == recording.state
+    assert recording.input is None
+
+
+def test_diff_shows_the_first_divergence_with_both_sides() -> None:
+    store = MemorySignalStore()
+    buy = store.load(book_graph("buy").run_sync(record=store).run_id)
+    sell = store.load(book_graph("sell").run_sync(record=store).run_id)
+    assert buy.diff(buy) is None
+    divergence = buy.diff(sell)
+    assert divergence is not None
+    assert divergence.field == "payload.new.1"
+    assert divergence.left is not None
+    assert divergence.right is not None
+    assert (divergence.left.name, divergence.right.name) == ("state:orders:changed",) * 2
+    text = str(divergence)
+    assert text.startswith("Runs diverge at step ")
+    assert '"new": ["a", "buy"]' in text
+    assert '"new": ["a", "sell"]' in text
+
+
+def test_diff_reports_a_shorter_run() -> None:
+    store = MemorySignalStore()
+    full = store.load(book_graph().run_sync(record=store).run_id)
+    cut = Recording(info=full.info, signals=full.signals[:-1])
+    divergence = full.diff(cut)
+    assert divergence is not None
+    assert divergence.field == "length"
+    assert divergence.right is None
+
+
+def test_jsonl_round_trip_keeps_everything() -> None:
+    store = MemorySignalStore()
+    original = store.load(book_graph().run_sync(record=store, tags=["x"]).run_id)
+    text = original.to_jsonl()
+    assert text.count("\n") == len(original.signals) + 1
+    back = Recording.from_jsonl(text)
+    assert back.info.tags == {"x": ""}
+    assert back.signals == original.signals
+    assert back.diff(original) is None
+    plain = "\n".join(line for line in text.splitlines()[1:])
+    assert Recording.from_jsonl(plain).signals == original.signals
+    with pytest.raises(ValueError, match=r"^Line 2 is not a recorded signal"):
+        Recording.from_jsonl(text.splitlines()[0] + "\n{not json}\n")
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    payloads=st.lists(
+        st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=5), max_size=3),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_recordings_survive_jsonl_whatever_the_payloads(payloads: list[dict[str, object]]) -> None:
+    signals = [
+        Signal("x", payload, id=f"sig_{i}", seq=i + 1, run_id="run_1", timestamp=1.0 + i)
+        for i, payload in enumerate(payloads)
+    ]
+    recording = Recording.from_signals(signals)
+    assert Recording.from_jsonl(recording.to_jsonl()).signals == recording.signals
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("hello, not sqlite" * 100)
+    with pytest.raises(RecordingError, match=r"is not a reactor run database"):
+        SQLiteSignalStore(path)
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    SQLiteSignalStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    with pytest.raises(RecordingError, match=r"written by a newer reactor \(schema 99"):
+        SQLiteSignalStore(path)
+
+
+async def test_two_stores_on_one_file_record_concurrently(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    with SQLiteSignalStore(path) as one, SQLiteSignalStore(path) as two:
+        a = await book_graph().run(record=one)
+        b = await book_graph().run(record=two)
+        assert {i.run_id for i in one.runs()} == {a.run_id, b.run_id}
+
+
+KILLED_RUN = """
+import asyncio, sys
+from reactor import SQLiteSignalStore, agent, reactive
+
+async def tick(ctx):
+    await asyncio.sleep(0.01)
+    return ctx.signal.name
+
+graph = reactive(
+    {"ticker": agent(run=tick, activate_on=["harness:start", "agent:ticker:completed"])},
+    name="forever",
+)
+
+async def main():
+    store = SQLiteSignalStore(sys.argv[1])
+    await graph.run(record=store, max_depth=None, max_activations=None)
+
+asyncio.run(main())
+"""
+
+
+def test_a_killed_run_leaves_a_loadable_incomplete_recording(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    script = tmp_path / "killed.py"
+    script.write_text(textwrap.dedent(KILLED_RUN))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    process = subprocess.Popen(
+        [sys.executable, "-W", "ignore", str(script), str(path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        count = 0
+        while time.monotonic() < deadline and count < 40:
+            time.sleep(0.05)
+            if path.exists():
+                try:
+                    with sqlite3.connect(path) as conn:
+                        count = conn.execute("SELECT count(*) FROM signals").fetchone()[0]
+                except sqlite3.OperationalError:
+                    count = 0
+        assert count >= 40, "the subprocess did not record in time"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    with SQLiteSignalStore(path) as store:
+        (info,) = store.runs()
+        assert (info.graph, info.status, info.complete) == ("forever", None, False)
+        recording = store.load(info.run_id)
+    assert not recording.complete
+    assert recording.status is None
+    assert len(recording.signals) >= 40
+    assert recording.signals[0].name == "harness:start"
+    seqs = [s.seq for s in recording.signals]
+    assert seqs == list(range(1, len(seqs) + 1))  # a prefix: nothing lost in the middle
+
+
+def test_memory_store_lists_and_deletes() -> None:
+    store = MemorySignalStore()
+    result = reactive({"a": agent(prompt="x")}, name="g").run_sync(
+        provider=ScriptedProvider({"a": ["ok"]}), record=store, tags={"k": "v"}
+    )
+    (info,) = store.runs(tag="k=v")
+    assert (info.run_id, info.graph, info.status) == (result.run_id, "g", "completed")
+    recording = store.load(result.run_id)
+    assert recording.requests  # the rendered request is kept for replay diagnostics
+    (fingerprint,) = recording.requests.values()
+    assert fingerprint["messages"] == [{"role": "user", "content": "x"}]
+    assert store.delete(result.run_id)
+    with pytest.raises(RunNotFoundError):
+        store.load(result.run_id)
