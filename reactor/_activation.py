@@ -137,7 +137,7 @@ class Activator:
         """Render, call the provider, validate; retry invalid outputs with feedback."""
         agent = agent_run.agent
         name = agent_run.name
-        provider = agent.provider or self.run.provider
+        provider = self.run.replay or agent.provider or self.run.provider
         if provider is None:
             raise NoProviderError(
                 f"Agent {name!r} has no provider: it has a prompt, so it needs a model to run "
@@ -195,7 +195,13 @@ class Activator:
         """Call the provider and turn its events into signals; return the output."""
         run = self.run
         emit = run.bus.emit
-        model = request.options.get("model") or getattr(provider, "model", None)
+        run.record_request(request)
+        model_for = getattr(provider, "model_for", None)
+        model = (
+            model_for(request)
+            if model_for is not None
+            else request.options.get("model") or getattr(provider, "model", None)
+        )
         emit(
             "provider:start",
             {"agent": name, "model": model, "request_hash": request.request_hash},

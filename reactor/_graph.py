@@ -18,7 +18,9 @@ from reactor.exceptions import AgentConfigError, CycleWarning, GraphValidationEr
 from stores import create_store
 
 if TYPE_CHECKING:
-    from reactor.typing import EndCondition, Provider, Reporter
+    from reactor._recording import Recording
+    from reactor._replay import ReplayProvider
+    from reactor.typing import EndCondition, Provider, Reporter, SignalStore
 
 __all__ = ["Reactive", "RunKwargs", "reactive", "run_reactive"]
 
@@ -32,7 +34,11 @@ class RunKwargs(TypedDict, total=False):
     (``None`` disables); ``fail_fast``: stop on the first agent failure;
     ``on_end``: ``"drain"`` or ``"cancel"`` in-flight activations once ``end_when``
     holds; ``reporters``: observers of the signal stream; ``history_limit``: keep only
-    the last N signals in memory.
+    the last N signals in memory; ``record``: a signal store to record the run to;
+    ``replay``: a recording (or a ``ReplayProvider``) whose answers replace every
+    provider, offline (the recorded input is used unless ``input`` is given);
+    ``tags``: labels stored with the recording; ``target``: the graph's
+    ``module:attribute``, stored so ``reactor replay`` can find the graph.
     """
 
     input: Any
@@ -44,6 +50,10 @@ class RunKwargs(TypedDict, total=False):
     on_end: Literal["drain", "cancel"]
     reporters: Sequence[Reporter]
     history_limit: int | None
+    record: SignalStore | None
+    replay: Recording | ReplayProvider | None
+    tags: Mapping[str, str] | Sequence[str] | None
+    target: str | None
 
 
 _OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))
@@ -105,7 +115,11 @@ class Reactive:
                 f"Unknown run option(s): {', '.join(sorted(unknown))}. "
                 f"Run options are: {', '.join(sorted(_OPTION_NAMES))}."
             )
-        return RunOptions(**{**self._defaults, **overrides})
+        merged = {**self._defaults, **overrides}
+        replay = merged.get("replay")
+        if replay is not None and "input" not in merged:
+            merged["input"] = getattr(replay, "recording", replay).input
+        return RunOptions(**merged)
 
     async def run(self, **options: Unpack[RunKwargs]) -> RunResult:
         """Run the graph until quiescence, ``end_when``, a failure, a limit or timeout.

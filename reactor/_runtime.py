@@ -19,7 +19,7 @@ import dataclasses
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
@@ -29,14 +29,17 @@ from reactor._agent import Agent
 from reactor._bus import SignalBus
 from reactor._context import AgentContext, RunView
 from reactor._patterns import compile_pattern
+from reactor._recording import Recording, RunInfo, normalize_tags
+from reactor._replay import ReplayProvider
 from reactor._result import RunMetrics, RunResult, RunStatus, causal_chain, find_cycle
 from reactor._signal import Signal
-from reactor.exceptions import LoopLimitError, RunTimeoutError
+from reactor.exceptions import LoopLimitError, RecordingError, RunTimeoutError
 from stores import Store, create_store
 
 if TYPE_CHECKING:
     from reactor._graph import Reactive
-    from reactor.typing import Provider, Reporter
+    from reactor._provider import ProviderRequest
+    from reactor.typing import Provider, Reporter, SignalStore
 
 __all__ = ["Run", "RunOptions"]
 
@@ -56,6 +59,10 @@ class RunOptions:
     on_end: Literal["drain", "cancel"] = "drain"
     reporters: Sequence[Reporter] = ()
     history_limit: int | None = None
+    record: SignalStore | None = None
+    replay: Recording | ReplayProvider | None = None
+    tags: Mapping[str, str] | Sequence[str] | None = None
+    target: str | None = None
 
     def __post_init__(self) -> None:
         if self.on_end not in ("drain", "cancel"):
@@ -147,6 +154,11 @@ class Run:
         self._timer: asyncio.TimerHandle | None = None
         self._started = 0.0
         self._end_payload: dict[str, Any] | None = None
+        replay = options.replay
+        self.replay: ReplayProvider | None = (
+            ReplayProvider(replay) if isinstance(replay, Recording) else replay
+        )
+        self._recorded_requests: set[str] = set()
         self._end_check = self._compile_end_when(graph.end_when)
         self._by_name = {agent_run.name: agent_run for agent_run in self.agents}
         self._activator = Activator(self)
@@ -157,6 +169,21 @@ class Run:
         """Wire the run and emit ``harness:start`` (synchronously)."""
         self._started = time.perf_counter()
         self.store.bind(self.bus)
+        info = RunInfo(
+            run_id=self.run_id,
+            graph=self.graph.name,
+            tags=normalize_tags(self.options.tags),
+            started_at=time.time(),
+            target=self.options.target,
+        )
+        record = self.options.record
+        if record is not None:
+            record.start_run(info)
+            self.bus.subscribe("**", record.append)
+        for reporter in self.options.reporters:
+            start = getattr(reporter, "start", None)
+            if start is not None:
+                start(info)
         # Neighbouring agents with the same activate_on share one subscription (a
         # fan-out of 1,000 agents is one receiver, not 1,000); the order is unchanged.
         groups: list[tuple[tuple[Any, ...], list[Callable[[Signal], None]]]] = []
@@ -204,7 +231,27 @@ class Run:
             if self._timer is not None:
                 self._timer.cancel()
         self._finish()
+        await self._flush_recording()
         return self.result()
+
+    async def _flush_recording(self) -> None:
+        record = self.options.record
+        if record is None:
+            return
+        try:
+            await asyncio.to_thread(record.flush)
+        except RecordingError as exc:
+            _logger.error("recording incomplete", run_id=self.run_id, error=str(exc))
+
+    def record_request(self, request: ProviderRequest) -> None:
+        """Keep a provider request's details with the recording (once per hash)."""
+        record = self.options.record
+        if record is None or request.request_hash in self._recorded_requests:
+            return
+        self._recorded_requests.add(request.request_hash)
+        keep = getattr(record, "record_request", None)
+        if keep is not None:
+            keep(self.run_id, request.request_hash, request.fingerprint())
 
     def _finish(self) -> None:
         if self._end_payload is not None:

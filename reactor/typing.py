@@ -15,6 +15,7 @@ from reactor._signal import Signal
 
 if TYPE_CHECKING:
     from reactor._context import AgentContext, RunView
+    from reactor._recording import Recording, RunInfo
 
 __all__ = [
     "EndCondition",
@@ -24,6 +25,7 @@ __all__ = [
     "Provider",
     "Reporter",
     "RunFunction",
+    "SignalStore",
 ]
 
 Handler: TypeAlias = Callable[[Signal], object]
@@ -69,4 +71,43 @@ class Reporter(Protocol):
 
     def on_signal(self, signal: Signal) -> None:
         """Receive one signal."""
+        ...
+
+
+@runtime_checkable
+class SignalStore(Protocol):
+    """Keeps recordings: ``graph.run(..., record=store)`` writes a run to it.
+
+    ``start_run`` registers a run (graph, tags), ``append`` receives every signal as
+    it is dispatched (it must not block: queue and write elsewhere), ``flush`` makes
+    everything appended durable, and ``load``/``runs``/``delete`` read and manage
+    recordings. A store may also implement ``record_request(run_id, request_hash,
+    fingerprint)`` to keep what each provider call was asked, which lets replay name
+    the first field that changed.
+    """
+
+    def start_run(self, info: RunInfo) -> None:
+        """Register a run about to be recorded."""
+        ...
+
+    def append(self, signal: Signal) -> None:
+        """Record one signal (quickly: this runs during dispatch)."""
+        ...
+
+    def flush(self) -> None:
+        """Make everything appended so far durable."""
+        ...
+
+    def load(self, run_id: str) -> Recording:
+        """Return a recorded run (raise ``RunNotFoundError`` if unknown)."""
+        ...
+
+    def runs(
+        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+    ) -> list[RunInfo]:
+        """Recorded runs, newest first."""
+        ...
+
+    def delete(self, run_id: str) -> bool:
+        """Delete a run; return whether it existed."""
         ...

@@ -1,0 +1,341 @@
+"""ReplayProvider: answers agents from a recording, offline and deterministically."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from reactor._provider import (
+    End,
+    ProviderEvent,
+    ProviderRequest,
+    TextComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from reactor._recording import Recording
+from reactor.exceptions import ProviderError, ReplayMismatchError
+
+if TYPE_CHECKING:
+    from reactor.typing import Provider
+
+__all__ = ["ReplayProvider"]
+
+_logger = structlog.get_logger("reactor.replay")
+
+_EVENTS = frozenset(
+    {
+        "text:delta",
+        "thinking:delta",
+        "text:complete",
+        "tool:call",
+        "tool:result",
+        "provider:end",
+        "provider:error",
+    }
+)
+
+
+@dataclasses.dataclass
+class _Call:
+    """One recorded provider call: its request key, and what it streamed."""
+
+    agent: str
+    request_hash: str
+    model: str | None
+    events: list[_Step] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Step:
+    """One recorded event of a call (or its error), with its place in the recording."""
+
+    seq: int
+    event: ProviderEvent | None = None
+    error: tuple[str, str, bool] | None = None  # (type, message, retryable)
+    rank: int = 0  # position among all recorded steps, by seq
+    done: bool = False
+
+
+class ReplayProvider:
+    """Answers each request with the recorded answer to the same request.
+
+    Answers are matched by ``(agent, request_hash, occurrence)``: the n-th identical
+    request of an agent gets the n-th recorded answer to it. This holds under
+    parallel agents, whose calls interleave differently from run to run.
+
+    Args:
+        recording: The recorded run (``store.load(run_id)``).
+        strict: When no answer matches, raise :class:`ReplayMismatchError` (naming
+            the agent and the first field that differs from the nearest recorded
+            request). With ``strict=False`` the agent's next recorded answer is used
+            anyway, and the difference is logged.
+        fallback: A provider to ask when no recorded answer matches; its answer
+            becomes part of the new run (and of its recording, if it is recorded).
+        order_timeout: Concurrent calls stream their events in the order they were
+            recorded (so joins see the same states and the log has the same order); an
+            event waits at most this many seconds for the events recorded before it, in
+            case the runs diverged. ``0`` disables the ordering.
+
+    Attributes:
+        misses: Requests that had no recorded answer.
+    """
+
+    def __init__(
+        self,
+        recording: Recording,
+        *,
+        strict: bool = True,
+        fallback: Provider | None = None,
+        order_timeout: float = 5.0,
+    ) -> None:
+        self.recording = recording
+        self.strict = strict
+        self.fallback = fallback
+        self.order_timeout = order_timeout
+        self.model: str | None = None
+        self.misses: list[ProviderRequest] = []
+        self._calls: dict[tuple[str, str], list[_Call]] = {}
+        self._by_agent: dict[str, list[_Call]] = {}
+        self._seen: Counter[tuple[str, str]] = Counter()
+        self._agent_seen: Counter[str] = Counter()
+        calls = _index(recording)
+        for call in calls:
+            self._calls.setdefault((call.agent, call.request_hash), []).append(call)
+            self._by_agent.setdefault(call.agent, []).append(call)
+        self._ranked = sorted((step for call in calls for step in call.events), key=_by_seq)
+        for rank, step in enumerate(self._ranked):
+            step.rank = rank
+        self._frontier = 0  # rank of the first step not replayed yet
+        self._turns: asyncio.Condition | None = None
+
+    def model_for(self, request: ProviderRequest) -> str | None:
+        """The model the matching recorded call reported (for ``provider:start``)."""
+        key = (request.agent, request.request_hash)
+        calls = self._calls.get(key, [])
+        index = self._seen[key]
+        if index < len(calls):
+            return calls[index].model
+        return getattr(self.fallback, "model", None)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream the recorded answer to ``request``."""
+        key = (request.agent, request.request_hash)
+        index = self._seen[key]
+        self._seen[key] += 1
+        position = self._agent_seen[request.agent]
+        self._agent_seen[request.agent] += 1
+        calls = self._calls.get(key, [])
+        if index < len(calls):
+            call = calls[index]
+        else:
+            self.misses.append(request)
+            if self.fallback is not None:
+                async for event in self.fallback.stream(request):
+                    yield event
+                return
+            mismatch = self._mismatch(request, position)
+            nearest = self._nearest(request.agent, position)
+            if self.strict or nearest is None:
+                raise mismatch
+            _logger.warning(
+                "replaying a changed request", agent=request.agent, detail=str(mismatch)
+            )
+            call = nearest
+        for step in call.events:
+            await self._await_turn(step, call.agent)
+            try:
+                if step.error is not None:
+                    raise _replayed_error(step.error, call.agent)
+                assert step.event is not None
+                yield step.event
+            finally:
+                await self._done(step)
+
+    async def _await_turn(self, step: _Step, agent: str) -> None:
+        """Wait until every event recorded before this one has been replayed."""
+        if self.order_timeout <= 0 or self._frontier >= step.rank:
+            return
+        turns = self._condition()
+        async with turns:
+            try:
+                await asyncio.wait_for(
+                    turns.wait_for(lambda: self._frontier >= step.rank), self.order_timeout
+                )
+            except TimeoutError:
+                _logger.warning(
+                    "replay order not reproduced",
+                    agent=agent,
+                    hint="the run diverged from the recording; events recorded earlier never came",
+                )
+                for earlier in self._ranked[: step.rank]:
+                    earlier.done = True
+                self._advance()
+
+    async def _done(self, step: _Step) -> None:
+        step.done = True
+        if self._advance():
+            turns = self._condition()
+            async with turns:
+                turns.notify_all()
+
+    def _advance(self) -> bool:
+        start = self._frontier
+        while self._frontier < len(self._ranked) and self._ranked[self._frontier].done:
+            self._frontier += 1
+        return self._frontier != start
+
+    def _condition(self) -> asyncio.Condition:
+        if self._turns is None:
+            self._turns = asyncio.Condition()
+        return self._turns
+
+    def _nearest(self, agent: str, position: int) -> _Call | None:
+        calls = self._by_agent.get(agent, [])
+        return calls[min(position, len(calls) - 1)] if calls else None
+
+    def _mismatch(self, request: ProviderRequest, position: int) -> ReplayMismatchError:
+        agent = request.agent
+        advice = (
+            "The prompt, schema, tools or options changed since the recording: record a "
+            "new run, or replay with fallback=<provider> to fetch missing answers live."
+        )
+        nearest = self._nearest(agent, position)
+        if nearest is None:
+            recorded = ", ".join(sorted(self._by_agent)) or "none"
+            return ReplayMismatchError(
+                f"Replay has no recorded answer for agent {agent!r}: the recording has no "
+                f"provider calls for it (agents with calls: {recorded}). {advice}",
+                agent=agent,
+            )
+        fingerprint = self.recording.requests.get(nearest.request_hash)
+        if fingerprint is None:
+            return ReplayMismatchError(
+                f"Replay has no recorded answer for agent {agent!r} (request "
+                f"{request.request_hash[:12]}; the recording keeps no request details to "
+                f"compare with). {advice}",
+                agent=agent,
+            )
+        field, recorded_value, current_value = _first_difference(fingerprint, request.fingerprint())
+        return ReplayMismatchError(
+            f"Replay has no recorded answer for agent {agent!r}: the request differs from "
+            f"the recorded one in {field} (recorded {_short(recorded_value)}, now "
+            f"{_short(current_value)}). {advice}",
+            agent=agent,
+            field=field,
+            recorded=recorded_value,
+            current=current_value,
+        )
+
+    def __repr__(self) -> str:
+        return f"ReplayProvider(run={self.recording.run_id!r}, strict={self.strict})"
+
+
+def _index(recording: Recording) -> list[_Call]:
+    """Rebuild each provider call from its signals (they hang under its activation)."""
+    calls: list[_Call] = []
+    open_calls: dict[str | None, _Call] = {}
+    for signal in recording.signals:
+        name, payload = signal.name, signal.payload
+        if name == "provider:start":
+            started = _Call(payload["agent"], payload["request_hash"], payload.get("model"))
+            open_calls[signal.caused_by] = started
+            calls.append(started)
+            continue
+        found = open_calls.get(signal.caused_by) if name in _EVENTS else None
+        if found is None:
+            continue
+        call = found
+        step = _Step(signal.seq)
+        call.events.append(step)
+        if name == "text:delta":
+            step.event = TextDelta(payload["content"])
+        elif name == "thinking:delta":
+            step.event = ThinkingDelta(payload["content"])
+        elif name == "text:complete":
+            step.event = TextComplete(payload["content"])
+        elif name == "tool:call":
+            step.event = ToolCall(payload["id"], payload["name"], payload["input"])
+        elif name == "tool:result":
+            step.event = ToolResult(
+                payload["id"], payload["name"], payload["result"], payload.get("error")
+            )
+        elif name == "provider:end":
+            usage = payload.get("usage") or {}
+            step.event = End(
+                output=payload["output"],
+                usage=Usage(**{k: int(v) for k, v in usage.items() if k in _USAGE}),
+                cost_usd=payload.get("cost_usd"),
+                stop_reason=payload.get("stop_reason"),
+                model=call.model,
+            )
+            del open_calls[signal.caused_by]
+        else:
+            error = payload.get("error") or {}
+            step.error = (
+                str(error.get("type", "ProviderError")),
+                str(error.get("message", "")),
+                bool(payload.get("retryable", False)),
+            )
+            del open_calls[signal.caused_by]
+    return calls
+
+
+_USAGE = frozenset(field.name for field in dataclasses.fields(Usage))
+
+
+def _by_seq(step: _Step) -> int:
+    return step.seq
+
+
+_ERROR_TYPES: dict[str, type[ProviderError]] = {"ProviderError": ProviderError}
+
+
+def _replayed_error(error: tuple[str, str, bool], agent: str) -> ProviderError:
+    """The recorded failure again: same type name, same message."""
+    kind, message, retryable = error
+    error_type = _ERROR_TYPES.get(kind)
+    if error_type is None:
+        error_type = _ERROR_TYPES[kind] = type(kind, (ProviderError,), {"__module__": __name__})
+    return error_type(message, retryable=retryable, agent=agent)
+
+
+def _first_difference(
+    recorded: Mapping[str, Any], current: Mapping[str, Any]
+) -> tuple[str, Any, Any]:
+    for key in ("agent", "system", "messages", "output_schema", "tools", "options"):
+        found = _walk(recorded.get(key), current.get(key), key)
+        if found is not None:
+            return found
+    return ("request", recorded, current)
+
+
+def _walk(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in {**a, **b}:
+            found = _walk(a.get(key), b.get(key), f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for index, (x, y) in enumerate(zip(a, b, strict=False)):
+            found = _walk(x, y, f"{path}[{index}]")
+            if found is not None:
+                return found
+        if len(a) != len(b):
+            return (f"{path} (length)", len(a), len(b))
+        return None
+    return None if a == b else (path, a, b)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
