@@ -1,0 +1,269 @@
+"""Runs as structured logs (through structlog), and metrics aggregated from signals.
+
+reactor never configures logging on import. Applications (and the ``reactor`` CLI)
+call :func:`configure` once; libraries leave it to the application::
+
+    import reactor.logging
+
+    reactor.logging.configure(json=True)              # JSON lines on stdout
+    result = await graph.run(reporters=[reactor.logging.StructlogReporter()])
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+import statistics
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+import structlog
+
+from reactor._patterns import Pattern, compile_pattern
+from reactor._recording import RunInfo
+from reactor._signal import Signal, to_jsonable
+
+__all__ = ["MetricsReporter", "StructlogReporter", "configure", "level_of"]
+
+_RESERVED = frozenset(
+    {"event", "level", "log_level", "timestamp", "logger", "run_id", "graph", "tags"}
+    | {"seq", "signal", "source", "caused_by", "depth"}
+)
+
+
+def configure(
+    *,
+    json: bool = False,
+    level: str | int = "info",
+    stream: TextIO | None = None,
+    colors: bool | None = None,
+) -> None:
+    """Configure structlog for an application: a processor chain and a renderer.
+
+    Args:
+        json: Render JSON lines (for log pipelines) instead of readable console lines.
+        level: The lowest level logged (``"debug"`` shows every signal).
+        stream: Where to write; stdout for JSON, stderr for console lines by default.
+        colors: Colour console lines (default: when the stream is a terminal).
+    """
+    out = stream or (sys.stdout if json else sys.stderr)
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+    ]
+    if json:
+        processors += [
+            structlog.processors.dict_tracebacks,
+            structlog.processors.JSONRenderer(serializer=_dumps),
+        ]
+    else:
+        use_colors = colors if colors is not None else bool(getattr(out, "isatty", bool)())
+        processors.append(structlog.dev.ConsoleRenderer(colors=use_colors))
+    numeric = level if isinstance(level, int) else _LEVELS[level.lower()]
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+
+
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+
+
+def _dumps(data: Any, **kwargs: Any) -> str:
+    return jsonlib.dumps(data, default=str, ensure_ascii=False)
+
+
+def level_of(name: str) -> str:
+    """The log level of a signal: errors, run and completion milestones, else debug.
+
+    ``*:failed`` and ``*:error`` (and ``bus:handler_error``) are ``error``;
+    ``harness:*`` and ``agent:*:completed`` are ``info``; everything else ``debug``.
+    """
+    last = name.rpartition(":")[2]
+    if last in ("failed", "error") or last.endswith("_error"):
+        return "error"
+    if name.startswith("harness:") or (name.startswith("agent:") and last == "completed"):
+        return "info"
+    return "debug"
+
+
+class StructlogReporter:
+    """Logs every matching signal as a structlog event.
+
+    The event is the signal's name; fields are ``run_id``, ``graph``, ``seq``,
+    ``signal``, ``source``, ``caused_by``, ``depth`` and the payload (a dict payload's
+    keys become fields; anything else is ``payload``). Text and thinking deltas are
+    excluded by default. Levels follow :func:`level_of`.
+
+    Args:
+        patterns: Signals to log.
+        exclude: Signals not to log, even if they match ``patterns``.
+        logger: The structlog logger to use (``structlog.get_logger("reactor")``).
+    """
+
+    def __init__(
+        self,
+        patterns: Iterable[Pattern] = ("**",),
+        exclude: Iterable[Pattern] = ("text:delta", "thinking:delta"),
+        *,
+        logger: Any = None,
+    ) -> None:
+        self.patterns = tuple(patterns)
+        self._exclude = [compile_pattern(p) for p in exclude]
+        self._logger = logger if logger is not None else structlog.get_logger("reactor")
+        self._runs: dict[str | None, Any] = {}
+
+    def start(self, info: RunInfo) -> None:
+        """Bind the run's context (id, graph, tags) for its signals."""
+        context: dict[str, Any] = {"run_id": info.run_id, "graph": info.graph}
+        if info.tags:
+            context["tags"] = dict(info.tags)
+        self._runs[info.run_id] = self._logger.bind(**context)
+
+    def on_signal(self, signal: Signal) -> None:
+        """Log one signal."""
+        name = signal.name
+        for excluded in self._exclude:
+            if excluded(name):
+                return
+        logger = self._runs.get(signal.run_id)
+        if logger is None:
+            logger = self._runs[signal.run_id] = self._logger.bind(run_id=signal.run_id)
+        fields: dict[str, Any] = {
+            "seq": signal.seq,
+            "signal": name,
+            "source": signal.source,
+            "caused_by": signal.caused_by,
+            "depth": signal.depth,
+        }
+        payload = to_jsonable(signal.payload)
+        if isinstance(payload, dict):
+            for key, value in payload.items():
+                fields[f"payload_{key}" if key in _RESERVED else key] = value
+        elif payload is not None:
+            fields["payload"] = payload
+        getattr(logger, level_of(name))(name, **fields)
+        if name == "harness:end":
+            self._runs.pop(signal.run_id, None)
+
+
+class MetricsReporter:
+    """Aggregates what runs cost and how agents behave, from their signals.
+
+    Use one across runs to accumulate. :meth:`snapshot` returns the figures as JSON
+    data; ``str(reporter)`` renders a table.
+    """
+
+    patterns = ("agent:**", "provider:end", "provider:error", "tool:call", "harness:end")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything aggregated so far."""
+        self.runs: Counter[str] = Counter()
+        self.run_durations: list[float] = []
+        self.activations: Counter[str] = Counter()
+        self.completed: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
+        self.cancelled: Counter[str] = Counter()
+        self.skipped: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self.durations: defaultdict[str, list[float]] = defaultdict(list)
+        self.input_tokens: Counter[str] = Counter()
+        self.output_tokens: Counter[str] = Counter()
+        self.cost_usd: defaultdict[str, float] = defaultdict(float)
+        self.provider_calls: Counter[str] = Counter()
+        self.provider_errors: Counter[str] = Counter()
+        self.tool_calls: Counter[str] = Counter()
+
+    def on_signal(self, signal: Signal) -> None:
+        """Aggregate one signal."""
+        name, payload = signal.name, signal.payload
+        if name.startswith("agent:"):
+            _, agent, event = name.split(":", 2)
+            if event == "activated":
+                self.activations[agent] += 1
+            elif event in ("completed", "failed"):
+                (self.completed if event == "completed" else self.failed)[agent] += 1
+                self.durations[agent].append(float(payload.get("duration_ms") or 0.0))
+            elif event == "skipped":
+                self.skipped[agent][str(payload.get("reason"))] += 1
+            elif event == "cancelled":
+                self.cancelled[agent] += 1
+        elif name == "provider:end":
+            agent = str(payload.get("agent"))
+            usage: Mapping[str, int] = payload.get("usage") or {}
+            self.provider_calls[agent] += 1
+            self.input_tokens[agent] += int(usage.get("input_tokens", 0))
+            self.output_tokens[agent] += int(usage.get("output_tokens", 0))
+            self.cost_usd[agent] += float(payload.get("cost_usd") or 0.0)
+        elif name == "provider:error":
+            self.provider_errors[str(payload.get("agent"))] += 1
+        elif name == "tool:call":
+            self.tool_calls[str(payload.get("name"))] += 1
+        elif name == "harness:end":
+            self.runs[str(payload.get("status"))] += 1
+            self.run_durations.append(float(payload.get("duration_ms") or 0.0))
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything aggregated, as JSON data."""
+        agents = sorted(
+            set(self.activations) | set(self.provider_calls) | set(self.skipped) | set(self.failed)
+        )
+        return {
+            "runs": dict(self.runs),
+            "agents": {agent: self._agent(agent) for agent in agents},
+            "totals": {
+                "activations": sum(self.activations.values()),
+                "input_tokens": sum(self.input_tokens.values()),
+                "output_tokens": sum(self.output_tokens.values()),
+                "cost_usd": round(sum(self.cost_usd.values()), 6),
+                "provider_errors": sum(self.provider_errors.values()),
+                "tool_calls": dict(self.tool_calls),
+            },
+        }
+
+    def _agent(self, agent: str) -> dict[str, Any]:
+        durations = self.durations.get(agent, [])
+        return {
+            "activations": self.activations[agent],
+            "completed": self.completed[agent],
+            "failed": self.failed[agent],
+            "cancelled": self.cancelled[agent],
+            "skipped": dict(self.skipped.get(agent, {})),
+            "duration_ms": {
+                "total": round(sum(durations), 3),
+                "mean": round(statistics.fmean(durations), 3) if durations else 0.0,
+                "max": round(max(durations), 3) if durations else 0.0,
+            },
+            "provider_calls": self.provider_calls[agent],
+            "input_tokens": self.input_tokens[agent],
+            "output_tokens": self.output_tokens[agent],
+            "cost_usd": round(self.cost_usd[agent], 6),
+        }
+
+    def __str__(self) -> str:
+        data = self.snapshot()
+        header = (
+            f"{'agent':<16} {'runs':>5} {'ok':>4} {'fail':>4} {'mean ms':>9} "
+            f"{'tokens in/out':>15} {'cost':>10}"
+        )
+        lines = [header, "-" * len(header)]
+        for agent, row in data["agents"].items():
+            tokens = f"{row['input_tokens']}/{row['output_tokens']}"
+            lines.append(
+                f"{agent:<16} {row['activations']:>5} {row['completed']:>4} {row['failed']:>4} "
+                f"{row['duration_ms']['mean']:>9.1f} {tokens:>15} ${row['cost_usd']:>9.4f}"
+            )
+        totals = data["totals"]
+        tokens = f"{totals['input_tokens']}/{totals['output_tokens']}"
+        lines.append(
+            f"{'total':<16} {totals['activations']:>5} {'':>4} {'':>4} {'':>9} "
+            f"{tokens:>15} ${totals['cost_usd']:>9.4f}"
+        )
+        return "\n".join(lines)

@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+
+import pytest
+import structlog
+from pydantic import BaseModel
+
+import reactor.logging
+from reactor import (
+    MetricsReporter,
+    ProgressReporter,
+    ScriptedProvider,
+    StructlogReporter,
+    agent,
+    reactive,
+)
+from reactor.logging import level_of
+
+
+class Verdict(BaseModel):
+    approve: bool
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()
+
+
+def graph() -> object:
+    return reactive(
+        {
+            "judge": agent(prompt="Judge {{ input }}", output=Verdict, emits=["verdict:given"]),
+            "clerk": agent(run=lambda ctx: "filed", activate_on="verdict:given"),
+        },
+        name="court",
+    )
+
+
+def provider() -> ScriptedProvider:
+    return ScriptedProvider({"judge": [Verdict(approve=True)]}, pricing=(3.0, 15.0))
+
+
+@pytest.mark.parametrize(
+    ("name", "level"),
+    [
+        pytest.param("agent:judge:failed", "error", id="failed"),
+        pytest.param("provider:error", "error", id="error"),
+        pytest.param("bus:handler_error", "error", id="handler-error"),
+        pytest.param("harness:start", "info", id="harness"),
+        pytest.param("agent:judge:completed", "info", id="completed"),
+        pytest.param("agent:judge:activated", "debug", id="activated"),
+        pytest.param("state:x:changed", "debug", id="state"),
+        pytest.param("verdict:given", "debug", id="custom"),
+    ],
+)
+def test_levels_follow_the_signal(name: str, level: str) -> None:
+    assert level_of(name) == level
+
+
+def test_structlog_reporter_logs_each_signal_with_its_fields() -> None:
+    with structlog.testing.capture_logs() as logs:
+        result = graph().run_sync(
+            input="case 7", provider=provider(), reporters=[StructlogReporter()], tags=["t"]
+        )
+    names = [log["event"] for log in logs]
+    assert "text:delta" not in names
+    assert names == [s.name for s in result.signals if s.name != "text:delta"]
+    completed = next(log for log in logs if log["event"] == "agent:judge:completed")
+    signal = result.select("agent:judge:completed")[0]
+    assert completed == {
+        "event": "agent:judge:completed",
+        "log_level": "info",
+        "run_id": result.run_id,
+        "graph": "court",
+        "tags": {"t": ""},
+        "seq": signal.seq,
+        "signal": "agent:judge:completed",
+        "source": "judge",
+        "caused_by": signal.caused_by,
+        "depth": 1,
+        "agent": "judge",
+        "output": {"approve": True},
+        "duration_ms": signal.payload["duration_ms"],
+    }
+    given = next(log for log in logs if log["event"] == "verdict:given")
+    assert given["approve"] is True  # a model payload's fields become log fields
+    assert given["log_level"] == "debug"
+
+
+def test_reserved_payload_keys_do_not_clobber_the_context() -> None:
+    from reactor import Signal
+
+    with structlog.testing.capture_logs() as logs:
+        StructlogReporter().on_signal(
+            Signal("custom:x", {"seq": 99, "event": "mine", "other": 1}, seq=3, run_id="r")
+        )
+    (log,) = logs
+    assert (log["seq"], log["payload_seq"], log["payload_event"], log["other"]) == (
+        3,
+        99,
+        "mine",
+        1,
+    )
+    assert log["event"] == "custom:x"
+
+
+def test_json_logs_parse_back(capsys: pytest.CaptureFixture[str]) -> None:
+    stream = io.StringIO()
+    reactor.logging.configure(json=True, level="debug", stream=stream)
+    result = graph().run_sync(input="case 8", provider=provider(), reporters=[StructlogReporter()])
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["event"] for line in lines if "signal" in line] == [
+        s.name for s in result.signals if s.name != "text:delta"
+    ]
+    start = lines[0]
+    assert start["level"] == "info"
+    assert start["run_id"] == result.run_id
+    assert start["graph"] == "court"
+    assert start["input"] == "case 8"
+    assert start["timestamp"].endswith("Z")
+    assert capsys.readouterr().out == ""
+
+
+def test_the_level_filters_debug_signals() -> None:
+    stream = io.StringIO()
+    reactor.logging.configure(json=True, level="info", stream=stream)
+    graph().run_sync(provider=provider(), reporters=[StructlogReporter()])
+    events = [json.loads(line)["event"] for line in stream.getvalue().splitlines()]
+    assert events == [
+        "harness:start",
+        "agent:judge:completed",
+        "agent:clerk:completed",
+        "harness:end",
+    ]
+
+
+def test_console_logs_are_readable_lines() -> None:
+    stream = io.StringIO()
+    reactor.logging.configure(level="info", stream=stream, colors=False)
+    graph().run_sync(provider=provider(), reporters=[StructlogReporter()])
+    first = stream.getvalue().splitlines()[0]
+    assert "harness:start" in first
+    assert "[info" in first
+
+
+def test_importing_reactor_configures_nothing() -> None:
+    assert not structlog.is_configured()
+
+
+def test_metrics_reporter_aggregates_tokens_cost_durations_and_activations() -> None:
+    metrics = MetricsReporter()
+    for _ in range(2):
+        graph().run_sync(provider=provider(), reporters=[metrics])
+    data = metrics.snapshot()
+    judge = data["agents"]["judge"]
+    assert (judge["activations"], judge["completed"], judge["provider_calls"]) == (2, 2, 2)
+    assert judge["input_tokens"] > 0
+    assert judge["cost_usd"] == pytest.approx(
+        (judge["input_tokens"] * 3 + judge["output_tokens"] * 15) / 1e6
+    )
+    assert data["agents"]["clerk"]["provider_calls"] == 0
+    assert data["runs"] == {"completed": 2}
+    assert data["totals"]["activations"] == 4
+    table = str(metrics)
+    assert table.splitlines()[0].split()[:2] == ["agent", "runs"]
+    assert "judge" in table
+    metrics.reset()
+    assert metrics.snapshot()["totals"]["activations"] == 0
+
+
+def test_progress_reporter_draws_and_summarizes() -> None:
+    stream = io.StringIO()
+    graph().run_sync(
+        provider=provider(), reporters=[ProgressReporter(stream, live=True, interval=0)]
+    )
+    text = stream.getvalue()
+    assert "running: judge" in text
+    assert text.rsplit("\x1b[2K", 1)[-1].startswith("✓ completed in ")
+    quiet = io.StringIO()
+    graph().run_sync(provider=provider(), reporters=[ProgressReporter(quiet)])
+    assert quiet.getvalue().count("\n") == 1
+    assert "2 activations" in quiet.getvalue()
