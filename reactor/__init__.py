@@ -13,6 +13,7 @@ from reactor._context import AgentContext, RunView
 from reactor._graph import Reactive, RunKwargs, reactive, run_reactive
 from reactor._handle import RunHandle
 from reactor._patterns import Pattern
+from reactor._progress import ProgressReporter
 from reactor._provider import (
     End,
     Message,
@@ -25,9 +26,12 @@ from reactor._provider import (
     ToolResult,
     Usage,
 )
+from reactor._recording import Divergence, Recording, RunInfo
+from reactor._replay import ReplayProvider
 from reactor._result import RunMetrics, RunResult
 from reactor._scripted import ScriptedProvider
 from reactor._signal import Signal
+from reactor._signalstore import MemorySignalStore, SQLiteSignalStore
 from reactor._stream import SignalStream
 from reactor._tools import Tool, tool
 from reactor.exceptions import (
@@ -41,48 +45,65 @@ from reactor.exceptions import (
     PatternError,
     ProviderError,
     ReactorError,
+    RecordingError,
+    ReplayMismatchError,
     RunClosedError,
+    RunNotFoundError,
     RunTimeoutError,
     ScriptExhaustedError,
     SignalNameError,
     TemplateError,
 )
-from reactor.typing import Provider, Reporter
+from reactor.logging import MetricsReporter, StructlogReporter
+from reactor.typing import Provider, Reporter, SignalStore
 
 __all__ = [
     "Agent",
     "AgentConfigError",
     "AgentContext",
     "CycleWarning",
+    "Divergence",
     "End",
     "GraphValidationError",
     "HandlerError",
     "LoopLimitError",
+    "MemorySignalStore",
     "Message",
+    "MetricsReporter",
     "NoProviderError",
     "OutputValidationError",
     "Pattern",
     "PatternError",
+    "ProgressReporter",
     "Provider",
     "ProviderError",
     "ProviderEvent",
     "ProviderRequest",
     "Reactive",
     "ReactorError",
+    "Recording",
+    "RecordingError",
+    "ReplayMismatchError",
+    "ReplayProvider",
     "Reporter",
     "RunClosedError",
     "RunHandle",
+    "RunInfo",
     "RunKwargs",
     "RunMetrics",
+    "RunNotFoundError",
     "RunResult",
     "RunTimeoutError",
     "RunView",
+    "SQLiteSignalStore",
     "ScriptExhaustedError",
     "ScriptedProvider",
     "Signal",
     "SignalBus",
     "SignalNameError",
+    "SignalStore",
     "SignalStream",
+    "StructlogReporter",
     "Subscription",
     "TemplateError",
     "TextComplete",

@@ -1,0 +1,201 @@
+"""The `reactor` command, run as a user runs it: in a subprocess, in a project folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+GRAPH_MODULE = """
+from pydantic import BaseModel
+from reactor import ScriptedProvider, agent, reactive
+
+
+class Desk(BaseModel):
+    analysis: str | None = None
+    risk: str | None = None
+    decision: str | None = None
+
+
+graph = reactive(
+    {
+        "analyst": agent(prompt="Analyze {{ input.symbol }}", updates="analysis"),
+        "risk": agent(prompt="Risk of {{ input.symbol }}", updates="risk"),
+        "trader": agent(
+            run=lambda ctx: "buy" if ctx.state.analysis == "up" else "hold",
+            activate_on=["state:analysis:changed", "state:risk:changed"],
+            when="state.analysis and state.risk",
+            updates="decision",
+        ),
+    },
+    state=Desk,
+    name="desk",
+    input={"symbol": "AAPL"},
+)
+
+
+def scripted_provider():
+    return ScriptedProvider(
+        {"analyst": ["up"], "risk": ["low"]},
+        latency=lambda request: 0.02 if request.agent == "analyst" else 0.01,
+    )
+"""
+
+
+def reactor_cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    return subprocess.run(
+        [sys.executable, "-W", "error", "-m", "reactor", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("project")
+    (folder / "desk.py").write_text(textwrap.dedent(GRAPH_MODULE))
+    first = reactor_cli(folder, "run", "desk:graph", "--tag", "demo", "--quiet")
+    assert first.returncode == 0, first.stderr
+    return folder
+
+
+def run_ids(project: Path) -> list[str]:
+    listed = reactor_cli(project, "runs", "--json")
+    return [json.loads(line)["run_id"] for line in listed.stdout.splitlines()]
+
+
+def test_run_prints_a_summary_and_records(project: Path) -> None:
+    result = reactor_cli(project, "run", "desk:graph", "--input", '{"symbol": "MSFT"}', "--quiet")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("run run_")
+    assert ": completed - quiescence" in lines[0]
+    assert '"decision": "buy"' in result.stdout
+    assert lines[-1].startswith("inspect: reactor show run_")
+    assert (project / ".reactor" / "runs.db").exists()
+
+
+def test_runs_lists_newest_first_with_tags(project: Path) -> None:
+    result = reactor_cli(project, "runs")
+    assert result.returncode == 0
+    header, *rows = result.stdout.splitlines()
+    assert header.split() == ["RUN", "GRAPH", "STATUS", "STARTED", "DURATION", "SIGNALS", "TAGS"]
+    assert all(" desk " in row and " completed " in row for row in rows)
+    assert rows[-1].rstrip().endswith("demo")
+    filtered = reactor_cli(project, "runs", "--tag", "demo", "--json")
+    assert [json.loads(line)["tags"] for line in filtered.stdout.splitlines()] == [{"demo": ""}]
+
+
+def test_show_has_agents_timeline_and_tree(project: Path) -> None:
+    result = reactor_cli(project, "show", "last")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert text.startswith("Run run_")
+    for section in ("\nAgents\n", "\nTimeline\n", "\nCausal tree\n"):
+        assert section in text
+    assert "agent:trader:skipped  [harness]  reason=guard" in text
+    assert "│   │   └── agent:trader:activated" in text
+
+
+def test_show_json_is_a_recording(project: Path) -> None:
+    from reactor import Recording
+
+    result = reactor_cli(project, "show", run_ids(project)[-1], "--json")
+    recording = Recording.from_jsonl(result.stdout)
+    assert recording.complete
+    assert recording.info.graph == "desk"
+
+
+def test_replay_reproduces_the_recorded_run(project: Path) -> None:
+    original = run_ids(project)[-1]
+    result = reactor_cli(project, "replay", original, "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"Replay matches {original}: same signals, payloads and final state."
+    )
+    replayed = json.loads(reactor_cli(project, "runs", "--json").stdout.splitlines()[0])
+    assert replayed["tags"] == {"replay_of": original}
+
+
+def test_diff_of_two_runs(project: Path) -> None:
+    ids = run_ids(project)
+    same = reactor_cli(project, "diff", ids[-1], ids[-1])
+    assert same.returncode == 0
+    assert same.stdout.startswith(f"{ids[-1]} and {ids[-1]} match (")
+    differ = reactor_cli(project, "run", "desk:graph", "--input", '{"symbol": "X"}', "--quiet")
+    assert differ.returncode == 0
+    latest = run_ids(project)[0]
+    result = reactor_cli(project, "diff", ids[-1], latest)
+    assert result.returncode == 1
+    assert "Runs diverge at step 0 (" in result.stdout
+    assert '"symbol": "AAPL"' in result.stdout
+
+
+def test_graph_prints_mermaid(project: Path) -> None:
+    result = reactor_cli(project, "graph", "desk:graph")
+    assert result.returncode == 0
+    assert result.stdout.startswith("flowchart LR\n")
+    assert "a_trader" in result.stdout
+
+
+def test_json_logs_stream_every_signal(project: Path) -> None:
+    result = reactor_cli(project, "run", "desk:graph", "--json-logs", "--no-record", "--quiet")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events[0]["event"] == "harness:start"
+    assert events[-1]["event"] == "harness:end"
+    assert all(event["run_id"] == events[0]["run_id"] for event in events)
+    assert result.stderr.startswith("run run_")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ("show", "run_nope"), "reactor show: error: No run 'run_nope' in ", id="unknown-run"
+        ),
+        pytest.param(
+            ("show", "a", "b", "c"),
+            "reactor show: error: expected [PATH] RUN_ID, got 3",
+            id="arity",
+        ),
+        pytest.param(
+            ("run", "nope:graph"), "reactor run: error: cannot import 'nope'", id="module"
+        ),
+        pytest.param(("run", "desk"), "reactor run: error: expected MODULE:GRAPH", id="target"),
+        pytest.param(
+            ("run", "desk:graph", "--input", "{"),
+            "reactor run: error: --input is not valid JSON",
+            id="json",
+        ),
+        pytest.param(
+            ("runs", "missing.db"), "reactor runs: error: no run database at missing.db", id="db"
+        ),
+        pytest.param(
+            ("bogus",), "reactor: error: argument COMMAND: invalid choice: 'bogus'", id="command"
+        ),
+    ],
+)
+def test_bad_input_gives_one_line_and_a_failing_status(
+    project: Path, args: tuple[str, ...], message: str
+) -> None:
+    result = reactor_cli(project, *args)
+    assert result.returncode != 0
+    assert result.stderr.startswith(message)
+    assert result.stderr.count("\n") == 1
+
+
+def test_every_command_has_help_with_an_example(project: Path) -> None:
+    for command in ("run", "runs", "show", "replay", "diff", "graph"):
+        result = reactor_cli(project, command, "--help")
+        assert result.returncode == 0
+        assert "Example:\n  reactor " in result.stdout
