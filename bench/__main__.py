@@ -6,10 +6,15 @@ import argparse
 import platform
 import sys
 
-from bench import bus, runtime, stores
+from bench import bus, recording, runtime, stores
 from bench._runner import Row, render
 
-WORKLOADS = {"bus": bus.run, "stores": stores.run, "runtime": runtime.run}
+WORKLOADS = {
+    "bus": bus.run,
+    "stores": stores.run,
+    "runtime": runtime.run,
+    "recording": recording.run,
+}
 
 
 def machine() -> str:
