@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m examples.bus_demo
+	$(PY) -m examples.trading_bot
 
 test: lint typecheck pytest
 

@@ -15,7 +15,7 @@ from reactor._result import RunResult
 from reactor._runtime import Run, RunOptions
 from reactor._validate import Declarations, find_cycles, mermaid, problems, state_keys
 from reactor.exceptions import AgentConfigError, CycleWarning, GraphValidationError
-from stores import create_store
+from stores._store import create_store
 
 if TYPE_CHECKING:
     from reactor._recording import Recording
@@ -117,7 +117,8 @@ class Reactive:
             )
         merged = {**self._defaults, **overrides}
         replay = merged.get("replay")
-        if replay is not None and "input" not in merged:
+        if replay is not None and "input" not in overrides:
+            # A replay re-runs the recorded input, unless this run gives another.
             merged["input"] = getattr(replay, "recording", replay).input
         return RunOptions(**merged)
 

@@ -225,10 +225,11 @@ class ReplayProvider:
                 agent=agent,
             )
         field, recorded_value, current_value = _first_difference(fingerprint, request.fingerprint())
+        recorded_text, current_text = _excerpts(recorded_value, current_value)
         return ReplayMismatchError(
             f"Replay has no recorded answer for agent {agent!r}: the request differs from "
-            f"the recorded one in {field} (recorded {_short(recorded_value)}, now "
-            f"{_short(current_value)}). {advice}",
+            f"the recorded one in {field} (recorded {recorded_text}, now {current_text}). "
+            f"{advice}",
             agent=agent,
             field=field,
             recorded=recorded_value,
@@ -334,6 +335,25 @@ def _walk(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
             return (f"{path} (length)", len(a), len(b))
         return None
     return None if a == b else (path, a, b)
+
+
+def _excerpts(recorded: Any, current: Any, width: int = 60) -> tuple[str, str]:
+    """Both values, around where they first differ when they are long strings."""
+    if not (isinstance(recorded, str) and isinstance(current, str)):
+        return _short(recorded), _short(current)
+    if len(recorded) <= width * 2 and len(current) <= width * 2:
+        return repr(recorded), repr(current)
+    at = next(
+        (i for i, (a, b) in enumerate(zip(recorded, current, strict=False)) if a != b),
+        min(len(recorded), len(current)),
+    )
+    start = max(0, at - width // 3)
+
+    def cut(text: str) -> str:
+        piece = repr(text[start : start + width])
+        return ("..." if start else "") + piece + ("..." if start + width < len(text) else "")
+
+    return cut(recorded), cut(current)
 
 
 def _short(value: Any, limit: int = 120) -> str:

@@ -34,7 +34,7 @@ from reactor._replay import ReplayProvider
 from reactor._result import RunMetrics, RunResult, RunStatus, causal_chain, find_cycle
 from reactor._signal import Signal
 from reactor.exceptions import LoopLimitError, RecordingError, RunTimeoutError
-from stores import Store, create_store
+from stores._store import Store, create_store
 
 if TYPE_CHECKING:
     from reactor._graph import Reactive

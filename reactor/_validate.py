@@ -15,7 +15,7 @@ import pydantic
 
 from reactor._agent import Agent
 from reactor._patterns import Pattern, compile_pattern, is_exact
-from stores import Store
+from stores._store import Store
 
 __all__ = ["Declarations", "find_cycles", "mermaid", "problems"]
 

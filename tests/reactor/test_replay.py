@@ -248,3 +248,15 @@ def test_replay_matches_by_occurrence_for_repeated_identical_requests() -> None:
     assert outputs == ["answer 1", "answer 2", "answer 3"]
     replayed = graph.run_sync(replay=store.load(original.run_id))
     assert [s.payload["output"] for s in replayed.select("agent:ask:completed")] == outputs
+
+
+async def test_a_mismatch_deep_in_a_long_prompt_is_shown_where_it_differs() -> None:
+    preamble = "Consider the market carefully. " * 10
+    store = MemorySignalStore()
+    graph = reactive({"a": agent(prompt=preamble + "Answer about {{ input }}.")})
+    original = await graph.run(input="AAPL", provider=ScriptedProvider({"a": ["ok"]}), record=store)
+    result = await graph.run(replay=store.load(original.run_id), input="MSFT")
+    message = str(result.error)
+    assert (
+        "(recorded ...'fully. Answer about AAPL.', now ...'fully. Answer about MSFT.')" in message
+    )

@@ -1,0 +1,188 @@
+"""The trading bot: five agents, no edges.
+
+``market`` records the input. ``analyst`` and ``risk`` run concurrently on
+``harness:start``. ``trader`` joins them through the state: it activates on either
+state signal but its guard waits for both, and for enough confidence. ``reviewer``
+checks the proposal and announces its verdict (``review:done``); ``executor`` fills
+the order only if the verdict approves it. The run ends on an execution, a rejection
+or a hold.
+
+    python -m examples.trading_bot                       # offline, scripted answers
+    python -m examples.trading_bot --scenario bear       # bull, bear, choppy, flat
+    python -m examples.trading_bot --live                # Claude (ANTHROPIC_API_KEY)
+    reactor run examples.trading_bot.app:graph --input '{"symbol": "AAPL", "prices": [...]}'
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from examples.trading_bot.models import (
+    Analysis,
+    Execution,
+    MarketData,
+    Review,
+    RiskAssessment,
+    TradeProposal,
+    TradeStore,
+)
+from examples.trading_bot.scripted import SCENARIOS
+from examples.trading_bot.scripted import scripted_provider as _scripted
+from reactor import AgentContext, RunView, ScriptedProvider, agent, reactive
+
+__all__ = ["CONFIDENCE", "describe", "finished", "graph", "scripted_provider"]
+
+CONFIDENCE = 0.6
+"""The trader acts only on an analysis at least this confident."""
+
+SYSTEM = "You are part of a disciplined trading desk. Answer only with the JSON asked for."
+
+ANALYST = """Analyze the recent prices of {{ input.symbol }} and say whether the trend is
+up, down or sideways, how confident you are (0 to 1), and why.
+
+```json
+{{ input | tojson }}
+```"""
+
+RISK = """Assess the risk of holding {{ input.symbol }} now: the volatility of daily
+returns, a risk level (low, medium, high), and the largest position (in shares) the
+cash allows at that risk.
+
+```json
+{{ input | tojson }}
+```"""
+
+TRADER = """Propose one trade in {{ state.market.symbol }} (buy, sell or hold), with a
+quantity within the risk limit and a limit price near the last price.
+
+```json
+{"analysis": {{ state.analysis | tojson }}, "risk": {{ state.risk | tojson }},
+ "price": {{ state.market.prices[-1] }}, "cash": {{ state.market.cash }}}
+```"""
+
+REVIEWER = """Review this proposal against the risk limits and the cash available;
+approve it or reject it, with a short note.
+
+```json
+{"proposal": {{ state.proposal | tojson }}, "risk": {{ state.risk | tojson }},
+ "cash": {{ state.market.cash }}}
+```"""
+
+
+def record_market(ctx: AgentContext) -> MarketData:
+    """Take the run's input into the state (validated as MarketData)."""
+    market = MarketData.model_validate(ctx.input)
+    ctx.store.record_market(market)
+    return market
+
+
+def execute(ctx: AgentContext) -> Execution:
+    """A paper broker: fill the approved proposal at its limit price."""
+    proposal = ctx.state.proposal
+    execution = Execution(
+        order_id=f"ord_{uuid.uuid5(uuid.NAMESPACE_URL, ctx.run_id).hex[:10]}",
+        action=proposal.action,
+        quantity=proposal.quantity,
+        price=proposal.limit_price,
+        notional=round(proposal.quantity * proposal.limit_price, 2),
+    )
+    ctx.store.record_execution(execution)
+    return execution
+
+
+def finished(run: RunView) -> bool:
+    """An order was filled, the proposal rejected, or the trader chose to hold."""
+    state = run.state
+    return bool(
+        state.execution is not None
+        or (state.review is not None and not state.review.approved)
+        or (state.proposal is not None and state.proposal.action == "hold")
+    )
+
+
+graph = reactive(
+    {
+        "market": agent(run=record_market, output=MarketData),
+        "analyst": agent(system=SYSTEM, prompt=ANALYST, output=Analysis, updates="analysis"),
+        "risk": agent(system=SYSTEM, prompt=RISK, output=RiskAssessment, updates="risk"),
+        "trader": agent(
+            system=SYSTEM,
+            prompt=TRADER,
+            output=TradeProposal,
+            activate_on=["state:analysis:changed", "state:risk:changed"],
+            when=f"state.analysis is not none and state.risk is not none "
+            f"and state.market is not none and state.analysis.confidence >= {CONFIDENCE}",
+            updates="proposal",
+            emits=["trade:proposed"],
+        ),
+        "reviewer": agent(
+            system=SYSTEM,
+            prompt=REVIEWER,
+            output=Review,
+            activate_on="trade:proposed",
+            when="state.proposal.action != 'hold'",
+            updates="review",
+            emits=["review:done"],
+        ),
+        "executor": agent(
+            run=execute,
+            output=Execution,
+            activate_on="review:done",
+            when="signal.payload.approved",
+        ),
+    },
+    state=TradeStore,
+    end_when=finished,
+    name="trading-bot",
+    input={"symbol": "AAPL", "prices": SCENARIOS["bull"], "cash": 10_000.0},
+)
+
+
+def scripted_provider() -> ScriptedProvider:
+    """The offline provider used by ``reactor run`` and ``make demo``."""
+    return _scripted()
+
+
+def describe(state: dict[str, Any]) -> list[str]:
+    """The decision in a few lines, from the final state."""
+    market, analysis, risk = state.get("market"), state.get("analysis"), state.get("risk")
+    proposal, review, execution = state.get("proposal"), state.get("review"), state.get("execution")
+    symbol = market["symbol"] if market else "?"
+    lines = []
+    if execution:
+        lines.append(
+            f"Decision: {execution['action'].upper()} {execution['quantity']} {symbol} @ "
+            f"{execution['price']:.2f}, approved and filled ({execution['order_id']}, "
+            f"{execution['notional']:,.2f})"
+        )
+    elif review and not review["approved"]:
+        lines.append(f"Decision: no trade, the reviewer rejected it: {review['notes']}")
+    elif proposal and proposal["action"] == "hold":
+        lines.append(f"Decision: HOLD {symbol}: {proposal['rationale']}")
+    elif analysis and analysis["confidence"] < CONFIDENCE:
+        lines.append(
+            f"Decision: no trade, analysis confidence {analysis['confidence']:.2f} is below "
+            f"{CONFIDENCE}"
+        )
+    else:
+        lines.append("Decision: none (the run stopped early)")
+    if analysis:
+        lines.append(
+            f"  analyst:  {analysis['trend']}, confidence {analysis['confidence']:.2f}: "
+            f"{analysis['rationale']}"
+        )
+    if risk:
+        lines.append(
+            f"  risk:     {risk['level']} (volatility {risk['volatility']:.2%}), at most "
+            f"{risk['max_position']} shares"
+        )
+    if proposal:
+        lines.append(
+            f"  trader:   {proposal['action']} {proposal['quantity']} @ "
+            f"{proposal['limit_price']:.2f}: {proposal['rationale']}"
+        )
+    if review:
+        verdict = "approved" if review["approved"] else "rejected"
+        lines.append(f"  reviewer: {verdict}: {review['notes']}")
+    return lines

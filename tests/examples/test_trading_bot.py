@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from examples.trading_bot.app import describe, graph
+from examples.trading_bot.scripted import SCENARIOS, scripted_provider
+from reactor import MemorySignalStore, Recording, RunResult
+
+
+def run(scenario: str, **market: object) -> tuple[RunResult, MemorySignalStore]:
+    store = MemorySignalStore()
+    result = graph.run_sync(
+        input={"symbol": "TEST", "prices": SCENARIOS[scenario], "cash": 10_000.0, **market},
+        provider=scripted_provider(latency=0),
+        record=store,
+    )
+    return result, store
+
+
+@pytest.mark.parametrize(
+    ("scenario", "decision", "agents"),
+    [
+        pytest.param(
+            "bull",
+            "Decision: BUY 24 TEST",
+            ["market", "analyst", "risk", "trader", "reviewer", "executor"],
+            id="bull-buys",
+        ),
+        pytest.param(
+            "bear",
+            "Decision: SELL 11 TEST",
+            ["market", "analyst", "risk", "trader", "reviewer", "executor"],
+            id="bear-sells",
+        ),
+        pytest.param(
+            "choppy",
+            "Decision: no trade, the reviewer rejected it",
+            ["market", "analyst", "risk", "trader", "reviewer"],
+            id="choppy-rejected",
+        ),
+        pytest.param(
+            "flat",
+            "Decision: no trade, analysis confidence 0.52",
+            ["market", "analyst", "risk"],
+            id="flat-waits",
+        ),
+    ],
+)
+def test_each_market_gets_its_own_sensible_decision(
+    scenario: str, decision: str, agents: list[str]
+) -> None:
+    result, _ = run(scenario)
+    assert result.ok
+    assert describe(dict(result.state))[0].startswith(decision)
+    ran = [name for name, count in result.metrics.activations_by_agent.items() if count]
+    assert ran == agents
+
+
+def test_analyst_and_risk_run_concurrently_and_trader_joins_them() -> None:
+    result = graph.run_sync(
+        input={"symbol": "T", "prices": SCENARIOS["bull"]}, provider=scripted_provider(latency=0.02)
+    )
+    names = [s.name for s in result.signals]
+    assert names.index("agent:risk:activated") < names.index("agent:analyst:completed")
+    trader = [(s.name, s.payload.get("reason")) for s in result.select("agent:trader:*")]
+    assert trader[0] == ("agent:trader:skipped", "guard")  # one input was not there yet
+    assert [s.name for s in result.select("agent:trader:activated")] == ["agent:trader:activated"]
+
+
+def test_every_agent_has_structured_output() -> None:
+    assert all(a.output is not None for a in graph.agents.values())
+
+
+def test_the_run_ends_on_execution() -> None:
+    result, _ = run("bull")
+    assert result.status == "ended"
+    assert result.state["ledger"] == [result.state["execution"]]
+    actor = result.select("state:execution:changed")[0].payload["actor"]
+    assert actor == "agent:executor"
+
+
+def test_a_recorded_run_replays_exactly() -> None:
+    result, store = run("choppy")
+    recording = store.load(result.run_id)
+    replayed = graph.run_sync(replay=recording)
+    assert replayed.state == result.state
+    assert recording.diff(Recording.from_signals(replayed.signals)) is None
+
+
+def test_the_demo_runs_end_to_end_offline(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env.pop("ANTHROPIC_API_KEY", None)
+    completed = subprocess.run(
+        [sys.executable, "-m", "examples.trading_bot", "--db", str(db), "--latency", "0.05"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    out = completed.stdout
+    assert out.startswith("reactor trading bot · AAPL · scenario bull · offline")
+    assert "Decision: BUY" in out
+    assert "What happened (causal tree):\nharness:start" in out
+    assert " tokens in / " in out
+    assert f"  replay:  reactor replay {db} run_" in out
+    assert "✓ ended in" in completed.stderr
+    assert db.exists()
+
+
+def test_live_mode_needs_a_key() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env["PYTHONPATH"] = os.getcwd()
+    completed = subprocess.run(
+        [sys.executable, "-m", "examples.trading_bot", "--live", "--no-record"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.startswith("--live asks Claude: set ANTHROPIC_API_KEY")
