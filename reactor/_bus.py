@@ -2,11 +2,12 @@
 
 Design notes (why it looks like this):
 
-* One ``blinker.Signal`` per distinct signal name is the registry of receivers.
-  A subscription is connected (strongly) to the blinker signal of every name it
-  matches: exact names at once, patterns to every name already seen and, as new names
-  first appear, to those too. Matching therefore costs once per (name, pattern), never
-  per emit.
+* One ``blinker.Signal`` per distinct signal name is the registry of receivers
+  (created when the first subscription connects to the name; a name nobody listens to
+  needs none). A subscription is connected (strongly) to the blinker signal of every
+  name it matches: exact names at once, patterns to every name already seen and, as
+  new names first appear, to those too. Matching therefore costs once per (name,
+  pattern), never per emit.
 * Delivery walks the blinker signal's receivers in connection order, one call per
   subscription, each in its own ``try``. blinker's own ``send`` is not used for
   delivery because it leaves the order undefined and stops at the first receiver that
@@ -288,7 +289,7 @@ class SignalBus:
             self._connect(subscription, name)
         if subscription.matcher is not None:
             matcher = subscription.matcher
-            for name in list(self._signals):
+            for name in list(self._handlers):
                 if matcher(name):
                     self._connect(subscription, name)
             self._pattern_subs.append(subscription)
@@ -297,7 +298,6 @@ class SignalBus:
     def _resolve(self, name: str) -> tuple[Handler, ...]:
         """Register a name seen for the first time and connect matching patterns."""
         validate_name(name)
-        self._signals[name] = blinker.Signal(name)
         self._handlers[name] = ()
         for subscription in self._pattern_subs:
             if subscription.matcher is not None and subscription.matcher(name):
@@ -305,7 +305,9 @@ class SignalBus:
         return self._handlers[name]
 
     def _connect(self, subscription: Subscription, name: str) -> None:
-        signal = self._signals[name]
+        signal = self._signals.get(name)
+        if signal is None:  # created when a first subscription connects
+            signal = self._signals[name] = blinker.Signal(name)
         if id(subscription) in signal.receivers:
             return
         signal.connect(subscription, weak=False)

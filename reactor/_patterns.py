@@ -43,6 +43,8 @@ _SEGMENT = "[^:]+"
 
 def validate_name(name: str) -> str:
     """Return ``name`` if it is a valid signal name, else raise :class:`SignalNameError`."""
+    if name in _VALID:
+        return name
     if not isinstance(name, str):
         raise SignalNameError(
             f"Signal names are strings, got {type(name).__name__} {name!r}.", name=name
@@ -50,7 +52,13 @@ def validate_name(name: str) -> str:
     problem = _name_problem(name)
     if problem is not None:
         raise SignalNameError(f"Invalid signal name {name!r}: {problem}.", name=name)
+    if len(_VALID) < 100_000:
+        _VALID.add(name)
     return name
+
+
+_VALID: set[str] = set()
+"""Names already validated (names repeat across runs; this bounds the cache)."""
 
 
 def _name_problem(name: str) -> str | None:

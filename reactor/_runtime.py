@@ -98,17 +98,38 @@ class _AgentRun:
         name = agent.name or "agent"
         self.agent = agent
         self.name = name
-        self.actor = f"agent:{name}"
-        self.activated = f"agent:{name}:activated"
-        self.completed = f"agent:{name}:completed"
-        self.failed = f"agent:{name}:failed"
-        self.skipped = f"agent:{name}:skipped"
-        self.cancelled = f"agent:{name}:cancelled"
+        (
+            self.actor,
+            self.activated,
+            self.completed,
+            self.failed,
+            self.skipped,
+            self.cancelled,
+        ) = _names(name)
         self.launched = 0
         self.running = 0
         self.queue: deque[Signal] = deque()
         self.last_output: Any = None
         self.undeclared: set[str] = set()
+
+
+_NAMES: dict[str, tuple[str, str, str, str, str, str]] = {}
+
+
+def _names(agent: str) -> tuple[str, str, str, str, str, str]:
+    """The actor and lifecycle signal names of an agent (cached: runs reuse them)."""
+    names = _NAMES.get(agent)
+    if names is None:
+        prefix = f"agent:{agent}"
+        names = _NAMES[agent] = (
+            prefix,
+            f"{prefix}:activated",
+            f"{prefix}:completed",
+            f"{prefix}:failed",
+            f"{prefix}:skipped",
+            f"{prefix}:cancelled",
+        )
+    return names
 
 
 class _Activation:
