@@ -29,7 +29,20 @@ pytest: $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
-	$(PY) -m bench
+	$(PY) -m bench --write BENCHMARKS.md
+
+# Peer frameworks get their own virtualenv: never installed into the project's.
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+$(PEERS_STAMP): bench/peers/requirements.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r bench/peers/requirements.txt
+	touch $(PEERS_STAMP)
+
+bench-peers: $(STAMP) $(PEERS_STAMP)
+	$(PY) -m bench.compare --python $(PEERS_VENV)/bin/python
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(PEERS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

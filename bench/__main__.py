@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
+from datetime import date
+from pathlib import Path
 
 from bench import bus, recording, runtime, stores
-from bench._runner import Row, render
+from bench._runner import Row, render, write_section
 
 WORKLOADS = {
     "bus": bus.run,
@@ -31,13 +33,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs")
     parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="workloads to run")
+    parser.add_argument("--write", metavar="FILE", help="also write the table into FILE")
     args = parser.parse_args(argv)
     runs, scale = (2, 0.1) if args.quick else (5, 1.0)
     rows: list[Row] = []
     for name in args.only or list(WORKLOADS):
         print(f"running {name} ...", file=sys.stderr, flush=True)
         rows.extend(WORKLOADS[name](runs, scale))
-    print(render(rows, machine()))
+    table = render(rows, machine())
+    print(table)
+    if args.write:
+        section = (
+            f"## Workloads (`make bench`, {date.today().isoformat()})\n\n"
+            "Each workload is measured beside its baseline in the same run; "
+            "the best of several runs is kept.\n\n" + table
+        )
+        write_section(Path(args.write), "main", section)
     return 0 if all(row.met is not False for row in rows) else 1
 
 

@@ -6,6 +6,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -79,3 +80,24 @@ def render(rows: list[Row], machine: str) -> str:
             f"| {row.target} | {met} |"
         )
     return header + "\n".join(lines) + f"\n\nMachine: {machine}\n"
+
+
+def write_section(path: Path, name: str, content: str) -> None:
+    """Replace the section ``name`` of a Markdown file (between markers), or append it."""
+    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    block = f"{begin}\n{content.rstrip()}\n{end}"
+    text = path.read_text() if path.exists() else HEADER
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+HEADER = """# Benchmarks
+
+Figures measured on this project's machine by `make bench` (the workloads of DESIGN.md
+section 12, each beside its baseline in the same run) and `make bench-peers` (the same
+workloads on peer frameworks). Re-run them to refresh this file.
+"""
