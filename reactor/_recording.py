@@ -226,7 +226,9 @@ class Recording:
         info: RunInfo | None = None
         requests: dict[str, Any] = {}
         signals: list[Signal] = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(
+            text.split("\n"), start=1
+        ):  # not splitlines(): JSON may hold \x85 or \u2028
             if not line.strip():
                 continue
             try:

@@ -272,3 +272,9 @@ def test_memory_store_lists_and_deletes() -> None:
     assert store.delete(result.run_id)
     with pytest.raises(RunNotFoundError):
         store.load(result.run_id)
+
+
+def test_jsonl_keeps_unusual_line_breaks_inside_payloads() -> None:
+    signal = Signal("x", {"text": "a\x85b\u2028c\rd"}, id="sig_1", seq=1, run_id="r")
+    back = Recording.from_jsonl(Recording.from_signals([signal]).to_jsonl())
+    assert back.signals[0].payload == {"text": "a\x85b\u2028c\rd"}
