@@ -13,6 +13,7 @@ from reactor._context import AgentContext, RunView
 from reactor._graph import Reactive, RunKwargs, reactive, run_reactive
 from reactor._handle import RunHandle
 from reactor._patterns import Pattern
+from reactor._pricing import ModelPrice, model_prices
 from reactor._provider import (
     End,
     Message,
@@ -59,6 +60,7 @@ __all__ = [
     "HandlerError",
     "LoopLimitError",
     "Message",
+    "ModelPrice",
     "NoProviderError",
     "OutputValidationError",
     "Pattern",
@@ -94,6 +96,7 @@ __all__ = [
     "Usage",
     "agent",
     "current_signal",
+    "model_prices",
     "reactive",
     "run_reactive",
     "tool",
