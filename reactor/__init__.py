@@ -7,6 +7,8 @@ runtime, providers, recording, logging and the CLI.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from reactor._agent import Agent, agent
 from reactor._bus import SignalBus, Subscription, current_signal
 from reactor._context import AgentContext, RunView
@@ -50,10 +52,14 @@ from reactor.exceptions import (
 )
 from reactor.typing import Provider, Reporter
 
+if TYPE_CHECKING:
+    from reactor._anthropic import AnthropicProvider
+
 __all__ = [
     "Agent",
     "AgentConfigError",
     "AgentContext",
+    "AnthropicProvider",
     "CycleWarning",
     "End",
     "GraphValidationError",
@@ -103,3 +109,14 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The anthropic SDK takes most of a second to import: load it on first use, so that
+    # offline work (ScriptedProvider, tests, the CLI) does not pay for it.
+    if name == "AnthropicProvider":
+        from reactor._anthropic import AnthropicProvider
+
+        globals()[name] = AnthropicProvider
+        return AnthropicProvider
+    raise AttributeError(f"module 'reactor' has no attribute {name!r}")

@@ -14,6 +14,7 @@ PUBLIC_API = {
         "Agent",
         "AgentConfigError",
         "AgentContext",
+        "AnthropicProvider",
         "CycleWarning",
         "End",
         "GraphValidationError",
