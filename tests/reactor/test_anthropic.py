@@ -59,7 +59,9 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
     await endpoint.aclose()
 
 
-def claude(fake: FakeAnthropic, *replies: Any, retries: int = 0, **options: Any) -> Any:
+def claude(
+    fake: FakeAnthropic, *replies: Any, retries: int = 0, **options: Any
+) -> AnthropicProvider:
     """An AnthropicProvider whose client talks to ``fake``, which answers ``replies``."""
     fake.replies.extend(replies)
     return AnthropicProvider(client=fake.client(max_retries=retries), **options)
@@ -82,11 +84,16 @@ def get_news(symbol: str) -> str:
     raise RuntimeError(f"news service down for {symbol}")
 
 
-def tool_signals(result: RunResult) -> list[tuple[Any, ...]]:
+def tool_signals(result: RunResult) -> list[tuple[str, str, Any]]:
+    """Each tool signal as (name, call id, input / result / error)."""
     return [
-        (s.name, s.payload["id"], s.payload.get("input", s.payload.get("result")))
-        if s.name == "tool:call" or s.payload["error"] is None
-        else (s.name, s.payload["id"], s.payload["error"])
+        (
+            s.name,
+            s.payload["id"],
+            s.payload["input"]
+            if s.name == "tool:call"
+            else s.payload["error"] or s.payload["result"],
+        )
         for s in result.select("tool:*")
     ]
 
