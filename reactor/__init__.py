@@ -7,12 +7,15 @@ runtime, providers, recording, logging and the CLI.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from reactor._agent import Agent, agent
 from reactor._bus import SignalBus, Subscription, current_signal
 from reactor._context import AgentContext, RunView
 from reactor._graph import Reactive, RunKwargs, reactive, run_reactive
 from reactor._handle import RunHandle
 from reactor._patterns import Pattern
+from reactor._pricing import ModelPrice, model_prices
 from reactor._progress import ProgressReporter
 from reactor._provider import (
     End,
@@ -57,10 +60,14 @@ from reactor.exceptions import (
 from reactor.logging import MetricsReporter, StructlogReporter
 from reactor.typing import Provider, Reporter, SignalStore
 
+if TYPE_CHECKING:
+    from reactor._anthropic import AnthropicProvider
+
 __all__ = [
     "Agent",
     "AgentConfigError",
     "AgentContext",
+    "AnthropicProvider",
     "CycleWarning",
     "Divergence",
     "End",
@@ -70,6 +77,7 @@ __all__ = [
     "MemorySignalStore",
     "Message",
     "MetricsReporter",
+    "ModelPrice",
     "NoProviderError",
     "OutputValidationError",
     "Pattern",
@@ -115,9 +123,21 @@ __all__ = [
     "Usage",
     "agent",
     "current_signal",
+    "model_prices",
     "reactive",
     "run_reactive",
     "tool",
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The anthropic SDK takes most of a second to import: load it on first use, so that
+    # offline work (ScriptedProvider, tests, the CLI) does not pay for it.
+    if name == "AnthropicProvider":
+        from reactor._anthropic import AnthropicProvider
+
+        globals()[name] = AnthropicProvider
+        return AnthropicProvider
+    raise AttributeError(f"module 'reactor' has no attribute {name!r}")

@@ -1,0 +1,437 @@
+"""AnthropicProvider: Claude through the official ``anthropic`` SDK, streaming.
+
+One :meth:`AnthropicProvider.stream` call answers one agent request: it streams the
+model's text and thinking as they arrive, runs the tools the model asks for and sends
+their results back (the tool-use loop), and ends with one ``End`` whose usage and cost
+add up every round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any
+
+import anthropic
+import httpx2  # the HTTP library the anthropic SDK runs on, installed with it
+from anthropic.lib.streaming import ParsedContentBlockStopEvent
+from anthropic.resources.messages import AsyncMessages
+from anthropic.types import Message as APIMessage
+from anthropic.types import RawContentBlockDeltaEvent, TextBlock, ToolUseBlock
+from anthropic.types import TextDelta as APITextDelta
+from anthropic.types import ThinkingDelta as APIThinkingDelta
+
+from reactor._pricing import ModelPrice, price_of
+from reactor._provider import (
+    End,
+    ProviderEvent,
+    ProviderRequest,
+    TextComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from reactor._templates import to_json
+from reactor._toolrun import AfterTool, BeforeTool, execute_tool_calls
+from reactor.exceptions import ProviderError
+
+__all__ = ["DEFAULT_MODEL", "AnthropicProvider"]
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""The newest Sonnet the installed SDK knows: Anthropic's balance of speed and quality."""
+
+# Settings the provider interprets itself.
+_SETTINGS = frozenset(
+    {"model", "max_tokens", "temperature", "thinking", "max_tool_rounds", "cache_system"}
+)
+# Everything else messages.stream() accepts passes through unchanged (timeout included),
+# except what the provider builds from the request; max_retries is a client option.
+_REQUEST_OPTIONS = frozenset(inspect.signature(AsyncMessages.stream).parameters) - {
+    "self",
+    "messages",
+    "system",
+    "tools",
+    "output_format",
+    *_SETTINGS,
+}
+_KNOWN = _SETTINGS | _REQUEST_OPTIONS | {"max_retries"}
+_RETRYABLE_TYPES = frozenset({"rate_limit_error", "overloaded_error", "api_error", "timeout_error"})
+
+
+class AnthropicProvider:
+    """Runs agents on Claude with the official ``anthropic`` SDK (streaming Messages API).
+
+    ::
+
+        provider = AnthropicProvider()                 # ANTHROPIC_API_KEY from the env
+        result = await bot.run(input={...}, provider=provider)
+
+    Text and thinking stream as ``text:delta`` / ``thinking:delta`` signals. When an
+    agent has tools, the model may call them: the calls run (concurrently, through the
+    agent's ``before_tool`` / ``after_tool`` hooks, then this provider's), their results
+    go back to the model, and so on until it answers. When an agent has an ``output``
+    model, its JSON schema is sent as a native structured-output format
+    (``output_config.format``), and the answer's JSON is parsed for validation.
+
+    The client is created at the first call (so a provider can be built anywhere,
+    even without a key), from the SDK's usual environment: ``ANTHROPIC_API_KEY``.
+
+    Args:
+        model: The default model; agents choose another with ``options={"model": ...}``.
+            The default is the newest Sonnet in the installed SDK's model list,
+            ``claude-sonnet-5-5``: fast, capable, and priced for everyday agent work.
+        client: An ``anthropic.AsyncAnthropic`` to use as is (its own key, base URL,
+            HTTP client...). Without one, the provider creates its own.
+        max_tokens: The most tokens one response may hold, thinking included.
+        temperature: Sampling temperature, sent only when given. The API version that
+            ``anthropic`` 2.x speaks (2026-10-21) rejects it with a 400, so it is only
+            useful with a gateway or an API version that still accepts it.
+        thinking: The ``thinking`` configuration, e.g. ``{"type": "adaptive",
+            "display": "summarized"}``; by default the model's own.
+        max_tool_rounds: How many times the model may ask for tools in one request; a
+            model that asks once more fails the request with a ``ProviderError``.
+        cache_system: Mark the system prompt as a prompt-cache breakpoint (5-minute
+            ephemeral cache). It caches the tool definitions too, which come before it.
+        before_tool: ``before_tool(call)`` for every tool call, after the agent's own
+            hook: return the call (changed or not) to run it, or ``None`` to block it.
+        after_tool: ``after_tool(call, result)`` for every tool result, after the
+            agent's own hook: return a replacement result, or ``None`` to keep it.
+        prices: Prices per model id (a :class:`~reactor.ModelPrice` or an
+            ``(input, output)`` USD-per-million pair), over :data:`reactor.model_prices`.
+        **options: ``max_retries`` and ``timeout`` for the SDK (its own retries with
+            backoff on 408/409/429/5xx and connection errors), or any other keyword of
+            ``client.messages.stream()``: ``stop_sequences``, ``metadata``,
+            ``tool_choice``, ``output_config`` (e.g. ``{"effort": "low"}``),
+            ``service_tier``, ``extra_headers``, ``extra_body``...
+
+    Every setting but ``client``, the hooks and ``prices`` can also be given per agent,
+    in ``agent(..., options={...})``, and wins over the provider's.
+
+    Raises:
+        TypeError: An option is not one the provider or ``messages.stream()`` knows.
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        client: anthropic.AsyncAnthropic | None = None,
+        max_tokens: int = 16_384,
+        temperature: float | None = None,
+        thinking: Mapping[str, Any] | None = None,
+        max_tool_rounds: int = 10,
+        cache_system: bool = False,
+        before_tool: BeforeTool | None = None,
+        after_tool: AfterTool | None = None,
+        prices: Mapping[str, ModelPrice | tuple[float, float]] | None = None,
+        **options: Any,
+    ) -> None:
+        unknown = sorted(set(options) - _KNOWN)
+        if unknown:
+            raise TypeError(
+                f"AnthropicProvider() got unknown option{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}. It takes the settings above, max_retries, "
+                "timeout, and the keywords of client.messages.stream()."
+            )
+        self._client = client
+        self._owned: tuple[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] | None = None
+        self._defaults: dict[str, Any] = {
+            "model": model,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "thinking": thinking,
+            "max_tool_rounds": max_tool_rounds,
+            "cache_system": cache_system,
+            **options,
+        }
+        self.before_tool = before_tool
+        self.after_tool = after_tool
+        self.prices: dict[str, ModelPrice] = {
+            name: price if isinstance(price, ModelPrice) else ModelPrice(*price)
+            for name, price in (prices or {}).items()
+        }
+
+    @property
+    def model(self) -> str:
+        """The default model (what ``provider:start`` reports for agents without one)."""
+        return str(self._defaults["model"])
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Answer ``request`` on Claude, running the tool-use loop; end with one ``End``.
+
+        Raises:
+            ProviderError: The API failed (``retryable`` says whether trying again
+                later may help, ``status_code`` gives the HTTP status), no API key is
+                configured, an option is unknown, or the model wanted more than
+                ``max_tool_rounds`` rounds of tools.
+        """
+        agent = request.agent
+        settings = self._settings(request)
+        client = self._client_for(settings, agent)
+        params = _params(request, settings)
+        messages: list[dict[str, Any]] = [
+            {"role": turn.role, "content": turn.content} for turn in request.messages
+        ]
+        before = [hook for hook in (request.before_tool, self.before_tool) if hook is not None]
+        after = [hook for hook in (request.after_tool, self.after_tool) if hook is not None]
+        usage = Usage()
+        cost: float | None = 0.0
+        tool_rounds = 0
+        while True:
+            message: APIMessage | None = None
+            # aclosing: if our consumer stops early, the HTTP stream closes right away.
+            round_ = _round(client, {**params, "messages": list(messages)}, agent)
+            async with contextlib.aclosing(round_) as events:
+                async for item in events:
+                    if isinstance(item, APIMessage):
+                        message = item
+                    else:
+                        yield item
+            assert message is not None  # _round always ends with the message
+            spent = _usage(message)
+            usage = _add(usage, spent)
+            price = price_of(message.model or params["model"], self.prices)
+            cost = None if cost is None or price is None else cost + price.cost(spent)
+            if message.stop_reason != "tool_use":
+                break
+            if tool_rounds >= settings["max_tool_rounds"]:
+                raise ProviderError(
+                    f"Agent {agent!r}: the model asked for tools again after "
+                    f"{tool_rounds} round{'s' if tool_rounds != 1 else ''}, the limit "
+                    f"(max_tool_rounds={settings['max_tool_rounds']}). Raise max_tool_rounds "
+                    "on the provider or in the agent's options, or ask for fewer steps in "
+                    "the prompt.",
+                    agent=agent,
+                )
+            tool_rounds += 1
+            calls = [
+                ToolCall(block.id, block.name, dict(block.input))
+                for block in message.content
+                if isinstance(block, ToolUseBlock)
+            ]
+            results = await execute_tool_calls(calls, request.tools, before=before, after=after)
+            for result in results:
+                yield result
+            messages.append({"role": "assistant", "content": _content(message)})
+            messages.append({"role": "user", "content": [_tool_result(r) for r in results]})
+        text = _text(message)
+        output = _parse_json(text) if request.output_schema is not None else text
+        yield End(output, usage, cost, message.stop_reason, message.model)
+
+    async def aclose(self) -> None:
+        """Close the client this provider created, if any (a given client is the caller's)."""
+        if self._owned is not None:
+            _, client = self._owned
+            self._owned = None
+            await client.close()
+
+    def _settings(self, request: ProviderRequest) -> dict[str, Any]:
+        unknown = sorted(set(request.options) - _KNOWN)
+        if unknown:
+            raise ProviderError(
+                f"Agent {request.agent!r} has option{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}, which AnthropicProvider does not know. "
+                f"Known options: {', '.join(sorted(_KNOWN))}.",
+                agent=request.agent,
+            )
+        return {**self._defaults, **request.options}
+
+    def _client_for(self, settings: Mapping[str, Any], agent: str) -> anthropic.AsyncAnthropic:
+        client = self._client if self._client is not None else self._own_client(agent)
+        if "max_retries" in settings:
+            return client.with_options(max_retries=settings["max_retries"])
+        return client
+
+    def _own_client(self, agent: str) -> anthropic.AsyncAnthropic:
+        # One client per event loop: its connection pool belongs to the loop it was
+        # opened on, and scripts may run several loops (run_sync, asyncio.run).
+        loop = asyncio.get_running_loop()
+        if self._owned is not None and self._owned[0] is loop:
+            return self._owned[1]
+        try:
+            client = anthropic.AsyncAnthropic()
+        except anthropic.AnthropicError as exc:
+            raise ProviderError(
+                f"Agent {agent!r}: the Anthropic client could not load its credentials: {exc}",
+                agent=agent,
+            ) from exc
+        if client.api_key is None and client.auth_token is None and client.credentials is None:
+            raise ProviderError(
+                f"Agent {agent!r} cannot call Claude: no Anthropic API key is configured. "
+                "Set the ANTHROPIC_API_KEY environment variable (export "
+                "ANTHROPIC_API_KEY=sk-ant-...), or pass "
+                "AnthropicProvider(client=anthropic.AsyncAnthropic(api_key=...)).",
+                agent=agent,
+            )
+        self._owned = (loop, client)
+        return client
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(model={self.model!r})"
+
+
+def _params(request: ProviderRequest, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``messages.stream()``, without the messages."""
+    params = {name: value for name, value in settings.items() if name in _REQUEST_OPTIONS}
+    params["model"] = settings["model"]
+    params["max_tokens"] = settings["max_tokens"]
+    if request.system:
+        params["system"] = (
+            [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
+            if settings["cache_system"]
+            else request.system
+        )
+    if request.tools:
+        params["tools"] = [tool.definition() for tool in request.tools]
+    if settings["thinking"] is not None:
+        params["thinking"] = dict(settings["thinking"])
+    if settings["temperature"] is not None:
+        # anthropic 2.x dropped the parameter (API 2026-10-21 rejects it): send it raw.
+        params["extra_body"] = {
+            **(params.get("extra_body") or {}),
+            "temperature": settings["temperature"],
+        }
+    if request.output_schema is not None:
+        try:
+            schema = anthropic.transform_schema(request.output_schema)
+        except ValueError as exc:
+            raise ProviderError(
+                f"Agent {request.agent!r}: its output schema cannot be sent as a structured "
+                f"output format: {exc}",
+                agent=request.agent,
+            ) from exc
+        params["output_config"] = {
+            **(params.get("output_config") or {}),
+            "format": {"type": "json_schema", "schema": schema},
+        }
+    return params
+
+
+async def _round(
+    client: anthropic.AsyncAnthropic, params: dict[str, Any], agent: str
+) -> AsyncGenerator[ProviderEvent | APIMessage, None]:
+    """Stream one model response as provider events, then yield the final message."""
+    pending: list[str] = []  # text of the turn, reported before its tool calls
+    try:
+        # The stream's context manager closes the HTTP response however the block is
+        # left: at the end, on an error, or when the consuming task is cancelled (the
+        # CancelledError or GeneratorExit passes through here).
+        async with client.messages.stream(**params) as stream:
+            async for event in stream:
+                if isinstance(event, RawContentBlockDeltaEvent):
+                    delta = event.delta
+                    if isinstance(delta, APITextDelta):
+                        yield TextDelta(delta.text)
+                    elif isinstance(delta, APIThinkingDelta):
+                        yield ThinkingDelta(delta.thinking)
+                elif isinstance(event, ParsedContentBlockStopEvent):
+                    block = event.content_block
+                    if isinstance(block, TextBlock):
+                        pending.append(block.text)
+                    elif isinstance(block, ToolUseBlock):
+                        if pending:
+                            yield TextComplete("".join(pending))
+                            pending.clear()
+                        yield ToolCall(block.id, block.name, dict(block.input))
+            message = await stream.get_final_message()
+    except (anthropic.AnthropicError, httpx2.TransportError) as exc:
+        raise _provider_error(exc, agent) from exc
+    if pending:
+        yield TextComplete("".join(pending))
+    yield message
+
+
+def _provider_error(exc: Exception, agent: str) -> ProviderError:
+    """An SDK or transport failure as a ``ProviderError`` saying whether to retry."""
+    again = "This is usually temporary: try again later, or raise max_retries= on the provider."
+    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+        return ProviderError(
+            f"Agent {agent!r}: the Anthropic API did not answer in time. {again}",
+            retryable=True,
+            agent=agent,
+        )
+    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
+        return ProviderError(
+            f"Agent {agent!r}: could not reach the Anthropic API ({exc}). Check the network "
+            f"and ANTHROPIC_BASE_URL. {again}",
+            retryable=True,
+            agent=agent,
+        )
+    if isinstance(exc, anthropic.APIStatusError):
+        # An error event inside a stream arrives on a 200 response: no HTTP status.
+        status = exc.status_code if exc.status_code >= 400 else None
+        kind = exc.type or "error"
+        retryable = kind in _RETRYABLE_TYPES or (
+            status is not None and (status in (408, 409, 429) or status >= 500)
+        )
+        if retryable:
+            hint = again
+        elif status in (401, 403):
+            hint = "Check the API key (ANTHROPIC_API_KEY) and what it may access."
+        else:
+            hint = "Sending the same request again will not help: change the request."
+        where = f"HTTP {status} {kind}" if status is not None else f"{kind} in the stream"
+        detail = (exc.api_message or exc.message).rstrip(".")
+        return ProviderError(
+            f"Agent {agent!r}: the Anthropic API answered {where}: {detail}. {hint}",
+            retryable=retryable,
+            agent=agent,
+            status_code=status,
+        )
+    return ProviderError(f"Agent {agent!r}: the Anthropic SDK failed: {exc}", agent=agent)
+
+
+def _usage(message: APIMessage) -> Usage:
+    usage = message.usage
+    return Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
+        cache_read_input_tokens=usage.cache_read_input_tokens or 0,
+    )
+
+
+def _add(total: Usage, more: Usage) -> Usage:
+    return Usage(
+        input_tokens=total.input_tokens + more.input_tokens,
+        output_tokens=total.output_tokens + more.output_tokens,
+        cache_creation_input_tokens=(
+            total.cache_creation_input_tokens + more.cache_creation_input_tokens
+        ),
+        cache_read_input_tokens=total.cache_read_input_tokens + more.cache_read_input_tokens,
+    )
+
+
+def _content(message: APIMessage) -> list[dict[str, Any]]:
+    """The response's blocks as they go back to the API (thinking signatures included)."""
+    return [block.to_dict(mode="json") for block in message.content]
+
+
+def _tool_result(result: ToolResult) -> dict[str, Any]:
+    if result.error is not None:
+        return {
+            "type": "tool_result",
+            "tool_use_id": result.id,
+            "content": result.error,
+            "is_error": True,
+        }
+    value = result.result
+    content = value if isinstance(value, str) else to_json(value)
+    return {"type": "tool_result", "tool_use_id": result.id, "content": content}
+
+
+def _text(message: APIMessage) -> str:
+    return "".join(block.text for block in message.content if isinstance(block, TextBlock))
+
+
+def _parse_json(text: str) -> Any:
+    """Structured output as data; text that is not JSON is left for validation to report."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
