@@ -24,7 +24,7 @@ from anthropic.types import RawContentBlockDeltaEvent, TextBlock, ToolUseBlock
 from anthropic.types import TextDelta as APITextDelta
 from anthropic.types import ThinkingDelta as APIThinkingDelta
 
-from reactor._pricing import ModelPrice, price_of
+from reactor._pricing import DEFAULT_MODEL, ModelPrice, price_of
 from reactor._provider import (
     End,
     ProviderEvent,
@@ -42,8 +42,6 @@ from reactor.exceptions import ProviderError
 
 __all__ = ["DEFAULT_MODEL", "AnthropicProvider"]
 
-DEFAULT_MODEL = "claude-sonnet-5-5"
-"""The newest Sonnet the installed SDK knows: Anthropic's balance of speed and quality."""
 
 # Settings the provider interprets itself.
 _SETTINGS = frozenset(

@@ -20,7 +20,10 @@ from collections.abc import Mapping
 
 from reactor._provider import Usage
 
-__all__ = ["ModelPrice", "model_prices", "price_of"]
+__all__ = ["DEFAULT_MODEL", "ModelPrice", "model_prices", "price_of"]
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""The newest Sonnet the installed SDK knows: Anthropic's balance of speed and quality."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from typing import Any, TypeAlias
 
 import pydantic
 
+from reactor._pricing import ModelPrice, price_of
 from reactor._provider import End, ProviderEvent, ProviderRequest, TextComplete, TextDelta, Usage
 from reactor._templates import to_json
 from reactor.exceptions import ScriptExhaustedError
@@ -48,7 +49,10 @@ class ScriptedProvider:
         latency: Seconds to wait before answering (or a function of the request);
             the wait is cancellable, like a real network call.
         model: The model name reported in ``provider:start``.
-        pricing: ``(input, output)`` USD per million tokens, to report ``cost_usd``.
+        pricing: To report ``cost_usd``: a :class:`~reactor.ModelPrice`, an
+            ``(input, output)`` pair of USD per million tokens, or a model id whose price
+            is in :data:`reactor.model_prices` (``"claude-sonnet-5-5"``: what the same
+            tokens would cost there). ``None`` reports no cost.
 
     Attributes:
         requests: Every request received, in order (handy in tests).
@@ -61,7 +65,7 @@ class ScriptedProvider:
         default: Script | None = None,
         latency: float | Callable[[ProviderRequest], float] = 0.0,
         model: str = "scripted",
-        pricing: tuple[float, float] | None = None,
+        pricing: ModelPrice | tuple[float, float] | str | None = None,
     ) -> None:
         self._scripts: dict[str, Any] = {}
         for agent, script in (responses or {}).items():
@@ -70,7 +74,17 @@ class ScriptedProvider:
         self._cursors: dict[str, int] = {}
         self.latency = latency
         self.model = model
-        self.pricing = pricing
+        if isinstance(pricing, str):
+            price = price_of(pricing)
+            if price is None:
+                raise ValueError(
+                    f"No price for model {pricing!r} in reactor.model_prices; give "
+                    "pricing=(input, output) in USD per million tokens instead."
+                )
+            pricing = price
+        elif isinstance(pricing, tuple):
+            pricing = ModelPrice(*pricing)
+        self.pricing: ModelPrice | None = pricing
         self.requests: list[ProviderRequest] = []
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
@@ -124,10 +138,7 @@ class ScriptedProvider:
         return script[index]
 
     def _cost(self, usage: Usage) -> float | None:
-        if self.pricing is None:
-            return None
-        input_price, output_price = self.pricing
-        return (usage.input_tokens * input_price + usage.output_tokens * output_price) / 1e6
+        return None if self.pricing is None else self.pricing.cost(usage)
 
     def remaining(self, agent: str) -> int | None:
         """Answers left in ``agent``'s list (``None`` for a function script)."""

@@ -9,6 +9,7 @@ import sys
 from examples.trading_bot.app import describe, graph
 from examples.trading_bot.scripted import SCENARIOS, scripted_provider
 from reactor import ProgressReporter, RunResult, SQLiteSignalStore
+from reactor._pricing import DEFAULT_MODEL
 from reactor._signalstore import DEFAULT_PATH
 
 
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        from reactor import AnthropicProvider  # type: ignore[attr-defined]
+        from reactor import AnthropicProvider
 
         provider = AnthropicProvider()
         mode = "live (Claude)"
@@ -89,7 +90,7 @@ def summary(result: RunResult, args: argparse.Namespace, recorded: bool) -> str:
     if not args.quiet:
         lines += ["", "What happened (causal tree):", result.tree()]
     cost = f"${metrics.cost_usd:.4f}" + (
-        "" if args.live else " (estimated at $3/$15 per million tokens)"
+        "" if args.live else f" (estimated at {DEFAULT_MODEL} prices)"
     )
     lines += [
         "",

@@ -15,6 +15,7 @@ from typing import Any
 
 from examples.trading_bot.models import Analysis, MarketData, Review, RiskAssessment, TradeProposal
 from reactor import ProviderRequest, ScriptedProvider
+from reactor._pricing import DEFAULT_MODEL
 
 __all__ = ["SCENARIOS", "scripted_provider"]
 
@@ -125,5 +126,5 @@ def scripted_provider(latency: float = 0.4) -> ScriptedProvider:
         {"analyst": analyze, "risk": assess, "trader": trade, "reviewer": review},
         latency=lambda request: latency * delays.get(request.agent, 1.0),
         model="scripted (offline)",
-        pricing=(3.0, 15.0),
+        pricing=DEFAULT_MODEL,  # what the same tokens would cost on the live model
     )

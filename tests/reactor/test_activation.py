@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, Field
 
 from reactor import (
@@ -251,3 +252,13 @@ async def test_scripted_lists_are_used_in_order_and_then_exhausted() -> None:
     assert str(exhausted.error).startswith(
         "ScriptedProvider has no answer left for agent 'a': its script had 2 and all were used."
     )
+
+
+async def test_scripted_cost_can_be_priced_as_a_known_model() -> None:
+    provider = ScriptedProvider({"a": ["one two three four"]}, pricing="claude-haiku-4-5")
+    result = await run_reactive(agent(name="a", prompt="count to four"), provider=provider)
+    assert result.metrics.cost_usd == pytest.approx((4 * 1 + 5 * 5) / 1e6)
+    with pytest.raises(
+        ValueError, match=r"^No price for model 'gpt-nope' in reactor\.model_prices"
+    ):
+        ScriptedProvider(pricing="gpt-nope")
