@@ -30,8 +30,8 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 import blinker
-import structlog
 
+from reactor._diagnostics import log
 from reactor._patterns import (
     Matcher,
     Pattern,
@@ -47,8 +47,6 @@ from reactor.exceptions import HandlerError
 __all__ = ["SignalBus", "Subscription", "current_signal"]
 
 Handler = Callable[[Signal], object]
-
-_logger = structlog.get_logger("reactor.bus")
 
 _CURRENT: contextvars.ContextVar[Signal | None] = contextvars.ContextVar(
     "reactor_current_signal", default=None
@@ -232,7 +230,9 @@ class SignalBus:
 
     def _handler_failed(self, handler: Handler, signal: Signal, exc: Exception) -> None:
         described = _describe(handler)
-        _logger.error(
+        log(
+            "reactor.bus",
+            "error",
             "signal handler raised",
             handler=described,
             signal=signal.name,

@@ -8,8 +8,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
+from reactor._diagnostics import log
 from reactor._provider import (
     End,
     ProviderEvent,
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
     from reactor.typing import Provider
 
 __all__ = ["ReplayProvider"]
-
-_logger = structlog.get_logger("reactor.replay")
 
 _EVENTS = frozenset(
     {
@@ -146,8 +143,12 @@ class ReplayProvider:
             nearest = self._nearest(request.agent, position)
             if self.strict or nearest is None:
                 raise mismatch
-            _logger.warning(
-                "replaying a changed request", agent=request.agent, detail=str(mismatch)
+            log(
+                "reactor.replay",
+                "warning",
+                "replaying a changed request",
+                agent=request.agent,
+                detail=str(mismatch),
             )
             call = nearest
         for step in call.events:
@@ -171,7 +172,9 @@ class ReplayProvider:
                     turns.wait_for(lambda: self._frontier >= step.rank), self.order_timeout
                 )
             except TimeoutError:
-                _logger.warning(
+                log(
+                    "reactor.replay",
+                    "warning",
                     "replay order not reproduced",
                     agent=agent,
                     hint="the run diverged from the recording; events recorded earlier never came",

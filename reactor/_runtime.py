@@ -22,12 +22,11 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-import structlog
-
 from reactor._activation import Activator
 from reactor._agent import Agent
 from reactor._bus import SignalBus
 from reactor._context import AgentContext, RunView
+from reactor._diagnostics import log
 from reactor._patterns import compile_pattern
 from reactor._recording import Recording, RunInfo, normalize_tags
 from reactor._replay import ReplayProvider
@@ -42,8 +41,6 @@ if TYPE_CHECKING:
     from reactor.typing import Provider, Reporter, SignalStore
 
 __all__ = ["Run", "RunOptions"]
-
-_logger = structlog.get_logger("reactor.run")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +259,7 @@ class Run:
         try:
             await asyncio.to_thread(record.flush)
         except RecordingError as exc:
-            _logger.error("recording incomplete", run_id=self.run_id, error=str(exc))
+            log("reactor.run", "error", "recording incomplete", run_id=self.run_id, error=str(exc))
 
     def record_request(self, request: ProviderRequest) -> None:
         """Keep a provider request's details with the recording (once per hash)."""
@@ -545,7 +542,14 @@ class Run:
 
     def failed(self, agent_run: _AgentRun, exc: BaseException) -> None:
         """Handle an agent failure: stop the run if ``fail_fast``."""
-        _logger.warning("agent failed", agent=agent_run.name, run_id=self.run_id, error=repr(exc))
+        log(
+            "reactor.run",
+            "warning",
+            "agent failed",
+            agent=agent_run.name,
+            run_id=self.run_id,
+            error=repr(exc),
+        )
         if self.options.fail_fast:
             self.stop(
                 "failed",
@@ -590,7 +594,9 @@ class Run:
             ctx.emitted.add(name)
         elif name not in agent_run.undeclared:
             agent_run.undeclared.add(name)
-            _logger.warning(
+            log(
+                "reactor.run",
+                "warning",
                 "undeclared emit",
                 agent=ctx.agent,
                 signal=name,

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pydantic_core
-import structlog
 
+from reactor._diagnostics import log
 from reactor._recording import Recording, RunInfo
 from reactor._signal import Signal, json_fallback
 from reactor.exceptions import RecordingError, RunNotFoundError
@@ -27,8 +27,6 @@ DEFAULT_PATH = Path(".reactor") / "runs.db"
 """Where the CLI and the examples keep recordings by default."""
 
 SCHEMA_VERSION = 1
-
-_logger = structlog.get_logger("reactor.recording")
 
 
 class MemorySignalStore:
@@ -206,7 +204,9 @@ class SQLiteSignalStore:
     def _report(self) -> None:
         if not self._reported:
             self._reported = True
-            _logger.error(
+            log(
+                "reactor.recording",
+                "error",
                 "recording failed; later signals are not recorded",
                 path=str(self.path),
                 error=repr(self._error),

@@ -117,6 +117,7 @@ class StructlogReporter:
         self._exclude = [compile_pattern(p) for p in exclude]
         self._logger = logger if logger is not None else structlog.get_logger("reactor")
         self._runs: dict[str | None, Any] = {}
+        self.broken: OSError | None = None
 
     def start(self, info: RunInfo) -> None:
         """Bind the run's context (id, graph, tags) for its signals."""
@@ -126,7 +127,9 @@ class StructlogReporter:
         self._runs[info.run_id] = self._logger.bind(**context)
 
     def on_signal(self, signal: Signal) -> None:
-        """Log one signal."""
+        """Log one signal (after the log's output broke, e.g. a closed pipe, nothing)."""
+        if self.broken is not None:
+            return
         name = signal.name
         for excluded in self._exclude:
             if excluded(name):
@@ -147,7 +150,11 @@ class StructlogReporter:
                 fields[f"payload_{key}" if key in _RESERVED else key] = value
         elif payload is not None:
             fields["payload"] = payload
-        getattr(logger, level_of(name))(name, **fields)
+        try:
+            getattr(logger, level_of(name))(name, **fields)
+        except OSError as exc:  # the output is gone (say, `| head`): stop, keep the run
+            self.broken = exc
+            return
         if name == "harness:end":
             self._runs.pop(signal.run_id, None)
 

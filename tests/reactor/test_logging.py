@@ -184,3 +184,21 @@ def test_progress_reporter_draws_and_summarizes() -> None:
     graph().run_sync(provider=provider(), reporters=[ProgressReporter(quiet)])
     assert quiet.getvalue().count("\n") == 1
     assert "2 activations" in quiet.getvalue()
+
+
+class _ClosedStream:
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_broken_log_output_never_breaks_the_run() -> None:
+    reactor.logging.configure(json=True, stream=_ClosedStream())  # type: ignore[arg-type]
+    reporter = StructlogReporter()
+    failing = reactive({"a": agent(run=lambda ctx: 1 / 0)})
+    result = failing.run_sync(reporters=[reporter])
+    assert result.status == "failed"
+    assert isinstance(reporter.broken, OSError)
+    assert result.select("bus:handler_error") == []

@@ -1,0 +1,115 @@
+"""The smaller examples run as documented."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from examples.human_approval import AUTO_LIMIT, handle_ticket
+
+
+def run_example(
+    module: str, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+        timeout=60,
+    )
+
+
+def test_structured_logging_prints_json_lines_and_metrics() -> None:
+    result = run_example("examples.structured_logging", "--level", "debug")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines[0]["event"] == "harness:start"
+    assert lines[-1]["event"] == "harness:end"
+    assert {line["tags"]["service"] for line in lines} == {"trading-bot"}
+    assert len({line["run_id"] for line in lines}) == 1
+    assert any(line["event"] == "provider:end" and line["level"] == "debug" for line in lines)
+    assert result.stderr.splitlines()[0].split()[:2] == ["agent", "runs"]
+
+
+def test_structured_logging_survives_a_closed_pipe() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "examples.structured_logging", "--level", "debug"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert process.stdout is not None
+    process.stdout.readline()
+    process.stdout.close()  # like `| head -1`
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr.decode()
+    assert b"Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("ticket", "answer", "reply", "activations"),
+    [
+        pytest.param(
+            {"complaint": "arrived broken", "order_total": 120.0},
+            "yes",
+            "120.00 is on its way back",
+            7,
+            id="large-approved-by-a-person",
+        ),
+        pytest.param(
+            {"complaint": "arrived broken", "order_total": 120.0},
+            "no",
+            "cannot offer a refund",
+            6,
+            id="large-refused-by-a-person",
+        ),
+        pytest.param(
+            {"complaint": "it came late", "order_total": 40.0},
+            None,
+            "8.00 is on its way back",
+            6,
+            id="small-approved-by-policy",
+        ),
+        pytest.param(
+            {"complaint": "wrong colour", "order_total": 40.0},
+            None,
+            "passed this on to the team",
+            3,
+            id="no-refund-for-other",
+        ),
+    ],
+)
+async def test_the_refund_desk_routes_by_guards(
+    ticket: dict[str, object],
+    answer: str | None,
+    reply: str,
+    activations: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status = await handle_ticket({"customer": "Ana", **ticket}, answer)
+    out = capsys.readouterr().out
+    assert status == 0
+    assert reply in out
+    assert f"Run ended: {activations} activations." in out
+    asked = "? [y/N]" in out
+    assert asked == (answer is not None)
+    assert AUTO_LIMIT == 50.0
+
+
+def test_the_refund_desk_asks_on_the_terminal() -> None:
+    result = run_example("examples.human_approval", stdin="y\n")
+    assert result.returncode == 0, result.stderr
+    assert "approval  <- Approval(approved=True, by='you'" in result.stdout
+    assert "120.00 is on its way back" in result.stdout
+
+
+def test_the_bus_demo_runs() -> None:
+    result = run_example("examples.bus_demo")
+    assert result.returncode == 0, result.stderr
+    assert "Streamed to async code: ['trade:proposed', 'trade:closed']" in result.stdout
