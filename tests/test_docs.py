@@ -1,7 +1,17 @@
-"""The guides' offline snippets run as written (those needing an API key are skipped)."""
+"""The README's and the guides' Python snippets run as written.
+
+Each file's ``python`` blocks run in order in one namespace (a later block may use what
+an earlier one defined), in an empty folder, with top-level ``await`` allowed. A
+comment after a ``print(...)`` statement says what it prints: a block whose prints
+carry such comments must print exactly those lines. Blocks that call Claude (``AnthropicProvider``)
+are skipped: tests never reach the real API.
+"""
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import inspect
 import re
 from pathlib import Path
 
@@ -10,27 +20,77 @@ import structlog
 
 import reactor
 
-DOCS = Path(__file__).parent.parent / "docs"
-_SNIPPET = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
-_PRINT = re.compile(r"^print\(.*\)  # (.*)$", re.MULTILINE)
+ROOT = Path(__file__).parent.parent
+FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-def offline_snippets() -> list[object]:
-    snippets = []
-    for path in sorted(DOCS.glob("*.md")):
-        for number, match in enumerate(_SNIPPET.finditer(path.read_text()), start=1):
-            code = match.group(1)
-            if "AnthropicProvider" not in code:
-                snippets.append(pytest.param(code, id=f"{path.stem}-{number}"))
-    return snippets
+def expected_output(code: str) -> list[str]:
+    """The comments after ``print(...)`` statements: what each prints (in order)."""
+    lines = code.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", None) == "print"
+            and node.end_lineno is not None
+        ):
+            last = lines[node.end_lineno - 1]
+            if "  # " in last:
+                found.append((node.lineno, last.split("  # ", 1)[1]))
+    return [comment for _, comment in sorted(found)]
 
 
-@pytest.mark.parametrize("code", offline_snippets())
-def test_offline_snippet_prints_what_its_comments_say(
-    code: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def blocks(path: Path) -> list[str]:
+    return [match.group(1) for match in _BLOCK.finditer(path.read_text())]
+
+
+def offline(code: str) -> bool:
+    """Whether a block runs without Claude: it never calls ``AnthropicProvider``."""
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name == "AnthropicProvider":
+                return False
+    return True
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in FILES])
+def test_snippets_run_and_print_what_they_say(
+    path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # snippets may edit the process-wide price table; give each its own copy
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(reactor, "model_prices", dict(reactor.model_prices))
-    with structlog.testing.capture_logs():  # the run's own log lines are not the output
-        exec(compile(code, "<snippet>", "exec", dont_inherit=True), {"__name__": "__main__"})
-    assert capsys.readouterr().out.splitlines() == _PRINT.findall(code)
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    ran = 0
+    for number, code in enumerate(blocks(path), start=1):
+        if not offline(code):
+            continue
+        compiled = compile(
+            code,
+            f"{path.name}#{number}",
+            "exec",
+            flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+            dont_inherit=True,
+        )
+        capsys.readouterr()
+        with structlog.testing.capture_logs():  # a run's own log lines are not its output
+            result = eval(compiled, namespace)
+            if inspect.iscoroutine(result):
+                asyncio.run(result)
+        expected = expected_output(code)
+        if expected:
+            printed = capsys.readouterr().out.splitlines()
+            assert printed == expected, f"{path.name} block {number}"
+        ran += 1
+    assert ran > 0 or not blocks(path)
+
+
+def test_every_guide_is_linked_from_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for guide in sorted((ROOT / "docs").glob("*.md")):
+        assert f"docs/{guide.name}" in readme, f"README does not link docs/{guide.name}"
