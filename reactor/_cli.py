@@ -286,7 +286,7 @@ def _summary(result: RunResult, store: SQLiteSignalStore | None, *, to_stderr: b
         f"{metrics.output_tokens:,} out · ${metrics.cost_usd:.4f} · "
         f"{metrics.duration_ms / 1000:.2f}s",
     ]
-    if result.error is not None:
+    if result.error is not None and str(result.error) not in result.reason:
         lines.append(f"error: {type(result.error).__name__}: {result.error}")
     if store is not None:
         where = "" if store.path == DEFAULT_PATH else f" {store.path}"
