@@ -26,6 +26,7 @@ from migration._errors import BindingError
 
 __all__ = [
     "binding_context",
+    "bound_nodes",
     "check_bindings",
     "check_when",
     "evaluate_when",
@@ -117,6 +118,36 @@ def check_bindings(value: Any, where: str) -> list[str]:
         except ValueError as exc:
             problems.append(f"{where}: {exc}.")
     return problems
+
+
+def bound_nodes(value: Any = None, when: Mapping[str, Any] | None = None) -> set[str]:
+    """The first path segments the bindings in ``value`` and the vars of ``when`` read.
+
+    Malformed bindings are left out (:func:`check_bindings` reports them).
+    """
+    roots: set[str] = set()
+    for text in _strings(value):
+        try:
+            template = _parse(text)
+        except ValueError:
+            continue
+        roots.update(p.path.split(".")[0] for p in template.parts if isinstance(p, _Binding))
+    if when is not None:
+        roots.update(_when_vars(when))
+    return roots
+
+
+def _when_vars(expr: Any) -> set[str]:
+    if not isinstance(expr, Mapping) or len(expr) != 1:
+        return set()
+    ((kind, body),) = expr.items()
+    if kind == "equals" and isinstance(body, Mapping) and isinstance(body.get("var"), str):
+        return {body["var"].split(".")[0]}
+    if kind == "not":
+        return _when_vars(body)
+    if kind in ("and", "or") and isinstance(body, list):
+        return set().union(*(_when_vars(item) for item in body))
+    return set()
 
 
 def _strings(value: Any) -> list[str]:

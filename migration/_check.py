@@ -49,12 +49,15 @@ class CheckResult:
         agrees: Whether both executors produced the same node outputs (markers
             included). When both stopped on a failure, they agree if they stopped at
             the same node with the same error type and agree on every node both
-            recorded (the reactive run may have gone further on independent branches).
+            recorded outside loop bodies (the reactive run may have gone further on
+            independent branches, which it runs concurrently).
         edge_outputs: Node outputs of the edge-based run (as JSON data).
         reactive_outputs: Node outputs of the reactive run (as JSON data).
         edge_error: The error that stopped the edge-based run, if any.
         reactive_error: The error that stopped the reactive run, if any.
         differences: The nodes whose outputs differ.
+        warnings: Reads the reactive graph does not order (see
+            :meth:`FlowSpec.order_warnings`): outputs may differ from run to run.
     """
 
     flow: str
@@ -64,6 +67,7 @@ class CheckResult:
     edge_error: BaseException | None
     reactive_error: BaseException | None
     differences: tuple[NodeDifference, ...]
+    warnings: tuple[str, ...] = ()
 
     def report(self) -> str:
         """A per-node report: every node's output, or the differences and errors."""
@@ -90,6 +94,7 @@ class CheckResult:
         for label, error in (("edge-based", self.edge_error), ("reactive", self.reactive_error)):
             if error is not None:
                 lines.append(f"  The {label} run stopped: {type(error).__name__}: {error}")
+        lines.extend(f"  Warning: {warning}" for warning in self.warnings)
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -177,7 +182,7 @@ async def check(
     graph = harness_to_reactive(flow, registry=registry)
     result = await graph.run(input={**flow.input, **(input or {})}, provider=_provider(provider))
     reactive_outputs = copy.deepcopy(result.state["outputs"])
-    return compare(flow.name, edge_outputs, reactive_outputs, edge_error, result.error)
+    return compare(flow, edge_outputs, reactive_outputs, edge_error, result.error)
 
 
 def check_sync(
@@ -208,21 +213,29 @@ def _provider(source: ProviderSource | None) -> Provider:
 
 
 def compare(
-    flow: str,
+    flow: FlowSpec,
     edge_outputs: Mapping[str, Any],
     reactive_outputs: Mapping[str, Any],
     edge_error: BaseException | None = None,
     reactive_error: BaseException | None = None,
 ) -> CheckResult:
-    """Compare the node outputs (and stopping errors) of the two executors."""
+    """Compare the node outputs (and stopping errors) of the two executors.
+
+    When both runs stopped on an error, they agree if they stopped at the same node
+    with the same type of error, and agree on that node and on every node both
+    recorded outside loop bodies (inside a loop body a node's output when the run
+    stopped depends on how far the loop had got).
+    """
     edge = {node: jsonable(value) for node, value in edge_outputs.items()}
     reactive = {node: jsonable(value) for node, value in reactive_outputs.items()}
     both_failed = edge_error is not None and reactive_error is not None
     if both_failed:
-        nodes = [node for node in edge if node in reactive]
-        same_stop = type(edge_error) is type(reactive_error) and getattr(
-            edge_error, "node", None
-        ) == getattr(reactive_error, "node", None)
+        stop = getattr(edge_error, "node", None)
+        looping = set().union(*flow.topology.body.values())
+        nodes = [n for n in edge if n in reactive and (n == stop or n not in looping)]
+        same_stop = type(edge_error) is type(reactive_error) and stop == getattr(
+            reactive_error, "node", None
+        )
     else:
         nodes = list(dict.fromkeys([*edge, *reactive]))
         same_stop = edge_error is None and reactive_error is None
@@ -232,7 +245,8 @@ def compare(
         if node not in edge or node not in reactive or not json_equal(edge[node], reactive[node])
     )
     return CheckResult(
-        flow=flow,
+        warnings=tuple(flow.order_warnings()),
+        flow=flow.name,
         agrees=same_stop and not differences,
         edge_outputs=edge,
         reactive_outputs=reactive,

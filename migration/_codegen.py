@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import textwrap
 from typing import Any
 
 from migration._flow import Flow, done_signal
@@ -65,7 +66,14 @@ def to_python(spec: FlowSource, *, registry: NodeRegistry | None = None) -> str:
     imports, registrations, stubs = _custom_types(custom, registry)
     flow = Flow.from_spec(flow_spec)
     loops = flow_spec.has_loops
-    lines = [f'"""{_docstring(flow_spec)}"""', "", "from __future__ import annotations", ""]
+    lines = [f'"""{_docstring(flow_spec)}"""', ""]
+    for warning in flow_spec.order_warnings():
+        lines += textwrap.wrap(
+            f"Warning: {warning}", 96, initial_indent="# ", subsequent_indent="#   "
+        )
+    if len(lines) > 2:
+        lines.append("")
+    lines += ["from __future__ import annotations", ""]
     if stubs:
         lines.append("from typing import Any")
     if loops:

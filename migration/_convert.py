@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import warnings
 
+import structlog
+
 from migration._edge import check_types
 from migration._flow import Flow
 from migration._registry import NodeRegistry
@@ -12,6 +14,8 @@ from reactor import CycleWarning, Reactive, reactive
 from reactor.typing import Provider
 
 __all__ = ["harness_to_reactive"]
+
+_logger = structlog.get_logger("migration")
 
 
 def harness_to_reactive(
@@ -37,6 +41,9 @@ def harness_to_reactive(
         provider: The default provider of the graph's runs (LLM nodes and prompt
             agents); a run's ``provider=`` overrides it.
 
+    Reads that only the edge-based executor's one-node-at-a-time order made safe
+    (see :meth:`FlowSpec.order_warnings`) are logged as warnings.
+
     Raises:
         FlowSpecError: The flow is invalid (every problem listed).
         UnknownNodeTypeError: A node's type is not in the registry.
@@ -44,6 +51,8 @@ def harness_to_reactive(
     flow_spec = FlowSpec.load(spec)
     registry = registry if registry is not None else NodeRegistry()
     check_types(flow_spec, registry)
+    for warning in flow_spec.order_warnings():
+        _logger.warning("unordered read", flow=flow_spec.name, hint=warning)
     flow = Flow.from_spec(flow_spec, registry=registry)
     agents = {
         node.id: flow.agent(

@@ -163,11 +163,12 @@ def failure_message(node: NodeSpec, outcome: Outcome) -> str:
     """Why the flow stopped at ``node``, and how to let it continue."""
     error = outcome.error
     attempts = outcome.output.get("attempts", 1) if isinstance(outcome.output, dict) else 1
+    plural = "s" if attempts != 1 else ""
+    reason = f"{type(error).__name__}: {str(error).rstrip('.')}"
     return (
-        f"Node {node.id!r} ({node.type}) failed after {attempts} attempt"
-        f"{'s' if attempts != 1 else ''}: {type(error).__name__}: {error}. The flow stopped "
-        "(policy.failFast); set policy.continueOnError on the node, or failFast: false on "
-        "the flow, to record the failure and go on."
+        f"Node {node.id!r} ({node.type}) failed after {attempts} attempt{plural}: {reason}. "
+        "The flow stopped (policy.failFast); set policy.continueOnError on the node, or "
+        "failFast: false on the flow, to record the failure and go on."
     )
 
 

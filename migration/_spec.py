@@ -21,7 +21,7 @@ import structlog
 import yaml
 from pydantic import Field
 
-from migration._bindings import check_bindings, check_when
+from migration._bindings import bound_nodes, check_bindings, check_when
 from migration._errors import FlowSpecError
 from migration._topology import Problem, Topology, check_topology
 from reactor import Agent
@@ -147,6 +147,36 @@ class FlowSpec(_Model):
     def has_loops(self) -> bool:
         """Whether the flow has loop edges."""
         return any(edge.type == "loop" for edge in self.edges)
+
+    def order_warnings(self) -> list[str]:
+        """Reads of node outputs that only the edge-based executor's order made safe.
+
+        The edge-based executor ran one node at a time in topological order, so a
+        node could read the output of a node it has no path from. The reactive graph
+        runs independent branches concurrently, so such a read (in an input binding,
+        a node's ``when``, or an edge's ``when`` about its source) may see the output
+        or not. Each warning names the read and the edge that would order it.
+        """
+        topology = self.topology
+        ids = {node.id for node in self.nodes}
+        found: list[str] = []
+        for node in self.nodes:
+            upstream = topology.upstream(node.id)
+            for read in sorted(bound_nodes(node.input, node.when) & ids - upstream - {node.id}):
+                found.append(
+                    f"Node {node.id!r} reads {read!r}, which is not upstream of it: the reactive "
+                    f"graph may run them in either order. Add an edge {read}->{node.id} if "
+                    f"{node.id!r} needs that output."
+                )
+        for edge in self.edges:
+            upstream = topology.upstream(edge.source)
+            for read in sorted(bound_nodes(when=edge.when) & ids - upstream - {edge.source}):
+                found.append(
+                    f"Edge {edge.key} decides on {read!r}, which is not upstream of "
+                    f"{edge.source!r}: the reactive graph may settle them in either order. "
+                    f"Add an edge {read}->{edge.source} if the decision needs it."
+                )
+        return found
 
     def check(self) -> FlowSpec:
         """Check ids, bindings, conditions and edges; return ``self``.

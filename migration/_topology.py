@@ -194,6 +194,17 @@ class Topology:
                     stack.append(edge.target)
         return frozenset(seen)
 
+    def upstream(self, node: str) -> frozenset[str]:
+        """Every node with a path of forward edges to ``node`` (not ``node`` itself)."""
+        seen: set[str] = set()
+        stack = [node]
+        while stack:
+            for edge in self.incoming[stack.pop()]:
+                if edge.source not in seen:
+                    seen.add(edge.source)
+                    stack.append(edge.source)
+        return frozenset(seen)
+
     def predecessors(self, node: str) -> tuple[str, ...]:
         """Sources of the forward edges into ``node``, without repeats."""
         return tuple(dict.fromkeys(edge.source for edge in self.incoming[node]))
