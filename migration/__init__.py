@@ -22,7 +22,7 @@ from migration._errors import (
     NodeTimeoutError,
     UnknownNodeTypeError,
 )
-from migration._flow import Flow, done_signal
+from migration._flow import Flow
 from migration._registry import NodeContext, NodeFunction, NodeRegistry
 from migration._spec import (
     EdgeSpec,
@@ -55,7 +55,6 @@ __all__ = [
     "UnknownNodeTypeError",
     "check",
     "check_sync",
-    "done_signal",
     "harness_to_reactive",
     "run_edge_harness",
     "run_edge_harness_sync",

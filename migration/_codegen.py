@@ -21,7 +21,7 @@ from migration._spec import AGENT_TYPE, FlowSource, FlowSpec, NodeSpec
 
 __all__ = ["to_python"]
 
-_WIDTH = 100
+_WIDTH = 88  # ruff's and black's default line length, for pasting anywhere
 
 _BUILTINS = NodeRegistry()
 _BUILTIN_FUNCTIONS = {name: _BUILTINS.function(name) for name in _BUILTINS}
@@ -69,7 +69,7 @@ def to_python(spec: FlowSource, *, registry: NodeRegistry | None = None) -> str:
     lines = [f'"""{_docstring(flow_spec)}"""', ""]
     for warning in flow_spec.order_warnings():
         lines += textwrap.wrap(
-            f"Warning: {warning}", 96, initial_indent="# ", subsequent_indent="#   "
+            f"Warning: {warning}", _WIDTH, initial_indent="# ", subsequent_indent="#   "
         )
     if len(lines) > 2:
         lines.append("")
@@ -183,7 +183,7 @@ def _inline(value: Any) -> str:
 
 
 def _literal(value: Any, indent: int, prefix: str = "") -> str:
-    """``value`` as Python, on one line when ``indent + prefix + value,`` fits in 100."""
+    """``value`` as Python, on one line when ``indent + prefix + value,`` fits the width."""
     inline = _inline(value)
     if indent + len(prefix) + len(inline) + 1 <= _WIDTH or not (
         isinstance(value, dict | list | tuple) and value

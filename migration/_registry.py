@@ -185,7 +185,7 @@ def _takes_context(fn: NodeFunction) -> bool:
 
 def _mapping(input: Any, type: str) -> Mapping[str, Any]:
     if not isinstance(input, Mapping):
-        raise TypeError(f"A {type} node needs a mapping as input, got {input!r}.")
+        raise TypeError(f"The {type} node type needs a mapping as input, got {input!r}.")
     return input
 
 

@@ -251,3 +251,15 @@ async def test_scripted_lists_are_used_in_order_and_then_exhausted() -> None:
     assert str(exhausted.error).startswith(
         "ScriptedProvider has no answer left for agent 'a': its script had 2 and all were used."
     )
+
+
+async def test_run_handlers_see_the_provider_of_the_run() -> None:
+    provider = ScriptedProvider({})
+    seen: list[Any] = []
+    result = await run_reactive(
+        agent(name="caller", run=lambda ctx: seen.append(ctx.provider)), provider=provider
+    )
+    assert result.status == "completed"
+    assert seen == [provider]
+    await run_reactive(agent(name="caller", run=lambda ctx: seen.append(ctx.provider)))
+    assert seen[-1] is None
