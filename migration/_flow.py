@@ -26,6 +26,8 @@ import copy
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import pydantic
+
 from migration._agents import agent_work
 from migration._bindings import binding_context, check_bindings, check_when
 from migration._edge import failure_message
@@ -33,7 +35,6 @@ from migration._errors import FlowLoopError, FlowRunError, FlowSpecError
 from migration._node import Work, registry_work, resolve_edges, settle
 from migration._registry import NodeFunction, NodeRegistry
 from migration._spec import AGENT_TYPE, EdgeSpec, FlowSpec, NodePolicy, NodeSpec
-from migration._topology import Topology
 from reactor import Agent, AgentContext, agent
 
 __all__ = ["Flow", "done_signal"]
@@ -110,7 +111,7 @@ class Flow:
         self.input = dict(input or {})
         self.fail_fast = fail_fast
         self.registry = registry if registry is not None else NodeRegistry()
-        self.topology = Topology(self.nodes, self.edges)
+        self.topology = parsed.topology
         self._loop_edges = {e.key: e for e in self.edges if e.type == "loop"}
         self._stepped: set[str] = set()
 
@@ -211,17 +212,21 @@ class Flow:
             raise TypeError(
                 f"{where}: work must be a node type name, a function or an agent, got {work!r}."
             )
-        spec = NodeSpec(
-            id=node,
-            type=type_name,
-            input=dict(input or {}),
-            config=dict(config or {}),
-            when=dict(when) if when is not None else None,
-            policy=policy
-            if isinstance(policy, NodePolicy)
-            else NodePolicy.model_validate(policy or {}),
-            agent=node_agent,
-        )
+        try:
+            spec = NodeSpec(
+                id=node,
+                type=type_name,
+                input=dict(input or {}),
+                config=dict(config or {}),
+                when=dict(when) if when is not None else None,
+                policy=NodePolicy.model_validate(policy or {}),
+                agent=node_agent,
+            )
+        except pydantic.ValidationError as exc:
+            problems = [
+                f"{where}: {error['msg']} ({_loc(error['loc'])})." for error in exc.errors()
+            ]
+            raise FlowSpecError(problems, node=node, flow=self.name) from None
         self._stepped.add(node)
         registry = self.registry
         if function is not None:
@@ -360,6 +365,10 @@ class Flow:
                     ledger["looped"][target] = node
                     applied = True
                     break
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
 
 
 def _function_type(fn: NodeFunction) -> str:

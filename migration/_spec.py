@@ -184,6 +184,10 @@ class FlowSpec(_Model):
         Raises:
             FlowSpecError: Every problem found, each naming its node or edge.
         """
+        _raise(self._problems(), self.name)
+        return self
+
+    def _problems(self) -> list[Problem]:
         problems: list[Problem] = check_topology([n.id for n in self.nodes], self.edges)
         for node in self.nodes:
             where = f"Node {node.id!r}"
@@ -194,8 +198,7 @@ class FlowSpec(_Model):
             if edge.when is not None:
                 found = check_when(edge.when, f"Edge {edge.key} when")
                 problems.extend((p, None, edge.key) for p in found)
-        _raise(problems, self.name)
-        return self
+        return problems
 
     @classmethod
     def load(cls, source: FlowSource) -> FlowSpec:
@@ -306,8 +309,8 @@ def _from_mapping(raw: Mapping[str, Any]) -> FlowSpec:
         problems.extend((f"flow: {m}", None, None) for m in _messages(exc))
         _raise(problems, name)
         raise AssertionError("unreachable") from None  # pragma: no cover
-    _raise(problems, spec.name)
-    return spec.check()
+    _raise([*problems, *spec._problems()], spec.name)
+    return spec
 
 
 def _nodes(raw: Any, problems: list[Problem]) -> Iterable[NodeSpec]:
@@ -335,6 +338,8 @@ def _nodes(raw: Any, problems: list[Problem]) -> Iterable[NodeSpec]:
             yield NodeSpec.model_validate({k: item[k] for k in _NODE_KEYS if k in item})
         except pydantic.ValidationError as exc:
             problems.extend((f"{where}: {m}", own, None) for m in _messages(exc))
+            if own is not None:  # keep its id, so edges to it are not reported as well
+                yield NodeSpec.model_construct(id=own, type="?")
 
 
 def _edges(raw: Any, problems: list[Problem]) -> Iterable[EdgeSpec]:

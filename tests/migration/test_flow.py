@@ -90,3 +90,12 @@ def test_triggers_cover_predecessors_and_loop_reopeners() -> None:
     assert flow.triggers("ship") == ["node:review:done"]
     assert done_signal("ship") == "node:ship:done"
     assert flow.limits() == {"max_depth": 4 + 3 * 3 + 4, "max_activations": 4 + 3 * 3 + 4}
+
+
+def test_a_bad_policy_names_the_node() -> None:
+    flow = Flow(nodes=["a"])
+    with pytest.raises(FlowSpecError) as info:
+        flow.step("a", "echo", policy={"retry": {"maxAttempts": 0}})
+    assert info.value.problems == (
+        "Node 'a': Input should be greater than or equal to 1 (retry.maxAttempts).",
+    )

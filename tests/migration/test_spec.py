@@ -162,8 +162,12 @@ edges:
         "Node 'a': unknown key 'polcy'; did you mean 'policy'?",
         "Node 'b': policy.retry.maxAttempts: Input should be greater than or equal to 1 (got 0).",
         "Edge b->a: type: Input should be 'forward' or 'loop' (got 'sideways').",
+        "Node 'a': {{ flow.input.x | default: nope }} has a default that is not JSON: 'nope'; "
+        'quote strings as in default:"text", or use a number, true, false, null, [...] or {...}.',
+        "Edge a->b when: unknown condition 'equal'; use {equals: {var, value}}, {not: expr}, "
+        "{and: [...]} or {or: [...]}.",
     )
-    assert str(info.value).startswith("Flow 'messy' has 3 problems:\n  - Node 'a': unknown key")
+    assert str(info.value).startswith("Flow 'messy' has 5 problems:\n  - Node 'a': unknown key")
 
 
 def test_bindings_and_conditions_are_checked_before_running() -> None:
@@ -254,3 +258,21 @@ def test_node_specs_are_immutable() -> None:
     node = NodeSpec(id="a", type="echo")
     with pytest.raises(ValueError, match="frozen"):
         node.id = "b"  # type: ignore[misc]
+
+
+def test_field_and_edge_problems_are_reported_together() -> None:
+    with pytest.raises(FlowSpecError) as info:
+        FlowSpec.load(
+            {
+                "nodes": [
+                    {"id": "a", "type": "echo", "policy": {"timeoutMs": -1}},
+                    {"id": "a", "type": "echo"},
+                ],
+                "edges": [("a", "b")],
+            }
+        )
+    assert info.value.problems == (
+        "Node 'a': policy.timeoutMs: Input should be greater than 0 (got -1).",
+        "Node 'a' is defined twice (nodes #1 and #2); give each node its own id.",
+        "Edge a->b: to 'b' is not a node (nodes: a); fix the id or add the node.",
+    )
