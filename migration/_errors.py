@@ -17,6 +17,7 @@ The last three are node failures: ``policy.retry`` retries them and
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -95,7 +96,7 @@ class FlowRunError(ReactorError, RuntimeError):
     def __init__(self, message: str, *, node: str, outputs: Mapping[str, Any]) -> None:
         super().__init__(message)
         self.node = node
-        self.outputs = dict(outputs)
+        self.outputs = copy.deepcopy(dict(outputs))  # plain data, even from a snapshot
 
 
 class FlowLoopError(FlowRunError):

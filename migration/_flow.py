@@ -36,6 +36,7 @@ from migration._node import Work, registry_work, resolve_edges, settle
 from migration._registry import NodeFunction, NodeRegistry
 from migration._spec import AGENT_TYPE, EdgeSpec, FlowSpec, NodePolicy, NodeSpec
 from reactor import Agent, AgentContext, agent
+from stores import Store
 
 __all__ = ["Flow", "done_signal"]
 
@@ -313,24 +314,24 @@ class Flow:
         )
         # From here to the return nothing awaits: recording the resolution and the
         # emission of node:<id>:done that follows are one step for the other nodes.
-        snapshot = ctx.store.snapshot()
-        outputs = {**copy.deepcopy(snapshot["outputs"]), node.id: outcome.output}
+        store = ctx.store
+        outputs = {**store.snapshot()["outputs"], node.id: outcome.output}
         if outcome.stop:
-            ctx.store.set("outputs", outputs)
+            _record_output(store, node.id, outcome.output)
             raise FlowRunError(
                 failure_message(node, outcome), node=node.id, outputs=outputs
             ) from outcome.error
-        ledger = copy.deepcopy(snapshot["flow"])
+        ledger = copy.deepcopy(store.snapshot()["flow"])
         after = binding_context(flow_input, outputs)
         try:
             fired_edges, loops = resolve_edges(
                 node.id, self.topology, after, ledger["loops"], outputs
             )
         except FlowLoopError:
-            ctx.store.set("outputs", outputs)
+            _record_output(store, node.id, outcome.output)
             raise
         self._record(ledger, node.id, fired_edges, loops)
-        with ctx.store.transaction() as draft:
+        with store.transaction() as draft:
             draft["outputs"][node.id] = outcome.output
             draft["flow"] = ledger
         return outcome.output
@@ -338,7 +339,12 @@ class Flow:
     def _record(
         self, ledger: dict[str, Any], node: str, fired: Mapping[str, bool], loops: list[EdgeSpec]
     ) -> None:
-        """Record ``node``'s resolution in ``ledger``, then re-open settled loop bodies."""
+        """Record ``node``'s resolution in ``ledger``, then re-open settled loop bodies.
+
+        The same rules as the edge-based executor's (``_edge._apply_settled``), written
+        again on purpose over the JSON ledger: the property tests check one against
+        the other.
+        """
         ledger["clock"] += 1
         ledger["done"][node] = ledger["clock"]
         ledger["looped"].pop(node, None)
@@ -365,6 +371,11 @@ class Flow:
                     ledger["looped"][target] = node
                     applied = True
                     break
+
+
+def _record_output(store: Store[Any], node: str, output: Any) -> None:
+    with store.transaction() as draft:
+        draft["outputs"][node] = output
 
 
 def _loc(loc: tuple[int | str, ...]) -> str:
