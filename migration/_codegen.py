@@ -50,8 +50,7 @@ def to_python(spec: FlowSource, *, registry: NodeRegistry | None = None) -> str:
     if any(node.type == AGENT_TYPE for node in flow_spec.nodes):
         raise TypeError(
             "to_python() writes Python for FlowSpec files; an edge-based Python definition "
-            "is Python already: pass it to harness_to_reactive(), or rewrite its agents with "
-            "Flow.agent(...) as docs/migration.md shows."
+            "is Python already: pass it to harness_to_reactive() as it is."
         )
     registry = registry if registry is not None else NodeRegistry()
     custom = {
@@ -74,16 +73,16 @@ def to_python(spec: FlowSource, *, registry: NodeRegistry | None = None) -> str:
     if len(lines) > 2:
         lines.append("")
     lines += ["from __future__ import annotations", ""]
-    if stubs:
-        lines.append("from typing import Any")
     if loops:
         lines.append("import warnings")
+    if stubs:
+        lines.append("from typing import Any")
     if stubs or loops:
         lines.append("")
     migration_names = ["Flow", "NodeRegistry"] + (["NodeContext"] if stubs else [])
-    lines.append(f"from migration import {', '.join(sorted(migration_names))}")
-    lines.append(f"from reactor import {'CycleWarning, ' if loops else ''}agent, reactive")
-    lines.extend(imports)
+    imports.append(f"from migration import {', '.join(sorted(migration_names))}")
+    imports.append(f"from reactor import {'CycleWarning, ' if loops else ''}agent, reactive")
+    lines.extend(sorted(imports, key=lambda line: line.split()[1]))
     lines += ["", "registry = NodeRegistry()"]
     for stub in stubs:
         lines += ["", "", *stub]

@@ -129,9 +129,11 @@ graph = reactive(
 '''
 
 
-def test_generated_code_is_formatted_and_lint_clean(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stubs", [False, True], ids=["imported-types", "stubs"])
+def test_generated_code_is_formatted_and_lint_clean(tmp_path: Path, stubs: bool) -> None:
     target = tmp_path / "generated.py"
-    target.write_text(to_python(counter_loop(max_iterations=5), registry=nodes.registry()))
+    registry = NodeRegistry() if stubs else nodes.registry()
+    target.write_text(to_python(counter_loop(max_iterations=5), registry=registry))
     ruff = [sys.executable, "-m", "ruff"]
     formatted = subprocess.run(
         [*ruff, "format", "--isolated", "--diff", str(target)], capture_output=True, text=True
