@@ -185,25 +185,25 @@ class Topology:
         return tuple(order)
 
     def _reach(self, start: str) -> frozenset[str]:
-        seen = {start}
-        stack = [start]
-        while stack:
-            for edge in self.outgoing[stack.pop()]:
-                if edge.target not in seen:
-                    seen.add(edge.target)
-                    stack.append(edge.target)
-        return frozenset(seen)
+        """``start`` and every node downstream of it."""
+        return frozenset({start} | self._walk(start, downstream=True))
 
     def upstream(self, node: str) -> frozenset[str]:
         """Every node with a path of forward edges to ``node`` (not ``node`` itself)."""
+        return frozenset(self._walk(node, downstream=False))
+
+    def _walk(self, start: str, *, downstream: bool) -> set[str]:
         seen: set[str] = set()
-        stack = [node]
+        stack = [start]
         while stack:
-            for edge in self.incoming[stack.pop()]:
-                if edge.source not in seen:
-                    seen.add(edge.source)
-                    stack.append(edge.source)
-        return frozenset(seen)
+            here = stack.pop()
+            edges = self.outgoing[here] if downstream else self.incoming[here]
+            for edge in edges:
+                there = edge.target if downstream else edge.source
+                if there not in seen:
+                    seen.add(there)
+                    stack.append(there)
+        return seen
 
     def predecessors(self, node: str) -> tuple[str, ...]:
         """Sources of the forward edges into ``node``, without repeats."""
