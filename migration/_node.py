@@ -148,10 +148,13 @@ async def _attempt(node: NodeSpec, work: Work, attempt: int) -> Any:
     timeout_ms = node.policy.timeout_ms
     if timeout_ms is None:
         return await work(attempt)
+    deadline = asyncio.timeout(timeout_ms / 1000)
     try:
-        async with asyncio.timeout(timeout_ms / 1000):
+        async with deadline:
             return await work(attempt)
     except TimeoutError as exc:
+        if not deadline.expired():
+            raise  # the work's own TimeoutError, not the policy's
         raise NodeTimeoutError(
             f"Node {node.id!r} timed out after {timeout_ms} ms (attempt {attempt}).",
             node=node.id,
