@@ -1,5 +1,63 @@
-"""Migration from edge-based (nodes + edges) harnesses to reactive graphs."""
+"""Migration from edge-based (nodes + edges) harnesses to reactive graphs.
+
+Load an edge-based flow (:class:`FlowSpec`: a FlowSpec YAML file, text or mapping, or
+a Python definition ``{"agents": {...}, "edges": [...]}``), run it with the old
+semantics (:func:`run_edge_harness`, the oracle), turn it into a reactive graph
+(:func:`harness_to_reactive`), print it as editable Python (:func:`to_python`), and
+check that both executors agree (:func:`check`).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from migration._check import CheckResult, NodeDifference, check, check_sync, scripted_provider
+from migration._codegen import to_python
+from migration._convert import harness_to_reactive
+from migration._edge import run_edge_harness, run_edge_harness_sync
+from migration._errors import (
+    BindingError,
+    FlowFailError,
+    FlowLoopError,
+    FlowRunError,
+    FlowSpecError,
+    NodeTimeoutError,
+    UnknownNodeTypeError,
+)
+from migration._flow import Flow
+from migration._registry import NodeContext, NodeFunction, NodeRegistry
+from migration._spec import (
+    EdgeSpec,
+    FlowPolicy,
+    FlowSpec,
+    NodePolicy,
+    NodeSpec,
+    RetryPolicy,
+)
+
+__all__ = [
+    "BindingError",
+    "CheckResult",
+    "EdgeSpec",
+    "Flow",
+    "FlowFailError",
+    "FlowLoopError",
+    "FlowPolicy",
+    "FlowRunError",
+    "FlowSpec",
+    "FlowSpecError",
+    "NodeContext",
+    "NodeDifference",
+    "NodeFunction",
+    "NodePolicy",
+    "NodeRegistry",
+    "NodeSpec",
+    "NodeTimeoutError",
+    "RetryPolicy",
+    "UnknownNodeTypeError",
+    "check",
+    "check_sync",
+    "harness_to_reactive",
+    "run_edge_harness",
+    "run_edge_harness_sync",
+    "scripted_provider",
+    "to_python",
+]

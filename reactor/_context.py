@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from reactor._signal import Signal
 
 if TYPE_CHECKING:
+    from reactor.typing import Provider
     from stores import Store
 
 __all__ = ["AgentContext", "RunView"]
@@ -22,9 +23,11 @@ class AgentContext:
         signal: The signal that triggered this activation.
         input: The run's input.
         store: The run's store (write through its actions, ``set`` or ``update``).
+        provider: The provider the agent would run a prompt on (its own, else the
+            run's), so a ``run`` handler can call a model itself; ``None`` if neither.
     """
 
-    __slots__ = ("_emit", "agent", "emitted", "input", "run_id", "signal", "store")
+    __slots__ = ("_emit", "agent", "emitted", "input", "provider", "run_id", "signal", "store")
 
     def __init__(
         self,
@@ -34,6 +37,7 @@ class AgentContext:
         input: Any,
         store: Store[Any],
         emit: Callable[[AgentContext, str, Any], Signal],
+        provider: Provider | None = None,
     ) -> None:
         self.agent = agent
         self.run_id = run_id
@@ -41,6 +45,7 @@ class AgentContext:
         self.input = input
         self.store = store
         self._emit = emit
+        self.provider = provider
         self.emitted: set[str] | None = None
 
     @property

@@ -583,7 +583,13 @@ class Run:
 
     def _context(self, agent_run: _AgentRun, signal: Signal) -> AgentContext:
         return AgentContext(
-            agent_run.name, self.run_id, signal, self.options.input, self.store, self._ctx_emit
+            agent_run.name,
+            self.run_id,
+            signal,
+            self.options.input,
+            self.store,
+            self._ctx_emit,
+            agent_run.agent.provider or self.options.provider,
         )
 
     def _ctx_emit(self, ctx: AgentContext, name: str, payload: Any) -> Signal:

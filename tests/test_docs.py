@@ -1,10 +1,13 @@
 """The README's and the guides' Python snippets run as written.
 
 Each file's ``python`` blocks run in order in one namespace (a later block may use what
-an earlier one defined), in an empty folder, with top-level ``await`` allowed. A
+an earlier one defined), in a scratch folder (where ``examples/`` and ``tests/`` are
+the repository's), with top-level ``await`` allowed. A
 comment after a ``print(...)`` statement says what it prints: a block whose prints
-carry such comments must print exactly those lines. Blocks that call Claude (``AnthropicProvider``)
-are skipped: tests never reach the real API.
+carry such comments must print exactly those lines. A block after ``<!-- excerpt -->``
+is a fragment, not run; one after ``<!-- file: NAME -->`` is written to ``NAME``.
+Blocks that call Claude (``AnthropicProvider``) are skipped: tests never reach the
+real API.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ import reactor
 
 ROOT = Path(__file__).parent.parent
 FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+_BLOCK = re.compile(
+    r"^(?:<!-- (?P<marker>[^>]*) -->\n)?```(?P<lang>\w+)\n(?P<code>.*?)^```",
+    re.DOTALL | re.MULTILINE,
+)
 
 
 def expected_output(code: str) -> list[str]:
@@ -43,7 +49,21 @@ def expected_output(code: str) -> list[str]:
 
 
 def blocks(path: Path) -> list[str]:
-    return [match.group(1) for match in _BLOCK.finditer(path.read_text())]
+    """The runnable Python blocks (a block marked ``<!-- excerpt ... -->`` is not)."""
+    return [
+        m["code"]
+        for m in _BLOCK.finditer(path.read_text())
+        if m["lang"] == "python" and not (m["marker"] or "").startswith("excerpt")
+    ]
+
+
+def files(path: Path) -> dict[str, str]:
+    """Blocks marked ``<!-- file: NAME -->``: files the snippets read, by name."""
+    return {
+        m["marker"].removeprefix("file:").strip(): m["code"]
+        for m in _BLOCK.finditer(path.read_text())
+        if (m["marker"] or "").startswith("file:")
+    }
 
 
 def offline(code: str) -> bool:
@@ -63,6 +83,10 @@ def test_snippets_run_and_print_what_they_say(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    for shared in ("examples", "tests"):  # snippets may read the repository's files
+        (tmp_path / shared).symlink_to(ROOT / shared)
+    for name, content in files(path).items():
+        (tmp_path / name).write_text(content)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(reactor, "model_prices", dict(reactor.model_prices))
     namespace: dict[str, object] = {"__name__": "__docs__"}

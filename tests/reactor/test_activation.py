@@ -262,3 +262,15 @@ async def test_scripted_cost_can_be_priced_as_a_known_model() -> None:
         ValueError, match=r"^No price for model 'gpt-nope' in reactor\.model_prices"
     ):
         ScriptedProvider(pricing="gpt-nope")
+
+
+async def test_run_handlers_see_the_provider_of_the_run() -> None:
+    provider = ScriptedProvider({})
+    seen: list[Any] = []
+    result = await run_reactive(
+        agent(name="caller", run=lambda ctx: seen.append(ctx.provider)), provider=provider
+    )
+    assert result.status == "completed"
+    assert seen == [provider]
+    await run_reactive(agent(name="caller", run=lambda ctx: seen.append(ctx.provider)))
+    assert seen[-1] is None

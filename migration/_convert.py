@@ -1,0 +1,81 @@
+"""harness_to_reactive(): an edge-based flow as a reactive graph."""
+
+from __future__ import annotations
+
+import warnings
+
+import structlog
+
+from migration._edge import check_types
+from migration._flow import Flow
+from migration._registry import NodeRegistry
+from migration._spec import FlowSource, FlowSpec
+from reactor import CycleWarning, Reactive, reactive
+from reactor.typing import Provider
+
+__all__ = ["harness_to_reactive"]
+
+_logger = structlog.get_logger("migration")
+
+
+def harness_to_reactive(
+    spec: FlowSource,
+    *,
+    registry: NodeRegistry | None = None,
+    provider: Provider | None = None,
+) -> Reactive:
+    """Turn an edge-based flow into an equivalent reactive graph.
+
+    Each node becomes an agent that activates on its predecessors' ``node:<id>:done``
+    signals, behind a join guard that lets it run exactly once per resolution, even
+    when predecessors finish concurrently; independent branches run concurrently.
+    Node outputs (and skip and failure markers) are in the run's state under
+    ``outputs.<node_id>``; ``result.state["outputs"]`` holds them all. A node failure
+    that stops the flow fails the run with a :class:`~migration.FlowRunError` in
+    ``result.error``.
+
+    Args:
+        spec: A FlowSpec (path, YAML text, mapping or model) or an edge-based Python
+            definition ``{"agents": {name: agent(...)}, "edges": [...]}``.
+        registry: Node types (default: the built-ins).
+        provider: The default provider of the graph's runs (LLM nodes and prompt
+            agents); a run's ``provider=`` overrides it.
+
+    Reads that only the edge-based executor's one-node-at-a-time order made safe
+    (see :meth:`FlowSpec.order_warnings`) are logged as warnings.
+
+    Raises:
+        FlowSpecError: The flow is invalid (every problem listed).
+        UnknownNodeTypeError: A node's type is not in the registry.
+    """
+    flow_spec = FlowSpec.load(spec)
+    registry = registry if registry is not None else NodeRegistry()
+    check_types(flow_spec, registry)
+    for warning in flow_spec.order_warnings():
+        _logger.warning("unordered read", flow=flow_spec.name, hint=warning)
+    flow = Flow.from_spec(flow_spec, registry=registry)
+    agents = {
+        node.id: flow.agent(
+            node.id,
+            node.agent if node.agent is not None else node.type,
+            input=node.input,
+            config=node.config,
+            when=node.when,
+            policy=node.policy,
+        )
+        for node in flow_spec.nodes
+    }
+    limits = flow.limits()
+    with warnings.catch_warnings():
+        # Loop edges are cycles on purpose; maxIterations bounds them.
+        warnings.simplefilter("ignore", CycleWarning)
+        return reactive(
+            agents,
+            state=flow.state,
+            name=flow_spec.name,
+            input=dict(flow_spec.input),
+            provider=provider,
+            fail_fast=True,
+            max_depth=limits["max_depth"],
+            max_activations=limits["max_activations"],
+        )

@@ -1,0 +1,112 @@
+"""Property: on random flows, the reactive graph and the edge-based executor agree.
+
+The flows are random DAGs of nodes that add numbers from their predecessors, with
+random node and edge conditions, failures (tolerated or not), retries, short waits
+that shuffle the reactive completion order, ``failFast`` either way, and optionally
+one loop edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.migration import nodes
+from tests.migration.support import run_both
+
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _condition(draw: st.DrawFn, var: str) -> dict[str, Any]:
+    test = {"equals": {"var": var, "value": draw(st.integers(0, 4))}}
+    return {"not": test} if draw(st.booleans()) else test
+
+
+@st.composite
+def flows(draw: st.DrawFn, *, loop: bool = False) -> dict[str, Any]:
+    size = draw(st.integers(2, 7))
+    ids = [f"n{i}" for i in range(size)]
+    fail_fast = draw(st.booleans())
+    # At most one node may stop the run: with two, the reactive graph (which runs
+    # independent branches concurrently) may legitimately stop at the other one.
+    fatal = None if loop else draw(st.sampled_from([*ids, None]))
+    edges: list[dict[str, Any]] = []
+    for target in range(1, size):
+        for source in range(target):
+            if draw(st.integers(0, 2)) == 0:
+                edge: dict[str, Any] = {"from": ids[source], "to": ids[target]}
+                if draw(st.integers(0, 3)) == 0:
+                    edge["when"] = _condition(draw, f"{ids[source]}.value")
+                edges.append(edge)
+    node_list = []
+    for node_id in ids:
+        predecessors = [e["from"] for e in edges if e["to"] == node_id]
+        values: list[Any] = [draw(st.integers(0, 3))]
+        values += [f"{{{{{p}.value | default:0}}}}" for p in predecessors]
+        kind = draw(st.sampled_from(["add", "add", "add", "wait", "fail", "flaky"]))
+        node: dict[str, Any] = {"id": node_id, "type": "math.add", "input": {"values": values}}
+        if kind == "wait":
+            node["type"] = "control.wait"
+            node["input"] = {"ms": draw(st.integers(0, 3))}
+        elif kind == "fail":
+            node["type"] = "control.fail"
+            node["input"] = {"message": f"{node_id} failed"}
+        elif kind == "flaky":
+            attempts = draw(st.integers(1, 3))
+            node["type"] = "test.fails_until"
+            node["input"] = {"succeed_on": draw(st.integers(1, 3))}
+            node["policy"] = {"retry": {"maxAttempts": attempts}}
+        if kind in ("fail", "flaky") and (node_id != fatal or draw(st.booleans())):
+            node.setdefault("policy", {})["continueOnError"] = True
+        if predecessors and draw(st.integers(0, 3)) == 0:
+            node["when"] = _condition(draw, f"{draw(st.sampled_from(predecessors))}.value")
+        node_list.append(node)
+    if loop:
+        target = draw(st.sampled_from(ids))
+        # The loop's `when` reads the target, so the source must be downstream of it
+        # (or be it): a condition on a node that is not upstream would be a race.
+        body, frontier = {target}, [target]
+        while frontier:
+            here = frontier.pop()
+            for edge in edges:
+                if edge["from"] == here and edge["to"] not in body:
+                    body.add(edge["to"])
+                    frontier.append(edge["to"])
+        source = draw(st.sampled_from(sorted(body)))
+        edges = [e for e in edges if (e["from"], e["to"]) != (source, target)]
+        node_list[ids.index(target)] = {
+            "id": target,
+            "type": "math.add",
+            "input": {"values": [f"{{{{{target}.value | default:0}}}}", 1]},
+        }
+        edges.append(
+            {
+                "from": source,
+                "to": target,
+                "type": "loop",
+                "maxIterations": draw(st.integers(1, 4)),
+                "when": {
+                    "not": {"equals": {"var": f"{target}.value", "value": draw(st.integers(1, 4))}}
+                },
+            }
+        )
+    return {
+        "flow": {"name": "random", "policy": {"failFast": fail_fast}},
+        "nodes": node_list,
+        "edges": edges,
+    }
+
+
+@PROPERTY
+@given(flows())
+def test_random_dags_agree(spec: dict[str, Any]) -> None:
+    asyncio.run(run_both(spec, registry=nodes.registry())).assert_agree()
+
+
+@PROPERTY
+@given(flows(loop=True))
+def test_random_flows_with_a_loop_edge_agree(spec: dict[str, Any]) -> None:
+    asyncio.run(run_both(spec, registry=nodes.registry())).assert_agree()
