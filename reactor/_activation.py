@@ -33,9 +33,10 @@ from reactor.exceptions import NoProviderError, OutputValidationError, ProviderE
 from stores._actor import _ACTOR
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from reactor._context import AgentContext
+    from reactor._provider import ProviderEvent
     from reactor._runtime import Run, _Activation, _AgentRun
     from reactor._signal import Signal
     from reactor.typing import Provider
@@ -50,6 +51,16 @@ class Activator:
 
     def __init__(self, run: Run) -> None:
         self.run = run
+
+    def provider_of(self, agent_run: _AgentRun) -> Provider | None:
+        """The provider an agent's calls go to: the replay's, its own, else the run's."""
+        run = self.run
+        return run.replay or agent_run.agent.provider or run.provider
+
+    def bound(self, agent_run: _AgentRun) -> Provider | None:
+        """A provider for handler code: calls stream through the run, as signals."""
+        target = self.provider_of(agent_run)
+        return None if target is None else _RunProvider(self, target)
 
     def template_context(self, agent_run: _AgentRun, signal: Signal) -> dict[str, Any]:
         """The names templates and string guards can read."""
@@ -137,7 +148,7 @@ class Activator:
         """Render, call the provider, validate; retry invalid outputs with feedback."""
         agent = agent_run.agent
         name = agent_run.name
-        provider = self.run.replay or agent.provider or self.run.provider
+        provider = self.provider_of(agent_run)
         if provider is None:
             raise NoProviderError(
                 f"Agent {name!r} has no provider: it has a prompt, so it needs a model to run "
@@ -192,7 +203,21 @@ class Activator:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def stream(self, provider: Provider, request: ProviderRequest, name: str) -> Any:
-        """Call the provider and turn its events into signals; return the output."""
+        """Call the provider, its events becoming signals; return the output."""
+        output: Any = None
+        async for event in self.relay(provider, request, name):
+            if isinstance(event, End):
+                output = event.output
+        return output
+
+    async def relay(
+        self, provider: Provider, request: ProviderRequest, name: str
+    ) -> AsyncIterator[ProviderEvent]:
+        """Stream the provider's events to the caller, each one also emitted as a signal.
+
+        ``provider:start`` comes first, ``provider:end`` (with the usage, the cost and
+        the duration, which the run's metrics add up) or ``provider:error`` last.
+        """
         run = self.run
         emit = run.bus.emit
         run.record_request(request)
@@ -208,7 +233,7 @@ class Activator:
             source=name,
         )
         started = time.perf_counter()
-        end: End | None = None
+        ended = False
         events = provider.stream(request)
         try:
             async for event in events:
@@ -229,7 +254,8 @@ class Activator:
                         source=name,
                     )
                 elif isinstance(event, End):
-                    end = event
+                    ended = True
+                    self._ended(event, name, started)
                 else:
                     raise ProviderError(
                         f"Provider {type(provider).__name__} yielded {event!r}, which is not a "
@@ -237,13 +263,14 @@ class Activator:
                         "ToolResult or End).",
                         agent=name,
                     )
-            if end is None:
+                yield event
+            if not ended:
                 raise ProviderError(
                     f"Provider {type(provider).__name__} finished without an End event for "
                     f"agent {name!r}; a stream must end with End(output=...).",
                     agent=name,
                 )
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as exc:
             emit(
@@ -260,12 +287,15 @@ class Activator:
             close = getattr(events, "aclose", None)
             if close is not None:
                 await close()
+
+    def _ended(self, end: End, name: str, started: float) -> None:
+        run = self.run
         usage = end.usage
         run.input_tokens += usage.input_tokens
         run.output_tokens += usage.output_tokens
         if end.cost_usd:
             run.cost_usd += end.cost_usd
-        emit(
+        run.bus.emit(
             "provider:end",
             {
                 "agent": name,
@@ -277,7 +307,6 @@ class Activator:
             },
             source=name,
         )
-        return end.output
 
 
 def validate_output(
@@ -331,3 +360,28 @@ def _feedback(exc: pydantic.ValidationError) -> str:
 
 def _since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+class _RunProvider:
+    """The provider ``ctx.provider`` gives handler code.
+
+    It calls the agent's provider through the run, so each call is signalled
+    (``provider:start`` ... ``provider:end``, caused by the activation), counted in the
+    run's metrics, recorded, and answered from the recording during a replay.
+    """
+
+    def __init__(self, activator: Activator, target: Provider) -> None:
+        self._activator = activator
+        self.target = target
+
+    @property
+    def model(self) -> str | None:
+        """The model of the provider behind it."""
+        return getattr(self.target, "model", None)
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream ``request`` through the run."""
+        return self._activator.relay(self.target, request, request.agent)
+
+    def __repr__(self) -> str:
+        return f"<provider {self.target!r} through the run>"

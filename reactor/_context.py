@@ -23,11 +23,18 @@ class AgentContext:
         signal: The signal that triggered this activation.
         input: The run's input.
         store: The run's store (write through its actions, ``set`` or ``update``).
-        provider: The provider the agent would run a prompt on (its own, else the
-            run's), so a ``run`` handler can call a model itself; ``None`` if neither.
     """
 
-    __slots__ = ("_emit", "agent", "emitted", "input", "provider", "run_id", "signal", "store")
+    __slots__ = (
+        "_emit",
+        "_provider",
+        "agent",
+        "emitted",
+        "input",
+        "run_id",
+        "signal",
+        "store",
+    )
 
     def __init__(
         self,
@@ -37,7 +44,7 @@ class AgentContext:
         input: Any,
         store: Store[Any],
         emit: Callable[[AgentContext, str, Any], Signal],
-        provider: Provider | None = None,
+        provider: Callable[[], Provider | None] | None = None,
     ) -> None:
         self.agent = agent
         self.run_id = run_id
@@ -45,8 +52,20 @@ class AgentContext:
         self.input = input
         self.store = store
         self._emit = emit
-        self.provider = provider
+        self._provider = provider
         self.emitted: set[str] | None = None
+
+    @property
+    def provider(self) -> Provider | None:
+        """The agent's provider (its own, else the run's), for a handler to call a model.
+
+        Calls made through it stream through the run: they are signalled like an LLM
+        agent's (``provider:start`` ... ``provider:end``, caused by this activation),
+        counted in the run's metrics and recordings, and answered from the recording
+        during a replay. ``None`` if neither the agent nor the run has a provider.
+        """
+        factory = self._provider
+        return None if factory is None else factory()
 
     @property
     def state(self) -> Any:

@@ -589,7 +589,7 @@ class Run:
             self.options.input,
             self.store,
             self._ctx_emit,
-            agent_run.agent.provider or self.options.provider,
+            lambda: self._activator.bound(agent_run),
         )
 
     def _ctx_emit(self, ctx: AgentContext, name: str, payload: Any) -> Signal:

@@ -7,7 +7,9 @@ import pytest
 from pydantic import BaseModel, Field
 
 from reactor import (
+    AgentContext,
     End,
+    MemorySignalStore,
     OutputValidationError,
     ProviderError,
     ProviderEvent,
@@ -264,13 +266,36 @@ async def test_scripted_cost_can_be_priced_as_a_known_model() -> None:
         ScriptedProvider(pricing="gpt-nope")
 
 
-async def test_run_handlers_see_the_provider_of_the_run() -> None:
-    provider = ScriptedProvider({})
-    seen: list[Any] = []
+async def test_run_handlers_call_models_through_the_run() -> None:
+    async def summarize(ctx: AgentContext) -> Any:
+        assert ctx.provider is not None
+        request = ProviderRequest.build(agent=ctx.agent, system=None, prompt="Summarize.")
+        output = None
+        async for event in ctx.provider.stream(request):
+            if isinstance(event, End):
+                output = event.output
+        return output
+
+    store = MemorySignalStore()
+    provider = ScriptedProvider({"summarizer": ["short and sweet"]}, pricing=(3.0, 15.0))
     result = await run_reactive(
-        agent(name="caller", run=lambda ctx: seen.append(ctx.provider)), provider=provider
+        agent(name="summarizer", run=summarize), provider=provider, record=store
     )
-    assert result.status == "completed"
-    assert seen == [provider]
+    assert result.output == "short and sweet"
+    activated = result.select("agent:summarizer:activated")[0]
+    for signal in result.select("provider:*") + result.select("text:*"):
+        assert signal.caused_by == activated.id
+    assert result.metrics.output_tokens > 0
+    assert result.metrics.cost_usd > 0
+    replayed = await run_reactive(
+        agent(name="summarizer", run=summarize), replay=store.load(result.run_id)
+    )
+    assert replayed.output == "short and sweet"
+    assert provider.requests[0].agent == "summarizer"
+    assert len(provider.requests) == 1  # the replay did not ask the provider
+
+
+async def test_run_handlers_without_any_provider_see_none() -> None:
+    seen: list[Any] = []
     await run_reactive(agent(name="caller", run=lambda ctx: seen.append(ctx.provider)))
-    assert seen[-1] is None
+    assert seen == [None]
