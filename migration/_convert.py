@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import warnings
 
-import structlog
-
 from migration._edge import check_types
 from migration._flow import Flow
 from migration._registry import NodeRegistry
 from migration._spec import FlowSource, FlowSpec
 from reactor import CycleWarning, Reactive, reactive
+from reactor._diagnostics import log
 from reactor.typing import Provider
 
 __all__ = ["harness_to_reactive"]
-
-_logger = structlog.get_logger("migration")
 
 
 def harness_to_reactive(
@@ -52,7 +49,7 @@ def harness_to_reactive(
     registry = registry if registry is not None else NodeRegistry()
     check_types(flow_spec, registry)
     for warning in flow_spec.order_warnings():
-        _logger.warning("unordered read", flow=flow_spec.name, hint=warning)
+        log("migration", "warning", "unordered read", flow=flow_spec.name, hint=warning)
     flow = Flow.from_spec(flow_spec, registry=registry)
     agents = {
         node.id: flow.agent(

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
-import structlog
 import yaml
 from pydantic import Field
 
@@ -25,10 +24,10 @@ from migration._bindings import bound_nodes, check_bindings, check_when
 from migration._errors import FlowSpecError
 from migration._topology import Problem, Topology, check_topology
 from reactor import Agent
+from reactor._diagnostics import log
 
 __all__ = ["EdgeSpec", "FlowPolicy", "FlowSpec", "NodePolicy", "NodeSpec", "RetryPolicy"]
 
-_logger = structlog.get_logger("migration.spec")
 
 AGENT_TYPE = "reactor.agent"
 """The node type of an agent from an edge-based Python definition."""
@@ -276,7 +275,7 @@ def _unknown(raw: Mapping[str, Any], known: Iterable[str], where: str) -> list[s
         if close:
             problems.append(f"{where}: unknown key {key!r}; did you mean {close[0]!r}?")
         else:
-            _logger.debug("ignored flow key", key=key, where=where)
+            log("migration.spec", "debug", "ignored flow key", key=key, where=where)
     return problems
 
 

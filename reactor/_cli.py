@@ -125,6 +125,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     graph.add_argument("target", metavar="MODULE:GRAPH")
     graph.set_defaults(handler=cmd_graph)
+    migrate = command(
+        "migrate",
+        "Print an edge-based flow (FlowSpec YAML) as reactor Python, or check it.",
+        "reactor migrate flows/triage.yaml --check",
+    )
+    migrate.add_argument("file", metavar="FILE", help="a FlowSpec YAML file")
+    migrate.add_argument(
+        "--check",
+        action="store_true",
+        help="run the edge-based executor and the converted graph, and compare node outputs",
+    )
+    migrate.add_argument("--input", help="the flow's input for --check: JSON, or @file.json")
+    migrate.add_argument(
+        "--registry", metavar="MODULE:ATTR", help="a NodeRegistry (or factory) with your node types"
+    )
+    migrate.add_argument("-o", "--output", metavar="PATH", help="write the Python to PATH")
+    migrate.set_defaults(handler=cmd_migrate)
     return parser
 
 
@@ -255,6 +272,31 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    import migration
+
+    # Loading a flow logs what it ignores (old keys such as nodePacks): keep stdout for
+    # the Python or the report.
+    reactor.logging.configure(level="warning")
+    registry = _attribute(args.registry, "--registry") if args.registry else None
+    if registry is not None and not isinstance(registry, migration.NodeRegistry):
+        registry = registry()
+    if args.check:
+        options: dict[str, Any] = {"registry": registry}
+        if args.input is not None:
+            options["input"] = _json_argument(args.input, "--input")
+        result = migration.check_sync(args.file, **options)
+        print(result.report())
+        return 0 if result.agrees else 1
+    code = migration.to_python(args.file, registry=registry)
+    if args.output:
+        Path(args.output).write_text(code)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(code)
+    return 0
+
+
 # -- helpers -------------------------------------------------------------------------
 
 
@@ -354,13 +396,21 @@ def _provider(choice: str | None, module: Any) -> Any:
         if provider_class is None:
             raise CommandError("the Anthropic provider is not available in this installation")
         return provider_class()
-    module_name, _, attr = choice.partition(":")
-    if not attr:
+    if ":" not in choice:
         raise CommandError(f"unknown provider {choice!r}: use scripted, anthropic or MODULE:ATTR")
-    provider = getattr(_import(module_name), attr, None)
-    if provider is None:
-        raise CommandError(f"{module_name} has no attribute {attr!r}")
+    provider = _attribute(choice, "--provider")
     return provider() if callable(provider) and not hasattr(provider, "stream") else provider
+
+
+def _attribute(ref: str, option: str) -> Any:
+    """The object ``MODULE:ATTR`` names."""
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise CommandError(f"{option} takes MODULE:ATTR, got {ref!r}")
+    found = getattr(_import(module_name), attr, None)
+    if found is None:
+        raise CommandError(f"{module_name} has no attribute {attr!r}")
+    return found
 
 
 def _json_argument(value: str, option: str) -> Any:

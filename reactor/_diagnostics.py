@@ -1,22 +1,39 @@
-"""The library's own log lines (warnings and errors about runs), which never raise."""
+"""The library's own log lines (debug notes, warnings, errors about runs).
+
+They go through structlog once it is configured (``reactor.logging.configure()``, an
+application's own ``structlog.configure()``, or ``structlog.testing.capture_logs()``),
+and through the standard ``logging`` module otherwise, which by default shows warnings
+and errors on stderr and keeps debug notes quiet: a library must not print its
+internals into an application that did not ask. They never raise.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import structlog
 
 __all__ = ["log"]
 
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
 
 def log(logger: str, level: str, event: str, **fields: Any) -> None:
-    """Log a diagnostic through structlog.
+    """Log a diagnostic.
 
     A log line that cannot be written (a closed pipe, a full disk, a broken handler)
     is dropped: reporting a problem must never become a new one in the middle of a
     signal's dispatch or an agent's activation.
     """
     try:
-        getattr(structlog.get_logger(logger), level)(event, **fields)
+        if structlog.is_configured():
+            getattr(structlog.get_logger(logger), level)(event, **fields)
+            return
+        stdlib = logging.getLogger(logger)
+        number = _LEVELS.get(level, logging.ERROR)
+        if stdlib.isEnabledFor(number):
+            details = " ".join(f"{key}={value!r}" for key, value in fields.items())
+            stdlib.log(number, "%s %s", event, details)
     except Exception:  # the destination failed; the run must go on without this line
         return

@@ -27,6 +27,17 @@ leaf also subclasses the builtin it resembles, so code that already catches
     │   └── TransactionError(RuntimeError)    a transaction cannot commit or bind
     └── TemplateError(ValueError)         a prompt or guard template cannot render
 
+The ``migration`` package adds its own errors to the same tree::
+
+    ReactorError
+    ├── BindingError(LookupError)         a strict {{path}} binding has no value
+    ├── FlowFailError(RuntimeError)       a control.fail node failed the flow
+    ├── FlowRunError(RuntimeError)        a node failure stopped an edge-based flow
+    │   └── FlowLoopError                 a loop edge wanted more than maxIterations
+    ├── FlowSpecError(ValueError)         a flow definition is invalid (every problem)
+    │   └── UnknownNodeTypeError          a node's type is not registered
+    └── NodeTimeoutError(TimeoutError)    a node attempt ran past its timeoutMs
+
 Warnings have their own category, :class:`CycleWarning` (a ``UserWarning``): a graph
 whose agents can re-activate each other. Loops can be intentional; silence it with
 ``warnings.filterwarnings("ignore", category=CycleWarning)``.

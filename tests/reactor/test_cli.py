@@ -195,7 +195,37 @@ def test_bad_input_gives_one_line_and_a_failing_status(
 
 
 def test_every_command_has_help_with_an_example(project: Path) -> None:
-    for command in ("run", "runs", "show", "replay", "diff", "graph"):
+    for command in ("run", "runs", "show", "replay", "diff", "graph", "migrate"):
         result = reactor_cli(project, command, "--help")
         assert result.returncode == 0
         assert "Example:\n  reactor " in result.stdout
+
+
+FLOWS = Path(__file__).parents[1] / "migration" / "data" / "flows"
+
+
+def test_migrate_prints_python_that_runs_and_agrees(project: Path) -> None:
+    result = reactor_cli(project, "migrate", str(FLOWS / "04-flow-bindings.yaml"))
+    assert result.returncode == 0, result.stderr
+    namespace: dict[str, object] = {}
+    exec(compile(result.stdout, "migrated.py", "exec"), namespace)
+    run = namespace["graph"].run_sync()  # type: ignore[attr-defined]
+    assert run.state["outputs"]["say"] == {"text": "City: Lisbon, Country: Portugal"}
+
+
+def test_migrate_check_compares_both_executors(project: Path) -> None:
+    ok = reactor_cli(project, "migrate", str(FLOWS / "04-flow-bindings.yaml"), "--check")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("Flow 'flow-bindings': the edge-based and the reactive run agree")
+    unknown = reactor_cli(project, "migrate", str(FLOWS / "05-flow-when-policy.yaml"), "--check")
+    assert unknown.returncode == 1
+    assert unknown.stderr.startswith("reactor migrate: error: Unknown node types: 'tutorial.flaky'")
+    registry = reactor_cli(
+        project,
+        "migrate",
+        str(FLOWS / "05-flow-when-policy.yaml"),
+        "--check",
+        "--registry",
+        "tests.migration.nodes:registry",
+    )
+    assert registry.returncode == 0, registry.stdout + registry.stderr

@@ -1,0 +1,1 @@
+"""Migrating an edge-based harness: a FlowSpec file, converted, run and compared."""
