@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from reactor._agent import Agent, agent
 from reactor._bus import SignalBus, Subscription, current_signal
 from reactor._context import AgentContext, RunView
-from reactor._graph import Reactive, RunKwargs, reactive, run_reactive
+from reactor._graph import Reactive, reactive, run_reactive
 from reactor._handle import RunHandle
+from reactor._memorystore import MemorySignalStore
+from reactor._options import RunKwargs
 from reactor._patterns import Pattern
 from reactor._pricing import ModelPrice, model_prices
 from reactor._progress import ProgressReporter
@@ -34,7 +36,7 @@ from reactor._replay import ReplayProvider
 from reactor._result import RunMetrics, RunResult
 from reactor._scripted import ScriptedProvider
 from reactor._signal import Signal
-from reactor._signalstore import MemorySignalStore, SQLiteSignalStore
+from reactor._signalstore import SQLiteSignalStore
 from reactor._stream import SignalStream
 from reactor._tools import Tool, tool
 from reactor.exceptions import (

@@ -35,9 +35,10 @@ from stores._actor import _ACTOR
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
+    from reactor._agentrun import Activation, AgentRun
     from reactor._context import AgentContext
     from reactor._provider import ProviderEvent
-    from reactor._runtime import Run, _Activation, _AgentRun
+    from reactor._runtime import Run
     from reactor._signal import Signal
     from reactor.typing import Provider
 
@@ -52,17 +53,17 @@ class Activator:
     def __init__(self, run: Run) -> None:
         self.run = run
 
-    def provider_of(self, agent_run: _AgentRun) -> Provider | None:
+    def provider_of(self, agent_run: AgentRun) -> Provider | None:
         """The provider an agent's calls go to: the replay's, its own, else the run's."""
         run = self.run
         return run.replay or agent_run.agent.provider or run.provider
 
-    def bound(self, agent_run: _AgentRun) -> Provider | None:
+    def bound(self, agent_run: AgentRun) -> Provider | None:
         """A provider for handler code: calls stream through the run, as signals."""
         target = self.provider_of(agent_run)
         return None if target is None else _RunProvider(self, target)
 
-    def template_context(self, agent_run: _AgentRun, signal: Signal) -> dict[str, Any]:
+    def template_context(self, agent_run: AgentRun, signal: Signal) -> dict[str, Any]:
         """The names templates and string guards can read."""
         run = self.run
         return {
@@ -73,14 +74,12 @@ class Activator:
             "run_id": run.run_id,
         }
 
-    def evaluate(
-        self, agent_run: _AgentRun, expression: Callable[..., Any], signal: Signal
-    ) -> bool:
+    def evaluate(self, agent_run: AgentRun, expression: Callable[..., Any], signal: Signal) -> bool:
         """Evaluate a string guard."""
         context = self.template_context(agent_run, signal)
         return bool(render(expression, context, agent=agent_run.name, field="when expression"))
 
-    async def activate(self, activation: _Activation) -> None:
+    async def activate(self, activation: Activation) -> None:
         """Run one activation; never raises except to propagate cancellation."""
         activation.started = True
         # The activation's signal is the cause of everything it emits, and its store
@@ -144,7 +143,7 @@ class Activator:
         finally:
             run.release(activation)
 
-    async def call_model(self, agent_run: _AgentRun, ctx: AgentContext) -> Any:
+    async def call_model(self, agent_run: AgentRun, ctx: AgentContext) -> Any:
         """Render, call the provider, validate; retry invalid outputs with feedback."""
         agent = agent_run.agent
         name = agent_run.name

@@ -3,60 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Unpack
 
 from reactor._agent import Agent
 from reactor._handle import RunHandle
+from reactor._options import OPTION_NAMES, RunKwargs, RunOptions
 from reactor._patterns import Pattern, normalize_patterns
 from reactor._result import RunResult
-from reactor._runtime import Run, RunOptions
+from reactor._runtime import Run
 from reactor._validate import Declarations, find_cycles, mermaid, problems, state_keys
 from reactor.exceptions import AgentConfigError, CycleWarning, GraphValidationError
-from stores._store import create_store
+from stores._create import create_store
 
 if TYPE_CHECKING:
-    from reactor._recording import Recording
-    from reactor._replay import ReplayProvider
-    from reactor.typing import EndCondition, Provider, Reporter, SignalStore
+    from reactor.typing import EndCondition
 
-__all__ = ["Reactive", "RunKwargs", "reactive", "run_reactive"]
-
-
-class RunKwargs(TypedDict, total=False):
-    """Run options (keyword arguments of ``run()``, ``run_sync()``, ``start()``).
-
-    ``input``: the run's input (``input`` in templates and ``ctx.input``);
-    ``provider``: the default provider of LLM agents; ``timeout``: seconds before
-    in-flight work is cancelled; ``max_depth`` / ``max_activations``: loop protection
-    (``None`` disables); ``fail_fast``: stop on the first agent failure;
-    ``on_end``: ``"drain"`` or ``"cancel"`` in-flight activations once ``end_when``
-    holds; ``reporters``: observers of the signal stream; ``history_limit``: keep only
-    the last N signals in memory; ``record``: a signal store to record the run to;
-    ``replay``: a recording (or a ``ReplayProvider``) whose answers replace every
-    provider, offline (the recorded input is used unless ``input`` is given);
-    ``tags``: labels stored with the recording; ``target``: the graph's
-    ``module:attribute``, stored so ``reactor replay`` can find the graph.
-    """
-
-    input: Any
-    provider: Provider | None
-    timeout: float | None
-    max_depth: int | None
-    max_activations: int | None
-    fail_fast: bool
-    on_end: Literal["drain", "cancel"]
-    reporters: Sequence[Reporter]
-    history_limit: int | None
-    record: SignalStore | None
-    replay: Recording | ReplayProvider | None
-    tags: Mapping[str, str] | Sequence[str] | None
-    target: str | None
-
-
-_OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))
+__all__ = ["Reactive", "reactive", "run_reactive"]
 
 
 class Reactive:
@@ -109,11 +73,11 @@ class Reactive:
             warnings.warn(message, CycleWarning, stacklevel=3)
 
     def _options(self, overrides: Mapping[str, Any]) -> RunOptions:
-        unknown = set(overrides) - _OPTION_NAMES
+        unknown = set(overrides) - OPTION_NAMES
         if unknown:
             raise TypeError(
                 f"Unknown run option(s): {', '.join(sorted(unknown))}. "
-                f"Run options are: {', '.join(sorted(_OPTION_NAMES))}."
+                f"Run options are: {', '.join(sorted(OPTION_NAMES))}."
             )
         merged = {**self._defaults, **overrides}
         replay = merged.get("replay")
@@ -206,11 +170,11 @@ def reactive(
     external_patterns = normalize_patterns(external) if external else ()
     if isinstance(end_when, str):
         normalize_patterns(end_when)
-    unknown = set(defaults) - _OPTION_NAMES
+    unknown = set(defaults) - OPTION_NAMES
     if unknown:
         raise TypeError(
             f"Unknown run option(s) for reactive(): {', '.join(sorted(unknown))}. "
-            f"Run options are: {', '.join(sorted(_OPTION_NAMES))}."
+            f"Run options are: {', '.join(sorted(OPTION_NAMES))}."
         )
     RunOptions(**defaults)  # validate the defaults now
     return Reactive(

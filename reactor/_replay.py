@@ -21,6 +21,7 @@ from reactor._provider import (
     Usage,
 )
 from reactor._recording import Recording
+from reactor._result import short_repr
 from reactor.exceptions import ProviderError, ReplayMismatchError
 
 if TYPE_CHECKING:
@@ -343,7 +344,7 @@ def _walk(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
 def _excerpts(recorded: Any, current: Any, width: int = 60) -> tuple[str, str]:
     """Both values, around where they first differ when they are long strings."""
     if not (isinstance(recorded, str) and isinstance(current, str)):
-        return _short(recorded), _short(current)
+        return short_repr(recorded), short_repr(current)
     if len(recorded) <= width * 2 and len(current) <= width * 2:
         return repr(recorded), repr(current)
     at = next(
@@ -357,8 +358,3 @@ def _excerpts(recorded: Any, current: Any, width: int = 60) -> tuple[str, str]:
         return ("..." if start else "") + piece + ("..." if start + width < len(text) else "")
 
     return cut(recorded), cut(current)
-
-
-def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

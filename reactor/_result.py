@@ -8,8 +8,18 @@ from typing import Any, Literal
 
 from reactor._patterns import Pattern, compile_pattern
 from reactor._signal import Signal
+from reactor.exceptions import LoopLimitError
 
-__all__ = ["RunMetrics", "RunResult", "RunStatus", "causal_chain", "find_cycle", "render_tree"]
+__all__ = [
+    "RunMetrics",
+    "RunResult",
+    "RunStatus",
+    "causal_chain",
+    "find_cycle",
+    "loop_limit_error",
+    "render_tree",
+    "short_repr",
+]
 
 RunStatus = Literal["completed", "ended", "timeout", "aborted", "failed", "loop_limit"]
 
@@ -144,11 +154,12 @@ def _describe(signal: Signal, start: float, payloads: bool) -> str:
         if "error" in payload and isinstance(payload["error"], dict):
             text += f" {payload['error'].get('type')}: {payload['error'].get('message')}"
     if payloads and payload is not None:
-        text += f" {_short(payload)}"
+        text += f" {short_repr(payload)}"
     return text
 
 
-def _short(value: Any, limit: int = 120) -> str:
+def short_repr(value: Any, limit: int = 120) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -183,6 +194,29 @@ def find_cycle(chain: Sequence[Signal], next_agent: str | None = None) -> tuple[
             rotated = loop[start:] + loop[:start]
             return (*rotated, rotated[0])
     return ()
+
+
+def loop_limit_error(
+    limit: str, value: int, chain: Sequence[Signal], next_agent: str
+) -> LoopLimitError:
+    """The error of a run that hit ``limit``, naming the cycle it was caught in."""
+    cycle = find_cycle(chain, next_agent)
+    where = (
+        f"Repeating cycle: {' -> '.join(cycle)}."
+        if cycle
+        else f"Last chain: {' -> '.join(s.name for s in chain[-6:])}."
+    )
+    what = (
+        f"{value} activations on one causal chain"
+        if limit == "max_depth"
+        else f"{value} activations in the run"
+    )
+    return LoopLimitError(
+        f"Loop limit reached: {limit}={value} ({what}). {where} Add a guard (when=...) "
+        f"or an end_when that stops the loop, or raise {limit} (None disables it).",
+        limit=limit,
+        cycle=cycle,
+    )
 
 
 def _mermaid(signals: Sequence[Signal]) -> str:

@@ -15,131 +15,32 @@ main task is only cancelled from outside.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from reactor._activation import Activator
-from reactor._agent import Agent
+from reactor._agentrun import Activation, AgentRun
 from reactor._bus import SignalBus
 from reactor._context import AgentContext, RunView
 from reactor._diagnostics import log
+from reactor._options import RunOptions
 from reactor._patterns import compile_pattern
 from reactor._recording import Recording, RunInfo, normalize_tags
 from reactor._replay import ReplayProvider
-from reactor._result import RunMetrics, RunResult, RunStatus, causal_chain, find_cycle
+from reactor._result import RunMetrics, RunResult, RunStatus, causal_chain, loop_limit_error
 from reactor._signal import Signal
-from reactor.exceptions import LoopLimitError, RecordingError, RunTimeoutError
-from stores._store import Store, create_store
+from reactor.exceptions import RecordingError, RunTimeoutError
+from stores._create import create_store
+from stores._store import Store
 
 if TYPE_CHECKING:
     from reactor._graph import Reactive
     from reactor._provider import ProviderRequest
-    from reactor.typing import Provider, Reporter, SignalStore
+    from reactor.typing import Provider
 
-__all__ = ["Run", "RunOptions"]
-
-
-@dataclasses.dataclass(frozen=True)
-class RunOptions:
-    """Keyword options of ``run()``, ``run_sync()``, ``start()`` and ``run_reactive()``."""
-
-    input: Any = None
-    provider: Provider | None = None
-    timeout: float | None = None
-    max_depth: int | None = 100
-    max_activations: int | None = 1000
-    fail_fast: bool = True
-    on_end: Literal["drain", "cancel"] = "drain"
-    reporters: Sequence[Reporter] = ()
-    history_limit: int | None = None
-    record: SignalStore | None = None
-    replay: Recording | ReplayProvider | None = None
-    tags: Mapping[str, str] | Sequence[str] | None = None
-    target: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.on_end not in ("drain", "cancel"):
-            raise ValueError(f"on_end must be 'drain' or 'cancel', got {self.on_end!r}.")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}.")
-        for name in ("max_depth", "max_activations"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}.")
-
-
-class _AgentRun:
-    """Per-run bookkeeping of one agent."""
-
-    __slots__ = (
-        "activated",
-        "actor",
-        "agent",
-        "cancelled",
-        "completed",
-        "failed",
-        "last_output",
-        "launched",
-        "name",
-        "queue",
-        "running",
-        "skipped",
-        "undeclared",
-    )
-
-    def __init__(self, agent: Agent) -> None:
-        name = agent.name or "agent"
-        self.agent = agent
-        self.name = name
-        (
-            self.actor,
-            self.activated,
-            self.completed,
-            self.failed,
-            self.skipped,
-            self.cancelled,
-        ) = _names(name)
-        self.launched = 0
-        self.running = 0
-        self.queue: deque[Signal] = deque()
-        self.last_output: Any = None
-        self.undeclared: set[str] = set()
-
-
-_NAMES: dict[str, tuple[str, str, str, str, str, str]] = {}
-
-
-def _names(agent: str) -> tuple[str, str, str, str, str, str]:
-    """The actor and lifecycle signal names of an agent (cached: runs reuse them)."""
-    names = _NAMES.get(agent)
-    if names is None:
-        prefix = f"agent:{agent}"
-        names = _NAMES[agent] = (
-            prefix,
-            f"{prefix}:activated",
-            f"{prefix}:completed",
-            f"{prefix}:failed",
-            f"{prefix}:skipped",
-            f"{prefix}:cancelled",
-        )
-    return names
-
-
-class _Activation:
-    """One activation in flight."""
-
-    __slots__ = ("agent_run", "signal", "started", "task", "trigger")
-
-    def __init__(self, agent_run: _AgentRun, trigger: Signal, signal: Signal) -> None:
-        self.agent_run = agent_run
-        self.trigger = trigger
-        self.signal = signal
-        self.started = False
-        self.task: asyncio.Task[None] | None = None
+__all__ = ["Run"]
 
 
 class Run:
@@ -152,7 +53,7 @@ class Run:
         self.run_id = f"run_{uuid.uuid4().hex[:16]}"
         self.bus = SignalBus(options.history_limit, run_id=self.run_id)
         self.store: Store[Any] = create_store(graph.state)
-        self.agents = [_AgentRun(agent) for agent in graph.agents.values()]
+        self.agents = [AgentRun(agent) for agent in graph.agents.values()]
         self.status: RunStatus | None = None
         self.reason = ""
         self.error: BaseException | None = None
@@ -163,9 +64,9 @@ class Run:
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost_usd = 0.0
-        self._pending: list[tuple[_AgentRun, Signal]] = []
-        self._inflight: dict[asyncio.Task[None], _Activation] = {}
-        self._deferred: list[tuple[_Activation, Coroutine[Any, Any, None]]] = []
+        self._pending: list[tuple[AgentRun, Signal]] = []
+        self._inflight: dict[asyncio.Task[None], Activation] = {}
+        self._deferred: list[tuple[Activation, Coroutine[Any, Any, None]]] = []
         self._group: asyncio.TaskGroup | None = None
         self._main: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
@@ -368,7 +269,7 @@ class Run:
 
     # -- dispatch ----------------------------------------------------------------
 
-    def _trigger_handler(self, agent_run: _AgentRun) -> Callable[[Signal], None]:
+    def _trigger_handler(self, agent_run: AgentRun) -> Callable[[Signal], None]:
         agent = agent_run.agent
         limit = agent.max_activations
         guard = agent.when
@@ -442,7 +343,7 @@ class Run:
 
     # -- activations -------------------------------------------------------------
 
-    def _request(self, agent_run: _AgentRun, trigger: Signal) -> None:
+    def _request(self, agent_run: AgentRun, trigger: Signal) -> None:
         mode = agent_run.agent.concurrency
         if self.ending:
             self._skip(agent_run, trigger, "ended")
@@ -457,7 +358,7 @@ class Run:
                 self._skip(agent_run, agent_run.queue.popleft(), "superseded")
             agent_run.queue.append(trigger)
 
-    def _launch(self, agent_run: _AgentRun, trigger: Signal) -> None:
+    def _launch(self, agent_run: AgentRun, trigger: Signal) -> None:
         main = self._main
         if self.ending or (main is not None and main.cancelling()):
             self._skip(agent_run, trigger, "ended")
@@ -484,14 +385,14 @@ class Run:
             trigger.id,
             depth,
         )
-        activation = _Activation(agent_run, trigger, signal)
+        activation = Activation(agent_run, trigger, signal)
         coroutine = self._activator.activate(activation)
         if self._group is None:
             self._deferred.append((activation, coroutine))
         else:
             self._spawn(activation, coroutine)
 
-    def _spawn(self, activation: _Activation, coroutine: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
         assert self._group is not None
         task = self._group.create_task(coroutine)
         activation.task = task
@@ -499,7 +400,7 @@ class Run:
         if self.ending and self.options.on_end == "cancel":
             self._cancel(task, activation)
 
-    def _cancel(self, task: asyncio.Task[None], activation: _Activation) -> None:
+    def _cancel(self, task: asyncio.Task[None], activation: Activation) -> None:
         task.cancel()
         if not activation.started:
             # A task cancelled before its first step never runs its body, so account
@@ -513,7 +414,7 @@ class Run:
             )
             self.release(activation)
 
-    def release(self, activation: _Activation) -> None:
+    def release(self, activation: Activation) -> None:
         """Account for a finished activation and start the next queued trigger, if any."""
         agent_run = activation.agent_run
         agent_run.running -= 1
@@ -523,7 +424,7 @@ class Run:
         if queue and agent_run.running == 0:
             self._request(agent_run, queue.popleft())
 
-    def _skip(self, agent_run: _AgentRun, trigger: Signal, reason: str) -> None:
+    def _skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
         self.bus.emit(
             agent_run.skipped,
             {"agent": agent_run.name, "trigger": trigger.name, "reason": reason},
@@ -531,7 +432,7 @@ class Run:
             cause=trigger,
         )
 
-    def _guard_failed(self, agent_run: _AgentRun, trigger: Signal, exc: Exception) -> None:
+    def _guard_failed(self, agent_run: AgentRun, trigger: Signal, exc: Exception) -> None:
         self.bus.emit(
             agent_run.failed,
             {"agent": agent_run.name, "error": _error(exc), "duration_ms": 0.0},
@@ -540,7 +441,7 @@ class Run:
         )
         self.failed(agent_run, exc)
 
-    def failed(self, agent_run: _AgentRun, exc: BaseException) -> None:
+    def failed(self, agent_run: AgentRun, exc: BaseException) -> None:
         """Handle an agent failure: stop the run if ``fail_fast``."""
         log(
             "reactor.run",
@@ -557,31 +458,15 @@ class Run:
                 error=exc,
             )
 
-    def _loop_limit(self, limit: str, value: int, agent_run: _AgentRun, trigger: Signal) -> None:
+    def _loop_limit(self, limit: str, value: int, agent_run: AgentRun, trigger: Signal) -> None:
         chain = causal_chain(self.bus.history, trigger)
-        cycle = find_cycle(chain, agent_run.name)
-        where = (
-            f"Repeating cycle: {' -> '.join(cycle)}."
-            if cycle
-            else f"Last chain: {' -> '.join(s.name for s in chain[-6:])}."
-        )
-        what = (
-            f"{value} activations on one causal chain"
-            if limit == "max_depth"
-            else f"{value} activations in the run"
-        )
-        error = LoopLimitError(
-            f"Loop limit reached: {limit}={value} ({what}). {where} Add a guard (when=...) "
-            f"or an end_when that stops the loop, or raise {limit} (None disables it).",
-            limit=limit,
-            cycle=cycle,
-        )
+        error = loop_limit_error(limit, value, chain, agent_run.name)
         self._skip(agent_run, trigger, "limit")
         self.stop("loop_limit", str(error), error=error)
 
     # -- helpers for the activator -----------------------------------------------
 
-    def _context(self, agent_run: _AgentRun, signal: Signal) -> AgentContext:
+    def _context(self, agent_run: AgentRun, signal: Signal) -> AgentContext:
         return AgentContext(
             agent_run.name,
             self.run_id,
@@ -610,7 +495,7 @@ class Run:
             )
         return self.bus.emit(name, payload, source=ctx.agent)
 
-    def _agent_run(self, name: str) -> _AgentRun:
+    def _agent_run(self, name: str) -> AgentRun:
         return self._by_name[name]
 
     @property

@@ -17,7 +17,8 @@ from reactor.exceptions import (
     TransactionError,
 )
 from stores._actor import acting_as, current_actor
-from stores._store import Store, StoreBinding, StoreSubscription, action, create_store
+from stores._create import create_store
+from stores._store import Store, StoreBinding, StoreSubscription, action
 
 __all__ = [
     "ReadOnlyStateError",

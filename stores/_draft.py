@@ -44,6 +44,14 @@ class Draft:
         """Return the current value without validating (for reads such as ``==``)."""
         raise NotImplementedError
 
+    def __eq__(self, other: object) -> bool:
+        return bool(self._peek() == _peek(other))
+
+    __hash__ = None  # type: ignore[assignment]  # drafts are mutable
+
+    def __repr__(self) -> str:
+        return repr(self._peek())
+
 
 def _join(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
@@ -233,14 +241,6 @@ class ModelDraft(Draft):
         for name in self._peek().__dict__:
             yield name, getattr(self, name)
 
-    def __eq__(self, other: object) -> bool:
-        return bool(self._peek() == _peek(other))
-
-    __hash__ = None  # type: ignore[assignment]  # drafts are mutable
-
-    def __repr__(self) -> str:
-        return repr(self._peek())
-
     def _updates(self) -> dict[str, Any]:
         """Return the written fields and their finalized values."""
         updates = dict(self._changes)
@@ -334,14 +334,6 @@ class ListDraft(Draft, MutableSequence[Any]):
         """Reverse in place."""
         self._own().reverse()
 
-    def __eq__(self, other: object) -> bool:
-        return bool(self._peek() == _peek(other))
-
-    __hash__ = None  # type: ignore[assignment]  # drafts are mutable
-
-    def __repr__(self) -> str:
-        return repr(self._peek())
-
     def _finalize(self) -> Any:
         items = self._items
         if items is None:
@@ -414,14 +406,6 @@ class DictDraft(Draft, MutableMapping[str, Any]):
 
     def __delattr__(self, name: str) -> None:
         del self[name]
-
-    def __eq__(self, other: object) -> bool:
-        return bool(self._peek() == _peek(other))
-
-    __hash__ = None  # type: ignore[assignment]  # drafts are mutable
-
-    def __repr__(self) -> str:
-        return repr(self._peek())
 
     def _finalize(self) -> Any:
         items = self._items

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from types import TracebackType
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar, cast, get_args
 
 import pydantic
@@ -16,13 +14,13 @@ from reactor._bus import SignalBus, Subscription
 from reactor._patterns import Pattern, validate_name
 from reactor._signal import to_jsonable
 from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
-from stores._actor import _ACTOR
 from stores._diff import changed_paths, list_delta
-from stores._draft import DictDraft, ModelDraft, apply_model
+from stores._draft import DictDraft, apply_model
 from stores._frozen import FrozenDict, freeze
+from stores._transaction import Transaction
 from stores._views import readonly, unwrap
 
-__all__ = ["Store", "StoreBinding", "StoreSubscription", "action", "create_store"]
+__all__ = ["Store", "StoreBinding", "StoreSubscription", "action"]
 
 StateT = TypeVar("StateT")
 StoreT = TypeVar("StoreT", bound="Store[Any]")
@@ -31,9 +29,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _MISSING: Any = object()
-_ACTIVE: contextvars.ContextVar[tuple[_Transaction[Any], ...]] = contextvars.ContextVar(
-    "stores_active_transactions", default=()
-)
 
 
 class Store(Generic[StateT]):
@@ -162,7 +157,7 @@ class Store(Generic[StateT]):
 
     # -- writing -------------------------------------------------------------------
 
-    def transaction(self, *, actor: str | None = None) -> _Transaction[StateT]:
+    def transaction(self, *, actor: str | None = None) -> Transaction[StateT]:
         """Open a transaction: ``with store.transaction() as draft: draft.x = 1``.
 
         The draft is a copy-on-write image of the state (typed like it). On a clean
@@ -171,7 +166,7 @@ class Store(Generic[StateT]):
         store (an action calling an action) joins the outer one: signals follow the
         outermost commit, and if the inner one fails the outer one cannot commit.
         """
-        return _Transaction(self, actor)
+        return Transaction(self, actor)
 
     def set(self, key: str, value: Any, *, actor: str | None = None) -> None:
         """Set one top-level key (validated against the model)."""
@@ -329,54 +324,6 @@ class Store(Generic[StateT]):
         return f"{type(self).__name__}({self._state!r})"
 
 
-class _Transaction(Generic[StateT]):
-    """The context manager returned by :meth:`Store.transaction`; yields the draft."""
-
-    __slots__ = ("_actor", "_draft", "_failure", "_outer", "_store", "_token")
-
-    _draft: Any
-    _token: contextvars.Token[tuple[_Transaction[Any], ...]]
-
-    def __init__(self, store: Store[StateT], actor: str | None) -> None:
-        self._store = store
-        self._actor = actor
-        self._outer: _Transaction[Any] | None = None
-        self._failure: BaseException | None = None
-
-    def __enter__(self) -> StateT:
-        active = _ACTIVE.get()
-        for outer in active:
-            if outer._store is self._store:
-                self._outer = outer
-                return cast(StateT, outer._draft)
-        store = self._store
-        state = store._state
-        self._draft = ModelDraft(state, "") if store._is_model else DictDraft(state, "")
-        self._token = _ACTIVE.set((*active, self))
-        return cast(StateT, self._draft)
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._outer is not None:
-            if exc is not None and self._outer._failure is None:
-                self._outer._failure = exc
-            return
-        _ACTIVE.reset(self._token)
-        if exc is not None:
-            return
-        if self._failure is not None:
-            raise TransactionError(
-                "The transaction was not committed because a nested write in it failed "
-                f"({type(self._failure).__name__}: {self._failure}); the state is "
-                "unchanged. Let the error propagate, or catch it outside the transaction."
-            ) from self._failure
-        self._store._commit(self._draft, self._actor or _ACTOR.get() or "user")
-
-
 class StoreSubscription:
     """A store-level subscription; it follows the store from bus to bus."""
 
@@ -452,39 +399,6 @@ def action(
             return method(self, draft, *args, **kwargs)
 
     return run
-
-
-def create_store(spec: Any) -> Store[Any]:
-    """Make a store from what a run accepts as ``state=``.
-
-    A :class:`Store` instance is used as is; a ``Store`` subclass, a pydantic model
-    class, a model instance or a dict gives a new store (copies of instances); a
-    function returning any of these is called first; ``None`` gives an empty dict
-    store.
-
-    Raises:
-        TypeError: ``spec`` is none of these.
-    """
-    if isinstance(spec, Store):
-        return spec
-    if spec is None:
-        return Store({})
-    if isinstance(spec, type):
-        if issubclass(spec, Store):
-            return spec()
-        if issubclass(spec, pydantic.BaseModel):
-            return Store(spec())
-    elif isinstance(spec, pydantic.BaseModel | dict) or unwrap(spec) is not spec:
-        return Store(spec)
-    elif callable(spec):
-        made = spec()
-        if callable(made) and not isinstance(made, type | Store):
-            raise TypeError(f"The state factory {spec!r} returned another callable, {made!r}.")
-        return create_store(made)
-    raise TypeError(
-        f"Cannot make a store from {spec!r}: give a Store subclass or instance, a pydantic "
-        "model class or instance, a dict, or a function returning one of these."
-    )
 
 
 def _assign(draft: Any, key: str, value: Any) -> None:

@@ -1,0 +1,94 @@
+"""Recordings in memory: for tests, notebooks and replaying within a process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reactor._recording import Recording, RunInfo
+from reactor._signal import Signal
+from reactor.exceptions import RunNotFoundError
+
+__all__ = ["MemorySignalStore"]
+
+
+class MemorySignalStore:
+    """Recordings in memory: for tests, notebooks and replaying within a process."""
+
+    def __init__(self) -> None:
+        self._infos: dict[str, RunInfo] = {}
+        self._signals: dict[str, list[Signal]] = {}
+        self._requests: dict[str, dict[str, Any]] = {}
+
+    def start_run(self, info: RunInfo) -> None:
+        """Register a run about to be recorded."""
+        self._infos[info.run_id] = info
+        self._signals.setdefault(info.run_id, [])
+        self._requests.setdefault(info.run_id, {})
+
+    def append(self, signal: Signal) -> None:
+        """Record one signal."""
+        run_id = signal.run_id or "unbound"
+        self._signals.setdefault(run_id, []).append(signal)
+
+    def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
+        """Keep what a provider was asked (for replay mismatch messages)."""
+        self._requests.setdefault(run_id, {})[request_hash] = fingerprint
+
+    def flush(self) -> None:
+        """Nothing to flush: appends are immediate."""
+
+    def load(self, run_id: str) -> Recording:
+        """Return the recording of ``run_id``.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        if run_id not in self._signals:
+            raise RunNotFoundError(f"No recorded run {run_id!r} in this MemorySignalStore.")
+        return Recording.from_signals(
+            self._signals[run_id], info=self._info(run_id), requests=self._requests.get(run_id)
+        )
+
+    def _info(self, run_id: str) -> RunInfo:
+        info = self._infos.get(run_id) or RunInfo(run_id=run_id)
+        signals = self._signals.get(run_id, [])
+        end = signals[-1] if signals and signals[-1].name == "harness:end" else None
+        return RunInfo(
+            run_id=run_id,
+            graph=info.graph,
+            tags=info.tags,
+            started_at=info.started_at or (signals[0].timestamp if signals else 0.0),
+            ended_at=end.timestamp if end else None,
+            status=end.payload["status"] if end else None,
+            reason=end.payload["reason"] if end else None,
+            signals=len(signals),
+            target=info.target,
+        )
+
+    def runs(
+        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+    ) -> list[RunInfo]:
+        """Recorded runs, newest first, optionally filtered by graph name or tag."""
+        infos = [self._info(run_id) for run_id in self._signals]
+        found = [i for i in infos if _matches(i, graph, tag)]
+        found.sort(key=lambda info: info.started_at, reverse=True)
+        return found[:limit] if limit is not None else found
+
+    def delete(self, run_id: str) -> bool:
+        """Forget a run; return whether it existed."""
+        self._infos.pop(run_id, None)
+        self._requests.pop(run_id, None)
+        return self._signals.pop(run_id, None) is not None
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _matches(info: RunInfo, graph: str | None, tag: str | None) -> bool:
+    if graph is not None and info.graph != graph:
+        return False
+    if tag is not None:
+        key, _, value = tag.partition("=")
+        if key not in info.tags or ("=" in tag and info.tags[key] != value):
+            return False
+    return True

@@ -1,0 +1,77 @@
+"""Run options: what ``run()``, ``run_sync()``, ``start()`` and ``run_reactive()`` take."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from reactor._recording import Recording
+    from reactor._replay import ReplayProvider
+    from reactor.typing import Provider, Reporter, SignalStore
+
+__all__ = ["OPTION_NAMES", "RunKwargs", "RunOptions"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """Keyword options of ``run()``, ``run_sync()``, ``start()`` and ``run_reactive()``."""
+
+    input: Any = None
+    provider: Provider | None = None
+    timeout: float | None = None
+    max_depth: int | None = 100
+    max_activations: int | None = 1000
+    fail_fast: bool = True
+    on_end: Literal["drain", "cancel"] = "drain"
+    reporters: Sequence[Reporter] = ()
+    history_limit: int | None = None
+    record: SignalStore | None = None
+    replay: Recording | ReplayProvider | None = None
+    tags: Mapping[str, str] | Sequence[str] | None = None
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_end not in ("drain", "cancel"):
+            raise ValueError(f"on_end must be 'drain' or 'cancel', got {self.on_end!r}.")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}.")
+        for name in ("max_depth", "max_activations"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}.")
+
+
+class RunKwargs(TypedDict, total=False):
+    """Run options (keyword arguments of ``run()``, ``run_sync()``, ``start()``).
+
+    ``input``: the run's input (``input`` in templates and ``ctx.input``);
+    ``provider``: the default provider of LLM agents; ``timeout``: seconds before
+    in-flight work is cancelled; ``max_depth`` / ``max_activations``: loop protection
+    (``None`` disables); ``fail_fast``: stop on the first agent failure;
+    ``on_end``: ``"drain"`` or ``"cancel"`` in-flight activations once ``end_when``
+    holds; ``reporters``: observers of the signal stream; ``history_limit``: keep only
+    the last N signals in memory; ``record``: a signal store to record the run to;
+    ``replay``: a recording (or a ``ReplayProvider``) whose answers replace every
+    provider, offline (the recorded input is used unless ``input`` is given);
+    ``tags``: labels stored with the recording; ``target``: the graph's
+    ``module:attribute``, stored so ``reactor replay`` can find the graph.
+    """
+
+    input: Any
+    provider: Provider | None
+    timeout: float | None
+    max_depth: int | None
+    max_activations: int | None
+    fail_fast: bool
+    on_end: Literal["drain", "cancel"]
+    reporters: Sequence[Reporter]
+    history_limit: int | None
+    record: SignalStore | None
+    replay: Recording | ReplayProvider | None
+    tags: Mapping[str, str] | Sequence[str] | None
+    target: str | None
+
+
+OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))

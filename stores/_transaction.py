@@ -1,0 +1,71 @@
+"""Transactions: a draft of the state, committed on a clean exit, nested ones joined."""
+
+from __future__ import annotations
+
+import contextvars
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+from reactor.exceptions import TransactionError
+from stores._actor import _ACTOR
+from stores._draft import DictDraft, ModelDraft
+
+if TYPE_CHECKING:
+    from stores._store import Store
+
+__all__ = ["Transaction"]
+
+StateT = TypeVar("StateT")
+
+_ACTIVE: contextvars.ContextVar[tuple[Transaction[Any], ...]] = contextvars.ContextVar(
+    "stores_active_transactions", default=()
+)
+"""The transactions open in this context (a nested one on the same store joins)."""
+
+
+class Transaction(Generic[StateT]):
+    """The context manager returned by :meth:`Store.transaction`; yields the draft."""
+
+    __slots__ = ("_actor", "_draft", "_failure", "_outer", "_store", "_token")
+
+    _draft: Any
+    _token: contextvars.Token[tuple[Transaction[Any], ...]]
+
+    def __init__(self, store: Store[StateT], actor: str | None) -> None:
+        self._store = store
+        self._actor = actor
+        self._outer: Transaction[Any] | None = None
+        self._failure: BaseException | None = None
+
+    def __enter__(self) -> StateT:
+        active = _ACTIVE.get()
+        for outer in active:
+            if outer._store is self._store:
+                self._outer = outer
+                return cast(StateT, outer._draft)
+        store = self._store
+        state = store._state
+        self._draft = ModelDraft(state, "") if store._is_model else DictDraft(state, "")
+        self._token = _ACTIVE.set((*active, self))
+        return cast(StateT, self._draft)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._outer is not None:
+            if exc is not None and self._outer._failure is None:
+                self._outer._failure = exc
+            return
+        _ACTIVE.reset(self._token)
+        if exc is not None:
+            return
+        if self._failure is not None:
+            raise TransactionError(
+                "The transaction was not committed because a nested write in it failed "
+                f"({type(self._failure).__name__}: {self._failure}); the state is "
+                "unchanged. Let the error propagate, or catch it outside the transaction."
+            ) from self._failure
+        self._store._commit(self._draft, self._actor or _ACTOR.get() or "user")
