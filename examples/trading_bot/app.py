@@ -15,7 +15,7 @@ or a hold.
 
 from __future__ import annotations
 
-import uuid
+import hashlib
 from typing import Any
 
 from examples.trading_bot.models import (
@@ -81,7 +81,8 @@ def execute(ctx: AgentContext) -> Execution:
     """A paper broker: fill the approved proposal at its limit price."""
     proposal = ctx.state.proposal
     execution = Execution(
-        order_id=f"ord_{uuid.uuid5(uuid.NAMESPACE_URL, ctx.run_id).hex[:10]}",
+        # Derived from the order itself, so a replay books the same order.
+        order_id="ord_" + hashlib.sha256(proposal.model_dump_json().encode()).hexdigest()[:10],
         action=proposal.action,
         quantity=proposal.quantity,
         price=proposal.limit_price,

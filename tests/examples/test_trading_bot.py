@@ -84,8 +84,9 @@ def test_the_run_ends_on_execution() -> None:
     assert actor == "agent:executor"
 
 
-def test_a_recorded_run_replays_exactly() -> None:
-    result, store = run("choppy")
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_a_recorded_run_replays_exactly(scenario: str) -> None:
+    result, store = run(scenario)
     recording = store.load(result.run_id)
     replayed = graph.run_sync(replay=recording)
     assert replayed.state == result.state
@@ -111,7 +112,15 @@ def test_the_demo_runs_end_to_end_offline(tmp_path: Path) -> None:
     assert " tokens in / " in out
     assert f"  replay:  reactor replay {db} run_" in out
     assert "✓ ended in" in completed.stderr
-    assert db.exists()
+    replay = subprocess.run(
+        [sys.executable, "-m", "reactor", "replay", str(db), "last", "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert replay.stdout.splitlines()[-1].startswith("Replay matches run_")
 
 
 def test_live_mode_needs_a_key() -> None:
