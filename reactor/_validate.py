@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pydantic
@@ -268,8 +268,3 @@ def _is_noise(signal: str, pattern: Pattern) -> bool:
 
 def _id(name: str) -> str:
     return "a_" + re.sub(r"\W", "_", name)
-
-
-def spell(cycle: Iterable[str]) -> str:
-    """``a -> sig -> b -> sig -> a``."""
-    return " -> ".join(cycle)
