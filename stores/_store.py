@@ -146,6 +146,11 @@ class Store(Generic[StateT]):
         return cast(dict[str, Any], self._snapshot)
 
     @property
+    def model_type(self) -> type[pydantic.BaseModel] | None:
+        """The pydantic model class of the state, or ``None`` for a dict-backed store."""
+        return type(self._state) if self._is_model else None
+
+    @property
     def version(self) -> int:
         """Number of commits that changed the state."""
         return self._version
