@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench._runner import Row
 from reactor import SignalBus, SQLiteSignalStore
-from reactor._recording import RunInfo
+from reactor._recording.recording import RunInfo
 
 SIGNALS = 1_000_000
 HISTORY = 1_000

@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import pydantic
 
 from reactor._patterns import Pattern, normalize_patterns, validate_name
+from reactor._providers.tools import Tool, tools_of
 from reactor._templates import compile_expression, compile_template
-from reactor._tools import Tool, tools_of
 from reactor.exceptions import AgentConfigError, PatternError, SignalNameError
 
 if TYPE_CHECKING:
     import jinja2
 
     from reactor._context import AgentContext
-    from reactor._toolrun import AfterTool, BeforeTool
-    from reactor.typing import Provider
+    from reactor._providers.base import Provider
+    from reactor._providers.toolrun import AfterTool, BeforeTool
 
 __all__ = ["Agent", "Concurrency", "agent"]
 
@@ -40,14 +40,14 @@ class Agent:
     name: str | None
     prompt: str | None
     system: str | None
-    run: Callable[[AgentContext], Any] | None
+    run: Callable[[AgentContext[Any]], Any] | None
     activate_on: tuple[Pattern, ...]
     emits: tuple[str, ...]
-    when: Callable[[AgentContext], Any] | str | None
+    when: Callable[[AgentContext[Any]], Any] | str | None
     output: type[pydantic.BaseModel] | None
     output_retries: int
     updates: str | None
-    on_output: Callable[[AgentContext, Any], Any] | None
+    on_output: Callable[[AgentContext[Any], Any], Any] | None
     provider: Provider | None
     tools: tuple[Tool, ...]
     concurrency: Concurrency
@@ -83,14 +83,14 @@ def agent(
     name: str | None = None,
     prompt: str | None = None,
     system: str | None = None,
-    run: Callable[[AgentContext], Any] | None = None,
+    run: Callable[[AgentContext[Any]], Any] | None = None,
     activate_on: Pattern | Iterable[Pattern] = ("harness:start",),
     emits: str | Iterable[str] = (),
-    when: Callable[[AgentContext], Any] | str | None = None,
+    when: Callable[[AgentContext[Any]], Any] | str | None = None,
     output: type[pydantic.BaseModel] | None = None,
     output_retries: int = 2,
     updates: str | None = None,
-    on_output: Callable[[AgentContext, Any], Any] | None = None,
+    on_output: Callable[[AgentContext[Any], Any], Any] | None = None,
     provider: Provider | None = None,
     tools: Iterable[Tool | Callable[..., Any]] = (),
     concurrency: Concurrency = "parallel",

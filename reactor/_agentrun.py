@@ -7,13 +7,14 @@ from collections import deque
 from typing import Any
 
 from reactor._agent import Agent
+from reactor._names import agent_actor, agent_names
 from reactor._signal import Signal
 
 __all__ = ["Activation", "AgentRun"]
 
 
 class AgentRun:
-    """Per-run bookkeeping of one agent."""
+    """Per-run bookkeeping of one agent: its counters, queue and signal names."""
 
     __slots__ = (
         "activated",
@@ -35,14 +36,14 @@ class AgentRun:
         name = agent.name or "agent"
         self.agent = agent
         self.name = name
+        self.actor = agent_actor(name)
         (
-            self.actor,
             self.activated,
             self.completed,
             self.failed,
             self.skipped,
             self.cancelled,
-        ) = _names(name)
+        ) = agent_names(name)
         self.launched = 0
         self.running = 0
         self.queue: deque[Signal] = deque()
@@ -50,27 +51,8 @@ class AgentRun:
         self.undeclared: set[str] = set()
 
 
-_NAMES: dict[str, tuple[str, str, str, str, str, str]] = {}
-
-
-def _names(agent: str) -> tuple[str, str, str, str, str, str]:
-    """The actor and lifecycle signal names of an agent (cached: runs reuse them)."""
-    names = _NAMES.get(agent)
-    if names is None:
-        prefix = f"agent:{agent}"
-        names = _NAMES[agent] = (
-            prefix,
-            f"{prefix}:activated",
-            f"{prefix}:completed",
-            f"{prefix}:failed",
-            f"{prefix}:skipped",
-            f"{prefix}:cancelled",
-        )
-    return names
-
-
 class Activation:
-    """One activation in flight."""
+    """One activation in flight: the agent, its trigger, and its ``activated`` signal."""
 
     __slots__ = ("agent_run", "signal", "started", "task", "trigger")
 

@@ -32,6 +32,7 @@ from typing import Any, Self, cast
 import blinker
 
 from reactor._diagnostics import log
+from reactor._names import BUS_HANDLER_ERROR, error_info
 from reactor._patterns import (
     Matcher,
     Pattern,
@@ -44,9 +45,10 @@ from reactor._signal import Signal, new_signal
 from reactor._stream import SignalStream
 from reactor.exceptions import HandlerError
 
-__all__ = ["SignalBus", "Subscription", "current_signal"]
+__all__ = ["Handler", "SignalBus", "Subscription", "current_signal", "set_current_signal"]
 
 Handler = Callable[[Signal], object]
+"""A signal subscriber: called synchronously with each matching signal."""
 
 _CURRENT: contextvars.ContextVar[Signal | None] = contextvars.ContextVar(
     "reactor_current_signal", default=None
@@ -59,6 +61,16 @@ def current_signal() -> Signal | None:
     Inside an agent activation this is the activation's own ``agent:<name>:activated``.
     """
     return _CURRENT.get()
+
+
+def set_current_signal(signal: Signal) -> None:
+    """Make ``signal`` the cause of what this context emits from now on.
+
+    The runtime calls it at the start of each activation's task (which runs in its own
+    copy of the context), so everything the activation emits hangs under its
+    ``agent:<name>:activated``.
+    """
+    _CURRENT.set(signal)
 
 
 class Subscription:
@@ -176,10 +188,10 @@ class SignalBus:
         """
         parent = _CURRENT.get() if cause is None else cause
         if parent is None:
-            return self._publish(name, payload, source, None, 0)
-        return self._publish(name, payload, source, parent.id, parent.depth)
+            return self.publish(name, payload, source, None, 0)
+        return self.publish(name, payload, source, parent.id, parent.depth)
 
-    def _publish(
+    def publish(
         self,
         name: str,
         payload: Any,
@@ -187,7 +199,13 @@ class SignalBus:
         caused_by: str | None,
         depth: int,
     ) -> Signal:
-        """Create, record and dispatch a signal with explicit causality."""
+        """Emit a signal with explicit causality, whatever signal is being handled now.
+
+        ``caused_by`` is the cause's id (``None`` for a root) and ``depth`` the number of
+        activations above it. The runtime uses it for signals whose cause is not the
+        current context's: an activation (caused by its trigger), ``harness:end`` and
+        outside input (roots).
+        """
         if name not in self._handlers:
             self._resolve(name)
         self._seq = seq = self._seq + 1
@@ -239,14 +257,14 @@ class SignalBus:
             signal_id=signal.id,
             exc_info=exc,
         )
-        if signal.name != "bus:handler_error":
+        if signal.name != BUS_HANDLER_ERROR:
             self.emit(
-                "bus:handler_error",
+                BUS_HANDLER_ERROR,
                 {
                     "handler": described,
                     "signal": signal.name,
                     "signal_id": signal.id,
-                    "error": {"type": type(exc).__name__, "message": str(exc)},
+                    "error": error_info(exc),
                 },
                 source="bus",
             )

@@ -17,12 +17,12 @@ import reactor
 import reactor.logging
 from reactor._graph import Reactive
 from reactor._progress import ProgressReporter
-from reactor._recording import Recording
+from reactor._providers.replay import ReplayProvider
+from reactor._recording.recording import Recording
+from reactor._recording.sqlite import DEFAULT_PATH, SQLiteSignalStore
 from reactor._render import render_runs, render_show
-from reactor._replay import ReplayProvider
 from reactor._result import RunResult
 from reactor._signal import to_jsonable
-from reactor._signalstore import DEFAULT_PATH, SQLiteSignalStore
 from reactor.exceptions import ReactorError
 
 __all__ = ["main"]

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
 
 from reactor._signal import Signal
 
 if TYPE_CHECKING:
-    from reactor.typing import Provider
+    from reactor._providers.base import Provider
     from stores import Store
+
+StateT = TypeVar("StateT", default=Any)
+"""The state's type; a bare ``AgentContext`` reads the state as ``Any``."""
 
 __all__ = ["AgentContext", "RunView"]
 
 
-class AgentContext:
+class AgentContext(Generic[StateT]):
     """Passed to ``run`` handlers, ``when`` guards and ``on_output``.
+
+    Generic in the state's type: in a graph over ``Store[TradeState]``, annotate
+    handlers with ``AgentContext[TradeState]`` and ``ctx.state`` is typed.
 
     Attributes:
         agent: The agent's name.
@@ -42,8 +50,8 @@ class AgentContext:
         run_id: str,
         signal: Signal,
         input: Any,
-        store: Store[Any],
-        emit: Callable[[AgentContext, str, Any], Signal],
+        store: Store[StateT],
+        emit: Callable[[AgentContext[Any], str, Any], Signal],
         provider: Callable[[], Provider | None] | None = None,
     ) -> None:
         self.agent = agent
@@ -68,7 +76,7 @@ class AgentContext:
         return None if factory is None else factory()
 
     @property
-    def state(self) -> Any:
+    def state(self) -> StateT:
         """The current state, read-only (each read is a consistent snapshot)."""
         return self.store.state
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-__all__ = ["log"]
+__all__ = ["log", "short_repr"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
@@ -37,3 +37,9 @@ def log(logger: str, level: str, event: str, **fields: Any) -> None:
             stdlib.log(number, "%s %s", event, details)
     except Exception:  # the destination failed; the run must go on without this line
         return
+
+
+def short_repr(value: Any, limit: int = 120) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -15,7 +15,7 @@ from reactor._result import RunResult
 from reactor._runtime import Run
 from reactor._validate import Declarations, find_cycles, mermaid, problems, state_keys
 from reactor.exceptions import AgentConfigError, CycleWarning, GraphValidationError
-from stores._create import create_store
+from stores import create_store
 
 if TYPE_CHECKING:
     from reactor.typing import EndCondition
@@ -58,7 +58,7 @@ class Reactive:
             agents=self.agents,
             state_keys=state_keys(store),
             external=external,
-            model_name=type(store._state).__name__,
+            model_name=store.model_type.__name__ if store.model_type else "the state",
         )
         found = problems(self._declarations)
         if found:

@@ -65,7 +65,7 @@ class RunHandle:
                 f"Run {run.run_id} takes no more input ({state}); send signals before "
                 "close(), end_when or abort()."
             )
-        return run.bus._publish(name, payload, "user", None, 0)
+        return run.bus.publish(name, payload, "user", None, 0)
 
     def close(self) -> None:
         """Accept no more input; the run finishes once in-flight work is done."""

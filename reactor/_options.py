@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:
-    from reactor._recording import Recording
-    from reactor._replay import ReplayProvider
-    from reactor.typing import Provider, Reporter, SignalStore
+    from reactor._providers.base import Provider
+    from reactor._providers.replay import ReplayProvider
+    from reactor._recording.recording import Recording
+    from reactor._recording.store import Reporter, SignalStore
 
 __all__ = ["OPTION_NAMES", "RunKwargs", "RunOptions"]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from reactor._recording import Recording, RunInfo
-from reactor._result import DELTAS
+from reactor._names import DELTAS
+from reactor._recording.info import RunInfo
+from reactor._recording.recording import Recording
 from reactor._signal import Signal
 from reactor.logging import MetricsReporter
 

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from reactor._patterns import Pattern, compile_pattern
+from reactor._names import HARNESS_START, parse_agent_event
+from reactor._recording.info import RunInfo
+from reactor._recording.log import SignalLog
 from reactor._signal import Signal
 from reactor.exceptions import LoopLimitError
 
-__all__ = [
-    "RunMetrics",
-    "RunResult",
-    "RunStatus",
-    "causal_chain",
-    "find_cycle",
-    "loop_limit_error",
-    "render_tree",
-    "short_repr",
-]
+__all__ = ["RunMetrics", "RunResult", "RunStatus", "find_cycle", "loop_limit_error"]
 
 RunStatus = Literal["completed", "ended", "timeout", "aborted", "failed", "loop_limit"]
-
-DELTAS = ("text:delta", "thinking:delta")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +39,7 @@ class RunMetrics:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunResult:
+class RunResult(SignalLog):
     """The outcome of a run.
 
     Attributes:
@@ -64,6 +55,7 @@ class RunResult:
         run_id: Identifies the run (and its recording).
         reason: Why the run ended, in words (as in ``harness:end``).
         graph: The graph's name.
+        requests: What each provider call was asked, by ``request_hash``.
     """
 
     status: RunStatus
@@ -75,93 +67,30 @@ class RunResult:
     run_id: str
     reason: str = ""
     graph: str | None = None
+    requests: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         """Whether the run completed or ended as asked (no failure, limit or abort)."""
         return self.status in ("completed", "ended")
 
-    def select(self, pattern: Pattern) -> list[Signal]:
-        """Return the signals whose names match ``pattern``, in order."""
-        matcher = compile_pattern(pattern)
-        return [signal for signal in self.signals if matcher(signal.name)]
-
-    def causal_chain(self, signal: Signal | str) -> list[Signal]:
-        """Return the chain of causes of ``signal`` (or its id): root first, it last.
-
-        Raises:
-            KeyError: No such signal in this run.
-        """
-        return causal_chain(self.signals, signal)
-
-    def tree(self, *, exclude: Iterable[Pattern] = DELTAS, payloads: bool = False) -> str:
-        """Render the signals as a causal tree (deltas excluded by default)."""
-        return render_tree(self.signals, exclude=exclude, payloads=payloads)
+    @property
+    def run_info(self) -> RunInfo:
+        """The run as a signal store would list it."""
+        signals = self.signals
+        return RunInfo(
+            run_id=self.run_id,
+            graph=self.graph,
+            started_at=signals[0].timestamp if signals else 0.0,
+            ended_at=signals[-1].timestamp if signals else None,
+            status=self.status,
+            reason=self.reason,
+            signals=len(signals),
+        )
 
     def to_mermaid(self) -> str:
         """Draw what happened: each activation, and the signal that caused it."""
         return _mermaid(self.signals)
-
-
-def causal_chain(signals: Sequence[Signal], target: Signal | str) -> list[Signal]:
-    """Walk ``caused_by`` links from ``target`` up to its root."""
-    by_id = {signal.id: signal for signal in signals}
-    key = target if isinstance(target, str) else target.id
-    if key not in by_id:
-        raise KeyError(f"No signal with id {key!r} in this run.")
-    chain = [by_id[key]]
-    while chain[-1].caused_by is not None and chain[-1].caused_by in by_id:
-        chain.append(by_id[chain[-1].caused_by])
-    chain.reverse()
-    return chain
-
-
-def render_tree(
-    signals: Sequence[Signal], *, exclude: Iterable[Pattern] = DELTAS, payloads: bool = False
-) -> str:
-    """Render signals as an indented causal tree, one signal per line."""
-    skip = [compile_pattern(p) for p in exclude]
-    shown = [s for s in signals if not any(m(s.name) for m in skip)]
-    ids = {s.id for s in shown}
-    children: dict[str | None, list[Signal]] = {}
-    for signal in shown:
-        parent = signal.caused_by if signal.caused_by in ids else None
-        children.setdefault(parent, []).append(signal)
-    start = signals[0].timestamp if signals else 0.0
-    lines: list[str] = []
-
-    def walk(parent: str | None, prefix: str) -> None:
-        kids = children.get(parent, [])
-        for index, signal in enumerate(kids):
-            last = index == len(kids) - 1
-            branch = "" if parent is None else ("└── " if last else "├── ")
-            lines.append(f"{prefix}{branch}{_describe(signal, start, payloads)}")
-            walk(signal.id, prefix + ("" if parent is None else ("    " if last else "│   ")))
-
-    walk(None, "")
-    return "\n".join(lines)
-
-
-def _describe(signal: Signal, start: float, payloads: bool) -> str:
-    offset = (signal.timestamp - start) * 1000
-    text = f"{signal.name}  [{signal.source or '-'}, +{offset:.0f}ms]"
-    payload = signal.payload
-    if isinstance(payload, dict):
-        if "duration_ms" in payload and payload["duration_ms"] is not None:
-            text += f" {payload['duration_ms']:.0f}ms"
-        if "reason" in payload and signal.name.endswith(":skipped"):
-            text += f" ({payload['reason']})"
-        if "error" in payload and isinstance(payload["error"], dict):
-            text += f" {payload['error'].get('type')}: {payload['error'].get('message')}"
-    if payloads and payload is not None:
-        text += f" {short_repr(payload)}"
-    return text
-
-
-def short_repr(value: Any, limit: int = 120) -> str:
-    """``repr(value)``, cut to ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def find_cycle(chain: Sequence[Signal], next_agent: str | None = None) -> tuple[str, ...]:
@@ -176,10 +105,11 @@ def find_cycle(chain: Sequence[Signal], next_agent: str | None = None) -> tuple[
     tokens: list[str] = []
     previous: Signal | None = None
     for signal in chain:
-        if signal.name.startswith("agent:") and signal.name.endswith(":activated"):
+        parsed = parse_agent_event(signal.name)
+        if parsed is not None and parsed[1] == "activated":
             if previous is not None and tokens:
                 tokens.append(previous.name)
-            tokens.append(signal.name.split(":")[1])
+            tokens.append(parsed[0])
         previous = signal
     if next_agent is not None and tokens and previous is not None:
         tokens += [previous.name, next_agent]
@@ -220,17 +150,18 @@ def loop_limit_error(
 
 
 def _mermaid(signals: Sequence[Signal]) -> str:
-    lines = ["flowchart TD", '  harness_start(["harness:start"])']
+    lines = ["flowchart TD", f'  harness_start(["{HARNESS_START}"])']
     node_of: dict[str, str] = {}
     counts: dict[str, int] = {}
     by_id = {signal.id: signal for signal in signals}
     for signal in signals:
-        if signal.name == "harness:start":
+        if signal.name == HARNESS_START:
             node_of[signal.id] = "harness_start"
     for signal in signals:
-        if not (signal.name.startswith("agent:") and signal.name.endswith(":activated")):
+        parsed = parse_agent_event(signal.name)
+        if parsed is None or parsed[1] != "activated":
             continue
-        agent = signal.name.split(":")[1]
+        agent = parsed[0]
         counts[agent] = counts.get(agent, 0) + 1
         node = f"{_mermaid_id(agent)}_{counts[agent]}"
         node_of[signal.id] = node

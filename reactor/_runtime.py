@@ -1,11 +1,10 @@
 """The run engine: turns signals into agent activations until the run ends.
 
-One :class:`Run` per execution of a graph. Each agent's ``activate_on`` patterns are a
-bus subscription whose handler evaluates the guard while the trigger is dispatched
-and records a pending activation. After the trigger has been dispatched to everyone
-(so the store reflects it), an after-dispatch hook checks ``end_when`` and then starts
-or skips the pending activations. Activations are tasks of one ``TaskGroup``; the run
-completes when the group is empty (quiescence) or is stopped.
+One :class:`Run` per execution of a graph. It owns the run's bus and store, wires the
+agents' triggers to its :class:`~reactor._scheduler.Scheduler`, checks ``end_when``
+after each signal has been dispatched, and gives activations what they need of it
+(:class:`~reactor._activation.RunServices`). Activations are tasks of one
+``TaskGroup``; the run completes when the group is empty (quiescence) or is stopped.
 
 Every stop (``end_when``, failure with ``fail_fast``, loop limit, timeout, abort)
 goes through :meth:`Run.stop`, which cancels in-flight activations directly; the
@@ -17,36 +16,66 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._activation import Activator
+from reactor._agent import Agent
 from reactor._agentrun import Activation, AgentRun
 from reactor._bus import SignalBus
-from reactor._context import AgentContext, RunView
+from reactor._context import RunView
 from reactor._diagnostics import log
+from reactor._names import HARNESS_END, HARNESS_ENDING, HARNESS_START
 from reactor._options import RunOptions
 from reactor._patterns import compile_pattern
-from reactor._recording import Recording, RunInfo, normalize_tags
-from reactor._replay import ReplayProvider
-from reactor._result import RunMetrics, RunResult, RunStatus, causal_chain, loop_limit_error
+from reactor._providers.replay import ReplayProvider
+from reactor._recording.info import RunInfo, normalize_tags
+from reactor._recording.recording import Recording
+from reactor._result import RunMetrics, RunResult, RunStatus
+from reactor._scheduler import Scheduler
 from reactor._signal import Signal
 from reactor.exceptions import RecordingError, RunTimeoutError
-from stores._create import create_store
-from stores._store import Store
+from stores import Store, create_store
 
 if TYPE_CHECKING:
-    from reactor._graph import Reactive
-    from reactor._provider import ProviderRequest
-    from reactor.typing import Provider
+    from reactor._providers.base import Provider, ProviderRequest, Usage
 
-__all__ = ["Run"]
+__all__ = ["GraphSpec", "Run"]
+
+
+class GraphSpec(Protocol):
+    """What a run needs of its graph (:class:`reactor.Reactive` is one)."""
+
+    @property
+    def name(self) -> str | None:
+        """The graph's name."""
+        ...
+
+    @property
+    def agents(self) -> Mapping[str, Agent]:
+        """Agents by name."""
+        ...
+
+    @property
+    def state(self) -> Any:
+        """What each run's store is made from."""
+        ...
+
+    @property
+    def end_when(self) -> Any:
+        """A predicate over the run, a signal pattern, or ``None``."""
+        ...
+
+    @property
+    def single(self) -> bool:
+        """Whether the graph is one agent run on its own (its output is the result)."""
+        ...
 
 
 class Run:
     """One execution of a graph: create, :meth:`begin`, then await :meth:`execute`."""
 
-    def __init__(self, graph: Reactive, options: RunOptions, *, live: bool = False) -> None:
+    def __init__(self, graph: GraphSpec, options: RunOptions, *, live: bool = False) -> None:
         self.graph = graph
         self.options = options
         self.live = live
@@ -60,14 +89,9 @@ class Run:
         self.ending = False
         self.closed = False
         self.end_signal: Signal | None = None
-        self.activations = 0
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost_usd = 0.0
-        self._pending: list[tuple[AgentRun, Signal]] = []
-        self._inflight: dict[asyncio.Task[None], Activation] = {}
-        self._deferred: list[tuple[Activation, Coroutine[Any, Any, None]]] = []
-        self._group: asyncio.TaskGroup | None = None
         self._main: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -77,10 +101,9 @@ class Run:
         self.replay: ReplayProvider | None = (
             ReplayProvider(replay) if isinstance(replay, Recording) else replay
         )
-        self._recorded_requests: set[str] = set()
+        self.requests: dict[str, dict[str, Any]] = {}
         self._end_check = self._compile_end_when(graph.end_when)
-        self._by_name = {agent_run.name: agent_run for agent_run in self.agents}
-        self._activator = Activator(self)
+        self.scheduler = Scheduler(self, self.agents, Activator(self))
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -107,7 +130,7 @@ class Run:
         # fan-out of 1,000 agents is one receiver, not 1,000); the order is unchanged.
         groups: list[tuple[tuple[Any, ...], list[Callable[[Signal], None]]]] = []
         for agent_run in self.agents:
-            handler = self._trigger_handler(agent_run)
+            handler = self.scheduler.trigger_handler(agent_run)
             patterns = agent_run.agent.activate_on
             if groups and groups[-1][0] == patterns:
                 groups[-1][1].append(handler)
@@ -119,7 +142,7 @@ class Run:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         self.bus.add_after_dispatch(self._after_dispatch)
         self.bus.emit(
-            "harness:start",
+            HARNESS_START,
             {"input": self.options.input, "state": self.store.snapshot()},
             source="harness",
         )
@@ -136,10 +159,7 @@ class Run:
             )
         try:
             async with asyncio.TaskGroup() as group:
-                self._group = group
-                deferred, self._deferred = self._deferred, []
-                for activation, coroutine in deferred:
-                    self._spawn(activation, coroutine)
+                self.scheduler.attach(group, self._main)
                 if self.live:
                     await self._wake.wait()
         except asyncio.CancelledError:
@@ -162,15 +182,34 @@ class Run:
         except RecordingError as exc:
             log("reactor.run", "error", "recording incomplete", run_id=self.run_id, error=str(exc))
 
+    # -- services of the activations (see reactor._activation.RunServices) --------
+
+    @property
+    def input(self) -> Any:
+        """The run's input."""
+        return self.options.input
+
+    @property
+    def provider(self) -> Provider | None:
+        """The run's default provider."""
+        return self.options.provider
+
     def record_request(self, request: ProviderRequest) -> None:
-        """Keep a provider request's details with the recording (once per hash)."""
-        record = self.options.record
-        if record is None or request.request_hash in self._recorded_requests:
+        """Keep what a provider was asked, with the result and the recording (once per hash)."""
+        digest = request.request_hash
+        if digest in self.requests:
             return
-        self._recorded_requests.add(request.request_hash)
-        keep = getattr(record, "record_request", None)
-        if keep is not None:
-            keep(self.run_id, request.request_hash, request.fingerprint())
+        fingerprint = self.requests[digest] = request.fingerprint()
+        record = self.options.record
+        if record is not None:
+            record.record_request(self.run_id, digest, fingerprint)
+
+    def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
+        """Add a provider call's tokens and cost to the run's metrics."""
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        if cost_usd:
+            self.cost_usd += cost_usd
 
     def _finish(self) -> None:
         if self._end_payload is not None:
@@ -182,9 +221,9 @@ class Run:
             "status": self.status,
             "reason": self.reason,
             "duration_ms": self.duration_ms(),
-            "activations": self.activations,
+            "activations": self.scheduler.activations,
         }
-        self.bus._publish("harness:end", self._end_payload, "harness", None, 0)
+        self.bus.publish(HARNESS_END, self._end_payload, "harness", None, 0)
         self.store.unbind()
 
     def duration_ms(self) -> float:
@@ -213,7 +252,7 @@ class Run:
             error=self.error,
             metrics=RunMetrics(
                 duration_ms=self._end_payload["duration_ms"],
-                activations=self.activations,
+                activations=self.scheduler.activations,
                 activations_by_agent=by_agent,
                 input_tokens=self.input_tokens,
                 output_tokens=self.output_tokens,
@@ -222,6 +261,7 @@ class Run:
             run_id=self.run_id,
             reason=self.reason,
             graph=self.graph.name,
+            requests=self.requests,
         )
 
     # -- stopping ----------------------------------------------------------------
@@ -245,10 +285,7 @@ class Run:
         self.ending = True
         self.close()
         if cancel:
-            current = asyncio.current_task() if self._main is not None else None
-            for task, activation in list(self._inflight.items()):
-                if task is not current:
-                    self._cancel(task, activation)
+            self.scheduler.cancel_all()
 
     def close(self) -> None:
         """Accept no more input; a live run finishes once in-flight work is done."""
@@ -267,179 +304,9 @@ class Run:
             ),
         )
 
-    # -- dispatch ----------------------------------------------------------------
-
-    def _trigger_handler(self, agent_run: AgentRun) -> Callable[[Signal], None]:
-        agent = agent_run.agent
-        limit = agent.max_activations
-        guard = agent.when
-        expression = agent.when_expression
-        pending = self._pending
-
-        def on_trigger(signal: Signal) -> None:
-            if self.ending:
-                self._skip(agent_run, signal, "ended")
-                return
-            if limit is not None and agent_run.launched >= limit:
-                self._skip(agent_run, signal, "limit")
-                return
-            if guard is not None:
-                try:
-                    if expression is not None:
-                        allowed = self._activator.evaluate(agent_run, expression, signal)
-                    else:
-                        allowed = guard(self._context(agent_run, signal))  # type: ignore[operator]
-                except Exception as exc:
-                    self._guard_failed(agent_run, signal, exc)
-                    return
-                if not allowed:
-                    self._skip(agent_run, signal, "guard")
-                    return
-            pending.append((agent_run, signal))
-
-        return on_trigger
-
-    def _after_dispatch(self, signal: Signal) -> None:
-        check = self._end_check
-        if check is not None and not self.ending:
-            try:
-                met = check(signal)
-            except Exception as exc:
-                self.stop(
-                    "failed",
-                    f"end_when raised {type(exc).__name__}: {exc}",
-                    error=exc,
-                )
-            else:
-                if met:
-                    self._end(signal)
-        pending = self._pending
-        if pending:
-            batch = pending.copy()
-            pending.clear()
-            for agent_run, trigger in batch:
-                self._request(agent_run, trigger)
-
-    def _end(self, signal: Signal) -> None:
-        self.end_signal = signal
-        reason = f"end_when held after {signal.name}"
-        self.bus.emit("harness:ending", {"reason": reason}, source="harness")
-        self.stop("ended", reason, cancel=self.options.on_end == "cancel")
-
-    def _compile_end_when(self, end_when: Any) -> Callable[[Signal], bool] | None:
-        if end_when is None:
-            return None
-        if isinstance(end_when, str) or not callable(end_when):
-            matcher = compile_pattern(end_when)
-            return lambda signal: matcher(signal.name)
-
-        def check(signal: Signal) -> bool:
-            view = RunView(
-                signal, self.store, lambda: self.bus.history, self.options.input, self.run_id
-            )
-            return bool(end_when(view))
-
-        return check
-
-    # -- activations -------------------------------------------------------------
-
-    def _request(self, agent_run: AgentRun, trigger: Signal) -> None:
-        mode = agent_run.agent.concurrency
-        if self.ending:
-            self._skip(agent_run, trigger, "ended")
-        elif agent_run.running == 0 or mode == "parallel":
-            self._launch(agent_run, trigger)
-        elif mode == "serial":
-            agent_run.queue.append(trigger)
-        elif mode == "skip":
-            self._skip(agent_run, trigger, "busy")
-        else:
-            while agent_run.queue:
-                self._skip(agent_run, agent_run.queue.popleft(), "superseded")
-            agent_run.queue.append(trigger)
-
-    def _launch(self, agent_run: AgentRun, trigger: Signal) -> None:
-        main = self._main
-        if self.ending or (main is not None and main.cancelling()):
-            self._skip(agent_run, trigger, "ended")
-            return
-        agent = agent_run.agent
-        if agent.max_activations is not None and agent_run.launched >= agent.max_activations:
-            self._skip(agent_run, trigger, "limit")
-            return
-        options = self.options
-        depth = trigger.depth + 1
-        if options.max_activations is not None and self.activations >= options.max_activations:
-            self._loop_limit("max_activations", options.max_activations, agent_run, trigger)
-            return
-        if options.max_depth is not None and depth > options.max_depth:
-            self._loop_limit("max_depth", options.max_depth, agent_run, trigger)
-            return
-        self.activations += 1
-        agent_run.launched += 1
-        agent_run.running += 1
-        signal = self.bus._publish(
-            agent_run.activated,
-            {"agent": agent_run.name, "trigger": trigger.name},
-            agent_run.name,
-            trigger.id,
-            depth,
-        )
-        activation = Activation(agent_run, trigger, signal)
-        coroutine = self._activator.activate(activation)
-        if self._group is None:
-            self._deferred.append((activation, coroutine))
-        else:
-            self._spawn(activation, coroutine)
-
-    def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
-        assert self._group is not None
-        task = self._group.create_task(coroutine)
-        activation.task = task
-        self._inflight[task] = activation
-        if self.ending and self.options.on_end == "cancel":
-            self._cancel(task, activation)
-
-    def _cancel(self, task: asyncio.Task[None], activation: Activation) -> None:
-        task.cancel()
-        if not activation.started:
-            # A task cancelled before its first step never runs its body, so account
-            # for it here: it was announced (activated) and must be closed too.
-            agent_run = activation.agent_run
-            self.bus.emit(
-                agent_run.cancelled,
-                {"agent": agent_run.name, "reason": self.reason, "duration_ms": 0.0},
-                source=agent_run.name,
-                cause=activation.signal,
-            )
-            self.release(activation)
-
     def release(self, activation: Activation) -> None:
-        """Account for a finished activation and start the next queued trigger, if any."""
-        agent_run = activation.agent_run
-        agent_run.running -= 1
-        if activation.task is not None:
-            self._inflight.pop(activation.task, None)
-        queue = agent_run.queue
-        if queue and agent_run.running == 0:
-            self._request(agent_run, queue.popleft())
-
-    def _skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
-        self.bus.emit(
-            agent_run.skipped,
-            {"agent": agent_run.name, "trigger": trigger.name, "reason": reason},
-            source="harness",
-            cause=trigger,
-        )
-
-    def _guard_failed(self, agent_run: AgentRun, trigger: Signal, exc: Exception) -> None:
-        self.bus.emit(
-            agent_run.failed,
-            {"agent": agent_run.name, "error": _error(exc), "duration_ms": 0.0},
-            source=agent_run.name,
-            cause=trigger,
-        )
-        self.failed(agent_run, exc)
+        """Account for a finished activation (and start what was queued behind it)."""
+        self.scheduler.release(activation)
 
     def failed(self, agent_run: AgentRun, exc: BaseException) -> None:
         """Handle an agent failure: stop the run if ``fail_fast``."""
@@ -458,50 +325,40 @@ class Run:
                 error=exc,
             )
 
-    def _loop_limit(self, limit: str, value: int, agent_run: AgentRun, trigger: Signal) -> None:
-        chain = causal_chain(self.bus.history, trigger)
-        error = loop_limit_error(limit, value, chain, agent_run.name)
-        self._skip(agent_run, trigger, "limit")
-        self.stop("loop_limit", str(error), error=error)
+    # -- after each signal -------------------------------------------------------
 
-    # -- helpers for the activator -----------------------------------------------
+    def _after_dispatch(self, signal: Signal) -> None:
+        check = self._end_check
+        if check is not None and not self.ending:
+            try:
+                met = check(signal)
+            except Exception as exc:
+                self.stop("failed", f"end_when raised {type(exc).__name__}: {exc}", error=exc)
+            else:
+                if met:
+                    self._end(signal)
+        self.scheduler.start_pending()
 
-    def _context(self, agent_run: AgentRun, signal: Signal) -> AgentContext:
-        return AgentContext(
-            agent_run.name,
-            self.run_id,
-            signal,
-            self.options.input,
-            self.store,
-            self._ctx_emit,
-            lambda: self._activator.bound(agent_run),
-        )
+    def _end(self, signal: Signal) -> None:
+        self.end_signal = signal
+        reason = f"end_when held after {signal.name}"
+        self.bus.emit(HARNESS_ENDING, {"reason": reason}, source="harness")
+        self.stop("ended", reason, cancel=self.options.on_end == "cancel")
 
-    def _ctx_emit(self, ctx: AgentContext, name: str, payload: Any) -> Signal:
-        agent_run = self._agent_run(ctx.agent)
-        if name in agent_run.agent.emits:
-            if ctx.emitted is None:
-                ctx.emitted = set()
-            ctx.emitted.add(name)
-        elif name not in agent_run.undeclared:
-            agent_run.undeclared.add(name)
-            log(
-                "reactor.run",
-                "warning",
-                "undeclared emit",
-                agent=ctx.agent,
-                signal=name,
-                hint=f"add {name!r} to the agent's emits=[...] so the graph knows about it",
+    def _compile_end_when(self, end_when: Any) -> Callable[[Signal], bool] | None:
+        if end_when is None:
+            return None
+        if isinstance(end_when, str) or not callable(end_when):
+            matcher = compile_pattern(end_when)
+            return lambda signal: matcher(signal.name)
+
+        def check(signal: Signal) -> bool:
+            view = RunView(
+                signal, self.store, lambda: self.bus.history, self.options.input, self.run_id
             )
-        return self.bus.emit(name, payload, source=ctx.agent)
+            return bool(end_when(view))
 
-    def _agent_run(self, name: str) -> AgentRun:
-        return self._by_name[name]
-
-    @property
-    def provider(self) -> Provider | None:
-        """The run's default provider."""
-        return self.options.provider
+        return check
 
 
 def _each(handlers: list[Callable[[Signal], None]]) -> Callable[[Signal], None]:
@@ -510,7 +367,3 @@ def _each(handlers: list[Callable[[Signal], None]]) -> Callable[[Signal], None]:
             handler(signal)
 
     return dispatch
-
-
-def _error(exc: BaseException) -> dict[str, str]:
-    return {"type": type(exc).__name__, "message": str(exc)}

@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import Protocol, Self
 
 from reactor._patterns import Pattern, compile_pattern
 from reactor._signal import Signal
 
-if TYPE_CHECKING:
-    from reactor._bus import SignalBus
+__all__ = ["SignalStream", "StreamSource"]
 
-__all__ = ["SignalStream"]
+
+class _Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class StreamSource(Protocol):
+    """What a stream reads from: a bus's history and its subscriptions."""
+
+    @property
+    def history(self) -> tuple[Signal, ...]:
+        """Signals emitted so far."""
+        ...
+
+    @property
+    def last_seq(self) -> int:
+        """The ``seq`` of the last emitted signal."""
+        ...
+
+    def subscribe(
+        self, patterns: tuple[Pattern, ...], handler: Callable[[Signal], object]
+    ) -> _Cancellable:
+        """Deliver matching signals to ``handler``."""
+        ...
 
 
 class SignalStream:
@@ -24,7 +46,7 @@ class SignalStream:
 
     def __init__(
         self,
-        bus: SignalBus,
+        bus: StreamSource,
         patterns: tuple[Pattern, ...],
         *,
         until: Pattern | None,

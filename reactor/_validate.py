@@ -11,30 +11,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import pydantic
-
 from reactor._agent import Agent
-from reactor._patterns import Pattern, compile_pattern, is_exact
-from stores._store import Store
-
-__all__ = ["Declarations", "find_cycles", "mermaid", "problems"]
-
-SYSTEM_SIGNALS = (
-    "harness:start",
-    "harness:ending",
-    "harness:end",
-    "bus:handler_error",
-    "provider:start",
-    "provider:end",
-    "provider:error",
-    "text:delta",
-    "text:complete",
-    "thinking:delta",
-    "tool:call",
-    "tool:result",
+from reactor._names import (
+    AGENT_EVENTS,
+    STATE_EVENTS,
+    SYSTEM_SIGNALS,
+    agent_event,
+    state_event,
 )
-LIFECYCLE = ("activated", "completed", "failed", "skipped", "cancelled")
-STATE_EVENTS = ("changed", "added", "removed")
+from reactor._patterns import Pattern, compile_pattern, is_exact
+from stores import Store
+
+__all__ = ["Declarations", "find_cycles", "mermaid", "problems", "state_keys"]
 
 
 @dataclass(frozen=True)
@@ -53,11 +41,11 @@ class Declarations:
         (failed, skipped, cancelled): cycle detection follows the normal flow.
         """
         agent = self.agents[name]
-        events = ("activated", "completed") if normal_only else LIFECYCLE
-        names = [f"agent:{name}:{event}" for event in events]
+        events = ("activated", "completed") if normal_only else AGENT_EVENTS
+        names = [agent_event(name, event) for event in events]
         names.extend(agent.emits)
         if agent.updates is not None:
-            names.extend(f"state:{agent.updates}:{event}" for event in STATE_EVENTS)
+            names.extend(state_event(agent.updates, event) for event in STATE_EVENTS)
         return names
 
     def known_names(self) -> dict[str, str]:
@@ -65,7 +53,7 @@ class Declarations:
         known = dict.fromkeys(SYSTEM_SIGNALS, "the runtime")
         for key in self.state_keys or ():
             for event in STATE_EVENTS:
-                known[f"state:{key}:{event}"] = "the store"
+                known[state_event(key, event)] = "the store"
         for agent in self.agents:
             for name in self.emitted_by(agent):
                 known.setdefault(name, agent)
@@ -74,9 +62,9 @@ class Declarations:
 
 def state_keys(store: Store[object]) -> tuple[str, ...] | None:
     """The state's keys, or ``None`` when new keys may appear at run time."""
-    state = store._state
-    if isinstance(state, pydantic.BaseModel):
-        return None if type(state).model_config.get("extra") == "allow" else store.keys()
+    model = store.model_type
+    if model is not None:
+        return None if model.model_config.get("extra") == "allow" else store.keys()
     return None
 
 
@@ -252,10 +240,10 @@ def mermaid(decl: Declarations) -> str:
             ):
                 lines.append(f"  {_id(name)} --> {node(emitted)}")
         if agent.updates is not None:
-            changed = f"state:{agent.updates}:changed"
+            changed = state_event(agent.updates, "changed")
             lines.append(f"  {_id(name)} -. updates .-> {node(changed)}")
-        for event in LIFECYCLE:
-            lifecycle = f"agent:{name}:{event}"
+        for event in AGENT_EVENTS:
+            lifecycle = agent_event(name, event)
             if lifecycle in signals:
                 lines.append(f"  {_id(name)} --> {node(lifecycle)}")
     return "\n".join(dict.fromkeys(lines))

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import structlog
 
 from reactor._patterns import Pattern, compile_pattern
-from reactor._recording import RunInfo
+from reactor._recording.info import RunInfo
 from reactor._signal import Signal, to_jsonable
 
 __all__ = ["MetricsReporter", "StructlogReporter", "configure", "level_of"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from examples.trading_bot.models import Analysis, MarketData, Review, RiskAssessment, TradeProposal
 from reactor import ProviderRequest, ScriptedProvider
-from reactor._pricing import DEFAULT_MODEL
+from reactor._providers.pricing import DEFAULT_MODEL
 
 __all__ = ["SCENARIOS", "scripted_provider"]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from reactor import ModelPrice, Usage, model_prices
-from reactor._pricing import price_of
+from reactor._providers.pricing import price_of
 
 
 def test_cost_prices_each_kind_of_token() -> None:

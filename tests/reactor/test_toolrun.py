@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 
 from reactor import ToolCall, ToolResult, tool
-from reactor._toolrun import execute_tool_calls
+from reactor._providers.toolrun import execute_tool_calls
 
 
 @tool

@@ -6,11 +6,22 @@ import asyncio
 import dataclasses
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from reactor._diagnostics import log
-from reactor._provider import (
+from reactor._diagnostics import log, short_repr
+from reactor._names import (
+    PROVIDER_END,
+    PROVIDER_EVENTS,
+    PROVIDER_START,
+    TEXT_COMPLETE,
+    TEXT_DELTA,
+    THINKING_DELTA,
+    TOOL_CALL,
+    TOOL_RESULT,
+)
+from reactor._providers.base import (
     End,
+    Provider,
     ProviderEvent,
     ProviderRequest,
     TextComplete,
@@ -20,26 +31,10 @@ from reactor._provider import (
     ToolResult,
     Usage,
 )
-from reactor._recording import Recording
-from reactor._result import short_repr
+from reactor._recording.recording import Recording
 from reactor.exceptions import ProviderError, ReplayMismatchError
 
-if TYPE_CHECKING:
-    from reactor.typing import Provider
-
 __all__ = ["ReplayProvider"]
-
-_EVENTS = frozenset(
-    {
-        "text:delta",
-        "thinking:delta",
-        "text:complete",
-        "tool:call",
-        "tool:result",
-        "provider:end",
-        "provider:error",
-    }
-)
 
 
 @dataclasses.dataclass
@@ -250,30 +245,30 @@ def _index(recording: Recording) -> list[_Call]:
     open_calls: dict[str | None, _Call] = {}
     for signal in recording.signals:
         name, payload = signal.name, signal.payload
-        if name == "provider:start":
+        if name == PROVIDER_START:
             started = _Call(payload["agent"], payload["request_hash"], payload.get("model"))
             open_calls[signal.caused_by] = started
             calls.append(started)
             continue
-        found = open_calls.get(signal.caused_by) if name in _EVENTS else None
+        found = open_calls.get(signal.caused_by) if name in PROVIDER_EVENTS else None
         if found is None:
             continue
         call = found
         step = _Step(signal.seq)
         call.events.append(step)
-        if name == "text:delta":
+        if name == TEXT_DELTA:
             step.event = TextDelta(payload["content"])
-        elif name == "thinking:delta":
+        elif name == THINKING_DELTA:
             step.event = ThinkingDelta(payload["content"])
-        elif name == "text:complete":
+        elif name == TEXT_COMPLETE:
             step.event = TextComplete(payload["content"])
-        elif name == "tool:call":
+        elif name == TOOL_CALL:
             step.event = ToolCall(payload["id"], payload["name"], payload["input"])
-        elif name == "tool:result":
+        elif name == TOOL_RESULT:
             step.event = ToolResult(
                 payload["id"], payload["name"], payload["result"], payload.get("error")
             )
-        elif name == "provider:end":
+        elif name == PROVIDER_END:
             usage = payload.get("usage") or {}
             step.event = End(
                 output=payload["output"],

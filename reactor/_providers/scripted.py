@@ -11,8 +11,15 @@ from typing import Any, TypeAlias
 
 import pydantic
 
-from reactor._pricing import ModelPrice, price_of
-from reactor._provider import End, ProviderEvent, ProviderRequest, TextComplete, TextDelta, Usage
+from reactor._providers.base import (
+    End,
+    ProviderEvent,
+    ProviderRequest,
+    TextComplete,
+    TextDelta,
+    Usage,
+)
+from reactor._providers.pricing import ModelPrice, price_of
 from reactor._templates import to_json
 from reactor.exceptions import ScriptExhaustedError
 

@@ -1,19 +1,20 @@
-"""What an agent asks of an LLM provider, and the events a provider streams back."""
+"""The provider protocol: what an agent asks of a model, and the events streamed back."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
 
+from reactor._providers.tools import Tool
 from reactor._signal import to_jsonable
-from reactor._tools import Tool
 
 __all__ = [
     "End",
     "Message",
+    "Provider",
     "ProviderEvent",
     "ProviderRequest",
     "TextComplete",
@@ -217,3 +218,18 @@ class End:
 
 ProviderEvent = TextDelta | ThinkingDelta | TextComplete | ToolCall | ToolResult | End
 """Everything a provider's ``stream()`` may yield; it must end with one :class:`End`."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Runs one agent request on a model and streams what happens.
+
+    ``stream`` yields :data:`reactor.ProviderEvent` values (text deltas, tool calls and
+    results, ...) and ends with exactly one ``End`` carrying the output. The runtime
+    turns each event into a signal on the run's bus. Raise
+    :class:`reactor.ProviderError` on failure, with ``retryable`` set.
+    """
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream the answer to ``request``."""
+        ...

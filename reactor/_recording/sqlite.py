@@ -6,7 +6,6 @@ import atexit
 import json
 import os
 import queue
-import sqlite3
 import threading
 import time
 import weakref
@@ -17,8 +16,11 @@ from typing import Any
 import pydantic_core
 
 from reactor._diagnostics import log
-from reactor._recording import Recording, RunInfo
-from reactor._signal import Signal, json_fallback
+from reactor._recording.info import RunInfo, parse_tag
+from reactor._recording.recording import Recording
+from reactor._recording.sqlite_db import STOP, connect, migrate, write_loop
+from reactor._recording.store import SignalStoreBase
+from reactor._signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
@@ -26,10 +28,8 @@ __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
 DEFAULT_PATH = Path(".reactor") / "runs.db"
 """Where the CLI and the examples keep recordings by default."""
 
-SCHEMA_VERSION = 1
 
-
-class SQLiteSignalStore:
+class SQLiteSignalStore(SignalStoreBase):
     """Recordings in a SQLite database (stdlib ``sqlite3``, WAL mode).
 
     ``append`` only queues the signal; a writer thread serializes and inserts queued
@@ -61,8 +61,8 @@ class SQLiteSignalStore:
         self.batch_size = batch_size
         self.max_backlog = max_backlog
         self._lock = threading.Lock()
-        self._read = _connect(self.path)
-        _migrate(self._read, self.path)
+        self._read = connect(self.path)
+        migrate(self._read, self.path)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -79,7 +79,7 @@ class SQLiteSignalStore:
                     if self._closed:
                         raise RecordingError(f"The signal store {self.path} is closed.")
                     self._writer = threading.Thread(
-                        target=_write_loop,
+                        target=write_loop,
                         args=(self.path, self._queue, self.batch_size, weakref.ref(self)),
                         name=f"reactor-recorder {self.path.name}",
                         daemon=True,
@@ -146,17 +146,11 @@ class SQLiteSignalStore:
         self._closed = True
         writer = self._writer
         if writer is not None and writer.is_alive():
-            self._queue.put(_STOP)
+            self._queue.put(STOP)
             writer.join()
         with self._lock:
             self._read.close()
         atexit.unregister(self.close)
-
-    def __enter__(self) -> SQLiteSignalStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # -- reading -------------------------------------------------------------------
 
@@ -175,19 +169,15 @@ class SQLiteSignalStore:
         if ref == "last":
             rows = self._query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")
         else:
+            # A prefix compared as text: LIKE would read '_' and '%' in it as wildcards.
             rows = self._query(
-                "SELECT run_id FROM runs WHERE run_id = ? OR run_id LIKE ? "
-                "ORDER BY started_at DESC",
-                (ref, ref.replace("%", "") + "%"),
+                "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? "
+                "ORDER BY started_at DESC LIMIT 6",
+                (len(ref), ref),
             )
             exact = [row for row in rows if row[0] == ref]
             rows = exact or rows
-        if not rows:
-            raise RunNotFoundError(f"No run {ref!r} in {self.path} (see `reactor runs`).")
-        if len(rows) > 1:
-            choices = ", ".join(row[0] for row in rows[:5])
-            raise RunNotFoundError(f"Run id prefix {ref!r} is ambiguous: {choices}.")
-        return str(rows[0][0])
+        return self._one(ref, [str(row[0]) for row in rows])
 
     def load(self, run_id: str) -> Recording:
         """Return the recording of ``run_id`` (an incomplete one if the run was cut off).
@@ -202,7 +192,7 @@ class SQLiteSignalStore:
         )
         info = self._infos("WHERE r.run_id = ?", (run_id,))
         if not rows and not info:
-            raise RunNotFoundError(f"No run {run_id!r} in {self.path} (see `reactor runs`).")
+            raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")
         signals = tuple(
             Signal(
                 name,
@@ -240,7 +230,7 @@ class SQLiteSignalStore:
             where.append("r.graph = ?")
             params.append(graph)
         if tag is not None:
-            key, _, value = tag.partition("=")
+            key, value = parse_tag(tag)
             clause = "EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.run_id AND t.key = ?"
             params.append(key)
             if "=" in tag:
@@ -296,181 +286,3 @@ class SQLiteSignalStore:
 
     def __repr__(self) -> str:
         return f"SQLiteSignalStore({str(self.path)!r})"
-
-
-_STOP = object()
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    graph TEXT,
-    target TEXT,
-    started_at REAL NOT NULL,
-    ended_at REAL,
-    status TEXT,
-    reason TEXT,
-    signals INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS runs_started_at ON runs (started_at);
-CREATE TABLE IF NOT EXISTS run_tags (
-    run_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (run_id, key)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS signals (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    payload TEXT,
-    timestamp REAL NOT NULL,
-    source TEXT,
-    caused_by TEXT,
-    depth INTEGER NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS requests (
-    run_id TEXT NOT NULL,
-    request_hash TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    PRIMARY KEY (run_id, request_hash)
-) WITHOUT ROWID;
-"""
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
-    return conn
-
-
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.DatabaseError as exc:
-        raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise RecordingError(
-                f"{path} was written by a newer reactor (schema {version}, this one reads "
-                f"{SCHEMA_VERSION}); upgrade reactor to read it."
-            )
-        if version < SCHEMA_VERSION:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except sqlite3.DatabaseError as exc:
-        conn.execute("ROLLBACK")
-        raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-
-
-def _write_loop(
-    path: Path,
-    items: queue.SimpleQueue[Any],
-    batch_size: int,
-    owner: weakref.ref[SQLiteSignalStore],
-) -> None:
-    """Drain the queue in batches; each batch is one transaction."""
-    conn = _connect(path)
-    try:
-        while True:
-            batch = [items.get()]
-            while len(batch) < batch_size:
-                try:
-                    batch.append(items.get_nowait())
-                except queue.Empty:
-                    break
-            stop = any(item is _STOP for item in batch)
-            try:
-                _write_batch(conn, batch)
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                store = owner()
-                if store is not None:
-                    store._failed(exc)
-            for item in batch:
-                if isinstance(item, threading.Event):
-                    item.set()
-            if stop:
-                return
-    finally:
-        conn.close()
-
-
-def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
-    signals: list[tuple[Any, ...]] = []
-    runs: list[RunInfo] = []
-    requests: list[tuple[str, str, str, str]] = []
-    ends: list[tuple[Any, ...]] = []
-    starts: list[tuple[str, float]] = []
-    counts: dict[str, int] = {}
-    to_json = pydantic_core.to_json
-    for item in batch:
-        if type(item) is Signal:
-            run_id = item.run_id or "unbound"
-            payload = item.payload
-            signals.append(
-                (
-                    run_id,
-                    item.seq,
-                    item.id,
-                    item.name,
-                    None if payload is None else to_json(payload, fallback=json_fallback).decode(),
-                    item.timestamp,
-                    item.source,
-                    item.caused_by,
-                    item.depth,
-                )
-            )
-            counts[run_id] = counts.get(run_id, 0) + 1
-            if item.name == "harness:start":
-                starts.append((run_id, item.timestamp))
-            elif item.name == "harness:end" and isinstance(payload, dict):
-                ends.append((item.timestamp, payload.get("status"), payload.get("reason"), run_id))
-        elif isinstance(item, RunInfo):
-            runs.append(item)
-        elif isinstance(item, tuple) and item[0] == "request":
-            _, run_id, digest, fingerprint = item
-            requests.append(
-                (run_id, digest, str(fingerprint.get("agent")), json.dumps(fingerprint))
-            )
-    if not (signals or runs or requests):
-        return
-    conn.execute("BEGIN")
-    for info in runs:
-        conn.execute(
-            "INSERT INTO runs (run_id, graph, target, started_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (run_id) DO UPDATE SET graph = excluded.graph, target = excluded.target",
-            (info.run_id, info.graph, info.target, info.started_at or time.time()),
-        )
-        conn.executemany(
-            "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?, ?, ?)",
-            [(info.run_id, key, value) for key, value in info.tags.items()],
-        )
-    conn.executemany("INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)", starts)
-    conn.executemany("INSERT OR IGNORE INTO signals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", signals)
-    conn.executemany(
-        "INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)",
-        [(run_id, time.time()) for run_id in counts],
-    )
-    conn.executemany(
-        "UPDATE runs SET signals = signals + ? WHERE run_id = ?",
-        [(count, run_id) for run_id, count in counts.items()],
-    )
-    conn.executemany("UPDATE runs SET ended_at = ?, status = ?, reason = ? WHERE run_id = ?", ends)
-    conn.executemany("INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?)", requests)
-    conn.execute("COMMIT")

@@ -10,8 +10,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeAlias
 
-from reactor._provider import ToolCall, ToolResult
-from reactor._tools import Tool
+from reactor._providers.base import ToolCall, ToolResult
+from reactor._providers.tools import Tool
 
 __all__ = ["AfterTool", "BeforeTool", "execute_tool_calls"]
 

@@ -18,7 +18,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-from reactor._provider import Usage
+from reactor._providers.base import Usage
 
 __all__ = ["DEFAULT_MODEL", "ModelPrice", "model_prices", "price_of"]
 

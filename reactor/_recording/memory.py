@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from reactor._recording import Recording, RunInfo
+from reactor._names import HARNESS_END
+from reactor._recording.info import RunInfo, matches_filters
+from reactor._recording.recording import Recording
+from reactor._recording.store import SignalStoreBase
 from reactor._signal import Signal
 from reactor.exceptions import RunNotFoundError
 
 __all__ = ["MemorySignalStore"]
 
 
-class MemorySignalStore:
+class MemorySignalStore(SignalStoreBase):
     """Recordings in memory: for tests, notebooks and replaying within a process."""
 
     def __init__(self) -> None:
@@ -52,7 +55,7 @@ class MemorySignalStore:
     def _info(self, run_id: str) -> RunInfo:
         info = self._infos.get(run_id) or RunInfo(run_id=run_id)
         signals = self._signals.get(run_id, [])
-        end = signals[-1] if signals and signals[-1].name == "harness:end" else None
+        end = signals[-1] if signals and signals[-1].name == HARNESS_END else None
         return RunInfo(
             run_id=run_id,
             graph=info.graph,
@@ -70,7 +73,7 @@ class MemorySignalStore:
     ) -> list[RunInfo]:
         """Recorded runs, newest first, optionally filtered by graph name or tag."""
         infos = [self._info(run_id) for run_id in self._signals]
-        found = [i for i in infos if _matches(i, graph, tag)]
+        found = [i for i in infos if matches_filters(i, graph=graph, tag=tag)]
         found.sort(key=lambda info: info.started_at, reverse=True)
         return found[:limit] if limit is not None else found
 
@@ -80,15 +83,5 @@ class MemorySignalStore:
         self._requests.pop(run_id, None)
         return self._signals.pop(run_id, None) is not None
 
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-def _matches(info: RunInfo, graph: str | None, tag: str | None) -> bool:
-    if graph is not None and info.graph != graph:
-        return False
-    if tag is not None:
-        key, _, value = tag.partition("=")
-        if key not in info.tags or ("=" in tag and info.tags[key] != value):
-            return False
-    return True
+    def __repr__(self) -> str:
+        return f"<MemorySignalStore runs={len(self._signals)}>"

@@ -24,8 +24,7 @@ from anthropic.types import RawContentBlockDeltaEvent, TextBlock, ToolUseBlock
 from anthropic.types import TextDelta as APITextDelta
 from anthropic.types import ThinkingDelta as APIThinkingDelta
 
-from reactor._pricing import DEFAULT_MODEL, ModelPrice, price_of
-from reactor._provider import (
+from reactor._providers.base import (
     End,
     ProviderEvent,
     ProviderRequest,
@@ -36,8 +35,9 @@ from reactor._provider import (
     ToolResult,
     Usage,
 )
+from reactor._providers.pricing import DEFAULT_MODEL, ModelPrice, price_of
+from reactor._providers.toolrun import AfterTool, BeforeTool, execute_tool_calls
 from reactor._templates import to_json
-from reactor._toolrun import AfterTool, BeforeTool, execute_tool_calls
 from reactor.exceptions import ProviderError
 
 __all__ = ["DEFAULT_MODEL", "AnthropicProvider"]

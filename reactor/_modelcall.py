@@ -1,0 +1,314 @@
+"""The LLM call inside an activation: render, ask the provider, stream, validate, retry.
+
+For an LLM agent: render ``system`` and ``prompt``, build a :class:`ProviderRequest`,
+stream the provider's events onto the bus as signals, take the output from the
+``End`` event, and validate it against the agent's ``output`` model, sending the model
+its validation error and asking again, up to ``output_retries`` times. Handler code
+calls models the same way through ``ctx.provider`` (:class:`RunProvider`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pydantic
+
+from reactor._names import (
+    PROVIDER_END,
+    PROVIDER_ERROR,
+    PROVIDER_START,
+    TEXT_COMPLETE,
+    TEXT_DELTA,
+    THINKING_DELTA,
+    TOOL_CALL,
+    TOOL_RESULT,
+    error_info,
+)
+from reactor._providers.base import (
+    End,
+    Message,
+    Provider,
+    ProviderEvent,
+    ProviderRequest,
+    TextComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from reactor._templates import render, to_json
+from reactor.exceptions import NoProviderError, OutputValidationError, ProviderError
+
+if TYPE_CHECKING:
+    from reactor._agent import Agent
+    from reactor._bus import SignalBus
+
+__all__ = ["CallSite", "ModelCall", "RunProvider", "validate_output"]
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.DOTALL)
+
+
+class CallSite(Protocol):
+    """What a model call needs of the run it streams into."""
+
+    @property
+    def bus(self) -> SignalBus:
+        """Where the call's events are emitted."""
+        ...
+
+    def record_request(self, request: ProviderRequest) -> None:
+        """Keep what the provider was asked (for recordings and diffs)."""
+        ...
+
+    def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
+        """Add a call's tokens and cost to the run's metrics."""
+        ...
+
+
+class ModelCall:
+    """Runs agents' prompts on providers, each event becoming a signal of the run."""
+
+    def __init__(self, site: CallSite) -> None:
+        self.site = site
+
+    async def call_model(
+        self, agent: Agent, name: str, provider: Provider | None, context: Mapping[str, Any]
+    ) -> Any:
+        """Render, call the provider, validate; retry invalid outputs with feedback."""
+        if provider is None:
+            raise NoProviderError(
+                f"Agent {name!r} has no provider: it has a prompt, so it needs a model to run "
+                "on. Pass provider= to run()/run_reactive() (e.g. "
+                "ScriptedProvider({...}) offline, AnthropicProvider() for Claude), or to "
+                "agent(...) for this agent only.",
+                agent=name,
+            )
+        system = (
+            render(agent.system_template, context, agent=name, field="system prompt")
+            if agent.system_template is not None
+            else None
+        )
+        assert agent.prompt_template is not None
+        prompt = render(agent.prompt_template, context, agent=name, field="prompt")
+        messages = [Message("user", prompt)]
+        attempts = agent.output_retries + 1 if agent.output is not None else 1
+        for attempt in range(1, attempts + 1):
+            request = ProviderRequest.build(
+                agent=name,
+                system=system,
+                prompt=prompt,
+                messages=messages,
+                output_schema=agent.output_schema,
+                tools=agent.tools,
+                options=agent.options,
+                before_tool=agent.before_tool,
+                after_tool=agent.after_tool,
+            )
+            raw = await self.stream(provider, request, name)
+            if agent.output is None:
+                return raw
+            try:
+                return validate_output(agent.output, raw, name, final=False)
+            except pydantic.ValidationError as exc:
+                if attempt == attempts:
+                    raise OutputValidationError(
+                        f"Agent {name!r}: the output did not match {agent.output.__name__} after "
+                        f"{attempts} attempt{'s' if attempts > 1 else ''}: "
+                        f"{_summarize(exc)}. Make the prompt clearer about the format, or "
+                        "raise output_retries.",
+                        agent=name,
+                        output=raw,
+                        errors=[dict(e) for e in exc.errors(include_url=False)],
+                    ) from exc
+                messages = [
+                    *messages,
+                    Message("assistant", raw if isinstance(raw, str) else to_json(raw)),
+                    Message("user", _feedback(exc)),
+                ]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def stream(self, provider: Provider, request: ProviderRequest, name: str) -> Any:
+        """Call the provider, its events becoming signals; return the output."""
+        output: Any = None
+        async for event in self.relay(provider, request, name):
+            if isinstance(event, End):
+                output = event.output
+        return output
+
+    async def relay(
+        self, provider: Provider, request: ProviderRequest, name: str
+    ) -> AsyncIterator[ProviderEvent]:
+        """Stream the provider's events to the caller, each one also emitted as a signal.
+
+        ``provider:start`` comes first, ``provider:end`` (with the usage, the cost and
+        the duration, which the run's metrics add up) or ``provider:error`` last.
+        """
+        site = self.site
+        emit = site.bus.emit
+        site.record_request(request)
+        model_for = getattr(provider, "model_for", None)
+        model = (
+            model_for(request)
+            if model_for is not None
+            else request.options.get("model") or getattr(provider, "model", None)
+        )
+        emit(
+            PROVIDER_START,
+            {"agent": name, "model": model, "request_hash": request.request_hash},
+            source=name,
+        )
+        started = time.perf_counter()
+        ended = False
+        events = provider.stream(request)
+        try:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    emit(TEXT_DELTA, {"agent": name, "content": event.content}, source=name)
+                elif isinstance(event, ThinkingDelta):
+                    emit(THINKING_DELTA, {"agent": name, "content": event.content}, source=name)
+                elif isinstance(event, TextComplete):
+                    emit(TEXT_COMPLETE, {"agent": name, "content": event.content}, source=name)
+                elif isinstance(event, ToolCall):
+                    payload = {"agent": name, "id": event.id, "name": event.name}
+                    emit(TOOL_CALL, {**payload, "input": event.input}, source=name)
+                elif isinstance(event, ToolResult):
+                    payload = {"agent": name, "id": event.id, "name": event.name}
+                    emit(
+                        TOOL_RESULT,
+                        {**payload, "result": event.result, "error": event.error},
+                        source=name,
+                    )
+                elif isinstance(event, End):
+                    ended = True
+                    self._ended(event, name, started)
+                else:
+                    raise ProviderError(
+                        f"Provider {type(provider).__name__} yielded {event!r}, which is not a "
+                        "provider event (TextDelta, ThinkingDelta, TextComplete, ToolCall, "
+                        "ToolResult or End).",
+                        agent=name,
+                    )
+                yield event
+            if not ended:
+                raise ProviderError(
+                    f"Provider {type(provider).__name__} finished without an End event for "
+                    f"agent {name!r}; a stream must end with End(output=...).",
+                    agent=name,
+                )
+        except (asyncio.CancelledError, GeneratorExit):
+            raise
+        except Exception as exc:
+            emit(
+                PROVIDER_ERROR,
+                {
+                    "agent": name,
+                    "error": error_info(exc),
+                    "retryable": bool(getattr(exc, "retryable", False)),
+                },
+                source=name,
+            )
+            raise
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+
+    def _ended(self, end: End, name: str, started: float) -> None:
+        usage = end.usage
+        self.site.count_usage(usage, end.cost_usd)
+        self.site.bus.emit(
+            PROVIDER_END,
+            {
+                "agent": name,
+                "output": end.output,
+                "usage": usage.to_dict(),
+                "cost_usd": end.cost_usd,
+                "stop_reason": end.stop_reason,
+                "duration_ms": since(started),
+            },
+            source=name,
+        )
+
+
+class RunProvider:
+    """The provider ``ctx.provider`` gives handler code.
+
+    It calls the agent's provider through the run, so each call is signalled
+    (``provider:start`` ... ``provider:end``, caused by the activation), counted in the
+    run's metrics, recorded, and answered from the recording during a replay.
+    """
+
+    def __init__(self, calls: ModelCall, target: Provider) -> None:
+        self._calls = calls
+        self.target = target
+
+    @property
+    def model(self) -> str | None:
+        """The model of the provider behind it."""
+        return getattr(self.target, "model", None)
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream ``request`` through the run."""
+        return self._calls.relay(self.target, request, request.agent)
+
+    def __repr__(self) -> str:
+        return f"<provider {self.target!r} through the run>"
+
+
+def validate_output(
+    model: type[pydantic.BaseModel], raw: Any, agent: str, *, final: bool = True
+) -> Any:
+    """Validate ``raw`` (a model, a dict, or JSON text) into ``model``.
+
+    Raises:
+        pydantic.ValidationError: When ``final`` is false, to let the caller retry.
+        OutputValidationError: When ``final`` is true.
+    """
+    if isinstance(raw, model):
+        return raw
+    try:
+        if isinstance(raw, str | bytes):
+            text = raw.decode() if isinstance(raw, bytes) else raw
+            fenced = _FENCE.match(text)
+            return model.model_validate_json(fenced.group(1) if fenced else text)
+        return model.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        if not final:
+            raise
+        raise OutputValidationError(
+            f"Agent {agent!r}: the output does not match {model.__name__}: {_summarize(exc)}.",
+            agent=agent,
+            output=raw,
+            errors=[dict(e) for e in exc.errors(include_url=False)],
+        ) from exc
+
+
+def _summarize(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False)[:3]:
+        loc = ".".join(str(p) for p in error["loc"]) or "(root)"
+        parts.append(f"{loc}: {error['msg']}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _feedback(exc: pydantic.ValidationError) -> str:
+    lines = [
+        f"- {'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+        for e in exc.errors(include_url=False)
+    ]
+    return (
+        "Your answer did not match the required JSON schema:\n"
+        + "\n".join(lines)
+        + "\nReply again with only the corrected JSON object."
+    )
+
+
+def since(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()`` reading)."""
+    return round((time.perf_counter() - started) * 1000, 3)

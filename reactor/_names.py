@@ -1,0 +1,312 @@
+"""The signal vocabulary: every name the library emits, and the shape of its payload.
+
+Names and payloads are defined here once; the rest of the library spells them through
+these constants and builders, so that a renamed signal or a changed payload is one
+edit, and a reader finds what a signal carries in one place.
+
+Names of the form ``agent:<name>:<event>`` and ``state:<key>:<event>`` are built by
+functions that cache their results: runs reuse the same names over and over.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal, TypedDict
+
+__all__ = [
+    "AGENT_EVENTS",
+    "BUS_HANDLER_ERROR",
+    "DELTAS",
+    "HARNESS_END",
+    "HARNESS_ENDING",
+    "HARNESS_START",
+    "PROVIDER_END",
+    "PROVIDER_ERROR",
+    "PROVIDER_EVENTS",
+    "PROVIDER_START",
+    "STATE_EVENTS",
+    "SYSTEM_SIGNALS",
+    "TEXT_COMPLETE",
+    "TEXT_DELTA",
+    "THINKING_DELTA",
+    "TOOL_CALL",
+    "TOOL_RESULT",
+    "AgentActivated",
+    "AgentCancelled",
+    "AgentCompleted",
+    "AgentFailed",
+    "AgentSkipped",
+    "ErrorInfo",
+    "HarnessEnd",
+    "HarnessEnding",
+    "HarnessStart",
+    "ProviderEnd",
+    "ProviderErrorPayload",
+    "ProviderStart",
+    "StateChanged",
+    "StateItems",
+    "TextPayload",
+    "ToolCallPayload",
+    "ToolResultPayload",
+    "agent_actor",
+    "agent_event",
+    "agent_names",
+    "error_info",
+    "parse_agent_event",
+    "parse_state_event",
+    "state_event",
+]
+
+# -- the run -------------------------------------------------------------------------
+
+HARNESS_START = "harness:start"
+"""First signal of every run: :class:`HarnessStart`."""
+HARNESS_ENDING = "harness:ending"
+"""``end_when`` held; no new activations: :class:`HarnessEnding`."""
+HARNESS_END = "harness:end"
+"""Last signal of every run, also on failure, timeout or abort: :class:`HarnessEnd`."""
+BUS_HANDLER_ERROR = "bus:handler_error"
+"""A subscriber raised while a signal was dispatched (payload: handler, signal, error)."""
+
+# -- providers -----------------------------------------------------------------------
+
+PROVIDER_START = "provider:start"
+PROVIDER_END = "provider:end"
+PROVIDER_ERROR = "provider:error"
+TEXT_DELTA = "text:delta"
+THINKING_DELTA = "thinking:delta"
+TEXT_COMPLETE = "text:complete"
+TOOL_CALL = "tool:call"
+TOOL_RESULT = "tool:result"
+
+DELTAS = (TEXT_DELTA, THINKING_DELTA)
+"""Streaming pieces: left out of trees and timelines unless asked for."""
+
+PROVIDER_EVENTS = frozenset(
+    {
+        TEXT_DELTA,
+        THINKING_DELTA,
+        TEXT_COMPLETE,
+        TOOL_CALL,
+        TOOL_RESULT,
+        PROVIDER_END,
+        PROVIDER_ERROR,
+    }
+)
+"""What a provider call emits after its ``provider:start``."""
+
+SYSTEM_SIGNALS = (
+    HARNESS_START,
+    HARNESS_ENDING,
+    HARNESS_END,
+    BUS_HANDLER_ERROR,
+    PROVIDER_START,
+    PROVIDER_END,
+    PROVIDER_ERROR,
+    TEXT_DELTA,
+    TEXT_COMPLETE,
+    THINKING_DELTA,
+    TOOL_CALL,
+    TOOL_RESULT,
+)
+"""Names the runtime emits on its own (agents may activate on them)."""
+
+# -- agents and state ----------------------------------------------------------------
+
+AgentEvent = Literal["activated", "completed", "failed", "skipped", "cancelled"]
+AGENT_EVENTS: tuple[AgentEvent, ...] = ("activated", "completed", "failed", "skipped", "cancelled")
+"""The lifecycle of an activation: ``agent:<name>:<event>``."""
+
+StateEvent = Literal["changed", "added", "removed"]
+STATE_EVENTS: tuple[StateEvent, ...] = ("changed", "added", "removed")
+"""What a store emits for a key: ``state:<key>:<event>``."""
+
+
+@functools.lru_cache(maxsize=8192)
+def agent_event(agent: str, event: AgentEvent) -> str:
+    """``agent:<agent>:<event>``, e.g. ``agent_event("trader", "completed")``."""
+    return f"agent:{agent}:{event}"
+
+
+@functools.lru_cache(maxsize=8192)
+def agent_names(agent: str) -> tuple[str, str, str, str, str]:
+    """An agent's lifecycle names, in :data:`AGENT_EVENTS` order."""
+    return tuple(agent_event(agent, event) for event in AGENT_EVENTS)  # type: ignore[return-value]
+
+
+def agent_actor(agent: str) -> str:
+    """The actor of an agent's store writes: ``agent:<agent>``."""
+    return f"agent:{agent}"
+
+
+@functools.lru_cache(maxsize=8192)
+def state_event(key: str, event: StateEvent) -> str:
+    """``state:<key>:<event>``, e.g. ``state_event("analysis", "changed")``."""
+    return f"state:{key}:{event}"
+
+
+def parse_agent_event(name: str) -> tuple[str, str] | None:
+    """``(agent, event)`` for an ``agent:<agent>:<event>`` name, else ``None``."""
+    if not name.startswith("agent:"):
+        return None
+    parts = name.split(":")
+    if len(parts) != 3:
+        return None
+    return parts[1], parts[2]
+
+
+def parse_state_event(name: str) -> tuple[str, str] | None:
+    """``(key, event)`` for a ``state:<key>:<event>`` name, else ``None``."""
+    if not name.startswith("state:"):
+        return None
+    parts = name.split(":")
+    if len(parts) != 3:
+        return None
+    return parts[1], parts[2]
+
+
+# -- payloads ------------------------------------------------------------------------
+
+
+class ErrorInfo(TypedDict):
+    """An exception as data: its class name and message."""
+
+    type: str
+    message: str
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """Describe ``exc`` as the ``error`` of a payload."""
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+class HarnessStart(TypedDict):
+    """``harness:start``: the run's input and initial state."""
+
+    input: Any
+    state: Any
+
+
+class HarnessEnding(TypedDict):
+    """``harness:ending``: why the run stops taking new work."""
+
+    reason: str
+
+
+class HarnessEnd(TypedDict):
+    """``harness:end``: how the run ended."""
+
+    status: str
+    reason: str
+    duration_ms: float
+    activations: int
+
+
+class AgentActivated(TypedDict):
+    """``agent:<name>:activated``: the trigger's name."""
+
+    agent: str
+    trigger: str
+
+
+class AgentSkipped(TypedDict):
+    """``agent:<name>:skipped``: ``reason`` is guard, busy, ended, limit or superseded."""
+
+    agent: str
+    trigger: str
+    reason: str
+
+
+class AgentCompleted(TypedDict):
+    """``agent:<name>:completed``: the validated output."""
+
+    agent: str
+    output: Any
+    duration_ms: float
+
+
+class AgentFailed(TypedDict):
+    """``agent:<name>:failed``: the error that failed the activation."""
+
+    agent: str
+    error: ErrorInfo
+    duration_ms: float
+
+
+class AgentCancelled(TypedDict):
+    """``agent:<name>:cancelled``: why the run cancelled the activation."""
+
+    agent: str
+    reason: str
+    duration_ms: float
+
+
+class StateChanged(TypedDict):
+    """``state:<key>:changed``: old and new value, who wrote, which paths changed."""
+
+    key: str
+    old: Any
+    new: Any
+    actor: str
+    paths: list[str]
+
+
+class StateItems(TypedDict):
+    """``state:<key>:added`` / ``:removed``: the items a list gained or lost."""
+
+    key: str
+    items: list[Any]
+    actor: str
+
+
+class ProviderStart(TypedDict):
+    """``provider:start``: which agent asks which model, and the request's hash."""
+
+    agent: str
+    model: str | None
+    request_hash: str
+
+
+class TextPayload(TypedDict):
+    """``text:delta``, ``thinking:delta`` and ``text:complete``."""
+
+    agent: str
+    content: str
+
+
+class ToolCallPayload(TypedDict):
+    """``tool:call``: the model asked for a tool."""
+
+    agent: str
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultPayload(TypedDict):
+    """``tool:result``: what went back to the model."""
+
+    agent: str
+    id: str
+    name: str
+    result: Any
+    error: str | None
+
+
+class ProviderEnd(TypedDict):
+    """``provider:end``: the answer, its usage and cost, why the model stopped."""
+
+    agent: str
+    output: Any
+    usage: dict[str, int]
+    cost_usd: float | None
+    stop_reason: str | None
+    duration_ms: float
+
+
+class ProviderErrorPayload(TypedDict):
+    """``provider:error``: the failure, and whether trying again may help."""
+
+    agent: str
+    error: ErrorInfo
+    retryable: bool

@@ -1,0 +1,7 @@
+"""Providers: the protocol and its request and event types, and the providers reactor ships.
+
+``base`` (the :class:`Provider` protocol, requests, events), ``tools`` and ``toolrun``
+(Python tools and the tool-use loop's execution), ``scripted`` (offline answers),
+``anthropic`` (Claude), ``replay`` (answers from a recording), ``pricing``.
+Modules are imported where they are used: the anthropic SDK is slow to import.
+"""

@@ -1,0 +1,73 @@
+"""What a signal store knows about a run, and the filters of its listings."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["RunInfo", "matches_filters", "normalize_tags", "parse_tag"]
+
+
+def parse_tag(tag: str) -> tuple[str, str]:
+    """Split ``"key=value"`` into ``("key", "value")``; a bare ``"key"`` has value ``""``."""
+    key, _, value = tag.partition("=")
+    return key, value
+
+
+def normalize_tags(tags: Mapping[str, str] | Iterable[str] | str | None) -> dict[str, str]:
+    """Tags as a dict: ``["nightly", "env=prod"]`` is ``{"nightly": "", "env": "prod"}``."""
+    if not tags:
+        return {}
+    if isinstance(tags, Mapping):
+        return {str(k): str(v) for k, v in tags.items()}
+    if isinstance(tags, str):
+        tags = [tags]
+    return dict(parse_tag(str(tag)) for tag in tags)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """What a signal store knows about a run, for listings.
+
+    Attributes:
+        run_id: The run.
+        graph: The graph's name.
+        tags: User tags (``{"nightly": ""}``, ``{"env": "prod"}``).
+        started_at: UNIX seconds.
+        ended_at: UNIX seconds, once ``harness:end`` was recorded.
+        status: The run's status from ``harness:end`` (``None`` while incomplete).
+        reason: Why it ended.
+        signals: How many signals are recorded.
+        target: Where the graph came from (``module:attribute``), when known.
+    """
+
+    run_id: str
+    graph: str | None = None
+    tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    started_at: float = 0.0
+    ended_at: float | None = None
+    status: str | None = None
+    reason: str | None = None
+    signals: int = 0
+    target: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the run's ``harness:end`` was recorded."""
+        return self.status is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {**dataclasses.asdict(self), "tags": dict(self.tags), "complete": self.complete}
+
+
+def matches_filters(info: RunInfo, *, graph: str | None, tag: str | None) -> bool:
+    """Whether ``info`` passes the ``runs()`` filters (graph name, ``key`` or ``key=value``)."""
+    if graph is not None and info.graph != graph:
+        return False
+    if tag is not None:
+        key, value = parse_tag(tag)
+        if key not in info.tags or ("=" in tag and info.tags[key] != value):
+            return False
+    return True

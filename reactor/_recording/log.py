@@ -1,0 +1,176 @@
+"""A run's signal log, and what can be read from it: the one base of results and recordings.
+
+:class:`SignalLog` holds the views every log offers: signals by pattern, the causal
+chain and tree, the state at any signal, the first difference from another log, and
+JSON lines. :class:`reactor.RunResult` (a run that just finished) and
+:class:`reactor.Recording` (a run loaded from a signal store) are both signal logs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pydantic_core
+
+from reactor._diagnostics import short_repr
+from reactor._names import DELTAS, HARNESS_START, parse_state_event
+from reactor._patterns import Pattern, compile_pattern
+from reactor._recording.diff import VOLATILE, Divergence, first_divergence
+from reactor._recording.info import RunInfo
+from reactor._signal import Signal, json_fallback, to_jsonable
+
+__all__ = ["SignalLog", "causal_chain", "render_tree"]
+
+
+class SignalLog:
+    """Views of a run's signals, shared by run results and recordings.
+
+    Subclasses provide ``signals`` (in ``seq`` order), ``requests`` (what each
+    provider call was asked, by request hash, when known) and ``run_info``.
+    """
+
+    signals: tuple[Signal, ...]
+    requests: Mapping[str, Mapping[str, Any]]
+
+    @property
+    def run_info(self) -> RunInfo:
+        """What is known about the run."""
+        raise NotImplementedError
+
+    def select(self, pattern: Pattern) -> list[Signal]:
+        """Return the signals whose names match ``pattern``, in order."""
+        matcher = compile_pattern(pattern)
+        return [signal for signal in self.signals if matcher(signal.name)]
+
+    def causal_chain(self, signal: Signal | str) -> list[Signal]:
+        """Return the chain of causes of ``signal`` (or its id): root first, it last.
+
+        Raises:
+            KeyError: No such signal in this log.
+        """
+        return causal_chain(self.signals, signal)
+
+    def tree(self, *, exclude: Iterable[Pattern] = DELTAS, payloads: bool = False) -> str:
+        """Render the signals as a causal tree (deltas excluded by default)."""
+        return render_tree(self.signals, exclude=exclude, payloads=payloads)
+
+    def state_at(self, seq: int) -> dict[str, Any]:
+        """Rebuild the state as it was right after signal ``seq`` was emitted.
+
+        Starts from the state in ``harness:start`` and applies the ``new`` value of
+        every ``state:<key>:changed`` up to ``seq``. The result is plain JSON data.
+        """
+        start = next((s for s in self.signals if s.name == HARNESS_START), None)
+        initial = (
+            start.payload.get("state") if start and isinstance(start.payload, Mapping) else None
+        )
+        state: dict[str, Any] = copy.deepcopy(to_jsonable(initial or {}))
+        for signal in self.signals:
+            if signal.seq > seq:
+                break
+            parsed = parse_state_event(signal.name)
+            if parsed is not None and parsed[1] == "changed":
+                payload = signal.payload
+                state[payload["key"]] = copy.deepcopy(to_jsonable(payload["new"]))
+        return state
+
+    def diff(
+        self, other: SignalLog, *, ignore: Iterable[str] = VOLATILE, causal: bool = False
+    ) -> Divergence | None:
+        """Return where this run and ``other`` first differ, or ``None`` if they match.
+
+        Signals are compared in recorded (``seq``) order, and the earliest one that
+        differs is reported: when it is part of a provider's answer, the divergence
+        names the agent and shows both answers; when it is a request, both prompts.
+        Ids, timestamps and run ids are not compared, nor payload keys in ``ignore``
+        (timings, by default). ``causal=True`` compares in causal order instead, which
+        forgives parallel agents that merely interleaved differently.
+        """
+        return first_divergence(
+            self.signals,
+            other.signals,
+            left_requests=self.requests,
+            right_requests=other.requests,
+            ignore=ignore,
+            causal=causal,
+        )
+
+    def to_jsonl(self) -> str:
+        """One JSON object per line: a header (run info, requests), then each signal."""
+        header = {"recording": self.run_info.to_dict(), "requests": dict(self.requests)}
+        lines = [json.dumps(header, default=str)]
+        lines.extend(
+            pydantic_core.to_json(signal.to_dict(), fallback=json_fallback).decode()
+            for signal in self.signals
+        )
+        return "\n".join(lines) + "\n"
+
+
+def causal_chain(signals: Sequence[Signal], target: Signal | str) -> list[Signal]:
+    """Walk ``caused_by`` links from ``target`` up to its root."""
+    by_id = {signal.id: signal for signal in signals}
+    key = target if isinstance(target, str) else target.id
+    if key not in by_id:
+        raise KeyError(f"No signal with id {key!r} in this run.")
+    chain = [by_id[key]]
+    seen = {key}
+    while (parent := chain[-1].caused_by) is not None and parent in by_id and parent not in seen:
+        seen.add(parent)
+        chain.append(by_id[parent])
+    chain.reverse()
+    return chain
+
+
+def render_tree(
+    signals: Sequence[Signal], *, exclude: Iterable[Pattern] = DELTAS, payloads: bool = False
+) -> str:
+    """Render signals as an indented causal tree, one signal per line.
+
+    The walk is iterative, so a causal chain thousands of activations deep renders
+    (as deep indentation) instead of exhausting the stack.
+    """
+    skip = [compile_pattern(p) for p in exclude]
+    shown = [s for s in signals if not any(m(s.name) for m in skip)]
+    ids = {s.id for s in shown}
+    children: dict[str | None, list[Signal]] = {}
+    for signal in shown:
+        parent = signal.caused_by if signal.caused_by in ids else None
+        children.setdefault(parent, []).append(signal)
+    start = signals[0].timestamp if signals else 0.0
+    lines: list[str] = []
+    # (signal, prefix of its line, prefix of its children, is it a root)
+    stack: list[tuple[Signal, str, str]] = [
+        (signal, "", "") for signal in reversed(children.get(None, []))
+    ]
+    while stack:
+        signal, prefix, child_prefix = stack.pop()
+        lines.append(f"{prefix}{describe(signal, start, payloads)}")
+        kids = children.get(signal.id, [])
+        for index in range(len(kids) - 1, -1, -1):
+            last = index == len(kids) - 1
+            branch = "└── " if last else "├── "
+            below = "    " if last else "│   "
+            stack.append((kids[index], child_prefix + branch, child_prefix + below))
+    return "\n".join(lines)
+
+
+def describe(signal: Signal, start: float, payloads: bool = False) -> str:
+    """One line for a signal: name, source, time since ``start``, and key details."""
+    offset = (signal.timestamp - start) * 1000
+    text = f"{signal.name}  [{signal.source or '-'}, +{offset:.0f}ms]"
+    payload = signal.payload
+    if isinstance(payload, Mapping):
+        duration = payload.get("duration_ms")
+        if isinstance(duration, int | float):
+            text += f" {duration:.0f}ms"
+        if "reason" in payload and signal.name.endswith(":skipped"):
+            text += f" ({payload['reason']})"
+        error = payload.get("error")
+        if isinstance(error, Mapping):
+            text += f" {error.get('type')}: {error.get('message')}"
+    if payloads and payload is not None:
+        text += f" {short_repr(payload)}"
+    return text

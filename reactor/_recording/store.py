@@ -1,0 +1,152 @@
+"""What a signal store is, and what reporters are: the protocols that watch a run.
+
+A *signal store* keeps recordings (``graph.run(record=store)``); a *reporter* watches
+a run's signals as they are dispatched (``graph.run(reporters=[...])``). Both are
+protocols, so any object with the right methods plugs in; :class:`SignalStoreBase`
+gives the optional methods no-op defaults and the query logic stores share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+from reactor._patterns import Pattern
+from reactor._recording.info import RunInfo
+from reactor._recording.recording import Recording
+from reactor._signal import Signal
+from reactor.exceptions import RunNotFoundError
+
+__all__ = ["Reporter", "SignalStore", "SignalStoreBase"]
+
+
+@runtime_checkable
+class Reporter(Protocol):
+    """Watches a run: ``on_signal`` is called for each signal matching ``patterns``.
+
+    Pass reporters with ``graph.run(..., reporters=[...])``. ``on_signal`` runs
+    synchronously during dispatch, so keep it fast (buffer, don't block). A reporter
+    may also have ``start(info)``, called with the :class:`RunInfo` before the first
+    signal.
+    """
+
+    patterns: Sequence[Pattern]
+
+    def on_signal(self, signal: Signal) -> None:
+        """Receive one signal."""
+        ...
+
+
+@runtime_checkable
+class SignalStore(Protocol):
+    """Keeps recordings: ``graph.run(..., record=store)`` writes a run to it.
+
+    ``start_run`` registers a run (graph, tags), ``append`` receives every signal as
+    it is dispatched (it must not block: queue and write elsewhere),
+    ``record_request`` keeps what each provider call was asked (replay names the first
+    field that changed), ``flush`` makes everything appended durable, and
+    ``load``/``runs``/``delete`` read and manage recordings. Subclass
+    :class:`SignalStoreBase` to get the optional methods as no-ops.
+    """
+
+    def start_run(self, info: RunInfo) -> None:
+        """Register a run about to be recorded."""
+        ...
+
+    def append(self, signal: Signal) -> None:
+        """Record one signal (quickly: this runs during dispatch)."""
+        ...
+
+    def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
+        """Keep what a provider call was asked."""
+        ...
+
+    def flush(self) -> None:
+        """Make everything appended so far durable."""
+        ...
+
+    def load(self, run_id: str) -> Recording:
+        """Return a recorded run (raise ``RunNotFoundError`` if unknown)."""
+        ...
+
+    def runs(
+        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+    ) -> list[RunInfo]:
+        """Recorded runs, newest first."""
+        ...
+
+    def delete(self, run_id: str) -> bool:
+        """Delete a run; return whether it existed."""
+        ...
+
+
+class SignalStoreBase:
+    """A base for signal stores: no-op optional methods and shared run lookup.
+
+    Subclasses implement ``append``, ``load``, ``runs`` and ``delete``; they may
+    override the rest. Used as a context manager, a store is closed on exit.
+    """
+
+    def start_run(self, info: RunInfo) -> None:
+        """Register a run about to be recorded (nothing to do by default)."""
+
+    def append(self, signal: Signal) -> None:
+        """Record one signal."""
+        raise NotImplementedError
+
+    def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
+        """Keep what a provider call was asked (dropped by default)."""
+
+    def flush(self) -> None:
+        """Make everything appended durable (nothing to do by default)."""
+
+    def load(self, run_id: str) -> Recording:
+        """Return a recorded run."""
+        raise NotImplementedError
+
+    def runs(
+        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+    ) -> list[RunInfo]:
+        """Recorded runs, newest first."""
+        raise NotImplementedError
+
+    def delete(self, run_id: str) -> bool:
+        """Delete a run; return whether it existed."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the store holds (nothing by default)."""
+
+    def resolve(self, ref: str) -> str:
+        """Turn ``ref`` (a run id, a unique prefix of one, or ``last``) into a run id.
+
+        Raises:
+            RunNotFoundError: No run matches, or the prefix is ambiguous.
+        """
+        ids = [info.run_id for info in self.runs()]
+        if ref == "last":
+            found = ids[:1]
+        else:
+            found = [ref] if ref in ids else [run_id for run_id in ids if run_id.startswith(ref)]
+        return self._one(ref, found)
+
+    def _one(self, ref: str, found: Sequence[str]) -> str:
+        if not found:
+            raise RunNotFoundError(f"No run {ref!r} in {self} (see `reactor runs`).")
+        if len(found) > 1:
+            raise RunNotFoundError(
+                f"Run id prefix {ref!r} is ambiguous: {', '.join(found[:5])}. Give more of it."
+            )
+        return found[0]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

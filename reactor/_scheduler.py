@@ -1,0 +1,246 @@
+"""From triggers to running activations: guards, concurrency modes, limits, tasks.
+
+Each agent's ``activate_on`` patterns are a bus subscription whose handler evaluates
+the guard while the trigger is dispatched and records a pending activation. After the
+trigger has been dispatched to everyone (so the store reflects it), the run's
+after-dispatch hook checks ``end_when`` and then hands the pending activations to
+:meth:`Scheduler.start_pending`, which starts, queues or skips each according to the
+agent's ``concurrency`` and the run's limits. Activations are tasks of the run's
+``TaskGroup``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from reactor._agentrun import Activation, AgentRun
+from reactor._names import error_info
+from reactor._recording.log import causal_chain
+from reactor._result import RunStatus, loop_limit_error
+from reactor._signal import Signal
+
+if TYPE_CHECKING:
+    from reactor._activation import Activator
+    from reactor._bus import SignalBus
+    from reactor._options import RunOptions
+
+__all__ = ["Scheduler", "SchedulerHost"]
+
+
+class SchedulerHost(Protocol):
+    """What the scheduler needs of its run."""
+
+    @property
+    def bus(self) -> SignalBus:
+        """The run's bus."""
+        ...
+
+    @property
+    def options(self) -> RunOptions:
+        """The run's options (limits, ``on_end``)."""
+        ...
+
+    @property
+    def ending(self) -> bool:
+        """Whether the run takes no new activations."""
+        ...
+
+    @property
+    def reason(self) -> str:
+        """Why the run is stopping, once it is."""
+        ...
+
+    def stop(
+        self,
+        status: RunStatus,
+        reason: str,
+        *,
+        error: BaseException | None = None,
+        cancel: bool = True,
+    ) -> None:
+        """End the run."""
+        ...
+
+    def failed(self, agent_run: AgentRun, exc: BaseException) -> None:
+        """Handle an agent's failure."""
+        ...
+
+
+class Scheduler:
+    """Starts, queues, skips and cancels the activations of one run."""
+
+    def __init__(self, host: SchedulerHost, agents: Sequence[AgentRun], activator: Activator):
+        self.host = host
+        self.agents = agents
+        self.activator = activator
+        self.activations = 0
+        self.pending: list[tuple[AgentRun, Signal]] = []
+        self.inflight: dict[asyncio.Task[None], Activation] = {}
+        self._deferred: list[tuple[Activation, Coroutine[Any, Any, None]]] = []
+        self._group: asyncio.TaskGroup | None = None
+        self._main: asyncio.Task[Any] | None = None
+
+    def attach(self, group: asyncio.TaskGroup, main: asyncio.Task[Any] | None) -> None:
+        """Run activations in ``group`` from now on (those launched before start now)."""
+        self._group = group
+        self._main = main
+        deferred, self._deferred = self._deferred, []
+        for activation, coroutine in deferred:
+            self._spawn(activation, coroutine)
+
+    # -- triggers ----------------------------------------------------------------
+
+    def trigger_handler(self, agent_run: AgentRun) -> Callable[[Signal], None]:
+        """The bus handler of ``agent_run``'s ``activate_on`` patterns."""
+        host = self.host
+        limit = agent_run.agent.max_activations
+        guarded = agent_run.agent.when is not None
+        allowed = self.activator.allowed
+        pending = self.pending
+
+        def on_trigger(signal: Signal) -> None:
+            if host.ending:
+                self.skip(agent_run, signal, "ended")
+                return
+            if limit is not None and agent_run.launched >= limit:
+                self.skip(agent_run, signal, "limit")
+                return
+            if guarded:
+                try:
+                    passed = allowed(agent_run, signal)
+                except Exception as exc:
+                    self._guard_failed(agent_run, signal, exc)
+                    return
+                if not passed:
+                    self.skip(agent_run, signal, "guard")
+                    return
+            pending.append((agent_run, signal))
+
+        return on_trigger
+
+    def start_pending(self) -> None:
+        """Start (or queue, or skip) the activations the last signal asked for."""
+        pending = self.pending
+        if pending:
+            batch = pending.copy()
+            pending.clear()
+            for agent_run, trigger in batch:
+                self.request(agent_run, trigger)
+
+    # -- activations -------------------------------------------------------------
+
+    def request(self, agent_run: AgentRun, trigger: Signal) -> None:
+        """Start an activation, or queue or skip it by the agent's ``concurrency``."""
+        mode = agent_run.agent.concurrency
+        if self.host.ending:
+            self.skip(agent_run, trigger, "ended")
+        elif agent_run.running == 0 or mode == "parallel":
+            self._launch(agent_run, trigger)
+        elif mode == "serial":
+            agent_run.queue.append(trigger)
+        elif mode == "skip":
+            self.skip(agent_run, trigger, "busy")
+        else:
+            while agent_run.queue:
+                self.skip(agent_run, agent_run.queue.popleft(), "superseded")
+            agent_run.queue.append(trigger)
+
+    def _launch(self, agent_run: AgentRun, trigger: Signal) -> None:
+        host = self.host
+        main = self._main
+        if host.ending or (main is not None and main.cancelling()):
+            self.skip(agent_run, trigger, "ended")
+            return
+        agent = agent_run.agent
+        if agent.max_activations is not None and agent_run.launched >= agent.max_activations:
+            self.skip(agent_run, trigger, "limit")
+            return
+        options = host.options
+        depth = trigger.depth + 1
+        if options.max_activations is not None and self.activations >= options.max_activations:
+            self._loop_limit("max_activations", options.max_activations, agent_run, trigger)
+            return
+        if options.max_depth is not None and depth > options.max_depth:
+            self._loop_limit("max_depth", options.max_depth, agent_run, trigger)
+            return
+        self.activations += 1
+        agent_run.launched += 1
+        agent_run.running += 1
+        signal = host.bus.publish(
+            agent_run.activated,
+            {"agent": agent_run.name, "trigger": trigger.name},
+            agent_run.name,
+            trigger.id,
+            depth,
+        )
+        activation = Activation(agent_run, trigger, signal)
+        coroutine = self.activator.activate(activation)
+        if self._group is None:
+            self._deferred.append((activation, coroutine))
+        else:
+            self._spawn(activation, coroutine)
+
+    def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
+        assert self._group is not None
+        task = self._group.create_task(coroutine)
+        activation.task = task
+        self.inflight[task] = activation
+        if self.host.ending and self.host.options.on_end == "cancel":
+            self._cancel(task, activation)
+
+    def cancel_all(self) -> None:
+        """Cancel every in-flight activation but the calling one."""
+        current = asyncio.current_task() if self._main is not None else None
+        for task, activation in list(self.inflight.items()):
+            if task is not current:
+                self._cancel(task, activation)
+
+    def _cancel(self, task: asyncio.Task[None], activation: Activation) -> None:
+        task.cancel()
+        if not activation.started:
+            # A task cancelled before its first step never runs its body, so account
+            # for it here: it was announced (activated) and must be closed too.
+            agent_run = activation.agent_run
+            self.host.bus.emit(
+                agent_run.cancelled,
+                {"agent": agent_run.name, "reason": self.host.reason, "duration_ms": 0.0},
+                source=agent_run.name,
+                cause=activation.signal,
+            )
+            self.release(activation)
+
+    def release(self, activation: Activation) -> None:
+        """Account for a finished activation and start the next queued trigger, if any."""
+        agent_run = activation.agent_run
+        agent_run.running -= 1
+        if activation.task is not None:
+            self.inflight.pop(activation.task, None)
+        queue = agent_run.queue
+        if queue and agent_run.running == 0:
+            self.request(agent_run, queue.popleft())
+
+    def skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
+        """Emit ``agent:<name>:skipped`` for ``trigger``."""
+        self.host.bus.emit(
+            agent_run.skipped,
+            {"agent": agent_run.name, "trigger": trigger.name, "reason": reason},
+            source="harness",
+            cause=trigger,
+        )
+
+    def _guard_failed(self, agent_run: AgentRun, trigger: Signal, exc: Exception) -> None:
+        self.host.bus.emit(
+            agent_run.failed,
+            {"agent": agent_run.name, "error": error_info(exc), "duration_ms": 0.0},
+            source=agent_run.name,
+            cause=trigger,
+        )
+        self.host.failed(agent_run, exc)
+
+    def _loop_limit(self, limit: str, value: int, agent_run: AgentRun, trigger: Signal) -> None:
+        chain = causal_chain(self.host.bus.history, trigger)
+        error = loop_limit_error(limit, value, chain, agent_run.name)
+        self.skip(agent_run, trigger, "limit")
+        self.host.stop("loop_limit", str(error), error=error)
