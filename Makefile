@@ -21,6 +21,7 @@ test: lint typecheck pytest
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(PY) -m mypy $(PACKAGES) tests/typing

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import pydantic
 
+from reactor._names import HARNESS_START
 from reactor._patterns import Pattern, normalize_patterns, validate_name
 from reactor._providers.tools import Tool, tools_of
 from reactor._templates import compile_expression, compile_template
@@ -84,7 +85,7 @@ def agent(
     prompt: str | None = None,
     system: str | None = None,
     run: Callable[[AgentContext[Any]], Any] | None = None,
-    activate_on: Pattern | Iterable[Pattern] = ("harness:start",),
+    activate_on: Pattern | Iterable[Pattern] = (HARNESS_START,),
     emits: str | Iterable[str] = (),
     when: Callable[[AgentContext[Any]], Any] | str | None = None,
     output: type[pydantic.BaseModel] | None = None,

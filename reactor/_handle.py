@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from reactor._names import HARNESS_END
 from reactor._signal import Signal
 from reactor._stream import SignalStream
 from reactor.exceptions import RunClosedError
@@ -50,7 +51,7 @@ class RunHandle:
 
     def signals(self) -> SignalStream:
         """Every signal of the run from its start, then live ones until ``harness:end``."""
-        return self._run.bus.signals("**", until="harness:end", history=True)
+        return self._run.bus.signals("**", until=HARNESS_END, history=True)
 
     def send(self, name: str, payload: Any = None) -> Signal:
         """Inject a signal from outside the graph (``source="user"``).

@@ -15,16 +15,19 @@ from typing import Any, Literal, TypedDict
 
 __all__ = [
     "AGENT_EVENTS",
+    "AGENT_SIGNALS",
     "BUS_HANDLER_ERROR",
     "DELTAS",
     "HARNESS_END",
     "HARNESS_ENDING",
+    "HARNESS_SIGNALS",
     "HARNESS_START",
     "PROVIDER_END",
     "PROVIDER_ERROR",
     "PROVIDER_EVENTS",
     "PROVIDER_START",
     "STATE_EVENTS",
+    "STATE_PREFIX",
     "SYSTEM_SIGNALS",
     "TEXT_COMPLETE",
     "TEXT_DELTA",
@@ -65,6 +68,8 @@ HARNESS_ENDING = "harness:ending"
 """``end_when`` held; no new activations: :class:`HarnessEnding`."""
 HARNESS_END = "harness:end"
 """Last signal of every run, also on failure, timeout or abort: :class:`HarnessEnd`."""
+HARNESS_SIGNALS = "harness:*"
+"""The pattern of the run's own milestones."""
 BUS_HANDLER_ERROR = "bus:handler_error"
 """A subscriber raised while a signal was dispatched (payload: handler, signal, error)."""
 
@@ -113,9 +118,15 @@ SYSTEM_SIGNALS = (
 
 # -- agents and state ----------------------------------------------------------------
 
+AGENT_SIGNALS = "agent:**"
+"""The pattern of every agent lifecycle signal."""
+
 AgentEvent = Literal["activated", "completed", "failed", "skipped", "cancelled"]
 AGENT_EVENTS: tuple[AgentEvent, ...] = ("activated", "completed", "failed", "skipped", "cancelled")
 """The lifecycle of an activation: ``agent:<name>:<event>``."""
+
+STATE_PREFIX = "state:"
+"""Every store signal's name starts with it."""
 
 StateEvent = Literal["changed", "added", "removed"]
 STATE_EVENTS: tuple[StateEvent, ...] = ("changed", "added", "removed")
@@ -157,7 +168,7 @@ def parse_agent_event(name: str) -> tuple[str, str] | None:
 
 def parse_state_event(name: str) -> tuple[str, str] | None:
     """``(key, event)`` for a ``state:<key>:<event>`` name, else ``None``."""
-    if not name.startswith("state:"):
+    if not name.startswith(STATE_PREFIX):
         return None
     parts = name.split(":")
     if len(parts) != 3:

@@ -6,6 +6,15 @@ import sys
 import time
 from typing import TextIO
 
+from reactor._names import (
+    HARNESS_END,
+    HARNESS_SIGNALS,
+    HARNESS_START,
+    PROVIDER_END,
+    TEXT_DELTA,
+    agent_event,
+    parse_agent_event,
+)
 from reactor._signal import Signal
 
 __all__ = ["ProgressReporter"]
@@ -26,13 +35,13 @@ class ProgressReporter:
     """
 
     patterns = (
-        "harness:*",
-        "agent:*:activated",
-        "agent:*:completed",
-        "agent:*:failed",
-        "agent:*:cancelled",
-        "provider:end",
-        "text:delta",
+        HARNESS_SIGNALS,
+        agent_event("*", "activated"),
+        agent_event("*", "completed"),
+        agent_event("*", "failed"),
+        agent_event("*", "cancelled"),
+        PROVIDER_END,
+        TEXT_DELTA,
     )
 
     def __init__(
@@ -55,10 +64,10 @@ class ProgressReporter:
     def on_signal(self, signal: Signal) -> None:
         """Update the counters, and the line if it is time."""
         name = signal.name
-        if name == "harness:start":
+        if name == HARNESS_START:
             self._reset()
-        elif name.startswith("agent:"):
-            agent, event = name.split(":")[1:3]
+        elif (parsed := parse_agent_event(name)) is not None:
+            agent, event = parsed
             if event == "activated":
                 self.activations += 1
                 self.running[agent] = self.running.get(agent, 0) + 1
@@ -66,11 +75,11 @@ class ProgressReporter:
                 self.running[agent] -= 1
                 if not self.running[agent]:
                     del self.running[agent]
-        elif name == "provider:end":
+        elif name == PROVIDER_END:
             usage = signal.payload.get("usage") or {}
             self.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
             self.cost += float(signal.payload.get("cost_usd") or 0.0)
-        if name == "harness:end":
+        if name == HARNESS_END:
             self._final(signal)
         elif self.live and time.perf_counter() - self._drawn >= self.interval:
             self._draw()

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from reactor._names import DELTAS
+from reactor._names import (
+    DELTAS,
+    HARNESS_END,
+    PROVIDER_END,
+    PROVIDER_ERROR,
+    TOOL_CALL,
+    TOOL_RESULT,
+    parse_state_event,
+)
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
 from reactor._signal import Signal
@@ -104,17 +112,18 @@ def _brief(signal: Signal) -> str:
         return ""
     if signal.name.endswith(":skipped"):
         return f"  reason={payload.get('reason')}"
-    if signal.name.endswith(":failed") or signal.name == "provider:error":
+    if signal.name.endswith(":failed") or signal.name == PROVIDER_ERROR:
         error = payload.get("error") or {}
         return f"  {error.get('type')}: {error.get('message')}"
-    if signal.name == "provider:end":
+    if signal.name == PROVIDER_END:
         usage = payload.get("usage") or {}
         return f"  tokens={usage.get('input_tokens')}/{usage.get('output_tokens')}"
-    if signal.name.startswith("state:") and signal.name.endswith(":changed"):
+    state = parse_state_event(signal.name)
+    if state is not None and state[1] == "changed":
         return f"  paths={payload.get('paths')}  by {payload.get('actor')}"
-    if signal.name == "harness:end":
+    if signal.name == HARNESS_END:
         return f"  status={payload.get('status')}"
-    if signal.name.startswith("tool:"):
+    if signal.name in (TOOL_CALL, TOOL_RESULT):
         return f"  {payload.get('name')}"
     return ""
 

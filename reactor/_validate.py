@@ -15,6 +15,7 @@ from reactor._agent import Agent
 from reactor._names import (
     AGENT_EVENTS,
     STATE_EVENTS,
+    STATE_PREFIX,
     SYSTEM_SIGNALS,
     agent_event,
     state_event,
@@ -94,7 +95,7 @@ def _satisfiable(pattern: Pattern, known: Mapping[str, str], decl: Declarations)
     matcher = compile_pattern(pattern)
     if any(matcher(name) for name in known):
         return True
-    if decl.state_keys is None and pattern.startswith(("state:", "*", "**")):
+    if decl.state_keys is None and pattern.startswith((STATE_PREFIX, "*")):
         return True
     return any(_overlap(pattern, external) for external in decl.external)
 

@@ -20,6 +20,17 @@ from typing import Any, TextIO
 
 import structlog
 
+from reactor._names import (
+    AGENT_SIGNALS,
+    DELTAS,
+    HARNESS_END,
+    HARNESS_ENDING,
+    HARNESS_START,
+    PROVIDER_END,
+    PROVIDER_ERROR,
+    TOOL_CALL,
+    parse_agent_event,
+)
 from reactor._patterns import Pattern, compile_pattern
 from reactor._recording.info import RunInfo
 from reactor._signal import Signal, to_jsonable
@@ -71,6 +82,8 @@ def configure(
     )
 
 
+_HARNESS = frozenset({HARNESS_START, HARNESS_ENDING, HARNESS_END})
+
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
@@ -87,7 +100,8 @@ def level_of(name: str) -> str:
     last = name.rpartition(":")[2]
     if last in ("failed", "error") or last.endswith("_error"):
         return "error"
-    if name.startswith("harness:") or (name.startswith("agent:") and last == "completed"):
+    agent = parse_agent_event(name)
+    if name in _HARNESS or (agent is not None and agent[1] == "completed"):
         return "info"
     return "debug"
 
@@ -109,7 +123,7 @@ class StructlogReporter:
     def __init__(
         self,
         patterns: Iterable[Pattern] = ("**",),
-        exclude: Iterable[Pattern] = ("text:delta", "thinking:delta"),
+        exclude: Iterable[Pattern] = DELTAS,
         *,
         logger: Any = None,
     ) -> None:
@@ -155,7 +169,7 @@ class StructlogReporter:
         except OSError as exc:  # the output is gone (say, `| head`): stop, keep the run
             self.broken = exc
             return
-        if name == "harness:end":
+        if name == HARNESS_END:
             self._runs.pop(signal.run_id, None)
 
 
@@ -166,7 +180,7 @@ class MetricsReporter:
     data; ``str(reporter)`` renders a table.
     """
 
-    patterns = ("agent:**", "provider:end", "provider:error", "tool:call", "harness:end")
+    patterns = (AGENT_SIGNALS, PROVIDER_END, PROVIDER_ERROR, TOOL_CALL, HARNESS_END)
 
     def __init__(self) -> None:
         self.reset()
@@ -191,8 +205,9 @@ class MetricsReporter:
     def on_signal(self, signal: Signal) -> None:
         """Aggregate one signal."""
         name, payload = signal.name, signal.payload
-        if name.startswith("agent:"):
-            _, agent, event = name.split(":", 2)
+        parsed = parse_agent_event(name)
+        if parsed is not None:
+            agent, event = parsed
             if event == "activated":
                 self.activations[agent] += 1
             elif event in ("completed", "failed"):
@@ -202,18 +217,18 @@ class MetricsReporter:
                 self.skipped[agent][str(payload.get("reason"))] += 1
             elif event == "cancelled":
                 self.cancelled[agent] += 1
-        elif name == "provider:end":
+        elif name == PROVIDER_END:
             agent = str(payload.get("agent"))
             usage: Mapping[str, int] = payload.get("usage") or {}
             self.provider_calls[agent] += 1
             self.input_tokens[agent] += int(usage.get("input_tokens", 0))
             self.output_tokens[agent] += int(usage.get("output_tokens", 0))
             self.cost_usd[agent] += float(payload.get("cost_usd") or 0.0)
-        elif name == "provider:error":
+        elif name == PROVIDER_ERROR:
             self.provider_errors[str(payload.get("agent"))] += 1
-        elif name == "tool:call":
+        elif name == TOOL_CALL:
             self.tool_calls[str(payload.get("name"))] += 1
-        elif name == "harness:end":
+        elif name == HARNESS_END:
             self.runs[str(payload.get("status"))] += 1
             self.run_durations.append(float(payload.get("duration_ms") or 0.0))
 

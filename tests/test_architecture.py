@@ -1,0 +1,70 @@
+"""The shape of the code: no import cycles, short modules, one signal vocabulary."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("reactor", "stores", "migration")
+MAX_LINES = 450
+SYSTEM_NAME = re.compile(r"^(harness|agent|state|provider|text|thinking|tool|bus|session):\S*$")
+
+
+def _modules() -> list[Path]:
+    return sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+
+
+def test_no_module_imports_itself_back() -> None:
+    graph = grimp.build_graph(*PACKAGES)  # TYPE_CHECKING imports included
+    cycles = set()
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            chain = graph.find_shortest_chain(importer=imported, imported=module)
+            if chain is not None:
+                cycles.add(" -> ".join((module, *chain)))
+    assert not sorted(cycles)
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_modules_are_short_enough_to_read_in_one_sitting(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines"
+
+
+def _spelled_names(path: Path) -> list[str]:
+    """Signal names written as string literals, docstrings aside."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings and SYSTEM_NAME.match(node.value):
+                found.append(f"{path.name}:{node.lineno}: {node.value}")
+        elif isinstance(node, ast.JoinedStr) and node.values:
+            head = node.values[0]
+            if isinstance(head, ast.Constant) and SYSTEM_NAME.match(str(head.value)):
+                found.append(f"{path.name}:{node.lineno}: f{head.value!r}...")
+    return found
+
+
+def test_signal_names_are_spelled_only_in_the_vocabulary_module() -> None:
+    spelled = [
+        name
+        for package in ("reactor", "stores")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path.name != "_names.py"
+        for name in _spelled_names(path)
+    ]
+    assert not spelled
