@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
-	$(PY) -m mypy $(PACKAGES) tests/typing
+	$(PY) -m mypy $(PACKAGES) tests examples bench
 
 pytest: $(STAMP)
 	$(PY) -m pytest -q

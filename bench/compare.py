@@ -13,6 +13,7 @@ import asyncio
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bench._runner import write_section
@@ -35,8 +36,8 @@ def peer(python: str, script: str, *args: str) -> float:
     return float(found.group(1))
 
 
-def best(runs: int, measure: object) -> float:
-    return min(measure() for _ in range(runs))  # type: ignore[operator]
+def best(runs: int, measure: Callable[[], float]) -> float:
+    return min(measure() for _ in range(runs))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 from bench._runner import Row
-from reactor import SignalBus, SQLiteSignalStore
-from reactor._recording.recording import RunInfo
+from reactor import RunInfo, SignalBus, SQLiteSignalStore
 
 SIGNALS = 1_000_000
 HISTORY = 1_000

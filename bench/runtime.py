@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
+from collections.abc import Callable
 
 from pydantic import BaseModel
 
@@ -25,10 +26,10 @@ FANOUT_LATENCY = 0.05
 LLM_STEPS = 2_000
 
 
-def _quietly(build: object) -> Reactive:
+def _quietly(build: Callable[[], Reactive]) -> Reactive:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CycleWarning)
-        return build()  # type: ignore[operator]
+        return build()
 
 
 def self_loop_graph(steps: int) -> Reactive:

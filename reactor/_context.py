@@ -15,15 +15,19 @@ if TYPE_CHECKING:
 
 StateT = TypeVar("StateT", default=Any)
 """The state's type; a bare ``AgentContext`` reads the state as ``Any``."""
+StoreT = TypeVar("StoreT", bound="Store[Any]", default=Any)
+"""The store's type, for its actions: ``AgentContext[TradeState, TradeStore]``."""
 
 __all__ = ["AgentContext", "RunView"]
 
 
-class AgentContext(Generic[StateT]):
+class AgentContext(Generic[StateT, StoreT]):
     """Passed to ``run`` handlers, ``when`` guards and ``on_output``.
 
-    Generic in the state's type: in a graph over ``Store[TradeState]``, annotate
-    handlers with ``AgentContext[TradeState]`` and ``ctx.state`` is typed.
+    Generic in the state's type and the store's: in a graph over a ``TradeStore``
+    holding a ``TradeState``, annotate handlers with ``AgentContext[TradeState]`` and
+    ``ctx.state`` is typed; ``AgentContext[TradeState, TradeStore]`` types
+    ``ctx.store``'s actions too. A bare ``AgentContext`` reads both as ``Any``.
 
     Attributes:
         agent: The agent's name.
@@ -50,7 +54,7 @@ class AgentContext(Generic[StateT]):
         run_id: str,
         signal: Signal,
         input: Any,
-        store: Store[StateT],
+        store: StoreT,
         emit: Callable[[AgentContext[Any], str, Any], Signal],
         provider: Callable[[], Provider | None] | None = None,
     ) -> None:
@@ -78,7 +82,8 @@ class AgentContext(Generic[StateT]):
     @property
     def state(self) -> StateT:
         """The current state, read-only (each read is a consistent snapshot)."""
-        return self.store.state
+        state: StateT = self.store.state
+        return state
 
     def emit(self, name: str, payload: Any = None) -> Signal:
         """Emit a signal from this agent (its ``caused_by`` is this activation).

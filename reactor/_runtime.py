@@ -14,9 +14,11 @@ main task is only cancelled from outside.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._activation import Activator
@@ -40,7 +42,25 @@ from stores import Store, create_store
 if TYPE_CHECKING:
     from reactor._providers.base import Provider, ProviderRequest, Usage
 
-__all__ = ["GraphSpec", "Run"]
+__all__ = ["GraphSpec", "Run", "watching"]
+
+_WATCHERS: contextvars.ContextVar[tuple[Callable[[Signal], object], ...]] = contextvars.ContextVar(
+    "reactor_watchers", default=()
+)
+
+
+@contextlib.contextmanager
+def watching(handler: Callable[[Signal], object]) -> Iterator[None]:
+    """Give ``handler`` every signal of each run started in this context.
+
+    Runs started in tasks created inside the block are watched too (they inherit the
+    context). ``reactor.testing.capture_signals`` is built on it.
+    """
+    token = _WATCHERS.set((*_WATCHERS.get(), handler))
+    try:
+        yield
+    finally:
+        _WATCHERS.reset(token)
 
 
 class GraphSpec(Protocol):
@@ -140,6 +160,8 @@ class Run:
             self.bus.subscribe(patterns, handlers[0] if len(handlers) == 1 else _each(handlers))
         for reporter in self.options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
+        for watcher in _WATCHERS.get():
+            self.bus.subscribe("**", watcher)
         self.bus.add_after_dispatch(self._after_dispatch)
         self.bus.emit(
             HARNESS_START,

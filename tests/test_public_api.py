@@ -117,6 +117,32 @@ PUBLIC_API = {
         "scripted_provider",
         "to_python",
     },
+    "reactor.testing": {
+        "CapturedSignals",
+        "FakeAnthropic",
+        "Failure",
+        "Hang",
+        "ScriptedProvider",
+        "Text",
+        "Thinking",
+        "ToolUse",
+        "Turn",
+        "assert_signals",
+        "capture_signals",
+        "fake_anthropic",
+        "signal_names",
+        "turn",
+    },
+    "reactor.typing": {
+        "EndCondition",
+        "Guard",
+        "Handler",
+        "OnOutput",
+        "Provider",
+        "Reporter",
+        "RunFunction",
+        "SignalStore",
+    },
 }
 
 
@@ -127,6 +153,7 @@ def test_all_is_exactly_the_public_api(package: str) -> None:
     assert list(module.__all__) == sorted(module.__all__)
     for name in module.__all__:
         assert getattr(module, name) is not None
+    assert set(module.__all__) <= set(dir(module))
 
 
 @pytest.mark.parametrize("package", sorted(PUBLIC_API))

@@ -8,7 +8,7 @@ import sys
 
 from examples.trading_bot.app import describe, graph
 from examples.trading_bot.scripted import SCENARIOS, scripted_provider
-from reactor import ProgressReporter, RunResult, SQLiteSignalStore
+from reactor import ProgressReporter, Provider, RunKwargs, RunResult, SQLiteSignalStore
 from reactor._providers.pricing import DEFAULT_MODEL
 from reactor._recording.sqlite import DEFAULT_PATH
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         from reactor import AnthropicProvider
 
-        provider = AnthropicProvider()
+        provider: Provider = AnthropicProvider()
         mode = "live (Claude)"
     else:
         provider = scripted_provider(args.latency)
@@ -58,24 +58,19 @@ def main(argv: list[str] | None = None) -> int:
     source = "custom prices" if args.prices else f"scenario {args.scenario}"
     print(f"reactor trading bot · {args.symbol} · {source} · {mode}\n")
     store = None if args.no_record else SQLiteSignalStore(args.db)
-    options = (
-        {}
-        if store is None
-        else {
-            "record": store,
-            "tags": [
-                args.scenario if not args.prices else "custom",
-                "live" if args.live else "offline",
-            ],
-        }
-    )
-    result = graph.run_sync(
-        input=market,
-        provider=provider,
-        reporters=[] if args.quiet else [ProgressReporter()],
-        target="examples.trading_bot.app:graph",
-        **options,
-    )
+    options: RunKwargs = {
+        "input": market,
+        "provider": provider,
+        "reporters": [] if args.quiet else [ProgressReporter()],
+        "target": "examples.trading_bot.app:graph",
+    }
+    if store is not None:
+        options["record"] = store
+        options["tags"] = [
+            args.scenario if not args.prices else "custom",
+            "live" if args.live else "offline",
+        ]
+    result = graph.run_sync(**options)
     if store is not None:
         store.close()
     print(summary(result, args, store is not None))

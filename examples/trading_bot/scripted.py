@@ -11,7 +11,7 @@ import itertools
 import json
 import re
 import statistics
-from typing import Any
+from typing import Any, Literal
 
 from examples.trading_bot.models import Analysis, MarketData, Review, RiskAssessment, TradeProposal
 from reactor import ProviderRequest, ScriptedProvider
@@ -49,7 +49,9 @@ def analyze(request: ProviderRequest) -> Analysis:
     prices = _data(request)["prices"]
     short, long = statistics.fmean(prices[-3:]), statistics.fmean(prices)
     gap = short / long - 1
-    trend = "up" if gap > 0.004 else "down" if gap < -0.004 else "sideways"
+    trend: Literal["up", "down", "sideways"] = (
+        "up" if gap > 0.004 else "down" if gap < -0.004 else "sideways"
+    )
     consistency = sum(1 for r in _returns(prices) if (r > 0) == (gap > 0)) / (len(prices) - 1)
     confidence = round(min(0.95, 0.35 + abs(gap) * 25 + consistency * 0.3), 2)
     return Analysis(
@@ -64,7 +66,9 @@ def assess(request: ProviderRequest) -> RiskAssessment:
     """Risk from the volatility of daily returns; position size from cash and risk."""
     data = _data(request)
     volatility = statistics.pstdev(_returns(data["prices"]))
-    level = "low" if volatility < 0.012 else "medium" if volatility < 0.03 else "high"
+    level: Literal["low", "medium", "high"] = (
+        "low" if volatility < 0.012 else "medium" if volatility < 0.03 else "high"
+    )
     budget = {"low": 0.5, "medium": 0.25, "high": 0.0}[level] * data["cash"]
     return RiskAssessment(
         level=level,
@@ -83,7 +87,8 @@ def trade(request: ProviderRequest) -> TradeProposal:
     """
     data = _data(request)
     analysis, risk, price = data["analysis"], data["risk"], data["price"]
-    action = {"up": "buy", "down": "sell"}.get(analysis["trend"], "hold")
+    actions: dict[str, Literal["buy", "sell"]] = {"up": "buy", "down": "sell"}
+    action: Literal["buy", "sell", "hold"] = actions.get(analysis["trend"], "hold")
     quantity = int(risk["max_position"] * analysis["confidence"])
     why = f"{analysis['trend'].capitalize()} trend at {analysis['confidence']:.0%} confidence"
     if action == "hold":

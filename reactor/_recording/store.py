@@ -31,7 +31,10 @@ class Reporter(Protocol):
     signal.
     """
 
-    patterns: Sequence[Pattern]
+    @property
+    def patterns(self) -> Sequence[Pattern]:
+        """The signals to receive."""
+        ...
 
     def on_signal(self, signal: Signal) -> None:
         """Receive one signal."""

@@ -25,7 +25,7 @@ from reactor import (
     reactive,
     run_reactive,
 )
-from tests.reactor.conftest import names
+from reactor.testing import signal_names as names
 
 
 class Verdict(BaseModel):

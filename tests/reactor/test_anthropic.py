@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,7 @@ from reactor import (
     run_reactive,
     tool,
 )
-from tests.reactor.conftest import names
-from tests.reactor.fake_anthropic import (
+from reactor.testing import (
     Failure,
     FakeAnthropic,
     Hang,
@@ -41,6 +40,7 @@ from tests.reactor.fake_anthropic import (
     ToolUse,
     turn,
 )
+from reactor.testing import signal_names as names
 
 
 @pytest.fixture(autouse=True)
@@ -654,6 +654,7 @@ async def test_closing_the_event_stream_early_closes_the_http_stream(
 ) -> None:
     hang = Hang(turn("Let me see"))
     events = claude(fake, hang).stream(ProviderRequest.build(agent="w", system=None, prompt="Go."))
+    assert isinstance(events, AsyncGenerator)
     assert await anext(events) == TextDelta("Let me see")
     await events.aclose()
     assert hang.closed

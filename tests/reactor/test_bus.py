@@ -94,7 +94,12 @@ def test_nested_emits_are_dispatched_fifo() -> None:
 
     bus.subscribe("a", on_a)
     bus.subscribe("a", recorder(order, "h2:"))
-    bus.subscribe("b", lambda s: (order.append("h:b"), bus.emit("d")))
+
+    def on_b(signal: Signal) -> None:
+        order.append("h:b")
+        bus.emit("d")
+
+    bus.subscribe("b", on_b)
     bus.subscribe(["c", "d"], recorder(order, "h:"))
     bus.emit("a")
     # Every subscriber of `a` sees it before anything it caused is dispatched.

@@ -91,7 +91,7 @@ def test_list_agents_need_names() -> None:
     with pytest.raises(AgentConfigError, match=r"has no name"):
         reactive([agent(run=lambda ctx: 1)])
     with pytest.raises(AgentConfigError, match=r"is not an agent"):
-        reactive({"x": lambda ctx: 1})  # type: ignore[dict-item]
+        reactive({"x": lambda ctx: 1})  # type: ignore[arg-type]
 
 
 def test_cycles_are_warnings_that_spell_the_cycle() -> None:
@@ -135,7 +135,7 @@ def test_unknown_run_options_are_rejected_with_the_list() -> None:
     with pytest.raises(TypeError, match=r"^Unknown run option\(s\): timout\. Run options are: "):
         graph.run_sync(timout=3)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="on_end must be 'drain' or 'cancel'"):
-        reactive({"a": agent(run=lambda ctx: 1)}, on_end="stop")  # type: ignore[typeddict-item]
+        reactive({"a": agent(run=lambda ctx: 1)}, on_end="stop")  # type: ignore[arg-type]
 
 
 async def test_graph_defaults_apply_and_runs_override_them() -> None:

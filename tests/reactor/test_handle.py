@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from reactor import AgentContext, RunClosedError, agent, reactive
-from tests.reactor.conftest import SlowProvider, names
+from reactor.testing import signal_names as names
+from tests.reactor.support import SlowProvider
 
 
 def worker_graph(concurrency: Any) -> tuple[Any, list[int], list[int]]:

@@ -12,6 +12,7 @@ import reactor.logging
 from reactor import (
     MetricsReporter,
     ProgressReporter,
+    Reactive,
     ScriptedProvider,
     StructlogReporter,
     agent,
@@ -30,7 +31,7 @@ def _restore_structlog() -> Iterator[None]:
     structlog.reset_defaults()
 
 
-def graph() -> object:
+def graph() -> Reactive:
     return reactive(
         {
             "judge": agent(prompt="Judge {{ input }}", output=Verdict, emits=["verdict:given"]),

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from reactor import (
     MemorySignalStore,
+    Reactive,
     Recording,
     RecordingError,
     RunNotFoundError,
@@ -41,7 +42,7 @@ class BookStore(Store[Book]):
         draft.total += 1
 
 
-def book_graph(decision: str = "buy") -> object:
+def book_graph(decision: str = "buy") -> Reactive:
     return reactive(
         {
             "first": agent(run=lambda ctx: ctx.store.place("a")),

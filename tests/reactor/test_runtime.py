@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import structlog
@@ -19,8 +19,9 @@ from reactor import (
     reactive,
     run_reactive,
 )
+from reactor.testing import signal_names as names
 from stores import Store, action
-from tests.reactor.conftest import SlowProvider, names
+from tests.reactor.support import SlowProvider
 
 
 class Analysis(BaseModel):
@@ -258,7 +259,7 @@ async def test_a_guard_sees_the_state_change_of_its_own_trigger() -> None:
 
     def guard(ctx: AgentContext) -> bool:
         seen.append(ctx.state.count)
-        return ctx.signal.payload["new"] == ctx.state.count
+        return bool(ctx.signal.payload["new"] == ctx.state.count)
 
     graph = reactive(
         {
@@ -304,7 +305,7 @@ async def test_a_join_through_state_waits_for_both_inputs() -> None:
 # -- ending ---------------------------------------------------------------------------
 
 
-def _ending_graph(on_end: str) -> Any:
+def _ending_graph(on_end: Literal["drain", "cancel"]) -> Any:
     async def slow(ctx: AgentContext) -> str:
         await asyncio.sleep(0.05)
         return "slow done"
@@ -422,6 +423,7 @@ async def test_a_two_agent_loop_is_spelled_out() -> None:
         "Repeating cycle: trader -> trade:proposed -> reviewer -> trade:rejected -> trader."
         in str(result.error)
     )
+    assert isinstance(result.error, LoopLimitError)
     assert result.error.limit == "max_activations"
 
 

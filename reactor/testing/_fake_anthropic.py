@@ -1,10 +1,11 @@
 """A fake Anthropic Messages endpoint that speaks the real wire format.
 
-Tests give the real SDK a client whose HTTP transport is ``httpx2.MockTransport`` over
+The real SDK gets a client whose HTTP transport is ``httpx2.MockTransport`` over
 :class:`FakeAnthropic`: requests are recorded (parsed JSON bodies and headers), and each
-one is answered by the next scripted reply, as server-sent events exactly as the API
-streams them (``message_start``, ``content_block_start/delta/stop``, ``message_delta``,
-``message_stop``) or as an HTTP error. Nothing here can reach the network.
+one is answered by the next scripted reply (or by a *brain*, a function of the
+request), as server-sent events exactly as the API streams them (``message_start``,
+``content_block_start/delta/stop``, ``message_delta``, ``message_stop``) or as an HTTP
+error. Nothing here can reach the network.
 """
 
 from __future__ import annotations
@@ -12,11 +13,29 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, TypeAlias
 
 import anthropic
 import httpx2
+
+from reactor._providers.anthropic import AnthropicProvider
+
+__all__ = [
+    "Brain",
+    "Failure",
+    "FakeAnthropic",
+    "Hang",
+    "Reply",
+    "Seen",
+    "Text",
+    "Thinking",
+    "ToolUse",
+    "Turn",
+    "as_endpoint",
+    "fake_anthropic",
+    "turn",
+]
 
 MODEL = "claude-sonnet-5-5"
 
@@ -91,7 +110,12 @@ class Hang:
     closed: bool = False
 
 
-Reply = Turn | Failure | Hang | Exception
+Reply: TypeAlias = Turn | Failure | Hang | Exception | str
+"""One answer of the endpoint: a response, an HTTP error, a hang, a transport error,
+or a plain string (a text response)."""
+
+Brain: TypeAlias = Callable[[dict[str, Any]], Reply]
+"""Decides each answer from the request's JSON body (``body["messages"]``, ...)."""
 
 
 @dataclasses.dataclass
@@ -104,12 +128,36 @@ class Seen:
 
 
 class FakeAnthropic:
-    """Answers Messages API requests with scripted replies, in order."""
+    """A Messages API endpoint answering with scripted replies, in order, or a brain.
 
-    def __init__(self, *replies: Reply) -> None:
+    ::
+
+        fake = FakeAnthropic(turn("Hello"), Failure(529, "overloaded_error", "busy"))
+        provider = fake.provider()            # a real AnthropicProvider, real SDK
+        ...
+        assert fake.bodies[0]["messages"][0]["content"] == "..."
+
+    Args:
+        *replies: Answers used in order, one per request.
+        brain: A function of the request's JSON body giving each answer, used when
+            no scripted reply is left.
+    """
+
+    def __init__(self, *replies: Reply, brain: Brain | None = None) -> None:
         self.replies = list(replies)
+        self.brain = brain
         self.requests: list[Seen] = []
         self._clients: list[anthropic.AsyncAnthropic] = []
+
+    def provider(self, **options: Any) -> AnthropicProvider:
+        """An :class:`~reactor.AnthropicProvider` whose requests come here.
+
+        ``options`` are the provider's (``model``, ``max_tokens``, ``max_retries``,
+        ...); ``max_retries`` is given to the client (default 0, so errors show at
+        once).
+        """
+        retries = options.pop("max_retries", 0)
+        return AnthropicProvider(client=self.client(max_retries=retries), **options)
 
     def client(self, *, max_retries: int = 0, **options: Any) -> anthropic.AsyncAnthropic:
         """A real SDK client whose every request comes here."""
@@ -133,9 +181,17 @@ class FakeAnthropic:
         assert request.url.path == "/v1/messages", request.url
         body = json.loads(request.content)
         self.requests.append(Seen(body, request.headers, request.extensions.get("timeout", {})))
-        if not self.replies:
-            raise AssertionError(f"FakeAnthropic has no reply left for request {body}")
-        reply = self.replies.pop(0)
+        if self.replies:
+            reply = self.replies.pop(0)
+        elif self.brain is not None:
+            reply = self.brain(body)
+        else:
+            raise AssertionError(
+                f"FakeAnthropic has no reply left for request {len(self.requests)} "
+                f"(messages: {body.get('messages')!r}). Give it more replies, or a brain."
+            )
+        if isinstance(reply, str):
+            reply = turn(reply)
         if isinstance(reply, Exception):
             raise reply
         if isinstance(reply, Failure):
@@ -183,7 +239,7 @@ def _events(reply: Turn, body: dict[str, Any], *, complete: bool = True) -> Iter
         usage["cache_creation_input_tokens"] = reply.cache_creation_input_tokens
     if reply.cache_read_input_tokens is not None:
         usage["cache_read_input_tokens"] = reply.cache_read_input_tokens
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_fake",
         "type": "message",
         "role": "assistant",
@@ -237,3 +293,29 @@ def _block(index: int, block: Text | Thinking | ToolUse) -> Iterable[bytes]:
     )
     yield from deltas
     yield _sse("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def as_endpoint(brain: FakeAnthropic | Brain | Reply | Sequence[Reply]) -> FakeAnthropic:
+    """The fake endpoint ``brain`` describes (see :func:`fake_anthropic`)."""
+    if isinstance(brain, FakeAnthropic):
+        return brain
+    if callable(brain) and not isinstance(brain, Turn | Failure | Hang | Exception):
+        return FakeAnthropic(brain=brain)
+    if isinstance(brain, Sequence) and not isinstance(brain, str):
+        return FakeAnthropic(*brain)
+    return FakeAnthropic(brain)
+
+
+def fake_anthropic(
+    brain: FakeAnthropic | Brain | Reply | Sequence[Reply], **options: Any
+) -> AnthropicProvider:
+    """An :class:`~reactor.AnthropicProvider` on the real SDK, talking to a fake endpoint.
+
+    ``brain`` is what answers: a :class:`FakeAnthropic` (keep it to inspect the
+    requests), a function of the request's JSON body, one reply, or a list of replies
+    used in order. ``options`` go to the provider::
+
+        provider = fake_anthropic(["The trend is up.", "Low risk."])
+        provider = fake_anthropic(lambda body: turn(f"echo {body['messages'][-1]}"))
+    """
+    return as_endpoint(brain).provider(**options)
