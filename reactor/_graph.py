@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from reactor._agent import Agent
 from reactor._handle import RunHandle
 from reactor._options import OPTION_NAMES, RunKwargs, RunOptions
+from reactor._origin import Origin
 from reactor._patterns import Pattern, normalize_patterns
 from reactor._result import RunResult
 from reactor._runtime import Run
@@ -45,6 +47,7 @@ class Reactive:
         name: str | None,
         defaults: Mapping[str, Any],
         single: bool = False,
+        origin: Origin | None = None,
     ) -> None:
         self.agents = dict(agents)
         self.state = state
@@ -53,6 +56,7 @@ class Reactive:
         self.name = name
         self.single = single
         self._defaults = dict(defaults)
+        self._origin = origin or Origin(None, None)
         store = create_store(state)
         self._declarations = Declarations(
             agents=self.agents,
@@ -86,13 +90,18 @@ class Reactive:
             merged["input"] = getattr(replay, "recording", replay).input
         return RunOptions(**merged)
 
+    def _run(self, options: Mapping[str, Any], *, live: bool = False) -> Run:
+        run_options = self._options(options)
+        target, target_hash = self._origin.describe(self, run_options.target)
+        return Run(self, run_options, live=live, target=target, target_hash=target_hash)
+
     async def run(self, **options: Unpack[RunKwargs]) -> RunResult:
         """Run the graph until quiescence, ``end_when``, a failure, a limit or timeout.
 
         Returns the :class:`RunResult`; failures are in ``result.status`` and
         ``result.error``, not raised.
         """
-        run = Run(self, self._options(options))
+        run = self._run(options)
         run.begin()
         return await run.execute()
 
@@ -128,7 +137,7 @@ class Reactive:
         ``handle.result()`` (or abort it): the handle owns the run's task.
         """
         loop = asyncio.get_running_loop()
-        run = Run(self, self._options(options), live=True)
+        run = self._run(options, live=True)
         run.begin()
         return RunHandle(run, loop.create_task(run.execute(), name=f"reactor {run.run_id}"))
 
@@ -184,6 +193,7 @@ def reactive(
         external=external_patterns,
         name=name,
         defaults=defaults,
+        origin=_caller(),
     )
 
 
@@ -252,3 +262,9 @@ async def run_reactive(
         assert agents is not None
         graph = reactive(agents, state=state, end_when=end_when, external=external, name=name)
     return await graph.run(**options)
+
+
+def _caller() -> Origin:
+    """The module that called ``reactive()``: where the graph will be found later."""
+    frame = sys._getframe(2)
+    return Origin(frame.f_globals.get("__name__"), frame.f_globals.get("__file__"))

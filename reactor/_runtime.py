@@ -95,10 +95,20 @@ class GraphSpec(Protocol):
 class Run:
     """One execution of a graph: create, :meth:`begin`, then await :meth:`execute`."""
 
-    def __init__(self, graph: GraphSpec, options: RunOptions, *, live: bool = False) -> None:
+    def __init__(
+        self,
+        graph: GraphSpec,
+        options: RunOptions,
+        *,
+        live: bool = False,
+        target: str | None = None,
+        target_hash: str | None = None,
+    ) -> None:
         self.graph = graph
         self.options = options
         self.live = live
+        self.target = target or options.target
+        self.target_hash = target_hash
         self.run_id = f"run_{uuid.uuid4().hex[:16]}"
         self.bus = SignalBus(options.history_limit, run_id=self.run_id)
         self.store: Store[Any] = create_store(graph.state)
@@ -136,7 +146,8 @@ class Run:
             graph=self.graph.name,
             tags=normalize_tags(self.options.tags),
             started_at=time.time(),
-            target=self.options.target,
+            target=self.target,
+            target_hash=self.target_hash,
         )
         record = self.options.record
         if record is not None:

@@ -39,7 +39,10 @@ class RunInfo:
         status: The run's status from ``harness:end`` (``None`` while incomplete).
         reason: Why it ended.
         signals: How many signals are recorded.
-        target: Where the graph came from (``module:attribute``), when known.
+        target: Where the graph came from (``module:attribute`` or
+            ``path/to/file.py:attribute``), when known.
+        target_hash: SHA-256 of the target's source file when the run started: a
+            recorded target is imported again only if its file still has this hash.
     """
 
     run_id: str
@@ -51,6 +54,7 @@ class RunInfo:
     reason: str | None = None
     signals: int = 0
     target: str | None = None
+    target_hash: str | None = None
 
     @property
     def complete(self) -> bool:

@@ -66,6 +66,7 @@ class MemorySignalStore(SignalStoreBase):
             reason=end.payload["reason"] if end else None,
             signals=len(signals),
             target=info.target,
+            target_hash=info.target_hash,
         )
 
     def runs(

@@ -246,7 +246,8 @@ class SQLiteSignalStore(SignalStoreBase):
 
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
         rows = self._query(
-            "SELECT r.run_id, r.graph, r.target, r.started_at, r.ended_at, r.status, r.reason, "
+            "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
+            "r.status, r.reason, "
             "r.signals, (SELECT json_group_object(t.key, t.value) FROM run_tags t "
             f"WHERE t.run_id = r.run_id) FROM runs r {clause}",
             params,
@@ -256,6 +257,7 @@ class SQLiteSignalStore(SignalStoreBase):
                 run_id=run_id,
                 graph=graph,
                 target=target,
+                target_hash=target_hash,
                 started_at=started,
                 ended_at=ended,
                 status=status,
@@ -263,7 +265,18 @@ class SQLiteSignalStore(SignalStoreBase):
                 signals=count,
                 tags=json.loads(tags) if tags else {},
             )
-            for run_id, graph, target, started, ended, status, reason, count, tags in rows
+            for (
+                run_id,
+                graph,
+                target,
+                target_hash,
+                started,
+                ended,
+                status,
+                reason,
+                count,
+                tags,
+            ) in rows
         ]
 
     def delete(self, run_id: str) -> bool:

@@ -20,7 +20,7 @@ from reactor.exceptions import RecordingError
 
 __all__ = ["SCHEMA_VERSION", "STOP", "connect", "migrate", "write_loop"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class WriteOwner(Protocol):
@@ -32,7 +32,7 @@ class WriteOwner(Protocol):
 STOP = object()
 """Put on the queue to stop the writer after what is queued before it."""
 
-_SCHEMA = """
+_SCHEMA_1 = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     graph TEXT,
@@ -71,6 +71,13 @@ CREATE TABLE IF NOT EXISTS requests (
 ) WITHOUT ROWID;
 """
 
+_MIGRATIONS = (
+    _SCHEMA_1,
+    # 2: the hash of the graph's source file, checked before a recorded target is imported
+    "ALTER TABLE runs ADD COLUMN target_hash TEXT",
+)
+"""Schema version N is reached by running the first N scripts, in order."""
+
 
 def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -96,9 +103,10 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
                 f"{SCHEMA_VERSION}); upgrade reactor to read it."
             )
         if version < SCHEMA_VERSION:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for script in _MIGRATIONS[version:]:
+                for statement in script.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
@@ -185,9 +193,16 @@ def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
     conn.execute("BEGIN")
     for info in runs:
         conn.execute(
-            "INSERT INTO runs (run_id, graph, target, started_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (run_id) DO UPDATE SET graph = excluded.graph, target = excluded.target",
-            (info.run_id, info.graph, info.target, info.started_at or time.time()),
+            "INSERT INTO runs (run_id, graph, target, target_hash, started_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET graph = excluded.graph, "
+            "target = excluded.target, target_hash = excluded.target_hash",
+            (
+                info.run_id,
+                info.graph,
+                info.target,
+                info.target_hash,
+                info.started_at or time.time(),
+            ),
         )
         conn.executemany(
             "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?, ?, ?)",

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import hashlib
+import importlib
 import re
 import warnings
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -10,6 +13,7 @@ from reactor import (
     AgentConfigError,
     CycleWarning,
     GraphValidationError,
+    MemorySignalStore,
     agent,
     reactive,
     run_reactive,
@@ -181,3 +185,26 @@ def test_mermaid_draws_agents_and_the_signals_between_them() -> None:
         "  a_analyst -. updates .-> s1",
         "  a_trader --> s2",
     ]
+
+
+def test_a_run_records_where_its_graph_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "desk_origin.py").write_text(
+        "from reactor import agent, reactive\n"
+        "graph = reactive({'a': agent(run=lambda ctx: 1)}, name='desk')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("desk_origin")
+    store = MemorySignalStore()
+    result = module.graph.run_sync(record=store)
+    info = store.load(result.run_id).info
+    assert info.target == "desk_origin:graph"
+    digest = hashlib.sha256((tmp_path / "desk_origin.py").read_bytes()).hexdigest()
+    assert info.target_hash == digest
+
+
+def test_a_graph_built_inside_a_function_has_no_target() -> None:
+    store = MemorySignalStore()
+    result = reactive({"a": agent(run=lambda ctx: 1)}).run_sync(record=store)
+    assert store.load(result.run_id).info.target is None
