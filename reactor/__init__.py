@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from reactor._recording.recording import Recording
     from reactor._recording.sqlite import SQLiteSignalStore
     from reactor._result import (
+        AgentFailure,
         RunMetrics,
         RunResult,
     )
@@ -107,6 +108,7 @@ __all__ = [
     "Agent",
     "AgentConfigError",
     "AgentContext",
+    "AgentFailure",
     "AnthropicProvider",
     "CycleWarning",
     "Divergence",
@@ -173,6 +175,7 @@ __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
     "Agent": "reactor._agent",
+    "AgentFailure": "reactor._result",
     "AgentContext": "reactor._context",
     "AnthropicProvider": "reactor._providers.anthropic",
     "Divergence": "reactor._recording.diff",

@@ -72,7 +72,7 @@ class RunServices(CallSite, Protocol):
         """Account for a finished activation."""
         ...
 
-    def failed(self, agent_run: AgentRun, exc: BaseException) -> None:
+    def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
         """Handle an agent's failure (``fail_fast`` stops the run)."""
         ...
 
@@ -183,12 +183,12 @@ class Activator:
             )
             raise
         except Exception as exc:
-            bus.emit(
+            failure = bus.emit(
                 agent_run.failed,
                 {"agent": name, "error": error_info(exc), "duration_ms": since(started)},
                 source=name,
             )
-            services.failed(agent_run, exc)
+            services.failed(agent_run, exc, failure)
         finally:
             services.release(activation)
 

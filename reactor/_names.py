@@ -211,6 +211,7 @@ class HarnessEnd(TypedDict):
     reason: str
     duration_ms: float
     activations: int
+    failures: int
 
 
 class AgentActivated(TypedDict):

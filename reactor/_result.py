@@ -12,9 +12,24 @@ from reactor._recording.log import SignalLog
 from reactor._signal import Signal
 from reactor.exceptions import LoopLimitError
 
-__all__ = ["RunMetrics", "RunResult", "RunStatus", "find_cycle", "loop_limit_error"]
+__all__ = ["AgentFailure", "RunMetrics", "RunResult", "RunStatus", "find_cycle", "loop_limit_error"]
 
 RunStatus = Literal["completed", "ended", "timeout", "aborted", "failed", "loop_limit"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentFailure:
+    """An activation that failed (see :attr:`RunResult.failures`).
+
+    Attributes:
+        agent: The agent's name.
+        error: The exception it failed with.
+        signal_id: The id of its ``agent:<name>:failed`` signal (to find it in the log).
+    """
+
+    agent: str
+    error: BaseException
+    signal_id: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +71,9 @@ class RunResult(SignalLog):
         reason: Why the run ended, in words (as in ``harness:end``).
         graph: The graph's name.
         requests: What each provider call was asked, by ``request_hash``.
+        failures: Every activation that failed, in order. With ``fail_fast=False`` a
+            run goes on after a failure and may still complete: ``failures`` (and
+            ``ok``) say it did not go cleanly.
     """
 
     status: RunStatus
@@ -68,11 +86,12 @@ class RunResult(SignalLog):
     reason: str = ""
     graph: str | None = None
     requests: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    failures: tuple[AgentFailure, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """Whether the run completed or ended as asked (no failure, limit or abort)."""
-        return self.status in ("completed", "ended")
+        """Whether the run completed or ended as asked, with no agent failing on the way."""
+        return self.status in ("completed", "ended") and not self.failures
 
     @property
     def run_info(self) -> RunInfo:
@@ -86,6 +105,7 @@ class RunResult(SignalLog):
             status=self.status,
             reason=self.reason,
             signals=len(signals),
+            failures=len(self.failures),
         )
 
     def to_mermaid(self) -> str:

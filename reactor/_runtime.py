@@ -33,7 +33,7 @@ from reactor._patterns import compile_pattern
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._recording.recording import Recording
-from reactor._result import RunMetrics, RunResult, RunStatus
+from reactor._result import AgentFailure, RunMetrics, RunResult, RunStatus
 from reactor._scheduler import Scheduler
 from reactor._signal import Signal
 from reactor.exceptions import RecordingError, RunTimeoutError
@@ -119,6 +119,7 @@ class Run:
         self.ending = False
         self.closed = False
         self.end_signal: Signal | None = None
+        self.failures: list[AgentFailure] = []
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost_usd = 0.0
@@ -255,6 +256,7 @@ class Run:
             "reason": self.reason,
             "duration_ms": self.duration_ms(),
             "activations": self.scheduler.activations,
+            "failures": len(self.failures),
         }
         self.bus.publish(HARNESS_END, self._end_payload, "harness", None, 0)
         self.store.unbind()
@@ -295,6 +297,7 @@ class Run:
             reason=self.reason,
             graph=self.graph.name,
             requests=self.requests,
+            failures=tuple(self.failures),
         )
 
     # -- stopping ----------------------------------------------------------------
@@ -341,8 +344,9 @@ class Run:
         """Account for a finished activation (and start what was queued behind it)."""
         self.scheduler.release(activation)
 
-    def failed(self, agent_run: AgentRun, exc: BaseException) -> None:
-        """Handle an agent failure: stop the run if ``fail_fast``."""
+    def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
+        """Count an agent's failure (``signal``); stop the run if ``fail_fast``."""
+        self.failures.append(AgentFailure(agent_run.name, exc, signal.id))
         log(
             "reactor.run",
             "warning",

@@ -63,8 +63,8 @@ class SchedulerHost(Protocol):
         """End the run."""
         ...
 
-    def failed(self, agent_run: AgentRun, exc: BaseException) -> None:
-        """Handle an agent's failure."""
+    def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
+        """Handle an agent's failure (``signal`` is its ``agent:<name>:failed``)."""
         ...
 
 
@@ -231,13 +231,13 @@ class Scheduler:
         )
 
     def _guard_failed(self, agent_run: AgentRun, trigger: Signal, exc: Exception) -> None:
-        self.host.bus.emit(
+        signal = self.host.bus.emit(
             agent_run.failed,
             {"agent": agent_run.name, "error": error_info(exc), "duration_ms": 0.0},
             source=agent_run.name,
             cause=trigger,
         )
-        self.host.failed(agent_run, exc)
+        self.host.failed(agent_run, exc, signal)
 
     def _loop_limit(self, limit: str, value: int, agent_run: AgentRun, trigger: Signal) -> None:
         chain = causal_chain(self.host.bus.history, trigger)

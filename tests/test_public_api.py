@@ -12,6 +12,7 @@ import reactor.exceptions
 PUBLIC_API = {
     "reactor": {
         "Agent",
+        "AgentFailure",
         "AgentConfigError",
         "AgentContext",
         "AnthropicProvider",

@@ -41,6 +41,8 @@ class RunInfo:
         signals: How many signals are recorded.
         target: Where the graph came from (``module:attribute`` or
             ``path/to/file.py:attribute``), when known.
+        failures: How many activations failed (a run with ``fail_fast=False`` may
+            complete with failures).
         target_hash: SHA-256 of the target's source file when the run started: a
             recorded target is imported again only if its file still has this hash.
     """
@@ -55,6 +57,7 @@ class RunInfo:
     signals: int = 0
     target: str | None = None
     target_hash: str | None = None
+    failures: int = 0
 
     @property
     def complete(self) -> bool:

@@ -64,6 +64,7 @@ class MemorySignalStore(SignalStoreBase):
             ended_at=end.timestamp if end else None,
             status=end.payload["status"] if end else None,
             reason=end.payload["reason"] if end else None,
+            failures=int(end.payload.get("failures") or 0) if end else 0,
             signals=len(signals),
             target=info.target,
             target_hash=info.target_hash,

@@ -247,7 +247,7 @@ class SQLiteSignalStore(SignalStoreBase):
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
         rows = self._query(
             "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
-            "r.status, r.reason, "
+            "r.status, r.reason, r.failures, "
             "r.signals, (SELECT json_group_object(t.key, t.value) FROM run_tags t "
             f"WHERE t.run_id = r.run_id) FROM runs r {clause}",
             params,
@@ -262,6 +262,7 @@ class SQLiteSignalStore(SignalStoreBase):
                 ended_at=ended,
                 status=status,
                 reason=reason,
+                failures=failures,
                 signals=count,
                 tags=json.loads(tags) if tags else {},
             )
@@ -274,6 +275,7 @@ class SQLiteSignalStore(SignalStoreBase):
                 ended,
                 status,
                 reason,
+                failures,
                 count,
                 tags,
             ) in rows

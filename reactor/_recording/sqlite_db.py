@@ -73,8 +73,10 @@ CREATE TABLE IF NOT EXISTS requests (
 
 _MIGRATIONS = (
     _SCHEMA_1,
-    # 2: the hash of the graph's source file, checked before a recorded target is imported
-    "ALTER TABLE runs ADD COLUMN target_hash TEXT",
+    # 2: the hash of the graph's source file, checked before a recorded target is
+    # imported; how many activations failed
+    "ALTER TABLE runs ADD COLUMN target_hash TEXT;"
+    "ALTER TABLE runs ADD COLUMN failures INTEGER NOT NULL DEFAULT 0",
 )
 """Schema version N is reached by running the first N scripts, in order."""
 
@@ -180,7 +182,16 @@ def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
             if item.name == HARNESS_START:
                 starts.append((run_id, item.timestamp))
             elif item.name == HARNESS_END and isinstance(payload, dict):
-                ends.append((item.timestamp, payload.get("status"), payload.get("reason"), run_id))
+                failures = payload.get("failures")
+                ends.append(
+                    (
+                        item.timestamp,
+                        payload.get("status"),
+                        payload.get("reason"),
+                        failures if isinstance(failures, int) else 0,
+                        run_id,
+                    )
+                )
         elif isinstance(item, RunInfo):
             runs.append(item)
         elif isinstance(item, tuple) and item[0] == "request":
@@ -218,6 +229,9 @@ def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
         "UPDATE runs SET signals = signals + ? WHERE run_id = ?",
         [(count, run_id) for run_id, count in counts.items()],
     )
-    conn.executemany("UPDATE runs SET ended_at = ?, status = ?, reason = ? WHERE run_id = ?", ends)
+    conn.executemany(
+        "UPDATE runs SET ended_at = ?, status = ?, reason = ?, failures = ? WHERE run_id = ?",
+        ends,
+    )
     conn.executemany("INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?)", requests)
     conn.execute("COMMIT")

@@ -12,6 +12,7 @@ from reactor import (
     AgentContext,
     CycleWarning,
     LoopLimitError,
+    MemorySignalStore,
     NoProviderError,
     RunTimeoutError,
     ScriptedProvider,
@@ -472,11 +473,18 @@ async def test_fail_fast_stops_the_run_and_cancels_the_rest() -> None:
     assert names(result)[-1] == "harness:end"
 
 
-async def test_without_fail_fast_the_run_continues() -> None:
-    result = await _failing_graph().run(fail_fast=False)
+async def test_without_fail_fast_the_run_continues_and_reports_its_failures() -> None:
+    store = MemorySignalStore()
+    result = await _failing_graph().run(fail_fast=False, record=store)
     assert result.status == "completed"
     assert result.error is None
     assert result.select("agent:slow:completed")
+    assert not result.ok
+    [failure] = result.failures
+    assert (failure.agent, str(failure.error)) == ("boom", "bad input")
+    assert failure.signal_id == result.select("agent:boom:failed")[0].id
+    assert result.signals[-1].payload["failures"] == 1
+    assert store.runs()[0].failures == 1
 
 
 def test_run_sync_can_raise_the_error() -> None:
