@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from reactor._bus import set_current_signal
 from reactor._context import AgentContext
 from reactor._diagnostics import log
-from reactor._modelcall import CallSite, ModelCall, RunProvider, since, validate_output
+from reactor._modelcall import CallSite, ModelCall, RunProvider, check_output, since
 from reactor._names import error_info
+from reactor._output import OutputSpec
 from reactor._templates import render
 from stores import acting_as
 
@@ -148,15 +149,15 @@ class Activator:
                 output = agent.run(ctx)
                 if inspect.isawaitable(output):
                     output = await output
-                if agent.output is not None:
-                    output = validate_output(agent.output, output, name)
+                if agent.output_spec is not None:
+                    output = check_output(agent.output_spec, output, name)
             else:
                 context = self.template_context(agent_run, ctx.signal)
                 output = await self.calls.call_model(
                     agent, name, self.provider_of(agent_run), context
                 )
             if agent.updates is not None:
-                services.store.set(agent.updates, output)
+                services.store.set(agent.updates, OutputSpec.state_value(output))
             if agent.on_output is not None:
                 result = agent.on_output(ctx, output)
                 if inspect.isawaitable(result):

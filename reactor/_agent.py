@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Never, TypeVar, get_args
 
 import pydantic
 
 from reactor._names import HARNESS_START
+from reactor._output import OutputSpec
 from reactor._patterns import Pattern, normalize_patterns, validate_name
 from reactor._providers.tools import Tool, tools_of
 from reactor._templates import compile_expression, compile_template
@@ -28,6 +30,8 @@ __all__ = ["Agent", "Concurrency", "agent"]
 Concurrency = Literal["parallel", "serial", "skip", "latest"]
 _CONCURRENCY: tuple[str, ...] = get_args(Concurrency)
 _NAME = re.compile(r"^[^\s:*]+$")
+_LABEL = re.compile(r"^Agent '[^']*': ")
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -45,7 +49,7 @@ class Agent:
     activate_on: tuple[Pattern, ...]
     emits: tuple[str, ...]
     when: Callable[[AgentContext[Any]], Any] | str | None
-    output: type[pydantic.BaseModel] | None
+    output: Any
     output_retries: int
     updates: str | None
     on_output: Callable[[AgentContext[Any], Any], Any] | None
@@ -56,10 +60,17 @@ class Agent:
     options: Mapping[str, Any]
     before_tool: BeforeTool | None = None
     after_tool: AfterTool | None = None
+    writes: tuple[str, ...] = ()
     prompt_template: jinja2.Template | None = dataclasses.field(repr=False, default=None)
     system_template: jinja2.Template | None = dataclasses.field(repr=False, default=None)
     when_expression: Callable[..., Any] | None = dataclasses.field(repr=False, default=None)
-    output_schema: dict[str, Any] | None = dataclasses.field(repr=False, default=None)
+    output_spec: OutputSpec | None = dataclasses.field(repr=False, default=None)
+    problems: tuple[str, ...] = dataclasses.field(repr=False, default=())
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON schema models are asked to answer in, when there is an ``output``."""
+        return self.output_spec.schema if self.output_spec is not None else None
 
     @property
     def is_llm(self) -> bool:
@@ -67,8 +78,15 @@ class Agent:
         return self.prompt is not None
 
     def named(self, name: str) -> Agent:
-        """Return this agent with ``name``."""
+        """Return this agent with ``name``.
+
+        Raises:
+            AgentConfigError: The name is invalid, or the definition had problems (an
+                unnamed agent reports them when it is named).
+        """
         _check_name(name)
+        if self.problems:
+            raise definition_error(name, self.problems)
         return dataclasses.replace(self, name=name)
 
     def __repr__(self) -> str:
@@ -99,6 +117,8 @@ def agent(
     options: Mapping[str, Any] | None = None,
     before_tool: BeforeTool | None = None,
     after_tool: AfterTool | None = None,
+    writes: str | Iterable[str] = (),
+    **unknown: Never,
 ) -> Agent:
     """Define an agent.
 
@@ -117,8 +137,9 @@ def agent(
             declaration the graph is validated and drawn from.
         when: A guard evaluated when the triggering signal is dispatched: ``fn(ctx)``
             or a Jinja2 expression such as ``"state.confidence > 0.8"``.
-        output: A pydantic model: the provider is asked for structured output and the
-            answer is validated (or, for ``run``, the return value is).
+        output: A pydantic model, or any type pydantic validates (``list[Headline]``):
+            the provider is asked for structured output and the answer is validated
+            (or, for ``run``, the return value is).
         output_retries: How many times an invalid answer is sent back to the model
             with the validation error before the activation fails.
         updates: A state key the output is written to.
@@ -135,31 +156,35 @@ def agent(
             return the call (possibly changed) to run it, or ``None`` to block it.
         after_tool: ``after_tool(call, result)`` runs after each tool call; return a
             replacement result, or ``None`` to keep it.
+        writes: State keys it writes itself (through ``ctx.store`` or in
+            ``on_output``), besides ``updates``: declared so that the graph is
+            validated and drawn with them.
+        **unknown: Nothing: a misspelt option (``activateOn=``) is reported with the
+            option it probably meant.
 
     Raises:
-        AgentConfigError: The definition is invalid; the message names the agent and
-            says how to fix it.
+        AgentConfigError: The definition is invalid; the message names the agent, lists
+            every problem and says how to fix each. An agent without ``name=`` is
+            checked the same way, but reports its problems when it is named (by its
+            key in ``reactive({...})``), so that the message can say which agent.
     """
-    label = name or "(unnamed)"
-
-    def problem(message: str) -> AgentConfigError:
-        return AgentConfigError(f"Agent {label!r}: {message}", agent=name)
-
+    checks = _Checks(name)
     if name is not None:
-        try:
-            _check_name(name)
-        except AgentConfigError as exc:
-            raise problem(str(exc)) from None
+        checks.name(name)
+    for option in unknown:
+        close = difflib.get_close_matches(option, _OPTIONS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        checks.add(f"unknown option {option!r}; {hint}see help(reactor.agent) for the options.")
     if (prompt is None) == (run is None):
-        raise problem(
+        checks.add(
             "give exactly one of prompt= (an LLM agent) or run= (a handler function), "
             f"not {'both' if prompt is not None else 'neither'}."
         )
-    if prompt is not None and not isinstance(prompt, str):
-        raise problem(f"prompt must be a template string, got {type(prompt).__name__}.")
+    if not isinstance(_given(prompt), str | None):
+        checks.add(f"prompt must be a template string, got {type(prompt).__name__}.")
     if run is not None:
-        if not callable(run):
-            raise problem(f"run must be a function fn(ctx), got {run!r}.")
+        if not callable(_given(run)):
+            checks.add(f"run must be a function fn(ctx), got {run!r}.")
         for field, value in (
             ("system", system),
             ("provider", provider),
@@ -168,51 +193,64 @@ def agent(
             ("after_tool", after_tool),
         ):
             if value:
-                raise problem(f"{field}= is for prompt agents; a run= agent calls no model.")
-    if system is not None and not isinstance(system, str):
-        raise problem(f"system must be a template string, got {type(system).__name__}.")
-    try:
-        patterns = normalize_patterns(activate_on)
-    except PatternError as exc:
-        raise problem(f"bad activate_on pattern: {exc}") from None
+                checks.add(f"{field}= is for prompt agents; a run= agent calls no model.")
+    if not isinstance(_given(system), str | None):
+        checks.add(f"system must be a template string, got {type(system).__name__}.")
+    patterns = checks.attempt(
+        lambda: normalize_patterns(activate_on), PatternError, "bad activate_on pattern: "
+    )
     declared = (emits,) if isinstance(emits, str) else tuple(emits)
     for emitted in declared:
         try:
             validate_name(emitted)
         except SignalNameError as exc:
-            raise problem(f"emits must list concrete signal names: {exc}") from None
-    when_expression = _compile_guard(when, name, problem)
-    if output is not None and not (
-        isinstance(output, type) and issubclass(output, pydantic.BaseModel)
-    ):
-        raise problem(f"output must be a pydantic model class, got {output!r}.")
-    if not isinstance(output_retries, int) or output_retries < 0:
-        raise problem(f"output_retries must be an integer >= 0, got {output_retries!r}.")
-    if updates is not None and (not isinstance(updates, str) or not _NAME.match(updates)):
-        raise problem(f"updates must name a top-level state key, got {updates!r}.")
+            checks.add(f"emits must list concrete signal names: {exc}")
+    written = (writes,) if isinstance(writes, str) else tuple(writes)
+    for key in written:
+        if not isinstance(key, str) or not _NAME.match(key):
+            checks.add(f"writes must list top-level state keys, got {key!r}.")
+    when_expression = checks.attempt(lambda: _compile_guard(when, name), AgentConfigError, "")
+    spec = None
+    if output is not None:
+        spec = checks.attempt(
+            lambda: OutputSpec(output),
+            (TypeError, pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError),
+            "output must be a pydantic model or a type pydantic validates: ",
+        )
+    if not isinstance(_given(output_retries), int) or output_retries < 0:
+        checks.add(f"output_retries must be an integer >= 0, got {output_retries!r}.")
+    if updates is not None and (not isinstance(_given(updates), str) or not _NAME.match(updates)):
+        checks.add(f"updates must name a top-level state key, got {updates!r}.")
     for field, hook in (("before_tool", before_tool), ("after_tool", after_tool)):
-        if hook is not None and not callable(hook):
-            raise problem(f"{field} must be a function, got {hook!r}.")
-    if on_output is not None and not callable(on_output):
-        raise problem(f"on_output must be a function fn(ctx, output), got {on_output!r}.")
+        if hook is not None and not callable(_given(hook)):
+            checks.add(f"{field} must be a function, got {hook!r}.")
+    if on_output is not None and not callable(_given(on_output)):
+        checks.add(f"on_output must be a function fn(ctx, output), got {on_output!r}.")
     if concurrency not in _CONCURRENCY:
-        raise problem(f"unknown concurrency {concurrency!r}; use one of {', '.join(_CONCURRENCY)}.")
+        checks.add(f"unknown concurrency {concurrency!r}; use one of {', '.join(_CONCURRENCY)}.")
     if max_activations is not None and (
-        not isinstance(max_activations, int) or max_activations < 1
+        not isinstance(_given(max_activations), int) or max_activations < 1
     ):
-        raise problem(f"max_activations must be None or an integer >= 1, got {max_activations!r}.")
+        checks.add(f"max_activations must be None or an integer >= 1, got {max_activations!r}.")
     if provider is not None and not callable(getattr(provider, "stream", None)):
-        raise problem(f"provider must have a stream(request) method, got {provider!r}.")
-    try:
-        tool_list = tools_of(tools)
-    except AgentConfigError as exc:
-        raise problem(str(exc)) from None
+        checks.add(f"provider must have a stream(request) method, got {provider!r}.")
+    tool_list = checks.attempt(lambda: tools_of(tools), AgentConfigError, "") or ()
+    prompt_template = system_template = None
+    if isinstance(prompt, str):
+        prompt_template = checks.attempt(
+            lambda: compile_template(prompt, agent=name, field="prompt"), AgentConfigError, ""
+        )
+    if isinstance(system, str):
+        system_template = checks.attempt(
+            lambda: compile_template(system, agent=name, field="system"), AgentConfigError, ""
+        )
+    checks.raise_if_named()
     return Agent(
         name=name,
         prompt=prompt,
         system=system,
         run=run,
-        activate_on=patterns,
+        activate_on=patterns or (),
         emits=tuple(dict.fromkeys(declared)),
         when=when,
         output=output,
@@ -226,24 +264,81 @@ def agent(
         options=dict(options or {}),
         before_tool=before_tool,
         after_tool=after_tool,
-        prompt_template=compile_template(prompt, agent=name, field="prompt") if prompt else None,
-        system_template=compile_template(system, agent=name, field="system") if system else None,
+        writes=tuple(dict.fromkeys(written)),
+        prompt_template=prompt_template,
+        system_template=system_template,
         when_expression=when_expression,
-        output_schema=output.model_json_schema() if output is not None else None,
+        output_spec=spec,
+        problems=tuple(checks.problems),
     )
 
 
-def _compile_guard(
-    when: Any, name: str | None, problem: Callable[[str], AgentConfigError]
-) -> Callable[..., Any] | None:
+class _Checks:
+    """Collects an agent's definition problems, to report them all at once.
+
+    A named agent's problems raise at once; an unnamed one's wait until the agent is
+    named (by its key in ``reactive({...})``), so the error can say which agent it is.
+    """
+
+    def __init__(self, name: str | None) -> None:
+        self.agent = name
+        self.problems: list[str] = []
+
+    def add(self, problem: str) -> None:
+        self.problems.append(problem)
+
+    def name(self, name: str) -> None:
+        try:
+            _check_name(name)
+        except AgentConfigError as exc:
+            self.add(str(exc))
+
+    def attempt(
+        self,
+        make: Callable[[], _T],
+        errors: type[Exception] | tuple[type[Exception], ...],
+        prefix: str,
+    ) -> _T | None:
+        try:
+            return make()
+        except errors as exc:
+            self.add(prefix + _strip_label(str(exc)))
+            return None
+
+    def raise_if_named(self) -> None:
+        if self.problems and self.agent is not None:
+            raise definition_error(self.agent, self.problems)
+
+
+def _given(value: object) -> object:
+    """An argument as what it may really be: users' code is not always type-checked."""
+    return value
+
+
+def definition_error(name: str, problems: Sequence[str]) -> AgentConfigError:
+    """The error of an agent's definition problems, naming it."""
+    if len(problems) == 1:
+        return AgentConfigError(f"Agent {name!r}: {problems[0]}", agent=name)
+    listed = "\n".join(f"  - {problem}" for problem in problems)
+    return AgentConfigError(f"Agent {name!r} has {len(problems)} problems:\n{listed}", agent=name)
+
+
+def _strip_label(message: str) -> str:
+    """Drop a leading ``Agent '...': `` from a message made before the name was known."""
+    return _LABEL.sub("", message, count=1)
+
+
+def _compile_guard(when: Any, name: str | None) -> Callable[..., Any] | None:
     if when is None:
         return None
     if isinstance(when, str):
         return compile_expression(when, agent=name)
     if not callable(when):
-        raise problem(f"when must be a function fn(ctx) or an expression string, got {when!r}.")
+        raise AgentConfigError(
+            f"when must be a function fn(ctx) or an expression string, got {when!r}."
+        )
     if inspect.iscoroutinefunction(when):
-        raise problem(
+        raise AgentConfigError(
             "when must be synchronous: guards run while the trigger is dispatched. Read "
             "what you need from ctx.state, or move the check into the agent."
         )
@@ -257,3 +352,7 @@ def _check_name(name: object) -> None:
             "(agent:<name>:completed), so use no ':', '*' or whitespace.",
             agent=name if isinstance(name, str) else None,
         )
+
+
+_OPTIONS = tuple(inspect.signature(agent).parameters)[:-1]
+"""agent()'s options, for did-you-mean hints."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import warnings
 from collections.abc import Iterable, Mapping
@@ -15,7 +16,8 @@ from reactor._origin import Origin
 from reactor._patterns import Pattern, normalize_patterns
 from reactor._result import RunResult
 from reactor._runtime import Run
-from reactor._validate import Declarations, find_cycles, mermaid, problems, state_keys
+from reactor._shape import GraphShape, shape_of
+from reactor._validate import Declarations, find_cycles, problems, state_schema
 from reactor.exceptions import AgentConfigError, CycleWarning, GraphValidationError
 from stores import create_store
 
@@ -48,6 +50,7 @@ class Reactive:
         defaults: Mapping[str, Any],
         single: bool = False,
         origin: Origin | None = None,
+        naming_problems: Iterable[str] = (),
     ) -> None:
         self.agents = dict(agents)
         self.state = state
@@ -57,14 +60,13 @@ class Reactive:
         self.single = single
         self._defaults = dict(defaults)
         self._origin = origin or Origin(None, None)
-        store = create_store(state)
         self._declarations = Declarations(
             agents=self.agents,
-            state_keys=state_keys(store),
+            state=state_schema(create_store(state)),
             external=external,
-            model_name=store.model_type.__name__ if store.model_type else "the state",
+            single=single,
         )
-        found = problems(self._declarations)
+        found = [*naming_problems, *problems(self._declarations)]
         if found:
             raise GraphValidationError(found, graph=name)
         self.warnings: tuple[str, ...] = tuple(
@@ -141,9 +143,18 @@ class Reactive:
         run.begin()
         return RunHandle(run, loop.create_task(run.execute(), name=f"reactor {run.run_id}"))
 
+    def shape(self, *, observed: Mapping[str, Iterable[str]] | None = None) -> GraphShape:
+        """The graph as data: agents, signals, and the edges between them.
+
+        Args:
+            observed: State keys each agent was seen writing (in recorded runs), drawn
+                as ``observed`` edges where they are not declared.
+        """
+        return shape_of(self._declarations, observed)
+
     def to_mermaid(self) -> str:
         """Draw the graph (agents, and the signals between them) as a Mermaid flowchart."""
-        return mermaid(self._declarations)
+        return self.shape().to_mermaid()
 
     def __repr__(self) -> str:
         return f"<Reactive {self.name or '(unnamed)'} agents={list(self.agents)}>"
@@ -175,7 +186,7 @@ def reactive(
         GraphValidationError: Every problem found, each with a hint.
         AgentConfigError: An agent is unnamed in a list, or not an agent.
     """
-    named = _name_agents(agents)
+    named, found = _name_agents(agents)
     external_patterns = normalize_patterns(external) if external else ()
     if isinstance(end_when, str):
         normalize_patterns(end_when)
@@ -194,10 +205,14 @@ def reactive(
         name=name,
         defaults=defaults,
         origin=_caller(),
+        naming_problems=found,
     )
 
 
-def _name_agents(agents: Mapping[str, Agent] | Iterable[Agent]) -> dict[str, Agent]:
+def _name_agents(
+    agents: Mapping[str, Agent] | Iterable[Agent],
+) -> tuple[dict[str, Agent], list[str]]:
+    """Agents by name, and the problems of naming them (reported with the others)."""
     named: dict[str, Agent] = {}
     found: list[str] = []
     items = agents.items() if isinstance(agents, Mapping) else ((None, a) for a in agents)
@@ -220,12 +235,14 @@ def _name_agents(agents: Mapping[str, Agent] | Iterable[Agent]) -> dict[str, Age
             )
         if name in named:
             found.append(f"Two agents are named {name!r}. Hint: give each agent its own name.")
-        named[name] = agent if agent.name == name else agent.named(name)
+        try:
+            named[name] = agent if agent.name == name else agent.named(name)
+        except AgentConfigError as exc:
+            found.append(str(exc))
+            named[name] = dataclasses.replace(agent, name=name, problems=())
     if not named:
         found.append("The graph has no agents. Hint: pass agents={'name': agent(...)}.")
-    if found:
-        raise GraphValidationError(found)
-    return named
+    return named, found
 
 
 async def run_reactive(

@@ -10,7 +10,6 @@ calls models the same way through ``ctx.provider`` (:class:`RunProvider`).
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,6 +27,7 @@ from reactor._names import (
     TOOL_RESULT,
     error_info,
 )
+from reactor._output import OutputSpec
 from reactor._providers.base import (
     End,
     Message,
@@ -48,9 +48,7 @@ if TYPE_CHECKING:
     from reactor._agent import Agent
     from reactor._bus import SignalBus
 
-__all__ = ["CallSite", "ModelCall", "RunProvider", "validate_output"]
-
-_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.DOTALL)
+__all__ = ["CallSite", "ModelCall", "RunProvider", "check_output"]
 
 
 class CallSite(Protocol):
@@ -96,7 +94,8 @@ class ModelCall:
         assert agent.prompt_template is not None
         prompt = render(agent.prompt_template, context, agent=name, field="prompt")
         messages = [Message("user", prompt)]
-        attempts = agent.output_retries + 1 if agent.output is not None else 1
+        spec = agent.output_spec
+        attempts = agent.output_retries + 1 if spec is not None else 1
         for attempt in range(1, attempts + 1):
             request = ProviderRequest.build(
                 agent=name,
@@ -110,14 +109,14 @@ class ModelCall:
                 after_tool=agent.after_tool,
             )
             raw = await self.stream(provider, request, name)
-            if agent.output is None:
+            if spec is None:
                 return raw
             try:
-                return validate_output(agent.output, raw, name, final=False)
+                return spec.validate(raw)
             except pydantic.ValidationError as exc:
                 if attempt == attempts:
                     raise OutputValidationError(
-                        f"Agent {name!r}: the output did not match {agent.output.__name__} after "
+                        f"Agent {name!r}: the output did not match {spec.name} after "
                         f"{attempts} attempt{'s' if attempts > 1 else ''}: "
                         f"{_summarize(exc)}. Make the prompt clearer about the format, or "
                         "raise output_retries.",
@@ -260,28 +259,17 @@ class RunProvider:
         return f"<provider {self.target!r} through the run>"
 
 
-def validate_output(
-    model: type[pydantic.BaseModel], raw: Any, agent: str, *, final: bool = True
-) -> Any:
-    """Validate ``raw`` (a model, a dict, or JSON text) into ``model``.
+def check_output(spec: OutputSpec, raw: Any, agent: str) -> Any:
+    """Validate a handler's output against its agent's ``output`` type.
 
     Raises:
-        pydantic.ValidationError: When ``final`` is false, to let the caller retry.
-        OutputValidationError: When ``final`` is true.
+        OutputValidationError: It does not match (the message says where).
     """
-    if isinstance(raw, model):
-        return raw
     try:
-        if isinstance(raw, str | bytes):
-            text = raw.decode() if isinstance(raw, bytes) else raw
-            fenced = _FENCE.match(text)
-            return model.model_validate_json(fenced.group(1) if fenced else text)
-        return model.model_validate(raw)
+        return spec.validate(raw)
     except pydantic.ValidationError as exc:
-        if not final:
-            raise
         raise OutputValidationError(
-            f"Agent {agent!r}: the output does not match {model.__name__}: {_summarize(exc)}.",
+            f"Agent {agent!r}: the output does not match {spec.name}: {_summarize(exc)}.",
             agent=agent,
             output=raw,
             errors=[dict(e) for e in exc.errors(include_url=False)],

@@ -1,25 +1,46 @@
-"""Jinja2 prompt templates and guard expressions: sandboxed, strict, compiled once."""
+"""Jinja2 prompt templates and guard expressions: sandboxed, strict, bounded, compiled once.
+
+Templates run in Jinja's sandbox with strict undefined values, so a missing variable
+is an error naming it, never an empty string. They are also bounded: a rendered text
+longer than ``REACTOR_MAX_TEMPLATE_CHARS`` (4,000,000 by default), a string or list
+repeated past that size, a huge power, or a template that recurses without end fails
+the activation with a :class:`~reactor.TemplateError` instead of eating the memory.
+"""
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import jinja2
+import jinja2.nodes
+import pydantic
 import pydantic_core
 from jinja2.sandbox import SandboxedEnvironment
 
 from reactor._signal import json_fallback
 from reactor.exceptions import AgentConfigError, TemplateError
 
-__all__ = ["CONTEXT_NAMES", "compile_expression", "compile_template", "render", "to_json"]
+__all__ = [
+    "CONTEXT_NAMES",
+    "compile_expression",
+    "compile_template",
+    "render",
+    "state_references",
+    "to_json",
+]
 
 CONTEXT_NAMES = ("state", "input", "signal", "agent", "run_id")
 """The names a template or string guard can read."""
 
+MAX_CHARS = int(os.environ.get("REACTOR_MAX_TEMPLATE_CHARS", "4000000"))
+"""The longest text a template may render (``REACTOR_MAX_TEMPLATE_CHARS``)."""
+
+_MAX_EXPONENT = 10_000
 _MISSING_NAME = re.compile(r"'([^']+)' is undefined")
-_MISSING_ATTR = re.compile(r"has no attribute '([^']+)'")
+_MISSING_ATTR = re.compile(r"has no (?:attribute|element) '?([^']+?)'?$")
 
 
 def to_json(value: Any, indent: int | None = None) -> str:
@@ -27,11 +48,57 @@ def to_json(value: Any, indent: int | None = None) -> str:
     return pydantic_core.to_json(value, indent=indent, fallback=json_fallback).decode()
 
 
-_ENV = SandboxedEnvironment(
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,
-    keep_trailing_newline=True,
-)
+class _Undefined(jinja2.StrictUndefined):
+    """Strict, and names the type a user knows (a state view shows as its model)."""
+
+    @property
+    def _undefined_message(self) -> str:
+        obj = self._undefined_obj
+        if self._undefined_hint or obj is jinja2.utils.missing:
+            return super()._undefined_message
+        kind = _kind(obj)
+        how = "attribute" if isinstance(self._undefined_name, str) else "element"
+        return f"{kind} has no {how} {self._undefined_name!r}"
+
+
+def _kind(value: Any) -> str:
+    """A value's type as users know it: the model, ``dict`` or ``list`` behind a view."""
+    if isinstance(value, pydantic.BaseModel):  # a view of a model passes for it
+        return value.__class__.__name__
+    if isinstance(value, Mapping):
+        return "dict"
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return "list"
+    return type(value).__name__
+
+
+class _Environment(SandboxedEnvironment):
+    """The sandbox, with repetition and powers bounded."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(
+        self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any
+    ) -> Any:
+        if operator == "**" and isinstance(right, int) and abs(right) > _MAX_EXPONENT:
+            raise jinja2.exceptions.SecurityError(
+                f"the power {right} is too large (at most {_MAX_EXPONENT})"
+            )
+        if operator == "*":
+            for sequence, times in ((left, right), (right, left)):
+                if (
+                    isinstance(sequence, str | list | tuple)
+                    and isinstance(times, int)
+                    and len(sequence) * times > MAX_CHARS
+                ):
+                    raise jinja2.exceptions.SecurityError(
+                        f"repeating a value {times:,} times would make "
+                        f"{len(sequence) * times:,} items, over the limit of {MAX_CHARS:,}"
+                    )
+        return super().call_binop(context, operator, left, right)
+
+
+_ENV = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True)
 _ENV.filters["tojson"] = to_json
 
 
@@ -46,7 +113,7 @@ def compile_template(source: str, *, agent: str | None, field: str) -> jinja2.Te
     except jinja2.TemplateSyntaxError as exc:
         raise AgentConfigError(
             f"Agent {agent or '(unnamed)'!r}: the {field} template has a syntax error on "
-            f"line {exc.lineno}: {exc.message}. Fix the template; it is Jinja2 "
+            f"line {exc.lineno}: {_reason(exc)}. Fix the template; it is Jinja2 "
             "(variables: " + ", ".join(CONTEXT_NAMES) + ").",
             agent=agent,
         ) from exc
@@ -63,11 +130,39 @@ def compile_expression(source: str, *, agent: str | None) -> Callable[..., Any]:
     except jinja2.TemplateSyntaxError as exc:
         raise AgentConfigError(
             f"Agent {agent or '(unnamed)'!r}: the `when` expression {source!r} has a syntax "
-            f"error: {exc.message}. Write a Jinja2 expression over "
+            f"error: {_reason(exc)}. Write a Jinja2 expression over "
             + ", ".join(CONTEXT_NAMES)
             + ', e.g. when="state.confidence > 0.8".',
             agent=agent,
         ) from exc
+
+
+def _reason(exc: jinja2.TemplateSyntaxError) -> str:
+    return (exc.message or "invalid syntax").rstrip(".")
+
+
+def state_references(source: str, *, expression: bool = False) -> list[str]:
+    """The top-level state keys a template (or expression) reads: ``state.<key>``.
+
+    Only direct reads count (``state.analysis``, ``state["analysis"]``); a key chosen
+    at run time (``state[name]``) cannot be known here.
+    """
+    text = f"{{{{ {source} }}}}" if expression else source
+    try:
+        tree = _ENV.parse(text)
+    except jinja2.TemplateSyntaxError:
+        return []
+    found: list[str] = []
+    for node in tree.find_all((jinja2.nodes.Getattr, jinja2.nodes.Getitem)):
+        assert isinstance(node, jinja2.nodes.Getattr | jinja2.nodes.Getitem)
+        target = node.node
+        if not (isinstance(target, jinja2.nodes.Name) and target.name == "state"):
+            continue
+        if isinstance(node, jinja2.nodes.Getattr):
+            found.append(node.attr)
+        elif isinstance(node.arg, jinja2.nodes.Const) and isinstance(node.arg.value, str):
+            found.append(node.arg.value)
+    return list(dict.fromkeys(found))
 
 
 def render(
@@ -77,16 +172,19 @@ def render(
     agent: str,
     field: str,
 ) -> Any:
-    """Render a template (or evaluate an expression) with ``context``.
+    """Render a template, or evaluate an expression to a truth value, with ``context``.
 
     Raises:
-        TemplateError: A variable or attribute is missing (named in the message), or
-            the template failed in another way.
+        TemplateError: A variable or attribute is missing (named in the message), the
+            sandbox refused an operation, the output is too long, or the template failed
+            in another way. Never a raw Jinja error.
     """
     try:
         if isinstance(template, jinja2.Template):
-            return template.render(context)
-        return template(**context)
+            return _bounded(template.generate(context), agent=agent, field=field)
+        return bool(template(**context))
+    except TemplateError:
+        raise
     except jinja2.UndefinedError as exc:
         message = str(exc)
         found = _MISSING_NAME.search(message) or _MISSING_ATTR.search(message)
@@ -97,9 +195,36 @@ def render(
             "with `is defined` or the `default` filter.",
             agent=agent,
             variable=variable,
-        ) from exc
+        ) from None
+    except jinja2.exceptions.SecurityError as exc:
+        raise TemplateError(
+            f"Agent {agent!r}: the {field} did something the template sandbox does not "
+            f"allow: {exc}.",
+            agent=agent,
+        ) from None
+    except RecursionError:
+        raise TemplateError(
+            f"Agent {agent!r}: the {field} recursed too deeply (a macro calling itself "
+            "without end?).",
+            agent=agent,
+        ) from None
     except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
         raise TemplateError(
             f"Agent {agent!r}: the {field} failed to render: {type(exc).__name__}: {exc}.",
             agent=agent,
         ) from exc
+
+
+def _bounded(pieces: Iterable[str], *, agent: str, field: str) -> str:
+    parts: list[str] = []
+    size = 0
+    for piece in pieces:
+        size += len(piece)
+        if size > MAX_CHARS:
+            raise TemplateError(
+                f"Agent {agent!r}: the {field} rendered more than {MAX_CHARS:,} characters; "
+                "shorten what it includes, or raise REACTOR_MAX_TEMPLATE_CHARS.",
+                agent=agent,
+            )
+        parts.append(piece)
+    return "".join(parts)

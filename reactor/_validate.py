@@ -1,39 +1,105 @@
-"""Build-time checks of a graph, cycle detection, and the static Mermaid drawing.
+"""Build-time checks of a graph, and cycle detection.
 
 The graph is read from declarations only: ``activate_on``, ``emits``, ``updates``,
-the state's keys and ``external``. Every problem is collected, each with a hint.
+``writes``, the state's keys and ``external``, plus the ``state.<key>`` reads of
+prompts and guards. Every problem is collected, each with a hint.
+
+Everything here is linear in the size of the graph: emitters and listeners are indexed
+by signal name, wildcard patterns are matched once per name, and every walk is
+iterative, so a graph of ten thousand agents builds in well under a second.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 from reactor._agent import Agent
 from reactor._names import (
     AGENT_EVENTS,
+    HARNESS_END,
+    HARNESS_ENDING,
     STATE_EVENTS,
-    STATE_PREFIX,
     SYSTEM_SIGNALS,
     agent_event,
+    parse_state_event,
     state_event,
 )
 from reactor._patterns import Pattern, compile_pattern, is_exact
+from reactor._templates import state_references
 from stores import Store
 
-__all__ = ["Declarations", "find_cycles", "mermaid", "problems", "state_keys"]
+__all__ = [
+    "Declarations",
+    "StateSchema",
+    "edges",
+    "find_cycles",
+    "problems",
+    "state_schema",
+    "written_keys",
+]
+
+_NEVER = {
+    HARNESS_END: "the last signal of a run: nothing runs after it",
+    HARNESS_ENDING: "emitted when the run stops taking new activations",
+}
+
+
+@dataclass(frozen=True)
+class StateSchema:
+    """What is known of the state's keys at build time.
+
+    Attributes:
+        keys: The keys, or ``None`` when new keys may appear at run time.
+        list_keys: Keys whose value may be a list (``None``: unknown).
+        name: How messages name the state (its model, or "the state").
+    """
+
+    keys: tuple[str, ...] | None
+    list_keys: frozenset[str] | None
+    name: str
+
+
+def state_schema(store: Store[Any]) -> StateSchema:
+    """The keys a graph's state has, from the store each run will start with."""
+    model = store.model_type
+    if model is None:
+        return StateSchema(None, None, "the state")
+    if model.model_config.get("extra") == "allow":
+        return StateSchema(None, None, model.__name__)
+    lists = frozenset(
+        key for key, info in model.model_fields.items() if _may_be_list(info.annotation)
+    )
+    return StateSchema(store.keys(), lists, model.__name__)
+
+
+def _may_be_list(annotation: Any) -> bool:
+    if annotation is None:
+        return False
+    origin = typing.get_origin(annotation) or annotation
+    if origin in (list, typing.Any) or annotation is typing.Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_may_be_list(arg) for arg in typing.get_args(annotation))
+    if origin is typing.Annotated:
+        return _may_be_list(typing.get_args(annotation)[0])
+    return isinstance(origin, type) and issubclass(origin, list)
 
 
 @dataclass(frozen=True)
 class Declarations:
-    """What a graph declares it can emit, by whom."""
+    """What a graph declares it can emit, by whom, and who listens."""
 
     agents: Mapping[str, Agent]
-    state_keys: tuple[str, ...] | None  # None: keys are open (dict state, extra fields)
+    state: StateSchema
     external: tuple[Pattern, ...]
-    model_name: str
+    single: bool = False
+    _listeners: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     def emitted_by(self, name: str, *, normal_only: bool = False) -> list[str]:
         """Concrete signal names agent ``name`` can emit.
@@ -45,14 +111,15 @@ class Declarations:
         events = ("activated", "completed") if normal_only else AGENT_EVENTS
         names = [agent_event(name, event) for event in events]
         names.extend(agent.emits)
-        if agent.updates is not None:
-            names.extend(state_event(agent.updates, event) for event in STATE_EVENTS)
+        for key in written_keys(agent):
+            names.extend(state_event(key, event) for event in STATE_EVENTS)
         return names
 
-    def known_names(self) -> dict[str, str]:
+    @cached_property
+    def known(self) -> dict[str, str]:
         """Every concrete name something can emit, with who emits it."""
         known = dict.fromkeys(SYSTEM_SIGNALS, "the runtime")
-        for key in self.state_keys or ():
+        for key in self.state.keys or ():
             for event in STATE_EVENTS:
                 known[state_event(key, event)] = "the store"
         for agent in self.agents:
@@ -60,42 +127,123 @@ class Declarations:
                 known.setdefault(name, agent)
         return known
 
+    @cached_property
+    def _exact(self) -> dict[str, list[str]]:
+        listeners: dict[str, list[str]] = {}
+        for name, agent in self.agents.items():
+            for pattern in agent.activate_on:
+                if is_exact(pattern):
+                    listeners.setdefault(str(pattern), []).append(name)
+        return listeners
 
-def state_keys(store: Store[object]) -> tuple[str, ...] | None:
-    """The state's keys, or ``None`` when new keys may appear at run time."""
-    model = store.model_type
-    if model is not None:
-        return None if model.model_config.get("extra") == "allow" else store.keys()
-    return None
+    @cached_property
+    def _wild(self) -> list[tuple[str, Any]]:
+        return [
+            (name, compile_pattern(pattern))
+            for name, agent in self.agents.items()
+            for pattern in agent.activate_on
+            if not is_exact(pattern)
+        ]
+
+    def listeners(self, signal: str) -> list[str]:
+        """The agents activated by ``signal``, in graph order, without repeats."""
+        found = self._listeners.get(signal)
+        if found is None:
+            names = self._exact.get(signal, []) + [n for n, m in self._wild if m(signal)]
+            found = self._listeners[signal] = list(dict.fromkeys(names))
+        return found
+
+    def matching(self, pattern: Pattern) -> list[str]:
+        """The known names a pattern matches (one lookup for an exact name)."""
+        if is_exact(pattern):
+            return [str(pattern)] if pattern in self.known else []
+        matcher = compile_pattern(pattern)
+        return [name for name in self.known if matcher(name)]
+
+
+def written_keys(agent: Agent) -> list[str]:
+    """The state keys an agent declares it writes: ``updates`` and ``writes``."""
+    keys = [agent.updates] if agent.updates is not None else []
+    return list(dict.fromkeys([*keys, *agent.writes]))
 
 
 def problems(decl: Declarations) -> list[str]:
     """Every problem of the declarations, each with a hint."""
     found: list[str] = []
-    known = decl.known_names()
     for name, agent in decl.agents.items():
+        reachable = []
         for pattern in agent.activate_on:
-            if not _satisfiable(pattern, known, decl):
-                found.append(_unreachable(name, pattern, known))
-        keys = decl.state_keys
-        if agent.updates is not None and keys is not None and agent.updates not in keys:
-            close = difflib.get_close_matches(agent.updates, keys, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            found.append(
-                f"Agent {name!r} updates {agent.updates!r}, which {decl.model_name} does not "
-                f"have (keys: {', '.join(keys)}). Hint: {hint}add the field to the state "
-                "model, or change updates=."
-            )
+            problem = _activation_problem(name, pattern, decl)
+            reachable.append(problem is None)
+            if problem is not None:
+                found.append(problem)
+        if decl.single and any(reachable):
+            # Run on its own, an agent may list signals its usual graph would send.
+            found = [p for p in found if not p.startswith(f"Agent {name!r} activates on")]
+        found.extend(_key_problems(name, agent, decl.state))
     return found
 
 
-def _satisfiable(pattern: Pattern, known: Mapping[str, str], decl: Declarations) -> bool:
+def _activation_problem(agent: str, pattern: Pattern, decl: Declarations) -> str | None:
+    if pattern in _NEVER:
+        return (
+            f"Agent {agent!r} activates on {pattern!r}, {_NEVER[str(pattern)]}, so it would "
+            "never run. Hint: activate on the signal that means your work is done, or use "
+            "on_end= and end_when= to control how a run finishes."
+        )
+    state = parse_state_event(str(pattern)) if is_exact(pattern) else None
+    lists = decl.state.list_keys
+    if state is not None and state[1] != "changed" and lists is not None:
+        key = state[0]
+        if decl.state.keys is not None and key in decl.state.keys and key not in lists:
+            return (
+                f"Agent {agent!r} activates on {pattern!r}, but {key!r} is not a list in "
+                f"{decl.state.name}, so it is never {state[1]}. Hint: activate on "
+                f"'state:{key}:changed'."
+            )
+    if _satisfiable(pattern, decl):
+        return None
+    return _unreachable(agent, pattern, decl.known)
+
+
+def _key_problems(name: str, agent: Agent, state: StateSchema) -> Iterable[str]:
+    keys = state.keys
+    if keys is None:
+        return
+    for key in written_keys(agent):
+        if key not in keys:
+            how = "updates" if key == agent.updates else "writes"
+            yield (
+                f"Agent {name!r} {how} {key!r}, which {state.name} does not have (keys: "
+                f"{', '.join(keys)}). Hint: {_did_you_mean(key, keys)}add the field to the "
+                f"state model, or change {how}=."
+            )
+    reads = [("prompt", agent.prompt, False), ("system prompt", agent.system, False)]
+    if isinstance(agent.when, str):
+        reads.append(("when expression", agent.when, True))
+    for field_name, source, expression in reads:
+        if not isinstance(source, str):
+            continue
+        for key in state_references(source, expression=expression):
+            if key not in keys:
+                yield (
+                    f"Agent {name!r}: the {field_name} reads state.{key}, which "
+                    f"{state.name} does not have (keys: {', '.join(keys)}). Hint: "
+                    f"{_did_you_mean(key, keys)}fix the name, or add the field to the model."
+                )
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _satisfiable(pattern: Pattern, decl: Declarations) -> bool:
     if not isinstance(pattern, str):
         return True  # a regular expression: cannot be checked statically
-    matcher = compile_pattern(pattern)
-    if any(matcher(name) for name in known):
+    if decl.matching(pattern):
         return True
-    if decl.state_keys is None and pattern.startswith((STATE_PREFIX, "*")):
+    if decl.state.keys is None and pattern.startswith(("state:", "*")):
         return True
     return any(_overlap(pattern, external) for external in decl.external)
 
@@ -127,75 +275,83 @@ def _unreachable(agent: str, pattern: Pattern, known: Mapping[str, str]) -> str:
     )
 
 
-def _edges(decl: Declarations) -> dict[str, dict[str, str]]:
+def edges(decl: Declarations) -> dict[str, dict[str, str]]:
     """``edges[a][b] = signal``: agent ``a`` can emit ``signal``, which activates ``b``."""
-    edges: dict[str, dict[str, str]] = {name: {} for name in decl.agents}
-    matchers = {
-        name: [compile_pattern(p) for p in agent.activate_on] for name, agent in decl.agents.items()
-    }
+    found: dict[str, dict[str, str]] = {name: {} for name in decl.agents}
     for source in decl.agents:
+        targets = found[source]
         for signal in decl.emitted_by(source, normal_only=True):
-            for target, patterns in matchers.items():
-                if target not in edges[source] and any(m(signal) for m in patterns):
-                    edges[source][target] = signal
-    return edges
+            for target in decl.listeners(signal):
+                targets.setdefault(target, signal)
+    return found
 
 
 def find_cycles(decl: Declarations) -> list[list[str]]:
     """One cycle per strongly connected group of agents, as ``agent, signal, ...``."""
-    edges = _edges(decl)
+    graph = edges(decl)
     cycles: list[list[str]] = []
-    for group in _components(edges):
-        start = group[0]
-        path = _cycle_from(start, set(group), edges)
+    for group in _components(graph):
+        path = _cycle_from(group[0], set(group), graph)
         if path:
             cycles.append(path)
     return cycles
 
 
-def _components(edges: Mapping[str, Mapping[str, str]]) -> list[list[str]]:
-    """Strongly connected components (Tarjan) that contain a cycle."""
+def _components(graph: Mapping[str, Mapping[str, str]]) -> list[list[str]]:
+    """Strongly connected components that contain a cycle (Tarjan's, iteratively)."""
+    order = {node: position for position, node in enumerate(graph)}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in edges[node]:
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            group = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                group.append(member)
-                if member == node:
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for nxt in successors:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(graph[nxt])))
+                    advanced = True
                     break
-            if len(group) > 1 or node in edges[node]:
-                found.append(sorted(group, key=list(edges).index))
-
-    for node in edges:
-        if node not in index:
-            visit(node)
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1 or node in graph[node]:
+                    found.append(sorted(group, key=order.__getitem__))
     return found
 
 
-def _cycle_from(start: str, group: set[str], edges: Mapping[str, Mapping[str, str]]) -> list[str]:
+def _cycle_from(start: str, group: set[str], graph: Mapping[str, Mapping[str, str]]) -> list[str]:
     """A shortest cycle through ``start`` within ``group``: ``start, sig, ..., sig, start``."""
     parents: dict[str, tuple[str, str]] = {}
     frontier = [start]
     while frontier:
         following: list[str] = []
         for node in frontier:
-            for nxt, signal in edges[node].items():
+            for nxt, signal in graph[node].items():
                 if nxt == start:
                     return [*_path(start, node, parents), signal, start]
                 if nxt in group and nxt not in parents:
@@ -212,48 +368,3 @@ def _path(start: str, end: str, parents: Mapping[str, tuple[str, str]]) -> list[
         parent, via = parents[path[0]]
         path[:0] = [parent, via]
     return path
-
-
-def mermaid(decl: Declarations) -> str:
-    """Draw agents (boxes) and the signals between them (rounded) as a flowchart."""
-    known = decl.known_names()
-    lines = ["flowchart LR"]
-    signals: dict[str, str] = {}
-
-    def node(signal: str) -> str:
-        if signal not in signals:
-            signals[signal] = f"s{len(signals)}"
-            lines.append(f'  {signals[signal]}(["{signal}"])')
-        return signals[signal]
-
-    for name in decl.agents:
-        lines.append(f'  {_id(name)}["{name}"]')
-    for name, agent in decl.agents.items():
-        for pattern in agent.activate_on:
-            matcher = compile_pattern(pattern)
-            sources = [s for s in known if matcher(s) and not _is_noise(s, pattern)]
-            for source in sources or [str(getattr(pattern, "pattern", pattern))]:
-                lines.append(f"  {node(source)} --> {_id(name)}")
-    for name, agent in decl.agents.items():
-        for emitted in agent.emits:
-            if emitted in signals or any(
-                compile_pattern(p)(emitted) for a in decl.agents.values() for p in a.activate_on
-            ):
-                lines.append(f"  {_id(name)} --> {node(emitted)}")
-        if agent.updates is not None:
-            changed = state_event(agent.updates, "changed")
-            lines.append(f"  {_id(name)} -. updates .-> {node(changed)}")
-        for event in AGENT_EVENTS:
-            lifecycle = agent_event(name, event)
-            if lifecycle in signals:
-                lines.append(f"  {_id(name)} --> {node(lifecycle)}")
-    return "\n".join(dict.fromkeys(lines))
-
-
-def _is_noise(signal: str, pattern: Pattern) -> bool:
-    """Wide patterns (``**``) would connect everything; draw only declared signals."""
-    return isinstance(pattern, str) and pattern.count("*") > 0 and signal in SYSTEM_SIGNALS
-
-
-def _id(name: str) -> str:
-    return "a_" + re.sub(r"\W", "_", name)

@@ -5,11 +5,23 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from reactor import AgentConfigError, ScriptedProvider, Tool, agent, tool
+from reactor import (
+    AgentConfigError,
+    GraphValidationError,
+    ScriptedProvider,
+    Tool,
+    agent,
+    reactive,
+    tool,
+)
 
 
 class Out(BaseModel):
     value: int
+
+
+class Opaque:
+    """A type pydantic has no schema for."""
 
 
 def noop(ctx: Any) -> None:
@@ -53,7 +65,9 @@ def noop(ctx: Any) -> None:
             id="when-syntax",
         ),
         pytest.param(
-            {"run": noop, "output": dict}, r"output must be a pydantic model", id="output"
+            {"run": noop, "output": Opaque},
+            r"output must be a pydantic model or a type pydantic validates",
+            id="output",
         ),
         pytest.param(
             {"run": noop, "emits": ["trade:*"]},
@@ -96,9 +110,28 @@ def test_invalid_names_are_rejected() -> None:
         agent(name="a:b", run=noop)
 
 
-def test_unnamed_agent_is_described_as_such() -> None:
-    with pytest.raises(AgentConfigError, match=r"^Agent '\(unnamed\)': give exactly one"):
-        agent()
+def test_an_unnamed_agent_reports_its_problems_under_the_key_that_names_it() -> None:
+    defined = agent(prompt="x", run=noop)  # no name yet: nothing to call it by
+    with pytest.raises(GraphValidationError, match=r"Agent 'trader': give exactly one of"):
+        reactive({"trader": defined})
+    with pytest.raises(AgentConfigError, match=r"^Agent 'solo': give exactly one of"):
+        defined.named("solo")
+
+
+def test_unknown_options_are_named_with_the_option_meant() -> None:
+    with pytest.raises(
+        AgentConfigError,
+        match=r"^Agent 'a': unknown option 'activateOn'; did you mean 'activate_on'\? ",
+    ):
+        agent(name="a", run=noop, activateOn="x")  # type: ignore[arg-type]
+
+
+def test_every_definition_problem_is_reported_at_once() -> None:
+    with pytest.raises(AgentConfigError, match=r"^Agent 'a' has 3 problems:\n") as info:
+        agent(name="a", run=noop, updates="a:b", concurrency="eager", max_activations=0)  # type: ignore[arg-type]
+    assert "updates must name a top-level state key" in str(info.value)
+    assert "unknown concurrency 'eager'" in str(info.value)
+    assert "max_activations must be None or an integer >= 1" in str(info.value)
 
 
 def test_definition_keeps_its_declarations() -> None:

@@ -208,3 +208,104 @@ def test_a_graph_built_inside_a_function_has_no_target() -> None:
     store = MemorySignalStore()
     result = reactive({"a": agent(run=lambda ctx: 1)}).run_sync(record=store)
     assert store.load(result.run_id).info.target is None
+
+
+# -- validation reports every problem, early -----------------------------------------
+
+
+class Desk(BaseModel):
+    headline: str = ""
+    trades: list[str] = []
+    count: int = 0
+
+
+def test_a_naming_problem_does_not_hide_the_others() -> None:
+    with pytest.raises(GraphValidationError) as info:
+        reactive(
+            {
+                "b": agent(name="c", run=lambda ctx: 1),
+                "d": agent(run=lambda ctx: 1, activate_on="nothing:sends:this"),
+            },
+            state=Desk,
+        )
+    assert len(info.value.problems) == 2
+    assert info.value.problems[0].startswith("The agent under key 'b' is named 'c'.")
+    assert info.value.problems[1].startswith("Agent 'd' activates on 'nothing:sends:this'")
+
+
+def test_template_and_guard_typos_are_found_when_the_graph_is_built() -> None:
+    with pytest.raises(GraphValidationError) as info:
+        reactive(
+            {
+                "writer": agent(prompt="Write about {{ state.headlne }}.", updates="headline"),
+                "count": agent(run=lambda ctx: 1, when="state.cuont > 1"),
+            },
+            state=Desk,
+        )
+    assert info.value.problems == (
+        "Agent 'writer': the prompt reads state.headlne, which Desk does not have (keys: "
+        "headline, trades, count). Hint: did you mean 'headline'? fix the name, or add the "
+        "field to the model.",
+        "Agent 'count': the when expression reads state.cuont, which Desk does not have "
+        "(keys: headline, trades, count). Hint: did you mean 'count'? fix the name, or add "
+        "the field to the model.",
+    )
+
+
+def test_signals_that_can_never_fire_are_refused() -> None:
+    with pytest.raises(GraphValidationError) as info:
+        reactive(
+            {
+                "late": agent(run=lambda ctx: 1, activate_on="harness:end"),
+                "added": agent(run=lambda ctx: 1, activate_on="state:count:added"),
+                "fine": agent(run=lambda ctx: 1, activate_on="state:trades:added"),
+            },
+            state=Desk,
+        )
+    late, added = info.value.problems
+    assert late.startswith("Agent 'late' activates on 'harness:end', the last signal of a run")
+    assert added.startswith(
+        "Agent 'added' activates on 'state:count:added', but 'count' is not a list in Desk"
+    )
+
+
+async def test_a_single_agent_run_ignores_signals_only_its_graph_would_send() -> None:
+    reused = agent(run=lambda ctx: "ran", activate_on=["harness:start", "data:updated"])
+    result = await run_reactive(reused)
+    assert result.output == "ran"
+
+
+def test_writes_are_declared_validated_and_drawn() -> None:
+    graph = reactive(
+        {
+            "clerk": agent(run=lambda ctx: ctx.store.set("count", 1), writes=["count"]),
+            "watcher": agent(run=lambda ctx: 1, activate_on="state:count:changed"),
+        },
+        state=Desk,
+    )
+    assert "  a_clerk -. writes .-> s1" in graph.to_mermaid().splitlines()
+    shape = graph.shape(observed={"clerk": ["count", "headline"]})
+    kinds = {(e.source, e.target, e.kind) for e in shape.edges}
+    assert ("agent:clerk", "signal:state:count:changed", "writes") in kinds
+    assert ("agent:clerk", "signal:state:headline:changed", "observed") in kinds
+    assert ("signal:state:count:changed", "agent:watcher", "activates") in kinds
+    assert shape.to_json()["agents"] == ["clerk", "watcher"]
+    assert shape.to_dot().startswith("digraph reactor {")
+    with pytest.raises(GraphValidationError, match=r"Agent 'clerk' writes 'cash', which Desk"):
+        reactive({"clerk": agent(run=lambda ctx: 1, writes="cash")}, state=Desk)
+
+
+def test_long_chains_and_wide_graphs_build_without_recursion_or_quadratic_work() -> None:
+    chain = {
+        f"a{i}": agent(
+            run=lambda ctx: 1,
+            activate_on="harness:start" if i == 0 else f"step:{i - 1}",
+            emits=[f"step:{i}"],
+        )
+        for i in range(1_500)
+    }
+    chain["a0"] = agent(
+        run=lambda ctx: 1, activate_on=["harness:start", "step:1499"], emits=["step:0"]
+    )
+    with pytest.warns(CycleWarning, match=r"^Agents form a cycle: a0 -> step:0 -> a1 -> "):
+        reactive(chain)
