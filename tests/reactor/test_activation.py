@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, RootModel
 
 from reactor import (
     AgentContext,
@@ -299,3 +300,74 @@ async def test_run_handlers_without_any_provider_see_none() -> None:
     seen: list[Any] = []
     await run_reactive(agent(name="caller", run=lambda ctx: seen.append(ctx.provider)))
     assert seen == [None]
+
+
+# -- templates that fail are TemplateErrors, and bounded -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("when", "prompt", "message"),
+    [
+        pytest.param(
+            "state.typo",
+            "x",
+            r"^Agent 'a': the when expression uses 'typo', which is not defined \(dict has no",
+            id="guard-typo",
+        ),
+        pytest.param(
+            "signal.__class__",
+            "x",
+            r"^Agent 'a': the when expression did something the template sandbox does not allow",
+            id="sandbox",
+        ),
+        pytest.param(
+            None,
+            "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+            r"^Agent 'a': the prompt recursed too deeply",
+            id="recursion",
+        ),
+        pytest.param(
+            None,
+            "{{ 'a' * 10**9 }}",
+            r"^Agent 'a': the prompt did something the template sandbox does not allow: "
+            r"repeating a value 1,000,000,000 times",
+            id="repetition",
+        ),
+        pytest.param(
+            None,
+            "{% for i in range(100000) %}{{ 'abcdefghij' * 9 }}{% endfor %}",
+            r"^Agent 'a': the prompt rendered more than 4,000,000 characters",
+            id="size",
+        ),
+    ],
+)
+async def test_failing_templates_fail_the_activation_with_a_template_error(
+    when: str | None, prompt: str, message: str
+) -> None:
+    graph = reactive({"a": agent(prompt=prompt, when=when)}, state={"count": 0})
+    result = await graph.run(provider=ScriptedProvider({"a": ["ok"]}))
+    assert result.status == "failed"
+    assert isinstance(result.error, TemplateError)
+    assert re.match(message, str(result.error)), str(result.error)
+
+
+class Headline(BaseModel):
+    title: str
+
+
+class Feed(BaseModel):
+    headlines: list[Headline] = []
+
+
+@pytest.mark.parametrize(
+    "output",
+    [pytest.param(list[Headline], id="list"), pytest.param(RootModel[list[Headline]], id="root")],
+)
+async def test_a_list_output_fills_a_list_key(output: Any) -> None:
+    graph = reactive({"news": agent(prompt="news", output=output, updates="headlines")}, state=Feed)
+    answers = ScriptedProvider({"news": [{"result": [{"title": "Rates cut"}]}]})
+    result = await graph.run(provider=answers)
+    assert result.status == "completed", result.error
+    assert result.state["headlines"] == [{"title": "Rates cut"}]
+    assert answers.requests[0].output_schema is not None
+    assert answers.requests[0].output_schema["required"] == ["result"]
