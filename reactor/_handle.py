@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from reactor._names import HARNESS_END
+from reactor._names import HARNESS_END, reserved_namespace
 from reactor._signal import Signal
 from reactor._stream import SignalStream
-from reactor.exceptions import RunClosedError
+from reactor.exceptions import RunClosedError, SignalNameError
 
 if TYPE_CHECKING:
     from reactor._result import RunResult
@@ -57,8 +57,19 @@ class RunHandle:
         """Inject a signal from outside the graph (``source="user"``).
 
         Raises:
+            SignalNameError: ``name`` is in a namespace only the runtime emits
+                (``harness:``, ``agent:``, ``state:``, ``provider:``, ``tool:``, ...).
             RunClosedError: The run was closed, has ended or was aborted.
         """
+        namespace = reserved_namespace(name)
+        if namespace is not None:
+            raise SignalNameError(
+                f"Cannot send {name!r}: '{namespace}:' signals come from the runtime only, "
+                "so outside input cannot forge an agent's result or a state change. Send "
+                "your own names (declare them with reactive(external=[...])), change the "
+                "state through the store, and answer prompts with reply().",
+                name=name,
+            )
         run = self._run
         if run.closed:
             state = run.status or "closing"

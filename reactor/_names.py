@@ -26,6 +26,7 @@ __all__ = [
     "PROVIDER_ERROR",
     "PROVIDER_EVENTS",
     "PROVIDER_START",
+    "RESERVED_NAMESPACES",
     "STATE_EVENTS",
     "STATE_PREFIX",
     "SYSTEM_SIGNALS",
@@ -57,6 +58,7 @@ __all__ = [
     "error_info",
     "parse_agent_event",
     "parse_state_event",
+    "reserved_namespace",
     "state_event",
 ]
 
@@ -115,6 +117,26 @@ SYSTEM_SIGNALS = (
     TOOL_RESULT,
 )
 """Names the runtime emits on its own (agents may activate on them)."""
+
+RESERVED_NAMESPACES = (
+    "harness",
+    "agent",
+    "state",
+    "provider",
+    "text",
+    "thinking",
+    "tool",
+    "session",
+    "bus",
+)
+"""First segments only the runtime emits: outside input may not forge them."""
+
+
+def reserved_namespace(name: str) -> str | None:
+    """The reserved namespace ``name`` is in (``"agent"`` for ``agent:x:completed``)."""
+    first = name.partition(":")[0]
+    return first if first in RESERVED_NAMESPACES else None
+
 
 # -- agents and state ----------------------------------------------------------------
 

@@ -52,7 +52,8 @@ class ScriptedProvider:
             function of the :class:`ProviderRequest` (sync or async). An answer is a
             string, JSON data (dict/list), a pydantic model instance, or an exception
             instance to raise (for testing failures).
-        default: The script of agents not in ``responses``.
+        default: The script of every agent not in ``responses``: each such agent
+            goes through it on its own.
         latency: Seconds to wait before answering (or a function of the request);
             the wait is cancellable, like a real network call.
         model: The model name reported in ``provider:start``.
@@ -132,16 +133,16 @@ class ScriptedProvider:
         if callable(script):
             answer = script(request)
             return await answer if inspect.isawaitable(answer) else answer
-        key = agent if agent in self._scripts else "\0default"
-        index = self._cursors.get(key, 0)
+        index = self._cursors.get(agent, 0)
         if index >= len(script):
+            whose = "its script" if agent in self._scripts else "the default script"
             raise ScriptExhaustedError(
-                f"ScriptedProvider has no answer left for agent {agent!r}: its script had "
-                f"{len(script)} and all were used. Add more answers, or script it with a "
+                f"ScriptedProvider has no answer left for agent {agent!r}: {whose} had "
+                f"{len(script)} and it used them all. Add more answers, or script it with a "
                 "function of the request.",
                 agent=agent,
             )
-        self._cursors[key] = index + 1
+        self._cursors[agent] = index + 1
         return script[index]
 
     def _cost(self, usage: Usage) -> float | None:
@@ -149,7 +150,7 @@ class ScriptedProvider:
 
     def remaining(self, agent: str) -> int | None:
         """Answers left in ``agent``'s list (``None`` for a function script)."""
-        script = self._scripts.get(agent)
+        script = self._scripts.get(agent, self._default)
         if script is None or callable(script):
             return None
         return len(script) - self._cursors.get(agent, 0)

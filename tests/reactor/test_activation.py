@@ -253,7 +253,21 @@ async def test_scripted_lists_are_used_in_order_and_then_exhausted() -> None:
     exhausted = await run_reactive(a, provider=provider)
     assert isinstance(exhausted.error, ScriptExhaustedError)
     assert str(exhausted.error).startswith(
-        "ScriptedProvider has no answer left for agent 'a': its script had 2 and all were used."
+        "ScriptedProvider has no answer left for agent 'a': its script had 2 and it used them all."
+    )
+
+
+async def test_the_default_script_is_each_unscripted_agents_own() -> None:
+    provider = ScriptedProvider(default=["first", "second"])
+    a, b = agent(name="a", prompt="x"), agent(name="b", prompt="x")
+    assert (await run_reactive(a, provider=provider)).output == "first"
+    assert (await run_reactive(b, provider=provider)).output == "first"
+    assert (provider.remaining("a"), provider.remaining("b")) == (1, 1)
+    await run_reactive(b, provider=provider)
+    exhausted = await run_reactive(b, provider=provider)
+    assert str(exhausted.error).startswith(
+        "ScriptedProvider has no answer left for agent 'b': the default script had 2 and it "
+        "used them all."
     )
 
 

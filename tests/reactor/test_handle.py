@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from reactor import AgentContext, RunClosedError, agent, reactive
+from reactor import AgentContext, RunClosedError, SignalNameError, agent, reactive
 from reactor.testing import signal_names as names
 from tests.reactor.support import SlowProvider
 
@@ -158,3 +158,27 @@ async def test_a_live_run_times_out() -> None:
     handle = graph.start(timeout=0.03)
     result = await asyncio.wait_for(handle.result(), 1)
     assert result.status == "timeout"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["harness:end", "state:x:changed", "agent:reviewer:completed", "tool:result", "session:x"],
+)
+async def test_outside_input_cannot_forge_runtime_signals(name: str) -> None:
+    graph = reactive(
+        {
+            "executor": agent(run=lambda ctx: "filled", activate_on="agent:reviewer:completed"),
+            "reviewer": agent(run=lambda ctx: "ok", activate_on="review:asked"),
+        },
+        external=["review:asked"],
+    )
+    handle = graph.start()
+    namespace = name.partition(":")[0]
+    with pytest.raises(
+        SignalNameError,
+        match=rf"^Cannot send '{name}': '{namespace}:' signals come from the runtime",
+    ):
+        handle.send(name, {"output": "approved"})
+    handle.close()
+    result = await handle.result()
+    assert result.select("agent:executor:*") == []
