@@ -42,6 +42,25 @@ class RunOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}.")
+        for reporter in self.reporters:
+            _check_reporter(reporter)
+
+
+def _check_reporter(reporter: object) -> None:
+    missing = [
+        what
+        for what, ok in (
+            ("patterns", isinstance(getattr(reporter, "patterns", None), str | tuple | list)),
+            ("on_signal(signal)", callable(getattr(reporter, "on_signal", None))),
+        )
+        if not ok
+    ]
+    if missing:
+        raise TypeError(
+            f"{reporter!r} is not a reporter: it has no {' and no '.join(missing)}. A reporter "
+            "has patterns (the signals it wants, e.g. patterns = ('**',)) and "
+            "on_signal(signal)."
+        )
 
 
 class RunKwargs(TypedDict, total=False):
