@@ -33,7 +33,19 @@ if TYPE_CHECKING:
     from reactor._signal import Signal
     from stores import Store
 
-__all__ = ["Activator", "RunServices"]
+__all__ = ["Activator", "RunServices", "Turn"]
+
+
+class Turn(Protocol):
+    """An activation's place in a recorded order, during a replay."""
+
+    async def wait(self) -> None:
+        """Wait until what was recorded before the activation finished is replayed."""
+        ...
+
+    def done(self) -> None:
+        """The activation finished."""
+        ...
 
 
 class RunServices(CallSite, Protocol):
@@ -60,6 +72,11 @@ class RunServices(CallSite, Protocol):
         ...
 
     @property
+    def template_run_id(self) -> str:
+        """The ``run_id`` templates see: the recorded run's during a replay."""
+        ...
+
+    @property
     def replay(self) -> Provider | None:
         """The provider answering every agent during a replay, if this is one."""
         ...
@@ -71,6 +88,10 @@ class RunServices(CallSite, Protocol):
 
     def release(self, activation: Activation) -> None:
         """Account for a finished activation."""
+        ...
+
+    def completion_turn(self, activation: Activation) -> Turn | None:
+        """When a replayed handler activation may finish (``None``: at once)."""
         ...
 
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
@@ -111,7 +132,7 @@ class Activator:
             "input": services.input,
             "signal": signal,
             "agent": agent_run.name,
-            "run_id": services.run_id,
+            "run_id": services.template_run_id,
         }
 
     def allowed(self, agent_run: AgentRun, signal: Signal) -> bool:
@@ -144,11 +165,10 @@ class Activator:
         name = agent_run.name
         started = time.perf_counter()
         ctx = self.context(agent_run, activation.trigger)
+        turn = services.completion_turn(activation) if agent.run is not None else None
         try:
             if agent.run is not None:
-                output = agent.run(ctx)
-                if inspect.isawaitable(output):
-                    output = await output
+                output = await _handled(agent.run, ctx, turn)
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
             else:
@@ -191,6 +211,8 @@ class Activator:
             )
             services.failed(agent_run, exc, failure)
         finally:
+            if turn is not None:
+                turn.done()
             services.release(activation)
 
     def _bound(self, agent_run: AgentRun) -> Provider | None:
@@ -214,3 +236,22 @@ class Activator:
                 hint=f"add {name!r} to the agent's emits=[...] so the graph knows about it",
             )
         return self.services.bus.emit(name, payload, source=ctx.agent)
+
+
+async def _handled(
+    run: Callable[[AgentContext[Any]], Any], ctx: AgentContext[Any], turn: Turn | None
+) -> Any:
+    """Run a handler; in a replay, finish (or fail) in its recorded turn."""
+    try:
+        output = run(ctx)
+        if inspect.isawaitable(output):
+            output = await output
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        if turn is not None:
+            await turn.wait()
+        raise
+    if turn is not None:
+        await turn.wait()
+    return output
