@@ -53,11 +53,19 @@ class Announcer:
         """Emit the signals of ``changes`` through ``emit`` (a bus's ``emit``)."""
         for key, old, new in changes:
             signals = self._keys.get(key) or self._add(key)
-            if old is ABSENT:
-                old_view, paths = None, signals.whole
+            # A new key, or a scalar on either side: the value was replaced, not
+            # changed inside.
+            if old is ABSENT or type(old) in SCALARS or type(new) in SCALARS:
+                paths = signals.whole
             else:
-                old_view, paths = readonly(old), _paths(old, new, key, signals.whole)
-            payload = FrozenDict(key=key, old=old_view, new=readonly(new), actor=actor, paths=paths)
+                paths = FrozenList(changed_paths(old, new, key))
+            payload = FrozenDict(
+                key=key,
+                old=None if old is ABSENT else readonly(old),
+                new=readonly(new),
+                actor=actor,
+                paths=paths,
+            )
             emit(signals.changed, payload, source="store")
             if isinstance(old, list) and isinstance(new, list):
                 added, removed = list_delta(old, new)
@@ -77,10 +85,3 @@ class Announcer:
         )
         self._keys[key] = signals
         return signals
-
-
-def _paths(old: Any, new: Any, key: str, whole: FrozenList) -> FrozenList:
-    # A scalar on either side means the value was replaced, not changed inside.
-    if type(old) in SCALARS or type(new) in SCALARS:
-        return whole
-    return FrozenList(changed_paths(old, new, key))

@@ -42,6 +42,13 @@ class Store(Generic[StateT]):
     transactions: validated, committed atomically, and only then signalled. A write
     that raises or does not validate leaves the state unchanged and emits nothing.
 
+    A commit emits, for each top-level key whose value changed, one
+    ``state:<key>:changed`` ``{key, old, new, actor, paths}``. When the key holds a
+    list before and after, ``state:<key>:added`` ``{key, items, actor}`` follows with
+    the items that came (the multiset difference new - old, compared by value), then
+    ``state:<key>:removed`` with those that went (old - new), each when not empty.
+    Payloads are read-only, so no subscriber changes what the next one receives.
+
     Args:
         initial: A model instance, a model class (default-constructed) or a dict. A
             subclass of ``Store[Model]`` defaults to ``Model()``. The store keeps its
