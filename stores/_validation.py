@@ -130,7 +130,7 @@ def copy_with(model: pydantic.BaseModel, fields: dict[str, Any]) -> Any:
     _set(new, "__pydantic_fields_set__", model.__pydantic_fields_set__.union(fields))
     extra = model.__pydantic_extra__
     _set(new, "__pydantic_extra__", None if extra is None else dict(extra))
-    private = model.__pydantic_private__
+    private = getattr(model, "__pydantic_private__", None)  # unset on some models
     if private is not None:
         private = {k: v for k, v in private.items() if v is not PydanticUndefined}
     _set(new, "__pydantic_private__", private)
