@@ -1,9 +1,10 @@
-"""Immutable JSON containers for snapshots.
+"""Immutable containers for snapshots and signal payloads.
 
 ``store.snapshot()`` is memoized per committed version, so the same object is handed
-to every caller until the next write. These ``dict`` and ``list`` subclasses make that
-safe: they serialize, compare and type-check as plain JSON containers, and refuse
-mutation. ``copy.deepcopy()`` returns plain, mutable containers.
+to every caller until the next write; a signal's payload is handed to every
+subscriber. These ``dict`` and ``list`` subclasses make that safe: they serialize,
+compare and type-check as plain containers, and refuse mutation.
+``copy.deepcopy()`` returns plain, mutable containers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from reactor.exceptions import ReadOnlyStateError
 
 __all__ = ["FrozenDict", "FrozenList", "freeze", "thaw"]
 
-_ADVICE = "Snapshots are read-only; copy.deepcopy(snapshot) gives a mutable copy."
+_ADVICE = (
+    "Store snapshots and signal payloads are read-only; copy.deepcopy() of one gives a "
+    "mutable copy."
+)
 
 
 def _refuse(*args: Any, **kwargs: Any) -> NoReturn:
