@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from bench._runner import Row, best_of_pair, micros, timed
 from reactor import Signal
+from reactor._frozen import FrozenDict, FrozenList
 from stores import Store, action
-from stores._frozen import FrozenDict, FrozenList
 
 ACTIONS = 100_000
 ACTION_TARGET = 3e-6

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from reactor._bus import set_current_signal
 from reactor._context import AgentContext
 from reactor._diagnostics import log
+from reactor._frozen import freeze_payload
 from reactor._modelcall import CallSite, ModelCall, RunProvider, check_output, since
 from reactor._names import error_info
 from reactor._output import OutputSpec
@@ -168,7 +169,8 @@ class Activator:
         turn = services.completion_turn(activation) if agent.run is not None else None
         try:
             if agent.run is not None:
-                output = await _handled(agent.run, ctx, turn)
+                # What a handler returns is its own: the log gets a copy nobody can change.
+                output = freeze_payload(await _handled(agent.run, ctx, turn))
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
             else:
@@ -235,7 +237,7 @@ class Activator:
                 signal=name,
                 hint=f"add {name!r} to the agent's emits=[...] so the graph knows about it",
             )
-        return self.services.bus.emit(name, payload, source=ctx.agent)
+        return self.services.bus.emit(name, freeze_payload(payload), source=ctx.agent)
 
 
 async def _handled(

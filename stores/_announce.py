@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from reactor._frozen import FrozenDict, FrozenList
+from reactor._names import state_event
 from stores._diff import changed_paths, list_delta
-from stores._frozen import FrozenDict, FrozenList
 from stores._views import SCALARS, readonly
 
 __all__ = ["ABSENT", "Announcer", "Change"]
@@ -78,9 +79,9 @@ class Announcer:
 
     def _add(self, key: str) -> _KeySignals:
         signals = _KeySignals(
-            f"state:{key}:changed",
-            f"state:{key}:added",
-            f"state:{key}:removed",
+            state_event(key, "changed"),
+            state_event(key, "added"),
+            state_event(key, "removed"),
             FrozenList([key]),
         )
         self._keys[key] = signals

@@ -9,12 +9,12 @@ from typing import Any, ClassVar, Generic, Self, TypeVar, cast, get_args
 import pydantic
 
 from reactor._bus import SignalBus, Subscription
+from reactor._frozen import FrozenDict, freeze
 from reactor._patterns import Pattern, validate_name
 from reactor._signal import to_jsonable
 from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
 from stores._announce import ABSENT, Announcer, Change
 from stores._draft import DictDraft, ModelDraft
-from stores._frozen import FrozenDict, freeze
 from stores._transaction import Transaction
 from stores._validation import apply_model, model_rules
 from stores._views import readonly, unwrap

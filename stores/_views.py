@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import pydantic
 
+from reactor._frozen import register_immutable
 from reactor._signal import register_json_unwrapper
 from reactor.exceptions import ReadOnlyStateError
 
@@ -390,3 +391,4 @@ _VIEWS: frozenset[type[Any]] = frozenset({ModelView, DictView, ListView})
 
 for _view in _VIEWS:
     register_json_unwrapper(_view, lambda view: view._target)
+    register_immutable(_view)

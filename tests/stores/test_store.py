@@ -253,12 +253,12 @@ def test_unknown_key_on_a_model_store_is_a_validation_error() -> None:
 def test_list_items_are_validated_and_coerced() -> None:
     store = TradeStore()
     with store.transaction() as draft:
-        draft.trades.append({"symbol": "A", "qty": "3"})
+        draft.trades.append({"symbol": "A", "qty": "3"})  # type: ignore[arg-type]  # coerced
     assert store.state.trades == [Trade(symbol="A", qty=3)]
 
     def append_invalid() -> None:
         with store.transaction() as draft:
-            draft.trades.append({"symbol": "B", "qty": "three"})
+            draft.trades.append({"symbol": "B", "qty": "three"})  # type: ignore[arg-type]
 
     with pytest.raises(StateValidationError, match=r"'trades\.1\.qty'"):
         append_invalid()
@@ -405,7 +405,7 @@ def test_snapshot_is_plain_json_and_memoized_per_version() -> None:
 
 
 def test_dict_backed_store_reads_by_key_and_attribute() -> None:
-    store = Store({"balance": 100, "positions": {"AAPL": 3}})
+    store = Store[Any]({"balance": 100, "positions": {"AAPL": 3}})
     signals = collect(store)
     with store.transaction() as draft:
         draft.balance -= 10
@@ -435,7 +435,7 @@ def test_dict_store_adds_keys_but_refuses_to_delete_them() -> None:
 def test_dict_store_keys_must_fit_in_a_signal_name() -> None:
     with pytest.raises(ValueError, match=r"State key 'a:b' cannot be part of a signal name"):
         Store({"a:b": 1})
-    store = Store({})
+    store = Store[Any]({})
     with pytest.raises(ValueError, match=r"State key 'x:y'"):
         store.set("x:y", 1)
 

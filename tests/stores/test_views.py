@@ -118,7 +118,7 @@ def test_views_pickle_as_their_values() -> None:
 
 
 def test_dict_view_attribute_access_names_missing_keys() -> None:
-    state = Store({"balance": 5}).state
+    state = Store[Any]({"balance": 5}).state
     assert state.balance == 5
     with pytest.raises(AttributeError, match=r"^The state has no key 'cash' \(keys: balance\)\.$"):
         _ = state.cash
@@ -142,7 +142,9 @@ def test_payload_values_are_read_only_and_serialize() -> None:
 def test_writing_a_view_back_stores_the_value_not_the_view() -> None:
     store = book_store()
     with store.transaction() as draft:
-        draft.positions = [store.state.best, *store.state.positions]
+        best = store.state.best
+        assert best is not None
+        draft.positions = [best, *store.state.positions]
     assert type(store._state.positions[0]) is Position
     assert store.snapshot()["positions"][0] == {"symbol": "MSFT", "qty": 1}
 

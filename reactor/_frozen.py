@@ -11,9 +11,18 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+import pydantic
+
 from reactor.exceptions import ReadOnlyStateError
 
-__all__ = ["FrozenDict", "FrozenList", "freeze", "thaw"]
+__all__ = [
+    "FrozenDict",
+    "FrozenList",
+    "freeze",
+    "freeze_payload",
+    "register_immutable",
+    "thaw",
+]
 
 _ADVICE = (
     "Store snapshots and signal payloads are read-only; copy.deepcopy() of one gives a "
@@ -81,4 +90,54 @@ def thaw(value: Any) -> Any:
         return {key: thaw(item) for key, item in value.items()}
     if isinstance(value, list):
         return [thaw(item) for item in value]
+    return value
+
+
+_IMMUTABLE: tuple[type[Any], ...] = (
+    str,
+    bytes,
+    int,
+    float,
+    bool,
+    type(None),
+    FrozenDict,
+    FrozenList,
+)
+
+
+def register_immutable(kind: type[Any]) -> None:
+    """Let payloads hold ``kind`` as is: its instances cannot change (read-only views)."""
+    global _IMMUTABLE
+    _IMMUTABLE = (*_IMMUTABLE, kind)
+
+
+def freeze_payload(value: Any) -> Any:
+    """A payload nobody can change after it was emitted, the emitter included.
+
+    Dicts and lists become their frozen twins (recursively), tuples and sets are
+    rebuilt around frozen items, and a pydantic model is copied: the emitter keeps the
+    original, subscribers and the log get a value of their own. Immutable values and
+    read-only views pass as they are; other objects are assumed not to change.
+    """
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if isinstance(value, dict):
+        frozen = FrozenDict()
+        for key, item in value.items():
+            dict.__setitem__(frozen, key, freeze_payload(item))
+        return frozen
+    if isinstance(value, list):
+        items = FrozenList()
+        list.extend(items, (freeze_payload(item) for item in value))
+        return items
+    if isinstance(value, tuple):
+        return (
+            type(value)(*map(freeze_payload, value))
+            if hasattr(value, "_fields")
+            else tuple(map(freeze_payload, value))
+        )
+    if isinstance(value, set | frozenset):
+        return frozenset(map(freeze_payload, value))
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_copy(deep=True)
     return value
