@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._bus import set_current_signal
@@ -73,6 +73,11 @@ class RunServices(CallSite, Protocol):
         ...
 
     @property
+    def scope(self) -> Mapping[str, Any]:
+        """Named values the run gives its agents and templates."""
+        ...
+
+    @property
     def template_run_id(self) -> str:
         """The ``run_id`` templates see: the recorded run's during a replay."""
         ...
@@ -123,12 +128,14 @@ class Activator:
             services.store,
             lambda ctx, name, payload: self._emit(agent_run, ctx, name, payload),
             lambda: self._bound(agent_run),
+            services.scope,
         )
 
     def template_context(self, agent_run: AgentRun, signal: Signal) -> dict[str, Any]:
         """The names templates and string guards can read."""
         services = self.services
         return {
+            **services.scope,
             "state": services.store.state,
             "input": services.input,
             "signal": signal,

@@ -229,6 +229,11 @@ class Run:
         return self.options.provider
 
     @property
+    def scope(self) -> Mapping[str, Any]:
+        """Named values the run gives its agents and templates."""
+        return self.options.scope or {}
+
+    @property
     def template_run_id(self) -> str:
         """The ``run_id`` templates render: the recorded run's during a replay.
 
