@@ -438,7 +438,13 @@ async def test_llm_nodes_are_scripted_by_node_id_in_both_executors() -> None:
     both.assert_agree()
     assert both.reactive["ask"]["text"] == "Bees make honey."
     assert both.reactive["extract"]["structured_output"] == {"n": 1}
-    assert set(both.reactive["extract"]) == {"text", "structured_output", "usage"}
+    assert both.reactive["extract"]["structuredOutput"] == {"n": 1}
+    assert set(both.reactive["extract"]) == {
+        "text",
+        "structuredOutput",
+        "structured_output",
+        "usage",
+    }
     edge_requests, reactive_requests = (p.requests for p in providers)
     assert [r.agent for r in reactive_requests] == ["ask", "extract"]
     assert [r.request_hash for r in reactive_requests] == [r.request_hash for r in edge_requests]
@@ -503,7 +509,8 @@ async def test_unknown_node_types_are_reported_before_running() -> None:
         harness_to_reactive(spec)
     assert str(info.value).startswith(
         "Unknown node types: 'http.get' (nodes 'a', 'b'); 'db.write' (node 'c'). Known types: "
-        "anthropic.text, claude.agent, condition.equals, constant, control.fail, control.if, "
+        "anthropic.text, claude.agent, condition.equals, constant, control.fail, "
+        "control.foreach, control.if, "
     )
     assert info.value.type == "http.get"
     assert info.value.node == "a"
