@@ -8,7 +8,9 @@ the item of a ``forEach`` by its ``as`` name. The A3 forms read one dotted path:
 * ``{{?path}}``: optional, a missing value renders as ``""``;
 * ``{{path | default:<json>}}``: a missing value is the JSON literal instead.
 
-A path that leads nowhere, or to ``null``, is missing. Anything else between the
+A path that leads nowhere, or to ``null``, is missing; a step over a list applies to
+each element, as in JSONata (``{{ plan.tasks.title }}`` is the list of titles), when
+the list has no element of that index. Anything else between the
 braces is an expression of the kernel's later dialect (``{{ reviewer.score >= 0.5
 }}``, see :mod:`migration._expr`), parsed once; an expression that is undefined
 renders as ``""`` (``null`` when it is the whole string).
@@ -29,13 +31,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from migration._errors import BindingError
-from migration._expr import Expr, ExpressionError, evaluate, parse, roots
+from migration._expr import Expr, ExpressionError, Path, evaluate, parse, roots
 from migration._values import MISSING, clip, lookup, step
 
 __all__ = ["bound_nodes", "check_bindings", "resolve", "strings"]
 
 _BINDING = re.compile(r"\{\{(.*?)\}\}(?!\})", re.DOTALL)
-_PATH = re.compile(r"^[\w-]+(?:\.[\w-]+)*$")
+_PATH = re.compile(r"^[A-Za-z_][\w-]*(?:\.[\w-]+)*$")
+_LITERALS = ("true", "false", "null")
 _DEFAULT = re.compile(r"^default\s*:\s*(.*)$", re.DOTALL)
 
 
@@ -85,7 +88,7 @@ def _parse_binding(raw: str) -> _Binding:
     optional = path.startswith("?")
     if optional:
         path = path[1:].strip()
-    if not bar and not optional and not _PATH.match(path):
+    if not bar and not optional and (not _PATH.match(path) or path in _LITERALS):
         return _expression(raw)
     if not _PATH.match(path):
         raise ValueError(
@@ -204,6 +207,9 @@ def _value(binding: _Binding, context: Mapping[str, Any], node: str | None, *, w
             return None if whole else ""
         return value
     value = lookup(context, binding.path)
+    if value is MISSING:  # a step over a list maps over it, as in the later dialect
+        value = evaluate(Path(tuple(binding.path.split("."))), context)
+        value = MISSING if value is None else value
     if value is not MISSING:
         return value
     if binding.has_default:

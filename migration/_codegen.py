@@ -64,7 +64,7 @@ def to_python(spec: FlowSource, *, registry: RegistrySource | None = None) -> st
     }
     imports, registrations, stubs = _custom_types(custom, types)
     flow = Flow.from_spec(flow_spec)
-    loops = flow_spec.has_loops
+    loops = any(flow_spec.topology.loops_in.values())  # body loops run inside an agent
     lines = [f'"""{_docstring(flow_spec)}"""', ""]
     for warning in flow_spec.order_warnings():
         lines += textwrap.wrap(

@@ -132,8 +132,9 @@ async def each_item(
 
     Without ``concurrency`` items run one after another, each seeing the writes of the
     ones before. With it, up to that many run at once, each from ``state``; their
-    writes are applied in item order. Results are in item order either way. The first
-    failure is raised (with ``concurrency``, the items still running are cancelled).
+    writes are applied in item order. Results are in item order either way. A failure
+    is raised (with ``concurrency``, the items still running are cancelled first, and
+    the failure of the earliest item is the one raised).
     """
     results: list[T] = []
     writes: Writes = []
@@ -145,20 +146,26 @@ async def each_item(
             results.append(result)
             writes += made
         return results, writes
+    if not items:
+        return results, writes
     gate = asyncio.Semaphore(concurrency)
 
     async def one(item: Any) -> tuple[T, Writes]:
         async with gate:
             return await run(item, state)
 
+    # Tasks this function owns and always awaits: on a failure (or a cancellation of
+    # its caller) the others are cancelled and awaited before it returns.
+    tasks = [asyncio.create_task(one(item)) for item in items]
     try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(item)) for item in items]
-    except BaseExceptionGroup as failed:
-        first: BaseException = failed
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise first from None
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:  # the first failing item, in item order
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
     for task in tasks:
         result, made = task.result()
         results.append(result)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from migration._bindings import resolve
 from migration._context import BodyRunner, NodeContext, Writes, each_item
-from migration._errors import FlowLoopError, NodeTimeoutError
+from migration._errors import FlowLoopError, FlowRunError, NodeTimeoutError
 from migration._models import EachSpec, EdgeSpec, NodeSpec
 from migration._registry import NodeRegistry
 from migration._topology import Topology
@@ -83,6 +83,12 @@ def failure_message(node: NodeSpec, outcome: Outcome) -> str:
     attempts = outcome.output.get("attempts", 1) if isinstance(outcome.output, dict) else 1
     plural = "s" if attempts != 1 else ""
     reason = f"{type(error).__name__}: {str(error).rstrip('.')}"
+    if isinstance(error, FlowRunError) and error.__cause__ is not None:  # a foreach body's
+        cause = error.__cause__
+        reason = (
+            f"{type(error).__name__}: its body node {error.node!r} failed: "
+            f"{type(cause).__name__}: {str(cause).rstrip('.')}"
+        )
     return (
         f"Node {node.id!r} ({node.type}) failed after {attempts} attempt{plural}: {reason}. "
         "The flow stopped (policy.failFast); set policy.continueOnError on the node, or "
