@@ -64,11 +64,14 @@ class FlowSpec(Model):
 
     def scope_topology(self, scope: str | None) -> Topology[EdgeSpec]:
         """The topology of a scope: the top level (``None``) or a foreach node's body."""
-        cache: dict[str | None, Topology[EdgeSpec]] = self.__dict__.setdefault("_scope_cache", {})
+        cache = self._topologies
         if scope not in cache:
-            scopes = self.scopes
-            cache[scope] = Topology(scopes.members(scope), scopes.edges(scope))
+            cache[scope] = Topology(self.scopes.members(scope), self.scopes.edges(scope))
         return cache[scope]
+
+    @functools.cached_property
+    def _topologies(self) -> dict[str | None, Topology[EdgeSpec]]:
+        return {}
 
     @functools.cached_property
     def _by_id(self) -> dict[str, NodeSpec]:
@@ -98,33 +101,29 @@ class FlowSpec(Model):
         in a foreach body run one after another, so only their reads of nodes
         outside the body count, against the top-level foreach node around them.
         """
-        scopes = self.scopes
         found: list[str] = []
+        each_reads: dict[str, set[str]] = {}  # a forEach's list is read by its target
+        for edge in self.edges:
+            if edge.for_each is not None:
+                each_reads[edge.target] = bound_nodes(edge.for_each.items)
         for node in self.nodes:
-            reads = bound_nodes(node.input) | when_roots(node.when)
-            target, safe = self._reader(node.id)
+            reads = bound_nodes(node.input) | when_roots(node.when) | each_reads.get(node.id, set())
+            top, safe = self._reader(node.id)
             for read in sorted(reads & self._by_id.keys() - safe):
-                hint = target if target == node.id else f"{target} (around {node.id!r})"
+                where = "it" if top == node.id else f"its foreach node {top!r}"
                 found.append(
-                    f"Node {node.id!r} reads {read!r}, which is not upstream of it: the "
-                    f"reactive graph may run them in either order. Add an edge {read}->"
-                    f"{target} if {node.id!r} needs that output."
-                    if target == node.id
-                    else f"Node {node.id!r} reads {read!r}, which is not upstream of its "
-                    f"foreach node {hint}: the reactive graph may run them in either order. "
-                    f"Add an edge {read}->{target} if {node.id!r} needs that output."
+                    f"Node {node.id!r} reads {read!r}, which is not upstream of {where}: the "
+                    f"reactive graph may run them in either order. Add an edge {read}->{top} "
+                    f"if {node.id!r} needs that output."
                 )
         for edge in self.edges:
-            if scopes.scope_of(edge.source) is not None:
-                continue
-            upstream = self.topology.upstream(edge.source)
-            for read in sorted(
-                when_roots(edge.when) & self._by_id.keys() - upstream - {edge.source}
-            ):
+            top, safe = self._reader(edge.source)
+            for read in sorted(when_roots(edge.when) & self._by_id.keys() - safe):
+                where = repr(edge.source) if top == edge.source else f"its foreach node {top!r}"
                 found.append(
-                    f"Edge {edge.key} decides on {read!r}, which is not upstream of "
-                    f"{edge.source!r}: the reactive graph may settle them in either order. "
-                    f"Add an edge {read}->{edge.source} if the decision needs it."
+                    f"Edge {edge.key} decides on {read!r}, which is not upstream of {where}: "
+                    "the reactive graph may settle them in either order. Add an edge "
+                    f"{read}->{top} if the decision needs it."
                 )
         return found
 

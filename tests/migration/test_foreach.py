@@ -357,3 +357,57 @@ async def test_a_failed_item_leaves_the_caller_able_to_go_on() -> None:
     assert task is not None
     assert task.cancelling() == 0
     await asyncio.sleep(0)  # not cancelled
+
+
+def test_reads_from_a_body_are_ordered_against_its_foreach_node() -> None:
+    spec = FlowSpec.load(
+        flow(
+            [
+                node("a"),
+                node("b"),
+                each([1], ["x", "y"]),
+                node("x", input={"text": "{{ a.text }} {{ b.text }}"}),
+                node("y", input={"text": "{{ x.text }}"}),
+                node("t", input={"text": "{{ item }}"}),
+            ],
+            [
+                ("a", "each"),
+                ("x", "y"),
+                {"from": "a", "to": "t", "forEach": {"in": "{{ b.list }}"}},
+            ],
+        )
+    )
+    assert spec.order_warnings() == [
+        "Node 'x' reads 'b', which is not upstream of its foreach node 'each': the reactive "
+        "graph may run them in either order. Add an edge b->each if 'x' needs that output.",
+        "Node 't' reads 'b', which is not upstream of it: the reactive graph may run them in "
+        "either order. Add an edge b->t if 't' needs that output.",
+    ]
+
+
+async def test_a_loop_edge_can_re_run_a_whole_foreach() -> None:
+    registry = NodeRegistry()
+    registry.register("test.more", lambda input: {"items": [*(input.get("items") or []), 1]})
+    registry.register("test.count", lambda input: {"n": len(input["items"])})
+    spec = flow(
+        [
+            node("grow", "test.more", input={"items": "{{?grow.items}}"}),
+            each("{{ grow.items }}", ["one"]),
+            node("one", input={"text": "item {{ item }}"}),
+            node("count", "test.count", input={"items": "{{ each.iterations }}"}),
+        ],
+        [
+            ("grow", "each"),
+            ("each", "count"),
+            {
+                "from": "count",
+                "to": "grow",
+                "type": "loop",
+                "maxIterations": 2,
+                "when": "count.n < 3",
+            },
+        ],
+    )
+    both = await run_both(spec, registry=registry)
+    both.assert_agree()
+    assert both.reactive["count"] == {"n": 3}
