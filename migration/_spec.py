@@ -146,9 +146,8 @@ class FlowSpec(Model):
         return self
 
     def _problems(self) -> list[Problem]:
-        problems: list[Problem] = check_topology([n.id for n in self.nodes], self.edges)
-        if not problems:
-            problems += check_scopes(self.nodes, self.edges)
+        problems = check_topology([n.id for n in self.nodes], self.edges)
+        problems += check_scopes(self.nodes, self.edges)
         for node in self.nodes:
             where = f"Node {node.id!r}"
             problems.extend((p, node.id, None) for p in check_bindings(node.input, where))

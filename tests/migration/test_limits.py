@@ -181,3 +181,15 @@ async def test_the_check_has_a_timeout() -> None:
         r"or looping\. Give it more time, or look at the slow node\.$",
     ):
         await check(spec, timeout=0.2)
+
+
+@pytest.mark.timeout(5)
+def test_a_file_over_the_size_limit_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text("# " + "x" * 4_000_000 + "\n")
+    with pytest.raises(
+        FlowSpecError,
+        match=rf"^The flow file {re.escape(repr(str(path)))} is 4,000,003 bytes; the limit is "
+        r"4,000,000\. Split it, or check that it is the file you meant\.$",
+    ):
+        FlowSpec.load(path)
