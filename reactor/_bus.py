@@ -151,7 +151,7 @@ class SignalBus:
             [] if history_limit is None else deque(maxlen=history_limit)
         )
         self._seq = 0
-        self._queue: deque[Signal] = deque()
+        self._queue: list[Signal] = []  # waiting for dispatch; drained from the front
         self._dispatching = False
         self._signals: dict[str, blinker.Signal] = {}
         self._handlers: dict[str, tuple[Handler, ...]] = {}
@@ -225,9 +225,11 @@ class SignalBus:
         after = self._after_dispatch
         router = self._router
         self._dispatching = True
+        done = 0
         try:
-            while queue:
-                signal = queue.popleft()
+            while done < len(queue):
+                signal = queue[done]
+                done += 1
                 handlers = handlers_for[signal.name]
                 if not handlers and not after and router is None:
                     continue
@@ -251,6 +253,7 @@ class SignalBus:
                 finally:
                     _CURRENT.reset(token)
         finally:
+            del queue[:done]
             self._dispatching = False
 
     def _handler_failed(self, handler: Handler, signal: Signal, exc: Exception) -> None:

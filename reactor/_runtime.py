@@ -160,11 +160,11 @@ class Run:
             if start is not None:
                 start(info)
         routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
-        triggers = [self.scheduler.trigger_handler(agent_run) for agent_run in self.agents]
+        agents, trigger = self.agents, self.scheduler.trigger
 
         def route(signal: Signal) -> None:
             for index in routes(signal.name):
-                triggers[index](signal)
+                trigger(agents[index], signal)
 
         self.bus.set_router(route)
         for reporter in self.options.reporters:
@@ -181,9 +181,10 @@ class Run:
     async def execute(self) -> RunResult:
         """Run until quiescence (or until closed, for a live run) or a stop."""
         self._main = asyncio.current_task()
-        self._wake = asyncio.Event()
-        if self.closed or self.ending:
-            self._wake.set()
+        if self.live:  # only a live run waits to be closed
+            self._wake = asyncio.Event()
+            if self.closed or self.ending:
+                self._wake.set()
         if self.options.timeout is not None:
             self._timer = asyncio.get_running_loop().call_later(
                 self.options.timeout, self._on_timeout
@@ -191,7 +192,7 @@ class Run:
         try:
             async with asyncio.TaskGroup() as group:
                 self.scheduler.attach(group, self._main)
-                if self.live:
+                if self._wake is not None:
                     await self._wake.wait()
         except asyncio.CancelledError:
             self._set_status("aborted", "the run was cancelled from outside")
