@@ -133,7 +133,7 @@ class Run:
         self.replay: ReplayProvider | None = (
             ReplayProvider(replay) if isinstance(replay, Recording) else replay
         )
-        self.requests: dict[str, dict[str, Any]] = {}
+        self.requests: dict[str, ProviderRequest] = {}
         self._end_check = self._compile_end_when(graph.end_when)
         self.scheduler = Scheduler(self, self.agents, Activator(self))
 
@@ -171,7 +171,7 @@ class Run:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         for watcher in _WATCHERS.get():
             self.bus.subscribe("**", watcher)
-        self.bus.add_after_dispatch(self._after_dispatch)
+        self.bus.set_after_dispatch(self._after_dispatch)
         self.bus.emit(
             HARNESS_START,
             {"input": self.options.input, "state": self.store.snapshot()},
@@ -243,14 +243,14 @@ class Run:
         return self.run_id
 
     def record_request(self, request: ProviderRequest) -> None:
-        """Keep what a provider was asked, with the result and the recording (once per hash)."""
+        """Keep what a provider was asked, for the result and the recording (once per hash)."""
         digest = request.request_hash
         if digest in self.requests:
             return
-        fingerprint = self.requests[digest] = request.fingerprint()
+        self.requests[digest] = request
         record = self.options.record
         if record is not None:
-            record.record_request(self.run_id, digest, fingerprint)
+            record.record_request(self.run_id, digest, request.fingerprint())
 
     def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
         """Add a provider call's tokens and cost to the run's metrics."""
@@ -310,7 +310,7 @@ class Run:
             run_id=self.run_id,
             reason=self.reason,
             graph=self.graph.name,
-            requests=self.requests,
+            requests={digest: r.fingerprint() for digest, r in self.requests.items()},
             failures=tuple(self.failures),
         )
 

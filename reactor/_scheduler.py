@@ -79,7 +79,7 @@ class Scheduler:
         self.activations = 0
         self.pending: list[tuple[AgentRun, Signal]] = []
         self.inflight: dict[asyncio.Task[None], Activation] = {}
-        self._deferred: list[tuple[Activation, Coroutine[Any, Any, None]]] = []
+        self._deferred: list[tuple[Activation, Coroutine[Any, Any, None]]] | None = None
         self._group: asyncio.TaskGroup | None = None
         self._main: asyncio.Task[Any] | None = None
 
@@ -87,8 +87,8 @@ class Scheduler:
         """Run activations in ``group`` from now on (those launched before start now)."""
         self._group = group
         self._main = main
-        deferred, self._deferred = self._deferred, []
-        for activation, coroutine in deferred:
+        deferred, self._deferred = self._deferred, None
+        for activation, coroutine in deferred or ():
             self._spawn(activation, coroutine)
 
     # -- triggers ----------------------------------------------------------------
@@ -176,13 +176,16 @@ class Scheduler:
         activation = Activation(agent_run, trigger, signal)
         coroutine = self.activator.activate(activation)
         if self._group is None:
+            if self._deferred is None:
+                self._deferred = []
             self._deferred.append((activation, coroutine))
         else:
             self._spawn(activation, coroutine)
 
     def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
         assert self._group is not None
-        task = self._group.create_task(coroutine)
+        context = self.activator.task_context(activation)
+        task = self._group.create_task(coroutine, context=context)
         activation.task = task
         self.inflight[task] = activation
         if self.host.ending and self.host.options.on_end == "cancel":

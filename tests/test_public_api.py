@@ -87,6 +87,7 @@ PUBLIC_API = {
         "TransactionError",
         "acting_as",
         "action",
+        "actor_context",
         "create_store",
         "current_actor",
     },
