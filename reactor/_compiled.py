@@ -1,15 +1,17 @@
-"""String guards, evaluated fast: a Jinja2 expression compiled to Python closures.
+"""Guards and prompts, evaluated fast: Jinja2 expressions compiled to Python closures.
 
 A guard such as ``when="state.a is not none and state.b is not none"`` runs on every
-signal that triggers its agent, so its cost is paid per signal of every run. Jinja2
-evaluates an expression by building a template context per call, which costs far more
-than the expression itself. This module compiles the common subset of expressions
-(names, constants, attribute and item access, comparisons, ``and`` / ``or`` / ``not``,
-``is`` tests, arithmetic, conditional expressions, list and tuple literals) straight to
-closures that use the same sandbox (attribute and item access and the bounded
-operators go through the sandboxed environment, so what Jinja refuses is refused here
-too) and the same strict undefined values. Anything else (filters, calls, ...) falls
-back to Jinja2's own evaluation.
+signal that triggers its agent, and a prompt is rendered on every activation, so their
+cost is paid per signal and per activation of every run. Jinja2 builds a template
+context for each evaluation, which costs far more than the expression itself. This
+module compiles the common subset (names, constants, attribute and item access,
+comparisons, ``and`` / ``or`` / ``not``, ``is`` tests, arithmetic, conditional
+expressions, list and tuple literals, plain filters, and templates made of text and
+``{{ ... }}`` outputs) straight to closures that use the same sandbox (attribute and
+item access, filters and the bounded operators go through the sandboxed environment, so
+what Jinja refuses is refused here too) and the same strict undefined values. Anything
+else (statements, calls, filters that need the context, ...) falls back to Jinja2's own
+evaluation.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import jinja2
 import jinja2.nodes as nodes
 from jinja2.sandbox import SandboxedEnvironment
 
-__all__ = ["compile_fast"]
+__all__ = ["compile_fast", "compile_fast_template"]
 
 Evaluate = Callable[[Mapping[str, Any]], Any]
 
@@ -61,6 +63,35 @@ def compile_fast(source: str, env: SandboxedEnvironment) -> Evaluate | None:
         return _compile(expression, env)
     except (_Unsupported, jinja2.TemplateSyntaxError, ValueError, AssertionError):
         return None
+
+
+def compile_fast_template(source: str, env: SandboxedEnvironment) -> Evaluate | None:
+    """Closures rendering a template made of text and outputs, or ``None`` to use Jinja2."""
+    try:
+        tree = env.parse(source)
+    except jinja2.TemplateSyntaxError:
+        return None
+    parts: list[str | Evaluate] = []
+    for statement in tree.body:
+        if not isinstance(statement, nodes.Output):
+            return None  # {% if %}, {% for %}, macros...: Jinja2 renders those
+        for piece in statement.nodes:
+            if isinstance(piece, nodes.TemplateData):
+                parts.append(piece.data)
+                continue
+            try:
+                parts.append(_compile(piece, env))
+            except _Unsupported:
+                return None
+    if all(isinstance(part, str) for part in parts):
+        text = "".join(part for part in parts if isinstance(part, str))
+        return lambda context: text
+    pieces = tuple(parts)
+
+    def render(context: Mapping[str, Any]) -> str:
+        return "".join(part if isinstance(part, str) else str(part(context)) for part in pieces)
+
+    return render
 
 
 def _compile(node: nodes.Node, env: SandboxedEnvironment) -> Evaluate:
@@ -133,6 +164,20 @@ def _compile(node: nodes.Node, env: SandboxedEnvironment) -> Evaluate:
         items = [_compile(item, env) for item in node.items]
         kind = list if isinstance(node, nodes.List) else tuple
         return lambda context: kind(item(context) for item in items)
+    if isinstance(node, nodes.Filter):
+        function = env.filters.get(node.name)
+        if (
+            function is None
+            or node.kwargs
+            or node.dyn_args
+            or node.dyn_kwargs
+            or jinja2.utils._PassArg.from_obj(function) is not None
+            or node.node is None
+        ):
+            raise _Unsupported
+        subject = _compile(node.node, env)
+        arguments = [_compile(arg, env) for arg in node.args]
+        return lambda context: function(subject(context), *(a(context) for a in arguments))
     if type(node) in _ARITHMETIC:
         assert isinstance(node, nodes.BinExpr)
         symbol, apply = _ARITHMETIC[type(node)]
