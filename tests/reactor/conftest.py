@@ -1,29 +1,18 @@
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from reactor import PostgresSignalStore, SQLiteSignalStore
 from reactor._recording.store import SignalStoreBase
-from tests.reactor.databases import create_database, drop_database, drop_reactor_tables
+from tests.reactor.databases import (
+    StorePlace,
+    create_database,
+    drop_database,
+    drop_reactor_tables,
+)
 from tests.reactor.support import SlowProvider
-
-
-@dataclasses.dataclass(frozen=True)
-class StorePlace:
-    """Where a test keeps its runs: a SQLite file or a PostgreSQL database."""
-
-    kind: str
-    where: str
-
-    def open(self) -> SignalStoreBase:
-        """A new store on this database (several may be open at once)."""
-        if self.kind == "sqlite":
-            return SQLiteSignalStore(self.where)
-        return PostgresSignalStore(self.where)
 
 
 @pytest.fixture

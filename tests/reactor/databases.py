@@ -8,6 +8,7 @@ tests fail: a skipped PostgreSQL suite would pass while testing nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,24 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from reactor import PostgresSignalStore, SQLiteSignalStore
+from reactor._recording.store import SignalStoreBase
+
 SERVER = os.environ.get("REACTOR_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
+
+
+@dataclasses.dataclass(frozen=True)
+class StorePlace:
+    """Where a test keeps its runs: a SQLite file or a PostgreSQL database."""
+
+    kind: str
+    where: str
+
+    def open(self) -> SignalStoreBase:
+        """A new store on this database (several may be open at once)."""
+        if self.kind == "sqlite":
+            return SQLiteSignalStore(self.where)
+        return PostgresSignalStore(self.where)
 
 
 @contextmanager
@@ -75,5 +93,5 @@ def drop_reactor_tables(dsn: str) -> None:
 def execute(dsn: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Run one statement on its own connection (as another program would); return its rows."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        cursor = conn.execute(statement, params)  # type: ignore[arg-type]  # tests' own SQL
+        cursor = conn.execute(statement, params)
         return cursor.fetchall() if cursor.description else []

@@ -32,7 +32,7 @@ from reactor import (
 )
 from reactor._recording.store import SignalStoreBase
 from stores import Store, action
-from tests.reactor.conftest import StorePlace
+from tests.reactor.databases import StorePlace
 
 
 class Book(BaseModel):
