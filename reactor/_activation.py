@@ -234,7 +234,9 @@ class Activator:
             if ctx.emitted is None:
                 ctx.emitted = set()
             ctx.emitted.add(name)
-        elif name not in agent_run.undeclared:
+        elif agent_run.undeclared is None or name not in agent_run.undeclared:
+            if agent_run.undeclared is None:
+                agent_run.undeclared = set()
             agent_run.undeclared.add(name)
             log(
                 "reactor.run",

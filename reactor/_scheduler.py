@@ -12,7 +12,8 @@ agent's ``concurrency`` and the run's limits. Activations are tasks of the run's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections import deque
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._agentrun import Activation, AgentRun
@@ -92,33 +93,29 @@ class Scheduler:
 
     # -- triggers ----------------------------------------------------------------
 
-    def trigger_handler(self, agent_run: AgentRun) -> Callable[[Signal], None]:
-        """The bus handler of ``agent_run``'s ``activate_on`` patterns."""
-        host = self.host
-        limit = agent_run.agent.max_activations
-        guarded = agent_run.agent.when is not None
-        allowed = self.activator.allowed
-        pending = self.pending
+    def trigger(self, agent_run: AgentRun, signal: Signal) -> None:
+        """``signal`` matched the agent's ``activate_on``: check it may run, then queue it.
 
-        def on_trigger(signal: Signal) -> None:
-            if host.ending:
-                self.skip(agent_run, signal, "ended")
+        Called while the signal is dispatched, so the guard sees the state it caused.
+        """
+        if self.host.ending:
+            self.skip(agent_run, signal, "ended")
+            return
+        agent = agent_run.agent
+        limit = agent.max_activations
+        if limit is not None and agent_run.launched >= limit:
+            self.skip(agent_run, signal, "limit")
+            return
+        if agent.when is not None:
+            try:
+                passed = self.activator.allowed(agent_run, signal)
+            except Exception as exc:
+                self._guard_failed(agent_run, signal, exc)
                 return
-            if limit is not None and agent_run.launched >= limit:
-                self.skip(agent_run, signal, "limit")
+            if not passed:
+                self.skip(agent_run, signal, "guard")
                 return
-            if guarded:
-                try:
-                    passed = allowed(agent_run, signal)
-                except Exception as exc:
-                    self._guard_failed(agent_run, signal, exc)
-                    return
-                if not passed:
-                    self.skip(agent_run, signal, "guard")
-                    return
-            pending.append((agent_run, signal))
-
-        return on_trigger
+        self.pending.append((agent_run, signal))
 
     def start_pending(self) -> None:
         """Start (or queue, or skip) the activations the last signal asked for."""
@@ -138,14 +135,15 @@ class Scheduler:
             self.skip(agent_run, trigger, "ended")
         elif agent_run.running == 0 or mode == "parallel":
             self._launch(agent_run, trigger)
-        elif mode == "serial":
-            agent_run.queue.append(trigger)
         elif mode == "skip":
             self.skip(agent_run, trigger, "busy")
         else:
-            while agent_run.queue:
-                self.skip(agent_run, agent_run.queue.popleft(), "superseded")
-            agent_run.queue.append(trigger)
+            queue = agent_run.queue
+            if queue is None:
+                queue = agent_run.queue = deque()
+            while mode == "latest" and queue:
+                self.skip(agent_run, queue.popleft(), "superseded")
+            queue.append(trigger)
 
     def _launch(self, agent_run: AgentRun, trigger: Signal) -> None:
         host = self.host

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import jinja2
 import jinja2.nodes
@@ -20,6 +20,7 @@ import pydantic
 import pydantic_core
 from jinja2.sandbox import SandboxedEnvironment
 
+from reactor._guards import compile_fast
 from reactor._signal import json_fallback
 from reactor.exceptions import AgentConfigError, TemplateError
 
@@ -34,6 +35,9 @@ __all__ = [
 
 CONTEXT_NAMES = ("state", "input", "signal", "agent", "run_id")
 """The names a template or string guard can read."""
+
+Expression: TypeAlias = Callable[[Mapping[str, Any]], Any]
+"""A compiled guard: evaluates over the names templates see."""
 
 MAX_CHARS = int(os.environ.get("REACTOR_MAX_TEMPLATE_CHARS", "4000000"))
 """The longest text a template may render (``REACTOR_MAX_TEMPLATE_CHARS``)."""
@@ -119,14 +123,17 @@ def compile_template(source: str, *, agent: str | None, field: str) -> jinja2.Te
         ) from exc
 
 
-def compile_expression(source: str, *, agent: str | None) -> Callable[..., Any]:
+def compile_expression(source: str, *, agent: str | None) -> Expression:
     """Compile a string guard (``"state.confidence > 0.8"``) at definition time.
+
+    The common subset compiles to Python closures over the same sandbox
+    (:mod:`reactor._guards`); the rest is evaluated by Jinja2.
 
     Raises:
         AgentConfigError: The expression has a syntax error.
     """
     try:
-        return _ENV.compile_expression(source, undefined_to_none=False)
+        slow = _ENV.compile_expression(source, undefined_to_none=False)
     except jinja2.TemplateSyntaxError as exc:
         raise AgentConfigError(
             f"Agent {agent or '(unnamed)'!r}: the `when` expression {source!r} has a syntax "
@@ -135,6 +142,8 @@ def compile_expression(source: str, *, agent: str | None) -> Callable[..., Any]:
             + ', e.g. when="state.confidence > 0.8".',
             agent=agent,
         ) from exc
+    fast = compile_fast(source, _ENV)
+    return fast if fast is not None else lambda context: slow(**context)
 
 
 def _reason(exc: jinja2.TemplateSyntaxError) -> str:
@@ -166,7 +175,7 @@ def state_references(source: str, *, expression: bool = False) -> list[str]:
 
 
 def render(
-    template: jinja2.Template | Callable[..., Any],
+    template: jinja2.Template | Expression,
     context: Mapping[str, Any],
     *,
     agent: str,
@@ -182,7 +191,7 @@ def render(
     try:
         if isinstance(template, jinja2.Template):
             return _bounded(template.generate(context), agent=agent, field=field)
-        return bool(template(**context))
+        return bool(template(context))
     except TemplateError:
         raise
     except jinja2.UndefinedError as exc:
