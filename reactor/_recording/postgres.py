@@ -116,7 +116,13 @@ class PostgresSignalStore(SignalStoreBase):
                     atexit.register(self.close)
 
     def start_run(self, info: RunInfo) -> None:
-        """Register a run about to be recorded (graph, tags, target)."""
+        """Register a run about to be recorded (graph, tags, target).
+
+        Raises:
+            RecordingError: The store is closed.
+        """
+        if self._closed:
+            raise RecordingError(f"The signal store {self} is closed.")
         self._ensure_writer()
         self._queue.put(info)
 

@@ -145,26 +145,37 @@ def write_loop(
     failed = False
     while True:
         batch = Batch()
-        batch.add(items.get())
-        taken = 1
-        while taken < batch_size:
+        problem: Exception | None = None
+        for item in _take(items, batch_size):
             try:
-                batch.add(items.get_nowait())
-            except queue.Empty:
-                break
-            taken += 1
-        if batch and not failed:
+                batch.add(item)
+            except Exception as exc:  # a payload that cannot be serialized
+                problem = problem or exc
+        if not failed and problem is None and batch:
             try:
                 write_with_retry(pool, batch, retry_for)
             except Exception as exc:
-                failed = True
-                store = owner()
-                if store is not None:
-                    store._failed(exc)
+                problem = exc
+        if not failed and problem is not None:
+            failed = True
+            store = owner()
+            if store is not None:
+                store._failed(problem)
         for done in batch.waiting:
             done.set()
         if batch.stop:
             return
+
+
+def _take(items: queue.SimpleQueue[object], most: int) -> list[object]:
+    """Wait for one item, then take what else is queued, up to ``most`` in all."""
+    taken = [items.get()]
+    while len(taken) < most:
+        try:
+            taken.append(items.get_nowait())
+        except queue.Empty:
+            break
+    return taken
 
 
 def write_with_retry(pool: ConnectionPool[Any], batch: Batch, retry_for: float) -> None:

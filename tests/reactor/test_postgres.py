@@ -21,6 +21,7 @@ from psycopg import sql
 from reactor import (
     PostgresSignalStore,
     RecordingError,
+    RunInfo,
     RunNotFoundError,
     Signal,
     agent,
@@ -367,9 +368,13 @@ def test_a_small_backlog_slows_appends_and_loses_nothing(postgres_dsn: str) -> N
     assert [s.seq for s in recording.signals] == list(range(1, 1001))
 
 
-def test_a_closed_store_refuses_to_read(postgres_dsn: str) -> None:
+def test_a_closed_store_refuses_to_read_or_record(postgres_dsn: str) -> None:
     store = PostgresSignalStore(postgres_dsn)
     store.close()
+    with pytest.raises(
+        RecordingError, match=r"^The signal store PostgresSignalStore\(.*\) is closed\.$"
+    ):
+        store.start_run(RunInfo(run_id="run_late"))
     with pytest.raises(
         RecordingError, match=r"^The signal store PostgresSignalStore\(.*\) is closed\.$"
     ):

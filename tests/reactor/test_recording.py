@@ -168,6 +168,13 @@ def test_what_a_store_keeps_loads_the_same_whatever_the_payloads(
     assert signal_store.load(run_id).signals == tuple(signals)
 
 
+def test_a_payload_that_cannot_be_written_fails_flush(signal_store: SignalStoreBase) -> None:
+    signal_store.append(Signal("harness:start", None, seq=1, run_id="run_bad"))
+    signal_store.append(Signal("note:x", "half a pair: \ud800", seq=2, run_id="run_bad"))
+    with pytest.raises(RecordingError, match=r"^Recording to .* failed"):
+        signal_store.flush()
+
+
 async def test_run_ids_resolve_from_prefixes_and_last(signal_store: SignalStoreBase) -> None:
     first = await book_graph().run(record=signal_store)
     second = await book_graph().run(record=signal_store)
