@@ -85,6 +85,7 @@ class PostgresSignalStore(SignalStoreBase):
             name=f"reactor-recorder {self._shown}",
             open=True,
         )
+        atexit.register(self.close)
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -113,7 +114,6 @@ class PostgresSignalStore(SignalStoreBase):
                         daemon=True,
                     )
                     self._writer.start()
-                    atexit.register(self.close)
 
     def start_run(self, info: RunInfo) -> None:
         """Register a run about to be recorded (graph, tags, target).
@@ -159,6 +159,9 @@ class PostgresSignalStore(SignalStoreBase):
 
     def flush(self) -> None:
         """Block until everything appended so far is committed.
+
+        While the database is unreachable this waits for the writer's retries (up to
+        ``retry_for`` seconds), so that a flush that returns means the signals are there.
 
         Raises:
             RecordingError: Writing failed (the database stayed unreachable for

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -185,7 +186,7 @@ asyncio.run(main())
 """
 
 
-def test_two_processes_record_to_one_database_at_once(postgres_dsn: str, tmp_path: object) -> None:
+def test_two_processes_record_to_one_database_at_once(postgres_dsn: str) -> None:
     script = textwrap.dedent(RECORDER)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     processes = [
@@ -239,10 +240,10 @@ def _waiting_on_a_lock(dsn: str) -> list[int]:
     return [row[0] for row in rows]
 
 
-def _until(found: object, what: str) -> None:
+def _until(found: Callable[[], object], what: str) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if callable(found) and found():
+        if found():
             return
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
