@@ -30,6 +30,7 @@ PUBLIC_API = {
         "OutputValidationError",
         "Pattern",
         "PatternError",
+        "PostgresSignalStore",
         "ProgressReporter",
         "Provider",
         "ProviderError",
