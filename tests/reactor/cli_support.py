@@ -50,6 +50,16 @@ GRAPH_MODULE = textwrap.dedent(
 )
 
 
+RUN_MODULE = ("-m", "reactor")
+
+WITHOUT_RICH = (
+    "-c",
+    "import sys; sys.modules['rich'] = None; from reactor._cli import main; "
+    "raise SystemExit(main(sys.argv[1:]))",
+)
+"""Run the CLI in a Python where `import rich` fails, as without the `cli` extra."""
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     """The environment of a user's shell: no forced colours, no database chosen."""
     env = {
@@ -63,10 +73,13 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def reactor_cli(
-    project: Path, *args: str, env: dict[str, str] | None = None
+    project: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    python: tuple[str, ...] = RUN_MODULE,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-W", "error", "-m", "reactor", *args],
+        [sys.executable, "-W", "error", *python, *args],
         cwd=project,
         env=env or cli_env(),
         capture_output=True,
@@ -75,11 +88,13 @@ def reactor_cli(
     )
 
 
-def reactor_on_a_terminal(project: Path, *args: str, columns: int = 160) -> tuple[int, str]:
+def reactor_on_a_terminal(
+    project: Path, *args: str, columns: int = 160, python: tuple[str, ...] = RUN_MODULE
+) -> tuple[int, str]:
     """Run the command with stdout and stderr on a pseudo-terminal; return what it drew."""
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-W", "error", "-m", "reactor", *args],
+        [sys.executable, "-W", "error", *python, *args],
         cwd=project,
         env=cli_env(COLUMNS=str(columns), TERM="xterm-256color"),
         stdin=subprocess.DEVNULL,

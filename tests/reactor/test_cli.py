@@ -90,7 +90,7 @@ def test_diff_of_two_runs(project: Path) -> None:
     latest = run_ids(project)[0]
     result = reactor_cli(project, "diff", ids[-1], latest)
     assert result.returncode == 1
-    assert "Runs diverge at step 0 (" in result.stdout
+    assert "Runs diverge at step 0 (start), in payload.input.symbol:" in result.stdout
     assert '"symbol": "AAPL"' in result.stdout
 
 
