@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._bus import set_current_signal
 from reactor._context import AgentContext
 from reactor._diagnostics import log
+from reactor._frozen import freeze_payload
 from reactor._modelcall import CallSite, ModelCall, RunProvider, check_output, since
 from reactor._names import error_info
 from reactor._output import OutputSpec
@@ -33,7 +34,19 @@ if TYPE_CHECKING:
     from reactor._signal import Signal
     from stores import Store
 
-__all__ = ["Activator", "RunServices"]
+__all__ = ["Activator", "RunServices", "Turn"]
+
+
+class Turn(Protocol):
+    """An activation's place in a recorded order, during a replay."""
+
+    async def wait(self) -> None:
+        """Wait until what was recorded before the activation finished is replayed."""
+        ...
+
+    def done(self) -> None:
+        """The activation finished."""
+        ...
 
 
 class RunServices(CallSite, Protocol):
@@ -60,6 +73,16 @@ class RunServices(CallSite, Protocol):
         ...
 
     @property
+    def scope(self) -> Mapping[str, Any]:
+        """Named values the run gives its agents and templates."""
+        ...
+
+    @property
+    def template_run_id(self) -> str:
+        """The ``run_id`` templates see: the recorded run's during a replay."""
+        ...
+
+    @property
     def replay(self) -> Provider | None:
         """The provider answering every agent during a replay, if this is one."""
         ...
@@ -71,6 +94,10 @@ class RunServices(CallSite, Protocol):
 
     def release(self, activation: Activation) -> None:
         """Account for a finished activation."""
+        ...
+
+    def completion_turn(self, activation: Activation) -> Turn | None:
+        """When a replayed handler activation may finish (``None``: at once)."""
         ...
 
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
@@ -101,17 +128,19 @@ class Activator:
             services.store,
             lambda ctx, name, payload: self._emit(agent_run, ctx, name, payload),
             lambda: self._bound(agent_run),
+            services.scope,
         )
 
     def template_context(self, agent_run: AgentRun, signal: Signal) -> dict[str, Any]:
         """The names templates and string guards can read."""
         services = self.services
         return {
+            **services.scope,
             "state": services.store.state,
             "input": services.input,
             "signal": signal,
             "agent": agent_run.name,
-            "run_id": services.run_id,
+            "run_id": services.template_run_id,
         }
 
     def allowed(self, agent_run: AgentRun, signal: Signal) -> bool:
@@ -144,11 +173,11 @@ class Activator:
         name = agent_run.name
         started = time.perf_counter()
         ctx = self.context(agent_run, activation.trigger)
+        turn = services.completion_turn(activation) if agent.run is not None else None
         try:
             if agent.run is not None:
-                output = agent.run(ctx)
-                if inspect.isawaitable(output):
-                    output = await output
+                # What a handler returns is its own: the log gets a copy nobody can change.
+                output = freeze_payload(await _handled(agent.run, ctx, turn))
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
             else:
@@ -191,6 +220,8 @@ class Activator:
             )
             services.failed(agent_run, exc, failure)
         finally:
+            if turn is not None:
+                turn.done()
             services.release(activation)
 
     def _bound(self, agent_run: AgentRun) -> Provider | None:
@@ -213,4 +244,23 @@ class Activator:
                 signal=name,
                 hint=f"add {name!r} to the agent's emits=[...] so the graph knows about it",
             )
-        return self.services.bus.emit(name, payload, source=ctx.agent)
+        return self.services.bus.emit(name, freeze_payload(payload), source=ctx.agent)
+
+
+async def _handled(
+    run: Callable[[AgentContext[Any]], Any], ctx: AgentContext[Any], turn: Turn | None
+) -> Any:
+    """Run a handler; in a replay, finish (or fail) in its recorded turn."""
+    try:
+        output = run(ctx)
+        if inspect.isawaitable(output):
+            output = await output
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        if turn is not None:
+            await turn.wait()
+        raise
+    if turn is not None:
+        await turn.wait()
+    return output

@@ -15,6 +15,7 @@ from reactor._names import HARNESS_START
 from reactor._output import OutputSpec
 from reactor._patterns import Pattern, normalize_patterns, validate_name
 from reactor._providers.tools import Tool, tools_of
+from reactor._reaction import MODES, Capabilities, ExecutionMode, Reaction
 from reactor._templates import compile_expression, compile_template
 from reactor.exceptions import AgentConfigError, PatternError, SignalNameError
 
@@ -61,6 +62,9 @@ class Agent:
     before_tool: BeforeTool | None = None
     after_tool: AfterTool | None = None
     writes: tuple[str, ...] = ()
+    reaction: Reaction | None = None
+    execution_mode: ExecutionMode = "suggest"
+    capabilities: Capabilities = dataclasses.field(default_factory=Capabilities)
     prompt_template: jinja2.Template | None = dataclasses.field(repr=False, default=None)
     system_template: jinja2.Template | None = dataclasses.field(repr=False, default=None)
     when_expression: Callable[..., Any] | None = dataclasses.field(repr=False, default=None)
@@ -118,6 +122,9 @@ def agent(
     before_tool: BeforeTool | None = None,
     after_tool: AfterTool | None = None,
     writes: str | Iterable[str] = (),
+    reaction: Reaction | None = None,
+    execution_mode: ExecutionMode = "suggest",
+    capabilities: Capabilities | None = None,
     **unknown: Never,
 ) -> Agent:
     """Define an agent.
@@ -159,6 +166,14 @@ def agent(
         writes: State keys it writes itself (through ``ctx.store`` or in
             ``on_output``), besides ``updates``: declared so that the graph is
             validated and drawn with them.
+        reaction: Makes it a reaction agent, run by :class:`reactor.service.ReactionService`
+            when objects of the given types are created, updated or deleted (``ctx.object``
+            is the object; templates see it as ``object``).
+        execution_mode: What happens to the changes a reaction agent proposes:
+            ``suggest`` (stored for a person to approve; the default), ``execute``
+            (applied at once) or ``hybrid`` (the output's ``mode`` says).
+        capabilities: What it may change (:class:`reactor.service.Capabilities`);
+            everything by default.
         **unknown: Nothing: a misspelt option (``activateOn=``) is reported with the
             option it probably meant.
 
@@ -235,6 +250,12 @@ def agent(
     if provider is not None and not callable(getattr(provider, "stream", None)):
         checks.add(f"provider must have a stream(request) method, got {provider!r}.")
     tool_list = checks.attempt(lambda: tools_of(tools), AgentConfigError, "") or ()
+    if reaction is not None and not isinstance(_given(reaction), Reaction):
+        checks.add(f"reaction must be a Reaction(types=..., events=...), got {reaction!r}.")
+    if execution_mode not in MODES:
+        checks.add(f"unknown execution_mode {execution_mode!r}; use one of {', '.join(MODES)}.")
+    if capabilities is not None and not isinstance(_given(capabilities), Capabilities):
+        checks.add(f"capabilities must be a Capabilities(...), got {capabilities!r}.")
     prompt_template = system_template = None
     if isinstance(prompt, str):
         prompt_template = checks.attempt(
@@ -265,6 +286,9 @@ def agent(
         before_tool=before_tool,
         after_tool=after_tool,
         writes=tuple(dict.fromkeys(written)),
+        reaction=reaction,
+        execution_mode=execution_mode,
+        capabilities=capabilities or Capabilities(),
         prompt_template=prompt_template,
         system_template=system_template,
         when_expression=when_expression,

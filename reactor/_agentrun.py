@@ -54,10 +54,11 @@ class AgentRun:
 class Activation:
     """One activation in flight: the agent, its trigger, and its ``activated`` signal."""
 
-    __slots__ = ("agent_run", "signal", "started", "task", "trigger")
+    __slots__ = ("agent_run", "index", "signal", "started", "task", "trigger")
 
     def __init__(self, agent_run: AgentRun, trigger: Signal, signal: Signal) -> None:
         self.agent_run = agent_run
+        self.index = agent_run.launched  # this agent's nth activation in the run, from 1
         self.trigger = trigger
         self.signal = signal
         self.started = False

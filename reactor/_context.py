@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
@@ -35,6 +35,7 @@ class AgentContext(Generic[StateT, StoreT]):
         signal: The signal that triggered this activation.
         input: The run's input.
         store: The run's store (write through its actions, ``set`` or ``update``).
+        scope: Named values the run was given (``run(..., scope={...})``).
     """
 
     __slots__ = (
@@ -44,6 +45,7 @@ class AgentContext(Generic[StateT, StoreT]):
         "emitted",
         "input",
         "run_id",
+        "scope",
         "signal",
         "store",
     )
@@ -57,6 +59,7 @@ class AgentContext(Generic[StateT, StoreT]):
         store: StoreT,
         emit: Callable[[AgentContext[Any], str, Any], Signal],
         provider: Callable[[], Provider | None] | None = None,
+        scope: Mapping[str, Any] | None = None,
     ) -> None:
         self.agent = agent
         self.run_id = run_id
@@ -65,6 +68,7 @@ class AgentContext(Generic[StateT, StoreT]):
         self.store = store
         self._emit = emit
         self._provider = provider
+        self.scope: Mapping[str, Any] = scope or {}
         self.emitted: set[str] | None = None
 
     @property
@@ -78,6 +82,19 @@ class AgentContext(Generic[StateT, StoreT]):
         """
         factory = self._provider
         return None if factory is None else factory()
+
+    @property
+    def object(self) -> Any:
+        """The object whose change activated a reaction agent (``scope["object"]``)."""
+        return self.scope.get("object")
+
+    @property
+    def objects(self) -> Any:
+        """The object store a reaction agent works on (``scope["objects"]``).
+
+        Changes made through it are attributed to this agent.
+        """
+        return self.scope.get("objects")
 
     @property
     def state(self) -> StateT:

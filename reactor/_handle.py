@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from reactor._frozen import freeze_payload
 from reactor._names import HARNESS_END, reserved_namespace
 from reactor._signal import Signal
 from reactor._stream import SignalStream
@@ -77,7 +78,7 @@ class RunHandle:
                 f"Run {run.run_id} takes no more input ({state}); send signals before "
                 "close(), end_when or abort()."
             )
-        return run.bus.publish(name, payload, "user", None, 0)
+        return run.bus.publish(name, freeze_payload(payload), "user", None, 0)
 
     def close(self) -> None:
         """Accept no more input; the run finishes once in-flight work is done."""

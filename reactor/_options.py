@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from reactor._templates import CONTEXT_NAMES
+
 if TYPE_CHECKING:
     from reactor._providers.base import Provider
     from reactor._providers.replay import ReplayProvider
@@ -32,6 +34,7 @@ class RunOptions:
     replay: Recording | ReplayProvider | None = None
     tags: Mapping[str, str] | Sequence[str] | None = None
     target: str | None = None
+    scope: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.on_end not in ("drain", "cancel"):
@@ -42,6 +45,31 @@ class RunOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}.")
+        for reporter in self.reporters:
+            _check_reporter(reporter)
+        taken = sorted(set(self.scope or ()) & set(CONTEXT_NAMES))
+        if taken:
+            raise ValueError(
+                f"scope cannot define {', '.join(map(repr, taken))}: templates already have "
+                f"{', '.join(CONTEXT_NAMES)}. Choose other names."
+            )
+
+
+def _check_reporter(reporter: object) -> None:
+    missing = [
+        what
+        for what, ok in (
+            ("patterns", isinstance(getattr(reporter, "patterns", None), str | tuple | list)),
+            ("on_signal(signal)", callable(getattr(reporter, "on_signal", None))),
+        )
+        if not ok
+    ]
+    if missing:
+        raise TypeError(
+            f"{reporter!r} is not a reporter: it has no {' and no '.join(missing)}. A reporter "
+            "has patterns (the signals it wants, e.g. patterns = ('**',)) and "
+            "on_signal(signal)."
+        )
 
 
 class RunKwargs(TypedDict, total=False):
@@ -57,7 +85,10 @@ class RunKwargs(TypedDict, total=False):
     ``replay``: a recording (or a ``ReplayProvider``) whose answers replace every
     provider, offline (the recorded input is used unless ``input`` is given);
     ``tags``: labels stored with the recording; ``target``: the graph's
-    ``module:attribute``, stored so ``reactor replay`` can find the graph.
+    ``module:attribute``, stored so ``reactor replay`` can find the graph;
+    ``scope``: named values agents see as ``ctx.scope[name]`` and templates by name
+    (``object`` and ``objects`` are also ``ctx.object`` and ``ctx.objects``; the
+    service gives reaction agents the object that changed and the object store).
     """
 
     input: Any
@@ -73,6 +104,7 @@ class RunKwargs(TypedDict, total=False):
     replay: Recording | ReplayProvider | None
     tags: Mapping[str, str] | Sequence[str] | None
     target: str | None
+    scope: Mapping[str, Any] | None
 
 
 OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reactor._activation import Activator
+from reactor._activation import Activator, Turn
 from reactor._agent import Agent
 from reactor._agentrun import Activation, AgentRun
 from reactor._bus import SignalBus
@@ -228,6 +228,22 @@ class Run:
         """The run's default provider."""
         return self.options.provider
 
+    @property
+    def scope(self) -> Mapping[str, Any]:
+        """Named values the run gives its agents and templates."""
+        return self.options.scope or {}
+
+    @property
+    def template_run_id(self) -> str:
+        """The ``run_id`` templates render: the recorded run's during a replay.
+
+        So a replay's prompts are the recorded prompts, and find their recorded answers.
+        """
+        replay = self.replay
+        if isinstance(replay, ReplayProvider):
+            return replay.recording.run_id
+        return self.run_id
+
     def record_request(self, request: ProviderRequest) -> None:
         """Keep what a provider was asked, with the result and the recording (once per hash)."""
         digest = request.request_hash
@@ -343,6 +359,13 @@ class Run:
     def release(self, activation: Activation) -> None:
         """Account for a finished activation (and start what was queued behind it)."""
         self.scheduler.release(activation)
+
+    def completion_turn(self, activation: Activation) -> Turn | None:
+        """During a replay, when a handler activation may finish: in its recorded turn."""
+        replay = self.replay
+        if not isinstance(replay, ReplayProvider):
+            return None
+        return replay.completion_turn(activation.agent_run.name, activation.index)
 
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
         """Count an agent's failure (``signal``); stop the run if ``fail_fast``."""

@@ -3,8 +3,8 @@
 A :class:`Store` holds an application's state (a pydantic model, validated, or a plain
 dict). Reads are read-only; writes are transactions that are validated, committed
 atomically and then announced as ``state:<key>:changed`` signals (plus
-``state:<key>:added`` / ``state:<key>:removed`` when a list grows or shrinks) on a
-:class:`reactor.SignalBus`, so agents can react to them.
+``state:<key>:added`` / ``state:<key>:removed`` when items enter or leave a list) on
+a :class:`reactor.SignalBus`, so agents can react to them.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from reactor.exceptions import (
     StoreError,
     TransactionError,
 )
+from stores._action import action
 from stores._actor import acting_as, current_actor
 from stores._create import create_store
-from stores._store import Store, StoreBinding, StoreSubscription, action
+from stores._store import Store, StoreBinding, StoreSubscription
 
 __all__ = [
     "ReadOnlyStateError",

@@ -1,7 +1,8 @@
-"""What changed between two committed values: dotted paths, and list growth."""
+"""What changed between two committed values: dotted paths, and list items."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pydantic
@@ -46,39 +47,47 @@ def _mapping_paths(old: dict[str, Any], new: dict[str, Any], path: str) -> list[
     return found
 
 
-def list_delta(old: Any, new: Any) -> tuple[str, list[Any]] | None:
-    """Describe how a list grew or shrank: ``("added" | "removed", items)`` or ``None``.
+def list_delta(old: list[Any], new: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Return ``(added, removed)``: the multiset differences ``new - old`` and ``old - new``.
 
-    Items are matched in order first (appends, pops and removals are found in one
-    pass); if the lists do not line up, by equality as a multiset.
+    Items are compared by value (pydantic models compare by value), so replacing a
+    list reports exactly the items that appeared and those that disappeared, and a
+    reordering reports neither. ``added`` keeps the order of ``new``, ``removed`` the
+    order of ``old``. Appending to or truncating a list is recognised without
+    comparing every pair.
     """
-    if not (isinstance(old, list) and isinstance(new, list)) or len(old) == len(new):
-        return None
-    if len(new) > len(old):
-        return "added", _extra(old, new)
-    return "removed", _extra(new, old)
+    if len(new) >= len(old) and new[: len(old)] == old:
+        return new[len(old) :], []
+    if len(old) > len(new) and old[: len(new)] == new:
+        return [], old[len(new) :]
+    return _unmatched(new, old), _unmatched(old, new)
 
 
-def _extra(short: list[Any], long: list[Any]) -> list[Any]:
-    """Return the items of ``long`` that ``short`` does not account for."""
-    if long[: len(short)] == short:
-        return long[len(short) :]
-    extra: list[Any] = []
-    i = 0
-    for item in long:
-        if i < len(short) and (item is short[i] or item == short[i]):
-            i += 1
-        else:
-            extra.append(item)
-    if i == len(short):
-        return extra
-    remaining = list(short)
-    extra = []
-    for item in long:
+def _unmatched(items: list[Any], others: list[Any]) -> list[Any]:
+    """Return the items of ``items`` that no item of ``others`` pairs with, in order.
+
+    Each item of ``others`` pairs with at most one equal item. Hashable items are
+    counted; unhashable ones (dicts, most models) are compared pair by pair.
+    """
+    try:
+        budget = Counter(others)
+        unmatched = []
+        for item in items:
+            if budget[item] > 0:
+                budget[item] -= 1
+            else:
+                unmatched.append(item)
+    except TypeError:  # an unhashable item: fall back to comparing pairs
+        pass
+    else:
+        return unmatched
+    remaining = list(others)
+    unmatched = []
+    for item in items:
         for index, candidate in enumerate(remaining):
             if candidate is item or candidate == item:
                 del remaining[index]
                 break
         else:
-            extra.append(item)
-    return extra
+            unmatched.append(item)
+    return unmatched

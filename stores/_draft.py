@@ -7,9 +7,9 @@ not its items); ``draft.trades[3].price = 5`` copies that one item. Finalizing a
 draft builds new objects along written paths and shares everything else with the
 committed state, which is never mutated in place.
 
-Each model draft validates the fields written on it with pydantic's
-``validate_assignment``, so nested writes are validated where they happen and errors
-carry their dotted path.
+Finalizing a model draft validates the fields written on it (see
+:mod:`stores._validation`), so nested writes are validated where they happen and
+errors carry their dotted path.
 """
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ from typing import Any, NoReturn
 
 import pydantic
 
-from reactor.exceptions import StateValidationError, StoreError
+from reactor.exceptions import StoreError
+from stores._validation import apply_model
 from stores._views import SCALARS, is_view, readonly
 
-__all__ = ["DictDraft", "Draft", "ListDraft", "ModelDraft", "apply_model", "draft_of", "undraft"]
+__all__ = ["DictDraft", "Draft", "ListDraft", "ModelDraft", "draft_of", "undraft"]
 
 _MISSING: Any = object()
+
+_set = object.__setattr__  # drafts refuse or redirect their own attribute writes
 
 
 class Draft:
@@ -95,113 +98,27 @@ def _peek(value: Any) -> Any:
     return value._peek() if isinstance(value, Draft) else value
 
 
-def apply_model(base: pydantic.BaseModel, updates: dict[str, Any], path: str) -> Any:
-    """Return a copy of ``base`` with ``updates`` validated and assigned.
-
-    One field at a time through ``validate_assignment`` when that is equivalent;
-    otherwise (several fields and model-level validators, which must see all of them
-    at once, or a frozen model) by validating the merged fields in one go.
-    """
-    model = type(base)
-    if model.model_config.get("frozen") or (
-        len(updates) > 1 and model.__pydantic_decorators__.model_validators
-    ):
-        return _revalidate(base, updates, path)
-    new = shallow_copy(base)
-    validator = model.__pydantic_validator__
-    for name, value in updates.items():
-        try:
-            validator.validate_assignment(new, name, value)
-        except pydantic.ValidationError as exc:
-            raise validation_error(path, name, exc) from exc
-    return new
-
-
-_set = object.__setattr__
-
-
-def shallow_copy(model: pydantic.BaseModel) -> Any:
-    """``model.model_copy()`` without ``copy.copy`` dispatch (this is the write path).
-
-    Mirrors ``BaseModel.__copy__``: new containers for the fields, extras, the set of
-    fields given and private attributes; the values themselves are shared.
-    """
-    kind = type(model)
-    new = kind.__new__(kind)
-    _set(new, "__dict__", dict(model.__dict__))
-    extra = model.__pydantic_extra__
-    _set(new, "__pydantic_extra__", None if extra is None else dict(extra))
-    _set(new, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
-    private = getattr(model, "__pydantic_private__", None)
-    _set(
-        new,
-        "__pydantic_private__",
-        None if private is None else model.model_copy().__pydantic_private__,
-    )
-    return new
-
-
-def _revalidate(base: pydantic.BaseModel, updates: dict[str, Any], path: str) -> Any:
-    model = type(base)
-    if model.model_config.get("extra") != "allow":
-        for name in updates:
-            if name not in model.model_fields:
-                raise StateValidationError(
-                    f"Invalid value for {_join(path, name)!r}: {model.__name__} has no "
-                    f"field {name!r}. The state was left unchanged.",
-                    key=_join(path, name).split(".")[0],
-                    path=_join(path, name),
-                    errors=[{"type": "no_such_attribute", "loc": (name,)}],
-                )
-    data = {**base.__dict__, **(base.__pydantic_extra__ or {}), **updates}
-    try:
-        return model.model_validate(data, by_alias=False, by_name=True)
-    except pydantic.ValidationError as exc:
-        raise validation_error(path, next(iter(updates)), exc) from exc
-
-
-def validation_error(
-    parent: str, field: str, exc: pydantic.ValidationError
-) -> StateValidationError:
-    """Describe the first error of ``exc``, raised while writing ``field`` of ``parent``."""
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    loc = [str(part) for part in first["loc"]] or [field]
-    path = ".".join(filter(None, [parent, *loc]))
-    got = repr(first.get("input"))
-    if len(got) > 80:
-        got = got[:77] + "..."
-    more = f" ({len(errors) - 1} more in .errors)" if len(errors) > 1 else ""
-    return StateValidationError(
-        f"Invalid value for {path!r}: {first['msg']} (got {got}){more}. "
-        "The state was left unchanged.",
-        key=path.split(".")[0],
-        path=path,
-        errors=[dict(error) for error in errors],
-    )
-
-
 class ModelDraft(Draft):
-    """Draft of a pydantic model."""
+    """Draft of a pydantic model.
 
-    __slots__ = ("_changes", "_children")
+    ``_writes`` holds, per field, the value written or the draft of a container that
+    was read (and may be changed through it); unread fields are the committed ones.
+    """
 
-    _changes: dict[str, Any]
-    _children: dict[str, Draft]
+    __slots__ = ("_writes",)
+
+    _writes: dict[str, Any]
 
     def __init__(self, base: pydantic.BaseModel, path: str) -> None:
-        object.__setattr__(self, "_base", base)
-        object.__setattr__(self, "_path", path)
-        object.__setattr__(self, "_changes", {})
-        object.__setattr__(self, "_children", {})
+        _set(self, "_base", base)
+        _set(self, "_path", path)
+        _set(self, "_writes", {})
 
     @property  # type: ignore[misc]  # a draft passes isinstance() for its model
     def __class__(self) -> type[Any]:
         return type(self._base)
 
-    def _raw(self, name: str) -> Any:
-        if name in self._changes:
-            return self._changes[name]
+    def _committed(self, name: str) -> Any:
         base = self._base
         if name in base.__dict__:
             return base.__dict__[name]
@@ -211,14 +128,12 @@ class ModelDraft(Draft):
         return _MISSING
 
     def __getattr__(self, name: str) -> Any:
-        children = self._children
-        if name in children:
-            return children[name]
-        value = self._raw(name)
+        writes = self._writes
+        value = writes[name] if name in writes else self._committed(name)
         if value is not _MISSING:
             child = draft_of(value, _join(self._path, name))
             if isinstance(child, Draft):
-                children[name] = child
+                writes[name] = child
             return child
         attr = inspect.getattr_static(type(self._base), name, None)
         if isinstance(attr, property) and attr.fget is not None:
@@ -228,8 +143,7 @@ class ModelDraft(Draft):
         return getattr(self._peek(), name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        self._children.pop(name, None)
-        self._changes[name] = undraft(value)
+        self._writes[name] = undraft(value)
 
     def __delattr__(self, name: str) -> NoReturn:
         raise StoreError(
@@ -242,12 +156,14 @@ class ModelDraft(Draft):
             yield name, getattr(self, name)
 
     def _updates(self) -> dict[str, Any]:
-        """Return the written fields and their finalized values."""
-        updates = dict(self._changes)
-        for name, child in self._children.items():
-            new = child._finalize()
-            if new is not self._raw(name):
-                updates[name] = new
+        """Return the fields written (directly or through a child draft), finalized."""
+        updates = {}
+        for name, value in self._writes.items():
+            if isinstance(value, Draft):
+                value = value._finalize()
+                if value is self._committed(name):
+                    continue  # only read
+            updates[name] = value
         return updates
 
     def _finalize(self) -> Any:
@@ -255,8 +171,7 @@ class ModelDraft(Draft):
         return apply_model(self._base, updates, self._path) if updates else self._base
 
     def _peek(self) -> Any:
-        updates = dict(self._changes)
-        updates.update((name, child._peek()) for name, child in self._children.items())
+        updates = {name: _peek(value) for name, value in self._writes.items()}
         return self._base.model_copy(update=updates) if updates else self._base
 
 
@@ -356,13 +271,13 @@ class DictDraft(Draft, MutableMapping[str, Any]):
     _items: dict[str, Any] | None
 
     def __init__(self, base: dict[str, Any], path: str) -> None:
-        object.__setattr__(self, "_base", base)
-        object.__setattr__(self, "_path", path)
-        object.__setattr__(self, "_items", None)
+        _set(self, "_base", base)
+        _set(self, "_path", path)
+        _set(self, "_items", None)
 
     def _own(self) -> dict[str, Any]:
         if self._items is None:
-            object.__setattr__(self, "_items", dict(self._base))
+            _set(self, "_items", dict(self._base))
         assert self._items is not None
         return self._items
 

@@ -3,32 +3,25 @@
 from __future__ import annotations
 
 import copy
-import functools
-import inspect
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar, cast, get_args
+from typing import Any, ClassVar, Generic, Self, TypeVar, cast, get_args
 
 import pydantic
 
 from reactor._bus import SignalBus, Subscription
+from reactor._frozen import FrozenDict, freeze
 from reactor._patterns import Pattern, validate_name
 from reactor._signal import to_jsonable
 from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
-from stores._diff import changed_paths, list_delta
-from stores._draft import DictDraft, apply_model
-from stores._frozen import FrozenDict, freeze
+from stores._announce import ABSENT, Announcer, Change
+from stores._draft import DictDraft, ModelDraft
 from stores._transaction import Transaction
+from stores._validation import apply_model, model_rules
 from stores._views import readonly, unwrap
 
-__all__ = ["Store", "StoreBinding", "StoreSubscription", "action"]
+__all__ = ["Store", "StoreBinding", "StoreSubscription"]
 
 StateT = TypeVar("StateT")
-StoreT = TypeVar("StoreT", bound="Store[Any]")
-DraftT = TypeVar("DraftT")
-P = ParamSpec("P")
-R = TypeVar("R")
-
-_MISSING: Any = object()
 
 
 class Store(Generic[StateT]):
@@ -48,6 +41,13 @@ class Store(Generic[StateT]):
     (``@action`` methods, :meth:`set`, :meth:`update`, :meth:`transaction`) are
     transactions: validated, committed atomically, and only then signalled. A write
     that raises or does not validate leaves the state unchanged and emits nothing.
+
+    A commit emits, for each top-level key whose value changed, one
+    ``state:<key>:changed`` ``{key, old, new, actor, paths}``. When the key holds a
+    list before and after, ``state:<key>:added`` ``{key, items, actor}`` follows with
+    the items that came (the multiset difference new - old, compared by value), then
+    ``state:<key>:removed`` with those that went (old - new), each when not empty.
+    Payloads are read-only, so no subscriber changes what the next one receives.
 
     Args:
         initial: A model instance, a model class (default-constructed) or a dict. A
@@ -100,7 +100,7 @@ class Store(Generic[StateT]):
         self._view_version = -1
         self._snapshot: FrozenDict | None = None
         self._snapshot_version = -1
-        self._names: dict[str, tuple[str, str, str]] = {}
+        self._announcer = Announcer()
 
     # -- reading -------------------------------------------------------------------
 
@@ -112,15 +112,15 @@ class Store(Generic[StateT]):
             self._view_version = self._version
         return cast(StateT, self._view)
 
-    def get(self, key: str, default: Any = _MISSING) -> Any:
+    def get(self, key: str, default: Any = ABSENT) -> Any:
         """Return the value of a top-level key, read-only.
 
         Raises:
             StateKeyError: No such key and no ``default`` given.
         """
-        value = self._value(self._state, key)
-        if value is _MISSING:
-            if default is not _MISSING:
+        value = self._fields(self._state).get(key, ABSENT)
+        if value is ABSENT:
+            if default is not ABSENT:
                 return default
             raise StateKeyError(
                 f"The state has no key {key!r} (keys: {', '.join(self.keys()) or 'none'}).",
@@ -130,7 +130,7 @@ class Store(Generic[StateT]):
 
     def keys(self) -> tuple[str, ...]:
         """The top-level keys, in signal order (model fields, or dict insertion order)."""
-        return tuple(self._items(self._state))
+        return tuple(self._fields(self._state))
 
     def snapshot(self) -> dict[str, Any]:
         """The state as plain JSON data (a read-only ``dict``; memoized per version).
@@ -187,94 +187,54 @@ class Store(Generic[StateT]):
             for key, value in merged.items():
                 _assign(draft, key, value)
 
+    def _draft(self) -> Any:
+        state = self._state
+        return ModelDraft(state, "") if self._is_model else DictDraft(state, "")
+
     def _commit(self, draft: Any, actor: str) -> None:
         current = self._state
         if self._is_model:
-            updates = draft._updates()
-            if not updates:
+            written = draft._updates()
+            if not written:
                 return
-            new = apply_model(current, updates, "")
-            # Model validators may rewrite fields that were not written.
-            if _has_model_validators(type(new)):
-                keys: Iterable[str] = self._items(new)
-            elif len(updates) == 1:
-                keys = updates
-            else:
-                keys = [key for key in self._items(new) if key in updates]
+            new = apply_model(current, written, "")
+            if model_rules(type(new)).model_validators:
+                written = self._fields(new)  # they may rewrite fields not written
         else:
-            finalized = draft._finalize()
-            base = draft._base
-            deleted = [key for key in base if key not in finalized]
-            if deleted:
-                raise StoreError(
-                    f"Cannot delete top-level key {deleted[0]!r}: a store's keys are its "
-                    "schema. Set the key to None instead."
-                )
-            updates = {k: v for k, v in finalized.items() if k not in base or v is not base[k]}
-            if not updates:
+            written = _dict_updates(draft)
+            if not written:
                 return
-            for key in updates:
-                _check_key(key)
-            new = {**current, **updates}
-            keys = updates
-        changed = []
+            new = {**current, **written}
+        changes = self._changes(current, new, written)
+        if changes:
+            self._state = new
+            self._version += 1
+            self._announcer.announce(self._bus.emit, changes, actor)
+
+    def _changes(self, current: Any, new: Any, written: dict[str, Any]) -> list[Change]:
+        """Return the written keys whose values differ, in the order of the state's keys.
+
+        A key written with an equal value gets the committed object back, so
+        unchanged parts stay shared between versions and emit nothing.
+        """
+        before, after = self._fields(current), self._fields(new)
+        keys = written if len(written) == 1 else [key for key in after if key in written]
+        changes = []
         for key in keys:
-            old, value = self._value(current, key), self._value(new, key)
+            old, value = before.get(key, ABSENT), after[key]
             if old is value:
                 continue
-            if old is not _MISSING and old == value:
-                self._restore(new, key, old)  # keep sharing the committed object
+            if old is not ABSENT and old == value:
+                self._restore(new, key, old)
                 continue
-            changed.append((key, old, value))
-        if not changed:
-            return
-        self._state = new
-        self._version += 1
-        self._emit(changed, actor)
+            changes.append((key, old, value))
+        return changes
 
-    def _emit(self, changed: list[tuple[str, Any, Any]], actor: str) -> None:
-        emit = self._bus.emit
-        for key, old, new in changed:
-            names = self._names.get(key) or self._signal_names(key)
-            existed = old is not _MISSING
-            emit(
-                names[0],
-                {
-                    "key": key,
-                    "old": readonly(old) if existed else None,
-                    "new": readonly(new),
-                    "actor": actor,
-                    "paths": changed_paths(old, new, key) if existed else [key],
-                },
-                source="store",
-            )
-            delta = list_delta(old, new)
-            if delta is not None:
-                kind, items = delta
-                emit(
-                    names[1] if kind == "added" else names[2],
-                    {"key": key, "items": readonly(items), "actor": actor},
-                    source="store",
-                )
-
-    def _signal_names(self, key: str) -> tuple[str, str, str]:
-        names = (f"state:{key}:changed", f"state:{key}:added", f"state:{key}:removed")
-        self._names[key] = names
-        return names
-
-    def _items(self, state: Any) -> Iterable[str]:
-        if self._is_model:
-            extra = state.__pydantic_extra__
-            return [*state.__dict__, *extra] if extra else state.__dict__
-        return cast(Iterable[str], state)
-
-    def _value(self, state: Any, key: str) -> Any:
-        if self._is_model:
-            if key in state.__dict__:
-                return state.__dict__[key]
-            extra = state.__pydantic_extra__
-            return extra.get(key, _MISSING) if extra else _MISSING
-        return state.get(key, _MISSING)
+    def _fields(self, state: Any) -> dict[str, Any]:
+        """The top-level keys and values of ``state`` (a model's fields and extras)."""
+        fields: dict[str, Any] = state.__dict__ if self._is_model else state
+        extra = state.__pydantic_extra__ if self._is_model else None
+        return {**fields, **extra} if extra else fields
 
     def _restore(self, state: Any, key: str, value: Any) -> None:
         if not self._is_model:
@@ -379,31 +339,21 @@ class StoreBinding:
         self.store.unbind()
 
 
-def action(
-    method: Callable[Concatenate[StoreT, DraftT, P], R],
-) -> Callable[Concatenate[StoreT, P], R]:
-    """Make a store method a transactional action that receives a mutable draft.
-
-    Callers omit the draft: ``store.record_analysis(a)`` runs
-    ``record_analysis(store, draft, a)`` in a transaction and commits (validated,
-    atomic, then signalled) when it returns. ``async def`` actions work too; the
-    transaction spans their awaits.
-    """
-    if inspect.iscoroutinefunction(method):
-
-        @functools.wraps(method)
-        async def run_async(self: StoreT, /, *args: P.args, **kwargs: P.kwargs) -> Any:
-            with self.transaction() as draft:
-                return await method(self, draft, *args, **kwargs)
-
-        return cast(Callable[Concatenate[StoreT, P], R], run_async)
-
-    @functools.wraps(method)
-    def run(self: StoreT, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        with self.transaction() as draft:
-            return method(self, draft, *args, **kwargs)
-
-    return run
+def _dict_updates(draft: DictDraft) -> dict[str, Any]:
+    """Return the keys a dict draft wrote, with their finalized values."""
+    finalized, base = draft._finalize(), draft._base
+    if finalized is base:
+        return {}
+    deleted = [key for key in base if key not in finalized]
+    if deleted:
+        raise StoreError(
+            f"Cannot delete top-level key {deleted[0]!r}: a store's keys are its "
+            "schema. Set the key to None instead."
+        )
+    updates = {k: v for k, v in finalized.items() if k not in base or v is not base[k]}
+    for key in updates.keys() - base.keys():
+        _check_key(key)
+    return updates
 
 
 def _assign(draft: Any, key: str, value: Any) -> None:
@@ -421,13 +371,3 @@ def _check_key(key: object) -> None:
             name=key,
         )
     validate_name(key)
-
-
-_MODEL_VALIDATORS: dict[type[pydantic.BaseModel], bool] = {}
-
-
-def _has_model_validators(model: type[pydantic.BaseModel]) -> bool:
-    found = _MODEL_VALIDATORS.get(model)
-    if found is None:
-        found = _MODEL_VALIDATORS[model] = bool(model.__pydantic_decorators__.model_validators)
-    return found

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import contextvars
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from reactor.exceptions import TransactionError
 from stores._actor import _ACTOR
-from stores._draft import DictDraft, ModelDraft
 
-if TYPE_CHECKING:
-    from stores._store import Store
-
-__all__ = ["Transaction"]
+__all__ = ["Transaction", "Transactional"]
 
 StateT = TypeVar("StateT")
+
+
+class Transactional(Protocol):
+    """What a transaction needs from its store: a draft to write, and a commit."""
+
+    def _draft(self) -> Any:
+        """Return a fresh copy-on-write draft of the committed state."""
+
+    def _commit(self, draft: Any, actor: str) -> None:
+        """Validate ``draft``, make it the committed state and signal the changes."""
+
 
 _ACTIVE: contextvars.ContextVar[tuple[Transaction[Any], ...]] = contextvars.ContextVar(
     "stores_active_transactions", default=()
@@ -31,7 +38,7 @@ class Transaction(Generic[StateT]):
     _draft: Any
     _token: contextvars.Token[tuple[Transaction[Any], ...]]
 
-    def __init__(self, store: Store[StateT], actor: str | None) -> None:
+    def __init__(self, store: Transactional, actor: str | None) -> None:
         self._store = store
         self._actor = actor
         self._outer: Transaction[Any] | None = None
@@ -43,9 +50,7 @@ class Transaction(Generic[StateT]):
             if outer._store is self._store:
                 self._outer = outer
                 return cast(StateT, outer._draft)
-        store = self._store
-        state = store._state
-        self._draft = ModelDraft(state, "") if store._is_model else DictDraft(state, "")
+        self._draft = self._store._draft()
         self._token = _ACTIVE.set((*active, self))
         return cast(StateT, self._draft)
 

@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import pydantic
 
+from reactor._frozen import register_immutable
 from reactor._signal import register_json_unwrapper
 from reactor.exceptions import ReadOnlyStateError
 
@@ -51,6 +52,11 @@ _ADVICE = (
     "State read from a store is read-only. Change it through an @action, "
     "store.set(), store.update() or `with store.transaction() as draft:`."
 )
+
+
+# Views refuse attribute writes and answer attribute reads themselves.
+_set = object.__setattr__
+_get = object.__getattribute__
 
 
 def _refuse(what: str) -> NoReturn:
@@ -106,35 +112,38 @@ class ModelView:
     Fields read as views, methods and properties run against the view (so they cannot
     mutate either), and pydantic's own API (``model_dump``, ...) reads the model.
     ``copy.deepcopy(view)`` returns a private, mutable copy of the model.
+
+    Guards and templates read fields on every evaluation, so field reads are the fast
+    path: each field's read-only value is made on its first read and kept in
+    ``_views`` (the committed model never changes, so neither does what it shows),
+    and later reads find it before any other lookup.
     """
 
-    __slots__ = ("_target",)
+    __slots__ = ("_target", "_views")
 
     _target: pydantic.BaseModel
+    _views: dict[str, Any]
 
     def __init__(self, target: pydantic.BaseModel) -> None:
-        object.__setattr__(self, "_target", target)
+        _set(self, "_target", target)
+        _set(self, "_views", {})
 
     @property  # type: ignore[misc]  # a view passes isinstance() for its model
     def __class__(self) -> type[Any]:
         return type(self._target)
 
-    def __getattr__(self, name: str) -> Any:
-        target = self._target
+    def __getattribute__(self, name: str) -> Any:
+        views = _get(self, "_views")
+        if name in views:
+            return views[name]
+        target = _get(self, "_target")
         fields = target.__dict__
         if name in fields:
-            return readonly(fields[name])
-        extra = target.__pydantic_extra__
-        if extra and name in extra:
-            return readonly(extra[name])
-        attr = inspect.getattr_static(type(target), name, None)
-        if isinstance(attr, property) and attr.fget is not None:
-            return readonly(attr.fget(self))
-        if name == "model_copy":
-            return _deep_model_copy(target)
-        if isinstance(attr, types.FunctionType) and not name.startswith(("model_", "__")):
-            return types.MethodType(attr, self)
-        return getattr(target, name)
+            view = views[name] = readonly(fields[name])
+            return view
+        if name in _VIEW_ATTRIBUTES:
+            return object.__getattribute__(self, name)
+        return _model_attribute(self, target, name)
 
     def __setattr__(self, name: str, value: Any) -> NoReturn:
         _refuse(f"set {type(self._target).__name__}.{name}")
@@ -171,6 +180,25 @@ class ModelView:
         return self._target.__reduce_ex__(protocol)
 
 
+_VIEW_ATTRIBUTES = frozenset(dir(ModelView))
+"""What a view answers itself (its slots, methods and ``object``'s); the rest is the model's."""
+
+
+def _model_attribute(view: ModelView, target: pydantic.BaseModel, name: str) -> Any:
+    """Read an attribute of the model that is not a field, keeping it read-only."""
+    extra = target.__pydantic_extra__
+    if extra and name in extra:
+        return readonly(extra[name])
+    attr = inspect.getattr_static(type(target), name, None)
+    if isinstance(attr, property) and attr.fget is not None:
+        return readonly(attr.fget(view))
+    if name == "model_copy":
+        return _deep_model_copy(target)
+    if isinstance(attr, types.FunctionType) and not name.startswith(("model_", "__")):
+        return types.MethodType(attr, view)
+    return getattr(target, name)
+
+
 def _deep_model_copy(target: pydantic.BaseModel) -> Any:
     def model_copy(*, update: Mapping[str, Any] | None = None, deep: bool = True) -> Any:
         """Return a private, mutable copy (always deep: the original is shared state)."""
@@ -187,7 +215,7 @@ class DictView(Mapping[str, Any]):
     _target: dict[str, Any]
 
     def __init__(self, target: dict[str, Any]) -> None:
-        object.__setattr__(self, "_target", target)
+        _set(self, "_target", target)
 
     def __getitem__(self, key: str) -> Any:
         return readonly(self._target[key])
@@ -271,7 +299,7 @@ class ListView(Sequence[Any]):
     _target: list[Any]
 
     def __init__(self, target: list[Any]) -> None:
-        object.__setattr__(self, "_target", target)
+        _set(self, "_target", target)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -363,3 +391,4 @@ _VIEWS: frozenset[type[Any]] = frozenset({ModelView, DictView, ListView})
 
 for _view in _VIEWS:
     register_json_unwrapper(_view, lambda view: view._target)
+    register_immutable(_view)

@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("reactor", "stores", "migration")
 MAX_LINES = 450
-SYSTEM_NAME = re.compile(r"^(harness|agent|state|provider|text|thinking|tool|bus|session):\S*$")
+SYSTEM_NAME = re.compile(r"^(harness|agent|state|provider|text|thinking|tool|bus|session):\S+$")
+NAMESPACE = re.compile(r"^(harness|agent|state|provider|text|thinking|tool|bus|session):$")
 
 
 def _modules() -> list[Path]:
@@ -53,8 +54,12 @@ def _spelled_names(path: Path) -> list[str]:
             if id(node) not in docstrings and SYSTEM_NAME.match(node.value):
                 found.append(f"{path.name}:{node.lineno}: {node.value}")
         elif isinstance(node, ast.JoinedStr) and node.values:
-            head = node.values[0]
-            if isinstance(head, ast.Constant) and SYSTEM_NAME.match(str(head.value)):
+            # f"agent:{name}:completed" builds a signal name; f"agent:{name}" an actor.
+            head, *rest = node.values
+            builds = any(
+                isinstance(part, ast.Constant) and str(part.value).startswith(":") for part in rest
+            )
+            if isinstance(head, ast.Constant) and NAMESPACE.match(str(head.value)) and builds:
                 found.append(f"{path.name}:{node.lineno}: f{head.value!r}...")
     return found
 

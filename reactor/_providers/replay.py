@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
@@ -18,6 +17,7 @@ from reactor._names import (
     THINKING_DELTA,
     TOOL_CALL,
     TOOL_RESULT,
+    parse_agent_event,
 )
 from reactor._providers.base import (
     End,
@@ -31,6 +31,7 @@ from reactor._providers.base import (
     ToolResult,
     Usage,
 )
+from reactor._providers.sequence import Sequencer, Step
 from reactor._recording.recording import Recording
 from reactor.exceptions import ProviderError, ReplayMismatchError
 
@@ -47,15 +48,29 @@ class _Call:
     events: list[_Step] = dataclasses.field(default_factory=list)
 
 
-@dataclasses.dataclass
-class _Step:
+@dataclasses.dataclass(eq=False)
+class _Step(Step):
     """One recorded event of a call (or its error), with its place in the recording."""
 
-    seq: int
     event: ProviderEvent | None = None
     error: tuple[str, str, bool] | None = None  # (type, message, retryable)
-    rank: int = 0  # position among all recorded steps, by seq
-    done: bool = False
+
+
+class Turn:
+    """A handler activation's place in the recorded order (see ``completion_turn``)."""
+
+    def __init__(self, order: Sequencer, step: Step, agent: str) -> None:
+        self._order = order
+        self._step = step
+        self._agent = agent
+
+    async def wait(self) -> None:
+        """Wait until everything recorded before the activation finished is replayed."""
+        await self._order.wait(self._step, self._agent)
+
+    def done(self) -> None:
+        """The activation finished: let what was recorded after it go."""
+        self._order.done(self._step)
 
 
 class ReplayProvider:
@@ -104,11 +119,9 @@ class ReplayProvider:
         for call in calls:
             self._calls.setdefault((call.agent, call.request_hash), []).append(call)
             self._by_agent.setdefault(call.agent, []).append(call)
-        self._ranked = sorted((step for call in calls for step in call.events), key=_by_seq)
-        for rank, step in enumerate(self._ranked):
-            step.rank = rank
-        self._frontier = 0  # rank of the first step not replayed yet
-        self._turns: asyncio.Condition | None = None
+        self._completions = _handler_completions(recording)
+        steps: list[Step] = [step for call in calls for step in call.events]
+        self._order = Sequencer([*steps, *self._completions.values()], order_timeout)
 
     def model_for(self, request: ProviderRequest) -> str | None:
         """The model the matching recorded call reported (for ``provider:start``)."""
@@ -132,6 +145,11 @@ class ReplayProvider:
         else:
             self.misses.append(request)
             if self.fallback is not None:
+                # The recorded call this request replaces will not be replayed: let
+                # what was recorded after it go.
+                replaced = self._nearest(request.agent, position)
+                for step in replaced.events if replaced is not None else ():
+                    self._order.done(step)
                 async for event in self.fallback.stream(request):
                     yield event
                 return
@@ -148,54 +166,24 @@ class ReplayProvider:
             )
             call = nearest
         for step in call.events:
-            await self._await_turn(step, call.agent)
+            await self._order.wait(step, call.agent)
             try:
                 if step.error is not None:
                     raise _replayed_error(step.error, call.agent)
                 assert step.event is not None
                 yield step.event
             finally:
-                await self._done(step)
+                self._order.done(step)
 
-    async def _await_turn(self, step: _Step, agent: str) -> None:
-        """Wait until every event recorded before this one has been replayed."""
-        if self.order_timeout <= 0 or self._frontier >= step.rank:
-            return
-        turns = self._condition()
-        async with turns:
-            try:
-                await asyncio.wait_for(
-                    turns.wait_for(lambda: self._frontier >= step.rank), self.order_timeout
-                )
-            except TimeoutError:
-                log(
-                    "reactor.replay",
-                    "warning",
-                    "replay order not reproduced",
-                    agent=agent,
-                    hint="the run diverged from the recording; events recorded earlier never came",
-                )
-                for earlier in self._ranked[: step.rank]:
-                    earlier.done = True
-                self._advance()
+    def completion_turn(self, agent: str, nth: int) -> Turn | None:
+        """The turn of ``agent``'s ``nth`` activation (from 1) to finish, if recorded.
 
-    async def _done(self, step: _Step) -> None:
-        step.done = True
-        if self._advance():
-            turns = self._condition()
-            async with turns:
-                turns.notify_all()
-
-    def _advance(self) -> bool:
-        start = self._frontier
-        while self._frontier < len(self._ranked) and self._ranked[self._frontier].done:
-            self._frontier += 1
-        return self._frontier != start
-
-    def _condition(self) -> asyncio.Condition:
-        if self._turns is None:
-            self._turns = asyncio.Condition()
-        return self._turns
+        A handler agent calls no provider, so nothing else holds it to the recorded
+        order: the activation waits for this turn before it finishes (its ``updates``,
+        ``emits`` and ``completed``), and marks it done after.
+        """
+        step = self._completions.get((agent, nth))
+        return None if step is None else Turn(self._order, step, agent)
 
     def _nearest(self, agent: str, position: int) -> _Call | None:
         calls = self._by_agent.get(agent, [])
@@ -292,8 +280,27 @@ def _index(recording: Recording) -> list[_Call]:
 _USAGE = frozenset(field.name for field in dataclasses.fields(Usage))
 
 
-def _by_seq(step: _Step) -> int:
-    return step.seq
+def _handler_completions(recording: Recording) -> dict[tuple[str, int], Step]:
+    """When each activation that called no provider finished: ``(agent, nth)`` -> step."""
+    activated: dict[str, tuple[str, int]] = {}
+    counts: Counter[str] = Counter()
+    called: set[str] = set()
+    found: dict[tuple[str, int], Step] = {}
+    for signal in recording.signals:
+        parsed = parse_agent_event(signal.name)
+        if parsed is not None and parsed[1] == "activated":
+            counts[parsed[0]] += 1
+            activated[signal.id] = (parsed[0], counts[parsed[0]])
+        elif signal.name == PROVIDER_START and signal.caused_by is not None:
+            called.add(signal.caused_by)
+        elif (
+            parsed is not None
+            and parsed[1] in ("completed", "failed")
+            and signal.caused_by in activated
+            and signal.caused_by not in called
+        ):
+            found[activated[signal.caused_by]] = Step(signal.seq)
+    return found
 
 
 _ERROR_TYPES: dict[str, type[ProviderError]] = {"ProviderError": ProviderError}

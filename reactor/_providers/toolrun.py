@@ -12,6 +12,7 @@ from typing import TypeAlias
 
 from reactor._providers.base import ToolCall, ToolResult
 from reactor._providers.tools import Tool
+from reactor._signal import to_jsonable
 
 __all__ = ["AfterTool", "BeforeTool", "execute_tool_calls"]
 
@@ -35,9 +36,14 @@ async def execute_tool_calls(
     """Run the model's tool calls, concurrently, and return their results in call order.
 
     Each call passes the ``before`` hooks in order (any returning ``None`` blocks it),
-    runs (a tool that raises, an unknown tool, or invalid arguments become an error
-    result for the model, never an exception), then its result, blocked or not,
-    passes the ``after`` hooks.
+    runs (a tool that raises, exits, returns what cannot be sent back, an unknown tool,
+    or invalid arguments become an error result for the model, never an exception),
+    then its result, blocked or not, passes the ``after`` hooks. Plain functions run in
+    worker threads, so the calls of one turn run at once either way.
+
+    Raises:
+        Exception: A hook raised: the first such error, as it was raised (the other
+            calls are waited for, not cancelled).
     """
     by_name = {tool.name: tool for tool in tools}
 
@@ -65,9 +71,11 @@ async def execute_tool_calls(
 
     if len(calls) == 1:
         return [await run(calls[0])]
-    async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(run(call)) for call in calls]
-    return [task.result() for task in tasks]
+    outcomes = await asyncio.gather(*(run(call) for call in calls), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return [outcome for outcome in outcomes if isinstance(outcome, ToolResult)]
 
 
 async def _invoke(call: ToolCall, tool: Tool | None, tools: dict[str, Tool]) -> ToolResult:
@@ -78,6 +86,15 @@ async def _invoke(call: ToolCall, tool: Tool | None, tools: dict[str, Tool]) -> 
         )
     try:
         value = await tool.invoke(call.input)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a tool that exits must not end the app
         return ToolResult(call.id, call.name, None, error=f"{type(exc).__name__}: {exc}")
+    try:
+        to_jsonable(value)
+    except (ValueError, TypeError) as exc:
+        return ToolResult(
+            call.id,
+            call.name,
+            None,
+            error=f"The tool returned a value that cannot be sent back as JSON ({exc}).",
+        )
     return ToolResult(call.id, call.name, value)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
+import functools
 import inspect
 import re
 import typing
@@ -11,11 +14,15 @@ from typing import Any, overload
 
 import pydantic
 
+from reactor._diagnostics import log
 from reactor.exceptions import AgentConfigError
 
 __all__ = ["Tool", "as_tool", "tool"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="reactor-tool")
+"""Where plain-function tools run: not the loop's default executor, which
+``asyncio.run`` waits for on exit (a tool abandoned by a timeout must not hold it)."""
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
@@ -49,14 +56,38 @@ class Tool:
         }
 
     async def invoke(self, arguments: Mapping[str, Any]) -> Any:
-        """Validate ``arguments`` against the schema, call the function, await if async.
+        """Validate ``arguments`` against the schema and call the function.
+
+        An ``async`` function is awaited. A plain function runs in a worker thread, so a
+        slow or blocking tool never stalls the event loop: other agents go on, several
+        calls of one turn run at once, and a run's ``timeout`` or ``abort()`` returns at
+        once. A thread cannot be stopped, though: a blocking tool abandoned that way
+        finishes in the background, and a warning says so.
 
         Raises:
             pydantic.ValidationError: The arguments do not match the schema.
         """
         parsed = self.arguments.model_validate(dict(arguments))
-        result = self.fn(**{name: getattr(parsed, name) for name in type(parsed).model_fields})
-        if inspect.isawaitable(result):
+        kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        if inspect.iscoroutinefunction(self.fn):
+            return await self.fn(**kwargs)
+        future = asyncio.get_running_loop().run_in_executor(
+            _THREADS, functools.partial(self.fn, **kwargs)
+        )
+        try:
+            result = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if not future.done():
+                log(
+                    "reactor.tools",
+                    "warning",
+                    "tool abandoned in its worker thread",
+                    tool=self.name,
+                    hint="a thread cannot be stopped; the call finishes on its own, and its "
+                    "result is dropped",
+                )
+            raise
+        if inspect.isawaitable(result):  # a plain function returning an awaitable
             result = await result
         return result
 

@@ -385,3 +385,22 @@ async def test_a_list_output_fills_a_list_key(output: Any) -> None:
     assert result.state["headlines"] == [{"title": "Rates cut"}]
     assert answers.requests[0].output_schema is not None
     assert answers.requests[0].output_schema["required"] == ["result"]
+
+
+async def test_scope_values_reach_handlers_and_templates() -> None:
+    seen: list[Any] = []
+    graph = reactive(
+        {
+            "writer": agent(prompt="About {{ object.name }} ({{ region }})", updates="text"),
+            "reader": agent(run=lambda ctx: seen.append((ctx.object, ctx.objects, ctx.scope))),
+        },
+        state={"text": None},
+    )
+    provider = ScriptedProvider({"writer": ["ok"]})
+    scope = {"object": {"name": "Ada"}, "objects": "the store", "region": "eu"}
+    result = await graph.run(provider=provider, scope=scope)
+    assert provider.requests[0].prompt == "About Ada (eu)"
+    assert seen == [({"name": "Ada"}, "the store", scope)]
+    with pytest.raises(ValueError, match=r"^scope cannot define 'state': templates already"):
+        await graph.run(provider=provider, scope={"state": 1})
+    assert result.ok

@@ -5,7 +5,15 @@ from typing import Any
 
 import pytest
 
-from reactor import AgentContext, RunClosedError, SignalNameError, agent, reactive
+from reactor import (
+    AgentContext,
+    MemorySignalStore,
+    RunClosedError,
+    SignalNameError,
+    agent,
+    reactive,
+)
+from reactor.exceptions import ReadOnlyStateError
 from reactor.testing import signal_names as names
 from tests.reactor.support import SlowProvider
 
@@ -182,3 +190,39 @@ async def test_outside_input_cannot_forge_runtime_signals(name: str) -> None:
     handle.close()
     result = await handle.result()
     assert result.select("agent:executor:*") == []
+
+
+async def test_payloads_cannot_change_after_they_are_emitted() -> None:
+    order: dict[str, Any] = {"symbol": "AAPL", "legs": [{"qty": 1}]}
+    seen: list[Any] = []
+
+    def place(ctx: AgentContext) -> dict[str, Any]:
+        ctx.emit("order:placed", order)
+        order["symbol"] = "MSFT"  # the emitter changes its own dict afterwards
+        order["legs"][0]["qty"] = 9
+        return order
+
+    store = MemorySignalStore()
+    graph = reactive(
+        {
+            "trader": agent(run=place, emits=["order:placed"]),
+            "audit": agent(
+                run=lambda ctx: seen.append(ctx.signal.payload), activate_on="order:placed"
+            ),
+        }
+    )
+    handle = graph.start(record=store)
+    sent = {"note": "hi"}
+    handle.send("desk:note", sent)
+    sent["note"] = "changed"
+    handle.close()
+    result = await handle.result()
+    placed = result.select("order:placed")[0].payload
+    assert placed == {"symbol": "AAPL", "legs": [{"qty": 1}]}
+    assert seen == [placed]
+    with pytest.raises(ReadOnlyStateError):
+        placed["symbol"] = "X"
+    assert result.select("desk:note")[0].payload == {"note": "hi"}
+    recorded = store.load(result.run_id).select("order:placed")[0].payload
+    assert recorded == {"symbol": "AAPL", "legs": [{"qty": 1}]}
+    assert result.select("agent:trader:completed")[0].payload["output"]["symbol"] == "MSFT"

@@ -203,3 +203,12 @@ def test_a_broken_log_output_never_breaks_the_run() -> None:
     assert result.status == "failed"
     assert isinstance(reporter.broken, OSError)
     assert result.select("bus:handler_error") == []
+
+
+def test_a_reporter_without_patterns_is_a_clear_error() -> None:
+    class Printer:
+        def on_signal(self, signal: object) -> None:
+            print(signal)
+
+    with pytest.raises(TypeError, match=r"is not a reporter: it has no patterns\. A reporter"):
+        graph().run_sync(reporters=[Printer()])  # type: ignore[list-item]

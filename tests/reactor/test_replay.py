@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -8,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from reactor import (
+    AgentContext,
     CycleWarning,
     End,
     MemorySignalStore,
@@ -260,3 +262,39 @@ async def test_a_mismatch_deep_in_a_long_prompt_is_shown_where_it_differs() -> N
     assert (
         "(recorded ...'fully. Answer about AAPL.', now ...'fully. Answer about MSFT.')" in message
     )
+
+
+async def test_a_handler_racing_a_model_keeps_its_recorded_order() -> None:
+    async def handle(ctx: AgentContext) -> str:
+        await asyncio.sleep(0.03)
+        return "h"
+
+    graph = reactive(
+        {
+            "h": agent(run=handle, updates="h"),
+            "l": agent(prompt="go", updates="l"),
+            "j": agent(
+                run=lambda ctx: "h-first" if ctx.state.h else "l-first",
+                activate_on=["state:h:changed", "state:l:changed"],
+                when="state.j is none",
+                updates="j",
+            ),
+        },
+        state={"h": None, "l": None, "j": None},
+    )
+    store = MemorySignalStore()
+    original = await graph.run(provider=ScriptedProvider({"l": ["l"]}, latency=0.1), record=store)
+    assert original.state["j"] == "h-first"
+    recording = store.load(original.run_id)
+    replayed = await graph.run(replay=recording, record=store)
+    assert replayed.state["j"] == "h-first"
+    assert recording.diff(store.load(replayed.run_id)) is None
+
+
+async def test_a_prompt_that_uses_run_id_replays() -> None:
+    graph = reactive({"a": agent(prompt="Run {{ run_id }}: go.", updates="a")}, state={"a": None})
+    store = MemorySignalStore()
+    original = await graph.run(provider=ScriptedProvider({"a": ["done"]}), record=store)
+    replayed = await graph.run(replay=store.load(original.run_id))
+    assert replayed.status == "completed", replayed.error
+    assert replayed.state == original.state

@@ -1,9 +1,14 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
-from reactor import ToolCall, ToolResult, tool
+import pytest
+import structlog
+
+from reactor import ToolCall, ToolResult, agent, reactive, tool
 from reactor._providers.toolrun import execute_tool_calls
+from reactor.testing import ToolUse, fake_anthropic, turn
 
 
 @tool
@@ -75,3 +80,72 @@ async def test_before_hooks_can_change_or_block_calls_and_after_hooks_replace_re
         (None, "Blocked by a before_tool hook."),
     ]
     assert sorted(seen) == ["a=4", "b=None"]
+
+
+async def test_plain_function_tools_run_at_once_in_worker_threads() -> None:
+    barrier = threading.Barrier(3, timeout=5)
+
+    @tool
+    def meet(x: int) -> int:
+        """Wait for the other two calls: only possible if all three run at once."""
+        barrier.wait()
+        return x
+
+    calls = [ToolCall(f"c{i}", "meet", {"x": i}) for i in range(3)]
+    results = await execute_tool_calls(calls, [meet])
+    assert [(r.result, r.error) for r in results] == [(0, None), (1, None), (2, None)]
+
+
+async def test_a_blocking_tool_does_not_hold_back_the_run_timeout() -> None:
+    release = threading.Event()
+    finished = threading.Event()
+
+    def block(x: int) -> int:
+        """Block until released."""
+        release.wait(timeout=10)
+        finished.set()
+        return x
+
+    graph = reactive({"a": agent(prompt="go", tools=[block])})
+    provider = fake_anthropic([turn(ToolUse("t1", "block", {"x": 1})), "done"])
+    with structlog.testing.capture_logs() as logs:
+        result = await graph.run(provider=provider, timeout=0.2)
+    assert result.status == "timeout"
+    assert not finished.is_set()  # the run ended while the tool was still blocked
+    release.set()
+    assert [e["tool"] for e in logs if e["event"] == "tool abandoned in its worker thread"] == [
+        "block"
+    ]
+
+
+async def test_a_tool_result_that_cannot_be_sent_is_an_error_for_the_model() -> None:
+    @tool
+    def loop() -> dict[str, object]:
+        """Return a dict that contains itself."""
+        found: dict[str, object] = {}
+        found["self"] = found
+        return found
+
+    [result] = await execute_tool_calls([ToolCall("c", "loop", {})], [loop])
+    assert result.result is None
+    assert result.error is not None
+    assert result.error.startswith("The tool returned a value that cannot be sent back as JSON")
+
+
+async def test_a_tool_that_exits_is_an_error_for_the_model() -> None:
+    @tool
+    async def leave() -> None:
+        """Exit."""
+        raise SystemExit(3)
+
+    [result] = await execute_tool_calls([ToolCall("c", "leave", {})], [leave])
+    assert result.error == "SystemExit: 3"
+
+
+async def test_the_first_failing_hook_is_raised_as_itself() -> None:
+    def refuse(call: ToolCall) -> ToolCall:
+        raise PermissionError(f"no {call.id}")
+
+    calls = [ToolCall(f"c{i}", "slow_double", {"x": i}) for i in range(2)]
+    with pytest.raises(PermissionError, match=r"^no c0$"):
+        await execute_tool_calls(calls, [slow_double], before=[refuse])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections import Counter
 from typing import Any
 
@@ -149,29 +150,35 @@ def test_each_changed_key_gets_exactly_one_signal_per_commit(
         assert [s.payload["key"] for s in signals] == changed
 
 
-@settings(max_examples=100, deadline=None)
-@given(
-    before=st.lists(st.integers(0, 3), max_size=8),
-    after=st.lists(st.integers(0, 3), max_size=8),
-)
-def test_added_and_removed_items_account_for_the_length_change(
-    before: list[int], after: list[int]
+def _multiset(items: list[Any]) -> Counter[str]:
+    """Count items by value; dicts are unhashable, so count their JSON form."""
+    return Counter(json.dumps(item, sort_keys=True) for item in items)
+
+
+# Small pools of values so lists share items; dicts exercise unhashable items.
+ITEMS = st.one_of(st.integers(0, 3), st.sampled_from([{"a": 1}, {"a": 2}]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=st.lists(ITEMS, max_size=8), after=st.lists(ITEMS, max_size=8))
+def test_added_and_removed_items_are_the_multiset_differences(
+    before: list[Any], after: list[Any]
 ) -> None:
     store = Store({"items": before})
     signals: list[Signal] = []
-    store.subscribe(["state:items:added", "state:items:removed"], signals.append)
+    store.subscribe("state:items:*", signals.append)
     store.set("items", after)
-    if len(after) == len(before):
-        assert signals == []
-        return
-    (signal,) = signals
-    items = Counter(signal.payload["items"])
-    if len(after) > len(before):
-        assert signal.name == "state:items:added"
-        assert items == Counter(after) - Counter(before)
-    else:
-        assert signal.name == "state:items:removed"
-        assert items == Counter(before) - Counter(after)
+    by_name = {s.name: s.to_dict()["payload"] for s in signals}
+    added = by_name.get("state:items:added", {"items": []})["items"]
+    removed = by_name.get("state:items:removed", {"items": []})["items"]
+    assert _multiset(added) == _multiset(after) - _multiset(before)
+    assert _multiset(removed) == _multiset(before) - _multiset(after)
+    # What is added minus what is removed is the change of the list as a multiset.
+    assert _multiset([*before, *added]) - _multiset(removed) == _multiset(after)
+    expected = ["state:items:changed"] if before != after else []
+    expected += ["state:items:added"] if added else []
+    expected += ["state:items:removed"] if removed else []
+    assert [s.name for s in signals] == expected
 
 
 @pytest.mark.parametrize("op", ["set_count", "append", "set_level"])

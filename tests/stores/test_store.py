@@ -17,10 +17,8 @@ from stores import (
     Store,
     StoreError,
     TransactionError,
-    acting_as,
     action,
     create_store,
-    current_actor,
 )
 
 
@@ -102,10 +100,15 @@ def test_nested_change_reports_dotted_paths() -> None:
         assert draft.analysis is not None
         draft.analysis.confidence = 0.9
         draft.trades[1].qty = 5
-    assert [(s.name, s.payload["paths"]) for s in signals] == [
+    assert [(s.name, s.payload.get("paths")) for s in signals] == [
         ("state:analysis:changed", ["analysis.confidence"]),
         ("state:trades:changed", ["trades.1.qty"]),
+        # By value, the edited trade is a new item replacing the old one.
+        ("state:trades:added", None),
+        ("state:trades:removed", None),
     ]
+    assert signals[2].payload["items"] == [Trade(symbol="B", qty=5)]
+    assert signals[3].payload["items"] == [Trade(symbol="B", qty=2)]
 
 
 def test_replacing_a_model_reports_the_fields_that_differ() -> None:
@@ -142,6 +145,39 @@ def test_removing_from_the_middle_reports_the_removed_item() -> None:
     with store.transaction() as draft:
         draft["items"].remove(2)
     assert signals[0].payload["items"] == [2]
+
+
+def test_replacing_a_list_reports_what_was_added_and_what_was_removed() -> None:
+    store = Store({"xs": [1]})
+    signals = collect(store)
+    store.set("xs", [2, 3])
+    store.set("xs", [9])
+    assert [(s.name, s.payload.get("items")) for s in signals] == [
+        ("state:xs:changed", None),
+        ("state:xs:added", [2, 3]),
+        ("state:xs:removed", [1]),
+        ("state:xs:changed", None),
+        ("state:xs:added", [9]),
+        ("state:xs:removed", [2, 3]),
+    ]
+
+
+def test_reordering_a_list_adds_and_removes_nothing() -> None:
+    store = Store({"xs": [1, 2, 2, 3]})
+    signals = collect(store)
+    store.set("xs", [2, 3, 1, 2])
+    assert [s.name for s in signals] == ["state:xs:changed"]
+
+
+def test_list_items_are_matched_by_value() -> None:
+    store = TradeStore()
+    store.add_trade(Trade(symbol="A", qty=1))
+    signals = collect(store)
+    store.set("trades", [Trade(symbol="A", qty=1), Trade(symbol="B", qty=2)])
+    assert [(s.name, s.payload.get("items")) for s in signals] == [
+        ("state:trades:changed", None),
+        ("state:trades:added", [Trade(symbol="B", qty=2)]),
+    ]
 
 
 def test_writing_an_equal_value_emits_nothing() -> None:
@@ -217,12 +253,12 @@ def test_unknown_key_on_a_model_store_is_a_validation_error() -> None:
 def test_list_items_are_validated_and_coerced() -> None:
     store = TradeStore()
     with store.transaction() as draft:
-        draft.trades.append({"symbol": "A", "qty": "3"})
+        draft.trades.append({"symbol": "A", "qty": "3"})  # type: ignore[arg-type]  # coerced
     assert store.state.trades == [Trade(symbol="A", qty=3)]
 
     def append_invalid() -> None:
         with store.transaction() as draft:
-            draft.trades.append({"symbol": "B", "qty": "three"})
+            draft.trades.append({"symbol": "B", "qty": "three"})  # type: ignore[arg-type]
 
     with pytest.raises(StateValidationError, match=r"'trades\.1\.qty'"):
         append_invalid()
@@ -369,7 +405,7 @@ def test_snapshot_is_plain_json_and_memoized_per_version() -> None:
 
 
 def test_dict_backed_store_reads_by_key_and_attribute() -> None:
-    store = Store({"balance": 100, "positions": {"AAPL": 3}})
+    store = Store[Any]({"balance": 100, "positions": {"AAPL": 3}})
     signals = collect(store)
     with store.transaction() as draft:
         draft.balance -= 10
@@ -399,7 +435,7 @@ def test_dict_store_adds_keys_but_refuses_to_delete_them() -> None:
 def test_dict_store_keys_must_fit_in_a_signal_name() -> None:
     with pytest.raises(ValueError, match=r"State key 'a:b' cannot be part of a signal name"):
         Store({"a:b": 1})
-    store = Store({})
+    store = Store[Any]({})
     with pytest.raises(ValueError, match=r"State key 'x:y'"):
         store.set("x:y", 1)
 
@@ -409,47 +445,6 @@ def test_the_store_keeps_its_own_copy_of_the_initial_state() -> None:
     store = Store(initial)
     initial["items"].append(2)
     assert store.state["items"] == [1]
-
-
-def test_actor_defaults_to_user_and_can_be_given_or_set_by_context() -> None:
-    store = TradeStore()
-    signals = collect(store, "state:*:changed")
-    store.set("count", 1)
-    store.set("count", 2, actor="system")
-    with acting_as("agent:trader"):
-        assert current_actor() == "agent:trader"
-        store.set("count", 3)
-        store.add_trade(Trade(symbol="A", qty=1))
-        store.set("count", 4, actor="scheduler")
-    assert current_actor() == "user"
-    assert [s.payload["actor"] for s in signals] == [
-        "user",
-        "system",
-        "agent:trader",
-        "agent:trader",
-        "scheduler",
-    ]
-
-
-async def test_actor_context_is_per_task() -> None:
-    store = Store({"a": 0, "b": 0})
-    signals = collect(store, "state:*:changed")
-
-    async def write(key: str, actor: str) -> None:
-        with acting_as(actor):
-            await asyncio.sleep(0)
-            store.set(key, 1)
-
-    await asyncio.gather(write("a", "agent:one"), write("b", "agent:two"))
-    assert {s.payload["key"]: s.payload["actor"] for s in signals} == {
-        "a": "agent:one",
-        "b": "agent:two",
-    }
-
-
-def test_acting_as_rejects_an_empty_actor() -> None:
-    with pytest.raises(ValueError, match="non-empty string"), acting_as(""):
-        pass
 
 
 def test_standalone_subscription_and_cancel() -> None:

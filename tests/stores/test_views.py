@@ -118,7 +118,7 @@ def test_views_pickle_as_their_values() -> None:
 
 
 def test_dict_view_attribute_access_names_missing_keys() -> None:
-    state = Store({"balance": 5}).state
+    state = Store[Any]({"balance": 5}).state
     assert state.balance == 5
     with pytest.raises(AttributeError, match=r"^The state has no key 'cash' \(keys: balance\)\.$"):
         _ = state.cash
@@ -142,14 +142,49 @@ def test_payload_values_are_read_only_and_serialize() -> None:
 def test_writing_a_view_back_stores_the_value_not_the_view() -> None:
     store = book_store()
     with store.transaction() as draft:
-        draft.positions = [store.state.best, *store.state.positions]
+        best = store.state.best
+        assert best is not None
+        draft.positions = [best, *store.state.positions]
     assert type(store._state.positions[0]) is Position
     assert store.snapshot()["positions"][0] == {"symbol": "MSFT", "qty": 1}
 
 
 def test_snapshot_refuses_mutation() -> None:
     snapshot = book_store().snapshot()
-    with pytest.raises(ReadOnlyStateError, match=r"copy\.deepcopy\(snapshot\)"):
+    with pytest.raises(
+        ReadOnlyStateError,
+        match=(
+            r"^Store snapshots and signal payloads are read-only; copy\.deepcopy\(\) of one "
+            r"gives a mutable copy\.$"
+        ),
+    ):
         snapshot["owner"] = "x"
     with pytest.raises(ReadOnlyStateError):
         snapshot["positions"].append({})
+
+
+def test_signal_payloads_refuse_mutation() -> None:
+    store = book_store()
+    signals: list[Signal] = []
+    store.subscribe("state:**", signals.append)
+    with store.transaction() as draft:
+        draft.positions.append(Position(symbol="NVDA", qty=2))
+    changed, added = signals
+    mutations: list[Callable[[], object]] = [
+        lambda: changed.payload.__setitem__("actor", "mallory"),
+        lambda: changed.payload.pop("old"),
+        lambda: changed.payload["paths"].append("owner"),
+        lambda: added.payload.update(items=[]),
+        lambda: added.payload["items"].append(1),
+    ]
+    for mutate in mutations:
+        with pytest.raises(ReadOnlyStateError):
+            mutate()
+    assert changed.payload["actor"] == "user"
+    assert changed.payload["paths"] == ["positions"]
+    assert added.payload == {
+        "key": "positions",
+        "items": [Position(symbol="NVDA", qty=2)],
+        "actor": "user",
+    }
+    assert copy.deepcopy(changed.payload)["paths"] == ["positions"]

@@ -1,0 +1,88 @@
+"""Turning a commit into signals: what subscribers of a store receive.
+
+For each top-level key whose value changed, in key order:
+
+* ``state:<key>:changed`` ``{key, old, new, actor, paths}``: ``old`` is ``None`` for
+  a key the commit created; ``paths`` are the dotted paths that changed inside the
+  key (``["analysis.confidence"]``), or ``[key]`` when the value was replaced whole.
+* when the key holds a list before and after: ``state:<key>:added`` ``{key, items,
+  actor}`` if items were added (the multiset difference new - old), then
+  ``state:<key>:removed`` ``{key, items, actor}`` if items were removed (old - new).
+  Items compare by value, so reordering a list adds and removes nothing.
+
+Payloads are read-only: the dict and its ``paths`` refuse mutation, and ``old``,
+``new`` and ``items`` are read-only views of the committed values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from reactor._frozen import FrozenDict, FrozenList
+from reactor._names import state_event
+from stores._diff import changed_paths, list_delta
+from stores._views import SCALARS, readonly
+
+__all__ = ["ABSENT", "Announcer", "Change"]
+
+ABSENT: Any = object()
+"""The ``old`` value of a key that a commit created."""
+
+Change = tuple[str, Any, Any]
+"""One changed key of a commit: ``(key, old, new)``; ``old`` may be :data:`ABSENT`."""
+
+Emit = Callable[..., object]
+
+
+class _KeySignals(NamedTuple):
+    changed: str
+    added: str
+    removed: str
+    whole: FrozenList  # the paths of a value replaced whole: [key]; immutable, so shared
+
+
+class Announcer:
+    """Emits the signals of commits, keeping each key's signal names once built."""
+
+    __slots__ = ("_keys",)
+
+    def __init__(self) -> None:
+        self._keys: dict[str, _KeySignals] = {}
+
+    def announce(self, emit: Emit, changes: Iterable[Change], actor: str) -> None:
+        """Emit the signals of ``changes`` through ``emit`` (a bus's ``emit``)."""
+        for key, old, new in changes:
+            signals = self._keys.get(key) or self._add(key)
+            # A new key, or a scalar on either side: the value was replaced, not
+            # changed inside.
+            if old is ABSENT or type(old) in SCALARS or type(new) in SCALARS:
+                paths = signals.whole
+            else:
+                paths = FrozenList(changed_paths(old, new, key))
+            payload = FrozenDict(
+                key=key,
+                old=None if old is ABSENT else readonly(old),
+                new=readonly(new),
+                actor=actor,
+                paths=paths,
+            )
+            emit(signals.changed, payload, source="store")
+            if isinstance(old, list) and isinstance(new, list):
+                added, removed = list_delta(old, new)
+                if added:
+                    items = FrozenDict(key=key, items=readonly(added), actor=actor)
+                    emit(signals.added, items, source="store")
+                if removed:
+                    items = FrozenDict(key=key, items=readonly(removed), actor=actor)
+                    emit(signals.removed, items, source="store")
+
+    def _add(self, key: str) -> _KeySignals:
+        signals = _KeySignals(
+            state_event(key, "changed"),
+            state_event(key, "added"),
+            state_event(key, "removed"),
+            FrozenList([key]),
+        )
+        self._keys[key] = signals
+        return signals
