@@ -46,7 +46,7 @@ class AgentRun:
         ) = agent_names(name)
         self.launched = 0
         self.running = 0
-        self.queue: deque[Signal] = deque()
+        self.queue: deque[Signal] | None = None  # made when a trigger first waits
         self.last_output: Any = None
         self.undeclared: set[str] = set()
 

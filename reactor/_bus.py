@@ -157,6 +157,7 @@ class SignalBus:
         self._handlers: dict[str, tuple[Handler, ...]] = {}
         self._pattern_subs: list[Subscription] = []
         self._after_dispatch: list[Handler] = []
+        self._router: Handler | None = None
 
     # -- emitting ----------------------------------------------------------------
 
@@ -222,15 +223,21 @@ class SignalBus:
         queue = self._queue
         handlers_for = self._handlers
         after = self._after_dispatch
+        router = self._router
         self._dispatching = True
         try:
             while queue:
                 signal = queue.popleft()
                 handlers = handlers_for[signal.name]
-                if not handlers and not after:
+                if not handlers and not after and router is None:
                     continue
                 token = _CURRENT.set(signal)
                 try:
+                    if router is not None:
+                        try:
+                            router(signal)
+                        except Exception as exc:
+                            self._handler_failed(router, signal, exc)
                     for handler in handlers:
                         try:
                             handler(signal)
@@ -348,6 +355,15 @@ class SignalBus:
     def add_after_dispatch(self, hook: Handler) -> None:
         """Call ``hook(signal)`` after all handlers of every signal (runtime use)."""
         self._after_dispatch.append(hook)
+
+    def set_router(self, router: Handler) -> None:
+        """Call ``router(signal)`` first for every signal (runtime use).
+
+        A run routes signals to its agents' triggers through a table made once per
+        graph, instead of one subscription per agent per run: a run of a small graph
+        then sets up no subscriptions at all. Set it before the first emit.
+        """
+        self._router = router
 
     # -- reading -----------------------------------------------------------------
 

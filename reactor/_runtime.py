@@ -34,6 +34,7 @@ from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._recording.recording import Recording
 from reactor._result import AgentFailure, RunMetrics, RunResult, RunStatus
+from reactor._routes import routes_of
 from reactor._scheduler import Scheduler
 from reactor._signal import Signal
 from reactor.exceptions import RecordingError, RunTimeoutError
@@ -158,18 +159,14 @@ class Run:
             start = getattr(reporter, "start", None)
             if start is not None:
                 start(info)
-        # Neighbouring agents with the same activate_on share one subscription (a
-        # fan-out of 1,000 agents is one receiver, not 1,000); the order is unchanged.
-        groups: list[tuple[tuple[Any, ...], list[Callable[[Signal], None]]]] = []
-        for agent_run in self.agents:
-            handler = self.scheduler.trigger_handler(agent_run)
-            patterns = agent_run.agent.activate_on
-            if groups and groups[-1][0] == patterns:
-                groups[-1][1].append(handler)
-            else:
-                groups.append((patterns, [handler]))
-        for patterns, handlers in groups:
-            self.bus.subscribe(patterns, handlers[0] if len(handlers) == 1 else _each(handlers))
+        routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
+        triggers = [self.scheduler.trigger_handler(agent_run) for agent_run in self.agents]
+
+        def route(signal: Signal) -> None:
+            for index in routes(signal.name):
+                triggers[index](signal)
+
+        self.bus.set_router(route)
         for reporter in self.options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         for watcher in _WATCHERS.get():
@@ -419,11 +416,3 @@ class Run:
             return bool(end_when(view))
 
         return check
-
-
-def _each(handlers: list[Callable[[Signal], None]]) -> Callable[[Signal], None]:
-    def dispatch(signal: Signal) -> None:
-        for handler in handlers:
-            handler(signal)
-
-    return dispatch

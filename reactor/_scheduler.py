@@ -12,6 +12,7 @@ agent's ``concurrency`` and the run's limits. Activations are tasks of the run's
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -138,14 +139,15 @@ class Scheduler:
             self.skip(agent_run, trigger, "ended")
         elif agent_run.running == 0 or mode == "parallel":
             self._launch(agent_run, trigger)
-        elif mode == "serial":
-            agent_run.queue.append(trigger)
         elif mode == "skip":
             self.skip(agent_run, trigger, "busy")
         else:
-            while agent_run.queue:
-                self.skip(agent_run, agent_run.queue.popleft(), "superseded")
-            agent_run.queue.append(trigger)
+            queue = agent_run.queue
+            if queue is None:
+                queue = agent_run.queue = deque()
+            while mode == "latest" and queue:
+                self.skip(agent_run, queue.popleft(), "superseded")
+            queue.append(trigger)
 
     def _launch(self, agent_run: AgentRun, trigger: Signal) -> None:
         host = self.host

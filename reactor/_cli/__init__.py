@@ -1,7 +1,7 @@
 """The ``reactor`` command line: run graphs, list, show, replay and compare recordings.
 
 One module per group of commands: ``_running`` (run, replay), ``_records`` (runs,
-show, diff), ``_graphs`` (graph), ``_migrate``; ``_load`` finds graphs and providers,
+show, diff), ``_graphs`` (graph), and ``migration._cli`` (migrate); ``_load`` finds graphs and providers,
 ``_output`` draws with rich on a terminal and plain text elsewhere, ``_parser`` holds
 the arguments.
 """

@@ -8,7 +8,6 @@ from typing import NoReturn
 import reactor
 from reactor._cli._base import DB_ENV
 from reactor._cli._graphs import FORMATS, cmd_graph
-from reactor._cli._migrate import cmd_migrate
 from reactor._cli._records import cmd_diff, cmd_runs, cmd_show
 from reactor._cli._running import cmd_replay, cmd_run
 
@@ -161,23 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     _db(graph, "the run database (for --from-run)")
     graph.set_defaults(handler=cmd_graph)
 
-    migrate = command(
-        "migrate",
-        "Print an edge-based flow (FlowSpec YAML) as reactor Python, or check it.",
-        "reactor migrate flows/triage.yaml --check",
-    )
-    migrate.add_argument("file", metavar="FILE", help="a FlowSpec YAML file")
-    migrate.add_argument(
-        "--check",
-        action="store_true",
-        help="run the edge-based executor and the converted graph, and compare node outputs",
-    )
-    migrate.add_argument("--input", help="the flow's input for --check: JSON, or @file.json")
-    migrate.add_argument(
-        "--registry", metavar="MODULE:ATTR", help="a NodeRegistry (or factory) with your node types"
-    )
-    migrate.add_argument("-o", "--output", metavar="PATH", help="write the Python to PATH")
-    migrate.set_defaults(handler=cmd_migrate)
+    from migration import _cli as migrate_cli  # the migrate command lives with the migration
+
+    migrate = command("migrate", migrate_cli.SUMMARY, migrate_cli.EXAMPLE)
+    migrate_cli.add_arguments(migrate)
+    migrate.set_defaults(handler=migrate_cli.run)
     return parser
 
 
