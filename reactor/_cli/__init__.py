@@ -1,9 +1,9 @@
 """The ``reactor`` command line: run graphs, list, show, replay and compare recordings.
 
 One module per group of commands: ``_running`` (run, replay), ``_records`` (runs,
-show, diff), ``_graphs`` (graph), and ``migration._cli`` (migrate); ``_load`` finds graphs and providers,
-``_output`` draws with rich on a terminal and plain text elsewhere, ``_parser`` holds
-the arguments.
+show, diff), ``_graphs`` (graph), and ``migration._cli`` (migrate); ``_load`` finds
+graphs and providers, ``_output`` draws with rich on a terminal and plain text
+elsewhere, ``_parser`` holds the arguments.
 """
 
 from __future__ import annotations
