@@ -56,9 +56,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
         right = store.load(store.resolve(args.run_b))
     divergence = left.diff(right)
     out = Output(plain=args.plain)
+    left_id, right_id = clean(left.run_id), clean(right.run_id)
     if divergence is None:
-        out.line(f"{left.run_id} and {right.run_id} match ({len(left.signals)} signals).")
+        out.line(f"{left_id} and {right_id} match ({len(left.signals)} signals).")
         return 0
-    out.line(f"{left.run_id} (left) and {right.run_id} (right) differ.")
+    out.line(f"{left_id} (left) and {right_id} (right) differ.")
     out.line(clean(divergence, newlines=True))
     return 1

@@ -81,17 +81,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
-    words = f"the answers recorded in {original.run_id}"
+    original_id = clean(original.run_id)
+    words = f"the answers recorded in {original_id}"
     _print_summary(args, summary(result, words, path if store else None, state=args.state))
     divergence = original.diff(replayed)
     out = Output(plain=args.plain)
     if divergence is None:
         out.line(
-            f"Replay matches {original.run_id}: same signals, payloads and final state.",
+            f"Replay matches {original_id}: same signals, payloads and final state.",
             style="green",
         )
         return 0 if result.ok else 1
-    out.line(f"Replay differs from {original.run_id}.", style="bold red")
+    out.line(f"Replay differs from {original_id}.", style="bold red")
     out.line(clean(divergence, newlines=True))
     return 1
 
