@@ -60,7 +60,7 @@ def _context(name: str, ctx: AgentContext) -> dict[str, Any]:
 def _guard(node_agent: Agent, name: str, ctx: AgentContext) -> bool:
     if node_agent.when_expression is not None:
         try:
-            return bool(node_agent.when_expression(**_context(name, ctx)))
+            return bool(node_agent.when_expression(_context(name, ctx)))
         except jinja2.UndefinedError as exc:
             raise TemplateError(
                 f"Agent {name!r}: the when expression failed: {exc}.", agent=name

@@ -48,7 +48,7 @@ class AgentRun:
         self.running = 0
         self.queue: deque[Signal] | None = None  # made when a trigger first waits
         self.last_output: Any = None
-        self.undeclared: set[str] = set()
+        self.undeclared: set[str] | None = None  # names emitted but not declared
 
 
 class Activation:
