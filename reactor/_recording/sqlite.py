@@ -6,6 +6,7 @@ import atexit
 import json
 import os
 import queue
+import sqlite3
 import threading
 import time
 import weakref
@@ -13,12 +14,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import pydantic_core
-
 from reactor._diagnostics import log
 from reactor._recording.info import RunInfo, parse_tag
 from reactor._recording.recording import Recording
-from reactor._recording.sqlite_db import STOP, connect, migrate, write_loop
+from reactor._recording.sqlite_db import (
+    STOP,
+    connect,
+    connect_readonly,
+    decode_info,
+    decode_signal,
+    migrate,
+    write_loop,
+)
 from reactor._recording.store import SignalStoreBase
 from reactor._signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
@@ -43,10 +50,15 @@ class SQLiteSignalStore(SignalStoreBase):
         batch_size: Most signals written per transaction.
         max_backlog: Queued signals beyond which ``append`` waits for the writer, so
             memory stays bounded when signals come faster than the disk takes them.
+        readonly: Only read: the file must exist, nothing is created, migrated or
+            written (not even SQLite's ``-wal`` files when no writer has it open), and
+            recording to the store raises. What inspecting tools use, so that looking
+            at a database someone sent never changes it.
 
     Raises:
         RecordingError: The file is not a reactor database, or was written by a newer
-            version of reactor.
+            version of reactor; read-only, also: there is no such file, or it has an
+            older schema.
     """
 
     def __init__(
@@ -55,14 +67,19 @@ class SQLiteSignalStore(SignalStoreBase):
         *,
         batch_size: int = 2_000,
         max_backlog: int = 50_000,
+        readonly: bool = False,
     ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
         self.batch_size = batch_size
         self.max_backlog = max_backlog
         self._lock = threading.Lock()
-        self._read = connect(self.path)
-        migrate(self._read, self.path)
+        if readonly:
+            self._read = connect_readonly(self.path)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._read = connect(self.path)
+            migrate(self._read, self.path)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -78,6 +95,11 @@ class SQLiteSignalStore(SignalStoreBase):
                 if self._writer is None:
                     if self._closed:
                         raise RecordingError(f"The signal store {self.path} is closed.")
+                    if self.readonly:
+                        raise RecordingError(
+                            f"The signal store {self.path} is open read-only; open it "
+                            "without readonly=True to record to it."
+                        )
                     self._writer = threading.Thread(
                         target=write_loop,
                         args=(self.path, self._queue, self.batch_size, weakref.ref(self)),
@@ -158,7 +180,10 @@ class SQLiteSignalStore(SignalStoreBase):
         if self._writer is not None:
             self.flush()
         with self._lock:
-            return self._read.execute(sql, tuple(params)).fetchall()
+            try:
+                return self._read.execute(sql, tuple(params)).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise RecordingError(f"{self.path} cannot be read ({exc}).") from exc
 
     def resolve(self, ref: str) -> str:
         """Turn ``ref`` (a run id, a unique prefix of one, or ``last``) into a run id.
@@ -193,26 +218,18 @@ class SQLiteSignalStore(SignalStoreBase):
         info = self._infos("WHERE r.run_id = ?", (run_id,))
         if not rows and not info:
             raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")
-        signals = tuple(
-            Signal(
-                name,
-                pydantic_core.from_json(payload) if payload is not None else None,
-                id=signal_id,
-                seq=seq,
-                timestamp=timestamp,
-                source=source,
-                caused_by=caused_by,
-                depth=depth,
-                run_id=run_id,
-            )
-            for seq, signal_id, name, payload, timestamp, source, caused_by, depth in rows
-        )
-        requests = {
-            digest: json.loads(fingerprint)
-            for digest, fingerprint in self._query(
-                "SELECT request_hash, fingerprint FROM requests WHERE run_id = ?", (run_id,)
-            )
-        }
+        signals = tuple(decode_signal(run_id, row) for row in rows)
+        requests: dict[str, Any] = {}
+        for digest, fingerprint in self._query(
+            "SELECT request_hash, fingerprint FROM requests WHERE run_id = ?", (run_id,)
+        ):
+            try:
+                requests[str(digest)] = json.loads(fingerprint)
+            except (TypeError, ValueError) as exc:
+                raise RecordingError(
+                    f"The recording of {run_id!r} is damaged: the request {digest!r} is not "
+                    "JSON. Record the run again, or delete it."
+                ) from exc
         return Recording(
             info=info[0] if info else RunInfo(run_id=run_id), signals=signals, requests=requests
         )
@@ -252,37 +269,12 @@ class SQLiteSignalStore(SignalStoreBase):
             f"WHERE t.run_id = r.run_id) FROM runs r {clause}",
             params,
         )
-        return [
-            RunInfo(
-                run_id=run_id,
-                graph=graph,
-                target=target,
-                target_hash=target_hash,
-                started_at=started,
-                ended_at=ended,
-                status=status,
-                reason=reason,
-                failures=failures,
-                signals=count,
-                tags=json.loads(tags) if tags else {},
-            )
-            for (
-                run_id,
-                graph,
-                target,
-                target_hash,
-                started,
-                ended,
-                status,
-                reason,
-                failures,
-                count,
-                tags,
-            ) in rows
-        ]
+        return [decode_info(tuple(row)) for row in rows]
 
     def delete(self, run_id: str) -> bool:
         """Delete a run and its signals; return whether it existed."""
+        if self.readonly:
+            raise RecordingError(f"The signal store {self.path} is open read-only.")
         if self._writer is not None:
             self.flush()
         with self._lock:

@@ -13,12 +13,21 @@ from typing import Any, Protocol
 
 import pydantic_core
 
-from reactor._names import HARNESS_END, HARNESS_START
+from reactor._names import HARNESS_END, HARNESS_START, parse_state_event
 from reactor._recording.info import RunInfo
 from reactor._signal import Signal, json_fallback
 from reactor.exceptions import RecordingError
 
-__all__ = ["SCHEMA_VERSION", "STOP", "connect", "migrate", "write_loop"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "STOP",
+    "connect",
+    "connect_readonly",
+    "decode_info",
+    "decode_signal",
+    "migrate",
+    "write_loop",
+]
 
 SCHEMA_VERSION = 2
 
@@ -89,6 +98,54 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
+    return conn
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open an existing database for reading only: nothing is created, migrated or changed.
+
+    Without a ``-wal`` file (no writer has it open, and the last one checkpointed)
+    the file is opened as immutable, so SQLite does not leave ``-wal`` and ``-shm``
+    files beside it either.
+
+    Raises:
+        RecordingError: No such file, not a reactor database, or another schema.
+    """
+    if not path.exists():
+        raise RecordingError(f"There is no run database at {path}; check the path.")
+    if not path.is_file():
+        raise RecordingError(f"{path} is not a reactor run database (it is not a file).")
+    writing = path.with_name(path.name + "-wal").exists()
+    uri = path.resolve().as_uri() + ("?mode=ro" if writing else "?mode=ro&immutable=1")
+    try:
+        conn = sqlite3.connect(
+            uri, uri=True, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise RecordingError(f"{path} cannot be opened ({exc}).") from exc
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.Error as exc:
+        conn.close()
+        raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
+    problem = None
+    if version > SCHEMA_VERSION:
+        problem = (
+            f"{path} was written by a newer reactor (schema {version}, this one reads "
+            f"{SCHEMA_VERSION}); upgrade reactor to read it."
+        )
+    elif version < 1 or not {"runs", "signals", "run_tags", "requests"} <= tables:
+        problem = f"{path} is not a reactor run database (it has no runs table)."
+    elif version < SCHEMA_VERSION:
+        problem = (
+            f"{path} was written by an older reactor (schema {version}); record a run to "
+            f"it (or open SQLiteSignalStore({str(path)!r}) once) to upgrade it to schema "
+            f"{SCHEMA_VERSION}."
+        )
+    if problem is not None:
+        conn.close()
+        raise RecordingError(problem)
     return conn
 
 
@@ -235,3 +292,92 @@ def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
     )
     conn.executemany("INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?)", requests)
     conn.execute("COMMIT")
+
+
+def _damaged(run_id: str, what: str) -> RecordingError:
+    return RecordingError(
+        f"The recording of {run_id!r} is damaged: {what}. Record the run again, or delete it."
+    )
+
+
+def decode_signal(run_id: str, row: tuple[Any, ...]) -> Signal:
+    """One row of the ``signals`` table as a signal, checked for what readers rely on.
+
+    Raises:
+        RecordingError: The row is damaged (names the run, the signal and the fault).
+    """
+    seq, signal_id, name, payload, timestamp, source, caused_by, depth = row
+    if not isinstance(seq, int) or not isinstance(name, str):
+        raise _damaged(run_id, f"a signal has the seq {seq!r} and the name {name!r}")
+    where = f"signal #{seq} ({name!r})"
+    if type(timestamp) not in (int, float):
+        raise _damaged(run_id, f"{where} has the timestamp {timestamp!r}, not a number")
+    if not isinstance(depth, int):
+        raise _damaged(run_id, f"{where} has the depth {depth!r}, not a whole number")
+    for field, value in (("id", signal_id), ("source", source), ("caused_by", caused_by)):
+        if value is not None and not isinstance(value, str):
+            raise _damaged(run_id, f"{where} has the {field} {value!r}, not text")
+    try:
+        data = None if payload is None else pydantic_core.from_json(payload)
+    except ValueError as exc:
+        raise _damaged(run_id, f"{where} has a payload that is not JSON ({exc})") from exc
+    state = parse_state_event(name)
+    if name in (HARNESS_START, HARNESS_END) and not isinstance(data, dict):
+        raise _damaged(run_id, f"{where} has a payload that is not an object")
+    if (
+        state is not None
+        and state[1] == "changed"
+        and not (isinstance(data, dict) and isinstance(data.get("key"), str) and "new" in data)
+    ):
+        raise _damaged(run_id, f"{where} has no key and new value in its payload")
+    return Signal(
+        name,
+        data,
+        id=signal_id,
+        seq=seq,
+        timestamp=float(timestamp),
+        source=source,
+        caused_by=caused_by,
+        depth=depth,
+        run_id=run_id,
+    )
+
+
+_TEXT = ("graph", "target", "target_hash", "status", "reason")
+
+
+def decode_info(row: tuple[Any, ...]) -> RunInfo:
+    """One row of the ``runs`` listing as a :class:`RunInfo`, checked.
+
+    Raises:
+        RecordingError: The row is damaged (names the run and the fault).
+    """
+    run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags = row
+    if not isinstance(run_id, str):
+        raise RecordingError(f"A run has the id {run_id!r}, not text; the database is damaged.")
+    for field, value in zip(_TEXT, (graph, target, target_hash, status, reason), strict=True):
+        if value is not None and not isinstance(value, str):
+            raise _damaged(run_id, f"its {field} is {value!r}, not text")
+    for field, value, optional in (("started_at", started, False), ("ended_at", ended, True)):
+        if not (type(value) in (int, float) or (optional and value is None)):
+            raise _damaged(run_id, f"its {field} is {value!r}, not a time in seconds")
+    for field, value in (("failures", failures), ("signals", count)):
+        if not isinstance(value, int):
+            raise _damaged(run_id, f"its {field} count is {value!r}, not a whole number")
+    try:
+        tag_map = json.loads(tags) if tags else {}
+    except ValueError as exc:
+        raise _damaged(run_id, f"its tags are not readable ({exc})") from exc
+    return RunInfo(
+        run_id=run_id,
+        graph=graph,
+        target=target,
+        target_hash=target_hash,
+        started_at=float(started),
+        ended_at=None if ended is None else float(ended),
+        status=status,
+        reason=reason,
+        failures=failures,
+        signals=count,
+        tags={str(key): str(value) for key, value in tag_map.items()},
+    )

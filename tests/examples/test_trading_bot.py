@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -110,10 +111,10 @@ def test_the_demo_runs_end_to_end_offline(tmp_path: Path) -> None:
     assert "Decision: BUY" in out
     assert "What happened (causal tree):\nharness:start" in out
     assert " tokens in / " in out
-    assert f"  replay:  reactor replay {db} run_" in out
+    assert re.search(rf"^  replay:  reactor replay run_\w+ --db {re.escape(str(db))}$", out, re.M)
     assert "✓ ended in" in completed.stderr
     replay = subprocess.run(
-        [sys.executable, "-m", "reactor", "replay", str(db), "last", "--quiet"],
+        [sys.executable, "-m", "reactor", "replay", "last", "--db", str(db), "--quiet"],
         capture_output=True,
         text=True,
         env=env,
