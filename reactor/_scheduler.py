@@ -24,9 +24,9 @@ from reactor._signal import Signal
 
 if TYPE_CHECKING:
     from reactor._activation import Activator
-    from reactor._resume import ResumePlan
     from reactor._bus import SignalBus
     from reactor._options import RunOptions
+    from reactor._resume import ResumePlan
 
 __all__ = ["Scheduler", "SchedulerHost"]
 
