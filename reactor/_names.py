@@ -20,6 +20,7 @@ __all__ = [
     "DELTAS",
     "HARNESS_END",
     "HARNESS_ENDING",
+    "HARNESS_RESUMED",
     "HARNESS_SIGNALS",
     "HARNESS_START",
     "PROVIDER_END",
@@ -43,6 +44,7 @@ __all__ = [
     "ErrorInfo",
     "HarnessEnd",
     "HarnessEnding",
+    "HarnessResumed",
     "HarnessStart",
     "ProviderEnd",
     "ProviderErrorPayload",
@@ -70,6 +72,8 @@ HARNESS_ENDING = "harness:ending"
 """``end_when`` held; no new activations: :class:`HarnessEnding`."""
 HARNESS_END = "harness:end"
 """Last signal of every run, also on failure, timeout or abort: :class:`HarnessEnd`."""
+HARNESS_RESUMED = "harness:resumed"
+"""First signal a resumed run emits: :class:`HarnessResumed`."""
 HARNESS_SIGNALS = "harness:*"
 """The pattern of the run's own milestones."""
 BUS_HANDLER_ERROR = "bus:handler_error"
@@ -106,6 +110,7 @@ SYSTEM_SIGNALS = (
     HARNESS_START,
     HARNESS_ENDING,
     HARNESS_END,
+    HARNESS_RESUMED,
     BUS_HANDLER_ERROR,
     PROVIDER_START,
     PROVIDER_END,
@@ -218,6 +223,12 @@ class HarnessStart(TypedDict):
 
     input: Any
     state: Any
+
+
+class HarnessResumed(TypedDict):
+    """``harness:resumed``: the last ``seq`` recorded before the run stopped."""
+
+    from_seq: int
 
 
 class HarnessEnding(TypedDict):

@@ -117,6 +117,9 @@ class ResumePlan:
     launched: dict[str, int]
     in_flight: list[InFlight]
     undecided: list[tuple[Signal, str]]  # (signal, agent) in seq order
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
 
     @property
     def run_id(self) -> str:
@@ -147,6 +150,7 @@ class ResumePlan:
         answers: dict[str, RecordedAnswers] = {}
         calls: dict[str, Any] = {}  # tool call id -> arguments
         open_calls: dict[str | None, str] = {}  # activation id -> request hash
+        spent = [0, 0, 0.0]  # input tokens, output tokens, cost
         for signal in signals:
             name = signal.name
             payload = signal.payload if isinstance(signal.payload, Mapping) else {}
@@ -164,6 +168,9 @@ class ResumePlan:
                 open_calls[signal.caused_by] = str(payload.get("request_hash"))
             elif name == PROVIDER_END and signal.caused_by in open_calls:
                 usage = payload.get("usage") or {}
+                spent[0] += int(usage.get("input_tokens", 0))
+                spent[1] += int(usage.get("output_tokens", 0))
+                spent[2] += float(payload.get("cost_usd") or 0.0)
                 end = End(
                     output=payload.get("output"),
                     usage=Usage(
@@ -208,4 +215,7 @@ class ResumePlan:
             launched=dict(launched),
             in_flight=in_flight,
             undecided=undecided,
+            input_tokens=int(spent[0]),
+            output_tokens=int(spent[1]),
+            cost_usd=float(spent[2]),
         )

@@ -27,13 +27,14 @@ from reactor._agentrun import Activation, AgentRun
 from reactor._bus import SignalBus
 from reactor._context import RunView
 from reactor._diagnostics import log
-from reactor._names import HARNESS_END, HARNESS_ENDING, HARNESS_START
+from reactor._names import HARNESS_END, HARNESS_ENDING, HARNESS_RESUMED, HARNESS_START
 from reactor._options import RunOptions
 from reactor._patterns import compile_pattern
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._recording.recording import Recording
 from reactor._result import AgentFailure, RunMetrics, RunResult, RunStatus
+from reactor._resume import ResumePlan
 from reactor._routes import routes_of
 from reactor._scheduler import Scheduler
 from reactor._signal import Signal
@@ -104,14 +105,18 @@ class Run:
         live: bool = False,
         target: str | None = None,
         target_hash: str | None = None,
+        resume: ResumePlan | None = None,
     ) -> None:
         self.graph = graph
         self.options = options
         self.live = live
         self.target = target or options.target
         self.target_hash = target_hash
-        self.run_id = f"run_{uuid.uuid4().hex[:16]}"
+        self.resumed = resume
+        self.run_id = resume.run_id if resume else f"run_{uuid.uuid4().hex[:16]}"
         self.bus = SignalBus(options.history_limit, run_id=self.run_id)
+        if resume is not None:
+            self.bus.preload(resume.recording.signals)
         self.store: Store[Any] = create_store(graph.state)
         self.agents = [AgentRun(agent) for agent in graph.agents.values()]
         self.status: RunStatus | None = None
@@ -121,9 +126,9 @@ class Run:
         self.closed = False
         self.end_signal: Signal | None = None
         self.failures: list[AgentFailure] = []
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.cost_usd = 0.0
+        self.input_tokens = resume.input_tokens if resume else 0
+        self.output_tokens = resume.output_tokens if resume else 0
+        self.cost_usd = resume.cost_usd if resume else 0.0
         self._main: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -143,11 +148,14 @@ class Run:
         """Wire the run and emit ``harness:start`` (synchronously)."""
         self._started = time.perf_counter()
         self.store.bind(self.bus)
+        resumed = self.resumed
+        if resumed is not None:
+            self.store.restore(resumed.state)
         info = RunInfo(
             run_id=self.run_id,
             graph=self.graph.name,
             tags=normalize_tags(self.options.tags),
-            started_at=time.time(),
+            started_at=resumed.recording.info.started_at if resumed else time.time(),
             target=self.target,
             target_hash=self.target_hash,
         )
@@ -172,6 +180,10 @@ class Run:
         for watcher in _WATCHERS.get():
             self.bus.subscribe("**", watcher)
         self.bus.set_after_dispatch(self._after_dispatch)
+        if resumed is not None:
+            self.bus.publish(HARNESS_RESUMED, {"from_seq": resumed.last_seq}, "harness", None, 0)
+            self.scheduler.resume(resumed)
+            return
         self.bus.emit(
             HARNESS_START,
             {"input": self.options.input, "state": self.store.snapshot()},

@@ -44,6 +44,7 @@ PUBLIC_API = {
         "ReplayProvider",
         "Reporter",
         "RunClosedError",
+        "RunFinishedError",
         "RunHandle",
         "RunInfo",
         "RunKwargs",
