@@ -28,6 +28,9 @@ __all__ = [
     "PROVIDER_EVENTS",
     "PROVIDER_START",
     "RESERVED_NAMESPACES",
+    "SESSION_PROMPT",
+    "SESSION_REPLY",
+    "SESSION_TIMEOUT",
     "STATE_EVENTS",
     "STATE_PREFIX",
     "SYSTEM_SIGNALS",
@@ -78,6 +81,15 @@ HARNESS_SIGNALS = "harness:*"
 """The pattern of the run's own milestones."""
 BUS_HANDLER_ERROR = "bus:handler_error"
 """A subscriber raised while a signal was dispatched (payload: handler, signal, error)."""
+
+# -- people --------------------------------------------------------------------------
+
+SESSION_PROMPT = "session:prompt"
+"""A run asks a person: ``{prompt_id, agent, question, choices, schema}``."""
+SESSION_REPLY = "session:reply"
+"""A person answered: ``{prompt_id, answer}``."""
+SESSION_TIMEOUT = "session:timeout"
+"""Nobody answered in time: ``{prompt_id}``."""
 
 # -- providers -----------------------------------------------------------------------
 

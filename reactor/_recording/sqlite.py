@@ -10,24 +10,26 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
+
 from reactor._diagnostics import log
+from reactor._recording.inbox import Posted, check_posted, new_message_id
 from reactor._recording.info import RunInfo, parse_tag
 from reactor._recording.recording import Recording
 from reactor._recording.sqlite_db import (
-    STOP,
     connect,
     connect_readonly,
     decode_info,
     decode_signal,
     migrate,
-    write_loop,
 )
+from reactor._recording.sqlite_writer import STOP, Delivery, Request, write_loop
 from reactor._recording.store import SignalStoreBase
-from reactor._signal import Signal
+from reactor._signal import Signal, json_fallback
 from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
@@ -35,21 +37,27 @@ __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
 DEFAULT_PATH = Path(".reactor") / "runs.db"
 """Where the CLI and the examples keep recordings by default."""
 
+_STATUS = "COALESCE(r.status, CASE WHEN r.prompts > 0 THEN 'waiting' ELSE 'running' END)"
+"""A run's status: final once ended, else waiting while a question is pending."""
+
 
 class SQLiteSignalStore(SignalStoreBase):
     """Recordings in a SQLite database (stdlib ``sqlite3``, WAL mode).
 
     ``append`` only queues the signal; a writer thread serializes and inserts queued
     signals in batches, each committed as one transaction, so the event loop never
-    waits on the disk and a crash loses at most the batch being written. Safe to open
-    from several processes (WAL; writers wait on each other's locks). The schema is
-    versioned (``PRAGMA user_version``).
+    waits on the disk. The queue is bounded: when it is full (the disk is slower than
+    the run, or the database is locked by another process), ``append`` waits, so a
+    crash loses at most that many signals and memory stays bounded. A locked database
+    is retried until it is released, keeping the signals. Safe to open from several
+    processes (WAL; writers wait on each other's locks). The schema is versioned
+    (``PRAGMA user_version``).
 
     Args:
         path: The database file (parents are created). ``.reactor/runs.db`` by default.
         batch_size: Most signals written per transaction.
-        max_backlog: Queued signals beyond which ``append`` waits for the writer, so
-            memory stays bounded when signals come faster than the disk takes them.
+        max_backlog: Signals queued for writing at most; ``append`` waits beyond it
+            (backpressure). A crash loses at most the queued signals.
         readonly: Only read: the file must exist, nothing is created, migrated or
             written (not even SQLite's ``-wal`` files when no writer has it open), and
             recording to the store raises. What inspecting tools use, so that looking
@@ -66,7 +74,7 @@ class SQLiteSignalStore(SignalStoreBase):
         path: str | os.PathLike[str] = DEFAULT_PATH,
         *,
         batch_size: int = 2_000,
-        max_backlog: int = 50_000,
+        max_backlog: int = 1_000,
         readonly: bool = False,
     ) -> None:
         self.path = Path(path)
@@ -80,12 +88,12 @@ class SQLiteSignalStore(SignalStoreBase):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._read = connect(self.path)
             migrate(self._read, self.path)
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_backlog)
         self._writer: threading.Thread | None = None
         self._error: BaseException | None = None
         self._reported = False
-        self._appended = 0
         self._closed = False
+        self.closing = False
 
     # -- writing -------------------------------------------------------------------
 
@@ -121,16 +129,59 @@ class SQLiteSignalStore(SignalStoreBase):
             return
         if self._writer is None:
             self._ensure_writer()
-        self._queue.put(signal)
-        self._appended += 1
-        if not self._appended & 1023 and self._queue.qsize() > self.max_backlog:
-            while self._queue.qsize() > self.max_backlog // 2 and self._error is None:
-                time.sleep(0.001)
+        self._queue.put(signal)  # waits while max_backlog signals are queued
 
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
         """Keep what a provider was asked (for replay mismatch messages)."""
         self._ensure_writer()
-        self._queue.put(("request", run_id, request_hash, fingerprint))
+        self._queue.put(Request(run_id, request_hash, fingerprint))
+
+    def deliver(self, message_id: str, signal: Signal) -> None:
+        """Queue a posted message's signal; it is written with the message's delivery."""
+        if self._error is not None:
+            self._report()
+            return
+        self._ensure_writer()
+        self._queue.put(Delivery(message_id, signal))
+
+    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
+        """Queue a signal for a run, from any process; return the message's id.
+
+        A live run recorded to this database emits it within 100 ms; a stopped one,
+        when it is resumed. See :class:`reactor.SignalStore`.
+
+        Raises:
+            SignalNameError: ``name`` is one only the runtime emits.
+            RecordingError: The store is read-only.
+        """
+        check_posted(name)
+        if self.readonly:
+            raise RecordingError(f"The signal store {self.path} is open read-only.")
+        message_id = new_message_id()
+        data = None if payload is None else _json(payload)
+        with self._lock:
+            self._read.execute(
+                "INSERT INTO inbox (message_id, run_id, name, payload, source, posted_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (message_id, run_id, name, data, source, time.time()),
+            )
+        return message_id
+
+    def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not yet delivered, in posting order."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        with self._lock:
+            rows = self._read.execute(
+                "SELECT message_id, run_id, name, payload, source, posted_at FROM inbox "
+                f"WHERE delivered_seq IS NULL AND run_id IN ({marks}) ORDER BY position",
+                tuple(run_ids),
+            ).fetchall()
+        return [
+            Posted(mid, run, name, None if data is None else json.loads(data), source, when)
+            for mid, run, name, data, source, when in rows
+        ]
 
     def flush(self) -> None:
         """Block until everything appended so far is committed.
@@ -166,6 +217,7 @@ class SQLiteSignalStore(SignalStoreBase):
         if self._closed:
             return
         self._closed = True
+        self.closing = True
         writer = self._writer
         if writer is not None and writer.is_alive():
             self._queue.put(STOP)
@@ -235,14 +287,23 @@ class SQLiteSignalStore(SignalStoreBase):
         )
 
     def runs(
-        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+        self,
+        *,
+        graph: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
     ) -> list[RunInfo]:
-        """Recorded runs, newest first, optionally filtered by graph name or tag.
+        """Recorded runs, newest first, optionally filtered by graph, tag or status.
 
-        ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``).
+        ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``); ``status``
+        is ``running``, ``waiting`` or a final status.
         """
         where: list[str] = []
         params: list[Any] = []
+        if status is not None:
+            where.append(f"{_STATUS} = ?")
+            params.append(status)
         if graph is not None:
             where.append("r.graph = ?")
             params.append(graph)
@@ -264,7 +325,7 @@ class SQLiteSignalStore(SignalStoreBase):
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
         rows = self._query(
             "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
-            "r.status, r.reason, r.failures, "
+            f"{_STATUS}, r.reason, r.failures, "
             "r.signals, (SELECT json_group_object(t.key, t.value) FROM run_tags t "
             f"WHERE t.run_id = r.run_id) FROM runs r {clause}",
             params,
@@ -285,6 +346,7 @@ class SQLiteSignalStore(SignalStoreBase):
                 found += conn.execute("DELETE FROM signals WHERE run_id = ?", (run_id,)).rowcount
                 conn.execute("DELETE FROM run_tags WHERE run_id = ?", (run_id,))
                 conn.execute("DELETE FROM requests WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM inbox WHERE run_id = ?", (run_id,))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -293,3 +355,7 @@ class SQLiteSignalStore(SignalStoreBase):
 
     def __repr__(self) -> str:
         return f"SQLiteSignalStore({str(self.path)!r})"
+
+
+def _json(value: Any) -> str:
+    return pydantic_core.to_json(value, fallback=json_fallback).decode()

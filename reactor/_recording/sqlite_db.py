@@ -3,43 +3,28 @@
 from __future__ import annotations
 
 import json
-import queue
 import sqlite3
-import threading
-import time
-import weakref
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pydantic_core
 
 from reactor._names import HARNESS_END, HARNESS_START, parse_state_event
 from reactor._recording.info import RunInfo
-from reactor._signal import Signal, json_fallback
+from reactor._signal import Signal
 from reactor.exceptions import RecordingError
 
 __all__ = [
     "SCHEMA_VERSION",
-    "STOP",
     "connect",
     "connect_readonly",
     "decode_info",
     "decode_signal",
     "migrate",
-    "write_loop",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-
-class WriteOwner(Protocol):
-    """What the writer thread reports to: the store that owns it."""
-
-    def _failed(self, error: BaseException) -> None: ...
-
-
-STOP = object()
-"""Put on the queue to stop the writer after what is queued before it."""
 
 _SCHEMA_1 = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -86,6 +71,22 @@ _MIGRATIONS = (
     # imported; how many activations failed
     "ALTER TABLE runs ADD COLUMN target_hash TEXT;"
     "ALTER TABLE runs ADD COLUMN failures INTEGER NOT NULL DEFAULT 0",
+    # 3: questions to people pending (a running run is waiting while some are), and the
+    # inbox of messages posted to runs
+    """
+    ALTER TABLE runs ADD COLUMN prompts INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE IF NOT EXISTS inbox (
+        position INTEGER PRIMARY KEY AUTOINCREMENT,
+        message_id TEXT NOT NULL UNIQUE,
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        payload TEXT,
+        source TEXT NOT NULL,
+        posted_at REAL NOT NULL,
+        delivered_seq INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS inbox_waiting ON inbox (run_id) WHERE delivered_seq IS NULL
+    """,
 )
 """Schema version N is reached by running the first N scripts, in order."""
 
@@ -174,124 +175,6 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-
-
-def write_loop(
-    path: Path,
-    items: queue.SimpleQueue[Any],
-    batch_size: int,
-    owner: weakref.ref[WriteOwner],
-) -> None:
-    """Drain the queue in batches; each batch is one transaction."""
-    conn = connect(path)
-    try:
-        while True:
-            batch = [items.get()]
-            while len(batch) < batch_size:
-                try:
-                    batch.append(items.get_nowait())
-                except queue.Empty:
-                    break
-            stop = any(item is STOP for item in batch)
-            try:
-                _write_batch(conn, batch)
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                store = owner()
-                if store is not None:
-                    store._failed(exc)
-            for item in batch:
-                if isinstance(item, threading.Event):
-                    item.set()
-            if stop:
-                return
-    finally:
-        conn.close()
-
-
-def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
-    signals: list[tuple[Any, ...]] = []
-    runs: list[RunInfo] = []
-    requests: list[tuple[str, str, str, str]] = []
-    ends: list[tuple[Any, ...]] = []
-    starts: list[tuple[str, float]] = []
-    counts: dict[str, int] = {}
-    to_json = pydantic_core.to_json
-    for item in batch:
-        if type(item) is Signal:
-            run_id = item.run_id or "unbound"
-            payload = item.payload
-            signals.append(
-                (
-                    run_id,
-                    item.seq,
-                    item.id,
-                    item.name,
-                    None if payload is None else to_json(payload, fallback=json_fallback).decode(),
-                    item.timestamp,
-                    item.source,
-                    item.caused_by,
-                    item.depth,
-                )
-            )
-            counts[run_id] = counts.get(run_id, 0) + 1
-            if item.name == HARNESS_START:
-                starts.append((run_id, item.timestamp))
-            elif item.name == HARNESS_END and isinstance(payload, dict):
-                failures = payload.get("failures")
-                ends.append(
-                    (
-                        item.timestamp,
-                        payload.get("status"),
-                        payload.get("reason"),
-                        failures if isinstance(failures, int) else 0,
-                        run_id,
-                    )
-                )
-        elif isinstance(item, RunInfo):
-            runs.append(item)
-        elif isinstance(item, tuple) and item[0] == "request":
-            _, run_id, digest, fingerprint = item
-            requests.append(
-                (run_id, digest, str(fingerprint.get("agent")), json.dumps(fingerprint))
-            )
-    if not (signals or runs or requests):
-        return
-    conn.execute("BEGIN")
-    for info in runs:
-        conn.execute(
-            "INSERT INTO runs (run_id, graph, target, target_hash, started_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET graph = excluded.graph, "
-            "target = excluded.target, target_hash = excluded.target_hash",
-            (
-                info.run_id,
-                info.graph,
-                info.target,
-                info.target_hash,
-                info.started_at or time.time(),
-            ),
-        )
-        conn.executemany(
-            "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?, ?, ?)",
-            [(info.run_id, key, value) for key, value in info.tags.items()],
-        )
-    conn.executemany("INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)", starts)
-    conn.executemany("INSERT OR IGNORE INTO signals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", signals)
-    conn.executemany(
-        "INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)",
-        [(run_id, time.time()) for run_id in counts],
-    )
-    conn.executemany(
-        "UPDATE runs SET signals = signals + ? WHERE run_id = ?",
-        [(count, run_id) for run_id, count in counts.items()],
-    )
-    conn.executemany(
-        "UPDATE runs SET ended_at = ?, status = ?, reason = ?, failures = ? WHERE run_id = ?",
-        ends,
-    )
-    conn.executemany("INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?)", requests)
-    conn.execute("COMMIT")
 
 
 def _damaged(run_id: str, what: str) -> RecordingError:
