@@ -29,6 +29,7 @@ from reactor._context import RunView
 from reactor._diagnostics import log
 from reactor._names import HARNESS_END, HARNESS_ENDING, HARNESS_RESUMED, HARNESS_START
 from reactor._options import RunOptions
+from reactor._outside import OutsideInput
 from reactor._patterns import compile_pattern
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
@@ -139,6 +140,9 @@ class Run:
             ReplayProvider(replay) if isinstance(replay, Recording) else replay
         )
         self.requests: dict[str, ProviderRequest] = {}
+        self.outside = OutsideInput(
+            self, options.record, replay if isinstance(replay, Recording) else None
+        )
         self._end_check = self._compile_end_when(graph.end_when)
         self.scheduler = Scheduler(self, self.agents, Activator(self))
 
@@ -162,15 +166,17 @@ class Run:
         record = self.options.record
         if record is not None:
             record.start_run(info)
-            self.bus.subscribe("**", record.append)
         for reporter in self.options.reporters:
             start = getattr(reporter, "start", None)
             if start is not None:
                 start(info)
         routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
         agents, trigger = self.agents, self.scheduler.trigger
+        recorder = self.outside.recorder()
 
         def route(signal: Signal) -> None:
+            if recorder is not None:
+                recorder(signal)
             for index in routes(signal.name):
                 trigger(agents[index], signal)
 
@@ -183,12 +189,13 @@ class Run:
         if resumed is not None:
             self.bus.publish(HARNESS_RESUMED, {"from_seq": resumed.last_seq}, "harness", None, 0)
             self.scheduler.resume(resumed)
-            return
-        self.bus.emit(
-            HARNESS_START,
-            {"input": self.options.input, "state": self.store.snapshot()},
-            source="harness",
-        )
+        else:
+            self.bus.emit(
+                HARNESS_START,
+                {"input": self.options.input, "state": self.store.snapshot()},
+                source="harness",
+            )
+        self.outside.watch(self.run_id)
 
     async def execute(self) -> RunResult:
         """Run until quiescence (or until closed, for a live run) or a stop."""
@@ -202,10 +209,15 @@ class Run:
                 self.options.timeout, self._on_timeout
             )
         try:
-            async with asyncio.TaskGroup() as group:
-                self.scheduler.attach(group, self._main)
-                if self._wake is not None:
-                    await self._wake.wait()
+            while True:
+                async with asyncio.TaskGroup() as group:
+                    self.scheduler.attach(group, self._main)
+                    if self._wake is not None:
+                        await self._wake.wait()
+                self.scheduler.detach()
+                # Quiescent: a replay may still have recorded outside input to give.
+                if self.ending or not self.outside.at_quiescence():
+                    break
         except asyncio.CancelledError:
             self._set_status("aborted", "the run was cancelled from outside")
             self._finish()
@@ -277,6 +289,7 @@ class Run:
         self._set_status("completed", "quiescence: nothing left to do")
         self.ending = True
         self.closed = True
+        self.outside.stop()
         self._end_payload = {
             "status": self.status,
             "reason": self.reason,
@@ -398,6 +411,7 @@ class Run:
     # -- after each signal -------------------------------------------------------
 
     def _after_dispatch(self, signal: Signal) -> None:
+        self.outside.after_dispatch()
         check = self._end_check
         if check is not None and not self.ending:
             try:

@@ -84,6 +84,10 @@ class Scheduler:
         self._group: asyncio.TaskGroup | None = None
         self._main: asyncio.Task[Any] | None = None
 
+    def detach(self) -> None:
+        """The task group has closed: activations launched now wait for the next one."""
+        self._group = None
+
     def attach(self, group: asyncio.TaskGroup, main: asyncio.Task[Any] | None) -> None:
         """Run activations in ``group`` from now on (those launched before start now)."""
         self._group = group

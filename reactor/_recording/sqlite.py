@@ -58,6 +58,9 @@ class SQLiteSignalStore(SignalStoreBase):
         batch_size: Most signals written per transaction.
         max_backlog: Signals queued for writing at most; ``append`` waits beyond it
             (backpressure). A crash loses at most the queued signals.
+        timeout: Seconds SQLite waits for another process's lock before the writer
+            steps back and retries (it retries until the lock is released, keeping the
+            signals; ``append`` waits while the queue is full).
         readonly: Only read: the file must exist, nothing is created, migrated or
             written (not even SQLite's ``-wal`` files when no writer has it open), and
             recording to the store raises. What inspecting tools use, so that looking
@@ -76,17 +79,19 @@ class SQLiteSignalStore(SignalStoreBase):
         batch_size: int = 2_000,
         max_backlog: int = 1_000,
         readonly: bool = False,
+        timeout: float = 30.0,
     ) -> None:
         self.path = Path(path)
         self.readonly = readonly
         self.batch_size = batch_size
         self.max_backlog = max_backlog
+        self.timeout = timeout
         self._lock = threading.Lock()
         if readonly:
             self._read = connect_readonly(self.path)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._read = connect(self.path)
+            self._read = connect(self.path, timeout)
             migrate(self._read, self.path)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_backlog)
         self._writer: threading.Thread | None = None
@@ -110,7 +115,13 @@ class SQLiteSignalStore(SignalStoreBase):
                         )
                     self._writer = threading.Thread(
                         target=write_loop,
-                        args=(self.path, self._queue, self.batch_size, weakref.ref(self)),
+                        args=(
+                            self.path,
+                            self._queue,
+                            self.batch_size,
+                            weakref.ref(self),
+                            self.timeout,
+                        ),
                         name=f"reactor-recorder {self.path.name}",
                         daemon=True,
                     )

@@ -91,8 +91,9 @@ _MIGRATIONS = (
 """Schema version N is reached by running the first N scripts, in order."""
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+def connect(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """Open the database for reading and writing (WAL); ``timeout``: SQLite's busy wait."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -151,8 +152,18 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the schema up to date (nothing to write, and no lock taken, when it is)."""
     try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return
         conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise RecordingError(
+                f"{path} is locked by another process ({exc}), so its schema cannot be "
+                "prepared; try again when it is released."
+            ) from exc
+        raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
     except sqlite3.DatabaseError as exc:
         raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
     try:

@@ -65,10 +65,14 @@ class Delivery(NamedTuple):
 
 
 def write_loop(
-    path: Path, items: queue.Queue[Any], batch_size: int, owner: weakref.ref[WriteOwner]
+    path: Path,
+    items: queue.Queue[Any],
+    batch_size: int,
+    owner: weakref.ref[WriteOwner],
+    timeout: float,
 ) -> None:
     """Drain the queue in batches; each batch is one transaction, retried while locked."""
-    conn = connect(path)
+    conn = connect(path, timeout)
     try:
         while True:
             batch = [items.get()]
