@@ -9,7 +9,7 @@ import reactor
 from reactor._cli._base import DB_ENV
 from reactor._cli._graphs import FORMATS, cmd_graph
 from reactor._cli._records import cmd_diff, cmd_runs, cmd_show
-from reactor._cli._running import cmd_replay, cmd_run
+from reactor._cli._running import cmd_replay, cmd_resume, cmd_run
 
 __all__ = ["LOG_LEVELS", "build_parser"]
 
@@ -21,6 +21,19 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+STATUSES = (
+    "running",
+    "waiting",
+    "completed",
+    "ended",
+    "timeout",
+    "aborted",
+    "failed",
+    "loop_limit",
+)
+"""What ``reactor runs --status`` filters on."""
 
 
 def _positive_int(text: str) -> int:
@@ -96,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--graph", help="only runs of this graph")
     runs.add_argument("--tag", metavar="KEY[=VALUE]", help="only runs with this tag")
     runs.add_argument(
+        "--status",
+        choices=STATUSES,
+        help="only runs with this status (running: not ended, as after a crash)",
+    )
+    runs.add_argument(
         "--limit", type=_positive_int, default=20, help="how many, at least 1 (default 20)"
     )
     runs.add_argument("--json", action="store_true", help="print JSON lines")
@@ -133,6 +151,28 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--state", action="store_true", help="print the whole final state")
     _run_output(replay)
     replay.set_defaults(handler=cmd_replay)
+
+    resume = command(
+        "resume",
+        "Continue a recorded run that stopped before its end (its process died, say).",
+        "reactor resume last   (runs that did not end: reactor runs --status running)",
+    )
+    resume.add_argument("run", metavar="RUN", help="a run id, a unique prefix of one, or last")
+    _db(resume, "the run database (the run goes on recording to it)")
+    resume.add_argument(
+        "--graph",
+        metavar="MODULE:GRAPH",
+        help="the graph to resume on (default: the one recorded, if it is a file in this "
+        "directory that has not changed since)",
+    )
+    resume.add_argument(
+        "--provider",
+        help="scripted (the module's `scripted_provider`), anthropic, or MODULE:ATTR",
+    )
+    resume.add_argument("--timeout", type=_positive_float, help="seconds before the run is stopped")
+    resume.add_argument("--state", action="store_true", help="print the whole final state")
+    _run_output(resume)
+    resume.set_defaults(handler=cmd_resume)
 
     diff = command(
         "diff", "Show where two recorded runs first differ.", "reactor diff run_a1 run_b2"

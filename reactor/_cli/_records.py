@@ -16,7 +16,7 @@ __all__ = ["cmd_diff", "cmd_runs", "cmd_show"]
 def cmd_runs(args: argparse.Namespace) -> int:
     """List recorded runs, newest first; say what was filtered when none match."""
     with open_db(args) as store:
-        infos = store.runs(graph=args.graph, tag=args.tag, limit=args.limit)
+        infos = store.runs(graph=args.graph, tag=args.tag, status=args.status, limit=args.limit)
     if args.json:
         for info in infos:
             print(json.dumps(run_json(info)))
@@ -30,6 +30,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         filters.append(f"of graph {args.graph!r}")
     if args.tag is not None:
         filters.append(f"tagged {args.tag!r}")
+    if args.status is not None:
+        filters.append(f"with status {args.status!r}")
     where = clean(db_path(args))
     if filters:
         out.line(f"No runs {' '.join(filters)} in {where}; `reactor runs` lists them all.")

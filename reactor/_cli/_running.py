@@ -1,4 +1,4 @@
-"""``reactor run`` and ``reactor replay``: run a graph, record it, say what it did."""
+"""``reactor run``, ``replay`` and ``resume``: run a graph, record it, say what it did."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import reactor.logging
-from reactor._cli._base import db_option, db_path, json_argument, open_db, tags_argument
+from reactor._cli._base import (
+    db_option,
+    db_path,
+    json_argument,
+    open_db,
+    tags_argument,
+    writable_db,
+)
 from reactor._cli._load import load_graph, provider, recorded_graph, script_target
 from reactor._cli._output import Output
 from reactor._diagnostics import short_repr
@@ -19,12 +26,11 @@ from reactor._graph import Reactive
 from reactor._progress import ProgressReporter
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.recording import Recording
-from reactor._recording.sqlite import SQLiteSignalStore
 from reactor._render import clean, cost_of, money, status_text
 from reactor._result import RunResult
 from reactor._signal import to_jsonable
 
-__all__ = ["cmd_replay", "cmd_run", "summary"]
+__all__ = ["cmd_replay", "cmd_resume", "cmd_run", "summary"]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -37,7 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None:
         options["timeout"] = args.timeout
     path = db_path(args)
-    store = None if args.no_record else SQLiteSignalStore(path)
+    store = None if args.no_record else writable_db(args)
     if store is not None:
         options["record"] = store
         options["tags"] = tags_argument(args.tag)
@@ -67,7 +73,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         "target": target,
     }
     path = db_path(args)
-    store = None if args.no_record else SQLiteSignalStore(path)
+    store = None if args.no_record else writable_db(args)
     if store is not None:
         options["record"] = store
         options["tags"] = {"replay_of": original.run_id}
@@ -95,6 +101,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
     out.line(f"Replay differs from {original_id}.", style="bold red")
     out.line(clean(divergence, newlines=True))
     return 1
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue a recorded run that stopped before its end (exit 1 unless it went cleanly)."""
+    with open_db(args) as reader:
+        run_id = reader.resolve(args.run)
+        info = reader.load(run_id).info
+    if args.graph:
+        module, graph = load_graph(args.graph)
+    else:
+        module, graph = recorded_graph(info)
+    chosen, words = provider(args.provider, module)
+    options: dict[str, Any] = {"provider": chosen, "resume": run_id}
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
+    store = writable_db(args)
+    options["record"] = store
+    try:
+        result = _run(graph, args, options)
+    finally:
+        store.close()
+    _print_summary(args, summary(result, words, db_path(args), state=args.state))
+    return 0 if result.ok else 1
 
 
 def _run(graph: Reactive, args: argparse.Namespace, options: dict[str, Any]) -> RunResult:
@@ -128,7 +157,7 @@ def _print_summary(args: argparse.Namespace, lines: list[str]) -> None:
 
 
 def summary(
-    result: RunResult, provider_words: str, recorded_to: Path | None, *, state: bool = False
+    result: RunResult, provider_words: str, recorded_to: Path | str | None, *, state: bool = False
 ) -> list[str]:
     """What a finished run says: status, provider, state (in brief), figures, what next."""
     metrics = result.metrics

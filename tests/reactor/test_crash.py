@@ -69,6 +69,9 @@ DESK = textwrap.dedent(
         )
 
 
+    scripted_provider = provider()
+
+
     def store(kind, where):
         return SQLiteSignalStore(where) if kind == "sqlite" else PostgresSignalStore(where)
 
@@ -172,3 +175,33 @@ def test_killed_in_a_handler_after_its_answer_reuses_the_answer(
     assert names(resumed).count("provider:end") == 3
     assert (tmp_path / "orders.txt").read_text() == "buy up\n"
     assert_one_clean_log(resumed)
+
+
+def test_reactor_resume_picks_up_the_run_from_the_command_line(
+    desk: ModuleType, tmp_path: Path
+) -> None:
+    place = StorePlace("sqlite", str(tmp_path / "runs.db"))
+
+    def reviewing(recording: Recording) -> bool:
+        return any(
+            s.name == "provider:start" and s.source == "reviewer" for s in recording.signals
+        )
+
+    cut = run_until(place, tmp_path, reviewing)
+
+    def reactor(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "reactor", *args, "--db", place.where, "--plain"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+
+    running = reactor("runs", "--status", "running")
+    assert cut.run_id in running.stdout
+    resumed = reactor("resume", "last", "--provider", "scripted", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"run {cut.run_id} (desk): completed" in resumed.stdout
+    assert (tmp_path / "orders.txt").read_text() == "buy up\n"
+    assert reactor("runs", "--status", "running").stdout.startswith("No runs with status")
