@@ -21,12 +21,12 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from reactor._diagnostics import log
-from reactor._names import reserved_namespace
+from reactor._names import SESSION_REPLY, reserved_namespace
 from reactor.exceptions import SignalNameError
 
 __all__ = ["REPLY", "InboxWatch", "Posted", "check_posted", "new_message_id"]
 
-REPLY = "session:reply"
+REPLY = SESSION_REPLY
 """The one runtime signal outside input may post: the durable form of ``reply()``."""
 
 
