@@ -183,9 +183,7 @@ def test_reactor_resume_picks_up_the_run_from_the_command_line(
     place = StorePlace("sqlite", str(tmp_path / "runs.db"))
 
     def reviewing(recording: Recording) -> bool:
-        return any(
-            s.name == "provider:start" and s.source == "reviewer" for s in recording.signals
-        )
+        return any(s.name == "provider:start" and s.source == "reviewer" for s in recording.signals)
 
     cut = run_until(place, tmp_path, reviewing)
 
