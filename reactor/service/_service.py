@@ -1,0 +1,521 @@
+"""ReactionService: reaction agents on an object store, with their log and suggestions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, Self
+
+from reactor._agent import Agent
+from reactor._bus import SignalBus, Subscription
+from reactor._diagnostics import log
+from reactor._graph import Reactive
+from reactor._providers.base import Provider
+from reactor._recording.memory import MemorySignalStore
+from reactor._recording.sqlite import SQLiteSignalStore
+from reactor._recording.store import SignalStore
+from reactor.exceptions import IdleTimeoutError, ServiceConfigError, ServiceStateError
+from reactor.service._batch import Batcher
+from reactor.service._changes import ProcessingEntry, Suggestion
+from reactor.service._db import Database
+from reactor.service._log import Claim, Finished, ProcessingLog
+from reactor.service._objects import ObjectStore
+from reactor.service._reactions import ReactionServices, announce, check_all, react
+from reactor.service._registry import ReactionAgent, named_agents, register
+from reactor.service._runs import GraphRuns
+from reactor.service._suggestions import Suggestions
+from reactor.service._values import AgentActor, ObjectEvent, User, actor_from_context
+from reactor.service._vocabulary import (
+    OBJECT_SIGNALS,
+    SUGGESTION_APPROVED,
+    SUGGESTION_REJECTED,
+)
+from stores import current_actor
+
+__all__ = ["ReactionService"]
+
+
+class ReactionService:
+    """Runs reaction agents when objects change, keeps their processing log and suggestions.
+
+    ::
+
+        service = ReactionService(objects=objects, agents={"enrich": enrich}, provider=p)
+        async with service:                  # the dispatcher and the stuck-job detector
+            await objects.create("Person", {"name": "Ada"}, actor=User("u1"))
+            await service.idle()
+            for suggestion in await service.suggestions(status="pending"):
+                await service.approve(suggestion.id, actor=User("u1"))
+
+    The dispatcher follows the store's change events (every stored one: those made
+    before the service started too, and by other processes) and gives each to the
+    agents whose ``reaction=`` matches, as a ``pending`` entry of the processing log;
+    each entry is then processed as a recorded run of the agent. How far each agent
+    got is kept in the database, so a restarted service goes on where it stopped and
+    an event is never lost; the log's unique index makes an event delivered twice
+    (by a restart, ``dispatch``, or a second process) run once per agent.
+
+    Args:
+        objects: The object store whose changes the agents react to.
+        agents: Agents by name (or named agents). Those with ``reaction=`` react;
+            every one is written as a row of ``agents`` when the service starts.
+        graphs: Whole graphs to start by name (:meth:`submit`).
+        provider: The provider of the agents' model calls (unless an agent has its own).
+        record: Where runs are recorded: by default a signal store in the same
+            database (SQLite); required on PostgreSQL.
+        db: Another database for the service's own tables (default: the store's).
+        stuck_after: Seconds after which an entry still ``processing`` is ``abandoned``.
+        stuck_check_every: Seconds between two runs of the stuck-job detector.
+        max_running: Reactions running at once in this process.
+        poll_every: Seconds between two looks for changes made by other processes
+            (changes made through ``objects`` wake the dispatcher at once).
+
+    Raises:
+        AgentConfigError: An agent is defined badly.
+        GraphValidationError: A reaction agent cannot run as a graph of its own.
+        ServiceConfigError: Another option is unusable.
+    """
+
+    def __init__(
+        self,
+        *,
+        objects: ObjectStore,
+        agents: Mapping[str, Agent] | Iterable[Agent] = (),
+        graphs: Mapping[str, Reactive] | None = None,
+        provider: Provider | None = None,
+        record: SignalStore | None = None,
+        db: str | None = None,
+        stuck_after: float = 300.0,
+        stuck_check_every: float = 60.0,
+        max_running: int = 64,
+        poll_every: float = 1.0,
+    ) -> None:
+        if not isinstance(objects, ObjectStore):
+            raise ServiceConfigError(f"objects must be an ObjectStore, got {objects!r}.")
+        for name, value in (
+            ("stuck_after", stuck_after),
+            ("stuck_check_every", stuck_check_every),
+            ("poll_every", poll_every),
+            ("max_running", max_running),
+        ):
+            if not isinstance(value, int | float) or value <= 0:
+                raise ServiceConfigError(f"{name} must be a positive number, got {value!r}.")
+        self.objects = objects
+        self.agents = named_agents(agents)
+        self.reactions = {
+            name: ReactionAgent.of(name, agent)
+            for name, agent in self.agents.items()
+            if agent.reaction is not None
+        }
+        self.db = Database(db) if db is not None else objects.db
+        if record is None and self.db.dialect == "postgresql":
+            raise ServiceConfigError(
+                "A ReactionService on PostgreSQL needs record=: pass the signal store its "
+                "runs are recorded to (a PostgresSignalStore for several processes, or a "
+                "MemorySignalStore in tests)."
+            )
+        self.provider = provider
+        self.record = record
+        self.runs = GraphRuns(graphs or {})
+        self.stuck_after = float(stuck_after)
+        self.stuck_check_every = float(stuck_check_every)
+        self.poll_every = float(poll_every)
+        self.log = ProcessingLog(self.db)
+        self.suggestion_store = Suggestions(self.db)
+        self._max_running = int(max_running)
+        self._owned_record: SQLiteSignalStore | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._live: dict[str, ReactionAgent] = {}
+        self._cursors: dict[str, int] = {}
+        self._active: dict[int, asyncio.Task[None]] = {}
+        self._claimed: set[int] = set()
+        self._lanes: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+        self._subscription: Subscription | None = None
+        self._starts: Batcher[int, bool] = Batcher(self._start_batch)
+        self._finishes: Batcher[Finished, bool] = Batcher(self._finish_batch)
+        self._slots = asyncio.Semaphore(self._max_running)
+
+    @property
+    def bus(self) -> SignalBus:
+        """Where ``object:*``, ``suggestion:*`` and ``capability:denied`` are emitted."""
+        return self.objects.bus
+
+    @property
+    def running(self) -> bool:
+        """Whether the service is started (inside ``async with service:``)."""
+        return self._group is not None
+
+    # -- lifetime ------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._group is not None:
+            raise ServiceStateError("The service is running already; enter it once.")
+        await self.objects.open()
+        await self.db.open()
+        if self.record is None:
+            if self.db.path is not None:
+                self._owned_record = SQLiteSignalStore(self.db.path)
+                self.record = self._owned_record
+            else:
+                self.record = MemorySignalStore()
+        enabled = await register(self.db, self.agents)
+        self._live = {n: r for n, r in self.reactions.items() if enabled.get(n, True)}
+        self._cursors = await self.log.cursors(self._live)
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        self._group = group
+        self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())
+        for loop in (self._starts.run(), self._finishes.run(), self._detect(), self._dispatch()):
+            self._loops.append(group.create_task(loop))
+        await self._resume()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        group = self._group
+        if group is None:
+            return
+        try:
+            for task in [*self._loops, *self._active.values(), *self.runs.tasks]:
+                task.cancel()
+            await group.__aexit__(None, None, None)
+        finally:
+            self._group = None
+            self._loops.clear()
+            if self._subscription is not None:
+                self._subscription.cancel()
+            claimed, self._claimed = set(self._claimed), set()
+            with contextlib.suppress(Exception):  # a dead database cannot take them back
+                await self.log.release(claimed)  # processing -> pending: resumed next start
+            if self._owned_record is not None:
+                await asyncio.to_thread(self._owned_record.close)
+                self.record, self._owned_record = None, None
+
+    def _require_running(self, what: str) -> asyncio.TaskGroup:
+        if self._group is None:
+            raise ServiceStateError(
+                f"service.{what}() needs the service running: use `async with service:`."
+            )
+        return self._group
+
+    def _poke(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def _until(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            await self._changed.wait()
+
+    # -- dispatching ---------------------------------------------------------------
+
+    async def _dispatch(self) -> None:
+        """Follow the store's events: claim them for the agents, start the work."""
+        while True:
+            try:
+                while await self._dispatch_batch():
+                    pass
+            except Exception as exc:  # a database hiccup: try again at the next poll
+                log("reactor.service", "error", "dispatch failed", error=repr(exc))
+            self._poke()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_every):
+                    await self._wake.wait()
+            self._wake.clear()
+
+    async def _dispatch_batch(self, size: int = 500) -> bool:
+        if not self._live:
+            return False
+        await self._until(lambda: len(self._active) < 8 * self._max_running)
+        start = min(self._cursors.values())
+        events = await self.objects.events(since=start, limit=size)
+        if not events:
+            return False
+        claims = [
+            claim
+            for event in events
+            for claim in self._claims(event)
+            if self._cursors[claim.agent] < event.event_id
+        ]
+        through = dict.fromkeys(self._live, events[-1].event_id)
+        entries = await self.log.claim(claims, through)
+        self._cursors.update(through)
+        self._start_work(entries, {event.event_id: event for event in events})
+        return len(events) == size
+
+    def _claims(self, event: ObjectEvent) -> list[Claim]:
+        actor = event.actor.id if isinstance(event.actor, AgentActor) else None
+        return [
+            Claim(name, event, exclusive=target.reaction.concurrency == "skip")
+            for name, target in self._live.items()
+            if target.reaction.matches(event.type, event.event, actor, name)
+        ]
+
+    async def dispatch(self, event: ObjectEvent) -> list[ProcessingEntry]:
+        """Deliver one stored event again, as a redelivering queue would.
+
+        Each matching agent gets an entry: ``pending`` (then processed), or
+        ``skipped`` when the agent has the same (object, version, event) pending,
+        processing or completed already.
+
+        Raises:
+            ServiceStateError: The service is not running.
+        """
+        self._require_running("dispatch")
+        entries = await self.log.claim(self._claims(event))
+        self._start_work(entries, {event.event_id: event})
+        return entries
+
+    async def _resume(self) -> None:
+        """Take up the pending entries of this service's agents (left by a stop)."""
+        pending = [e for e in await self.log.entries(status="pending") if e.agent in self._live]
+        if pending:
+            events = await self.objects.events(ids={e.event_id for e in pending})
+            self._start_work(pending, {event.event_id: event for event in events})
+
+    def _start_work(
+        self, entries: Iterable[ProcessingEntry], events: Mapping[int, ObjectEvent]
+    ) -> None:
+        group = self._require_running("dispatch")
+        for entry in entries:
+            event = events.get(entry.event_id)
+            if entry.status != "pending" or event is None or entry.id in self._active:
+                continue
+            task = group.create_task(self._process(entry, event))
+            self._active[entry.id] = task
+            task.add_done_callback(functools.partial(self._done, entry.id))
+
+    def _done(self, entry_id: int, task: asyncio.Task[None]) -> None:
+        self._active.pop(entry_id, None)
+        self._poke()
+
+    async def _process(self, entry: ProcessingEntry, event: ObjectEvent) -> None:
+        """Process one claimed entry; nothing it meets stops the service."""
+        try:
+            await self._process_entry(entry, event)
+        except Exception as exc:  # the database failed around the reaction; log, go on
+            log(
+                "reactor.service",
+                "error",
+                "reaction not recorded",
+                agent=entry.agent,
+                object_id=entry.object_id,
+                entry=entry.id,
+                error=repr(exc),
+            )
+
+    async def _process_entry(self, entry: ProcessingEntry, event: ObjectEvent) -> None:
+        target = self._live[entry.agent]
+        lane = self._lane(entry) if target.reaction.concurrency == "queue" else None
+        async with contextlib.AsyncExitStack() as stack:
+            if lane is not None:
+                await stack.enter_async_context(lane)
+            await stack.enter_async_context(self._slots)
+            if not await self._starts.submit(entry.id):
+                return  # another process claimed it first
+            self._claimed.add(entry.id)
+            started = datetime.now(UTC)
+            services = ReactionServices(
+                self.objects, self.suggestion_store, self.provider, self.record
+            )
+            try:
+                finished = await react(services, target, entry.id, event)
+            except Exception as exc:  # not the agent's failure (that is in the run)
+                error = f"{type(exc).__name__}: {exc}"
+                now = datetime.now(UTC)
+                finished = Finished(
+                    entry.id, entry.agent, "failed", error, None, "failed", started, now
+                )
+            if not await self._finishes.submit(finished):
+                log(
+                    "reactor.service",
+                    "warning",
+                    "reaction finished after it was abandoned",
+                    agent=entry.agent,
+                    object_id=entry.object_id,
+                    entry=entry.id,
+                )
+            self._claimed.discard(entry.id)
+
+    @contextlib.asynccontextmanager
+    async def _lane(self, entry: ProcessingEntry) -> AsyncIterator[None]:
+        """One object's events for one ``queue`` agent, one at a time, in order."""
+        key = (entry.agent, entry.object_id)
+        lock, users = self._lanes.get(key, (asyncio.Lock(), 0))
+        self._lanes[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._lanes[key]
+            if users == 1:
+                del self._lanes[key]
+            else:
+                self._lanes[key] = (lock, users - 1)
+
+    async def _start_batch(self, entry_ids: list[int]) -> list[bool]:
+        won = await self.log.start(entry_ids)
+        return [entry_id in won for entry_id in entry_ids]
+
+    async def _finish_batch(self, outcomes: list[Finished]) -> list[bool]:
+        done = await self.log.finish(outcomes)
+        return [outcome.entry_id in done for outcome in outcomes]
+
+    # -- stuck entries -------------------------------------------------------------
+
+    async def _detect(self) -> None:
+        while True:
+            await asyncio.sleep(self.stuck_check_every)
+            try:
+                await self.detect_stuck()
+            except Exception as exc:
+                log("reactor.service", "error", "stuck-job detection failed", error=repr(exc))
+
+    async def detect_stuck(self) -> list[ProcessingEntry]:
+        """Mark entries ``processing`` for longer than ``stuck_after`` as ``abandoned``.
+
+        The detector does it every ``stuck_check_every`` seconds; a reaction of this
+        process that is abandoned is cancelled. Returns the entries it marked.
+        """
+        await self.db.open()
+        abandoned = await self.log.abandon_stuck(timedelta(seconds=self.stuck_after))
+        for entry in abandoned:
+            log(
+                "reactor.service",
+                "warning",
+                "reaction abandoned",
+                agent=entry.agent,
+                object_id=entry.object_id,
+                version=entry.object_version,
+                entry=entry.id,
+            )
+            task = self._active.get(entry.id)
+            if task is not None:
+                self._claimed.discard(entry.id)
+                task.cancel()
+        return abandoned
+
+    # -- waiting, reading ----------------------------------------------------------
+
+    async def idle(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 (the documented API)
+        """Wait until every stored event is dispatched and no reaction or run is in flight.
+
+        Raises:
+            IdleTimeoutError: Still busy after ``timeout`` seconds.
+            ServiceStateError: The service is not running.
+        """
+        self._require_running("idle")
+        latest = 0
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    latest = await self.objects.last_event_id()
+                    self._wake.set()
+                    await self._until(functools.partial(self._settled, latest))
+                    if await self.objects.last_event_id() == latest:
+                        return
+        except TimeoutError:
+            raise IdleTimeoutError(
+                f"The service was still busy after {timeout:g} s: {len(self._active)} "
+                f"reactions and {len(self.runs.tasks)} runs in flight, events dispatched "
+                f"through {self._position()} of {latest}. Wait longer, or look at "
+                "service.processing_log(status='processing')."
+            ) from None
+
+    def _position(self) -> int:
+        return min(self._cursors.values(), default=0)
+
+    def _settled(self, latest: int) -> bool:
+        caught_up = not self._live or self._position() >= latest
+        return caught_up and not self._active and not self.runs.tasks
+
+    async def processing_log(
+        self, *, agent: str | None = None, object_id: str | None = None, status: str | None = None
+    ) -> list[ProcessingEntry]:
+        """Entries of the processing log, oldest first, filtered by any of the three."""
+        await self.db.open()
+        return await self.log.entries(agent=agent, object_id=object_id, status=status)
+
+    async def suggestions(self, status: str | None = None) -> list[Suggestion]:
+        """Suggestions, newest first (``pending``, ``completed``, ``rejected``, or all)."""
+        await self.db.open()
+        return await self.suggestion_store.list(status)
+
+    # -- resolving suggestions -----------------------------------------------------
+
+    async def approve(
+        self, suggestion_id: str, *, actor: User | AgentActor | None = None
+    ) -> Suggestion:
+        """Apply a pending suggestion's changes, attributed to its agent; mark it ``completed``.
+
+        The changes are checked against the agent's capabilities again and applied in
+        one transaction, as ``AgentActor(agent)`` with ``approved_by=actor``; if they
+        cannot be (an object was deleted meanwhile), nothing changes and the
+        suggestion stays pending.
+
+        Raises:
+            SuggestionNotFoundError: No suggestion has that id.
+            SuggestionResolvedError: It was approved or rejected already.
+            CapabilityError: A change is outside the agent's capabilities.
+            ObjectNotFoundError: A change names an object that no longer exists.
+        """
+        who = actor if actor is not None else actor_from_context(current_actor())
+        await self.db.open()
+        suggestion = await self.suggestion_store.resolve(suggestion_id, "completed", who)
+        try:
+            target = self.reactions.get(suggestion.agent)
+            if target is not None:
+                await check_all(self.objects, target, list(suggestion.changes))
+            await self.objects.apply(
+                suggestion.changes, actor=AgentActor(suggestion.agent), approved_by=who
+            )
+        except BaseException:
+            await self.suggestion_store.resolve(
+                suggestion_id, "pending", who, only_from="completed"
+            )
+            raise
+        announce(self.objects, SUGGESTION_APPROVED, suggestion, who)
+        return suggestion
+
+    async def reject(
+        self, suggestion_id: str, *, actor: User | AgentActor | None = None
+    ) -> Suggestion:
+        """Mark a pending suggestion ``rejected``; nothing changes.
+
+        Raises:
+            SuggestionNotFoundError: No suggestion has that id.
+            SuggestionResolvedError: It was approved or rejected already.
+        """
+        who = actor if actor is not None else actor_from_context(current_actor())
+        await self.db.open()
+        suggestion = await self.suggestion_store.resolve(suggestion_id, "rejected", who)
+        announce(self.objects, SUGGESTION_REJECTED, suggestion, who)
+        return suggestion
+
+    # -- graphs --------------------------------------------------------------------
+
+    async def submit(self, graph: str, input: Any = None) -> str:
+        """Start a registered graph as a recorded run; return its ``run_id`` at once.
+
+        Raises:
+            ServiceConfigError: No graph has that name.
+            ServiceStateError: The service is not running.
+        """
+        group = self._require_running("submit")
+        return await self.runs.submit(
+            group, graph, input, provider=self.provider, record=self.record, done=self._poke
+        )
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<ReactionService {state} agents={sorted(self.agents)} objects={self.objects!r}>"
