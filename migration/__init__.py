@@ -4,13 +4,17 @@ Load an edge-based flow (:class:`FlowSpec`: a FlowSpec YAML file, text or mappin
 a Python definition ``{"agents": {...}, "edges": [...]}``), run it with the old
 semantics (:func:`run_edge_harness`, the oracle), turn it into a reactive graph
 (:func:`harness_to_reactive`), print it as editable Python (:func:`to_python`), and
-check that both executors agree (:func:`check`).
+check that both executors agree (:func:`check`). The kernel's later dialect is
+understood too: expression conditions and bindings, structured LLM output,
+``control.foreach`` and ``forEach`` edges, flow ``state``, and node packs
+(:class:`NodeRegistry`, entry point group ``reactor.node_types``).
 """
 
 from __future__ import annotations
 
 from migration._check import CheckResult, NodeDifference, check, check_sync, scripted_provider
 from migration._codegen import to_python
+from migration._context import NodeContext, NodeFunction
 from migration._convert import harness_to_reactive
 from migration._edge import run_edge_harness, run_edge_harness_sync
 from migration._errors import (
@@ -23,15 +27,9 @@ from migration._errors import (
     UnknownNodeTypeError,
 )
 from migration._flow import Flow
-from migration._registry import NodeContext, NodeFunction, NodeRegistry
-from migration._spec import (
-    EdgeSpec,
-    FlowPolicy,
-    FlowSpec,
-    NodePolicy,
-    NodeSpec,
-    RetryPolicy,
-)
+from migration._models import EdgeSpec, FlowPolicy, NodePolicy, NodeSpec, RetryPolicy
+from migration._registry import NodeRegistry
+from migration._spec import FlowSpec
 
 __all__ = [
     "BindingError",

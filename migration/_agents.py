@@ -14,8 +14,10 @@ from typing import Any
 
 import jinja2
 
+from migration._context import Writes
 from migration._llm import ask
 from migration._node import Skip, Work
+from migration._values import RESERVED_ROOTS
 from reactor import Agent, AgentContext, NoProviderError, TemplateError, run_reactive
 from reactor.typing import Provider
 
@@ -25,7 +27,7 @@ __all__ = ["agent_work", "isolated_agent_work"]
 def agent_work(node_agent: Agent, name: str, ctx: AgentContext) -> Work:
     """The work of an agent node inside a reactive run: guard, then run or prompt."""
 
-    async def work(attempt: int) -> Any:
+    async def work(attempt: int, bindings: Mapping[str, Any]) -> tuple[Any, Writes]:
         if node_agent.when is not None and not _guard(node_agent, name, ctx):
             raise Skip
         if node_agent.run is not None:
@@ -40,7 +42,7 @@ def agent_work(node_agent: Agent, name: str, ctx: AgentContext) -> Work:
             done = node_agent.on_output(ctx, output)
             if inspect.isawaitable(done):
                 await done
-        return output
+        return output, []
 
     return work
 
@@ -58,7 +60,7 @@ def _context(name: str, ctx: AgentContext) -> dict[str, Any]:
 def _guard(node_agent: Agent, name: str, ctx: AgentContext) -> bool:
     if node_agent.when_expression is not None:
         try:
-            return bool(node_agent.when_expression(**_context(name, ctx)))
+            return bool(node_agent.when_expression(_context(name, ctx)))
         except jinja2.UndefinedError as exc:
             raise TemplateError(
                 f"Agent {name!r}: the when expression failed: {exc}.", agent=name
@@ -108,12 +110,15 @@ def isolated_agent_work(
     name: str,
     *,
     flow_input: Mapping[str, Any],
-    outputs: Mapping[str, Any],
     provider: Provider | None,
 ) -> Work:
-    """The work of an agent node in the edge-based executor: a one-agent run."""
+    """The work of an agent node in the edge-based executor: a one-agent run.
 
-    async def work(attempt: int) -> Any:
+    Its state holds the outputs so far under ``outputs``, as in the reactive graph.
+    """
+
+    async def work(attempt: int, bindings: Mapping[str, Any]) -> tuple[Any, Writes]:
+        outputs = {k: v for k, v in bindings.items() if k not in RESERVED_ROOTS}
         result = await run_reactive(
             node_agent.named(name),
             state={"outputs": dict(outputs)},
@@ -124,6 +129,6 @@ def isolated_agent_work(
             raise result.error
         if result.metrics.activations_by_agent.get(name, 0) == 0:
             raise Skip
-        return result.output
+        return result.output, []
 
     return work

@@ -1,16 +1,24 @@
-"""Bindings (``{{path}}`` in node inputs) and ``WhenExpr`` conditions, as FlowSpec had them.
+"""Bindings: ``{{ ... }}`` in the strings of node inputs, as FlowSpec had them.
 
-A binding reads a dotted path from the binding context: ``flow.input.<key>`` (alias
-``workflow.input.<key>``) or ``<nodeId>.<key>`` (a node's output). Three forms:
+A binding reads the binding context: ``flow.input.<key>`` (alias
+``workflow.input.<key>``), ``state.<key>``, ``<nodeId>.<key>`` (a node's output), and
+the item of a ``forEach`` by its ``as`` name. The A3 forms read one dotted path:
 
 * ``{{path}}``: strict, a missing value fails the node with :class:`BindingError`;
 * ``{{?path}}``: optional, a missing value renders as ``""``;
 * ``{{path | default:<json>}}``: a missing value is the JSON literal instead.
 
-A path that leads nowhere, or to ``null``, is missing. A string that is exactly one
-binding keeps the value's type (``"{{facts.value}}"`` is the dict); otherwise each
-binding is rendered into the string (strings as they are, anything else as JSON).
-Only strings are templated, recursively through dicts and lists.
+A path that leads nowhere, or to ``null``, is missing; a step over a list applies to
+each element, as in JSONata (``{{ plan.tasks.title }}`` is the list of titles), when
+the list has no element of that index. Anything else between the
+braces is an expression of the kernel's later dialect (``{{ reviewer.score >= 0.5
+}}``, see :mod:`migration._expr`), parsed once; an expression that is undefined
+renders as ``""`` (``null`` when it is the whole string).
+
+A string that is exactly one binding keeps the value's type (``"{{facts.value}}"`` is
+the dict); otherwise each binding is rendered into the string (strings as they are,
+anything else as JSON). Only strings are templated, recursively through dicts and
+lists.
 """
 
 from __future__ import annotations
@@ -19,37 +27,33 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from migration._errors import BindingError
+from migration._expr import Expr, ExpressionError, Path, evaluate, parse, roots
+from migration._values import MISSING, clip, lookup, step
 
-__all__ = [
-    "binding_context",
-    "bound_nodes",
-    "check_bindings",
-    "check_when",
-    "evaluate_when",
-    "json_equal",
-    "lookup",
-    "resolve",
-]
+__all__ = ["bound_nodes", "check_bindings", "resolve", "strings"]
 
 _BINDING = re.compile(r"\{\{(.*?)\}\}(?!\})", re.DOTALL)
-_PATH = re.compile(r"^[^\s.|?{}]+(?:\.[^\s.|?{}]+)*$")
+_PATH = re.compile(r"^[A-Za-z_][\w-]*(?:\.[\w-]+)*$")
+_LITERALS = ("true", "false", "null")
 _DEFAULT = re.compile(r"^default\s*:\s*(.*)$", re.DOTALL)
-_MISSING: Any = object()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Binding:
     path: str
-    optional: bool
-    has_default: bool
-    default: Any
+    optional: bool = False
+    has_default: bool = False
+    default: Any = None
+    expr: Expr | None = None  # an expression binding (then ``path`` is its text)
 
     @property
     def source(self) -> str:
+        if self.expr is not None:
+            return f"{{{{ {self.path} }}}}"
         if self.has_default:
             return f"{{{{{self.path} | default:{json.dumps(self.default)}}}}}"
         return f"{{{{{'?' if self.optional else ''}{self.path}}}}}"
@@ -84,18 +88,20 @@ def _parse_binding(raw: str) -> _Binding:
     optional = path.startswith("?")
     if optional:
         path = path[1:].strip()
+    if not bar and not optional and (not _PATH.match(path) or path in _LITERALS):
+        return _expression(raw)
     if not _PATH.match(path):
         raise ValueError(
-            f"{{{{{raw}}}}} is not a binding: write {{{{path}}}}, {{{{?path}}}} or "
+            f"{{{{{clip(raw)}}}}} is not a binding: write {{{{path}}}}, {{{{?path}}}} or "
             "{{path | default:<json>}}, with a dotted path such as flow.input.name or "
             "node.key"
         )
     if not bar:
-        return _Binding(path, optional, False, None)
+        return _Binding(path, optional)
     found = _DEFAULT.match(rest.strip())
     if found is None:
         raise ValueError(
-            f"{{{{{raw}}}}} uses an unknown filter {rest.strip()!r}: the only filter is "
+            f"{{{{{clip(raw)}}}}} uses an unknown filter {rest.strip()!r}: the only filter is "
             'default:<json>, e.g. {{path | default:"none"}}'
         )
     literal = found.group(1).strip()
@@ -103,16 +109,29 @@ def _parse_binding(raw: str) -> _Binding:
         default = json.loads(literal)
     except json.JSONDecodeError:
         raise ValueError(
-            f"{{{{{raw}}}}} has a default that is not JSON: {literal!r}; quote strings "
+            f"{{{{{clip(raw)}}}}} has a default that is not JSON: {literal!r}; quote strings "
             'as in default:"text", or use a number, true, false, null, [...] or {...}'
         ) from None
     return _Binding(path, optional, True, default)
 
 
+def _expression(raw: str) -> _Binding:
+    text = raw.strip()
+    try:
+        expr = parse(text)
+    except ExpressionError as exc:
+        raise ValueError(
+            f"{{{{{clip(raw)}}}}} is neither a path nor an expression: {exc}. Write {{{{path}}}}, "
+            "{{?path}}, {{path | default:<json>}}, or an expression such as "
+            "{{ node.score >= 0.5 }}"
+        ) from None
+    return _Binding(text, expr=expr)
+
+
 def check_bindings(value: Any, where: str) -> list[str]:
     """Every malformed binding in the strings of ``value``, as problems naming ``where``."""
     problems: list[str] = []
-    for text in _strings(value):
+    for text in strings(value):
         try:
             _parse(text)
         except ValueError as exc:
@@ -120,73 +139,36 @@ def check_bindings(value: Any, where: str) -> list[str]:
     return problems
 
 
-def bound_nodes(value: Any = None, when: Mapping[str, Any] | None = None) -> set[str]:
-    """The first path segments the bindings in ``value`` and the vars of ``when`` read.
+def bound_nodes(value: Any) -> set[str]:
+    """The first path segments the bindings in the strings of ``value`` read.
 
     Malformed bindings are left out (:func:`check_bindings` reports them).
     """
-    roots: set[str] = set()
-    for text in _strings(value):
+    found: set[str] = set()
+    for text in strings(value):
         try:
             template = _parse(text)
         except ValueError:
             continue
-        roots.update(p.path.split(".")[0] for p in template.parts if isinstance(p, _Binding))
-    if when is not None:
-        roots.update(_when_vars(when))
-    return roots
+        for part in template.parts:
+            if isinstance(part, _Binding):
+                found |= roots(part.expr) if part.expr else {part.path.split(".")[0]}
+    return found
 
 
-def _when_vars(expr: Any) -> set[str]:
-    if not isinstance(expr, Mapping) or len(expr) != 1:
-        return set()
-    ((kind, body),) = expr.items()
-    if kind == "equals" and isinstance(body, Mapping) and isinstance(body.get("var"), str):
-        return {body["var"].split(".")[0]}
-    if kind == "not":
-        return _when_vars(body)
-    if kind in ("and", "or") and isinstance(body, list):
-        return set().union(*(_when_vars(item) for item in body))
-    return set()
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        return [s for item in value.values() for s in _strings(item)]
-    if isinstance(value, list | tuple):
-        return [s for item in value for s in _strings(item)]
-    return []
-
-
-def binding_context(flow_input: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The names bindings and ``when`` read: node outputs, ``flow.input``, ``workflow.input``."""
-    return {**outputs, "flow": {"input": flow_input}, "workflow": {"input": flow_input}}
-
-
-def lookup(context: Mapping[str, Any], path: str) -> Any:
-    """The value at dotted ``path``, or ``None`` when it is missing."""
-    value = _lookup(context, path)
-    return None if value is _MISSING else value
-
-
-def _lookup(context: Mapping[str, Any], path: str) -> Any:
-    current: Any = context
-    for segment in path.split("."):
-        current = _step(current, segment)
-        if current is _MISSING:
-            return _MISSING
-    return _MISSING if current is None else current
-
-
-def _step(current: Any, segment: str) -> Any:
-    if isinstance(current, Mapping):
-        return current.get(segment, _MISSING)
-    if isinstance(current, Sequence) and not isinstance(current, str) and segment.isdigit():
-        index = int(segment)
-        return current[index] if index < len(current) else _MISSING
-    return _MISSING
+def strings(value: Any) -> list[str]:
+    """Every string in ``value``, through dicts and lists (iteratively)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, Mapping):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed(item))
+    return found
 
 
 def resolve(value: Any, context: Mapping[str, Any], *, node: str | None = None) -> Any:
@@ -219,8 +201,16 @@ def _render(text: str, context: Mapping[str, Any], node: str | None) -> Any:
 
 
 def _value(binding: _Binding, context: Mapping[str, Any], node: str | None, *, whole: bool) -> Any:
-    value = _lookup(context, binding.path)
-    if value is not _MISSING:
+    if binding.expr is not None:
+        value = evaluate(binding.expr, context)
+        if value is MISSING or value is None:
+            return None if whole else ""
+        return value
+    value = lookup(context, binding.path)
+    if value is MISSING:  # a step over a list maps over it, as in the later dialect
+        value = evaluate(Path(tuple(binding.path.split("."))), context)
+        value = MISSING if value is None else value
+    if value is not MISSING:
         return value
     if binding.has_default:
         return binding.default
@@ -240,8 +230,8 @@ def _why(context: Mapping[str, Any], path: str) -> str:
     segments = path.split(".")
     current: Any = context
     for index, segment in enumerate(segments):
-        current = _step(current, segment)
-        if current is _MISSING:
+        current = step(current, segment)
+        if current is MISSING:
             if index == 0:
                 return f"there is no node or input named {segment!r} yet"
             return f"{'.'.join(segments[:index])} has no {segment!r}"
@@ -254,64 +244,3 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-# -- WhenExpr -------------------------------------------------------------------------
-
-_WHEN_FORMS = "{equals: {var, value}}, {not: expr}, {and: [...]} or {or: [...]}"
-
-
-def check_when(expr: Any, where: str) -> list[str]:
-    """Every problem of a ``WhenExpr``, as sentences naming ``where``."""
-    if not isinstance(expr, Mapping) or len(expr) != 1:
-        return [f"{where}: a condition must be one of {_WHEN_FORMS}, got {expr!r}."]
-    ((kind, body),) = expr.items()
-    if kind == "equals":
-        if not isinstance(body, Mapping) or not isinstance(body.get("var"), str):
-            return [f"{where}: equals needs {{var: <dotted path>, value: <json>}}, got {body!r}."]
-        extra = set(body) - {"var", "value"}
-        if extra:
-            return [f"{where}: equals takes only var and value, not {', '.join(sorted(extra))}."]
-        if not _PATH.match(body["var"]):
-            return [f"{where}: equals.var must be a dotted path, got {body['var']!r}."]
-        return []
-    if kind == "not":
-        return check_when(body, f"{where} (not)")
-    if kind in ("and", "or"):
-        if not isinstance(body, list) or not body:
-            return [f"{where}: {kind} needs a non-empty list of conditions, got {body!r}."]
-        return [
-            p for i, item in enumerate(body) for p in check_when(item, f"{where} ({kind}[{i}])")
-        ]
-    return [f"{where}: unknown condition {kind!r}; use {_WHEN_FORMS}."]
-
-
-def evaluate_when(expr: Mapping[str, Any] | None, context: Mapping[str, Any]) -> bool:
-    """Evaluate a (checked) ``WhenExpr``; ``None`` is true. A missing ``var`` is ``null``."""
-    if expr is None:
-        return True
-    ((kind, body),) = expr.items()
-    if kind == "equals":
-        return json_equal(lookup(context, body["var"]), body.get("value"))
-    if kind == "not":
-        return not evaluate_when(body, context)
-    if kind == "and":
-        return all(evaluate_when(item, context) for item in body)
-    return any(evaluate_when(item, context) for item in body)
-
-
-def json_equal(left: Any, right: Any) -> bool:
-    """Compare as JSON values: ``true`` is not ``1``, ``1`` is ``1.0``, lists are arrays."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return type(left) is type(right) and left == right
-    if isinstance(left, int | float) and isinstance(right, int | float):
-        return left == right
-    if isinstance(left, Mapping) and isinstance(right, Mapping):
-        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
-    if isinstance(left, list | tuple) and isinstance(right, list | tuple):
-        return len(left) == len(right) and all(
-            json_equal(a, b) for a, b in zip(left, right, strict=True)
-        )
-    if type(left) is not type(right) and not (isinstance(left, str) and isinstance(right, str)):
-        return False
-    return bool(left == right)

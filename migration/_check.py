@@ -9,14 +9,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from migration._bindings import json_equal
 from migration._convert import harness_to_reactive
-from migration._edge import check_types, run_edge_harness
+from migration._edge import execute
 from migration._errors import FlowRunError
-from migration._node import jsonable
-from migration._registry import NodeRegistry
+from migration._registry import RegistrySource, registry_of
 from migration._spec import FlowSource, FlowSpec
-from reactor import ProviderRequest, ScriptedProvider
+from migration._values import json_equal, jsonable
+from reactor import ProviderRequest, RunTimeoutError, ScriptedProvider
 from reactor.typing import Provider
 
 __all__ = ["CheckResult", "NodeDifference", "check", "check_sync", "scripted_provider"]
@@ -58,6 +57,8 @@ class CheckResult:
         differences: The nodes whose outputs differ.
         warnings: Reads the reactive graph does not order (see
             :meth:`FlowSpec.order_warnings`): outputs may differ from run to run.
+        edge_state: The flow's ``state`` at the end of the edge-based run.
+        reactive_state: The flow's ``state`` at the end of the reactive run.
     """
 
     flow: str
@@ -68,6 +69,13 @@ class CheckResult:
     reactive_error: BaseException | None
     differences: tuple[NodeDifference, ...]
     warnings: tuple[str, ...] = ()
+    edge_state: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    reactive_state: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def state_agrees(self) -> bool:
+        """Whether both runs ended with the same flow ``state``."""
+        return json_equal(self.edge_state, self.reactive_state)
 
     def report(self) -> str:
         """A per-node report: every node's output, or the differences and errors."""
@@ -82,15 +90,22 @@ class CheckResult:
             for node in nodes:
                 value = self.edge_outputs.get(node, self.reactive_outputs.get(node))
                 lines.append(f"  {node.ljust(width)}  {_show(value)}")
+            if self.edge_state:
+                lines.append(f"  and on the flow state: {_show(self.edge_state)}")
         else:
             lines.append(
                 f"Flow {self.flow!r}: the edge-based and the reactive run DISAGREE on "
-                f"{len(self.differences)} of {len(nodes)} node{'s' if len(nodes) != 1 else ''}."
+                f"{len(self.differences)} of {len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+                + ("." if self.state_agrees else " and on the flow state.")
             )
             for difference in self.differences:
                 lines.append(f"  node {difference.node!r}:")
                 lines.append(f"    edge-based: {_show(difference.edge)}")
                 lines.append(f"    reactive:   {_show(difference.reactive)}")
+            if not self.state_agrees:
+                lines.append("  the flow state:")
+                lines.append(f"    edge-based: {_show(self.edge_state)}")
+                lines.append(f"    reactive:   {_show(self.reactive_state)}")
         for label, error in (("edge-based", self.edge_error), ("reactive", self.reactive_error)):
             if error is not None:
                 lines.append(f"  The {label} run stopped: {type(error).__name__}: {error}")
@@ -153,44 +168,75 @@ async def check(
     spec: FlowSource,
     *,
     input: Mapping[str, Any] | None = None,
-    registry: NodeRegistry | None = None,
+    registry: RegistrySource | None = None,
     provider: ProviderSource | None = None,
+    timeout: float | None = None,  # noqa: ASYNC109 - the CLI's --timeout, for both runs at once
 ) -> CheckResult:
-    """Run a flow with :func:`run_edge_harness` and as a reactive graph; compare outputs.
+    """Run a flow with :func:`run_edge_harness` and as a reactive graph; compare them.
+
+    Both runs must agree on every node's output and on the flow's final ``state``.
 
     Args:
         spec: The flow (path, YAML text, mapping, ``FlowSpec`` or Python definition).
         input: Overrides of the flow's default input, for both runs.
-        registry: Node types (default: the built-ins).
+        registry: Node types: a :class:`~migration.NodeRegistry`, or a function
+            building one, called once for each run, so that node types that keep
+            state start fresh in each. Default: :meth:`NodeRegistry.discover`.
         provider: The provider of LLM nodes, or a function returning a fresh one for
             each run (do that for providers that keep state, such as a
             ``ScriptedProvider`` with answer lists, which the first run would use up).
             Default: :func:`scripted_provider`.
+        timeout: Seconds both runs may take together (default: no limit).
 
     Raises:
-        FlowSpecError: The flow is invalid.
+        FlowSpecError: The flow is invalid, or declares a pack the registry lacks.
         UnknownNodeTypeError: A node's type is not in the registry.
+        RunTimeoutError: The runs took longer than ``timeout``.
     """
     flow = FlowSpec.load(spec)
-    registry = registry if registry is not None else NodeRegistry()
-    check_types(flow, registry)
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout}.")
+    try:
+        async with asyncio.timeout(timeout):
+            return await _both(flow, input, registry, provider)
+    except TimeoutError:
+        raise RunTimeoutError(
+            f"The check of flow {flow.name!r} did not finish within {timeout:g} s; a node may "
+            "be waiting or looping. Give it more time, or look at the slow node."
+        ) from None
+
+
+async def _both(
+    flow: FlowSpec,
+    input: Mapping[str, Any] | None,
+    registry: RegistrySource | None,
+    provider: ProviderSource | None,
+) -> CheckResult:
     edge_error: BaseException | None = None
     try:
-        edge_outputs = await run_edge_harness(flow, input, registry, _provider(provider))
+        edge = await execute(flow, input, registry_of(registry), _provider(provider))
+        edge_outputs, edge_state = edge.outputs, edge.state
     except FlowRunError as exc:
-        edge_outputs, edge_error = exc.outputs, exc
-    graph = harness_to_reactive(flow, registry=registry)
+        edge_outputs, edge_state, edge_error = exc.outputs, exc.state, exc
+    graph = harness_to_reactive(flow, registry=registry_of(registry))
     result = await graph.run(input={**flow.input, **(input or {})}, provider=_provider(provider))
     reactive_outputs = copy.deepcopy(result.state["outputs"])
-    return compare(flow, edge_outputs, reactive_outputs, edge_error, result.error)
+    verdict = compare(flow, edge_outputs, reactive_outputs, edge_error, result.error)
+    return dataclasses.replace(
+        verdict,
+        edge_state=jsonable(edge_state),
+        reactive_state=jsonable(result.state["state"]),
+        agrees=verdict.agrees and json_equal(edge_state, result.state["state"]),
+    )
 
 
 def check_sync(
     spec: FlowSource,
     *,
     input: Mapping[str, Any] | None = None,
-    registry: NodeRegistry | None = None,
+    registry: RegistrySource | None = None,
     provider: ProviderSource | None = None,
+    timeout: float | None = None,
 ) -> CheckResult:
     """:func:`check` for synchronous code (the CLI, scripts).
 
@@ -200,7 +246,9 @@ def check_sync(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(check(spec, input=input, registry=registry, provider=provider))
+        return asyncio.run(
+            check(spec, input=input, registry=registry, provider=provider, timeout=timeout)
+        )
     raise RuntimeError("check_sync() cannot be used inside a running event loop; await check().")
 
 

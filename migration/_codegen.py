@@ -16,8 +16,9 @@ import textwrap
 from typing import Any
 
 from migration._flow import Flow, done_signal
-from migration._registry import NodeRegistry
-from migration._spec import AGENT_TYPE, FlowSource, FlowSpec, NodeSpec
+from migration._models import AGENT_TYPE, NodeSpec
+from migration._registry import NodeRegistry, RegistrySource, registry_of
+from migration._spec import FlowSource, FlowSpec
 
 __all__ = ["to_python"]
 
@@ -27,7 +28,7 @@ _BUILTINS = NodeRegistry()
 _BUILTIN_FUNCTIONS = {name: _BUILTINS.function(name) for name in _BUILTINS}
 
 
-def to_python(spec: FlowSource, *, registry: NodeRegistry | None = None) -> str:
+def to_python(spec: FlowSource, *, registry: RegistrySource | None = None) -> str:
     """Return Python source that defines ``graph``, the reactive form of a flow.
 
     The module defines ``registry`` (node types), ``flow`` (the edges), ``agents`` and
@@ -38,8 +39,10 @@ def to_python(spec: FlowSource, *, registry: NodeRegistry | None = None) -> str:
 
     Args:
         spec: A FlowSpec (path, YAML text, mapping or model).
-        registry: Where custom node types come from: importable functions are
-            imported by the generated code; others become stubs to fill in.
+        registry: Where custom node types come from (a registry or a function
+            building one; default: :meth:`NodeRegistry.discover`): importable
+            functions are imported by the generated code; others become stubs to
+            fill in.
 
     Raises:
         FlowSpecError: The flow is invalid.
@@ -52,19 +55,16 @@ def to_python(spec: FlowSource, *, registry: NodeRegistry | None = None) -> str:
             "to_python() writes Python for FlowSpec files; an edge-based Python definition "
             "is Python already: pass it to harness_to_reactive() as it is."
         )
-    registry = registry if registry is not None else NodeRegistry()
+    types = registry_of(registry)
     custom = {
         node.type: node.id
         for node in flow_spec.nodes
         if node.type not in _BUILTIN_FUNCTIONS
-        or (
-            node.type in registry
-            and registry.function(node.type) is not _BUILTIN_FUNCTIONS[node.type]
-        )
+        or (node.type in types and types.function(node.type) is not _BUILTIN_FUNCTIONS[node.type])
     }
-    imports, registrations, stubs = _custom_types(custom, registry)
+    imports, registrations, stubs = _custom_types(custom, types)
     flow = Flow.from_spec(flow_spec)
-    loops = flow_spec.has_loops
+    loops = any(flow_spec.topology.loops_in.values())  # body loops run inside an agent
     lines = [f'"""{_docstring(flow_spec)}"""', ""]
     for warning in flow_spec.order_warnings():
         lines += textwrap.wrap(
@@ -99,9 +99,21 @@ def to_python(spec: FlowSource, *, registry: NodeRegistry | None = None) -> str:
     lines.append(f"    edges={_literal(edges, 4, 'edges=')},")
     lines.append(f"    input={_literal(flow_spec.input, 4, 'input=')},")
     lines.append(f"    fail_fast={flow_spec.policy.fail_fast!r},")
-    lines += ["    registry=registry,", ")", "", "agents = {"]
+    lines.append("    registry=registry,")
+    if flow_spec.state.initial:
+        lines.append(f"    state={_literal(flow_spec.state.initial, 4, 'state=')},")
+    bodies = {owner: list(body) for owner, body in flow_spec.scopes.bodies.items()}
+    if bodies:
+        lines.append(f"    bodies={_literal(bodies, 4, 'bodies=')},")
+    lines += [")"]
+    for owner, body in bodies.items():
+        lines += ["", f"# The body of foreach node {owner!r}: it runs these nodes once per item."]
+        for member in body:
+            lines += _step(flow_spec.node(member), 0)
+    lines += ["", "agents = {"]
     for node in flow_spec.nodes:
-        lines += _agent(node, flow)
+        if flow_spec.scopes.scope_of(node.id) is None:
+            lines += _agent(node, flow)
     lines.append("}")
     limits = flow.limits()
     call = [
@@ -144,8 +156,10 @@ def _docstring(spec: FlowSpec) -> str:
     return "\n\n".join(parts).replace('"""', r"\"\"\"")
 
 
-def _agent(node: NodeSpec, flow: Flow) -> list[str]:
-    step = [f"            {_q(node.id)},", f"            {_q(node.type)},"]
+def _step(node: NodeSpec, indent: int) -> list[str]:
+    """``flow.step(...)`` for ``node``, its first line at ``indent``."""
+    inner = " " * (indent + 4)
+    step = [f"{inner}{_q(node.id)},", f"{inner}{_q(node.type)},"]
     for field, value in (
         ("input", node.input),
         ("config", node.config),
@@ -153,11 +167,16 @@ def _agent(node: NodeSpec, flow: Flow) -> list[str]:
         ("policy", node.policy.model_dump(by_alias=True, exclude_defaults=True)),
     ):
         if value:
-            step.append(f"            {field}={_literal(value, 12, field + '=')},")
+            step.append(f"{inner}{field}={_literal(value, indent + 4, field + '=')},")
+    return [f"{' ' * indent}flow.step(", *step, f"{' ' * indent})"]
+
+
+def _agent(node: NodeSpec, flow: Flow) -> list[str]:
+    step = _step(node, 8)
     return [
         f"    {_q(node.id)}: agent(",
-        "        run=flow.step(",
-        *step,
+        f"        run={step[0].lstrip()}",
+        *step[1:-1],
         "        ),",
         f"        activate_on={_literal(flow.triggers(node.id), 8, 'activate_on=')},",
         f"        when=flow.ready({_q(node.id)}),",

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 from migration._edge import check_types
 from migration._flow import Flow
-from migration._registry import NodeRegistry
+from migration._registry import RegistrySource, registry_of
 from migration._spec import FlowSource, FlowSpec
 from reactor import CycleWarning, Reactive, reactive
 from reactor._diagnostics import log
@@ -18,7 +19,7 @@ __all__ = ["harness_to_reactive"]
 def harness_to_reactive(
     spec: FlowSource,
     *,
-    registry: NodeRegistry | None = None,
+    registry: RegistrySource | None = None,
     provider: Provider | None = None,
 ) -> Reactive:
     """Turn an edge-based flow into an equivalent reactive graph.
@@ -27,14 +28,17 @@ def harness_to_reactive(
     signals, behind a join guard that lets it run exactly once per resolution, even
     when predecessors finish concurrently; independent branches run concurrently.
     Node outputs (and skip and failure markers) are in the run's state under
-    ``outputs.<node_id>``; ``result.state["outputs"]`` holds them all. A node failure
-    that stops the flow fails the run with a :class:`~migration.FlowRunError` in
-    ``result.error``.
+    ``outputs.<node_id>``; ``result.state["outputs"]`` holds them all, and
+    ``result.state["state"]`` the flow's ``state``. A ``control.foreach`` node runs
+    its body inside its own activation, once per item. A node failure that stops the
+    flow fails the run with a :class:`~migration.FlowRunError` in ``result.error``.
 
     Args:
         spec: A FlowSpec (path, YAML text, mapping or model) or an edge-based Python
             definition ``{"agents": {name: agent(...)}, "edges": [...]}``.
-        registry: Node types (default: the built-ins).
+        registry: Node types: a :class:`~migration.NodeRegistry`, or a function
+            building one (called once, for this graph). Default:
+            :meth:`NodeRegistry.discover`, the built-ins and the installed packs.
         provider: The default provider of the graph's runs (LLM nodes and prompt
             agents); a run's ``provider=`` overrides it.
 
@@ -42,26 +46,29 @@ def harness_to_reactive(
     (see :meth:`FlowSpec.order_warnings`) are logged as warnings.
 
     Raises:
-        FlowSpecError: The flow is invalid (every problem listed).
+        FlowSpecError: The flow is invalid (every problem listed), or declares a node
+            pack the registry does not have.
         UnknownNodeTypeError: A node's type is not in the registry.
     """
     flow_spec = FlowSpec.load(spec)
-    registry = registry if registry is not None else NodeRegistry()
-    check_types(flow_spec, registry)
+    types = registry_of(registry)
+    check_types(flow_spec, types)
     for warning in flow_spec.order_warnings():
         log("migration", "warning", "unordered read", flow=flow_spec.name, hint=warning)
-    flow = Flow.from_spec(flow_spec, registry=registry)
-    agents = {
-        node.id: flow.agent(
-            node.id,
-            node.agent if node.agent is not None else node.type,
-            input=node.input,
-            config=node.config,
-            when=node.when,
-            policy=node.policy,
-        )
-        for node in flow_spec.nodes
-    }
+    flow = Flow.from_spec(flow_spec, registry=types)
+    agents = {}
+    for node in flow_spec.nodes:
+        work = node.agent if node.agent is not None else node.type
+        step: dict[str, Any] = {
+            "input": node.input,
+            "config": node.config,
+            "when": node.when,
+            "policy": node.policy,
+        }
+        if flow_spec.scopes.scope_of(node.id) is None:
+            agents[node.id] = flow.agent(node.id, work, **step)
+        else:  # run by its foreach node
+            flow.step(node.id, work, **step)
     limits = flow.limits()
     with warnings.catch_warnings():
         # Loop edges are cycles on purpose; maxIterations bounds them.

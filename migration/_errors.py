@@ -91,12 +91,21 @@ class FlowRunError(ReactorError, RuntimeError):
         node: The id of the node that failed.
         outputs: Node outputs recorded so far (markers included; the failed node's
             is its failure marker).
+        state: The flow's state when it stopped.
     """
 
-    def __init__(self, message: str, *, node: str, outputs: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str,
+        outputs: Mapping[str, Any],
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.node = node
         self.outputs = copy.deepcopy(dict(outputs))  # plain data, even from a snapshot
+        self.state = copy.deepcopy(dict(state or {}))
 
 
 class FlowLoopError(FlowRunError):
@@ -115,8 +124,9 @@ class FlowLoopError(FlowRunError):
         outputs: Mapping[str, Any],
         edge: str,
         max_iterations: int,
+        state: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(message, node=node, outputs=outputs)
+        super().__init__(message, node=node, outputs=outputs, state=state)
         self.edge = edge
         self.max_iterations = max_iterations
 

@@ -1,6 +1,6 @@
 """Flow: the edges of a migrated flow, as activations, guards and state.
 
-Every node becomes one agent (see :meth:`Flow.agent`):
+Every top-level node becomes one agent (see :meth:`Flow.agent`):
 
 * it activates on ``node:<pred>:done`` of each predecessor (``harness:start`` when it
   has none), and on ``node:<x>:done`` of the nodes that can re-open it through a loop;
@@ -8,35 +8,41 @@ Every node becomes one agent (see :meth:`Flow.agent`):
   and lets exactly one trigger through per resolution: all incoming edges resolved,
   the node not resolved yet, and the trigger the last predecessor to resolve (or the
   node that re-opened it);
-* its run (:meth:`Flow.step`) settles the node (``when``, policies, markers) and, in
-  one store transaction, records the output under ``outputs.<id>`` and resolves its
+* its run (:meth:`Flow.step`) settles the node (``when``, policies, ``forEach``,
+  markers) and, in one store transaction, records the output under
+  ``outputs.<id>``, applies its writes to the flow's ``state``, and resolves its
   outgoing edges in the ``flow`` ledger of the state; then ``node:<id>:done`` is
   emitted with the output.
 
-The ledger, ``state["flow"]``: ``clock`` (resolutions so far), ``done`` (node ->
-the clock value when it resolved in the current pass), ``edges`` (``"from->to"`` ->
-fired?), ``loops`` (loop edge -> times fired), ``pending`` (loop edges waiting for
-their body to settle), ``looped`` (re-opened loop target -> the node whose
-resolution re-opened it).
+The nodes of a ``control.foreach`` body have no agent: their foreach node's step runs
+them, once per item, with the old kernel's scheduler (as the edge-based executor
+does). The ledger (``state["flow"]``) is described in :mod:`migration._ledger`.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic
 
 from migration._agents import agent_work
-from migration._bindings import binding_context, check_bindings, check_when
-from migration._edge import failure_message
+from migration._bindings import check_bindings
+from migration._context import NodeFunction
 from migration._errors import FlowLoopError, FlowRunError, FlowSpecError
-from migration._node import Work, registry_work, resolve_edges, settle
-from migration._registry import NodeFunction, NodeRegistry
-from migration._spec import AGENT_TYPE, EdgeSpec, FlowSpec, NodePolicy, NodeSpec
-from reactor import Agent, AgentContext, agent
-from stores import Store
+from migration._ledger import new_ledger, record, trigger_of
+from migration._limits import check_shape
+from migration._models import AGENT_TYPE, FOREACH_TYPE, EdgeSpec, NodePolicy, NodeSpec
+from migration._node import Work, failure_message, registry_work, resolve_edges, settle
+from migration._registry import NodeRegistry
+from migration._scheduler import body_runner
+from migration._spec import FlowSpec
+from migration._values import apply_writes, binding_context
+from migration._when import When, check_when
+from reactor import Agent, AgentContext, RunKwargs, agent
+from reactor.typing import Provider
 
 __all__ = ["Flow", "done_signal"]
 
@@ -47,11 +53,6 @@ StepWork = str | Agent | NodeFunction
 def done_signal(node: str) -> str:
     """``node:<id>:done``: emitted with the node's output once it has resolved."""
     return f"node:{node}:done"
-
-
-def _trigger(signal_name: str) -> str | None:
-    parts = signal_name.split(":")
-    return parts[1] if len(parts) == 3 and parts[0] == "node" and parts[2] == "done" else None
 
 
 class Flow:
@@ -73,17 +74,20 @@ class Flow:
 
     Args:
         name: The flow's name (used in messages).
-        nodes: Every node id, in declaration order.
-        edges: ``{"from", "to", "when"?, "type"?, "maxIterations"?}`` mappings (or
-            ``(from, to)`` pairs, or :class:`EdgeSpec`).
+        nodes: Every node id, in declaration order (foreach body nodes included).
+        edges: ``{"from", "to", "when"?, "type"?, "maxIterations"?, "forEach"?}``
+            mappings (or ``(from, to)`` pairs, or :class:`EdgeSpec`).
         input: The flow's default input; a run's ``input`` is merged over it.
         fail_fast: ``policy.failFast``: stop the run at the first node failure that
             is not ``continueOnError``.
         registry: Where node types named by a string come from (default: the
             built-ins).
+        state: The flow's initial ``state`` (``state.initial``).
+        bodies: The body of each ``control.foreach`` node: ``{node: [body ids]}``.
+            Body nodes get a step (``flow.step(...)``) but no agent.
 
     Raises:
-        FlowSpecError: The ids or edges have problems (every one listed).
+        FlowSpecError: The ids, edges or bodies have problems (every one listed).
     """
 
     def __init__(
@@ -95,26 +99,35 @@ class Flow:
         input: Mapping[str, Any] | None = None,
         fail_fast: bool = True,
         registry: NodeRegistry | None = None,
+        state: Mapping[str, Any] | None = None,
+        bodies: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
-        parsed = FlowSpec.load(
+        bodies = dict(bodies or {})
+        self.structure = FlowSpec.load(
             {
                 "name": name,
-                "nodes": [{"id": node, "type": "control.noop"} for node in nodes],
+                "nodes": [
+                    {"id": n, "type": FOREACH_TYPE, "input": {"body": list(bodies[n]), "items": []}}
+                    if n in bodies
+                    else {"id": n, "type": "control.noop"}
+                    for n in nodes
+                ],
                 "edges": [
                     e.model_dump(by_alias=True, exclude_none=True) if isinstance(e, EdgeSpec) else e
                     for e in edges
                 ],
+                "policy": {"failFast": fail_fast},
             }
         )
         self.name = name
         self.nodes = tuple(nodes)
-        self.edges = parsed.edges
+        self.edges = self.structure.edges
         self.input = dict(input or {})
         self.fail_fast = fail_fast
         self.registry = registry if registry is not None else NodeRegistry()
-        self.topology = parsed.topology
-        self._loop_edges = {e.key: e for e in self.edges if e.type == "loop"}
-        self._stepped: set[str] = set()
+        self.initial_state = dict(state or {})
+        self.topology = self.structure.topology
+        self._steps: dict[str, tuple[NodeSpec, NodeRegistry]] = {}
 
     @classmethod
     def from_spec(cls, spec: FlowSpec, *, registry: NodeRegistry | None = None) -> Flow:
@@ -126,31 +139,32 @@ class Flow:
             input=spec.input,
             fail_fast=spec.policy.fail_fast,
             registry=registry,
+            state=spec.state.initial,
+            bodies=spec.scopes.bodies,
         )
 
     # -- wiring ------------------------------------------------------------------------
 
     def triggers(self, node: str) -> list[str]:
         """The signals ``node``'s agent activates on."""
-        self._known(node)
+        self._top_level(node)
         topology = self.topology
         names = [done_signal(p) for p in topology.predecessors(node)] or ["harness:start"]
         if topology.loops_in[node]:
-            reopeners = [*sorted(topology.body[node], key=topology.order.index)]
+            reopeners = [*sorted(topology.body[node], key=topology.position.__getitem__)]
             reopeners += topology.loop_sources(node)
             names += [done_signal(x) for x in reopeners]
         return list(dict.fromkeys(names))
 
     def ready(self, node: str) -> Callable[[AgentContext], bool]:
         """The join guard of ``node``'s agent (see the module docstring)."""
-        self._known(node)
-        topology = self.topology
-        incoming = topology.incoming[node]
-        predecessors = topology.predecessors(node)
+        self._top_level(node)
+        incoming = self.topology.incoming[node]
+        predecessors = self.topology.predecessors(node)
 
         def ready(ctx: AgentContext) -> bool:
             ledger = ctx.store.snapshot()["flow"]
-            trigger = _trigger(ctx.signal.name)
+            trigger = trigger_of(ctx.signal.name)
             if node in ledger["looped"]:
                 return bool(ledger["looped"][node] == trigger)
             done = ledger["done"]
@@ -174,10 +188,13 @@ class Flow:
         *,
         input: Mapping[str, Any] | None = None,
         config: Mapping[str, Any] | None = None,
-        when: Mapping[str, Any] | None = None,
+        when: When | None = None,
         policy: Mapping[str, Any] | NodePolicy | None = None,
     ) -> Callable[[AgentContext], Awaitable[Any]]:
         """The ``run`` of ``node``'s agent: settle the node and record it.
+
+        For a node of a foreach body, this defines the node for its foreach node to
+        run; the returned function is not for an agent.
 
         Args:
             node: The node's id.
@@ -186,7 +203,7 @@ class Flow:
                 runs with the activation's context; its ``when`` can skip the node).
             input: The node's input; strings may hold bindings (``{{node.key}}``).
             config: The node's ``config``.
-            when: A ``WhenExpr``; false skips the node.
+            when: A ``WhenExpr`` mapping or an expression string; false skips it.
             policy: ``{"retry": {"maxAttempts", "backoffMs"}, "timeoutMs",
                 "continueOnError"}``.
 
@@ -197,6 +214,7 @@ class Flow:
         """
         self._known(node)
         where = f"Node {node!r}"
+        check_shape({"input": input, "config": config, "when": when}, f"node {node!r}")
         problems = check_bindings(input or {}, where)
         if when is not None:
             problems += check_when(when, f"{where} when")
@@ -219,7 +237,7 @@ class Flow:
                 type=type_name,
                 input=dict(input or {}),
                 config=dict(config or {}),
-                when=dict(when) if when is not None else None,
+                when=when if isinstance(when, str) or when is None else dict(when),
                 policy=NodePolicy.model_validate(policy or {}),
                 agent=node_agent,
             )
@@ -228,14 +246,20 @@ class Flow:
                 f"{where}: {error['msg']} ({_loc(error['loc'])})." for error in exc.errors()
             ]
             raise FlowSpecError(problems, node=node, flow=self.name) from None
-        self._stepped.add(node)
         registry = self.registry
         if function is not None:
             registry = registry.copy()
             registry.register(type_name, function, replace=True)
+        self._steps[node] = (spec, registry)
+        owner = self.structure.scopes.scope_of(node)
 
         async def run(ctx: AgentContext) -> Any:
-            return await self._settle(spec, registry, ctx)
+            if owner is not None:
+                raise TypeError(
+                    f"Node {node!r} is in the body of foreach node {owner!r}, which runs it "
+                    "once per item; it has no agent of its own."
+                )
+            return await self._settle(spec, ctx)
 
         run.__qualname__ = f"step[{node}]"
         return run
@@ -245,6 +269,7 @@ class Flow:
 
         ``step`` takes the keyword arguments of :meth:`step`.
         """
+        self._top_level(node)
         return agent(
             name=node,
             run=self.step(node, work, **step),
@@ -254,16 +279,16 @@ class Flow:
         )
 
     def state(self) -> dict[str, Any]:
-        """A run's initial state: no outputs yet, an empty ledger.
+        """A run's initial state: no outputs yet, an empty ledger, the initial flow state.
 
         ``reactive(..., state=flow.state)`` calls it for each run (and once when the
         graph is built, which checks that every node has a step).
 
         Raises:
-            FlowSpecError: A node has no step (no agent), so its successors could
+            FlowSpecError: A node has no step, so it (or its successors) could
                 never run.
         """
-        missing = [node for node in self.nodes if node not in self._stepped]
+        missing = [node for node in self.nodes if node not in self._steps]
         if missing:
             raise FlowSpecError(
                 f"Node{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} of "
@@ -272,25 +297,39 @@ class Flow:
                 node=missing[0],
                 flow=self.name,
             )
-        ledger = {"clock": 0, "done": {}, "edges": {}, "loops": {}, "pending": [], "looped": {}}
-        return {"outputs": {}, "flow": ledger}
+        return {
+            "outputs": {},
+            "flow": new_ledger(),
+            "state": copy.deepcopy(self.initial_state),
+        }
 
-    def limits(self) -> dict[str, int]:
+    def limits(self) -> RunKwargs:
         """``max_depth`` and ``max_activations`` large enough for every loop to run out."""
         bound = self.topology.bound() + len(self.nodes)
         return {"max_depth": bound, "max_activations": bound}
 
     def _known(self, node: str) -> None:
-        if node not in self.topology.incoming:
+        if node not in self.structure.scopes.parent and node not in self.topology.incoming:
             raise FlowSpecError(
                 f"Flow {self.name!r} has no node {node!r} (nodes: {', '.join(self.nodes)}).",
                 node=node,
                 flow=self.name,
             )
 
+    def _top_level(self, node: str) -> None:
+        self._known(node)
+        owner = self.structure.scopes.scope_of(node)
+        if owner is not None:
+            raise FlowSpecError(
+                f"Node {node!r} is in the body of foreach node {owner!r}, which runs it once "
+                f"per item; give it a step (flow.step({node!r}, ...)) but no agent.",
+                node=node,
+                flow=self.name,
+            )
+
     # -- one resolution ----------------------------------------------------------------
 
-    async def _settle(self, node: NodeSpec, registry: NodeRegistry, ctx: AgentContext) -> Any:
+    async def _settle(self, node: NodeSpec, ctx: AgentContext) -> Any:
         snapshot = ctx.store.snapshot()
         ledger = snapshot["flow"]
         incoming = self.topology.incoming[node.id]
@@ -301,81 +340,79 @@ class Flow:
         )
         outputs = copy.deepcopy(snapshot["outputs"])
         flow_input = {**self.input, **(ctx.input or {})}
-        bindings = binding_context(flow_input, outputs)
-        work: Work
-        if node.agent is not None:
-            work = agent_work(node.agent, node.id, ctx)
-        else:
-            work = registry_work(
-                node, registry, flow_input=flow_input, bindings=bindings, provider=ctx.provider
-            )
+        bindings = binding_context(flow_input, outputs, copy.deepcopy(snapshot["state"]))
+        executor = _RunExecutor(self, flow_input, ctx.provider, ctx)
         outcome = await settle(
-            node, fired=fired, bindings=bindings, work=work, fail_fast=self.fail_fast
+            node,
+            fired=fired,
+            bindings=bindings,
+            work=executor.work(node),
+            fail_fast=self.fail_fast,
+            each=next((e.for_each for e in incoming if e.for_each is not None), None),
         )
         # From here to the return nothing awaits: recording the resolution and the
         # emission of node:<id>:done that follows are one step for the other nodes.
         store = ctx.store
-        outputs = {**store.snapshot()["outputs"], node.id: outcome.output}
+        now = store.snapshot()
+        outputs = {**now["outputs"], node.id: outcome.output}
+        state = apply_writes(now["state"], outcome.writes)
         if outcome.stop:
-            _record_output(store, node.id, outcome.output)
+            self._record_output(ctx, node.id, outcome.output, state)
             raise FlowRunError(
-                failure_message(node, outcome), node=node.id, outputs=outputs
+                failure_message(node, outcome), node=node.id, outputs=outputs, state=state
             ) from outcome.error
-        ledger = copy.deepcopy(store.snapshot()["flow"])
-        after = binding_context(flow_input, outputs)
+        ledger = copy.deepcopy(now["flow"])
+        after = binding_context(flow_input, outputs, state)
         try:
             fired_edges, loops = resolve_edges(
                 node.id, self.topology, after, ledger["loops"], outputs
             )
         except FlowLoopError:
-            _record_output(store, node.id, outcome.output)
+            self._record_output(ctx, node.id, outcome.output, state)
             raise
-        self._record(ledger, node.id, fired_edges, loops)
+        record(ledger, self.topology, node.id, fired_edges, loops)
         with store.transaction() as draft:
             draft["outputs"][node.id] = outcome.output
+            draft["state"] = state
             draft["flow"] = ledger
         return outcome.output
 
-    def _record(
-        self, ledger: dict[str, Any], node: str, fired: Mapping[str, bool], loops: list[EdgeSpec]
-    ) -> None:
-        """Record ``node``'s resolution in ``ledger``, then re-open settled loop bodies.
-
-        The same rules as the edge-based executor's (``_edge._apply_settled``), written
-        again on purpose over the JSON ledger: the property tests check one against
-        the other.
-        """
-        ledger["clock"] += 1
-        ledger["done"][node] = ledger["clock"]
-        ledger["looped"].pop(node, None)
-        ledger["edges"].update(fired)
-        for edge in loops:
-            ledger["loops"][edge.key] = ledger["loops"].get(edge.key, 0) + 1
-            ledger["pending"].append(edge.key)
-        body_of = self.topology.body
-        applied = True
-        while applied:
-            applied = False
-            for key in ledger["pending"]:
-                target = self._loop_edges[key].target
-                body = body_of[target]
-                if all(member in ledger["done"] for member in body):
-                    ledger["pending"] = [
-                        k for k in ledger["pending"] if self._loop_edges[k].target != target
-                    ]
-                    for member in body:
-                        del ledger["done"][member]
-                    for edge in self.edges:
-                        if edge.type == "forward" and edge.source in body:
-                            ledger["edges"].pop(edge.key, None)
-                    ledger["looped"][target] = node
-                    applied = True
-                    break
+    @staticmethod
+    def _record_output(ctx: AgentContext, node: str, output: Any, state: dict[str, Any]) -> None:
+        with ctx.store.transaction() as draft:
+            draft["outputs"][node] = output
+            draft["state"] = state
 
 
-def _record_output(store: Store[Any], node: str, output: Any) -> None:
-    with store.transaction() as draft:
-        draft["outputs"][node] = output
+@dataclasses.dataclass
+class _RunExecutor:
+    """Node work for one activation: its input, provider and context (foreach bodies too)."""
+
+    flow: Flow
+    flow_input: dict[str, Any]
+    provider: Provider | None
+    ctx: AgentContext
+
+    @property
+    def fail_fast(self) -> bool:
+        return self.flow.fail_fast
+
+    def node(self, node_id: str) -> NodeSpec:
+        return self.flow._steps[node_id][0]
+
+    def work(self, node: NodeSpec) -> Work:
+        if node.agent is not None:
+            return agent_work(node.agent, node.id, self.ctx)
+        registry = self.flow._steps[node.id][1]
+        body = None
+        if node.id in self.flow.structure.scopes.bodies:
+
+            def body(bindings: Mapping[str, Any]) -> Any:
+                return body_runner(self.flow.structure, node.id, self, bindings)
+
+        return registry_work(
+            node, registry, flow_input=self.flow_input, provider=self.provider, body=body
+        )
 
 
 def _loc(loc: tuple[int | str, ...]) -> str:

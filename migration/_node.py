@@ -2,8 +2,9 @@
 
 Given whether the node's incoming edges let it run, :func:`settle` applies the
 node's ``when``, runs its work under its policy (retries with backoff, a timeout per
-attempt, ``continueOnError``) and returns the output to record: the node's output as
-JSON data, a skip marker, or a failure marker. After it, :func:`resolve_edges` says
+attempt, ``continueOnError``), once or once per item of its ``forEach`` edge, and
+returns the output to record (the node's output as JSON data, a skip marker, or a
+failure marker) with the state writes to apply. After it, :func:`resolve_edges` says
 which outgoing edges fire and which loop edges want to re-run their target.
 Scheduling (which node settles when) is the executors' business, not this module's.
 """
@@ -15,28 +16,30 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-import pydantic_core
-
-from migration._bindings import evaluate_when, resolve
-from migration._errors import FlowLoopError, NodeTimeoutError
-from migration._registry import NodeContext, NodeRegistry
-from migration._spec import EdgeSpec, NodeSpec
+from migration._bindings import resolve
+from migration._context import BodyRunner, NodeContext, Writes, each_item
+from migration._errors import FlowLoopError, FlowRunError, NodeTimeoutError
+from migration._models import EachSpec, EdgeSpec, NodeSpec
+from migration._registry import NodeRegistry
 from migration._topology import Topology
+from migration._values import jsonable, shorten
+from migration._when import evaluate_when
 from reactor.typing import Provider
 
 __all__ = [
     "Outcome",
     "Skip",
+    "Work",
     "failure_marker",
-    "jsonable",
+    "failure_message",
     "registry_work",
     "resolve_edges",
     "settle",
     "skip_marker",
 ]
 
-Work = Callable[[int], Awaitable[Any]]
-"""One attempt at a node's work: ``work(attempt) -> output``."""
+Work = Callable[[int, Mapping[str, Any]], Awaitable[tuple[Any, Writes]]]
+"""One attempt at a node's work: ``work(attempt, bindings) -> (output, state writes)``."""
 
 
 class Skip(Exception):
@@ -53,12 +56,14 @@ class Outcome:
         error: The last error of a failed node.
         stop: Whether the flow must stop (a failure under ``failFast`` without
             ``continueOnError``).
+        writes: The state writes of a completed node, to apply in order.
     """
 
     output: Any
     status: Literal["completed", "skipped", "failed"]
     error: BaseException | None = None
     stop: bool = False
+    writes: Writes = dataclasses.field(default_factory=list)
 
 
 def skip_marker(reason: str) -> dict[str, Any]:
@@ -72,9 +77,23 @@ def failure_marker(error: BaseException, attempts: int) -> dict[str, Any]:
     return {"failed": True, "error": {"message": message}, "attempts": attempts}
 
 
-def jsonable(value: Any) -> Any:
-    """A node output as JSON data (as edge-based flows recorded outputs)."""
-    return pydantic_core.to_jsonable_python(value, fallback=repr)
+def failure_message(node: NodeSpec, outcome: Outcome) -> str:
+    """Why the flow stopped at ``node``, and how to let it continue."""
+    error = outcome.error
+    attempts = outcome.output.get("attempts", 1) if isinstance(outcome.output, dict) else 1
+    plural = "s" if attempts != 1 else ""
+    reason = f"{type(error).__name__}: {str(error).rstrip('.')}"
+    if isinstance(error, FlowRunError) and error.__cause__ is not None:  # a foreach body's
+        cause = error.__cause__
+        reason = (
+            f"{type(error).__name__}: its body node {error.node!r} failed: "
+            f"{type(cause).__name__}: {str(cause).rstrip('.')}"
+        )
+    return (
+        f"Node {node.id!r} ({node.type}) failed after {attempts} attempt{plural}: {reason}. "
+        "The flow stopped (policy.failFast); set policy.continueOnError on the node, or "
+        "failFast: false on the flow, to record the failure and go on."
+    )
 
 
 def registry_work(
@@ -82,12 +101,16 @@ def registry_work(
     registry: NodeRegistry,
     *,
     flow_input: Mapping[str, Any],
-    bindings: Mapping[str, Any],
     provider: Provider | None,
+    body: Callable[[Mapping[str, Any]], BodyRunner] | None = None,
 ) -> Work:
-    """The work of a registry-typed node: bind its input, then call its type."""
+    """The work of a registry-typed node: bind its input, then call its type.
 
-    async def work(attempt: int) -> Any:
+    ``body`` makes the runner of a ``control.foreach`` node's body, given the
+    bindings the node runs with.
+    """
+
+    async def work(attempt: int, bindings: Mapping[str, Any]) -> tuple[Any, Writes]:
         bound = resolve(node.input, bindings, node=node.id)
         ctx = NodeContext(
             node=node.id,
@@ -97,8 +120,11 @@ def registry_work(
             bindings=bindings,
             provider=provider,
             attempt=attempt,
+            state=bindings.get("state") or {},
+            body=body(bindings) if body is not None else None,
         )
-        return await registry.call(node.type, bound, ctx)
+        output = await registry.call(node.type, bound, ctx)
+        return output, list(ctx.writes)
 
     return work
 
@@ -110,6 +136,7 @@ async def settle(
     bindings: Mapping[str, Any],
     work: Work,
     fail_fast: bool,
+    each: EachSpec | None = None,
 ) -> Outcome:
     """Decide whether ``node`` runs, run it under its policy, and say what to record.
 
@@ -117,20 +144,66 @@ async def settle(
         node: The node.
         fired: Whether it may run: it has no incoming edges, one of them fired, or a
             loop edge re-opened it.
-        bindings: The binding context its ``when`` is evaluated against.
+        bindings: The binding context its ``when`` and input are evaluated against.
         work: One attempt at its work.
         fail_fast: The flow's ``policy.failFast``.
+        each: The ``forEach`` of its incoming edge, if it has one: it then runs once
+            per item (policies apply to each), and records ``{"iterations": [{item,
+            output}, ...]}``.
     """
     if not fired:
         return Outcome(skip_marker("edges"), "skipped")
     if node.when is not None and not evaluate_when(node.when, bindings):
         return Outcome(skip_marker("when"), "skipped")
+    if each is None:
+        return await _attempts(node, lambda attempt: work(attempt, bindings), fail_fast)
+    items: Any = None
+    try:
+        items = resolve(each.items, bindings, node=node.id)
+        if not isinstance(items, list):
+            raise TypeError(
+                f"Node {node.id!r}: its forEach in gives {shorten(items)}, not a list; bind "
+                'it to a list, as in in: "{{ plan.tasks }}".'
+            )
+    except Exception as exc:
+        return _failed(node, exc, 1, fail_fast)
+
+    async def one(item: Any, state: Mapping[str, Any]) -> tuple[Any, Writes]:
+        scope = {**bindings, each.name: item, "state": state}
+        outcome = await _attempts(node, lambda attempt: work(attempt, scope), fail_fast)
+        if outcome.status == "failed":
+            raise _Stopped(outcome)
+        return {"item": item, "output": outcome.output}, outcome.writes
+
+    try:
+        iterations, writes = await each_item(
+            items, one, state=bindings.get("state") or {}, concurrency=each.concurrency
+        )
+    except _Stopped as stopped:
+        return stopped.outcome
+    return Outcome({"iterations": iterations}, "completed", writes=writes)
+
+
+class _Stopped(Exception):
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__("an item failed")
+        self.outcome = outcome
+
+
+def _failed(node: NodeSpec, error: BaseException, attempts: int, fail_fast: bool) -> Outcome:
+    stop = fail_fast and not node.policy.continue_on_error
+    return Outcome(failure_marker(error, attempts), "failed", error, stop)
+
+
+async def _attempts(
+    node: NodeSpec, attempt_at: Callable[[int], Awaitable[tuple[Any, Writes]]], fail_fast: bool
+) -> Outcome:
     policy = node.policy
     attempts = policy.retry.max_attempts
     error: BaseException | None = None
     for attempt in range(1, attempts + 1):
         try:
-            output = await _attempt(node, work, attempt)
+            output, writes = await _attempt(node, attempt_at, attempt)
         except Skip:
             return Outcome(skip_marker("when"), "skipped")
         except Exception as exc:
@@ -138,20 +211,21 @@ async def settle(
             if attempt < attempts and policy.retry.backoff_ms:
                 await asyncio.sleep(policy.retry.backoff_ms / 1000)
         else:
-            return Outcome(jsonable(output), "completed")
+            return Outcome(jsonable(output), "completed", writes=writes)
     assert error is not None
-    stop = fail_fast and not policy.continue_on_error
-    return Outcome(failure_marker(error, attempts), "failed", error, stop)
+    return _failed(node, error, attempts, fail_fast)
 
 
-async def _attempt(node: NodeSpec, work: Work, attempt: int) -> Any:
+async def _attempt(
+    node: NodeSpec, attempt_at: Callable[[int], Awaitable[tuple[Any, Writes]]], attempt: int
+) -> tuple[Any, Writes]:
     timeout_ms = node.policy.timeout_ms
     if timeout_ms is None:
-        return await work(attempt)
+        return await attempt_at(attempt)
     deadline = asyncio.timeout(timeout_ms / 1000)
     try:
         async with deadline:
-            return await work(attempt)
+            return await attempt_at(attempt)
     except TimeoutError as exc:
         if not deadline.expired():
             raise  # the work's own TimeoutError, not the policy's
@@ -164,7 +238,7 @@ async def _attempt(node: NodeSpec, work: Work, attempt: int) -> Any:
 
 def resolve_edges(
     node: str,
-    topology: Topology,
+    topology: Topology[EdgeSpec],
     bindings: Mapping[str, Any],
     loop_counts: Mapping[str, int],
     outputs: Mapping[str, Any],
@@ -193,6 +267,7 @@ def resolve_edges(
                 outputs=outputs,
                 edge=edge.key,
                 max_iterations=limit,
+                state=bindings.get("state"),
             )
         loops.append(edge)
     return fired, loops

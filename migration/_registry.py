@@ -3,74 +3,58 @@
 A :class:`NodeRegistry` starts with the built-in types; ``register`` adds yours. A
 type is a function ``fn(input)`` or ``fn(input, ctx)`` (sync or async) returning the
 node's output; ``ctx`` is a :class:`NodeContext`.
+
+Types come in *packs*, named groups a flow declares in ``nodePacks``: the built-in
+``core`` and ``claude``, and any others. Installed packages add packs through entry
+points in the group ``reactor.node_types``: the entry point's name is the pack's, its
+object a :class:`NodeRegistry`, a mapping ``{type: function}``, or a function
+returning either (called anew for each executor, so stateful types start fresh).
+:meth:`NodeRegistry.discover` builds a registry with every installed pack; the
+executors use it when given no registry.
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
+import importlib.metadata
 import inspect
-import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from migration._bindings import check_when, evaluate_when, json_equal
-from migration._errors import FlowFailError, UnknownNodeTypeError
-from migration._llm import ask
-from reactor import NoProviderError
-from reactor.typing import Provider
+from migration._builtins import BUILTIN_PACKS
+from migration._context import NodeContext, NodeFunction
+from migration._errors import FlowSpecError, UnknownNodeTypeError
+from reactor._diagnostics import log
 
-__all__ = ["NodeContext", "NodeFunction", "NodeRegistry"]
+__all__ = ["ENTRY_POINT_GROUP", "NodeRegistry", "RegistrySource", "registry_of"]
 
-NodeFunction = Callable[..., Any]
-"""A node type: ``fn(input)`` or ``fn(input, ctx)``, sync or async, returning the output."""
+ENTRY_POINT_GROUP = "reactor.node_types"
+"""The entry point group installed packages declare their node packs in."""
 
-LLM_TYPES = ("claude.agent", "anthropic.text")
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeContext:
-    """What a node type receives besides its input (when it takes a second argument).
-
-    Attributes:
-        node: The node's id (also the ``agent`` of its provider requests).
-        type: The node's type.
-        config: The node's ``config`` mapping.
-        flow_input: The flow's input (defaults merged with the run's input).
-        bindings: The binding context: node outputs so far, ``flow.input``,
-            ``workflow.input`` (``control.if`` evaluates conditions against it).
-        provider: The provider for model calls (the node's run's), if any.
-        attempt: Which attempt this is, from 1 (``policy.retry``).
-    """
-
-    node: str
-    type: str
-    config: Mapping[str, Any]
-    flow_input: Mapping[str, Any]
-    bindings: Mapping[str, Any]
-    provider: Provider | None
-    attempt: int = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class _NodeType:
-    fn: NodeFunction
-    takes_context: bool
+_BUILTIN_FUNCTIONS = {name: fn for types in BUILTIN_PACKS.values() for name, fn in types.items()}
+_HOW = (
+    "Register yours with registry.register(type, fn) and pass registry= (or reactor migrate "
+    f"--registry MODULE:ATTR), or install a package that provides it (entry point group "
+    f"{ENTRY_POINT_GROUP})."
+)
 
 
 class NodeRegistry:
-    """Node types by name; a new registry already holds the built-in ones.
+    """Node types by name, in packs; a new registry already holds the built-in ones.
 
-    Built-ins: ``echo`` (``{text}`` -> ``{text}``), ``constant`` (``{value}`` ->
-    ``{value}``), ``condition.equals`` (``{left, right}`` -> ``{value}``, compared as
-    JSON values), ``control.if`` (``{condition: WhenExpr}`` -> ``{condition}``),
-    ``control.switch`` (``{value, cases: [{when, route}]}`` -> ``{route, value}``,
-    route ``"default"`` when no case matches), ``control.noop`` (``{value}`` ->
-    ``{value}``), ``control.fail`` (``{message}``: fails the node), ``control.wait``
-    (``{ms}`` -> ``{waitedMs}``, cancellable), and the LLM node ``claude.agent``
-    (alias ``anthropic.text``): input ``prompt`` and optional ``system``; config
-    ``schema`` (or ``outputSchema``) for structured output, ``model``, ``options``;
-    output ``{text, structured_output?, usage}``.
+    Built-ins (pack ``core``): ``echo`` (``{text}`` -> ``{text}``), ``constant``
+    (``{value}`` -> ``{value}``), ``condition.equals`` (``{left, right}`` ->
+    ``{value}``, compared as JSON values), ``control.if`` (``{condition}`` ->
+    ``{condition}``), ``control.switch`` (``{value, cases: [{when, route}]}`` ->
+    ``{route, value}``, route ``"default"`` when no case matches), ``control.noop``
+    (``{value}`` -> ``{value}``), ``control.fail`` (``{message}``: fails the node),
+    ``control.wait`` (``{ms}`` -> ``{waitedMs}``, cancellable), ``control.foreach``
+    (``{items, as, body, concurrency?}`` -> ``{iterations: [{item, outputs}]}``),
+    ``system.state.get`` (``{key}`` -> ``{value}``) and ``system.state.set``
+    (``{key, value}`` -> ``{ok}``). Pack ``claude``: the LLM node ``claude.agent``
+    (alias ``anthropic.text``): input ``prompt``, optional ``system`` and
+    ``options`` (``model``, ``outputSchema``); config ``schema`` (or
+    ``outputSchema``), ``model``, ``options``; output ``{text, structuredOutput?,
+    structured_output?, usage}``.
 
     ::
 
@@ -79,12 +63,23 @@ class NodeRegistry:
     """
 
     def __init__(self) -> None:
-        self._types: dict[str, _NodeType] = {}
-        for name, fn in _BUILTINS.items():
-            self.register(name, fn)
+        self._types: dict[str, tuple[NodeFunction, bool]] = {}
+        self._packs: dict[str, set[str]] = {}
+        for pack, types in BUILTIN_PACKS.items():
+            for name, fn in types.items():
+                self.register(name, fn, pack=pack)
 
-    def register(self, type: str, fn: NodeFunction, *, replace: bool = False) -> NodeFunction:
+    def register(
+        self, type: str, fn: NodeFunction, *, replace: bool = False, pack: str | None = None
+    ) -> NodeFunction:
         """Add node type ``type``, run by ``fn(input)`` or ``fn(input, ctx)``; return ``fn``.
+
+        Args:
+            type: The type's name, as nodes give it.
+            fn: The function that runs it.
+            replace: Replace a type registered already.
+            pack: The pack it belongs to (default: the name's first part,
+                ``"tutorial"`` for ``"tutorial.flaky"``).
 
         Raises:
             TypeError: ``fn`` is not callable.
@@ -96,8 +91,32 @@ class NodeRegistry:
             raise ValueError(
                 f"Node type {type!r} is registered already; pass replace=True to override it."
             )
-        self._types[type] = _NodeType(fn, _takes_context(fn))
+        self._types[type] = (fn, _takes_context(fn))
+        name = pack if pack is not None else type.partition(".")[0] if "." in type else None
+        if name is not None:
+            self._packs.setdefault(name, set()).add(type)
         return fn
+
+    def add_pack(self, name: str, types: Mapping[str, NodeFunction] | NodeRegistry) -> None:
+        """Register ``types`` (a mapping, or another registry's own types) as pack ``name``.
+
+        Raises:
+            ValueError: A type is registered already.
+        """
+        if isinstance(types, NodeRegistry):
+            types = {
+                t: types.function(t)
+                for t in types
+                if types.function(t) is not _BUILTIN_FUNCTIONS.get(t)
+            }
+        for type, fn in types.items():
+            self.register(type, fn, pack=name)
+        self._packs.setdefault(name, set())
+
+    @property
+    def packs(self) -> tuple[str, ...]:
+        """The packs this registry has, sorted."""
+        return tuple(sorted(self._packs))
 
     def __contains__(self, type: object) -> bool:
         return type in self._types
@@ -114,14 +133,16 @@ class NodeRegistry:
         Raises:
             UnknownNodeTypeError: No such type.
         """
-        return self._get(type, None).fn
+        if type not in self._types:
+            self.require({"?": type})
+        return self._types[type][0]
 
     def require(self, types: Mapping[str, str]) -> None:
         """Check that every ``{node_id: type}`` is registered.
 
         Raises:
-            UnknownNodeTypeError: Naming every unknown type, its nodes, and the known
-                types.
+            UnknownNodeTypeError: Naming every unknown type, its nodes, the known
+                types, and how to add one.
         """
         unknown: dict[str, list[str]] = {}
         for node, type in types.items():
@@ -135,36 +156,100 @@ class NodeRegistry:
             )
             raise UnknownNodeTypeError(
                 f"Unknown node type{'s' if len(unknown) > 1 else ''}: {listed}. Known types: "
-                f"{', '.join(self)}. Register yours with registry.register(type, fn) and pass "
-                "registry=.",
+                f"{', '.join(self)}. {_HOW}",
                 type=first,
                 node=nodes[0],
                 known=list(self),
             )
 
+    def require_packs(self, packs: Iterable[str], *, flow: str | None = None) -> None:
+        """Check that every pack a flow declares (``nodePacks``) is available.
+
+        Raises:
+            FlowSpecError: Naming the missing packs and the available ones.
+        """
+        missing = [pack for pack in dict.fromkeys(packs) if pack not in self._packs]
+        if missing:
+            raise FlowSpecError(
+                f"Node pack{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
+                f"{'are' if len(missing) > 1 else 'is'} not available (available: "
+                f"{', '.join(self.packs)}). Install a package that provides "
+                f"{'them' if len(missing) > 1 else 'it'} (entry point group {ENTRY_POINT_GROUP}), "
+                "or pass a registry that has its types (--registry MODULE:ATTR).",
+                flow=flow,
+            )
+
     async def call(self, type: str, input: Any, ctx: NodeContext) -> Any:
         """Run node type ``type`` on ``input``; await it if it is async."""
-        node_type = self._get(type, ctx.node)
-        result = node_type.fn(input, ctx) if node_type.takes_context else node_type.fn(input)
+        if type not in self._types:
+            self.require({ctx.node: type})
+        fn, takes_context = self._types[type]
+        result = fn(input, ctx) if takes_context else fn(input)
         if inspect.isawaitable(result):
             result = await result
         return result
 
-    def _get(self, type: str, node: str | None) -> _NodeType:
-        found = self._types.get(type)
-        if found is None:
-            self.require({node or "?": type})
-        assert found is not None
-        return found
-
     def copy(self) -> NodeRegistry:
-        """A new registry with the same types."""
+        """A new registry with the same types and packs."""
         clone = NodeRegistry()
         clone._types = dict(self._types)
+        clone._packs = {name: set(types) for name, types in self._packs.items()}
         return clone
 
+    @classmethod
+    def discover(cls) -> NodeRegistry:
+        """The built-in types plus every pack installed through entry points.
+
+        A pack that fails to load, or gives something else than a registry, a
+        mapping of types or a function returning one, is left out with a warning.
+        """
+        registry = cls()
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                found: Any = entry.load()
+                if callable(found) and not isinstance(found, NodeRegistry | Mapping):
+                    found = found()
+                if not isinstance(found, NodeRegistry | Mapping):
+                    raise TypeError(
+                        f"it gives {type(found).__name__}, not a NodeRegistry, a mapping "
+                        "{type: function}, or a function returning one"
+                    )
+                registry.add_pack(entry.name, found)
+            except Exception as exc:  # a broken plugin must not break every flow
+                log(
+                    "migration",
+                    "warning",
+                    "node pack left out",
+                    pack=entry.name,
+                    entry_point=entry.value,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+        return registry
+
     def __repr__(self) -> str:
-        return f"<NodeRegistry {len(self)} types>"
+        return f"<NodeRegistry {len(self)} types, packs {', '.join(self.packs)}>"
+
+
+RegistrySource = NodeRegistry | Callable[[], NodeRegistry]
+"""A registry, or a function building one (called once per executor)."""
+
+
+def registry_of(source: RegistrySource | None) -> NodeRegistry:
+    """The registry an executor uses: ``source``, what it builds, or :meth:`NodeRegistry.discover`.
+
+    Raises:
+        TypeError: ``source`` is, or builds, something else than a ``NodeRegistry``.
+    """
+    if source is None:
+        return NodeRegistry.discover()
+    if isinstance(source, NodeRegistry):
+        return source
+    built = source() if callable(source) else source
+    if not isinstance(built, NodeRegistry):
+        raise TypeError(
+            f"registry= takes a NodeRegistry or a function returning one; got {built!r}."
+        )
+    return built
 
 
 def _takes_context(fn: NodeFunction) -> bool:
@@ -178,126 +263,3 @@ def _takes_context(fn: NodeFunction) -> bool:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
     ]
     return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional)
-
-
-# -- built-in types -------------------------------------------------------------------
-
-
-def _mapping(input: Any, type: str) -> Mapping[str, Any]:
-    if not isinstance(input, Mapping):
-        raise TypeError(f"The {type} node type needs a mapping as input, got {input!r}.")
-    return input
-
-
-def _echo(input: Any) -> dict[str, Any]:
-    text = _mapping(input, "echo").get("text")
-    if not isinstance(text, str):
-        raise TypeError(f"An echo node needs input.text as a string, got {text!r}.")
-    return {"text": text}
-
-
-def _constant(input: Any) -> dict[str, Any]:
-    return {"value": _mapping(input, "constant").get("value")}
-
-
-def _equals(input: Any) -> dict[str, Any]:
-    data = _mapping(input, "condition.equals")
-    return {"value": json_equal(data.get("left"), data.get("right"))}
-
-
-def _condition(expr: Any, ctx: NodeContext, where: str) -> bool:
-    problems = check_when(expr, where)
-    if problems:
-        raise ValueError(problems[0])
-    return evaluate_when(expr, ctx.bindings)
-
-
-def _if(input: Any, ctx: NodeContext) -> dict[str, Any]:
-    condition = _mapping(input, "control.if").get("condition")
-    return {"condition": _condition(condition, ctx, "control.if input.condition")}
-
-
-def _switch(input: Any, ctx: NodeContext) -> dict[str, Any]:
-    data = _mapping(input, "control.switch")
-    cases = data.get("cases") or []
-    if not isinstance(cases, list):
-        raise TypeError(f"A control.switch node needs input.cases as a list, got {cases!r}.")
-    for index, case in enumerate(cases):
-        if not isinstance(case, Mapping) or not isinstance(case.get("route"), str):
-            raise TypeError(f"control.switch case {index} needs {{when, route}}, got {case!r}.")
-        if _condition(case.get("when"), ctx, f"control.switch case {index} when"):
-            return {"route": case["route"], "value": data.get("value")}
-    return {"route": "default", "value": data.get("value")}
-
-
-def _noop(input: Any) -> dict[str, Any]:
-    return {"value": _mapping(input, "control.noop").get("value")}
-
-
-def _fail(input: Any, ctx: NodeContext) -> Any:
-    message = _mapping(input, "control.fail").get("message") or "control.fail"
-    raise FlowFailError(str(message), node=ctx.node)
-
-
-async def _wait(input: Any) -> dict[str, Any]:
-    ms = _mapping(input, "control.wait").get("ms", 0)
-    if isinstance(ms, bool) or not isinstance(ms, int | float) or ms < 0:
-        raise TypeError(f"A control.wait node needs input.ms as a number >= 0, got {ms!r}.")
-    if ms:
-        await asyncio.sleep(ms / 1000)
-    return {"waitedMs": ms}
-
-
-async def _llm(input: Any, ctx: NodeContext) -> dict[str, Any]:
-    data = _mapping(input, ctx.type)
-    prompt = data.get("prompt")
-    if not isinstance(prompt, str):
-        raise TypeError(f"A {ctx.type} node needs input.prompt as a string, got {prompt!r}.")
-    if ctx.provider is None:
-        raise NoProviderError(
-            f"Node {ctx.node!r} ({ctx.type}) has no provider to run its prompt on. Pass "
-            "provider= (e.g. ScriptedProvider({...}) offline, AnthropicProvider() for Claude) "
-            "to run_edge_harness(), harness_to_reactive() or the graph's run().",
-            agent=ctx.node,
-        )
-    config = ctx.config
-    schema = config.get("schema", config.get("outputSchema"))
-    options = dict(config.get("options") or {})
-    if "model" in config:
-        options["model"] = config["model"]
-    reply = await ask(
-        ctx.provider,
-        agent=ctx.node,
-        prompt=prompt,
-        system=data.get("system", config.get("system")),
-        output_schema=schema,
-        options=options,
-    )
-    output: dict[str, Any] = {"text": reply.text}
-    if schema is not None:
-        structured = reply.output
-        if isinstance(structured, str):
-            try:
-                structured = json.loads(structured)
-            except json.JSONDecodeError:
-                raise ValueError(
-                    f"Node {ctx.node!r} asked for structured output, but the answer is not "
-                    f"JSON: {structured[:200]!r}."
-                ) from None
-        output["structured_output"] = structured
-    output["usage"] = reply.usage
-    return output
-
-
-_BUILTINS: dict[str, NodeFunction] = {
-    "echo": _echo,
-    "constant": _constant,
-    "condition.equals": _equals,
-    "control.if": _if,
-    "control.switch": _switch,
-    "control.noop": _noop,
-    "control.fail": _fail,
-    "control.wait": _wait,
-    "claude.agent": _llm,
-    "anthropic.text": _llm,
-}

@@ -3,28 +3,57 @@
 Forward edges must form a DAG; loop edges (``type: loop``) may point back. The
 *body* of a loop edge into ``target`` is every node reachable from ``target`` along
 forward edges (``target`` included): the nodes a loop re-opens when it fires.
+
+Every walk here is iterative and every index is built in one pass over the edges,
+so a flow of thousands of nodes (a long chain included) is checked in linear time.
+The module knows edges only through the small :class:`Edge` protocol.
 """
 
 from __future__ import annotations
 
 import difflib
+import heapq
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from migration._spec import EdgeSpec
-
-__all__ = ["Problem", "Topology", "check_topology"]
+__all__ = ["Edge", "Problem", "Topology", "check_topology"]
 
 _ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-RESERVED = ("flow", "workflow")
+RESERVED = ("flow", "workflow", "state")
 
 Problem = tuple[str, str | None, str | None]
 """A problem: the sentence, the node it is about, the edge it is about."""
 
 
-def check_topology(nodes: Sequence[str], edges: Sequence[EdgeSpec]) -> list[Problem]:
+class Edge(Protocol):
+    """What the topology needs to know of an edge."""
+
+    @property
+    def source(self) -> str:
+        """The node the edge leaves."""
+
+    @property
+    def target(self) -> str:
+        """The node the edge enters."""
+
+    @property
+    def type(self) -> str:
+        """``forward`` or ``loop``."""
+
+    @property
+    def max_iterations(self) -> int | None:
+        """How often a loop edge may fire."""
+
+    @property
+    def key(self) -> str:
+        """``"from->to"``."""
+
+
+E = TypeVar("E", bound=Edge)
+
+
+def check_topology(nodes: Sequence[str], edges: Sequence[Edge]) -> list[Problem]:
     """Every problem of node ids and edges, each naming its node or edge and the fix."""
     problems: list[Problem] = []
     seen: dict[str, int] = {}
@@ -41,13 +70,13 @@ def check_topology(nodes: Sequence[str], edges: Sequence[EdgeSpec]) -> list[Prob
             )
             continue
         if node in RESERVED:
+            what = (
+                "flow state ({{state.*}})"
+                if node == "state"
+                else f"flow inputs ({{{{{node}.input.*}}}})"
+            )
             problems.append(
-                (
-                    f"Node {node!r}: the id is reserved for flow inputs "
-                    f"({{{{{node}.input.*}}}}); rename the node.",
-                    node,
-                    None,
-                )
+                (f"Node {node!r}: the id is reserved for {what}; rename the node.", node, None)
             )
         if node in seen:
             problems.append(
@@ -67,10 +96,13 @@ def check_topology(nodes: Sequence[str], edges: Sequence[EdgeSpec]) -> list[Prob
             if end not in seen:
                 close = difflib.get_close_matches(end, ids, n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
+                listed = ", ".join(ids[:20]) + (
+                    f", ... ({len(ids) - 20} more)" if len(ids) > 20 else ""
+                )
                 problems.append(
                     (
                         f"Edge {edge.key}: {label} {end!r} is not a node ({hint}nodes: "
-                        f"{', '.join(ids) or 'none'}); fix the id or add the node.",
+                        f"{listed or 'none'}); fix the id or add the node.",
                         None,
                         edge.key,
                     )
@@ -95,12 +127,12 @@ def check_topology(nodes: Sequence[str], edges: Sequence[EdgeSpec]) -> list[Prob
                 )
             )
     if not problems:
-        cycle = _find_cycle(ids, [e for e in edges if e.type == "forward"])
+        cycle = find_cycle(ids, [e for e in edges if e.type == "forward"])
         if cycle:
             back = f"{cycle[-2]}->{cycle[-1]}"
             problems.append(
                 (
-                    f"Forward edges form a cycle: {' -> '.join(cycle)}. Forward edges must "
+                    f"Forward edges form a cycle: {_spell(cycle)}. Forward edges must "
                     f"not loop back; make edge {back} a loop edge (type: loop, with "
                     "maxIterations and usually a when), or remove it.",
                     None,
@@ -110,37 +142,42 @@ def check_topology(nodes: Sequence[str], edges: Sequence[EdgeSpec]) -> list[Prob
     return problems
 
 
-def _find_cycle(ids: list[str], edges: Sequence[EdgeSpec]) -> list[str]:
+def _spell(cycle: list[str]) -> str:
+    """``a -> b -> c -> a``, with the middle of a long cycle left out."""
+    if len(cycle) <= 12:
+        return " -> ".join(cycle)
+    hidden = len(cycle) - 10
+    return f"{' -> '.join(cycle[:5])} -> ... ({hidden} more) ... -> {' -> '.join(cycle[-5:])}"
+
+
+def find_cycle(ids: Sequence[str], edges: Sequence[Edge]) -> list[str]:
+    """A cycle of ``edges`` as ``[a, b, ..., a]``, or ``[]`` (iterative depth-first search)."""
     successors: dict[str, list[str]] = {node: [] for node in ids}
     for edge in edges:
         successors[edge.source].append(edge.target)
     state: dict[str, int] = {}  # 1: on the current path, 2: finished
-    path: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        path.append(node)
-        for nxt in successors[node]:
-            if state.get(nxt) == 1:
+    for start in ids:
+        if start in state:
+            continue
+        path = [start]
+        state[start] = 1
+        cursors = [iter(successors[start])]
+        while cursors:
+            nxt = next(cursors[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                cursors.pop()
+            elif state.get(nxt) == 1:
                 return [*path[path.index(nxt) :], nxt]
-            if nxt not in state:
-                found = visit(nxt)
-                if found:
-                    return found
-        path.pop()
-        state[node] = 2
-        return []
-
-    for node in ids:
-        if node not in state:
-            found = visit(node)
-            if found:
-                return found
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                cursors.append(iter(successors[nxt]))
     return []
 
 
-class Topology:
-    """Derived structure of a checked flow (see :func:`check_topology`).
+class Topology(Generic[E]):
+    """Derived structure of a checked set of nodes and the edges between them.
 
     Attributes:
         order: Node ids in topological order of the forward edges (ties keep the
@@ -152,36 +189,40 @@ class Topology:
         body: For each loop target, the nodes a loop into it re-opens.
     """
 
-    def __init__(self, nodes: Sequence[str], edges: Sequence[EdgeSpec]) -> None:
+    def __init__(self, nodes: Sequence[str], edges: Sequence[E]) -> None:
         ids = list(nodes)
-        self.incoming: dict[str, tuple[EdgeSpec, ...]] = {}
-        self.outgoing: dict[str, tuple[EdgeSpec, ...]] = {}
-        self.loops_out: dict[str, tuple[EdgeSpec, ...]] = {}
-        self.loops_in: dict[str, tuple[EdgeSpec, ...]] = {}
-        for node in ids:
-            self.incoming[node] = tuple(
-                e for e in edges if e.type == "forward" and e.target == node
-            )
-            self.outgoing[node] = tuple(
-                e for e in edges if e.type == "forward" and e.source == node
-            )
-            self.loops_out[node] = tuple(e for e in edges if e.type == "loop" and e.source == node)
-            self.loops_in[node] = tuple(e for e in edges if e.type == "loop" and e.target == node)
+        incoming: dict[str, list[E]] = {node: [] for node in ids}
+        outgoing: dict[str, list[E]] = {node: [] for node in ids}
+        loops_out: dict[str, list[E]] = {node: [] for node in ids}
+        loops_in: dict[str, list[E]] = {node: [] for node in ids}
+        for edge in edges:
+            if edge.type == "forward":
+                incoming[edge.target].append(edge)
+                outgoing[edge.source].append(edge)
+            else:
+                loops_out[edge.source].append(edge)
+                loops_in[edge.target].append(edge)
+        self.incoming = {node: tuple(found) for node, found in incoming.items()}
+        self.outgoing = {node: tuple(found) for node, found in outgoing.items()}
+        self.loops_out = {node: tuple(found) for node, found in loops_out.items()}
+        self.loops_in = {node: tuple(found) for node, found in loops_in.items()}
         self.order = self._sort(ids)
+        self.position = {node: index for index, node in enumerate(self.order)}
         self.body = {node: self._reach(node) for node in ids if self.loops_in[node]}
 
     def _sort(self, ids: list[str]) -> tuple[str, ...]:
+        declared = {node: index for index, node in enumerate(ids)}
         waiting = {node: len(self.incoming[node]) for node in ids}
+        ready = [(declared[node], node) for node in ids if waiting[node] == 0]
+        heapq.heapify(ready)
         order: list[str] = []
-        ready = [node for node in ids if waiting[node] == 0]
         while ready:
-            node = ready.pop(0)
+            _, node = heapq.heappop(ready)
             order.append(node)
             for edge in self.outgoing[node]:
                 waiting[edge.target] -= 1
                 if waiting[edge.target] == 0:
-                    ready.append(edge.target)
-            ready.sort(key=ids.index)
+                    heapq.heappush(ready, (declared[edge.target], edge.target))
         return tuple(order)
 
     def _reach(self, start: str) -> frozenset[str]:

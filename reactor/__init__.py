@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     from reactor._recording.diff import Divergence
     from reactor._recording.info import RunInfo
     from reactor._recording.memory import MemorySignalStore
+    from reactor._recording.postgres import PostgresSignalStore
     from reactor._recording.recording import Recording
     from reactor._recording.sqlite import SQLiteSignalStore
     from reactor._result import (
@@ -139,6 +140,7 @@ __all__ = [
     "OutputValidationError",
     "Pattern",
     "PatternError",
+    "PostgresSignalStore",
     "ProgressReporter",
     "Provider",
     "ProviderError",
@@ -205,6 +207,7 @@ _LAZY: dict[str, str] = {
     "MetricsReporter": "reactor.logging",
     "ModelPrice": "reactor._providers.pricing",
     "Pattern": "reactor._patterns",
+    "PostgresSignalStore": "reactor._recording.postgres",
     "ProgressReporter": "reactor._progress",
     "Provider": "reactor.typing",
     "ProviderEvent": "reactor._providers.base",

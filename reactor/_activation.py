@@ -13,11 +13,13 @@ things an activation needs of the run it belongs to.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reactor._agentrun import AgentRun
 from reactor._bus import set_current_signal
 from reactor._context import AgentContext
 from reactor._diagnostics import log
@@ -26,10 +28,10 @@ from reactor._modelcall import CallSite, ModelCall, RunProvider, check_output, s
 from reactor._names import error_info
 from reactor._output import OutputSpec
 from reactor._templates import render
-from stores import acting_as
+from stores import actor_context
 
 if TYPE_CHECKING:
-    from reactor._agentrun import Activation, AgentRun
+    from reactor._agentrun import Activation
     from reactor._providers.base import Provider
     from reactor._signal import Signal
     from stores import Store
@@ -126,8 +128,8 @@ class Activator:
             signal,
             services.input,
             services.store,
-            lambda ctx, name, payload: self._emit(agent_run, ctx, name, payload),
-            lambda: self._bound(agent_run),
+            self,
+            agent_run,
             services.scope,
         )
 
@@ -156,17 +158,20 @@ class Activator:
         guard: Callable[[AgentContext[Any]], Any] = agent.when  # type: ignore[assignment]
         return bool(guard(self.context(agent_run, signal)))
 
-    async def activate(self, activation: Activation) -> None:
-        """Run one activation; never raises except to propagate cancellation."""
-        activation.started = True
-        # The activation's signal is the cause of everything it emits (the task runs
-        # in its own copy of the context).
-        set_current_signal(activation.signal)
-        agent_run = activation.agent_run
-        with acting_as(agent_run.actor):
-            await self._run(activation, agent_run)
+    def task_context(self, activation: Activation) -> contextvars.Context:
+        """The context an activation's task runs in.
 
-    async def _run(self, activation: Activation, agent_run: AgentRun) -> None:
+        Everything the activation emits is caused by its ``agent:<name>:activated``,
+        and its store writes are the agent's.
+        """
+        context = actor_context(activation.agent_run.actor)
+        context.run(set_current_signal, activation.signal)
+        return context
+
+    async def activate(self, activation: Activation) -> None:
+        """Run one activation (in its :meth:`task_context`); raises only cancellation."""
+        activation.started = True
+        agent_run = activation.agent_run
         services = self.services
         bus = services.bus
         agent = agent_run.agent
@@ -224,17 +229,23 @@ class Activator:
                 turn.done()
             services.release(activation)
 
-    def _bound(self, agent_run: AgentRun) -> Provider | None:
+    def context_provider(self, ctx: AgentContext[Any], key: object) -> Provider | None:
         """A provider for handler code: calls stream through the run, as signals."""
-        target = self.provider_of(agent_run)
+        assert isinstance(key, AgentRun)
+        target = self.provider_of(key)
         return None if target is None else RunProvider(self.calls, target)
 
-    def _emit(self, agent_run: AgentRun, ctx: AgentContext[Any], name: str, payload: Any) -> Signal:
+    def context_emit(self, ctx: AgentContext[Any], key: object, name: str, payload: Any) -> Signal:
+        """Emit from an agent's code (``ctx.emit``), noting names it did not declare."""
+        assert isinstance(key, AgentRun)
+        agent_run = key
         if name in agent_run.agent.emits:
             if ctx.emitted is None:
                 ctx.emitted = set()
             ctx.emitted.add(name)
-        elif name not in agent_run.undeclared:
+        elif agent_run.undeclared is None or name not in agent_run.undeclared:
+            if agent_run.undeclared is None:
+                agent_run.undeclared = set()
             agent_run.undeclared.add(name)
             log(
                 "reactor.run",

@@ -16,12 +16,10 @@ from reactor._output import OutputSpec
 from reactor._patterns import Pattern, normalize_patterns, validate_name
 from reactor._providers.tools import Tool, tools_of
 from reactor._reaction import MODES, Capabilities, ExecutionMode, Reaction
-from reactor._templates import compile_expression, compile_template
+from reactor._templates import Expression, Template, compile_expression, compile_template
 from reactor.exceptions import AgentConfigError, PatternError, SignalNameError
 
 if TYPE_CHECKING:
-    import jinja2
-
     from reactor._context import AgentContext
     from reactor._providers.base import Provider
     from reactor._providers.toolrun import AfterTool, BeforeTool
@@ -65,9 +63,9 @@ class Agent:
     reaction: Reaction | None = None
     execution_mode: ExecutionMode = "suggest"
     capabilities: Capabilities = dataclasses.field(default_factory=Capabilities)
-    prompt_template: jinja2.Template | None = dataclasses.field(repr=False, default=None)
-    system_template: jinja2.Template | None = dataclasses.field(repr=False, default=None)
-    when_expression: Callable[..., Any] | None = dataclasses.field(repr=False, default=None)
+    prompt_template: Template | None = dataclasses.field(repr=False, default=None)
+    system_template: Template | None = dataclasses.field(repr=False, default=None)
+    when_expression: Expression | None = dataclasses.field(repr=False, default=None)
     output_spec: OutputSpec | None = dataclasses.field(repr=False, default=None)
     problems: tuple[str, ...] = dataclasses.field(repr=False, default=())
 
@@ -352,7 +350,7 @@ def _strip_label(message: str) -> str:
     return _LABEL.sub("", message, count=1)
 
 
-def _compile_guard(when: Any, name: str | None) -> Callable[..., Any] | None:
+def _compile_guard(when: Any, name: str | None) -> Expression | None:
     if when is None:
         return None
     if isinstance(when, str):

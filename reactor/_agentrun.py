@@ -46,9 +46,9 @@ class AgentRun:
         ) = agent_names(name)
         self.launched = 0
         self.running = 0
-        self.queue: deque[Signal] = deque()
+        self.queue: deque[Signal] | None = None  # made when a trigger first waits
         self.last_output: Any = None
-        self.undeclared: set[str] = set()
+        self.undeclared: set[str] | None = None  # names emitted but not declared
 
 
 class Activation:

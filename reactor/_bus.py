@@ -151,12 +151,13 @@ class SignalBus:
             [] if history_limit is None else deque(maxlen=history_limit)
         )
         self._seq = 0
-        self._queue: deque[Signal] = deque()
+        self._queue: list[Signal] = []  # waiting for dispatch; drained from the front
         self._dispatching = False
         self._signals: dict[str, blinker.Signal] = {}
         self._handlers: dict[str, tuple[Handler, ...]] = {}
-        self._pattern_subs: list[Subscription] = []
-        self._after_dispatch: list[Handler] = []
+        self._pattern_subs: tuple[Subscription, ...] = ()
+        self._after: Handler | None = None
+        self._router: Handler | None = None
 
     # -- emitting ----------------------------------------------------------------
 
@@ -221,29 +222,38 @@ class SignalBus:
     def _drain(self) -> None:
         queue = self._queue
         handlers_for = self._handlers
-        after = self._after_dispatch
+        after = self._after
+        router = self._router
         self._dispatching = True
+        done = 0
         try:
-            while queue:
-                signal = queue.popleft()
+            while done < len(queue):
+                signal = queue[done]
+                done += 1
                 handlers = handlers_for[signal.name]
-                if not handlers and not after:
+                if not handlers and after is None and router is None:
                     continue
                 token = _CURRENT.set(signal)
                 try:
+                    if router is not None:
+                        try:
+                            router(signal)
+                        except Exception as exc:
+                            self._handler_failed(router, signal, exc)
                     for handler in handlers:
                         try:
                             handler(signal)
                         except Exception as exc:
                             self._handler_failed(handler, signal, exc)
-                    for handler in after:
+                    if after is not None:
                         try:
-                            handler(signal)
+                            after(signal)
                         except Exception as exc:
-                            self._handler_failed(handler, signal, exc)
+                            self._handler_failed(after, signal, exc)
                 finally:
                     _CURRENT.reset(token)
         finally:
+            del queue[:done]
             self._dispatching = False
 
     def _handler_failed(self, handler: Handler, signal: Signal, exc: Exception) -> None:
@@ -310,7 +320,7 @@ class SignalBus:
             for name in list(self._handlers):
                 if matcher(name):
                     self._connect(subscription, name)
-            self._pattern_subs.append(subscription)
+            self._pattern_subs = (*self._pattern_subs, subscription)
         return subscription
 
     def _resolve(self, name: str) -> tuple[Handler, ...]:
@@ -338,16 +348,24 @@ class SignalBus:
             self._signals[name].disconnect(subscription)
             self._refresh(name)
         subscription._names.clear()
-        if subscription in self._pattern_subs:
-            self._pattern_subs.remove(subscription)
+        self._pattern_subs = tuple(s for s in self._pattern_subs if s is not subscription)
 
     def _refresh(self, name: str) -> None:
         receivers = cast(dict[Any, Subscription], self._signals[name].receivers)
         self._handlers[name] = tuple(r.handler for r in receivers.values())
 
-    def add_after_dispatch(self, hook: Handler) -> None:
+    def set_after_dispatch(self, hook: Handler) -> None:
         """Call ``hook(signal)`` after all handlers of every signal (runtime use)."""
-        self._after_dispatch.append(hook)
+        self._after = hook
+
+    def set_router(self, router: Handler) -> None:
+        """Call ``router(signal)`` first for every signal (runtime use).
+
+        A run routes signals to its agents' triggers through a table made once per
+        graph, instead of one subscription per agent per run: a run of a small graph
+        then sets up no subscriptions at all. Set it before the first emit.
+        """
+        self._router = router
 
     # -- reading -----------------------------------------------------------------
 

@@ -125,23 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     graph.add_argument("target", metavar="MODULE:GRAPH")
     graph.set_defaults(handler=cmd_graph)
-    migrate = command(
-        "migrate",
-        "Print an edge-based flow (FlowSpec YAML) as reactor Python, or check it.",
-        "reactor migrate flows/triage.yaml --check",
-    )
-    migrate.add_argument("file", metavar="FILE", help="a FlowSpec YAML file")
-    migrate.add_argument(
-        "--check",
-        action="store_true",
-        help="run the edge-based executor and the converted graph, and compare node outputs",
-    )
-    migrate.add_argument("--input", help="the flow's input for --check: JSON, or @file.json")
-    migrate.add_argument(
-        "--registry", metavar="MODULE:ATTR", help="a NodeRegistry (or factory) with your node types"
-    )
-    migrate.add_argument("-o", "--output", metavar="PATH", help="write the Python to PATH")
-    migrate.set_defaults(handler=cmd_migrate)
+
+    from migration import _cli as migrate_cli  # the migrate command lives with the migration
+
+    migrate = command("migrate", migrate_cli.SUMMARY, migrate_cli.EXAMPLE)
+    migrate_cli.add_arguments(migrate)
+    migrate.set_defaults(handler=migrate_cli.run)
     return parser
 
 
@@ -269,31 +258,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_graph(args: argparse.Namespace) -> int:
     _, graph = load_graph(args.target)
     print(graph.to_mermaid())
-    return 0
-
-
-def cmd_migrate(args: argparse.Namespace) -> int:
-    import migration
-
-    # Loading a flow logs what it ignores (old keys such as nodePacks): keep stdout for
-    # the Python or the report.
-    reactor.logging.configure(level="warning")
-    registry = _attribute(args.registry, "--registry") if args.registry else None
-    if registry is not None and not isinstance(registry, migration.NodeRegistry):
-        registry = registry()
-    if args.check:
-        options: dict[str, Any] = {"registry": registry}
-        if args.input is not None:
-            options["input"] = _json_argument(args.input, "--input")
-        result = migration.check_sync(args.file, **options)
-        print(result.report())
-        return 0 if result.agrees else 1
-    code = migration.to_python(args.file, registry=registry)
-    if args.output:
-        Path(args.output).write_text(code)
-        print(f"wrote {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(code)
     return 0
 
 

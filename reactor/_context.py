@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
@@ -19,6 +19,18 @@ StoreT = TypeVar("StoreT", bound="Store[Any]", default=Any)
 """The store's type, for its actions: ``AgentContext[TradeState, TradeStore]``."""
 
 __all__ = ["AgentContext", "RunView"]
+
+
+class ContextOwner(Protocol):
+    """What a context calls back into: the activation code of its run."""
+
+    def context_emit(self, ctx: AgentContext[Any], key: object, name: str, payload: Any) -> Signal:
+        """Emit ``name`` from the context's agent."""
+        ...
+
+    def context_provider(self, ctx: AgentContext[Any], key: object) -> Provider | None:
+        """The provider handler code of the context's agent calls through the run."""
+        ...
 
 
 class AgentContext(Generic[StateT, StoreT]):
@@ -39,8 +51,8 @@ class AgentContext(Generic[StateT, StoreT]):
     """
 
     __slots__ = (
-        "_emit",
-        "_provider",
+        "_key",
+        "_owner",
         "agent",
         "emitted",
         "input",
@@ -57,8 +69,8 @@ class AgentContext(Generic[StateT, StoreT]):
         signal: Signal,
         input: Any,
         store: StoreT,
-        emit: Callable[[AgentContext[Any], str, Any], Signal],
-        provider: Callable[[], Provider | None] | None = None,
+        owner: ContextOwner | None = None,
+        key: object = None,
         scope: Mapping[str, Any] | None = None,
     ) -> None:
         self.agent = agent
@@ -66,8 +78,8 @@ class AgentContext(Generic[StateT, StoreT]):
         self.signal = signal
         self.input = input
         self.store = store
-        self._emit = emit
-        self._provider = provider
+        self._owner = owner
+        self._key = key
         self.scope: Mapping[str, Any] = scope or {}
         self.emitted: set[str] | None = None
 
@@ -80,8 +92,8 @@ class AgentContext(Generic[StateT, StoreT]):
         counted in the run's metrics and recordings, and answered from the recording
         during a replay. ``None`` if neither the agent nor the run has a provider.
         """
-        factory = self._provider
-        return None if factory is None else factory()
+        owner = self._owner
+        return None if owner is None else owner.context_provider(self, self._key)
 
     @property
     def object(self) -> Any:
@@ -109,7 +121,10 @@ class AgentContext(Generic[StateT, StoreT]):
         output; a name not listed works too, but is logged once as undeclared, since
         the graph is validated and drawn from ``emits``.
         """
-        return self._emit(self, name, payload)
+        owner = self._owner
+        if owner is None:
+            raise RuntimeError(f"{self!r} belongs to no run: it cannot emit {name!r}.")
+        return owner.context_emit(self, self._key, name, payload)
 
     def __repr__(self) -> str:
         return f"<AgentContext agent={self.agent!r} signal={self.signal.name!r}>"

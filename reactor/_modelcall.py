@@ -108,7 +108,10 @@ class ModelCall:
                 before_tool=agent.before_tool,
                 after_tool=agent.after_tool,
             )
-            raw = await self.stream(provider, request, name)
+            raw: Any = None
+            async for event in self.relay(provider, request, name):
+                if isinstance(event, End):
+                    raw = event.output
             if spec is None:
                 return raw
             try:
@@ -130,14 +133,6 @@ class ModelCall:
                     Message("user", _feedback(exc)),
                 ]
         raise AssertionError("unreachable")  # pragma: no cover
-
-    async def stream(self, provider: Provider, request: ProviderRequest, name: str) -> Any:
-        """Call the provider, its events becoming signals; return the output."""
-        output: Any = None
-        async for event in self.relay(provider, request, name):
-            if isinstance(event, End):
-                output = event.output
-        return output
 
     async def relay(
         self, provider: Provider, request: ProviderRequest, name: str

@@ -34,6 +34,7 @@ from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._recording.recording import Recording
 from reactor._result import AgentFailure, RunMetrics, RunResult, RunStatus
+from reactor._routes import routes_of
 from reactor._scheduler import Scheduler
 from reactor._signal import Signal
 from reactor.exceptions import RecordingError, RunTimeoutError
@@ -132,7 +133,7 @@ class Run:
         self.replay: ReplayProvider | None = (
             ReplayProvider(replay) if isinstance(replay, Recording) else replay
         )
-        self.requests: dict[str, dict[str, Any]] = {}
+        self.requests: dict[str, ProviderRequest] = {}
         self._end_check = self._compile_end_when(graph.end_when)
         self.scheduler = Scheduler(self, self.agents, Activator(self))
 
@@ -158,23 +159,19 @@ class Run:
             start = getattr(reporter, "start", None)
             if start is not None:
                 start(info)
-        # Neighbouring agents with the same activate_on share one subscription (a
-        # fan-out of 1,000 agents is one receiver, not 1,000); the order is unchanged.
-        groups: list[tuple[tuple[Any, ...], list[Callable[[Signal], None]]]] = []
-        for agent_run in self.agents:
-            handler = self.scheduler.trigger_handler(agent_run)
-            patterns = agent_run.agent.activate_on
-            if groups and groups[-1][0] == patterns:
-                groups[-1][1].append(handler)
-            else:
-                groups.append((patterns, [handler]))
-        for patterns, handlers in groups:
-            self.bus.subscribe(patterns, handlers[0] if len(handlers) == 1 else _each(handlers))
+        routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
+        agents, trigger = self.agents, self.scheduler.trigger
+
+        def route(signal: Signal) -> None:
+            for index in routes(signal.name):
+                trigger(agents[index], signal)
+
+        self.bus.set_router(route)
         for reporter in self.options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         for watcher in _WATCHERS.get():
             self.bus.subscribe("**", watcher)
-        self.bus.add_after_dispatch(self._after_dispatch)
+        self.bus.set_after_dispatch(self._after_dispatch)
         self.bus.emit(
             HARNESS_START,
             {"input": self.options.input, "state": self.store.snapshot()},
@@ -184,9 +181,10 @@ class Run:
     async def execute(self) -> RunResult:
         """Run until quiescence (or until closed, for a live run) or a stop."""
         self._main = asyncio.current_task()
-        self._wake = asyncio.Event()
-        if self.closed or self.ending:
-            self._wake.set()
+        if self.live:  # only a live run waits to be closed
+            self._wake = asyncio.Event()
+            if self.closed or self.ending:
+                self._wake.set()
         if self.options.timeout is not None:
             self._timer = asyncio.get_running_loop().call_later(
                 self.options.timeout, self._on_timeout
@@ -194,7 +192,7 @@ class Run:
         try:
             async with asyncio.TaskGroup() as group:
                 self.scheduler.attach(group, self._main)
-                if self.live:
+                if self._wake is not None:
                     await self._wake.wait()
         except asyncio.CancelledError:
             self._set_status("aborted", "the run was cancelled from outside")
@@ -245,14 +243,14 @@ class Run:
         return self.run_id
 
     def record_request(self, request: ProviderRequest) -> None:
-        """Keep what a provider was asked, with the result and the recording (once per hash)."""
+        """Keep what a provider was asked, for the result and the recording (once per hash)."""
         digest = request.request_hash
         if digest in self.requests:
             return
-        fingerprint = self.requests[digest] = request.fingerprint()
+        self.requests[digest] = request
         record = self.options.record
         if record is not None:
-            record.record_request(self.run_id, digest, fingerprint)
+            record.record_request(self.run_id, digest, request.fingerprint())
 
     def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
         """Add a provider call's tokens and cost to the run's metrics."""
@@ -312,7 +310,7 @@ class Run:
             run_id=self.run_id,
             reason=self.reason,
             graph=self.graph.name,
-            requests=self.requests,
+            requests={digest: r.fingerprint() for digest, r in self.requests.items()},
             failures=tuple(self.failures),
         )
 
@@ -419,11 +417,3 @@ class Run:
             return bool(end_when(view))
 
         return check
-
-
-def _each(handlers: list[Callable[[Signal], None]]) -> Callable[[Signal], None]:
-    def dispatch(signal: Signal) -> None:
-        for handler in handlers:
-            handler(signal)
-
-    return dispatch

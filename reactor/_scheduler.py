@@ -12,7 +12,8 @@ agent's ``concurrency`` and the run's limits. Activations are tasks of the run's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections import deque
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._agentrun import Activation, AgentRun
@@ -78,7 +79,7 @@ class Scheduler:
         self.activations = 0
         self.pending: list[tuple[AgentRun, Signal]] = []
         self.inflight: dict[asyncio.Task[None], Activation] = {}
-        self._deferred: list[tuple[Activation, Coroutine[Any, Any, None]]] = []
+        self._deferred: list[tuple[Activation, Coroutine[Any, Any, None]]] | None = None
         self._group: asyncio.TaskGroup | None = None
         self._main: asyncio.Task[Any] | None = None
 
@@ -86,39 +87,35 @@ class Scheduler:
         """Run activations in ``group`` from now on (those launched before start now)."""
         self._group = group
         self._main = main
-        deferred, self._deferred = self._deferred, []
-        for activation, coroutine in deferred:
+        deferred, self._deferred = self._deferred, None
+        for activation, coroutine in deferred or ():
             self._spawn(activation, coroutine)
 
     # -- triggers ----------------------------------------------------------------
 
-    def trigger_handler(self, agent_run: AgentRun) -> Callable[[Signal], None]:
-        """The bus handler of ``agent_run``'s ``activate_on`` patterns."""
-        host = self.host
-        limit = agent_run.agent.max_activations
-        guarded = agent_run.agent.when is not None
-        allowed = self.activator.allowed
-        pending = self.pending
+    def trigger(self, agent_run: AgentRun, signal: Signal) -> None:
+        """``signal`` matched the agent's ``activate_on``: check it may run, then queue it.
 
-        def on_trigger(signal: Signal) -> None:
-            if host.ending:
-                self.skip(agent_run, signal, "ended")
+        Called while the signal is dispatched, so the guard sees the state it caused.
+        """
+        if self.host.ending:
+            self.skip(agent_run, signal, "ended")
+            return
+        agent = agent_run.agent
+        limit = agent.max_activations
+        if limit is not None and agent_run.launched >= limit:
+            self.skip(agent_run, signal, "limit")
+            return
+        if agent.when is not None:
+            try:
+                passed = self.activator.allowed(agent_run, signal)
+            except Exception as exc:
+                self._guard_failed(agent_run, signal, exc)
                 return
-            if limit is not None and agent_run.launched >= limit:
-                self.skip(agent_run, signal, "limit")
+            if not passed:
+                self.skip(agent_run, signal, "guard")
                 return
-            if guarded:
-                try:
-                    passed = allowed(agent_run, signal)
-                except Exception as exc:
-                    self._guard_failed(agent_run, signal, exc)
-                    return
-                if not passed:
-                    self.skip(agent_run, signal, "guard")
-                    return
-            pending.append((agent_run, signal))
-
-        return on_trigger
+        self.pending.append((agent_run, signal))
 
     def start_pending(self) -> None:
         """Start (or queue, or skip) the activations the last signal asked for."""
@@ -138,14 +135,15 @@ class Scheduler:
             self.skip(agent_run, trigger, "ended")
         elif agent_run.running == 0 or mode == "parallel":
             self._launch(agent_run, trigger)
-        elif mode == "serial":
-            agent_run.queue.append(trigger)
         elif mode == "skip":
             self.skip(agent_run, trigger, "busy")
         else:
-            while agent_run.queue:
-                self.skip(agent_run, agent_run.queue.popleft(), "superseded")
-            agent_run.queue.append(trigger)
+            queue = agent_run.queue
+            if queue is None:
+                queue = agent_run.queue = deque()
+            while mode == "latest" and queue:
+                self.skip(agent_run, queue.popleft(), "superseded")
+            queue.append(trigger)
 
     def _launch(self, agent_run: AgentRun, trigger: Signal) -> None:
         host = self.host
@@ -178,13 +176,16 @@ class Scheduler:
         activation = Activation(agent_run, trigger, signal)
         coroutine = self.activator.activate(activation)
         if self._group is None:
+            if self._deferred is None:
+                self._deferred = []
             self._deferred.append((activation, coroutine))
         else:
             self._spawn(activation, coroutine)
 
     def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
         assert self._group is not None
-        task = self._group.create_task(coroutine)
+        context = self.activator.task_context(activation)
+        task = self._group.create_task(coroutine, context=context)
         activation.task = task
         self.inflight[task] = activation
         if self.host.ending and self.host.options.on_end == "cancel":

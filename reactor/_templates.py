@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import jinja2
 import jinja2.nodes
@@ -20,11 +20,13 @@ import pydantic
 import pydantic_core
 from jinja2.sandbox import SandboxedEnvironment
 
+from reactor._compiled import compile_fast, compile_fast_template
 from reactor._signal import json_fallback
 from reactor.exceptions import AgentConfigError, TemplateError
 
 __all__ = [
     "CONTEXT_NAMES",
+    "Template",
     "compile_expression",
     "compile_template",
     "render",
@@ -34,6 +36,9 @@ __all__ = [
 
 CONTEXT_NAMES = ("state", "input", "signal", "agent", "run_id")
 """The names a template or string guard can read."""
+
+Expression: TypeAlias = Callable[[Mapping[str, Any]], Any]
+"""A compiled guard: evaluates over the names templates see."""
 
 MAX_CHARS = int(os.environ.get("REACTOR_MAX_TEMPLATE_CHARS", "4000000"))
 """The longest text a template may render (``REACTOR_MAX_TEMPLATE_CHARS``)."""
@@ -102,14 +107,42 @@ _ENV = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newlin
 _ENV.filters["tojson"] = to_json
 
 
-def compile_template(source: str, *, agent: str | None, field: str) -> jinja2.Template:
+class Template:
+    """A compiled prompt template: closures for the common case, else Jinja2 itself.
+
+    Attributes:
+        source: The template's text.
+    """
+
+    __slots__ = ("_fast", "_jinja", "source")
+
+    def __init__(self, source: str, jinja: jinja2.Template) -> None:
+        self.source = source
+        self._jinja = jinja
+        self._fast = compile_fast_template(source, _ENV)
+
+    def render(self, context: Mapping[str, Any]) -> str:
+        """Render with ``context`` (errors as Jinja2 raises them; see :func:`render`)."""
+        if self._fast is None:
+            return _bounded(self._jinja.generate(context))
+        text: str = self._fast(context)
+        if len(text) > MAX_CHARS:
+            raise _TooLong
+        return text
+
+
+class _TooLong(Exception):
+    """A template rendered more than ``MAX_CHARS``."""
+
+
+def compile_template(source: str, *, agent: str | None, field: str) -> Template:
     """Compile a template at definition time.
 
     Raises:
         AgentConfigError: The template has a syntax error (names the agent and line).
     """
     try:
-        return _ENV.from_string(source)
+        return Template(source, _ENV.from_string(source))
     except jinja2.TemplateSyntaxError as exc:
         raise AgentConfigError(
             f"Agent {agent or '(unnamed)'!r}: the {field} template has a syntax error on "
@@ -119,14 +152,17 @@ def compile_template(source: str, *, agent: str | None, field: str) -> jinja2.Te
         ) from exc
 
 
-def compile_expression(source: str, *, agent: str | None) -> Callable[..., Any]:
+def compile_expression(source: str, *, agent: str | None) -> Expression:
     """Compile a string guard (``"state.confidence > 0.8"``) at definition time.
+
+    The common subset compiles to Python closures over the same sandbox
+    (:mod:`reactor._guards`); the rest is evaluated by Jinja2.
 
     Raises:
         AgentConfigError: The expression has a syntax error.
     """
     try:
-        return _ENV.compile_expression(source, undefined_to_none=False)
+        slow = _ENV.compile_expression(source, undefined_to_none=False)
     except jinja2.TemplateSyntaxError as exc:
         raise AgentConfigError(
             f"Agent {agent or '(unnamed)'!r}: the `when` expression {source!r} has a syntax "
@@ -135,6 +171,8 @@ def compile_expression(source: str, *, agent: str | None) -> Callable[..., Any]:
             + ', e.g. when="state.confidence > 0.8".',
             agent=agent,
         ) from exc
+    fast = compile_fast(source, _ENV)
+    return fast if fast is not None else lambda context: slow(**context)
 
 
 def _reason(exc: jinja2.TemplateSyntaxError) -> str:
@@ -166,7 +204,7 @@ def state_references(source: str, *, expression: bool = False) -> list[str]:
 
 
 def render(
-    template: jinja2.Template | Callable[..., Any],
+    template: Template | Expression,
     context: Mapping[str, Any],
     *,
     agent: str,
@@ -180,11 +218,15 @@ def render(
             in another way. Never a raw Jinja error.
     """
     try:
-        if isinstance(template, jinja2.Template):
-            return _bounded(template.generate(context), agent=agent, field=field)
-        return bool(template(**context))
-    except TemplateError:
-        raise
+        if isinstance(template, Template):
+            return template.render(context)
+        return bool(template(context))
+    except _TooLong:
+        raise TemplateError(
+            f"Agent {agent!r}: the {field} rendered more than {MAX_CHARS:,} characters; "
+            "shorten what it includes, or raise REACTOR_MAX_TEMPLATE_CHARS.",
+            agent=agent,
+        ) from None
     except jinja2.UndefinedError as exc:
         message = str(exc)
         found = _MISSING_NAME.search(message) or _MISSING_ATTR.search(message)
@@ -215,16 +257,12 @@ def render(
         ) from exc
 
 
-def _bounded(pieces: Iterable[str], *, agent: str, field: str) -> str:
+def _bounded(pieces: Iterable[str]) -> str:
     parts: list[str] = []
     size = 0
     for piece in pieces:
         size += len(piece)
         if size > MAX_CHARS:
-            raise TemplateError(
-                f"Agent {agent!r}: the {field} rendered more than {MAX_CHARS:,} characters; "
-                "shorten what it includes, or raise REACTOR_MAX_TEMPLATE_CHARS.",
-                agent=agent,
-            )
+            raise _TooLong
         parts.append(piece)
     return "".join(parts)

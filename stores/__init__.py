@@ -17,7 +17,7 @@ from reactor.exceptions import (
     TransactionError,
 )
 from stores._action import action
-from stores._actor import acting_as, current_actor
+from stores._actor import acting_as, actor_context, current_actor
 from stores._create import create_store
 from stores._store import Store, StoreBinding, StoreSubscription
 
@@ -32,6 +32,7 @@ __all__ = [
     "TransactionError",
     "acting_as",
     "action",
+    "actor_context",
     "create_store",
     "current_actor",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 from types import TracebackType
 
-__all__ = ["ActingAs", "acting_as", "current_actor"]
+__all__ = ["ActingAs", "acting_as", "actor_context", "current_actor"]
 
 _ACTOR: contextvars.ContextVar[str | None] = contextvars.ContextVar("stores_actor", default=None)
 """The actor of the current context. Each asyncio task runs in a copy of the context
@@ -65,6 +65,18 @@ def acting_as(actor: str) -> ActingAs:
         ValueError: ``actor`` is not a non-empty string.
     """
     return ActingAs(actor)
+
+
+def actor_context(actor: str) -> contextvars.Context:
+    """A copy of the current context in which writes are attributed to ``actor``.
+
+    For code that starts a task on someone's behalf: ``loop.create_task(coro,
+    context=actor_context("agent:trader"))`` runs the whole task as that actor, with no
+    ``with`` block in it (the runtime starts each agent activation this way).
+    """
+    context = contextvars.copy_context()
+    context.run(_ACTOR.set, actor)
+    return context
 
 
 def current_actor() -> str:

@@ -93,8 +93,11 @@ class Store(Generic[StateT]):
             )
         self._is_model = isinstance(self._state, pydantic.BaseModel)
         self._version = 0
-        self._own_bus = SignalBus(history_limit=history_limit)
-        self._bus = self._own_bus
+        # A store given to a run emits on the run's bus and never needs one of its own:
+        # the private bus is made on first use.
+        self._history_limit = history_limit
+        self._own_bus: SignalBus | None = None
+        self._bound: SignalBus | None = None
         self._subscriptions: list[StoreSubscription] = []
         self._view: Any = None
         self._view_version = -1
@@ -158,7 +161,12 @@ class Store(Generic[StateT]):
     @property
     def bus(self) -> SignalBus:
         """The bus the store emits on: its own, or the run's it is bound to."""
-        return self._bus
+        return self._bound if self._bound is not None else self._private_bus()
+
+    def _private_bus(self) -> SignalBus:
+        if self._own_bus is None:
+            self._own_bus = SignalBus(history_limit=self._history_limit)
+        return self._own_bus
 
     # -- writing -------------------------------------------------------------------
 
@@ -209,7 +217,7 @@ class Store(Generic[StateT]):
         if changes:
             self._state = new
             self._version += 1
-            self._announcer.announce(self._bus.emit, changes, actor)
+            self._announcer.announce(self.bus.emit, changes, actor)
 
     def _changes(self, current: Any, new: Any, written: dict[str, Any]) -> list[Change]:
         """Return the written keys whose values differ, in the order of the state's keys.
@@ -266,22 +274,26 @@ class Store(Generic[StateT]):
         Raises:
             TransactionError: The store is bound to a different bus already.
         """
-        if self._bus is not self._own_bus and self._bus is not bus:
+        if self._bound is not None and self._bound is not bus:
             raise TransactionError(
                 f"This {type(self).__name__} is already bound to the bus of run "
-                f"{self._bus.run_id!r}; a store instance serves one run at a time. Give "
+                f"{self._bound.run_id!r}; a store instance serves one run at a time. Give "
                 "runs a store class or factory as state= so each gets its own store."
             )
-        self._rebind(bus)
+        if bus is not self._bound:
+            self._bound = bus
+            self._move_subscriptions()
         return StoreBinding(self)
 
     def unbind(self) -> None:
         """Return to the store's private bus."""
-        self._rebind(self._own_bus)
+        if self._bound is not None:
+            self._bound = None
+            self._move_subscriptions()
 
-    def _rebind(self, bus: SignalBus) -> None:
-        if bus is not self._bus:
-            self._bus = bus
+    def _move_subscriptions(self) -> None:
+        if self._subscriptions:
+            bus = self.bus
             for subscription in self._subscriptions:
                 subscription._attach(bus)
 

@@ -3,5 +3,6 @@
 ``log`` (the :class:`SignalLog` views shared by results and recordings), ``diff``
 (where two logs part), ``info`` (run metadata), ``recording`` (:class:`Recording`),
 ``store`` (the :class:`SignalStore` and :class:`Reporter` protocols and a base class),
-``memory`` and ``sqlite`` (the stores reactor ships).
+``memory``, ``sqlite`` and ``postgres`` (the stores reactor ships; ``sqlite_db``,
+``postgres_db`` and ``postgres_writer`` hold their schemas and writers).
 """

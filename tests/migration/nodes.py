@@ -9,6 +9,7 @@ from typing import Any
 from migration import NodeContext, NodeRegistry
 
 FLOWS = Path(__file__).parent / "data" / "flows"
+DIALECT = Path(__file__).parent / "data" / "dialect"
 
 
 def flaky(input: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
@@ -44,4 +45,25 @@ def registry() -> NodeRegistry:
     types.register("tutorial.delay", delay)
     types.register("math.add", add)
     types.register("test.fails_until", fails_until)
+    return types
+
+
+def grow(input: dict[str, Any]) -> dict[str, Any]:
+    """text.grow: the word, then one "+" more on each run (loops read their last output)."""
+    text = f"{input['previous']}+" if input.get("previous") else input["text"]
+    return {"text": text, "size": len(text)}
+
+
+def bump(input: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+    """state.bump: add one to state.<key> (a number) through the node context."""
+    value = ctx.state.get(input["key"], 0) + 1
+    ctx.set_state(input["key"], value)
+    return {"value": value}
+
+
+def dialect_registry() -> NodeRegistry:
+    """The test types plus the ones the dialect flows use."""
+    types = registry()
+    types.register("text.grow", grow)
+    types.register("state.bump", bump)
     return types

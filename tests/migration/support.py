@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from migration import FlowRunError, FlowSpec, NodeRegistry, harness_to_reactive, run_edge_harness
+from migration import FlowRunError, FlowSpec, NodeRegistry, harness_to_reactive
 from migration._check import compare
+from migration._edge import execute
+from migration._registry import registry_of
+from migration._values import json_equal
 from reactor import RunResult
 from reactor.typing import Provider
 
 
 def flow(
     nodes: list[dict[str, Any]],
-    edges: list[Any] = (),
-    **header: Any,  # type: ignore[assignment]
+    edges: Sequence[Any] = (),
+    **header: Any,
 ) -> dict[str, Any]:
     """A FlowSpec mapping in the file's shape."""
     return {"flow": {"name": "test", **header}, "nodes": nodes, "edges": list(edges)}
@@ -37,19 +41,26 @@ class Both:
     edge: dict[str, Any]
     edge_error: BaseException | None
     result: RunResult
+    edge_state: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def reactive(self) -> dict[str, Any]:
         return dict(copy.deepcopy(self.result.state["outputs"]))
 
     def assert_agree(self) -> None:
-        """Same outputs, markers included (on failure: same node and error; see compare)."""
+        """Same outputs, markers included (on failure: same node and error; see compare).
+
+        When neither run stopped, the flow's final state is the same too.
+        """
         verdict = compare(self.spec, self.edge, self.reactive, self.edge_error, self.result.error)
         assert verdict.agrees, verdict.report()
+        if self.edge_error is None:
+            reactive_state = self.result.state["state"]
+            assert json_equal(self.edge_state, reactive_state), (self.edge_state, reactive_state)
 
 
 async def run_both(
-    spec: Mapping[str, Any] | FlowSpec | str,
+    spec: Mapping[str, Any] | FlowSpec | str | Path,
     *,
     registry: NodeRegistry | None = None,
     provider: Callable[[], Provider] | None = None,
@@ -57,13 +68,14 @@ async def run_both(
 ) -> Both:
     """Run ``spec`` with ``run_edge_harness`` and as a reactive graph."""
     edge_error: BaseException | None = None
-    try:
-        edge = await run_edge_harness(spec, input, registry, provider() if provider else None)
-    except FlowRunError as exc:
-        edge, edge_error = exc.outputs, exc
-    graph = harness_to_reactive(spec, registry=registry)
     loaded = FlowSpec.load(spec)
+    try:
+        run = await execute(loaded, input, registry_of(registry), provider() if provider else None)
+        edge, state = run.outputs, run.state
+    except FlowRunError as exc:
+        edge, state, edge_error = exc.outputs, exc.state, exc
+    graph = harness_to_reactive(spec, registry=registry)
     result = await graph.run(
         input={**loaded.input, **(input or {})}, provider=provider() if provider else None
     )
-    return Both(loaded, edge, edge_error, result)
+    return Both(loaded, edge, edge_error, result, state)

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from migration import NodeRegistry, run_edge_harness, to_python
+from migration import FlowSpec, NodeRegistry, run_edge_harness, to_python
+from migration._edge import execute
 from reactor import Reactive, ScriptedProvider, agent
 from tests.migration import nodes
 from tests.migration.support import flow, node
@@ -198,3 +199,44 @@ def test_order_warnings_head_the_generated_module() -> None:
 def test_python_definitions_are_python_already() -> None:
     with pytest.raises(TypeError, match=r"^to_python\(\) writes Python for FlowSpec files"):
         to_python({"agents": {"a": agent(run=lambda ctx: 1)}, "edges": []})
+
+
+@pytest.mark.parametrize("path", sorted(nodes.DIALECT.glob("*.yaml")), ids=lambda p: p.stem)
+async def test_generated_code_for_every_dialect_flow_runs_and_agrees(path: Path) -> None:
+    from tests.migration.test_dialect import review_provider
+
+    source = to_python(path, registry=nodes.dialect_registry())
+    graph = load(source)["graph"]
+    result = await graph.run(provider=review_provider())
+    assert result.status == "completed", result.error
+    edge = await execute(FlowSpec.load(path), None, nodes.dialect_registry(), review_provider())
+    assert result.state["outputs"] == edge.outputs
+    assert result.state["state"] == edge.state
+
+
+def test_foreach_bodies_state_and_expressions_read_plainly(tmp_path: Path) -> None:
+    source = to_python(nodes.DIALECT / "foreach.yaml", registry=nodes.dialect_registry())
+    assert (
+        '    state={"seen": {}},\n    bodies={"each_word": ["draft", "grade", "note"]},\n' in source
+    )
+    assert (
+        "# The body of foreach node 'each_word': it runs these nodes once per item.\n"
+        "flow.step(\n"
+        '    "draft",\n'
+        '    "text.grow",\n'
+    ) in source
+    assert '"when": "$not(grade.value)",' in source
+    assert '"draft": agent(' not in source
+    target = tmp_path / "generated.py"
+    target.write_text(source)
+    ruff = [sys.executable, "-m", "ruff"]
+    formatted = subprocess.run(
+        [*ruff, "format", "--isolated", "--diff", str(target)], capture_output=True, text=True
+    )
+    assert formatted.returncode == 0, formatted.stdout
+    checked = subprocess.run(
+        [*ruff, "check", "--select", "E,F,W,I,B,UP", "--isolated", str(target)],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout

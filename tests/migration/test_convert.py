@@ -80,7 +80,7 @@ def diamond(registry: NodeRegistry, calls: list[str]) -> dict[str, Any]:
 
 
 async def test_independent_branches_overlap_and_the_join_runs_once() -> None:
-    registry, calls = NodeRegistry(), []
+    registry, calls = NodeRegistry(), list[str]()
     # b waits until c has started and c until b has: only concurrent branches finish.
     result = await harness_to_reactive(diamond(registry, calls), registry=registry).run()
     assert result.status == "completed", result.error
@@ -105,7 +105,12 @@ async def test_the_edge_based_executor_runs_one_node_at_a_time() -> None:
 async def test_a_join_of_many_predecessors_finishing_together_runs_once() -> None:
     calls: list[int] = []
     registry = NodeRegistry()
-    registry.register("test.count", lambda input: calls.append(1) or {"joined": True})
+
+    def count(input: Any) -> dict[str, bool]:
+        calls.append(1)
+        return {"joined": True}
+
+    registry.register("test.count", count)
     branches = [f"b{i}" for i in range(12)]
     spec = flow(
         [
@@ -438,7 +443,13 @@ async def test_llm_nodes_are_scripted_by_node_id_in_both_executors() -> None:
     both.assert_agree()
     assert both.reactive["ask"]["text"] == "Bees make honey."
     assert both.reactive["extract"]["structured_output"] == {"n": 1}
-    assert set(both.reactive["extract"]) == {"text", "structured_output", "usage"}
+    assert both.reactive["extract"]["structuredOutput"] == {"n": 1}
+    assert set(both.reactive["extract"]) == {
+        "text",
+        "structuredOutput",
+        "structured_output",
+        "usage",
+    }
     edge_requests, reactive_requests = (p.requests for p in providers)
     assert [r.agent for r in reactive_requests] == ["ask", "extract"]
     assert [r.request_hash for r in reactive_requests] == [r.request_hash for r in edge_requests]
@@ -503,7 +514,8 @@ async def test_unknown_node_types_are_reported_before_running() -> None:
         harness_to_reactive(spec)
     assert str(info.value).startswith(
         "Unknown node types: 'http.get' (nodes 'a', 'b'); 'db.write' (node 'c'). Known types: "
-        "anthropic.text, claude.agent, condition.equals, constant, control.fail, control.if, "
+        "anthropic.text, claude.agent, condition.equals, constant, control.fail, "
+        "control.foreach, control.if, "
     )
     assert info.value.type == "http.get"
     assert info.value.node == "a"

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from migration import FlowFailError, NodeContext, NodeRegistry, UnknownNodeTypeError
-from migration._bindings import binding_context
+from migration._values import binding_context
 
 BUILTINS = [
     "anthropic.text",
@@ -14,11 +14,14 @@ BUILTINS = [
     "condition.equals",
     "constant",
     "control.fail",
+    "control.foreach",
     "control.if",
     "control.noop",
     "control.switch",
     "control.wait",
     "echo",
+    "system.state.get",
+    "system.state.set",
 ]
 
 
@@ -115,7 +118,8 @@ async def test_control_fail_fails_with_its_message() -> None:
             "control.if",
             {"condition": {"bogus": 1}},
             "control.if input.condition: unknown condition 'bogus'; use {equals: {var, value}}, "
-            "{not: expr}, {and: [...]} or {or: [...]}.",
+            "{not: expr}, {and: [...]}, {or: [...]} or an expression string such as "
+            '"node.value = true".',
             id="if",
         ),
     ],
@@ -177,6 +181,8 @@ async def test_an_unknown_type_lists_the_known_ones() -> None:
     assert str(info.value) == (
         "Unknown node type: 'http.get' (node 'fetch'). Known types: "
         + ", ".join(BUILTINS)
-        + ". Register yours with registry.register(type, fn) and pass registry=."
+        + ". Register yours with registry.register(type, fn) and pass registry= (or reactor "
+        "migrate --registry MODULE:ATTR), or install a package that provides it (entry point "
+        "group reactor.node_types)."
     )
     assert info.value.known == tuple(BUILTINS)

@@ -36,16 +36,28 @@ def test_the_file_shape_maps_onto_the_model() -> None:
     assert last.key == "legacy_enabled->health_report"
 
 
-def test_old_keys_are_ignored_with_a_debug_log() -> None:
+def test_unknown_keys_are_ignored_with_a_debug_log() -> None:
     with capture_logs() as logs:
-        spec = FlowSpec.load(FLOWS / "01-flow-hello.yaml")
-    assert spec.name == "flow-hello"
+        spec = FlowSpec.load(
+            {
+                "flow": {"name": "old", "layout": "tb"},
+                "nodes": [{"id": "a", "type": "echo"}],
+                "edges": [],
+            }
+        )
+    assert spec.name == "old"
     assert {
         "event": "ignored flow key",
-        "key": "nodePacks",
+        "key": "'layout'",
         "where": "flow",
         "log_level": "debug",
     } in logs
+
+
+def test_node_packs_and_initial_state_are_read() -> None:
+    spec = FlowSpec.load(FLOWS / "05-flow-when-policy.yaml")
+    assert spec.node_packs == ("core", "tutorial")
+    assert spec.state.initial == {}
 
 
 def test_a_path_yaml_text_a_mapping_and_a_model_all_load() -> None:
@@ -65,6 +77,7 @@ workflow:
   policy: {failFast: false}
 nodes:
   - {id: a, type: echo, input: {text: hi}}
+edges: []
 """
     )
     assert spec.name == "aliased"
@@ -83,6 +96,7 @@ def test_duplicate_ids_name_the_node() -> None:
             {
                 "flow": {"name": "dup"},
                 "nodes": [{"id": "a", "type": "echo"}, {"id": "a", "type": "constant"}],
+                "edges": [],
             }
         )
     assert str(info.value) == (
@@ -165,7 +179,7 @@ edges:
         "Node 'a': {{ flow.input.x | default: nope }} has a default that is not JSON: 'nope'; "
         'quote strings as in default:"text", or use a number, true, false, null, [...] or {...}.',
         "Edge a->b when: unknown condition 'equal'; use {equals: {var, value}}, {not: expr}, "
-        "{and: [...]} or {or: [...]}.",
+        '{and: [...]}, {or: [...]} or an expression string such as "node.value = true".',
     )
     assert str(info.value).startswith("Flow 'messy' has 5 problems:\n  - Node 'a': unknown key")
 
@@ -187,7 +201,7 @@ def test_bindings_and_conditions_are_checked_before_running() -> None:
         "Node 'b': {{ a.text | upper }} uses an unknown filter 'upper': the only filter is "
         'default:<json>, e.g. {{path | default:"none"}}.',
         "Edge a->b when: unknown condition 'equal'; use {equals: {var, value}}, {not: expr}, "
-        "{and: [...]} or {or: [...]}.",
+        '{and: [...]}, {or: [...]} or an expression string such as "node.value = true".',
     )
     assert info.value.node == "a"
 
@@ -210,12 +224,12 @@ def test_bindings_and_conditions_are_checked_before_running() -> None:
 )
 def test_node_ids_must_be_usable_in_bindings(node_id: str, problem: str) -> None:
     with pytest.raises(FlowSpecError, match=f"^{re.escape(problem)}$"):
-        FlowSpec.load({"nodes": [{"id": node_id, "type": "echo"}]})
+        FlowSpec.load({"nodes": [{"id": node_id, "type": "echo"}], "edges": []})
 
 
 def test_a_flow_without_nodes_is_refused() -> None:
     with pytest.raises(FlowSpecError, match=r"^The flow has no nodes:; add at least one node\.$"):
-        FlowSpec.load("flow: {name: empty}")
+        FlowSpec.load("flow: {name: empty}\nedges: []")
 
 
 def test_a_python_definition_becomes_agent_nodes() -> None:
@@ -257,7 +271,7 @@ def test_a_python_definition_leaves_wiring_to_the_edges() -> None:
 def test_node_specs_are_immutable() -> None:
     node = NodeSpec(id="a", type="echo")
     with pytest.raises(ValueError, match="frozen"):
-        node.id = "b"  # type: ignore[misc]
+        node.id = "b"
 
 
 def test_field_and_edge_problems_are_reported_together() -> None:

@@ -1,16 +1,19 @@
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -27,7 +30,9 @@ from reactor import (
     agent,
     reactive,
 )
+from reactor._recording.store import SignalStoreBase
 from stores import Store, action
+from tests.reactor.databases import StorePlace
 
 
 class Book(BaseModel):
@@ -57,52 +62,129 @@ def book_graph(decision: str = "buy") -> Reactive:
     )
 
 
-async def test_both_stores_satisfy_the_protocol(tmp_path: Path) -> None:
-    with SQLiteSignalStore(tmp_path / "runs.db") as sqlite_store:
-        assert isinstance(sqlite_store, SignalStore)
+async def test_every_store_satisfies_the_protocol(signal_store: SignalStoreBase) -> None:
+    assert isinstance(signal_store, SignalStore)
     assert isinstance(MemorySignalStore(), SignalStore)
 
 
-async def test_sqlite_keeps_runs_with_graph_tags_and_status(tmp_path: Path) -> None:
-    path = tmp_path / "nested" / "runs.db"
-    with SQLiteSignalStore(path) as store:
+async def test_a_store_keeps_runs_with_graph_tags_and_status(store_place: StorePlace) -> None:
+    with store_place.open() as store:
         first = await book_graph().run(record=store, tags=["nightly"])
         second = await book_graph().run(record=store, tags={"env": "prod"})
-    with SQLiteSignalStore(path) as store:
+    with store_place.open() as store:
         runs = store.runs()
         assert [info.run_id for info in runs] == [second.run_id, first.run_id]
         info = runs[1]
-        assert (info.graph, info.status, info.complete, info.signals) == (
+        assert (info.graph, info.status, info.complete, info.signals, info.failures) == (
             "book",
             "completed",
             True,
             len(first.signals),
+            0,
         )
         assert info.tags == {"nightly": ""}
+        assert info.ended_at is not None
+        assert info.started_at <= info.ended_at
         assert [i.run_id for i in store.runs(tag="env=prod")] == [second.run_id]
         assert [i.run_id for i in store.runs(tag="nightly")] == [first.run_id]
         assert store.runs(tag="env=dev") == []
         assert store.runs(graph="other") == []
-        assert [i.run_id for i in store.runs(limit=1)] == [second.run_id]
+        assert [i.run_id for i in store.runs(graph="book", limit=1)] == [second.run_id]
         loaded = store.load(first.run_id)
+        assert loaded.info == info
         assert [s.name for s in loaded.signals] == [s.name for s in first.signals]
         assert [s.seq for s in loaded.signals] == [s.seq for s in first.signals]
         assert loaded.signals[-1].payload["status"] == "completed"
         assert store.delete(first.run_id)
         assert not store.delete(first.run_id)
-        with pytest.raises(RunNotFoundError, match=r"^No run 'run_nope' in .*runs\.db"):
+        assert [i.run_id for i in store.runs()] == [second.run_id]
+        missing = rf"^No run 'run_nope' in {re.escape(repr(store))} \(see `reactor runs`\)\.$"
+        with pytest.raises(RunNotFoundError, match=missing):
             store.load("run_nope")
 
 
-async def test_run_ids_resolve_from_prefixes_and_last(tmp_path: Path) -> None:
-    with SQLiteSignalStore(tmp_path / "runs.db") as store:
-        first = await book_graph().run(record=store)
-        second = await book_graph().run(record=store)
-        assert store.resolve("last") == second.run_id
-        assert store.resolve(first.run_id[:-1]) == first.run_id
-        assert store.resolve(first.run_id) == first.run_id
-        with pytest.raises(RunNotFoundError, match="ambiguous"):
-            store.resolve("run_")
+async def test_a_store_counts_the_failures_of_a_run(signal_store: SignalStoreBase) -> None:
+    def fail(ctx: object) -> None:
+        raise RuntimeError("boom")
+
+    graph = reactive({"ok": agent(run=lambda ctx: None), "bad": agent(run=fail)}, name="f")
+    result = await graph.run(record=signal_store, fail_fast=False)
+    (info,) = signal_store.runs()
+    assert (info.run_id, info.status, info.failures) == (result.run_id, result.status, 1)
+
+
+def test_a_store_keeps_what_each_provider_call_was_asked(signal_store: SignalStoreBase) -> None:
+    result = reactive({"a": agent(prompt="x")}, name="g").run_sync(
+        provider=ScriptedProvider({"a": ["ok"]}), record=signal_store
+    )
+    (fingerprint,) = signal_store.load(result.run_id).requests.values()
+    assert fingerprint["agent"] == "a"
+    assert fingerprint["messages"] == [{"role": "user", "content": "x"}]
+
+
+def test_a_store_gives_back_payloads_exactly(signal_store: SignalStoreBase) -> None:
+    payload = {"z": 1, "a": 'nul \x00, tab \t, quote ", backslash \\', "m": [None, 2.5, True]}
+    signals = [
+        Signal("harness:start", {"input": None}, seq=1, run_id="run_exact"),
+        Signal("note:x", payload, seq=2, run_id="run_exact", caused_by="sig_1", depth=1),
+        Signal("note:y", None, seq=3, run_id="run_exact", source="user"),
+    ]
+    for each in signals:
+        signal_store.append(each)
+    loaded = signal_store.load("run_exact")
+    assert loaded.signals == tuple(signals)
+    assert list(loaded.signals[1].payload) == ["z", "a", "m"]  # the order it was written in
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    payloads=st.lists(
+        st.recursive(
+            st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+            ),
+            max_leaves=8,
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_what_a_store_keeps_loads_the_same_whatever_the_payloads(
+    signal_store: SignalStoreBase, payloads: list[object]
+) -> None:
+    run_id = f"run_{uuid.uuid4().hex[:16]}"
+    signals = [
+        Signal("x", payload, seq=i + 1, run_id=run_id, timestamp=1.0 + i)
+        for i, payload in enumerate(payloads)
+    ]
+    for each in signals:
+        signal_store.append(each)
+    assert signal_store.load(run_id).signals == tuple(signals)
+
+
+def test_a_payload_that_cannot_be_written_fails_flush(signal_store: SignalStoreBase) -> None:
+    signal_store.append(Signal("harness:start", None, seq=1, run_id="run_bad"))
+    signal_store.append(Signal("note:x", "half a pair: \ud800", seq=2, run_id="run_bad"))
+    with pytest.raises(RecordingError, match=r"^Recording to .* failed"):
+        signal_store.flush()
+
+
+async def test_run_ids_resolve_from_prefixes_and_last(signal_store: SignalStoreBase) -> None:
+    first = await book_graph().run(record=signal_store)
+    second = await book_graph().run(record=signal_store)
+    assert signal_store.resolve("last") == second.run_id
+    assert signal_store.resolve(first.run_id[:-1]) == first.run_id
+    assert signal_store.resolve(first.run_id) == first.run_id
+    with pytest.raises(RunNotFoundError, match="ambiguous"):
+        signal_store.resolve("run_")
+    with pytest.raises(RunNotFoundError, match=r"^No run 'run%' in "):
+        signal_store.resolve("run%")  # a prefix, not a LIKE pattern
 
 
 def test_recording_state_at_rebuilds_the_state_from_changes() -> None:
@@ -192,17 +274,16 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         SQLiteSignalStore(path)
 
 
-async def test_two_stores_on_one_file_record_concurrently(tmp_path: Path) -> None:
-    path = tmp_path / "runs.db"
-    with SQLiteSignalStore(path) as one, SQLiteSignalStore(path) as two:
-        a = await book_graph().run(record=one)
-        b = await book_graph().run(record=two)
+async def test_two_stores_on_one_database_record_concurrently(store_place: StorePlace) -> None:
+    with store_place.open() as one, store_place.open() as two:
+        a, b = await asyncio.gather(book_graph().run(record=one), book_graph().run(record=two))
         assert {i.run_id for i in one.runs()} == {a.run_id, b.run_id}
+        assert {i.run_id for i in two.runs()} == {a.run_id, b.run_id}
 
 
 KILLED_RUN = """
 import asyncio, sys
-from reactor import SQLiteSignalStore, agent, reactive
+from reactor import PostgresSignalStore, SQLiteSignalStore, agent, reactive
 
 async def tick(ctx):
     await asyncio.sleep(0.01)
@@ -214,40 +295,38 @@ graph = reactive(
 )
 
 async def main():
-    store = SQLiteSignalStore(sys.argv[1])
+    kind, where = sys.argv[1:3]
+    store = SQLiteSignalStore(where) if kind == "sqlite" else PostgresSignalStore(where)
     await graph.run(record=store, max_depth=None, max_activations=None)
 
 asyncio.run(main())
 """
 
 
-def test_a_killed_run_leaves_a_loadable_incomplete_recording(tmp_path: Path) -> None:
-    path = tmp_path / "runs.db"
+def test_a_killed_run_leaves_a_loadable_incomplete_recording(
+    store_place: StorePlace, tmp_path: Path
+) -> None:
     script = tmp_path / "killed.py"
     script.write_text(textwrap.dedent(KILLED_RUN))
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    process = subprocess.Popen(
-        [sys.executable, "-W", "ignore", str(script), str(path)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        count = 0
-        while time.monotonic() < deadline and count < 40:
-            time.sleep(0.05)
-            if path.exists():
-                try:
-                    with sqlite3.connect(path) as conn:
-                        count = conn.execute("SELECT count(*) FROM signals").fetchone()[0]
-                except sqlite3.OperationalError:
-                    count = 0
-        assert count >= 40, "the subprocess did not record in time"
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    with SQLiteSignalStore(path) as store:
+    with store_place.open() as store:
+        process = subprocess.Popen(
+            [sys.executable, "-W", "ignore", str(script), store_place.kind, store_place.where],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            count = 0
+            while time.monotonic() < deadline and count < 40:
+                time.sleep(0.05)
+                count = sum(info.signals for info in store.runs())
+            assert count >= 40, "the subprocess did not record in time"
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+    with store_place.open() as store:
         (info,) = store.runs()
         assert (info.graph, info.status, info.complete) == ("forever", None, False)
         recording = store.load(info.run_id)
@@ -257,6 +336,7 @@ def test_a_killed_run_leaves_a_loadable_incomplete_recording(tmp_path: Path) -> 
     assert recording.signals[0].name == "harness:start"
     seqs = [s.seq for s in recording.signals]
     assert seqs == list(range(1, len(seqs) + 1))  # a prefix: nothing lost in the middle
+    assert info.signals == len(recording.signals)
 
 
 def test_memory_store_lists_and_deletes() -> None:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,13 +20,13 @@ from reactor import (
     ReplayMismatchError,
     ReplayProvider,
     ScriptedProvider,
-    SQLiteSignalStore,
     ToolCall,
     ToolResult,
     Usage,
     agent,
     reactive,
 )
+from tests.reactor.databases import StorePlace
 
 
 class Analysis(BaseModel):
@@ -76,12 +75,14 @@ def comparable(recording: Recording) -> list[tuple[str, Any]]:
     ]
 
 
-async def test_replay_from_sqlite_reproduces_names_payloads_and_state(tmp_path: Path) -> None:
-    with SQLiteSignalStore(tmp_path / "runs.db") as store:
+async def test_replay_from_a_store_reproduces_names_payloads_and_state(
+    store_place: StorePlace,
+) -> None:
+    with store_place.open() as store:
         original = await desk_graph().run(
             input={"symbol": "AAPL"}, provider=live_provider(), record=store
         )
-    with SQLiteSignalStore(tmp_path / "runs.db") as store:  # a new instance: from disk
+    with store_place.open() as store:  # a new instance: from the database
         recording = store.load(original.run_id)
         replayed = await desk_graph().run(replay=recording, record=store)
         replay_recording = store.load(replayed.run_id)

@@ -1,0 +1,384 @@
+"""Recordings in PostgreSQL, shared by processes, with appends batched off the event loop."""
+
+from __future__ import annotations
+
+import atexit
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+import pydantic_core
+from psycopg_pool import ConnectionPool
+
+from reactor._diagnostics import log
+from reactor._recording.info import RunInfo, parse_tag
+from reactor._recording.postgres_db import check_url, connect, describe, migrate, shown
+from reactor._recording.postgres_writer import STOP, Request, write_loop
+from reactor._recording.recording import Recording
+from reactor._recording.store import SignalStoreBase
+from reactor._signal import Signal
+from reactor.exceptions import RecordingError, RunNotFoundError
+
+__all__ = ["PostgresSignalStore"]
+
+_INFO = (
+    "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, r.status, "
+    "r.reason, r.failures, r.signals, (SELECT json_object_agg(t.key, t.value)::text "
+    "FROM reactor_run_tags t WHERE t.run_id = r.run_id) FROM reactor_runs r "
+)
+
+
+class PostgresSignalStore(SignalStoreBase):
+    """Recordings in a PostgreSQL database, shared safely by several processes.
+
+    The store of long-lived deployments: the service and its workers record every run
+    to one database and any of them reads any run. ``append`` only queues the signal;
+    a writer thread takes queued signals in batches and writes each batch in one
+    transaction (``COPY``), so dispatch never waits on the network and a crash loses
+    at most what was still queued. A write that fails because the database is
+    briefly unavailable is retried on a fresh connection from the store's pool.
+
+    The tables are prefixed ``reactor_`` (the database may hold other tables) and
+    versioned; opening the store creates or upgrades them under an advisory lock.
+
+    Args:
+        dsn: A PostgreSQL URL, ``postgresql://user@host:5432/dbname`` (or
+            ``postgres://...``).
+        batch_size: Most queued items written per transaction.
+        max_backlog: Queued signals beyond which ``append`` waits for the writer, so
+            memory stays bounded when signals come faster than the database takes them.
+        retry_for: Seconds a write is retried while the database is unreachable before
+            recording fails.
+        pool_size: Most connections the store opens (the writer and readers share them).
+
+    Raises:
+        RecordingError: The URL is not a PostgreSQL URL, the server cannot be reached,
+            or the tables were written by a newer version of reactor.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        batch_size: int = 2_000,
+        max_backlog: int = 50_000,
+        retry_for: float = 30.0,
+        pool_size: int = 4,
+    ) -> None:
+        self.dsn = check_url(dsn)
+        self.batch_size = batch_size
+        self.max_backlog = max_backlog
+        self.retry_for = retry_for
+        self._shown = shown(dsn)
+        with connect(dsn) as conn:
+            migrate(conn, self._shown)
+        self._pool: ConnectionPool[Any] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max(2, pool_size),
+            kwargs={"autocommit": True},
+            check=ConnectionPool.check_connection,
+            name=f"reactor-recorder {self._shown}",
+            open=True,
+        )
+        atexit.register(self.close)
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._reported = False
+        self._closed = False
+
+    # -- writing -------------------------------------------------------------------
+
+    def _ensure_writer(self) -> None:
+        if self._writer is None:
+            with self._lock:
+                if self._writer is None:
+                    if self._closed:
+                        raise RecordingError(f"The signal store {self} is closed.")
+                    self._writer = threading.Thread(
+                        target=write_loop,
+                        args=(
+                            self._pool,
+                            self._queue,
+                            self.batch_size,
+                            self.retry_for,
+                            weakref.ref(self),
+                        ),
+                        name=f"reactor-recorder {self._shown}",
+                        daemon=True,
+                    )
+                    self._writer.start()
+
+    def start_run(self, info: RunInfo) -> None:
+        """Register a run about to be recorded (graph, tags, target).
+
+        Raises:
+            RecordingError: The store is closed.
+        """
+        if self._closed:
+            raise RecordingError(f"The signal store {self} is closed.")
+        self._ensure_writer()
+        self._queue.put(info)
+
+    def append(self, signal: Signal) -> None:
+        """Queue one signal for writing (never waits on the network).
+
+        When ``max_backlog`` signals are queued, waits until the writer has taken half
+        of them: backpressure, so a stalled database cannot exhaust memory.
+        """
+        if self._error is not None:
+            self._report()
+            return
+        if self._writer is None:
+            self._ensure_writer()
+        queued = self._queue
+        queued.put(signal)
+        if queued.qsize() > self.max_backlog:
+            self._wait_for_room()
+
+    def _wait_for_room(self) -> None:
+        writer = self._writer
+        while (
+            self._queue.qsize() > self.max_backlog // 2
+            and self._error is None
+            and writer is not None
+            and writer.is_alive()
+        ):
+            time.sleep(0.001)
+
+    def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
+        """Keep what a provider was asked (for replay mismatch messages)."""
+        self._ensure_writer()
+        self._queue.put(Request(run_id, request_hash, fingerprint))
+
+    def flush(self) -> None:
+        """Block until everything appended so far is committed.
+
+        While the database is unreachable this waits for the writer's retries (up to
+        ``retry_for`` seconds), so that a flush that returns means the signals are there.
+
+        Raises:
+            RecordingError: Writing failed (the database stayed unreachable for
+                ``retry_for`` seconds, a table was dropped, a permission revoked).
+        """
+        if self._writer is not None and self._writer.is_alive():
+            done = threading.Event()
+            self._queue.put(done)
+            done.wait()
+        if self._error is not None:
+            raise RecordingError(
+                f"Recording to {self._shown} failed ({describe(self._error)}); signals "
+                "appended since were not recorded: fix the database and open a new store."
+            ) from self._error
+
+    def _failed(self, error: BaseException) -> None:
+        self._error = error
+
+    def _report(self) -> None:
+        if not self._reported:
+            self._reported = True
+            log(
+                "reactor.recording",
+                "error",
+                "recording failed; later signals are not recorded",
+                database=self._shown,
+                error=repr(self._error),
+            )
+
+    def close(self) -> None:
+        """Write what is queued, stop the writer and close the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        writer = self._writer
+        if writer is not None and writer.is_alive():
+            self._queue.put(STOP)
+            writer.join()
+        self._pool.close()
+        atexit.unregister(self.close)
+
+    # -- reading -------------------------------------------------------------------
+
+    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        if self._writer is not None:
+            self.flush()
+        if self._closed:
+            raise RecordingError(f"The signal store {self} is closed.")
+        try:
+            with self._pool.connection() as conn:
+                rows: list[Any] = conn.execute(sql, tuple(params)).fetchall()
+        except psycopg.Error as exc:
+            raise RecordingError(
+                f"Reading from {self._shown} failed ({describe(exc)}); check that the "
+                "database is reachable."
+            ) from exc
+        return rows
+
+    def resolve(self, ref: str) -> str:
+        """Turn ``ref`` (a run id, a unique prefix of one, or ``last``) into a run id.
+
+        Raises:
+            RunNotFoundError: No run matches, or the prefix is ambiguous.
+        """
+        if ref == "last":
+            rows = self._query(
+                "SELECT run_id FROM reactor_runs ORDER BY started_at DESC, run_id DESC LIMIT 1"
+            )
+        else:
+            # A prefix compared as text: LIKE would read '_' and '%' in it as wildcards.
+            rows = self._query(
+                "SELECT run_id FROM reactor_runs WHERE starts_with(run_id, %s) "
+                "ORDER BY started_at DESC, run_id DESC LIMIT 6",
+                (ref,),
+            )
+            exact = [row for row in rows if row[0] == ref]
+            rows = exact or rows
+        return self._one(ref, [str(row[0]) for row in rows])
+
+    def load(self, run_id: str) -> Recording:
+        """Return the recording of ``run_id`` (an incomplete one if the run was cut off).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RecordingError: A row of the run cannot be read (edited by hand, damaged).
+        """
+        rows = self._query(
+            "SELECT seq, id, name, payload::text, timestamp, source, caused_by, depth "
+            "FROM reactor_signals WHERE run_id = %s ORDER BY seq",
+            (run_id,),
+        )
+        info = self._infos("WHERE r.run_id = %s", (run_id,))
+        if not rows and not info:
+            raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")
+        signals: list[Signal] = []
+        from_json = pydantic_core.from_json
+        for seq, signal_id, name, payload, timestamp, source, caused_by, depth in rows:
+            try:
+                data = from_json(payload) if payload is not None else None
+            except ValueError as exc:
+                raise self._damaged(run_id, f"signal {seq}'s payload", exc) from exc
+            signals.append(
+                Signal(
+                    name,
+                    data,
+                    id=signal_id,
+                    seq=seq,
+                    timestamp=timestamp,
+                    source=source,
+                    caused_by=caused_by,
+                    depth=depth,
+                    run_id=run_id,
+                )
+            )
+        requests: dict[str, Any] = {}
+        for digest, fingerprint in self._query(
+            "SELECT request_hash, fingerprint::text FROM reactor_requests WHERE run_id = %s",
+            (run_id,),
+        ):
+            try:
+                requests[digest] = from_json(fingerprint)
+            except ValueError as exc:
+                raise self._damaged(run_id, f"request {digest}", exc) from exc
+            if not isinstance(requests[digest], dict):
+                raise self._damaged(run_id, f"request {digest}", "not a JSON object")
+        return Recording(
+            info=info[0] if info else RunInfo(run_id=run_id),
+            signals=tuple(signals),
+            requests=requests,
+        )
+
+    def _damaged(self, run_id: str, what: str, problem: object) -> RecordingError:
+        return RecordingError(
+            f"Run {run_id!r} in {self._shown} cannot be loaded: {what} is damaged "
+            f"({problem}); delete the run or repair the row."
+        )
+
+    def runs(
+        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+    ) -> list[RunInfo]:
+        """Recorded runs, newest first, optionally filtered by graph name or tag.
+
+        ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``). Runs
+        recorded by other processes to the same database are listed too.
+        """
+        where: list[str] = []
+        params: list[Any] = []
+        if graph is not None:
+            where.append("r.graph = %s")
+            params.append(graph)
+        if tag is not None:
+            key, value = parse_tag(tag)
+            clause = (
+                "EXISTS (SELECT 1 FROM reactor_run_tags t WHERE t.run_id = r.run_id AND t.key = %s"
+            )
+            params.append(key)
+            if "=" in tag:
+                clause += " AND t.value = %s"
+                params.append(value)
+            where.append(clause + ")")
+        sql = ("WHERE " + " AND ".join(where)) if where else ""
+        sql += " ORDER BY r.started_at DESC, r.run_id DESC"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+        return self._infos(sql, params)
+
+    def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
+        return [
+            RunInfo(
+                run_id=run_id,
+                graph=graph,
+                target=target,
+                target_hash=target_hash,
+                started_at=started,
+                ended_at=ended,
+                status=status,
+                reason=reason,
+                failures=failures,
+                signals=count,
+                tags=pydantic_core.from_json(tags) if tags else {},
+            )
+            for (
+                run_id,
+                graph,
+                target,
+                target_hash,
+                started,
+                ended,
+                status,
+                reason,
+                failures,
+                count,
+                tags,
+            ) in self._query(_INFO + clause, params)
+        ]
+
+    def delete(self, run_id: str) -> bool:
+        """Delete a run, its signals, tags and requests; return whether it existed."""
+        if self._writer is not None:
+            self.flush()
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                found = conn.execute(
+                    "DELETE FROM reactor_runs WHERE run_id = %s", (run_id,)
+                ).rowcount
+                found += conn.execute(
+                    "DELETE FROM reactor_signals WHERE run_id = %s", (run_id,)
+                ).rowcount
+                conn.execute("DELETE FROM reactor_run_tags WHERE run_id = %s", (run_id,))
+                conn.execute("DELETE FROM reactor_requests WHERE run_id = %s", (run_id,))
+        except psycopg.Error as exc:
+            raise RecordingError(
+                f"Deleting run {run_id!r} from {self._shown} failed ({describe(exc)}); "
+                "check that the database is reachable."
+            ) from exc
+        return bool(found)
+
+    def __repr__(self) -> str:
+        return f"PostgresSignalStore({self._shown!r})"

@@ -1,0 +1,157 @@
+"""The PostgreSQL tables of a signal store: the URL, connections, and the versioned schema.
+
+Every table is prefixed ``reactor_`` so that the store can share a database with an
+application's own tables (and with the service's). ``reactor_schema`` holds the schema
+version; :func:`migrate` brings the tables up to date under an advisory lock, so
+processes that open a new database at the same moment do not race to create them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from reactor.exceptions import RecordingError
+
+__all__ = ["SCHEMA_VERSION", "check_url", "connect", "describe", "migrate", "shown"]
+
+SCHEMA_VERSION = 1
+
+_MIGRATION_LOCK = 0x7265_6163_746F_7201
+"""The advisory lock held while the schema is checked and migrated ("reactor" + 1)."""
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        # Payloads and fingerprints are `json`, not `jsonb`: it keeps the text as
+        # written (key order, "\u0000", which jsonb refuses), so a recording loads
+        # exactly as it was emitted, and COPY does not build the binary form.
+        """CREATE TABLE reactor_runs (
+            run_id text PRIMARY KEY,
+            graph text,
+            target text,
+            target_hash text,
+            started_at double precision NOT NULL,
+            ended_at double precision,
+            status text,
+            reason text,
+            failures integer NOT NULL DEFAULT 0,
+            signals bigint NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX reactor_runs_started_at ON reactor_runs (started_at)",
+        "CREATE INDEX reactor_runs_graph ON reactor_runs (graph, started_at)",
+        """CREATE TABLE reactor_run_tags (
+            run_id text NOT NULL,
+            key text NOT NULL,
+            value text NOT NULL DEFAULT '',
+            PRIMARY KEY (run_id, key)
+        )""",
+        "CREATE INDEX reactor_run_tags_key ON reactor_run_tags (key, value)",
+        """CREATE TABLE reactor_signals (
+            run_id text NOT NULL,
+            seq bigint NOT NULL,
+            id text NOT NULL,
+            name text NOT NULL,
+            payload json,
+            timestamp double precision NOT NULL,
+            source text,
+            caused_by text,
+            depth integer NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        )""",
+        """CREATE TABLE reactor_requests (
+            run_id text NOT NULL,
+            request_hash text NOT NULL,
+            agent text NOT NULL,
+            fingerprint json NOT NULL,
+            PRIMARY KEY (run_id, request_hash)
+        )""",
+    ),
+)
+"""Schema version N is reached by running the first N groups of statements, in order."""
+
+
+def check_url(dsn: str) -> str:
+    """Return ``dsn`` if it is a PostgreSQL URL that libpq can parse.
+
+    Raises:
+        RecordingError: It is not one (another scheme, a key=value string, an unknown
+            query parameter).
+    """
+    problem = "it does not start with postgresql:// or postgres://"
+    if isinstance(dsn, str) and dsn.startswith(("postgresql://", "postgres://")):
+        try:
+            conninfo_to_dict(dsn)
+        except psycopg.Error as exc:
+            problem = describe(exc)
+        else:
+            return dsn
+    raise RecordingError(
+        f"{dsn!r} is not a PostgreSQL URL ({problem}); give one like "
+        "'postgresql://user@localhost:5432/dbname'."
+    )
+
+
+def shown(dsn: str) -> str:
+    """The URL without its password or options, for messages and ``repr``."""
+    parts = conninfo_to_dict(dsn)
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host = str(parts.get("host") or "")
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
+
+
+def connect(dsn: str) -> psycopg.Connection[tuple[Any, ...]]:
+    """Open one connection (autocommit) to the store's database.
+
+    Raises:
+        RecordingError: The server cannot be reached or refuses the connection.
+    """
+    try:
+        return psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise RecordingError(
+            f"Cannot connect to PostgreSQL at {shown(dsn)} ({describe(exc)}); "
+            "check that the server is running and that the URL is right."
+        ) from exc
+
+
+def migrate(conn: psycopg.Connection[tuple[Any, ...]], where: str) -> None:
+    """Create or upgrade the store's tables in one transaction, under an advisory lock.
+
+    Raises:
+        RecordingError: The tables were written by a newer reactor, or cannot be made
+            (a table of the same name that reactor did not create, no permission).
+    """
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            found = conn.execute("SELECT to_regclass('reactor_schema')").fetchone()
+            if found is None or found[0] is None:
+                conn.execute("CREATE TABLE reactor_schema (version integer NOT NULL)")
+            row = conn.execute("SELECT max(version) FROM reactor_schema").fetchone()
+            version = int(row[0]) if row is not None and row[0] is not None else 0
+            if version > SCHEMA_VERSION:
+                raise RecordingError(
+                    f"The reactor tables in {where} were written by a newer reactor (schema "
+                    f"{version}, this one reads {SCHEMA_VERSION}); upgrade reactor to read them."
+                )
+            if version < SCHEMA_VERSION:
+                for statements in _MIGRATIONS[version:]:
+                    for statement in statements:
+                        conn.execute(statement)
+                conn.execute("DELETE FROM reactor_schema")
+                conn.execute("INSERT INTO reactor_schema VALUES (%s)", (SCHEMA_VERSION,))
+    except psycopg.Error as exc:
+        raise RecordingError(
+            f"Cannot prepare the reactor tables in {where} ({describe(exc)}); "
+            "give the store a database (or a user) that may create them."
+        ) from exc
+
+
+def describe(error: BaseException) -> str:
+    """An error in one line, for messages: its type and the first line of its text."""
+    text = str(error).strip()
+    first = text.splitlines()[0].rstrip(".") if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__

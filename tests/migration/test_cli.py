@@ -1,0 +1,188 @@
+"""`reactor migrate`, run as a user runs it: results on stdout, diagnostics on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.migration import nodes
+from tests.migration.test_limits import alias_bomb
+
+ROOT = Path(__file__).parents[2]
+
+NODE_TYPES = '''
+from migration import NodeRegistry
+
+def counter():
+    """A factory: a fresh counter for each executor."""
+    count = {"n": 0}
+
+    def tick(input):
+        count["n"] += 1
+        return {"n": count["n"]}
+
+    registry = NodeRegistry()
+    registry.register("tick.next", tick)
+    return registry
+
+shared = counter()
+'''
+
+
+def migrate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-W", "error", "-m", "reactor", "migrate", *args],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def write(project: Path, name: str, data: object) -> str:
+    (project / name).write_text(data if isinstance(data, str) else json.dumps(data))
+    return name
+
+
+UNORDERED = {
+    "flow": {"name": "unordered"},
+    "nodes": [
+        {"id": "a", "type": "echo", "input": {"text": "b says {{?b.text}}"}},
+        {"id": "b", "type": "echo", "input": {"text": "b"}},
+    ],
+    "edges": [],
+}
+
+
+def test_check_prints_only_the_report_and_is_quiet(tmp_path: Path) -> None:
+    name = write(tmp_path, "unordered.yaml", UNORDERED)
+    quiet = migrate(tmp_path, name, "--check")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+    assert quiet.stdout.splitlines()[0] == (
+        "Flow 'unordered': the edge-based and the reactive run agree on all 2 nodes."
+    )
+    assert quiet.stdout.splitlines()[-1].startswith("  Warning: Node 'a' reads 'b'")
+    verbose = migrate(tmp_path, name, "--check", "-v")
+    assert verbose.stdout == quiet.stdout
+    assert "unordered read" in verbose.stderr
+
+
+def test_the_python_goes_to_stdout_alone(tmp_path: Path) -> None:
+    name = write(tmp_path, "unordered.yaml", UNORDERED)
+    result = migrate(tmp_path, name)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    compile(result.stdout, "migrated.py", "exec")
+
+
+def test_a_registry_factory_gives_each_executor_its_own_types(tmp_path: Path) -> None:
+    (tmp_path / "my_nodes.py").write_text(NODE_TYPES)
+    name = write(
+        tmp_path,
+        "ticks.yaml",
+        {"flow": {"name": "ticks"}, "nodes": [{"id": "t", "type": "tick.next"}], "edges": []},
+    )
+    fresh = migrate(tmp_path, name, "--check", "--registry", "my_nodes:counter")
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    shared = migrate(tmp_path, name, "--check", "--registry", "my_nodes:shared")
+    assert shared.returncode == 1
+    assert shared.stdout.splitlines()[0] == (
+        "Flow 'ticks': the edge-based and the reactive run DISAGREE on 1 of 1 node."
+    )
+
+
+def test_the_dialect_flows_check_from_the_command_line() -> None:
+    result = migrate(
+        ROOT,
+        str(nodes.DIALECT / "foreach.yaml"),
+        "--check",
+        "--registry",
+        "tests.migration.nodes:dialect_registry",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("Flow 'foreach': the edge-based and the reactive run agree")
+
+
+def test_check_stops_at_its_timeout(tmp_path: Path) -> None:
+    name = write(
+        tmp_path,
+        "slow.yaml",
+        {
+            "flow": {"name": "slow"},
+            "nodes": [{"id": "w", "type": "control.wait", "input": {"ms": 60000}}],
+            "edges": [],
+        },
+    )
+    result = migrate(tmp_path, name, "--check", "--timeout", "0.3")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        "reactor migrate: error: The check of flow 'slow' did not finish within 0.3 s; a node "
+        "may be waiting or looping. Give it more time, or look at the slow node.\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        pytest.param(
+            ["--registry", "nowhere"],
+            2,
+            "reactor migrate: error: --registry takes MODULE:ATTR, got 'nowhere'\n",
+            id="registry-form",
+        ),
+        pytest.param(
+            ["--registry", "json:nothing"],
+            2,
+            "reactor migrate: error: --registry: json.nothing is missing; name a NodeRegistry, "
+            "or a function returning one\n",
+            id="registry-attribute",
+        ),
+        pytest.param(
+            ["--check", "--timeout", "-1"],
+            2,
+            "reactor migrate: error: --timeout takes a number of seconds > 0, got -1\n",
+            id="timeout",
+        ),
+        pytest.param(
+            ["--check", "--input", "{nope"],
+            2,
+            "reactor migrate: error: --input is not valid JSON (Expecting property name "
+            "enclosed in double quotes at column 2)\n",
+            id="input",
+        ),
+    ],
+)
+def test_bad_options_get_one_line(args: list[str], status: int, message: str) -> None:
+    result = migrate(ROOT, str(nodes.FLOWS / "01-flow-hello.yaml"), *args)
+    assert (result.returncode, result.stderr, result.stdout) == (status, message, "")
+
+
+def test_an_unknown_type_says_how_to_register_one() -> None:
+    result = migrate(ROOT, str(nodes.DIALECT / "state.yaml"), "--check")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("reactor migrate: error: Unknown node type: 'state.bump'")
+    assert result.stderr.endswith(
+        "Register yours with registry.register(type, fn) and pass registry= (or reactor "
+        "migrate --registry MODULE:ATTR), or install a package that provides it (entry point "
+        "group reactor.node_types).\n"
+    )
+
+
+@pytest.mark.timeout(30)
+def test_a_hostile_file_is_a_one_line_error(tmp_path: Path) -> None:
+    name = write(tmp_path, "bomb.yaml", alias_bomb())
+    result = migrate(tmp_path, name, "--check")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "reactor migrate: error: The flow file 'bomb.yaml' expands to more than 200,000 values "
+        "(YAML aliases repeat what they point to); write it out without nested aliases.\n"
+    )
