@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from reactor._agent import Agent
 from reactor._bus import SignalBus, Subscription
@@ -19,22 +19,21 @@ from reactor._recording.memory import MemorySignalStore
 from reactor._recording.sqlite import SQLiteSignalStore
 from reactor._recording.store import SignalStore
 from reactor.exceptions import IdleTimeoutError, ServiceConfigError, ServiceStateError
-from reactor.service._batch import Batcher
 from reactor.service._changes import ProcessingEntry, Suggestion
 from reactor.service._db import Database
-from reactor.service._log import Claim, Finished, ProcessingLog
+from reactor.service._dispatcher import Dispatcher
+from reactor.service._log import ProcessingLog
 from reactor.service._objects import ObjectStore
-from reactor.service._reactions import ReactionServices, announce, check_all, react
+from reactor.service._reactions import ReactionServices, announce, check_all
 from reactor.service._registry import ReactionAgent, named_agents, register
 from reactor.service._runs import GraphRuns
 from reactor.service._suggestions import Suggestions
 from reactor.service._values import AgentActor, ObjectEvent, User, actor_from_context
-from reactor.service._vocabulary import (
-    OBJECT_SIGNALS,
-    SUGGESTION_APPROVED,
-    SUGGESTION_REJECTED,
-)
+from reactor.service._vocabulary import OBJECT_SIGNALS, SUGGESTION_APPROVED, SUGGESTION_REJECTED
 from stores import current_actor
+
+if TYPE_CHECKING:
+    from reactor._recording.postgres import PostgresSignalStore
 
 __all__ = ["ReactionService"]
 
@@ -112,12 +111,6 @@ class ReactionService:
             if agent.reaction is not None
         }
         self.db = Database(db) if db is not None else objects.db
-        if record is None and self.db.dialect == "postgresql":
-            raise ServiceConfigError(
-                "A ReactionService on PostgreSQL needs record=: pass the signal store its "
-                "runs are recorded to (a PostgresSignalStore for several processes, or a "
-                "MemorySignalStore in tests)."
-            )
         self.provider = provider
         self.record = record
         self.runs = GraphRuns(graphs or {})
@@ -127,20 +120,13 @@ class ReactionService:
         self.log = ProcessingLog(self.db)
         self.suggestion_store = Suggestions(self.db)
         self._max_running = int(max_running)
-        self._owned_record: SQLiteSignalStore | None = None
+        self._owned_record: SQLiteSignalStore | PostgresSignalStore | None = None
         self._group: asyncio.TaskGroup | None = None
-        self._live: dict[str, ReactionAgent] = {}
-        self._cursors: dict[str, int] = {}
-        self._active: dict[int, asyncio.Task[None]] = {}
-        self._claimed: set[int] = set()
-        self._lanes: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
-        self._wake = asyncio.Event()
-        self._changed = asyncio.Event()
+        self._dispatcher: Dispatcher | None = None
         self._loops: list[asyncio.Task[None]] = []
         self._subscription: Subscription | None = None
-        self._starts: Batcher[int, bool] = Batcher(self._start_batch)
-        self._finishes: Batcher[Finished, bool] = Batcher(self._finish_batch)
-        self._slots = asyncio.Semaphore(self._max_running)
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Event()
 
     @property
     def bus(self) -> SignalBus:
@@ -160,22 +146,43 @@ class ReactionService:
         await self.objects.open()
         await self.db.open()
         if self.record is None:
-            if self.db.path is not None:
-                self._owned_record = SQLiteSignalStore(self.db.path)
-                self.record = self._owned_record
-            else:
-                self.record = MemorySignalStore()
+            self.record = await self._default_record()
         enabled = await register(self.db, self.agents)
-        self._live = {n: r for n, r in self.reactions.items() if enabled.get(n, True)}
-        self._cursors = await self.log.cursors(self._live)
+        live = {n: r for n, r in self.reactions.items() if enabled.get(n, True)}
+        cursors = await self.log.cursors(live)
         group = asyncio.TaskGroup()
         await group.__aenter__()
         self._group = group
+        services = ReactionServices(self.objects, self.suggestion_store, self.provider, self.record)
+        dispatcher = Dispatcher(
+            services, self.log, live, cursors, group, max_running=self._max_running,
+            changed=self._poke,
+        )  # fmt: skip
+        self._dispatcher = dispatcher
         self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())
-        for loop in (self._starts.run(), self._finishes.run(), self._detect(), self._dispatch()):
+        for loop in (
+            dispatcher.starts.run(),
+            dispatcher.finishes.run(),
+            self._detect(),
+            self._follow(),
+        ):
             self._loops.append(group.create_task(loop))
-        await self._resume()
+        await dispatcher.resume()
         return self
+
+    async def _default_record(self) -> SignalStore:
+        """A signal store in the service's database (in memory for an in-memory one)."""
+        if self.db.path is not None:
+            self._owned_record = SQLiteSignalStore(self.db.path)
+        elif self.db.dialect == "postgresql":
+            from reactor._recording.postgres import PostgresSignalStore  # psycopg's pool: only here
+
+            dsn = self.db.driver_url.set(drivername="postgresql")
+            url = dsn.render_as_string(hide_password=False)
+            self._owned_record = await asyncio.to_thread(PostgresSignalStore, url)
+        else:
+            return MemorySignalStore()
+        return self._owned_record
 
     async def __aexit__(
         self,
@@ -183,31 +190,30 @@ class ReactionService:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        group = self._group
-        if group is None:
+        group, dispatcher = self._group, self._dispatcher
+        if group is None or dispatcher is None:
             return
         try:
-            for task in [*self._loops, *self._active.values(), *self.runs.tasks]:
+            for task in [*self._loops, *dispatcher.active.values(), *self.runs.tasks]:
                 task.cancel()
             await group.__aexit__(None, None, None)
         finally:
-            self._group = None
+            self._group = self._dispatcher = None
             self._loops.clear()
             if self._subscription is not None:
                 self._subscription.cancel()
-            claimed, self._claimed = set(self._claimed), set()
             with contextlib.suppress(Exception):  # a dead database cannot take them back
-                await self.log.release(claimed)  # processing -> pending: resumed next start
+                await self.log.release(dispatcher.claimed)  # resumed at the next start
             if self._owned_record is not None:
                 await asyncio.to_thread(self._owned_record.close)
                 self.record, self._owned_record = None, None
 
-    def _require_running(self, what: str) -> asyncio.TaskGroup:
-        if self._group is None:
+    def _running(self, what: str) -> Dispatcher:
+        if self._group is None or self._dispatcher is None:
             raise ServiceStateError(
                 f"service.{what}() needs the service running: use `async with service:`."
             )
-        return self._group
+        return self._dispatcher
 
     def _poke(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -219,11 +225,13 @@ class ReactionService:
 
     # -- dispatching ---------------------------------------------------------------
 
-    async def _dispatch(self) -> None:
-        """Follow the store's events: claim them for the agents, start the work."""
+    async def _follow(self) -> None:
+        """Dispatch new events as they are stored (woken at once, or every poll)."""
+        dispatcher = self._dispatcher
+        assert dispatcher is not None
         while True:
             try:
-                while await self._dispatch_batch():
+                while await dispatcher.next_batch(self._until):
                     pass
             except Exception as exc:  # a database hiccup: try again at the next poll
                 log("reactor.service", "error", "dispatch failed", error=repr(exc))
@@ -232,34 +240,6 @@ class ReactionService:
                 async with asyncio.timeout(self.poll_every):
                     await self._wake.wait()
             self._wake.clear()
-
-    async def _dispatch_batch(self, size: int = 500) -> bool:
-        if not self._live:
-            return False
-        await self._until(lambda: len(self._active) < 8 * self._max_running)
-        start = min(self._cursors.values())
-        events = await self.objects.events(since=start, limit=size)
-        if not events:
-            return False
-        claims = [
-            claim
-            for event in events
-            for claim in self._claims(event)
-            if self._cursors[claim.agent] < event.event_id
-        ]
-        through = dict.fromkeys(self._live, events[-1].event_id)
-        entries = await self.log.claim(claims, through)
-        self._cursors.update(through)
-        self._start_work(entries, {event.event_id: event for event in events})
-        return len(events) == size
-
-    def _claims(self, event: ObjectEvent) -> list[Claim]:
-        actor = event.actor.id if isinstance(event.actor, AgentActor) else None
-        return [
-            Claim(name, event, exclusive=target.reaction.concurrency == "skip")
-            for name, target in self._live.items()
-            if target.reaction.matches(event.type, event.event, actor, name)
-        ]
 
     async def dispatch(self, event: ObjectEvent) -> list[ProcessingEntry]:
         """Deliver one stored event again, as a redelivering queue would.
@@ -271,105 +251,7 @@ class ReactionService:
         Raises:
             ServiceStateError: The service is not running.
         """
-        self._require_running("dispatch")
-        entries = await self.log.claim(self._claims(event))
-        self._start_work(entries, {event.event_id: event})
-        return entries
-
-    async def _resume(self) -> None:
-        """Take up the pending entries of this service's agents (left by a stop)."""
-        pending = [e for e in await self.log.entries(status="pending") if e.agent in self._live]
-        if pending:
-            events = await self.objects.events(ids={e.event_id for e in pending})
-            self._start_work(pending, {event.event_id: event for event in events})
-
-    def _start_work(
-        self, entries: Iterable[ProcessingEntry], events: Mapping[int, ObjectEvent]
-    ) -> None:
-        group = self._require_running("dispatch")
-        for entry in entries:
-            event = events.get(entry.event_id)
-            if entry.status != "pending" or event is None or entry.id in self._active:
-                continue
-            task = group.create_task(self._process(entry, event))
-            self._active[entry.id] = task
-            task.add_done_callback(functools.partial(self._done, entry.id))
-
-    def _done(self, entry_id: int, task: asyncio.Task[None]) -> None:
-        self._active.pop(entry_id, None)
-        self._poke()
-
-    async def _process(self, entry: ProcessingEntry, event: ObjectEvent) -> None:
-        """Process one claimed entry; nothing it meets stops the service."""
-        try:
-            await self._process_entry(entry, event)
-        except Exception as exc:  # the database failed around the reaction; log, go on
-            log(
-                "reactor.service",
-                "error",
-                "reaction not recorded",
-                agent=entry.agent,
-                object_id=entry.object_id,
-                entry=entry.id,
-                error=repr(exc),
-            )
-
-    async def _process_entry(self, entry: ProcessingEntry, event: ObjectEvent) -> None:
-        target = self._live[entry.agent]
-        lane = self._lane(entry) if target.reaction.concurrency == "queue" else None
-        async with contextlib.AsyncExitStack() as stack:
-            if lane is not None:
-                await stack.enter_async_context(lane)
-            await stack.enter_async_context(self._slots)
-            if not await self._starts.submit(entry.id):
-                return  # another process claimed it first
-            self._claimed.add(entry.id)
-            started = datetime.now(UTC)
-            services = ReactionServices(
-                self.objects, self.suggestion_store, self.provider, self.record
-            )
-            try:
-                finished = await react(services, target, entry.id, event)
-            except Exception as exc:  # not the agent's failure (that is in the run)
-                error = f"{type(exc).__name__}: {exc}"
-                now = datetime.now(UTC)
-                finished = Finished(
-                    entry.id, entry.agent, "failed", error, None, "failed", started, now
-                )
-            if not await self._finishes.submit(finished):
-                log(
-                    "reactor.service",
-                    "warning",
-                    "reaction finished after it was abandoned",
-                    agent=entry.agent,
-                    object_id=entry.object_id,
-                    entry=entry.id,
-                )
-            self._claimed.discard(entry.id)
-
-    @contextlib.asynccontextmanager
-    async def _lane(self, entry: ProcessingEntry) -> AsyncIterator[None]:
-        """One object's events for one ``queue`` agent, one at a time, in order."""
-        key = (entry.agent, entry.object_id)
-        lock, users = self._lanes.get(key, (asyncio.Lock(), 0))
-        self._lanes[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._lanes[key]
-            if users == 1:
-                del self._lanes[key]
-            else:
-                self._lanes[key] = (lock, users - 1)
-
-    async def _start_batch(self, entry_ids: list[int]) -> list[bool]:
-        won = await self.log.start(entry_ids)
-        return [entry_id in won for entry_id in entry_ids]
-
-    async def _finish_batch(self, outcomes: list[Finished]) -> list[bool]:
-        done = await self.log.finish(outcomes)
-        return [outcome.entry_id in done for outcome in outcomes]
+        return await self._running("dispatch").dispatch(event)
 
     # -- stuck entries -------------------------------------------------------------
 
@@ -399,10 +281,8 @@ class ReactionService:
                 version=entry.object_version,
                 entry=entry.id,
             )
-            task = self._active.get(entry.id)
-            if task is not None:
-                self._claimed.discard(entry.id)
-                task.cancel()
+            if self._dispatcher is not None:
+                self._dispatcher.cancel(entry.id)
         return abandoned
 
     # -- waiting, reading ----------------------------------------------------------
@@ -414,7 +294,7 @@ class ReactionService:
             IdleTimeoutError: Still busy after ``timeout`` seconds.
             ServiceStateError: The service is not running.
         """
-        self._require_running("idle")
+        dispatcher = self._running("idle")
         latest = 0
         try:
             async with asyncio.timeout(timeout):
@@ -426,18 +306,18 @@ class ReactionService:
                         return
         except TimeoutError:
             raise IdleTimeoutError(
-                f"The service was still busy after {timeout:g} s: {len(self._active)} "
+                f"The service was still busy after {timeout:g} s: {len(dispatcher.active)} "
                 f"reactions and {len(self.runs.tasks)} runs in flight, events dispatched "
-                f"through {self._position()} of {latest}. Wait longer, or look at "
+                f"through {dispatcher.position} of {latest}. Wait longer, or look at "
                 "service.processing_log(status='processing')."
             ) from None
 
-    def _position(self) -> int:
-        return min(self._cursors.values(), default=0)
-
     def _settled(self, latest: int) -> bool:
-        caught_up = not self._live or self._position() >= latest
-        return caught_up and not self._active and not self.runs.tasks
+        dispatcher = self._dispatcher
+        if dispatcher is None:
+            return True
+        caught_up = not dispatcher.agents or dispatcher.position >= latest
+        return caught_up and not dispatcher.busy and not self.runs.tasks
 
     async def processing_log(
         self, *, agent: str | None = None, object_id: str | None = None, status: str | None = None
@@ -511,9 +391,10 @@ class ReactionService:
             ServiceConfigError: No graph has that name.
             ServiceStateError: The service is not running.
         """
-        group = self._require_running("submit")
+        self._running("submit")
+        assert self._group is not None
         return await self.runs.submit(
-            group, graph, input, provider=self.provider, record=self.record, done=self._poke
+            self._group, graph, input, provider=self.provider, record=self.record, done=self._poke
         )
 
     def __repr__(self) -> str:
