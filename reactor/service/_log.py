@@ -96,10 +96,11 @@ class ProcessingLog:
                     "error": None, "created_at": now, "updated_at": now,
                 }  # fmt: skip
                 triple = (claim.agent, event.id, event.version)
-                if claim.exclusive and triple in busy:
+                kinds = busy.setdefault(triple, set()) if claim.exclusive else set()
+                if kinds and event.event not in kinds:  # the same event is a duplicate instead
                     skipped.append((index, {**row, "status": "skipped", "error": _BUSY}))
                 else:
-                    busy.add(triple)
+                    kinds.add(event.event)
                     fresh.append((index, row))
             placed: dict[int, ProcessingEntry] = {}
             if fresh:
@@ -131,11 +132,11 @@ class ProcessingLog:
 
     async def _in_flight(
         self, conn: AsyncConnection, claims: Sequence[Claim]
-    ) -> set[tuple[str, str, int]]:
-        """The (agent, object, version) triples that exclusive claims find in flight."""
+    ) -> dict[tuple[str, str, int], set[str]]:
+        """The event types in flight per (agent, object, version) of exclusive claims."""
+        busy: dict[tuple[str, str, int], set[str]] = {}
         if not claims:
-            return set()
-        busy: set[tuple[str, str, int]] = set()
+            return busy
         object_ids = sorted({c.event.id for c in claims})
         for start in range(0, len(object_ids), _CHUNK):
             rows = await conn.execute(
@@ -143,11 +144,15 @@ class ProcessingLog:
                     processing_log.c.agent,
                     processing_log.c.object_id,
                     processing_log.c.object_version,
+                    processing_log.c.event_type,
                 ).where(
                     _IN_FLIGHT, processing_log.c.object_id.in_(object_ids[start : start + _CHUNK])
                 )
             )
-            busy.update((row.agent, row.object_id, row.object_version) for row in rows)
+            for row in rows:
+                busy.setdefault((row.agent, row.object_id, row.object_version), set()).add(
+                    row.event_type
+                )
         return busy
 
     async def start(self, entry_ids: Iterable[int]) -> set[int]:

@@ -111,7 +111,7 @@ class ObjectStore:
         Raises:
             ObjectValidationError: ``data`` does not fit the type; nothing was stored.
         """
-        (event,) = await self.apply([Create(type, dict(data))], actor=actor)
+        (event,) = await self.apply([Create(type, self._fields(type, data))], actor=actor)
         return event.object
 
     async def update(
@@ -123,7 +123,7 @@ class ObjectStore:
             ObjectNotFoundError: No object has that id.
             ObjectValidationError: The result does not fit the type; nothing changed.
         """
-        (event,) = await self.apply([Update(id, dict(data))], actor=actor)
+        (event,) = await self.apply([Update(id, self._fields("object", data))], actor=actor)
         return event.object
 
     async def delete(self, id: str, *, actor: User | AgentActor | None = None) -> StoredObject:
@@ -177,13 +177,7 @@ class ObjectStore:
             raise ObjectValidationError(
                 f"Cannot store the object: {problem}.", type=str(type), errors=[]
             )
-        if not isinstance(data, Mapping):
-            raise ObjectValidationError(
-                f"{type} data must be a JSON object (a dict of fields), got "
-                f"{builtins.type(data).__name__}.",
-                type=type,
-                errors=[],
-            )
+        data = self._fields(type, data)
         model = self.types.get(type)
         if model is None:
             try:
@@ -210,6 +204,17 @@ class ObjectStore:
                 type=type,
                 errors=[dict(e) for e in errors],
             ) from None
+
+    @staticmethod
+    def _fields(type: str, data: Any) -> dict[str, Any]:
+        if not isinstance(data, Mapping):
+            raise ObjectValidationError(
+                f"{type} data must be a JSON object (a dict of fields), got "
+                f"{builtins.type(data).__name__}.",
+                type=type,
+                errors=[],
+            )
+        return dict(data)
 
     def _prepare(self, op: Operation) -> Operation:
         if isinstance(op, Create):
