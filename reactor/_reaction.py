@@ -11,14 +11,21 @@ saying what to write instead; the service does the rest.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, Literal, Self, get_args
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Never, Self, get_args
 
 import pydantic
 
 from reactor.exceptions import AgentConfigError
 
-__all__ = ["EVENTS", "Capabilities", "ExecutionMode", "ObjectEvent", "Reaction", "type_name_problem"]
+__all__ = [
+    "EVENTS",
+    "Capabilities",
+    "ExecutionMode",
+    "ObjectEvent",
+    "Reaction",
+    "type_name_problem",
+]
 
 ObjectEvent = Literal["created", "updated", "deleted"]
 EVENTS: tuple[ObjectEvent, ...] = get_args(ObjectEvent)
@@ -60,7 +67,8 @@ class _Checked(pydantic.BaseModel):
             raise AgentConfigError(
                 f"{cls.__name__} config must be a JSON object, got {type(config).__name__}."
             )
-        return cls(**config)
+        fields: dict[str, Any] = dict(config)
+        return cls(**fields)
 
 
 class Reaction(_Checked):
@@ -84,6 +92,19 @@ class Reaction(_Checked):
     events: tuple[ObjectEvent, ...] = EVENTS
     ignore_self: bool = True
     concurrency: ReactionConcurrency = "skip"
+
+    def __init__(
+        self,
+        *,
+        types: Iterable[str] | str = (),
+        events: Iterable[ObjectEvent] | ObjectEvent = EVENTS,
+        ignore_self: bool = True,
+        concurrency: ReactionConcurrency = "skip",
+        **unknown: Never,
+    ) -> None:
+        super().__init__(
+            types=types, events=events, ignore_self=ignore_self, concurrency=concurrency, **unknown
+        )
 
     @pydantic.field_validator("types", "events", mode="before")
     @classmethod
@@ -134,6 +155,23 @@ class Capabilities(_Checked):
     can_update: bool = True
     can_delete: bool = True
     allowed_types: tuple[str, ...] | None = None
+
+    def __init__(
+        self,
+        *,
+        can_create: bool = True,
+        can_update: bool = True,
+        can_delete: bool = True,
+        allowed_types: Iterable[str] | str | None = None,
+        **unknown: Never,
+    ) -> None:
+        super().__init__(
+            can_create=can_create,
+            can_update=can_update,
+            can_delete=can_delete,
+            allowed_types=allowed_types,
+            **unknown,
+        )
 
     @pydantic.field_validator("allowed_types", mode="before")
     @classmethod

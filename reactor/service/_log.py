@@ -22,13 +22,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from reactor.service._changes import EntryStatus, ProcessingEntry
 from reactor.service._db import Database
 from reactor.service._rows import entry_from_row
-from reactor.service._schema import ACTIVE_STATUSES, agent_runs, processing_log, reaction_cursors
+from reactor.service._schema import ACTIVE_PREDICATE, agent_runs, processing_log, reaction_cursors
 from reactor.service._values import ObjectEvent
 
 __all__ = ["Claim", "Finished", "ProcessingLog"]
 
 _KEY = ("agent", "object_id", "object_version", "event_type")
-_ACTIVE = processing_log.c.status.in_(ACTIVE_STATUSES)
+_ACTIVE = sa.text(ACTIVE_PREDICATE)
+"""The unique index's predicate, as literal SQL: PostgreSQL matches ``ON CONFLICT ... WHERE``
+to the partial index only when it sees the values (a prepared statement's parameters
+would hide them)."""
 _IN_FLIGHT = processing_log.c.status.in_(("pending", "processing"))
 _CHUNK = 500
 """Most ids in one ``IN (...)`` list."""

@@ -12,6 +12,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from reactor._agent import Agent
 from reactor._graph import Reactive, reactive
+from reactor._names import HARNESS_START
 from reactor._reaction import Reaction
 from reactor.exceptions import AgentConfigError
 from reactor.service._db import Database
@@ -36,8 +37,19 @@ class ReactionAgent:
 
     @classmethod
     def of(cls, name: str, agent: Agent) -> ReactionAgent:
-        """Build the one-agent graph of a reaction agent."""
+        """Build the one-agent graph of a reaction agent.
+
+        Raises:
+            AgentConfigError: It also has ``activate_on`` (the service starts it).
+        """
         assert agent.reaction is not None
+        if agent.activate_on != (HARNESS_START,):
+            listed = ", ".join(map(repr, agent.activate_on))
+            raise AgentConfigError(
+                f"Agent {name!r} has reaction= and activate_on={listed}: a reaction agent "
+                "runs when its objects change, so leave activate_on out.",
+                agent=name,
+            )
         return cls(name, agent, agent.reaction, reactive({name: agent}, name=name))
 
 

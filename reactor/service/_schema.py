@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 __all__ = [
-    "ACTIVE_STATUSES",
+    "ACTIVE_PREDICATE",
     "JSONType",
     "Timestamp",
     "agent_runs",
@@ -35,8 +35,9 @@ __all__ = [
     "suggestions",
 ]
 
-ACTIVE_STATUSES = ("pending", "processing", "completed")
-"""Statuses that make an (agent, object, version, event) taken: a duplicate is skipped."""
+ACTIVE_PREDICATE = "status IN ('pending', 'processing', 'completed')"
+"""Entries in these statuses make their (agent, object, version, event) taken: the
+predicate of the partial unique index, so a duplicate is logged ``skipped``."""
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -173,8 +174,8 @@ processing_log = sa.Table(
         "object_version",
         "event_type",
         unique=True,
-        sqlite_where=sa.text(_in("status", ACTIVE_STATUSES)),
-        postgresql_where=sa.text(_in("status", ACTIVE_STATUSES)),
+        sqlite_where=sa.text(ACTIVE_PREDICATE),
+        postgresql_where=sa.text(ACTIVE_PREDICATE),
     ),
     sa.Index(None, "status", "updated_at"),
     sa.Index(None, "object_id"),

@@ -74,8 +74,8 @@ class ReactionService:
             (changes made through ``objects`` wake the dispatcher at once).
 
     Raises:
-        AgentConfigError: An agent is defined badly.
-        GraphValidationError: A reaction agent cannot run as a graph of its own.
+        AgentConfigError: An agent is defined badly (a reaction agent with
+            ``activate_on``, too: the service starts it).
         ServiceConfigError: Another option is unusable.
     """
 

@@ -89,7 +89,9 @@ async def test_changes_by_users_and_by_agents_carry_their_actor(url: str) -> Non
         "audit": agent(run=seen, reaction=Reaction(types=["Person"])),
     }
     async with running(url, agents) as (objects, service):
-        ada = await objects.create("Person", {"name": "Ada", "email": "ADA@X.ORG"}, actor=User("u1"))
+        ada = await objects.create(
+            "Person", {"name": "Ada", "email": "ADA@X.ORG"}, actor=User("u1")
+        )
         await service.idle(timeout=10)
         events = await objects.events(object_id=ada.id)
     assert [(e.event, e.actor.model_dump()) for e in events] == [
@@ -110,7 +112,9 @@ async def test_an_agent_is_not_triggered_by_its_own_changes(url: str, ignore_sel
             await ctx.objects.update(ctx.object.id, {"name": name.strip()})
 
     tidy_agent = agent(
-        run=tidy, reaction=Reaction(types=["Person"], ignore_self=ignore_self), execution_mode="execute"
+        run=tidy,
+        reaction=Reaction(types=["Person"], ignore_self=ignore_self),
+        execution_mode="execute",
     )
     async with running(url, {"tidy": tidy_agent}) as (objects, service):
         ada = await objects.create("Person", {"name": "  Ada "})
@@ -149,7 +153,8 @@ async def test_a_processing_entry_goes_pending_processing_completed(url: str) ->
     )
     assert entry.event_id == events[0].event_id
     assert entry.error is None
-    assert entry.run_id is not None and entry.run_id.startswith("run_")
+    assert entry.run_id is not None
+    assert entry.run_id.startswith("run_")
     assert entry.created_at <= entry.updated_at
 
 
@@ -328,7 +333,10 @@ async def test_events_stored_before_the_service_started_are_dispatched(url: str)
             await service.idle(timeout=10)
             log = await service.processing_log()
     assert [c["id"] for c in seen.calls] == [ada.id, grace.id]
-    assert [(e.object_id, e.status) for e in log] == [(ada.id, "completed"), (grace.id, "completed")]
+    assert [(e.object_id, e.status) for e in log] == [
+        (ada.id, "completed"),
+        (grace.id, "completed"),
+    ]
 
 
 async def test_two_services_on_one_database_process_each_event_once(url: str) -> None:
