@@ -28,13 +28,20 @@ class Batcher(Generic[T, R]):
     Args:
         flush: Writes a batch; returns one result per item, in order.
         max_items: The most items per ``flush``.
+        linger: Seconds to let more items come before a batch that is not full is
+            written: a little latency for many fewer transactions under load.
     """
 
     def __init__(
-        self, flush: Callable[[list[T]], Awaitable[Sequence[R]]], *, max_items: int = 1000
+        self,
+        flush: Callable[[list[T]], Awaitable[Sequence[R]]],
+        *,
+        max_items: int = 1000,
+        linger: float = 0.0,
     ) -> None:
         self._flush = flush
         self._max_items = max_items
+        self._linger = linger
         self._queue: list[tuple[T, asyncio.Future[R]]] = []
         self._ready = asyncio.Event()
 
@@ -54,6 +61,8 @@ class Batcher(Generic[T, R]):
         try:
             while True:
                 await self._ready.wait()
+                if self._linger and len(self._queue) < self._max_items:
+                    await asyncio.sleep(self._linger)
                 self._ready.clear()
                 while self._queue:
                     batch = self._queue[: self._max_items]

@@ -149,6 +149,7 @@ class Database:
         options: dict[str, Any] = {}
         if self.dialect == "sqlite":
             options["connect_args"] = {"timeout": 30.0}
+            options["pool_reset_on_return"] = None  # every transaction ends itself
         else:
             options["pool_pre_ping"] = True
         engine = create_async_engine(self.driver_url, **options)

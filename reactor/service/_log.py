@@ -109,9 +109,9 @@ class ProcessingLog:
             if fresh:
                 inserted = await conn.execute(
                     self._insert()
-                    .values([row for _, row in fresh])
                     .on_conflict_do_nothing(index_elements=list(_KEY), index_where=_ACTIVE)
-                    .returning(*processing_log.c)
+                    .returning(*processing_log.c),
+                    [row for _, row in fresh],
                 )
                 by_key = {_key(entry): entry for entry in map(entry_from_row, inserted)}
                 for index, row in fresh:
@@ -123,9 +123,8 @@ class ProcessingLog:
             if skipped:
                 skipped.sort(key=lambda item: item[0])
                 inserted = await conn.execute(
-                    processing_log.insert()
-                    .values([row for _, row in skipped])
-                    .returning(*processing_log.c)
+                    processing_log.insert().returning(*processing_log.c),
+                    [row for _, row in skipped],
                 )
                 entries = sorted(map(entry_from_row, inserted), key=lambda entry: entry.id)
                 placed.update(zip((index for index, _ in skipped), entries, strict=True))
@@ -158,21 +157,31 @@ class ProcessingLog:
                 )
         return busy
 
-    async def start(self, entry_ids: Iterable[int]) -> set[int]:
-        """Move entries from ``pending`` to ``processing``; return those this call moved."""
-        won: set[int] = set()
-        ids = sorted(entry_ids)
+    async def take(self, agents: Iterable[str], limit: int) -> list[ProcessingEntry]:
+        """Start the oldest ``pending`` entries of ``agents`` (at most ``limit``).
+
+        They move to ``processing`` in one statement, so that of several processes
+        taking work at once each entry goes to one (on PostgreSQL the others skip the
+        rows being taken instead of waiting for them). Returns them, oldest first.
+        """
+        names = sorted(agents)
+        if not names or limit < 1:
+            return []
+        oldest = (
+            sa.select(processing_log.c.id)
+            .where(processing_log.c.status == "pending", processing_log.c.agent.in_(names))
+            .order_by(processing_log.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
         async with self.db.write() as conn:
-            for start in range(0, len(ids), _CHUNK):
-                moved = await conn.execute(
-                    processing_log.update()
-                    .where(processing_log.c.id.in_(ids[start : start + _CHUNK]))
-                    .where(processing_log.c.status == "pending")
-                    .values(status="processing", updated_at=datetime.now(UTC))
-                    .returning(processing_log.c.id)
-                )
-                won.update(moved.scalars())
-        return won
+            rows = await conn.execute(
+                processing_log.update()
+                .where(processing_log.c.id.in_(oldest), processing_log.c.status == "pending")
+                .values(status="processing", updated_at=datetime.now(UTC))
+                .returning(*processing_log.c)
+            )
+            return sorted(map(entry_from_row, rows), key=lambda entry: entry.id)
 
     async def finish(self, outcomes: Sequence[Finished]) -> set[int]:
         """Record how reactions ended, and their agent runs, in one transaction.
@@ -180,39 +189,60 @@ class ProcessingLog:
         Only entries still ``processing`` change (one the stuck-job detector marked
         ``abandoned`` stays so); returns the ids of those that did.
         """
-        finished: set[int] = set()
-        now = datetime.now(UTC)
         async with self.db.write() as conn:
-            for outcome in sorted(outcomes, key=lambda o: o.entry_id):
-                moved = await conn.execute(
-                    processing_log.update()
-                    .where(processing_log.c.id == outcome.entry_id)
-                    .where(processing_log.c.status == "processing")
-                    .values(
-                        status=outcome.status,
-                        error=outcome.error,
-                        run_id=outcome.run_id,
-                        updated_at=now,
-                    )
-                    .returning(processing_log.c.id)
-                )
-                finished.update(moved.scalars())
-            runs = [
-                {
-                    "agent": o.agent,
-                    "run_id": o.run_id,
-                    "trigger": "reaction",
-                    "status": o.run_status,
-                    "started_at": o.started_at,
-                    "finished_at": o.finished_at,
-                    "error": o.error,
-                }
-                for o in outcomes
-                if o.run_id is not None
-            ]
-            if runs:
-                await conn.execute(agent_runs.insert().values(runs))
-        return finished
+            return await self._finish(conn, outcomes, datetime.now(UTC))
+
+    @staticmethod
+    async def _finish(
+        conn: AsyncConnection, outcomes: Sequence[Finished], now: datetime
+    ) -> set[int]:
+        ids = sorted(o.entry_id for o in outcomes)
+        live: set[int] = set()
+        for start in range(0, len(ids), _CHUNK):
+            rows = await conn.execute(
+                sa.select(processing_log.c.id)
+                .where(processing_log.c.id.in_(ids[start : start + _CHUNK]))
+                .where(processing_log.c.status == "processing")
+                .with_for_update()
+            )
+            live.update(rows.scalars())
+        done = [o for o in outcomes if o.entry_id in live]
+        if done:
+            await conn.execute(
+                processing_log.update()
+                .where(processing_log.c.id == sa.bindparam("entry"))
+                .values(
+                    status=sa.bindparam("new_status"),
+                    error=sa.bindparam("new_error"),
+                    run_id=sa.bindparam("new_run_id"),
+                    updated_at=now,
+                ),
+                [
+                    {
+                        "entry": o.entry_id,
+                        "new_status": o.status,
+                        "new_error": o.error,
+                        "new_run_id": o.run_id,
+                    }
+                    for o in done
+                ],
+            )
+        runs = [
+            {
+                "agent": o.agent,
+                "run_id": o.run_id,
+                "trigger": "reaction",
+                "status": o.run_status,
+                "started_at": o.started_at,
+                "finished_at": o.finished_at,
+                "error": o.error,
+            }
+            for o in outcomes
+            if o.run_id is not None
+        ]
+        if runs:
+            await conn.execute(agent_runs.insert(), runs)
+        return live
 
     async def release(self, entry_ids: Iterable[int]) -> None:
         """Put entries this process was processing back to ``pending`` (for a later start)."""

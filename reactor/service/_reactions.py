@@ -17,6 +17,7 @@ from reactor._diagnostics import log
 from reactor._frozen import freeze_payload
 from reactor._names import agent_actor, agent_event
 from reactor._providers.base import Provider
+from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
 from reactor._result import RunResult
 from reactor.exceptions import CapabilityError, ObjectNotFoundError, ObjectValidationError
@@ -45,6 +46,23 @@ class ReactionServices:
     record: SignalStore | None
 
 
+class _Recorder:
+    """Records a reaction's run to a signal store, as ``record=`` would.
+
+    The store is made durable by the dispatcher, once for a batch of reactions
+    (before their entries are completed), instead of once per run.
+    """
+
+    patterns = ("**",)
+
+    def __init__(self, store: SignalStore) -> None:
+        self._store = store
+        self.on_signal = store.append
+
+    def start(self, info: RunInfo) -> None:
+        self._store.start_run(info)
+
+
 async def react(
     services: ReactionServices, target: ReactionAgent, entry_id: int, event: ObjectEvent
 ) -> Finished:
@@ -52,13 +70,17 @@ async def react(
     agent = target.agent
     view = AgentObjects(services.objects, target.name, agent.capabilities, agent.execution_mode)
     started = datetime.now(UTC)
+    record = services.record
     result = await target.graph.run(
         input=event.payload(),
         provider=services.provider,
-        record=services.record,
+        reporters=() if record is None else (_Recorder(record),),
         scope={"object": event.object, "objects": view, "event": event},
         tags={"reaction": target.name, "object": event.id, "event": event.name},
     )
+    if record is not None:
+        for digest, fingerprint in result.requests.items():
+            record.record_request(result.run_id, digest, dict(fingerprint))
 
     def finished(status: EntryStatus, error: BaseException | None) -> Finished:
         return Finished(

@@ -177,7 +177,8 @@ processing_log = sa.Table(
         sqlite_where=sa.text(ACTIVE_PREDICATE),
         postgresql_where=sa.text(ACTIVE_PREDICATE),
     ),
-    sa.Index(None, "status", "updated_at"),
+    sa.Index(None, "status", "id"),  # the oldest pending entries, for whoever takes work
+    sa.Index(None, "status", "updated_at"),  # entries processing for too long
     sa.Index(None, "object_id"),
 )
 

@@ -161,13 +161,12 @@ class ReactionService:
         self._dispatcher = dispatcher
         self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())
         for loop in (
-            dispatcher.starts.run(),
             dispatcher.finishes.run(),
+            dispatcher.process(),
             self._detect(),
             self._follow(),
         ):
             self._loops.append(group.create_task(loop))
-        await dispatcher.resume()
         return self
 
     async def _default_record(self) -> SignalStore:
@@ -203,7 +202,7 @@ class ReactionService:
             if self._subscription is not None:
                 self._subscription.cancel()
             with contextlib.suppress(Exception):  # a dead database cannot take them back
-                await self.log.release(dispatcher.claimed)  # resumed at the next start
+                await self.log.release(dispatcher.taken)  # taken up again at the next start
             if self._owned_record is not None:
                 await asyncio.to_thread(self._owned_record.close)
                 self.record, self._owned_record = None, None
@@ -231,10 +230,11 @@ class ReactionService:
         assert dispatcher is not None
         while True:
             try:
-                while await dispatcher.next_batch(self._until):
+                while await dispatcher.next_batch():
                     pass
             except Exception as exc:  # a database hiccup: try again at the next poll
                 log("reactor.service", "error", "dispatch failed", error=repr(exc))
+            dispatcher.nudge()  # work another process logged, or gave back
             self._poke()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.poll_every):
@@ -301,6 +301,7 @@ class ReactionService:
                 while True:
                     latest = await self.objects.last_event_id()
                     self._wake.set()
+                    dispatcher.nudge()
                     await self._until(functools.partial(self._settled, latest))
                     if await self.objects.last_event_id() == latest:
                         return
@@ -317,7 +318,7 @@ class ReactionService:
         if dispatcher is None:
             return True
         caught_up = not dispatcher.agents or dispatcher.position >= latest
-        return caught_up and not dispatcher.busy and not self.runs.tasks
+        return caught_up and dispatcher.settled and not self.runs.tasks
 
     async def processing_log(
         self, *, agent: str | None = None, object_id: str | None = None, status: str | None = None

@@ -133,6 +133,7 @@ def upgrade() -> None:
         sqlite_where=sa.text(ACTIVE),
         postgresql_where=sa.text(ACTIVE),
     )
+    op.create_index("ix_processing_log_status_id", "processing_log", ["status", "id"])
     op.create_index(
         "ix_processing_log_status_updated_at", "processing_log", ["status", "updated_at"]
     )
