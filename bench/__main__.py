@@ -8,7 +8,7 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from bench import bus, recording, runtime, stores
+from bench import bus, reactions, recording, runtime, stores
 from bench._runner import Row, render, write_section
 
 WORKLOADS = {
@@ -16,6 +16,7 @@ WORKLOADS = {
     "stores": stores.run,
     "runtime": runtime.run,
     "recording": recording.run,
+    "reactions": reactions.run,
 }
 
 

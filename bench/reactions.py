@@ -1,11 +1,12 @@
 """Reaction workload: 10,000 object updates through the service, two reaction agents.
 
 The updates are stored first (100 objects, 100 updates each); then a service starts
-on the database and is timed until it is idle: every event dispatched to both agents
-as a recorded run (to the default signal store in the same SQLite file), with its
-processing-log entries claimed, started and finished. The figure is events per
-second. The processing log must then be exact: one ``completed`` entry per agent and
-event, nothing else. The baseline runs the same two agents directly, one run per
+on the database and is timed. Two figures: events *dispatched* per second (until the
+last event is logged in the processing log for both agents: the target of DESIGN.md
+section 22), and events *processed* end to end (until it is idle: every reaction run
+as a recorded run, to the default signal store in the same SQLite file, and its entry
+completed). The processing log must then be exact: one ``completed`` entry per agent
+and event, nothing else. The baseline runs the same two agents directly, one run per
 event each, with no database.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +57,21 @@ async def backlog(url: str, updates: int) -> None:
             await objects.update(account.id, {"balance": n}, actor=User("bench"))
 
 
-async def through_service(updates: int) -> float:
-    """Seconds the service takes to process the backlog; checks the log is exact."""
+async def through_service(updates: int) -> tuple[float, float]:
+    """Seconds until every event was dispatched, and until all were processed.
+
+    Raises:
+        AssertionError: The processing log is not exact.
+    """
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'bench.db'}"
         await backlog(url, updates)
         async with ObjectStore(url) as objects:
+            began = datetime.now(UTC)
             start = time.perf_counter()
             async with ReactionService(objects=objects, agents=AGENTS) as service:
                 await service.idle()
-                elapsed = time.perf_counter() - start
+                processed = time.perf_counter() - start
                 log = await service.processing_log()
         keys = {(e.agent, e.object_id, e.object_version) for e in log}
         statuses = {e.status for e in log}
@@ -73,7 +80,8 @@ async def through_service(updates: int) -> float:
                 f"processing log not exact: {len(log)} entries, {len(keys)} distinct, "
                 f"statuses {sorted(statuses)} (expected {2 * updates} completed)"
             )
-        return elapsed
+        dispatched = (max(e.created_at for e in log) - began).total_seconds()
+        return dispatched, processed
 
 
 async def directly(updates: int) -> float:
@@ -91,23 +99,39 @@ async def directly(updates: int) -> float:
 
 def run(runs: int, scale: float) -> list[Row]:
     updates = max(1_000, int(UPDATES * scale))
-    service, direct = best_of_pair(
-        max(1, runs // 2),
-        lambda: asyncio.run(through_service(updates)),
-        lambda: asyncio.run(directly(updates)),
-    )
-    events_per_second = updates / service
+    timings: list[tuple[float, float]] = []
+
+    def service() -> float:
+        timings.append(asyncio.run(through_service(updates)))
+        return timings[-1][1]
+
+    _, direct = best_of_pair(max(1, runs // 2), service, lambda: asyncio.run(directly(updates)))
+    dispatched = min(t[0] for t in timings)
+    processed = min(t[1] for t in timings)
+    baseline = f"{rate(updates, direct)} (the agents run directly, no database)"
     return [
         Row(
             workload=(
-                f"reactions: {updates:,} object updates, 2 reaction agents, each reaction a "
-                "recorded run (SQLite), processing log exact"
+                f"reactions: {updates:,} object updates dispatched to 2 reaction agents "
+                "(each event logged for both, while the reactions run; SQLite)"
             ),
-            ours=rate(updates, service),
-            baseline=f"{rate(updates, direct)} (the agents run directly, no database)",
-            ratio=service / direct,
-            ratio_text=f"{service / direct:.2f}x the baseline time",
+            ours=rate(updates, dispatched),
+            baseline=baseline,
+            ratio=dispatched / direct,
+            ratio_text=f"{direct / dispatched:.2f}x the baseline rate",
             target=">= 2,000 events/s",
-            met=events_per_second >= TARGET,
-        )
+            met=updates / dispatched >= TARGET,
+        ),
+        Row(
+            workload=(
+                f"reactions: the same {updates:,} events processed end to end (each reaction "
+                "a recorded run, processing log exact)"
+            ),
+            ours=rate(updates, processed),
+            baseline=baseline,
+            ratio=processed / direct,
+            ratio_text=f"{direct / processed:.2f}x the baseline rate",
+            target="report",
+            met=None,
+        ),
     ]
