@@ -1,6 +1,6 @@
 """The SignalBus on its own: patterns, FIFO dispatch, causality and streaming.
 
-Run it with ``make demo`` or ``python -m examples.bus_demo``.
+Run it with ``python -m examples.bus_demo`` (``make demo`` runs the trading bot).
 """
 
 from __future__ import annotations

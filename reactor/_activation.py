@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reactor._agentrun import AgentRun
+from reactor._agentrun import Activation, AgentRun
 from reactor._bus import set_current_signal
 from reactor._context import AgentContext
 from reactor._diagnostics import log
@@ -31,8 +31,8 @@ from reactor._templates import render
 from stores import actor_context
 
 if TYPE_CHECKING:
-    from reactor._agentrun import Activation
     from reactor._providers.base import Provider
+    from reactor._resume import RecordedAnswers
     from reactor._signal import Signal
     from stores import Store
 
@@ -119,8 +119,10 @@ class Activator:
         services = self.services
         return services.replay or agent_run.agent.provider or services.provider
 
-    def context(self, agent_run: AgentRun, signal: Signal) -> AgentContext[Any]:
-        """The context of an activation (or guard) of ``agent_run`` on ``signal``."""
+    def context(
+        self, agent_run: AgentRun, signal: Signal, activation: Activation | None = None
+    ) -> AgentContext[Any]:
+        """The context of an activation (or a guard) of ``agent_run`` on ``signal``."""
         services = self.services
         return AgentContext(
             agent_run.name,
@@ -129,7 +131,7 @@ class Activator:
             services.input,
             services.store,
             self,
-            agent_run,
+            activation or agent_run,
             services.scope,
         )
 
@@ -177,7 +179,7 @@ class Activator:
         agent = agent_run.agent
         name = agent_run.name
         started = time.perf_counter()
-        ctx = self.context(agent_run, activation.trigger)
+        ctx = self.context(agent_run, activation.trigger, activation)
         turn = services.completion_turn(activation) if agent.run is not None else None
         try:
             if agent.run is not None:
@@ -188,7 +190,7 @@ class Activator:
             else:
                 context = self.template_context(agent_run, ctx.signal)
                 output = await self.calls.call_model(
-                    agent, name, self.provider_of(agent_run), context
+                    agent, name, self.provider_of(agent_run), context, activation.answers
                 )
             if agent.updates is not None:
                 services.store.set(agent.updates, OutputSpec.state_value(output))
@@ -231,14 +233,13 @@ class Activator:
 
     def context_provider(self, ctx: AgentContext[Any], key: object) -> Provider | None:
         """A provider for handler code: calls stream through the run, as signals."""
-        assert isinstance(key, AgentRun)
-        target = self.provider_of(key)
-        return None if target is None else RunProvider(self.calls, target)
+        agent_run, answers = _owner(key)
+        target = self.provider_of(agent_run)
+        return None if target is None else RunProvider(self.calls, target, answers)
 
     def context_emit(self, ctx: AgentContext[Any], key: object, name: str, payload: Any) -> Signal:
         """Emit from an agent's code (``ctx.emit``), noting names it did not declare."""
-        assert isinstance(key, AgentRun)
-        agent_run = key
+        agent_run, _ = _owner(key)
         if name in agent_run.agent.emits:
             if ctx.emitted is None:
                 ctx.emitted = set()
@@ -275,3 +276,11 @@ async def _handled(
     if turn is not None:
         await turn.wait()
     return output
+
+
+def _owner(key: object) -> tuple[AgentRun, RecordedAnswers | None]:
+    """The agent (and a resumed activation's recorded answers) behind a context's key."""
+    if isinstance(key, Activation):
+        return key.agent_run, key.answers
+    assert isinstance(key, AgentRun)
+    return key, None

@@ -54,11 +54,14 @@ class AgentRun:
 class Activation:
     """One activation in flight: the agent, its trigger, and its ``activated`` signal."""
 
-    __slots__ = ("agent_run", "index", "signal", "started", "task", "trigger")
+    __slots__ = ("agent_run", "answers", "index", "signal", "started", "task", "trigger")
 
-    def __init__(self, agent_run: AgentRun, trigger: Signal, signal: Signal) -> None:
+    def __init__(
+        self, agent_run: AgentRun, trigger: Signal, signal: Signal, answers: Any = None
+    ) -> None:
         self.agent_run = agent_run
         self.index = agent_run.launched  # this agent's nth activation in the run, from 1
+        self.answers = answers  # a resumed activation's recorded answers
         self.trigger = trigger
         self.signal = signal
         self.started = False

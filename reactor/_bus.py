@@ -358,6 +358,16 @@ class SignalBus:
         """Call ``hook(signal)`` after all handlers of every signal (runtime use)."""
         self._after = hook
 
+    def preload(self, signals: Iterable[Signal]) -> None:
+        """Start from a recorded log: ``signals`` become the history, numbering goes on.
+
+        For a resumed run (runtime use): the run keeps its id and its log, and what it
+        emits next follows the last recorded ``seq``. Call it before the first emit.
+        """
+        for signal in signals:
+            self._history.append(signal)
+            self._seq = max(self._seq, signal.seq)
+
     def set_router(self, router: Handler) -> None:
         """Call ``router(signal)`` first for every signal (runtime use).
 

@@ -17,6 +17,7 @@ evaluation.
 from __future__ import annotations
 
 import operator
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,6 +48,42 @@ _ARITHMETIC: dict[type[nodes.Expr], tuple[str, Callable[[Any, Any], Any]]] = {
     nodes.Mod: ("%", operator.mod),
     nodes.Pow: ("**", operator.pow),
 }
+
+
+_RISKY = frozenset(
+    {
+        types.FunctionType,
+        types.MethodType,
+        types.CodeType,
+        types.TracebackType,
+        types.FrameType,
+        types.GeneratorType,
+        types.CoroutineType,
+        types.AsyncGeneratorType,
+    }
+)
+"""Objects whose attributes the sandbox inspects one by one."""
+
+
+def _getattr(env: SandboxedEnvironment, obj: Any, attr: str) -> Any:
+    """``env.getattr(obj, attr)`` for an attribute not starting with ``_``, faster.
+
+    The sandbox refuses such an attribute only on functions, methods, classes, code,
+    frames and generators, and wraps ``str.format``; those, and any callable value, go
+    through the sandbox itself. Everything else is read as Jinja2 reads it: the
+    attribute, else the item, else a strict undefined value.
+    """
+    kind = type(obj)
+    if kind in _RISKY or issubclass(kind, type):
+        return env.getattr(obj, attr)
+    try:
+        value = getattr(obj, attr)
+    except AttributeError:
+        try:
+            return obj[attr]
+        except (TypeError, LookupError):
+            return env.undefined(obj=obj, name=attr)
+    return env.getattr(obj, attr) if callable(value) else value
 
 
 class _Unsupported(Exception):
@@ -113,7 +150,7 @@ def _compile(node: nodes.Node, env: SandboxedEnvironment) -> Evaluate:
         if node.attr.startswith("_"):
             raise _Unsupported  # Jinja's sandbox explains the refusal itself
         target, attr = _compile(node.node, env), node.attr
-        return lambda context: env.getattr(target(context), attr)
+        return lambda context: _getattr(env, target(context), attr)
     if isinstance(node, nodes.Getitem):
         target, key = _compile(node.node, env), _compile(node.arg, env)
         return lambda context: env.getitem(target(context), key(context))

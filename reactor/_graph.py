@@ -15,10 +15,17 @@ from reactor._options import OPTION_NAMES, RunKwargs, RunOptions
 from reactor._origin import Origin
 from reactor._patterns import Pattern, normalize_patterns
 from reactor._result import RunResult
+from reactor._resume import ResumePlan
+from reactor._routes import routes_of
 from reactor._runtime import Run
 from reactor._shape import GraphShape, shape_of
 from reactor._validate import Declarations, find_cycles, problems, state_schema
-from reactor.exceptions import AgentConfigError, CycleWarning, GraphValidationError
+from reactor.exceptions import (
+    AgentConfigError,
+    CycleWarning,
+    GraphValidationError,
+    RunFinishedError,
+)
 from stores import create_store
 
 if TYPE_CHECKING:
@@ -95,7 +102,48 @@ class Reactive:
     def _run(self, options: Mapping[str, Any], *, live: bool = False) -> Run:
         run_options = self._options(options)
         target, target_hash = self._origin.describe(self, run_options.target)
-        return Run(self, run_options, live=live, target=target, target_hash=target_hash)
+        plan = self._plan(run_options) if run_options.resume is not None else None
+        if plan is not None and "input" not in options:
+            run_options = dataclasses.replace(run_options, input=plan.input)
+        return Run(
+            self, run_options, live=live, target=target, target_hash=target_hash, resume=plan
+        )
+
+    def _plan(self, options: RunOptions) -> ResumePlan:
+        assert options.resume is not None
+        assert options.record is not None
+        recording = options.record.load(options.resume)
+        if recording.complete:
+            raise RunFinishedError(
+                f"Run {recording.run_id} has already ended ({recording.status}); only a run "
+                "that stopped before its harness:end can be resumed. Start a new run, or "
+                "replay this one with run(replay=...).",
+                run_id=recording.run_id,
+                status=recording.status,
+            )
+        agents = list(self.agents.values())
+        return ResumePlan.read(recording, list(self.agents), routes_of(self, agents))
+
+    async def resume(self, run_id: str, **options: Unpack[RunKwargs]) -> RunResult:
+        """Continue a recorded run that stopped before its end (its process died, say).
+
+        Give ``record=``, the signal store the run was recorded in (it is required).
+        The run keeps its id and goes on recording after its last ``seq``, starting
+        with ``harness:resumed``. What the log says finished never runs again; what was
+        in flight runs again, with provider calls that were answered answered from the
+        log; signals that were not yet dispatched are. See ``docs/durability.md``.
+
+        Raises:
+            RunNotFoundError: ``record`` has no run ``run_id``.
+            RunFinishedError: The run has already ended.
+        """
+        merged: RunKwargs = {**options, "resume": run_id}
+        return await self.run(**merged)
+
+    def resume_sync(self, run_id: str, **options: Unpack[RunKwargs]) -> RunResult:
+        """:meth:`resume` from synchronous code."""
+        merged: RunKwargs = {**options, "resume": run_id}
+        return self.run_sync(**merged)
 
     async def run(self, **options: Unpack[RunKwargs]) -> RunResult:
         """Run the graph until quiescence, ``end_when``, a failure, a limit or timeout.

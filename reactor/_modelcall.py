@@ -47,6 +47,7 @@ from reactor.exceptions import NoProviderError, OutputValidationError, ProviderE
 if TYPE_CHECKING:
     from reactor._agent import Agent
     from reactor._bus import SignalBus
+    from reactor._resume import RecordedAnswers
 
 __all__ = ["CallSite", "ModelCall", "RunProvider", "check_output"]
 
@@ -75,9 +76,18 @@ class ModelCall:
         self.site = site
 
     async def call_model(
-        self, agent: Agent, name: str, provider: Provider | None, context: Mapping[str, Any]
+        self,
+        agent: Agent,
+        name: str,
+        provider: Provider | None,
+        context: Mapping[str, Any],
+        answers: RecordedAnswers | None = None,
     ) -> Any:
-        """Render, call the provider, validate; retry invalid outputs with feedback."""
+        """Render, call the provider, validate; retry invalid outputs with feedback.
+
+        ``answers`` (a resumed activation's) answers the requests that were answered
+        before, without calling the provider or signalling the call again.
+        """
         if provider is None:
             raise NoProviderError(
                 f"Agent {name!r} has no provider: it has a prompt, so it needs a model to run "
@@ -103,15 +113,19 @@ class ModelCall:
                 prompt=prompt,
                 messages=messages,
                 output_schema=agent.output_schema,
-                tools=agent.tools,
+                tools=agent.tools if answers is None else answers.tools(agent.tools),
                 options=agent.options,
                 before_tool=agent.before_tool,
                 after_tool=agent.after_tool,
             )
             raw: Any = None
-            async for event in self.relay(provider, request, name):
-                if isinstance(event, End):
-                    raw = event.output
+            recorded = answers.answer(request) if answers is not None else None
+            if recorded is not None:
+                raw = recorded.output
+            else:
+                async for event in self.relay(provider, request, name):
+                    if isinstance(event, End):
+                        raw = event.output
             if spec is None:
                 return raw
             try:
@@ -237,18 +251,26 @@ class RunProvider:
     run's metrics, recorded, and answered from the recording during a replay.
     """
 
-    def __init__(self, calls: ModelCall, target: Provider) -> None:
+    def __init__(
+        self, calls: ModelCall, target: Provider, answers: RecordedAnswers | None = None
+    ) -> None:
         self._calls = calls
         self.target = target
+        self._answers = answers
 
     @property
     def model(self) -> str | None:
         """The model of the provider behind it."""
         return getattr(self.target, "model", None)
 
-    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        """Stream ``request`` through the run."""
-        return self._calls.relay(self.target, request, request.agent)
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream ``request`` through the run (a call answered before a resume, from the log)."""
+        recorded = self._answers.answer(request) if self._answers is not None else None
+        if recorded is not None:
+            yield recorded
+            return
+        async for event in self._calls.relay(self.target, request, request.agent):
+            yield event
 
     def __repr__(self) -> str:
         return f"<provider {self.target!r} through the run>"

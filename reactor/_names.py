@@ -20,6 +20,7 @@ __all__ = [
     "DELTAS",
     "HARNESS_END",
     "HARNESS_ENDING",
+    "HARNESS_RESUMED",
     "HARNESS_SIGNALS",
     "HARNESS_START",
     "PROVIDER_END",
@@ -27,6 +28,9 @@ __all__ = [
     "PROVIDER_EVENTS",
     "PROVIDER_START",
     "RESERVED_NAMESPACES",
+    "SESSION_PROMPT",
+    "SESSION_REPLY",
+    "SESSION_TIMEOUT",
     "STATE_EVENTS",
     "STATE_PREFIX",
     "SYSTEM_SIGNALS",
@@ -43,6 +47,7 @@ __all__ = [
     "ErrorInfo",
     "HarnessEnd",
     "HarnessEnding",
+    "HarnessResumed",
     "HarnessStart",
     "ProviderEnd",
     "ProviderErrorPayload",
@@ -70,10 +75,21 @@ HARNESS_ENDING = "harness:ending"
 """``end_when`` held; no new activations: :class:`HarnessEnding`."""
 HARNESS_END = "harness:end"
 """Last signal of every run, also on failure, timeout or abort: :class:`HarnessEnd`."""
+HARNESS_RESUMED = "harness:resumed"
+"""First signal a resumed run emits: :class:`HarnessResumed`."""
 HARNESS_SIGNALS = "harness:*"
 """The pattern of the run's own milestones."""
 BUS_HANDLER_ERROR = "bus:handler_error"
 """A subscriber raised while a signal was dispatched (payload: handler, signal, error)."""
+
+# -- people --------------------------------------------------------------------------
+
+SESSION_PROMPT = "session:prompt"
+"""A run asks a person: ``{prompt_id, agent, question, choices, schema}``."""
+SESSION_REPLY = "session:reply"
+"""A person answered: ``{prompt_id, answer}``."""
+SESSION_TIMEOUT = "session:timeout"
+"""Nobody answered in time: ``{prompt_id}``."""
 
 # -- providers -----------------------------------------------------------------------
 
@@ -106,6 +122,7 @@ SYSTEM_SIGNALS = (
     HARNESS_START,
     HARNESS_ENDING,
     HARNESS_END,
+    HARNESS_RESUMED,
     BUS_HANDLER_ERROR,
     PROVIDER_START,
     PROVIDER_END,
@@ -218,6 +235,12 @@ class HarnessStart(TypedDict):
 
     input: Any
     state: Any
+
+
+class HarnessResumed(TypedDict):
+    """``harness:resumed``: the last ``seq`` recorded before the run stopped."""
+
+    from_seq: int
 
 
 class HarnessEnding(TypedDict):

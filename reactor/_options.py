@@ -35,6 +35,7 @@ class RunOptions:
     tags: Mapping[str, str] | Sequence[str] | None = None
     target: str | None = None
     scope: Mapping[str, Any] | None = None
+    resume: str | None = None
 
     def __post_init__(self) -> None:
         if self.on_end not in ("drain", "cancel"):
@@ -47,6 +48,13 @@ class RunOptions:
                 raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}.")
         for reporter in self.reporters:
             _check_reporter(reporter)
+        if self.resume is not None and self.record is None:
+            raise ValueError(
+                f"resume={self.resume!r} needs record=: the signal store the run was "
+                "recorded in, which it goes on recording to."
+            )
+        if self.resume is not None and self.replay is not None:
+            raise ValueError("A run resumes or replays, not both: give resume= or replay=.")
         taken = sorted(set(self.scope or ()) & set(CONTEXT_NAMES))
         if taken:
             raise ValueError(
@@ -88,7 +96,9 @@ class RunKwargs(TypedDict, total=False):
     ``module:attribute``, stored so ``reactor replay`` can find the graph;
     ``scope``: named values agents see as ``ctx.scope[name]`` and templates by name
     (``object`` and ``objects`` are also ``ctx.object`` and ``ctx.objects``; the
-    service gives reaction agents the object that changed and the object store).
+    service gives reaction agents the object that changed and the object store);
+    ``resume``: the id of a recorded run to continue (with ``record=`` its store; see
+    :meth:`reactor.Reactive.resume`).
     """
 
     input: Any
@@ -105,6 +115,7 @@ class RunKwargs(TypedDict, total=False):
     tags: Mapping[str, str] | Sequence[str] | None
     target: str | None
     scope: Mapping[str, Any] | None
+    resume: str | None
 
 
 OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))

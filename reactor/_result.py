@@ -53,7 +53,7 @@ class RunMetrics:
     cost_usd: float
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class RunResult(SignalLog):
     """The outcome of a run.
 
@@ -92,6 +92,13 @@ class RunResult(SignalLog):
     def ok(self) -> bool:
         """Whether the run completed or ended as asked, with no agent failing on the way."""
         return self.status in ("completed", "ended") and not self.failures
+
+    def __repr__(self) -> str:
+        failures = f", {len(self.failures)} failed" if self.failures else ""
+        return (
+            f"<RunResult {self.run_id} {self.status}{failures}: {len(self.signals)} signals, "
+            f"{self.metrics.activations} activations>"
+        )
 
     @property
     def run_info(self) -> RunInfo:

@@ -27,13 +27,15 @@ from reactor._agentrun import Activation, AgentRun
 from reactor._bus import SignalBus
 from reactor._context import RunView
 from reactor._diagnostics import log
-from reactor._names import HARNESS_END, HARNESS_ENDING, HARNESS_START
+from reactor._names import HARNESS_END, HARNESS_ENDING, HARNESS_RESUMED, HARNESS_START
 from reactor._options import RunOptions
+from reactor._outside import OutsideInput
 from reactor._patterns import compile_pattern
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._recording.recording import Recording
 from reactor._result import AgentFailure, RunMetrics, RunResult, RunStatus
+from reactor._resume import ResumePlan
 from reactor._routes import routes_of
 from reactor._scheduler import Scheduler
 from reactor._signal import Signal
@@ -104,14 +106,18 @@ class Run:
         live: bool = False,
         target: str | None = None,
         target_hash: str | None = None,
+        resume: ResumePlan | None = None,
     ) -> None:
         self.graph = graph
         self.options = options
         self.live = live
         self.target = target or options.target
         self.target_hash = target_hash
-        self.run_id = f"run_{uuid.uuid4().hex[:16]}"
+        self.resumed = resume
+        self.run_id = resume.run_id if resume else f"run_{uuid.uuid4().hex[:16]}"
         self.bus = SignalBus(options.history_limit, run_id=self.run_id)
+        if resume is not None:
+            self.bus.preload(resume.recording.signals)
         self.store: Store[Any] = create_store(graph.state)
         self.agents = [AgentRun(agent) for agent in graph.agents.values()]
         self.status: RunStatus | None = None
@@ -121,9 +127,9 @@ class Run:
         self.closed = False
         self.end_signal: Signal | None = None
         self.failures: list[AgentFailure] = []
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.cost_usd = 0.0
+        self.input_tokens = resume.input_tokens if resume else 0
+        self.output_tokens = resume.output_tokens if resume else 0
+        self.cost_usd = resume.cost_usd if resume else 0.0
         self._main: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -134,6 +140,9 @@ class Run:
             ReplayProvider(replay) if isinstance(replay, Recording) else replay
         )
         self.requests: dict[str, ProviderRequest] = {}
+        self.outside = OutsideInput(
+            self, options.record, replay if isinstance(replay, Recording) else None
+        )
         self._end_check = self._compile_end_when(graph.end_when)
         self.scheduler = Scheduler(self, self.agents, Activator(self))
 
@@ -143,26 +152,31 @@ class Run:
         """Wire the run and emit ``harness:start`` (synchronously)."""
         self._started = time.perf_counter()
         self.store.bind(self.bus)
+        resumed = self.resumed
+        if resumed is not None:
+            self.store.restore(resumed.state)
         info = RunInfo(
             run_id=self.run_id,
             graph=self.graph.name,
             tags=normalize_tags(self.options.tags),
-            started_at=time.time(),
+            started_at=resumed.recording.info.started_at if resumed else time.time(),
             target=self.target,
             target_hash=self.target_hash,
         )
         record = self.options.record
         if record is not None:
             record.start_run(info)
-            self.bus.subscribe("**", record.append)
         for reporter in self.options.reporters:
             start = getattr(reporter, "start", None)
             if start is not None:
                 start(info)
         routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
         agents, trigger = self.agents, self.scheduler.trigger
+        recorder = self.outside.recorder()
 
         def route(signal: Signal) -> None:
+            if recorder is not None:
+                recorder(signal)
             for index in routes(signal.name):
                 trigger(agents[index], signal)
 
@@ -172,11 +186,16 @@ class Run:
         for watcher in _WATCHERS.get():
             self.bus.subscribe("**", watcher)
         self.bus.set_after_dispatch(self._after_dispatch)
-        self.bus.emit(
-            HARNESS_START,
-            {"input": self.options.input, "state": self.store.snapshot()},
-            source="harness",
-        )
+        if resumed is not None:
+            self.bus.publish(HARNESS_RESUMED, {"from_seq": resumed.last_seq}, "harness", None, 0)
+            self.scheduler.resume(resumed)
+        else:
+            self.bus.emit(
+                HARNESS_START,
+                {"input": self.options.input, "state": self.store.snapshot()},
+                source="harness",
+            )
+        self.outside.watch(self.run_id)
 
     async def execute(self) -> RunResult:
         """Run until quiescence (or until closed, for a live run) or a stop."""
@@ -190,10 +209,15 @@ class Run:
                 self.options.timeout, self._on_timeout
             )
         try:
-            async with asyncio.TaskGroup() as group:
-                self.scheduler.attach(group, self._main)
-                if self._wake is not None:
-                    await self._wake.wait()
+            while True:
+                async with asyncio.TaskGroup() as group:
+                    self.scheduler.attach(group, self._main)
+                    if self._wake is not None:
+                        await self._wake.wait()
+                self.scheduler.detach()
+                # Quiescent: a replay may still have recorded outside input to give.
+                if self.ending or not self.outside.at_quiescence():
+                    break
         except asyncio.CancelledError:
             self._set_status("aborted", "the run was cancelled from outside")
             self._finish()
@@ -265,6 +289,7 @@ class Run:
         self._set_status("completed", "quiescence: nothing left to do")
         self.ending = True
         self.closed = True
+        self.outside.stop()
         self._end_payload = {
             "status": self.status,
             "reason": self.reason,
@@ -386,6 +411,7 @@ class Run:
     # -- after each signal -------------------------------------------------------
 
     def _after_dispatch(self, signal: Signal) -> None:
+        self.outside.after_dispatch()
         check = self._end_check
         if check is not None and not self.ending:
             try:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from reactor._activation import Activator
     from reactor._bus import SignalBus
     from reactor._options import RunOptions
+    from reactor._resume import ResumePlan
 
 __all__ = ["Scheduler", "SchedulerHost"]
 
@@ -83,6 +84,10 @@ class Scheduler:
         self._group: asyncio.TaskGroup | None = None
         self._main: asyncio.Task[Any] | None = None
 
+    def detach(self) -> None:
+        """The task group has closed: activations launched now wait for the next one."""
+        self._group = None
+
     def attach(self, group: asyncio.TaskGroup, main: asyncio.Task[Any] | None) -> None:
         """Run activations in ``group`` from now on (those launched before start now)."""
         self._group = group
@@ -116,6 +121,28 @@ class Scheduler:
                 self.skip(agent_run, signal, "guard")
                 return
         self.pending.append((agent_run, signal))
+
+    def resume(self, plan: ResumePlan) -> None:
+        """Pick up a resumed run's work: rerun what was in flight, then what was undecided.
+
+        The counters go on from the log (limits count over the whole run). An activation
+        that was in flight runs again under its recorded ``activated`` signal (there is
+        no second one); a signal that some agent had not decided on is dispatched to it
+        again, in ``seq`` order.
+        """
+        self.activations = plan.activations
+        by_name = {agent_run.name: agent_run for agent_run in self.agents}
+        for agent_run in self.agents:
+            agent_run.launched = plan.launched.get(agent_run.name, 0)
+        for flight in plan.in_flight:
+            agent_run = by_name[flight.agent]
+            agent_run.running += 1
+            activation = Activation(agent_run, flight.trigger, flight.signal, flight.answers)
+            activation.index = flight.index
+            self._start(activation)
+        for signal, agent in plan.undecided:
+            self.trigger(by_name[agent], signal)
+        self.start_pending()
 
     def start_pending(self) -> None:
         """Start (or queue, or skip) the activations the last signal asked for."""
@@ -173,7 +200,9 @@ class Scheduler:
             trigger.id,
             depth,
         )
-        activation = Activation(agent_run, trigger, signal)
+        self._start(Activation(agent_run, trigger, signal))
+
+    def _start(self, activation: Activation) -> None:
         coroutine = self.activator.activate(activation)
         if self._group is None:
             if self._deferred is None:

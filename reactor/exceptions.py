@@ -17,6 +17,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     │   └── ScriptExhaustedError          a ScriptedProvider ran out of answers
     ├── RecordingError(RuntimeError)      a signal store cannot read or write
     ├── RunClosedError(RuntimeError)      a signal was sent to a run that takes no input
+    ├── RunFinishedError(RuntimeError)    a run asked to resume has already ended
     ├── RunNotFoundError(LookupError)     no recorded run has that id
     ├── RunTimeoutError(TimeoutError)     a run exceeded its timeout
     ├── ServiceError                      the object store or reaction service refused
@@ -80,6 +81,7 @@ __all__ = [
     "RecordingError",
     "ReplayMismatchError",
     "RunClosedError",
+    "RunFinishedError",
     "RunNotFoundError",
     "RunTimeoutError",
     "ScriptExhaustedError",
@@ -310,6 +312,20 @@ class ScriptExhaustedError(ProviderError):
 
 class RunClosedError(ReactorError, RuntimeError):
     """A signal was sent to a run that was closed, has ended, or was aborted."""
+
+
+class RunFinishedError(ReactorError, RuntimeError):
+    """A run asked to resume has already ended (its ``harness:end`` is recorded).
+
+    Attributes:
+        run_id: The run.
+        status: How it ended.
+    """
+
+    def __init__(self, message: str, *, run_id: str, status: str | None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
 
 
 class RunTimeoutError(ReactorError, TimeoutError):

@@ -25,6 +25,7 @@ from reactor._names import (
     DELTAS,
     HARNESS_END,
     HARNESS_ENDING,
+    HARNESS_RESUMED,
     HARNESS_START,
     PROVIDER_END,
     PROVIDER_ERROR,
@@ -82,7 +83,7 @@ def configure(
     )
 
 
-_HARNESS = frozenset({HARNESS_START, HARNESS_ENDING, HARNESS_END})
+_HARNESS = frozenset({HARNESS_START, HARNESS_ENDING, HARNESS_END, HARNESS_RESUMED})
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 

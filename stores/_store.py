@@ -16,7 +16,7 @@ from reactor.exceptions import SignalNameError, StateKeyError, StoreError, Trans
 from stores._announce import ABSENT, Announcer, Change
 from stores._draft import DictDraft, ModelDraft
 from stores._transaction import Transaction
-from stores._validation import apply_model, model_rules
+from stores._validation import apply_model, model_rules, validation_error
 from stores._views import readonly, unwrap
 
 __all__ = ["Store", "StoreBinding", "StoreSubscription"]
@@ -147,6 +147,28 @@ class Store(Generic[StateT]):
             self._snapshot = freeze(data)
             self._snapshot_version = self._version
         return cast(dict[str, Any], self._snapshot)
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """Replace the whole state with ``data`` (plain JSON data), emitting nothing.
+
+        For rebuilding a store as a log says it was (resuming a run from its recording):
+        the state is validated like any write, but no signal is emitted, because the
+        changes that led to it are already in the log.
+
+        Raises:
+            StateValidationError: ``data`` does not validate against the model.
+        """
+        if self._is_model:
+            model = type(self._state)
+            try:
+                self._state = model.model_validate(dict(data))
+            except pydantic.ValidationError as exc:
+                raise validation_error("", "", exc) from exc
+        else:
+            for key in data:
+                _check_key(key)
+            self._state = copy.deepcopy(dict(data))
+        self._version += 1
 
     @property
     def model_type(self) -> type[pydantic.BaseModel] | None:

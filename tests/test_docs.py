@@ -2,7 +2,8 @@
 
 Each file's ``python`` blocks run in order in one namespace (a later block may use what
 an earlier one defined), in a scratch folder (where ``examples/`` and ``tests/`` are
-the repository's), with top-level ``await`` allowed. A
+the repository's), as the main module (``if __name__ == "__main__":`` blocks run). No
+block uses top-level ``await``: copied into a script, every snippet runs. A
 comment after a ``print(...)`` statement says what it prints: a block whose prints
 carry such comments must print exactly those lines. A block after ``<!-- excerpt -->``
 is a fragment, not run; one after ``<!-- file: NAME -->`` is written to ``NAME``.
@@ -13,9 +14,8 @@ real API.
 from __future__ import annotations
 
 import ast
-import asyncio
-import inspect
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,30 +88,34 @@ def test_snippets_run_and_print_what_they_say(
     for name, content in files(path).items():
         (tmp_path / name).write_text(content)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # snippets import the files they wrote
     monkeypatch.setattr(reactor, "model_prices", dict(reactor.model_prices))
-    namespace: dict[str, object] = {"__name__": "__docs__"}
+    for name in files(path):  # a module a snippet wrote is imported afresh
+        monkeypatch.delitem(sys.modules, Path(name).stem, raising=False)
+    namespace: dict[str, object] = {"__name__": "__main__"}
     ran = 0
     for number, code in enumerate(blocks(path), start=1):
         if not offline(code):
             continue
-        compiled = compile(
-            code,
-            f"{path.name}#{number}",
-            "exec",
-            flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
-            dont_inherit=True,
-        )
+        compiled = compile(code, f"{path.name}#{number}", "exec", dont_inherit=True)
         capsys.readouterr()
         with structlog.testing.capture_logs():  # a run's own log lines are not its output
-            result = eval(compiled, namespace)
-            if inspect.iscoroutine(result):
-                asyncio.run(result)
+            exec(compiled, namespace)
         expected = expected_output(code)
         if expected:
             printed = capsys.readouterr().out.splitlines()
             assert printed == expected, f"{path.name} block {number}"
         ran += 1
     assert ran > 0 or not blocks(path)
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in FILES])
+def test_no_snippet_needs_top_level_await(path: Path) -> None:
+    for number, code in enumerate(blocks(path), start=1):
+        try:
+            compile(code, f"{path.name}#{number}", "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            pytest.fail(f"{path.name} block {number} is not a script: {exc}")
 
 
 def test_every_guide_is_linked_from_the_readme() -> None:

@@ -49,6 +49,7 @@ PUBLIC_API = {
         "ReplayProvider",
         "Reporter",
         "RunClosedError",
+        "RunFinishedError",
         "RunHandle",
         "RunInfo",
         "RunKwargs",

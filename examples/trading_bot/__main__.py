@@ -94,11 +94,11 @@ def summary(result: RunResult, args: argparse.Namespace, recorded: bool) -> str:
         f"{metrics.output_tokens:,} out · {cost}",
     ]
     if recorded:
-        where = "" if args.db == str(DEFAULT_PATH) else f" {args.db}"
+        where = "" if args.db == str(DEFAULT_PATH) else f" --db {args.db}"
         lines += [
             f"Recorded as {result.run_id} in {args.db}",
-            f"  inspect: reactor show{where} {result.run_id}",
-            f"  replay:  reactor replay{where} {result.run_id}",
+            f"  inspect: reactor show {result.run_id}{where}",
+            f"  replay:  reactor replay {result.run_id}{where}",
         ]
     return "\n".join(lines)
 

@@ -84,8 +84,9 @@ class ProviderRequest:
     ) -> ProviderRequest:
         """Create a request and compute its ``request_hash``."""
         turns = tuple(messages) if messages is not None else (Message("user", prompt),)
-        opts = dict(options or {})
-        digest = request_hash(agent, system, turns, output_schema, tuple(tools), opts)
+        given = options or {}
+        digest = request_hash(agent, system, turns, output_schema, tuple(tools), given)
+        opts = dict(given)
         return cls(
             agent,
             system,
@@ -132,10 +133,46 @@ def request_hash(
     tools: tuple[Tool, ...],
     options: Mapping[str, Any],
 ) -> str:
-    """Return a stable hash of everything that determines a provider's answer."""
-    data = _fingerprint(agent, system, messages, output_schema, tools, options)
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Return a stable hash of everything that determines a provider's answer.
+
+    The hash is of the fingerprint's canonical JSON (sorted keys, no spaces). The
+    schema, tools and options of an agent are the same objects on every call, so their
+    JSON is made once and spliced in: the bytes are exactly those of dumping the whole
+    fingerprint, which keeps hashes (and recordings) the same across versions.
+    """
+    canonical = (
+        f'{{"agent":{_dumps(agent)},'
+        f'"messages":{_dumps([{"content": m.content, "role": m.role} for m in messages])},'
+        f'"options":{_dumps_once(options, lambda: to_jsonable(dict(options)))},'
+        f'"output_schema":{_dumps_once(output_schema, lambda: output_schema)},'
+        f'"system":{_dumps(system)},'
+        f'"tools":{_dumps_once(tools, lambda: [tool.definition() for tool in tools])}}}'
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+_ONCE: dict[int, tuple[object, str]] = {}
+
+
+def _dumps_once(key: object, data: Callable[[], Any]) -> str:
+    """The canonical JSON of ``data()``, remembered for the object ``key``.
+
+    ``key`` (an agent's options, schema or tools) is kept alive by the entry, so its
+    ``id`` cannot be reused by another object while it is remembered.
+    """
+    found = _ONCE.get(id(key))
+    if found is not None and found[0] is key:
+        return found[1]
+    text = _dumps(data())
+    if len(_ONCE) > 4_096:
+        _ONCE.clear()
+    if key is not None and not (isinstance(key, dict | tuple) and not key):
+        _ONCE[id(key)] = (key, text)
+    return text
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -109,8 +109,8 @@ class ScriptedProvider:
             yield TextDelta(piece)
         yield TextComplete(text)
         usage = Usage(
-            input_tokens=_tokens(_request_text(request)),
-            output_tokens=_tokens(text),
+            input_tokens=_tokens(_request_length(request)),
+            output_tokens=_tokens(len(text)),
         )
         yield End(
             output=output,
@@ -181,13 +181,26 @@ def _render(answer: Any) -> tuple[str, Any]:
     return to_json(answer), answer
 
 
-def _request_text(request: ProviderRequest) -> str:
-    parts = [request.system or "", *(m.content for m in request.messages)]
-    if request.output_schema is not None:
-        parts.append(to_json(request.output_schema))
-    parts.extend(to_json(tool.definition()) for tool in request.tools)
-    return "".join(parts)
+def _request_length(request: ProviderRequest) -> int:
+    """How long the request's text is: prompts, and the schema and tools as JSON."""
+    length = len(request.system or "") + sum(len(m.content) for m in request.messages)
+    schema, tools = request.output_schema, request.tools
+    if schema is not None or tools:
+        key = (id(schema), id(tools))
+        found = _LENGTHS.get(key)
+        if found is None or found[0] is not schema or found[1] is not tools:
+            size = len(to_json(schema)) if schema is not None else 0
+            size += sum(len(to_json(tool.definition())) for tool in tools)
+            if len(_LENGTHS) > 1_024:
+                _LENGTHS.clear()
+            found = _LENGTHS[key] = (schema, tools, size)
+        length += found[2]
+    return length
 
 
-def _tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4))
+_LENGTHS: dict[tuple[int, int], tuple[object, object, int]] = {}
+"""The JSON length of an agent's schema and tools (the same objects on every call)."""
+
+
+def _tokens(length: int) -> int:
+    return max(1, math.ceil(length / 4))

@@ -14,7 +14,15 @@ from reactor._providers.base import ToolCall, ToolResult
 from reactor._providers.tools import Tool
 from reactor._signal import to_jsonable
 
-__all__ = ["AfterTool", "BeforeTool", "execute_tool_calls"]
+__all__ = ["AfterTool", "BeforeTool", "RecordedToolError", "execute_tool_calls"]
+
+
+class RecordedToolError(Exception):
+    """A tool's error as a log recorded it, given back as it was (a resumed call)."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 BeforeTool: TypeAlias = Callable[[ToolCall], "ToolCall | Awaitable[ToolCall | None] | None"]
@@ -86,6 +94,8 @@ async def _invoke(call: ToolCall, tool: Tool | None, tools: dict[str, Tool]) -> 
         )
     try:
         value = await tool.invoke(call.input)
+    except RecordedToolError as exc:
+        return ToolResult(call.id, call.name, None, error=exc.error)
     except (Exception, SystemExit) as exc:  # a tool that exits must not end the app
         return ToolResult(call.id, call.name, None, error=f"{type(exc).__name__}: {exc}")
     try:

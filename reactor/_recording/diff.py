@@ -65,7 +65,7 @@ class Divergence:
     right_text: str | None = None
 
     def __str__(self) -> str:
-        where = " > ".join(self.path) or "(start)"
+        where = " > ".join(self.path) or "start"
         if self.kind in ("answer", "prompt"):
             what = f"agent {self.agent!r}'s {self.kind}"
             return (

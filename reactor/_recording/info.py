@@ -6,7 +6,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["RunInfo", "matches_filters", "normalize_tags", "parse_tag"]
+from reactor._names import SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+
+__all__ = ["RunInfo", "matches_filters", "normalize_tags", "open_status", "parse_tag"]
 
 
 def parse_tag(tag: str) -> tuple[str, str]:
@@ -36,7 +38,8 @@ class RunInfo:
         tags: User tags (``{"nightly": ""}``, ``{"env": "prod"}``).
         started_at: UNIX seconds.
         ended_at: UNIX seconds, once ``harness:end`` was recorded.
-        status: The run's status from ``harness:end`` (``None`` while incomplete).
+        status: ``running`` until ``harness:end`` is recorded (``waiting`` while a
+            question to a person is pending), then the final status from it.
         reason: Why it ended.
         signals: How many signals are recorded.
         target: Where the graph came from (``module:attribute`` or
@@ -62,16 +65,33 @@ class RunInfo:
     @property
     def complete(self) -> bool:
         """Whether the run's ``harness:end`` was recorded."""
-        return self.status is not None
+        return self.status not in (None, "running", "waiting")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
         return {**dataclasses.asdict(self), "tags": dict(self.tags), "complete": self.complete}
 
 
-def matches_filters(info: RunInfo, *, graph: str | None, tag: str | None) -> bool:
-    """Whether ``info`` passes the ``runs()`` filters (graph name, ``key`` or ``key=value``)."""
+def open_status(signals: Iterable[Any]) -> str:
+    """The status of a run with no ``harness:end``: ``waiting`` if a prompt is pending."""
+    pending: set[Any] = set()
+    for signal in signals:
+        if signal.name == SESSION_PROMPT and isinstance(signal.payload, Mapping):
+            pending.add(signal.payload.get("prompt_id"))
+        elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT) and isinstance(
+            signal.payload, Mapping
+        ):
+            pending.discard(signal.payload.get("prompt_id"))
+    return "waiting" if pending else "running"
+
+
+def matches_filters(
+    info: RunInfo, *, graph: str | None, tag: str | None, status: str | None = None
+) -> bool:
+    """Whether ``info`` passes the ``runs()`` filters (graph, ``key[=value]`` tag, status)."""
     if graph is not None and info.graph != graph:
+        return False
+    if status is not None and info.status != status:
         return False
     if tag is not None:
         key, value = parse_tag(tag)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Collection
 from typing import Any
 
 from reactor._names import HARNESS_END
-from reactor._recording.info import RunInfo, matches_filters
+from reactor._recording.inbox import Posted, check_posted, new_message_id
+from reactor._recording.info import RunInfo, matches_filters, open_status
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStoreBase
-from reactor._signal import Signal
+from reactor._signal import Signal, to_jsonable
 from reactor.exceptions import RunNotFoundError
 
 __all__ = ["MemorySignalStore"]
@@ -21,6 +25,9 @@ class MemorySignalStore(SignalStoreBase):
         self._infos: dict[str, RunInfo] = {}
         self._signals: dict[str, list[Signal]] = {}
         self._requests: dict[str, dict[str, Any]] = {}
+        self._inbox: list[Posted] = []
+        self._delivered: set[str] = set()
+        self._lock = threading.Lock()  # posts may come from other threads
 
     def start_run(self, info: RunInfo) -> None:
         """Register a run about to be recorded."""
@@ -62,7 +69,7 @@ class MemorySignalStore(SignalStoreBase):
             tags=info.tags,
             started_at=info.started_at or (signals[0].timestamp if signals else 0.0),
             ended_at=end.timestamp if end else None,
-            status=end.payload["status"] if end else None,
+            status=end.payload["status"] if end else open_status(signals),
             reason=end.payload["reason"] if end else None,
             failures=int(end.payload.get("failures") or 0) if end else 0,
             signals=len(signals),
@@ -71,11 +78,16 @@ class MemorySignalStore(SignalStoreBase):
         )
 
     def runs(
-        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+        self,
+        *,
+        graph: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
     ) -> list[RunInfo]:
-        """Recorded runs, newest first, optionally filtered by graph name or tag."""
+        """Recorded runs, newest first, optionally filtered by graph, tag or status."""
         infos = [self._info(run_id) for run_id in self._signals]
-        found = [i for i in infos if matches_filters(i, graph=graph, tag=tag)]
+        found = [i for i in infos if matches_filters(i, graph=graph, tag=tag, status=status)]
         found.sort(key=lambda info: info.started_at, reverse=True)
         return found[:limit] if limit is not None else found
 
@@ -84,6 +96,28 @@ class MemorySignalStore(SignalStoreBase):
         self._infos.pop(run_id, None)
         self._requests.pop(run_id, None)
         return self._signals.pop(run_id, None) is not None
+
+    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
+        """Queue a signal for a run; return the message's id (see :class:`SignalStore`)."""
+        check_posted(name)
+        message = Posted(new_message_id(), run_id, name, to_jsonable(payload), source, time.time())
+        with self._lock:
+            self._inbox.append(message)
+        return message.message_id
+
+    def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not yet delivered, in posting order."""
+        wanted = set(run_ids)
+        with self._lock:
+            return [
+                m for m in self._inbox if m.run_id in wanted and m.message_id not in self._delivered
+            ]
+
+    def deliver(self, message_id: str, signal: Signal) -> None:
+        """Record a posted message's signal and mark the message delivered."""
+        with self._lock:
+            self._delivered.add(message_id)
+        self.append(signal)
 
     def __repr__(self) -> str:
         return f"<MemorySignalStore runs={len(self._signals)}>"

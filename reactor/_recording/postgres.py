@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import psycopg
@@ -15,9 +15,17 @@ import pydantic_core
 from psycopg_pool import ConnectionPool
 
 from reactor._diagnostics import log
+from reactor._recording.inbox import Posted, check_posted, new_message_id
 from reactor._recording.info import RunInfo, parse_tag
-from reactor._recording.postgres_db import check_url, connect, describe, migrate, shown
-from reactor._recording.postgres_writer import STOP, Request, write_loop
+from reactor._recording.postgres_db import (
+    check_url,
+    connect,
+    describe,
+    info_of,
+    migrate,
+    shown,
+)
+from reactor._recording.postgres_writer import STOP, Delivery, Request, write_loop
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStoreBase
 from reactor._signal import Signal
@@ -25,8 +33,12 @@ from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["PostgresSignalStore"]
 
+_STATUS = "COALESCE(r.status, CASE WHEN r.prompts > 0 THEN 'waiting' ELSE 'running' END)"
+"""A run's status: final once ended, else waiting while a question is pending."""
+
 _INFO = (
-    "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, r.status, "
+    "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
+    f"{_STATUS}, "
     "r.reason, r.failures, r.signals, (SELECT json_object_agg(t.key, t.value)::text "
     "FROM reactor_run_tags t WHERE t.run_id = r.run_id) FROM reactor_runs r "
 )
@@ -65,7 +77,7 @@ class PostgresSignalStore(SignalStoreBase):
         dsn: str,
         *,
         batch_size: int = 2_000,
-        max_backlog: int = 50_000,
+        max_backlog: int = 1_000,
         retry_for: float = 30.0,
         pool_size: int = 4,
     ) -> None:
@@ -141,6 +153,65 @@ class PostgresSignalStore(SignalStoreBase):
         queued.put(signal)
         if queued.qsize() > self.max_backlog:
             self._wait_for_room()
+
+    def deliver(self, message_id: str, signal: Signal) -> None:
+        """Queue a posted message's signal; it is written with the message's delivery."""
+        if self._error is not None:
+            self._report()
+            return
+        self._ensure_writer()
+        self._queue.put(Delivery(message_id, signal))
+        if self._queue.qsize() > self.max_backlog:
+            self._wait_for_room()
+
+    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
+        """Queue a signal for a run, from any process; return the message's id.
+
+        A live run recorded to this database emits it within 100 ms; a stopped one,
+        when it is resumed. See :class:`reactor.SignalStore`.
+
+        Raises:
+            SignalNameError: ``name`` is one only the runtime emits.
+            RecordingError: The database cannot be reached.
+        """
+        check_posted(name)
+        message_id = new_message_id()
+        data = None if payload is None else pydantic_core.to_json(payload).decode()
+        try:
+            with self._pool.connection() as conn:
+                conn.execute(
+                    "INSERT INTO reactor_inbox (message_id, run_id, name, payload, source, "
+                    "posted_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                    (message_id, run_id, name, data, source, time.time()),
+                )
+        except psycopg.Error as exc:
+            raise RecordingError(
+                f"Posting to run {run_id!r} in {self._shown} failed ({describe(exc)})."
+            ) from exc
+        return message_id
+
+    def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not yet delivered, in posting order."""
+        if not run_ids:
+            return []
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT message_id, run_id, name, payload::text, source, posted_at "
+                "FROM reactor_inbox WHERE delivered_seq IS NULL AND run_id = ANY(%s) "
+                "ORDER BY position",
+                (list(run_ids),),
+            ).fetchall()
+        return [
+            Posted(
+                mid,
+                run,
+                name,
+                None if data is None else pydantic_core.from_json(data),
+                source,
+                when,
+            )
+            for mid, run, name, data, source, when in rows
+        ]
 
     def _wait_for_room(self) -> None:
         writer = self._writer
@@ -300,15 +371,23 @@ class PostgresSignalStore(SignalStoreBase):
         )
 
     def runs(
-        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+        self,
+        *,
+        graph: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
     ) -> list[RunInfo]:
-        """Recorded runs, newest first, optionally filtered by graph name or tag.
+        """Recorded runs, newest first, optionally filtered by graph, tag or status.
 
         ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``). Runs
         recorded by other processes to the same database are listed too.
         """
         where: list[str] = []
         params: list[Any] = []
+        if status is not None:
+            where.append(f"{_STATUS} = %s")
+            params.append(status)
         if graph is not None:
             where.append("r.graph = %s")
             params.append(graph)
@@ -330,34 +409,7 @@ class PostgresSignalStore(SignalStoreBase):
         return self._infos(sql, params)
 
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
-        return [
-            RunInfo(
-                run_id=run_id,
-                graph=graph,
-                target=target,
-                target_hash=target_hash,
-                started_at=started,
-                ended_at=ended,
-                status=status,
-                reason=reason,
-                failures=failures,
-                signals=count,
-                tags=pydantic_core.from_json(tags) if tags else {},
-            )
-            for (
-                run_id,
-                graph,
-                target,
-                target_hash,
-                started,
-                ended,
-                status,
-                reason,
-                failures,
-                count,
-                tags,
-            ) in self._query(_INFO + clause, params)
-        ]
+        return [info_of(row) for row in self._query(_INFO + clause, params)]
 
     def delete(self, run_id: str) -> bool:
         """Delete a run, its signals, tags and requests; return whether it existed."""
@@ -373,6 +425,7 @@ class PostgresSignalStore(SignalStoreBase):
                 ).rowcount
                 conn.execute("DELETE FROM reactor_run_tags WHERE run_id = %s", (run_id,))
                 conn.execute("DELETE FROM reactor_requests WHERE run_id = %s", (run_id,))
+                conn.execute("DELETE FROM reactor_inbox WHERE run_id = %s", (run_id,))
         except psycopg.Error as exc:
             raise RecordingError(
                 f"Deleting run {run_id!r} from {self._shown} failed ({describe(exc)}); "

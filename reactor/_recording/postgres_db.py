@@ -8,16 +8,27 @@ processes that open a new database at the same moment do not race to create them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+import pydantic_core
 from psycopg.conninfo import conninfo_to_dict
 
+from reactor._recording.info import RunInfo
 from reactor.exceptions import RecordingError
 
-__all__ = ["SCHEMA_VERSION", "check_url", "connect", "describe", "migrate", "shown"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "check_url",
+    "connect",
+    "describe",
+    "info_of",
+    "migrate",
+    "shown",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATION_LOCK = 0x7265_6163_746F_7201
 """The advisory lock held while the schema is checked and migrated ("reactor" + 1)."""
@@ -67,6 +78,22 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             fingerprint json NOT NULL,
             PRIMARY KEY (run_id, request_hash)
         )""",
+    ),
+    (
+        # 2: questions to people pending (a running run is waiting while some are),
+        # and the inbox of messages posted to runs
+        "ALTER TABLE reactor_runs ADD COLUMN prompts integer NOT NULL DEFAULT 0",
+        """CREATE TABLE reactor_inbox (
+            position bigserial PRIMARY KEY,
+            message_id text NOT NULL UNIQUE,
+            run_id text NOT NULL,
+            name text NOT NULL,
+            payload json,
+            source text NOT NULL,
+            posted_at double precision NOT NULL,
+            delivered_seq bigint
+        )""",
+        "CREATE INDEX reactor_inbox_waiting ON reactor_inbox (run_id) WHERE delivered_seq IS NULL",
     ),
 )
 """Schema version N is reached by running the first N groups of statements, in order."""
@@ -155,3 +182,21 @@ def describe(error: BaseException) -> str:
     text = str(error).strip()
     first = text.splitlines()[0].rstrip(".") if text else ""
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def info_of(row: Sequence[Any]) -> RunInfo:
+    """A row of the runs listing (see ``_INFO`` in the store) as a :class:`RunInfo`."""
+    run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags = row
+    return RunInfo(
+        run_id=run_id,
+        graph=graph,
+        target=target,
+        target_hash=target_hash,
+        started_at=started,
+        ended_at=ended,
+        status=status,
+        reason=reason,
+        failures=failures,
+        signals=count,
+        tags=pydantic_core.from_json(tags) if tags else {},
+    )

@@ -23,11 +23,11 @@ import pydantic_core
 from psycopg import errors
 from psycopg_pool import ConnectionPool
 
-from reactor._names import HARNESS_END
+from reactor._names import HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._recording.info import RunInfo
 from reactor._signal import Signal, json_fallback
 
-__all__ = ["STOP", "Batch", "Request", "write", "write_loop"]
+__all__ = ["STOP", "Batch", "Delivery", "Request", "write", "write_loop"]
 
 STOP = object()
 """Put on the queue to stop the writer after what is queued before it."""
@@ -35,6 +35,14 @@ STOP = object()
 _COLUMNS = "run_id, seq, id, name, payload, timestamp, source, caused_by, depth"
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MOST = 2.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Delivery:
+    """A posted message's signal, written together with the message's delivery."""
+
+    message_id: str
+    signal: Signal
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,6 +81,8 @@ class Batch:
         self.counts: dict[str, int] = {}
         self.firsts: dict[str, float] = {}
         self.ends: dict[str, tuple[Any, ...]] = {}
+        self.prompts: dict[str, int] = {}
+        self.delivered: list[tuple[int, str]] = []
         self.waiting: list[threading.Event] = []
         self.stop = False
 
@@ -83,6 +93,9 @@ class Batch:
         """Take one queued item into the batch."""
         if type(item) is Signal:
             self._signal(item)
+        elif type(item) is Delivery:
+            self._signal(item.signal)
+            self.delivered.append((item.signal.seq, item.message_id))
         elif isinstance(item, RunInfo):
             self.runs[item.run_id] = item
         elif isinstance(item, Request):
@@ -120,6 +133,10 @@ class Batch:
         else:
             counts[run_id] = 1
             self.firsts[run_id] = signal.timestamp
+        if signal.name == SESSION_PROMPT:
+            self.prompts[run_id] = self.prompts.get(run_id, 0) + 1
+        elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT):
+            self.prompts[run_id] = self.prompts.get(run_id, 0) - 1
         if signal.name == HARNESS_END and isinstance(payload, dict):
             failures = payload.get("failures")
             self.ends[run_id] = (
@@ -247,6 +264,17 @@ def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> 
             cur.executemany(
                 "UPDATE reactor_runs SET signals = signals + %s WHERE run_id = %s",
                 [(count, run_id) for run_id, count in sorted(counts.items()) if count],
+            )
+        if batch.prompts:
+            cur.executemany(
+                "UPDATE reactor_runs SET prompts = GREATEST(0, prompts + %s) WHERE run_id = %s",
+                [(count, run_id) for run_id, count in sorted(batch.prompts.items())],
+            )
+        if batch.delivered:
+            cur.executemany(
+                "UPDATE reactor_inbox SET delivered_seq = %s "
+                "WHERE message_id = %s AND delivered_seq IS NULL",
+                batch.delivered,
             )
         if batch.ends:
             cur.executemany(

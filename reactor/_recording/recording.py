@@ -15,7 +15,7 @@ from reactor._signal import Signal
 __all__ = ["Recording"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class Recording(SignalLog):
     """A recorded run: its signals (payloads as JSON data) and what is known about it.
 
@@ -29,6 +29,11 @@ class Recording(SignalLog):
     info: RunInfo
     signals: tuple[Signal, ...]
     requests: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Recording {self.run_id} {self.status or 'incomplete'}: {len(self.signals)} signals>"
+        )
 
     @property
     def run_id(self) -> str:

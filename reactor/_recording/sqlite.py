@@ -6,21 +6,30 @@ import atexit
 import json
 import os
 import queue
+import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
 import pydantic_core
 
 from reactor._diagnostics import log
+from reactor._recording.inbox import Posted, check_posted, new_message_id
 from reactor._recording.info import RunInfo, parse_tag
 from reactor._recording.recording import Recording
-from reactor._recording.sqlite_db import STOP, connect, migrate, write_loop
+from reactor._recording.sqlite_db import (
+    connect,
+    connect_readonly,
+    decode_info,
+    decode_signal,
+    migrate,
+)
+from reactor._recording.sqlite_writer import STOP, Delivery, Request, write_loop
 from reactor._recording.store import SignalStoreBase
-from reactor._signal import Signal
+from reactor._signal import Signal, json_fallback
 from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
@@ -28,25 +37,39 @@ __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
 DEFAULT_PATH = Path(".reactor") / "runs.db"
 """Where the CLI and the examples keep recordings by default."""
 
+_STATUS = "COALESCE(r.status, CASE WHEN r.prompts > 0 THEN 'waiting' ELSE 'running' END)"
+"""A run's status: final once ended, else waiting while a question is pending."""
+
 
 class SQLiteSignalStore(SignalStoreBase):
     """Recordings in a SQLite database (stdlib ``sqlite3``, WAL mode).
 
     ``append`` only queues the signal; a writer thread serializes and inserts queued
     signals in batches, each committed as one transaction, so the event loop never
-    waits on the disk and a crash loses at most the batch being written. Safe to open
-    from several processes (WAL; writers wait on each other's locks). The schema is
-    versioned (``PRAGMA user_version``).
+    waits on the disk. The queue is bounded: when it is full (the disk is slower than
+    the run, or the database is locked by another process), ``append`` waits, so a
+    crash loses at most that many signals and memory stays bounded. A locked database
+    is retried until it is released, keeping the signals. Safe to open from several
+    processes (WAL; writers wait on each other's locks). The schema is versioned
+    (``PRAGMA user_version``).
 
     Args:
         path: The database file (parents are created). ``.reactor/runs.db`` by default.
         batch_size: Most signals written per transaction.
-        max_backlog: Queued signals beyond which ``append`` waits for the writer, so
-            memory stays bounded when signals come faster than the disk takes them.
+        max_backlog: Signals queued for writing at most; ``append`` waits beyond it
+            (backpressure). A crash loses at most the queued signals.
+        timeout: Seconds SQLite waits for another process's lock before the writer
+            steps back and retries (it retries until the lock is released, keeping the
+            signals; ``append`` waits while the queue is full).
+        readonly: Only read: the file must exist, nothing is created, migrated or
+            written (not even SQLite's ``-wal`` files when no writer has it open), and
+            recording to the store raises. What inspecting tools use, so that looking
+            at a database someone sent never changes it.
 
     Raises:
         RecordingError: The file is not a reactor database, or was written by a newer
-            version of reactor.
+            version of reactor; read-only, also: there is no such file, or it has an
+            older schema.
     """
 
     def __init__(
@@ -54,21 +77,28 @@ class SQLiteSignalStore(SignalStoreBase):
         path: str | os.PathLike[str] = DEFAULT_PATH,
         *,
         batch_size: int = 2_000,
-        max_backlog: int = 50_000,
+        max_backlog: int = 1_000,
+        readonly: bool = False,
+        timeout: float = 30.0,
     ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
         self.batch_size = batch_size
         self.max_backlog = max_backlog
+        self.timeout = timeout
         self._lock = threading.Lock()
-        self._read = connect(self.path)
-        migrate(self._read, self.path)
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        if readonly:
+            self._read = connect_readonly(self.path)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._read = connect(self.path, timeout)
+            migrate(self._read, self.path)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_backlog)
         self._writer: threading.Thread | None = None
         self._error: BaseException | None = None
         self._reported = False
-        self._appended = 0
         self._closed = False
+        self.closing = False
 
     # -- writing -------------------------------------------------------------------
 
@@ -78,9 +108,20 @@ class SQLiteSignalStore(SignalStoreBase):
                 if self._writer is None:
                     if self._closed:
                         raise RecordingError(f"The signal store {self.path} is closed.")
+                    if self.readonly:
+                        raise RecordingError(
+                            f"The signal store {self.path} is open read-only; open it "
+                            "without readonly=True to record to it."
+                        )
                     self._writer = threading.Thread(
                         target=write_loop,
-                        args=(self.path, self._queue, self.batch_size, weakref.ref(self)),
+                        args=(
+                            self.path,
+                            self._queue,
+                            self.batch_size,
+                            weakref.ref(self),
+                            self.timeout,
+                        ),
                         name=f"reactor-recorder {self.path.name}",
                         daemon=True,
                     )
@@ -99,16 +140,59 @@ class SQLiteSignalStore(SignalStoreBase):
             return
         if self._writer is None:
             self._ensure_writer()
-        self._queue.put(signal)
-        self._appended += 1
-        if not self._appended & 1023 and self._queue.qsize() > self.max_backlog:
-            while self._queue.qsize() > self.max_backlog // 2 and self._error is None:
-                time.sleep(0.001)
+        self._queue.put(signal)  # waits while max_backlog signals are queued
 
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
         """Keep what a provider was asked (for replay mismatch messages)."""
         self._ensure_writer()
-        self._queue.put(("request", run_id, request_hash, fingerprint))
+        self._queue.put(Request(run_id, request_hash, fingerprint))
+
+    def deliver(self, message_id: str, signal: Signal) -> None:
+        """Queue a posted message's signal; it is written with the message's delivery."""
+        if self._error is not None:
+            self._report()
+            return
+        self._ensure_writer()
+        self._queue.put(Delivery(message_id, signal))
+
+    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
+        """Queue a signal for a run, from any process; return the message's id.
+
+        A live run recorded to this database emits it within 100 ms; a stopped one,
+        when it is resumed. See :class:`reactor.SignalStore`.
+
+        Raises:
+            SignalNameError: ``name`` is one only the runtime emits.
+            RecordingError: The store is read-only.
+        """
+        check_posted(name)
+        if self.readonly:
+            raise RecordingError(f"The signal store {self.path} is open read-only.")
+        message_id = new_message_id()
+        data = None if payload is None else _json(payload)
+        with self._lock:
+            self._read.execute(
+                "INSERT INTO inbox (message_id, run_id, name, payload, source, posted_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (message_id, run_id, name, data, source, time.time()),
+            )
+        return message_id
+
+    def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not yet delivered, in posting order."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        with self._lock:
+            rows = self._read.execute(
+                "SELECT message_id, run_id, name, payload, source, posted_at FROM inbox "
+                f"WHERE delivered_seq IS NULL AND run_id IN ({marks}) ORDER BY position",
+                tuple(run_ids),
+            ).fetchall()
+        return [
+            Posted(mid, run, name, None if data is None else json.loads(data), source, when)
+            for mid, run, name, data, source, when in rows
+        ]
 
     def flush(self) -> None:
         """Block until everything appended so far is committed.
@@ -144,6 +228,7 @@ class SQLiteSignalStore(SignalStoreBase):
         if self._closed:
             return
         self._closed = True
+        self.closing = True
         writer = self._writer
         if writer is not None and writer.is_alive():
             self._queue.put(STOP)
@@ -158,7 +243,10 @@ class SQLiteSignalStore(SignalStoreBase):
         if self._writer is not None:
             self.flush()
         with self._lock:
-            return self._read.execute(sql, tuple(params)).fetchall()
+            try:
+                return self._read.execute(sql, tuple(params)).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise RecordingError(f"{self.path} cannot be read ({exc}).") from exc
 
     def resolve(self, ref: str) -> str:
         """Turn ``ref`` (a run id, a unique prefix of one, or ``last``) into a run id.
@@ -193,39 +281,40 @@ class SQLiteSignalStore(SignalStoreBase):
         info = self._infos("WHERE r.run_id = ?", (run_id,))
         if not rows and not info:
             raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")
-        signals = tuple(
-            Signal(
-                name,
-                pydantic_core.from_json(payload) if payload is not None else None,
-                id=signal_id,
-                seq=seq,
-                timestamp=timestamp,
-                source=source,
-                caused_by=caused_by,
-                depth=depth,
-                run_id=run_id,
-            )
-            for seq, signal_id, name, payload, timestamp, source, caused_by, depth in rows
-        )
-        requests = {
-            digest: json.loads(fingerprint)
-            for digest, fingerprint in self._query(
-                "SELECT request_hash, fingerprint FROM requests WHERE run_id = ?", (run_id,)
-            )
-        }
+        signals = tuple(decode_signal(run_id, row) for row in rows)
+        requests: dict[str, Any] = {}
+        for digest, fingerprint in self._query(
+            "SELECT request_hash, fingerprint FROM requests WHERE run_id = ?", (run_id,)
+        ):
+            try:
+                requests[str(digest)] = json.loads(fingerprint)
+            except (TypeError, ValueError) as exc:
+                raise RecordingError(
+                    f"The recording of {run_id!r} is damaged: the request {digest!r} is not "
+                    "JSON. Record the run again, or delete it."
+                ) from exc
         return Recording(
             info=info[0] if info else RunInfo(run_id=run_id), signals=signals, requests=requests
         )
 
     def runs(
-        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+        self,
+        *,
+        graph: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
     ) -> list[RunInfo]:
-        """Recorded runs, newest first, optionally filtered by graph name or tag.
+        """Recorded runs, newest first, optionally filtered by graph, tag or status.
 
-        ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``).
+        ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``); ``status``
+        is ``running``, ``waiting`` or a final status.
         """
         where: list[str] = []
         params: list[Any] = []
+        if status is not None:
+            where.append(f"{_STATUS} = ?")
+            params.append(status)
         if graph is not None:
             where.append("r.graph = ?")
             params.append(graph)
@@ -247,42 +336,17 @@ class SQLiteSignalStore(SignalStoreBase):
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
         rows = self._query(
             "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
-            "r.status, r.reason, r.failures, "
+            f"{_STATUS}, r.reason, r.failures, "
             "r.signals, (SELECT json_group_object(t.key, t.value) FROM run_tags t "
             f"WHERE t.run_id = r.run_id) FROM runs r {clause}",
             params,
         )
-        return [
-            RunInfo(
-                run_id=run_id,
-                graph=graph,
-                target=target,
-                target_hash=target_hash,
-                started_at=started,
-                ended_at=ended,
-                status=status,
-                reason=reason,
-                failures=failures,
-                signals=count,
-                tags=json.loads(tags) if tags else {},
-            )
-            for (
-                run_id,
-                graph,
-                target,
-                target_hash,
-                started,
-                ended,
-                status,
-                reason,
-                failures,
-                count,
-                tags,
-            ) in rows
-        ]
+        return [decode_info(tuple(row)) for row in rows]
 
     def delete(self, run_id: str) -> bool:
         """Delete a run and its signals; return whether it existed."""
+        if self.readonly:
+            raise RecordingError(f"The signal store {self.path} is open read-only.")
         if self._writer is not None:
             self.flush()
         with self._lock:
@@ -293,6 +357,7 @@ class SQLiteSignalStore(SignalStoreBase):
                 found += conn.execute("DELETE FROM signals WHERE run_id = ?", (run_id,)).rowcount
                 conn.execute("DELETE FROM run_tags WHERE run_id = ?", (run_id,))
                 conn.execute("DELETE FROM requests WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM inbox WHERE run_id = ?", (run_id,))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -301,3 +366,7 @@ class SQLiteSignalStore(SignalStoreBase):
 
     def __repr__(self) -> str:
         return f"SQLiteSignalStore({str(self.path)!r})"
+
+
+def _json(value: Any) -> str:
+    return pydantic_core.to_json(value, fallback=json_fallback).decode()

@@ -3,34 +3,28 @@
 from __future__ import annotations
 
 import json
-import queue
 import sqlite3
-import threading
-import time
-import weakref
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pydantic_core
 
-from reactor._names import HARNESS_END, HARNESS_START
+from reactor._names import HARNESS_END, HARNESS_START, parse_state_event
 from reactor._recording.info import RunInfo
-from reactor._signal import Signal, json_fallback
+from reactor._signal import Signal
 from reactor.exceptions import RecordingError
 
-__all__ = ["SCHEMA_VERSION", "STOP", "connect", "migrate", "write_loop"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "connect",
+    "connect_readonly",
+    "decode_info",
+    "decode_signal",
+    "migrate",
+]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-
-class WriteOwner(Protocol):
-    """What the writer thread reports to: the store that owns it."""
-
-    def _failed(self, error: BaseException) -> None: ...
-
-
-STOP = object()
-"""Put on the queue to stop the writer after what is queued before it."""
 
 _SCHEMA_1 = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -77,12 +71,29 @@ _MIGRATIONS = (
     # imported; how many activations failed
     "ALTER TABLE runs ADD COLUMN target_hash TEXT;"
     "ALTER TABLE runs ADD COLUMN failures INTEGER NOT NULL DEFAULT 0",
+    # 3: questions to people pending (a running run is waiting while some are), and the
+    # inbox of messages posted to runs
+    """
+    ALTER TABLE runs ADD COLUMN prompts INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE IF NOT EXISTS inbox (
+        position INTEGER PRIMARY KEY AUTOINCREMENT,
+        message_id TEXT NOT NULL UNIQUE,
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        payload TEXT,
+        source TEXT NOT NULL,
+        posted_at REAL NOT NULL,
+        delivered_seq INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS inbox_waiting ON inbox (run_id) WHERE delivered_seq IS NULL
+    """,
 )
 """Schema version N is reached by running the first N scripts, in order."""
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+def connect(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """Open the database for reading and writing (WAL); ``timeout``: SQLite's busy wait."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -92,9 +103,67 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def migrate(conn: sqlite3.Connection, path: Path) -> None:
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open an existing database for reading only: nothing is created, migrated or changed.
+
+    Without a ``-wal`` file (no writer has it open, and the last one checkpointed)
+    the file is opened as immutable, so SQLite does not leave ``-wal`` and ``-shm``
+    files beside it either.
+
+    Raises:
+        RecordingError: No such file, not a reactor database, or another schema.
+    """
+    if not path.exists():
+        raise RecordingError(f"There is no run database at {path}; check the path.")
+    if not path.is_file():
+        raise RecordingError(f"{path} is not a reactor run database (it is not a file).")
+    writing = path.with_name(path.name + "-wal").exists()
+    uri = path.resolve().as_uri() + ("?mode=ro" if writing else "?mode=ro&immutable=1")
     try:
+        conn = sqlite3.connect(
+            uri, uri=True, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise RecordingError(f"{path} cannot be opened ({exc}).") from exc
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.Error as exc:
+        conn.close()
+        raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
+    problem = None
+    if version > SCHEMA_VERSION:
+        problem = (
+            f"{path} was written by a newer reactor (schema {version}, this one reads "
+            f"{SCHEMA_VERSION}); upgrade reactor to read it."
+        )
+    elif version < 1 or not {"runs", "signals", "run_tags", "requests"} <= tables:
+        problem = f"{path} is not a reactor run database (it has no runs table)."
+    elif version < SCHEMA_VERSION:
+        problem = (
+            f"{path} was written by an older reactor (schema {version}); record a run to "
+            f"it (or open SQLiteSignalStore({str(path)!r}) once) to upgrade it to schema "
+            f"{SCHEMA_VERSION}."
+        )
+    if problem is not None:
+        conn.close()
+        raise RecordingError(problem)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the schema up to date (nothing to write, and no lock taken, when it is)."""
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return
         conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise RecordingError(
+                f"{path} is locked by another process ({exc}), so its schema cannot be "
+                "prepared; try again when it is released."
+            ) from exc
+        raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
     except sqlite3.DatabaseError as exc:
         raise RecordingError(f"{path} is not a reactor run database ({exc}).") from exc
     try:
@@ -119,119 +188,90 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
         raise
 
 
-def write_loop(
-    path: Path,
-    items: queue.SimpleQueue[Any],
-    batch_size: int,
-    owner: weakref.ref[WriteOwner],
-) -> None:
-    """Drain the queue in batches; each batch is one transaction."""
-    conn = connect(path)
+def _damaged(run_id: str, what: str) -> RecordingError:
+    return RecordingError(
+        f"The recording of {run_id!r} is damaged: {what}. Record the run again, or delete it."
+    )
+
+
+def decode_signal(run_id: str, row: tuple[Any, ...]) -> Signal:
+    """One row of the ``signals`` table as a signal, checked for what readers rely on.
+
+    Raises:
+        RecordingError: The row is damaged (names the run, the signal and the fault).
+    """
+    seq, signal_id, name, payload, timestamp, source, caused_by, depth = row
+    if not isinstance(seq, int) or not isinstance(name, str):
+        raise _damaged(run_id, f"a signal has the seq {seq!r} and the name {name!r}")
+    where = f"signal #{seq} ({name!r})"
+    if type(timestamp) not in (int, float):
+        raise _damaged(run_id, f"{where} has the timestamp {timestamp!r}, not a number")
+    if not isinstance(depth, int):
+        raise _damaged(run_id, f"{where} has the depth {depth!r}, not a whole number")
+    for field, value in (("id", signal_id), ("source", source), ("caused_by", caused_by)):
+        if value is not None and not isinstance(value, str):
+            raise _damaged(run_id, f"{where} has the {field} {value!r}, not text")
     try:
-        while True:
-            batch = [items.get()]
-            while len(batch) < batch_size:
-                try:
-                    batch.append(items.get_nowait())
-                except queue.Empty:
-                    break
-            stop = any(item is STOP for item in batch)
-            try:
-                _write_batch(conn, batch)
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                store = owner()
-                if store is not None:
-                    store._failed(exc)
-            for item in batch:
-                if isinstance(item, threading.Event):
-                    item.set()
-            if stop:
-                return
-    finally:
-        conn.close()
+        data = None if payload is None else pydantic_core.from_json(payload)
+    except ValueError as exc:
+        raise _damaged(run_id, f"{where} has a payload that is not JSON ({exc})") from exc
+    state = parse_state_event(name)
+    if name in (HARNESS_START, HARNESS_END) and not isinstance(data, dict):
+        raise _damaged(run_id, f"{where} has a payload that is not an object")
+    if (
+        state is not None
+        and state[1] == "changed"
+        and not (isinstance(data, dict) and isinstance(data.get("key"), str) and "new" in data)
+    ):
+        raise _damaged(run_id, f"{where} has no key and new value in its payload")
+    return Signal(
+        name,
+        data,
+        id=signal_id,
+        seq=seq,
+        timestamp=float(timestamp),
+        source=source,
+        caused_by=caused_by,
+        depth=depth,
+        run_id=run_id,
+    )
 
 
-def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
-    signals: list[tuple[Any, ...]] = []
-    runs: list[RunInfo] = []
-    requests: list[tuple[str, str, str, str]] = []
-    ends: list[tuple[Any, ...]] = []
-    starts: list[tuple[str, float]] = []
-    counts: dict[str, int] = {}
-    to_json = pydantic_core.to_json
-    for item in batch:
-        if type(item) is Signal:
-            run_id = item.run_id or "unbound"
-            payload = item.payload
-            signals.append(
-                (
-                    run_id,
-                    item.seq,
-                    item.id,
-                    item.name,
-                    None if payload is None else to_json(payload, fallback=json_fallback).decode(),
-                    item.timestamp,
-                    item.source,
-                    item.caused_by,
-                    item.depth,
-                )
-            )
-            counts[run_id] = counts.get(run_id, 0) + 1
-            if item.name == HARNESS_START:
-                starts.append((run_id, item.timestamp))
-            elif item.name == HARNESS_END and isinstance(payload, dict):
-                failures = payload.get("failures")
-                ends.append(
-                    (
-                        item.timestamp,
-                        payload.get("status"),
-                        payload.get("reason"),
-                        failures if isinstance(failures, int) else 0,
-                        run_id,
-                    )
-                )
-        elif isinstance(item, RunInfo):
-            runs.append(item)
-        elif isinstance(item, tuple) and item[0] == "request":
-            _, run_id, digest, fingerprint = item
-            requests.append(
-                (run_id, digest, str(fingerprint.get("agent")), json.dumps(fingerprint))
-            )
-    if not (signals or runs or requests):
-        return
-    conn.execute("BEGIN")
-    for info in runs:
-        conn.execute(
-            "INSERT INTO runs (run_id, graph, target, target_hash, started_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET graph = excluded.graph, "
-            "target = excluded.target, target_hash = excluded.target_hash",
-            (
-                info.run_id,
-                info.graph,
-                info.target,
-                info.target_hash,
-                info.started_at or time.time(),
-            ),
-        )
-        conn.executemany(
-            "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?, ?, ?)",
-            [(info.run_id, key, value) for key, value in info.tags.items()],
-        )
-    conn.executemany("INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)", starts)
-    conn.executemany("INSERT OR IGNORE INTO signals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", signals)
-    conn.executemany(
-        "INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)",
-        [(run_id, time.time()) for run_id in counts],
+_TEXT = ("graph", "target", "target_hash", "status", "reason")
+
+
+def decode_info(row: tuple[Any, ...]) -> RunInfo:
+    """One row of the ``runs`` listing as a :class:`RunInfo`, checked.
+
+    Raises:
+        RecordingError: The row is damaged (names the run and the fault).
+    """
+    run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags = row
+    if not isinstance(run_id, str):
+        raise RecordingError(f"A run has the id {run_id!r}, not text; the database is damaged.")
+    for field, value in zip(_TEXT, (graph, target, target_hash, status, reason), strict=True):
+        if value is not None and not isinstance(value, str):
+            raise _damaged(run_id, f"its {field} is {value!r}, not text")
+    for field, value, optional in (("started_at", started, False), ("ended_at", ended, True)):
+        if not (type(value) in (int, float) or (optional and value is None)):
+            raise _damaged(run_id, f"its {field} is {value!r}, not a time in seconds")
+    for field, value in (("failures", failures), ("signals", count)):
+        if not isinstance(value, int):
+            raise _damaged(run_id, f"its {field} count is {value!r}, not a whole number")
+    try:
+        tag_map = json.loads(tags) if tags else {}
+    except ValueError as exc:
+        raise _damaged(run_id, f"its tags are not readable ({exc})") from exc
+    return RunInfo(
+        run_id=run_id,
+        graph=graph,
+        target=target,
+        target_hash=target_hash,
+        started_at=float(started),
+        ended_at=None if ended is None else float(ended),
+        status=status,
+        reason=reason,
+        failures=failures,
+        signals=count,
+        tags={str(key): str(value) for key, value in tag_map.items()},
     )
-    conn.executemany(
-        "UPDATE runs SET signals = signals + ? WHERE run_id = ?",
-        [(count, run_id) for run_id, count in counts.items()],
-    )
-    conn.executemany(
-        "UPDATE runs SET ended_at = ?, status = ?, reason = ?, failures = ? WHERE run_id = ?",
-        ends,
-    )
-    conn.executemany("INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?)", requests)
-    conn.execute("COMMIT")

@@ -8,11 +8,12 @@ gives the optional methods no-op defaults and the query logic stores share.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
 from reactor._patterns import Pattern
+from reactor._recording.inbox import InboxWatch, Posted
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
 from reactor._signal import Signal
@@ -74,13 +75,34 @@ class SignalStore(Protocol):
         ...
 
     def runs(
-        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+        self,
+        *,
+        graph: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
     ) -> list[RunInfo]:
         """Recorded runs, newest first."""
         ...
 
     def delete(self, run_id: str) -> bool:
         """Delete a run; return whether it existed."""
+        ...
+
+    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
+        """Queue a signal for a run, from any process; return the message's id."""
+        ...
+
+    def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not yet delivered, in posting order."""
+        ...
+
+    def deliver(self, message_id: str, signal: Signal) -> None:
+        """Record ``signal``, the delivery of a posted message, marking it delivered."""
+        ...
+
+    def watch_inbox(self, run_id: str, deliver: Callable[[Posted], None]) -> Callable[[], None]:
+        """Have ``deliver`` called (in this event loop) for each message posted to the run."""
         ...
 
 
@@ -109,7 +131,12 @@ class SignalStoreBase:
         raise NotImplementedError
 
     def runs(
-        self, *, graph: str | None = None, tag: str | None = None, limit: int | None = None
+        self,
+        *,
+        graph: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
     ) -> list[RunInfo]:
         """Recorded runs, newest first."""
         raise NotImplementedError
@@ -117,6 +144,36 @@ class SignalStoreBase:
     def delete(self, run_id: str) -> bool:
         """Delete a run; return whether it existed."""
         raise NotImplementedError
+
+    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
+        """Queue a signal for a run, from any process; return the message's id.
+
+        Raises:
+            SignalNameError: ``name`` is one only the runtime emits (``session:reply``
+                excepted: it answers a prompt).
+            NotImplementedError: This store keeps no inbox.
+        """
+        raise NotImplementedError(f"{type(self).__name__} keeps no inbox.")
+
+    def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not yet delivered (none by default)."""
+        return []
+
+    def deliver(self, message_id: str, signal: Signal) -> None:
+        """Record a posted message's signal (by default, as any other signal)."""
+        self.append(signal)
+
+    def watch_inbox(self, run_id: str, deliver: Callable[[Posted], None]) -> Callable[[], None]:
+        """Have ``deliver`` called (in this event loop) for each message posted to the run.
+
+        Returns a function that stops watching. One thread per store polls for all
+        the runs watching it.
+        """
+        watch = self.__dict__.get("_inbox_watch")
+        if watch is None:
+            watch = self.__dict__["_inbox_watch"] = InboxWatch(self.undelivered)
+        stop: Callable[[], None] = watch.watch(run_id, deliver)
+        return stop
 
     def close(self) -> None:
         """Release what the store holds (nothing by default)."""

@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from examples.trading_bot.app import describe, graph
 from examples.trading_bot.scripted import SCENARIOS, scripted_provider
-from reactor import MemorySignalStore, Recording, RunResult
+from reactor import MemorySignalStore, Recording, RunResult, SQLiteSignalStore
 
 
 def run(scenario: str, **market: object) -> tuple[RunResult, MemorySignalStore]:
@@ -110,10 +113,10 @@ def test_the_demo_runs_end_to_end_offline(tmp_path: Path) -> None:
     assert "Decision: BUY" in out
     assert "What happened (causal tree):\nharness:start" in out
     assert " tokens in / " in out
-    assert f"  replay:  reactor replay {db} run_" in out
+    assert re.search(rf"^  replay:  reactor replay run_\w+ --db {re.escape(str(db))}$", out, re.M)
     assert "✓ ended in" in completed.stderr
     replay = subprocess.run(
-        [sys.executable, "-m", "reactor", "replay", str(db), "last", "--quiet"],
+        [sys.executable, "-m", "reactor", "replay", "last", "--db", str(db), "--quiet"],
         capture_output=True,
         text=True,
         env=env,
@@ -135,3 +138,46 @@ def test_live_mode_needs_a_key() -> None:
     )
     assert completed.returncode == 2
     assert completed.stderr.startswith("--live asks Claude: set ANTHROPIC_API_KEY")
+
+
+def test_the_bot_killed_mid_run_resumes_from_the_command_line_to_the_same_decision(
+    tmp_path: Path,
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    db = tmp_path / "runs.db"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    with subprocess.Popen(
+        [sys.executable, "-m", "examples.trading_bot", "--latency", "5", "--db", str(db)],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as bot:
+        try:
+            deadline = time.monotonic() + 30
+            started = False
+            while time.monotonic() < deadline and not started:
+                time.sleep(0.1)
+                if db.exists():
+                    with SQLiteSignalStore(db, readonly=True) as store:
+                        runs = store.runs()
+                        started = bool(runs) and any(
+                            s.name == "provider:start" for s in store.load(runs[0].run_id).signals
+                        )
+            assert started, "the bot did not start its model calls in time"
+        finally:
+            bot.send_signal(signal.SIGKILL)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "reactor", "resume", "last", "--db", str(db), "--quiet"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    with SQLiteSignalStore(db, readonly=True) as store:
+        recording = store.load(store.resolve("last"))
+    uninterrupted, _ = run("bull", symbol="AAPL")
+    assert recording.status == "ended"
+    assert describe(recording.state) == describe(dict(uninterrupted.state))
+    assert [s.name for s in recording.signals].count("harness:resumed") == 1

@@ -108,7 +108,7 @@ def test_reactor_diff_prints_the_root_cause(tmp_path: Path) -> None:
         left = join_graph().run_sync(input="x", provider=answers("BBB"), record=store)
         right = join_graph().run_sync(input="x", provider=answers("XXX"), record=store)
     completed = subprocess.run(
-        [sys.executable, "-m", "reactor", "diff", str(db), left.run_id, right.run_id],
+        [sys.executable, "-m", "reactor", "diff", left.run_id, right.run_id, "--db", str(db)],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -328,7 +328,7 @@ def test_a_killed_run_leaves_a_loadable_incomplete_recording(
             process.wait()
     with store_place.open() as store:
         (info,) = store.runs()
-        assert (info.graph, info.status, info.complete) == ("forever", None, False)
+        assert (info.graph, info.status, info.complete) == ("forever", "running", False)
         recording = store.load(info.run_id)
     assert not recording.complete
     assert recording.status is None

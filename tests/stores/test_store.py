@@ -547,3 +547,14 @@ def test_unchanged_parts_are_shared_between_versions() -> None:
     analysis = store._state.analysis
     store.set("count", 1)
     assert store._state.analysis is analysis
+
+
+def test_restore_replaces_the_state_without_a_signal() -> None:
+    store = TradeStore()
+    seen = collect(store)
+    store.restore({"trades": [{"symbol": "A", "qty": 2}], "balance": 5})
+    assert store.state.trades == [Trade(symbol="A", qty=2)]
+    assert seen == []
+    with pytest.raises(StateValidationError, match=r"^Invalid value for 'trades\.0\.qty'"):
+        store.restore({"trades": [{"symbol": "A", "qty": "x"}]})
+    assert store.state.trades == [Trade(symbol="A", qty=2)]

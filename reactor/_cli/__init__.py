@@ -1,0 +1,48 @@
+"""The ``reactor`` command line: run graphs, list, show, replay and compare recordings.
+
+One module per group of commands: ``_running`` (run, replay), ``_records`` (runs,
+show, diff), ``_graphs`` (graph), and ``migration._cli`` (migrate); ``_load`` finds
+graphs and providers, ``_output`` draws with rich on a terminal and plain text
+elsewhere, ``_parser`` holds the arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from reactor._cli._base import CommandError
+from reactor._cli._parser import build_parser
+from reactor.exceptions import ReactorError
+
+__all__ = ["main"]
+
+_SIGPIPE_STATUS = 141
+"""What a shell reports for a command stopped by SIGPIPE: the reader went away."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``reactor`` console script; returns the exit status."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the command they were given to: `reactor show: error: ...`
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    handler: Callable[..., int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        # The reader stopped (`reactor runs | head`): leave quietly, and keep Python
+        # from complaining when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return _SIGPIPE_STATUS
+    except (CommandError, ReactorError, OSError) as exc:
+        print(f"reactor {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"reactor {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,110 @@
+"""What the commands share: the user-facing error, the run database, JSON arguments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from reactor._recording.info import parse_tag
+from reactor._recording.sqlite import DEFAULT_PATH, SQLiteSignalStore
+from reactor._recording.store import SignalStoreBase
+
+__all__ = [
+    "DB_ENV",
+    "CommandError",
+    "db_option",
+    "db_path",
+    "is_url",
+    "json_argument",
+    "open_db",
+    "tags_argument",
+    "writable_db",
+]
+
+DB_ENV = "REACTOR_DB"
+"""The environment variable naming the run database when ``--db`` is not given."""
+
+
+class CommandError(Exception):
+    """A user-facing error: printed on one line, exit status 1."""
+
+
+def db_path(args: argparse.Namespace) -> Path | str:
+    """The run database: ``--db``, else ``$REACTOR_DB``, else ``.reactor/runs.db``.
+
+    A ``postgresql://`` URL is kept as text (a ``Path`` would fold its ``//``).
+    """
+    where = args.db or os.environ.get(DB_ENV) or str(DEFAULT_PATH)
+    return where if is_url(where) else Path(where)
+
+
+def db_option(path: Path | str) -> str:
+    """How to name ``path`` in a suggested command (nothing for the default one)."""
+    if str(path) == (os.environ.get(DB_ENV) or str(DEFAULT_PATH)):
+        return ""
+    return f" --db {path}"
+
+
+def is_url(path: Path | str) -> bool:
+    """Whether the database is a PostgreSQL URL rather than a SQLite file."""
+    return str(path).startswith(("postgresql://", "postgres://"))
+
+
+def open_db(args: argparse.Namespace) -> SignalStoreBase:
+    """Open the run database to read: inspecting never creates or changes a file.
+
+    A ``postgresql://`` URL opens a :class:`~reactor.PostgresSignalStore` (the
+    database of a service and its workers); anything else is a SQLite file, opened
+    read-only.
+    """
+    path = db_path(args)
+    if isinstance(path, str):
+        return _postgres(path)
+    if not path.exists():
+        raise CommandError(
+            f"no run database at {path} (record runs with `reactor run`, or name the "
+            f"database with --db PATH or {DB_ENV})"
+        )
+    return SQLiteSignalStore(path, readonly=True)
+
+
+def writable_db(args: argparse.Namespace) -> SignalStoreBase:
+    """Open the run database to record to (a SQLite file is created if need be)."""
+    path = db_path(args)
+    return _postgres(path) if isinstance(path, str) else SQLiteSignalStore(path)
+
+
+def _postgres(url: str) -> SignalStoreBase:
+    from reactor._recording.postgres import PostgresSignalStore
+
+    return PostgresSignalStore(url)
+
+
+def json_argument(value: str, option: str) -> Any:
+    """Parse an option's JSON, or the JSON in the file ``@path`` names."""
+    text = value
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).read_text()
+        except OSError as exc:
+            raise CommandError(
+                f"{option} {value}: cannot read {value[1:]} ({exc.strerror})"
+            ) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"{option} is not valid JSON ({exc.msg} at column {exc.colno})") from exc
+
+
+def tags_argument(tags: list[str]) -> dict[str, str]:
+    """``--tag KEY`` and ``--tag KEY=VALUE`` options as a dict, as ``runs --tag`` reads them."""
+    parsed: dict[str, str] = {}
+    for tag in tags:
+        key, value = parse_tag(tag)
+        if not key:
+            raise CommandError(f"--tag {tag!r} has no key: use --tag KEY or --tag KEY=VALUE")
+        parsed[key] = value
+    return parsed

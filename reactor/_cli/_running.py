@@ -1,0 +1,214 @@
+"""``reactor run``, ``replay`` and ``resume``: run a graph, record it, say what it did."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import reactor.logging
+from reactor._cli._base import (
+    db_option,
+    db_path,
+    json_argument,
+    open_db,
+    tags_argument,
+    writable_db,
+)
+from reactor._cli._load import load_graph, provider, recorded_graph, script_target
+from reactor._cli._output import Output
+from reactor._diagnostics import short_repr
+from reactor._graph import Reactive
+from reactor._progress import ProgressReporter
+from reactor._providers.replay import ReplayProvider
+from reactor._recording.recording import Recording
+from reactor._render import clean, cost_of, money, status_text
+from reactor._result import RunResult
+from reactor._signal import to_jsonable
+
+__all__ = ["cmd_replay", "cmd_resume", "cmd_run", "summary"]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a graph, record it, and print a summary (exit 1 unless the run went cleanly)."""
+    module, graph = load_graph(args.target)
+    chosen, words = provider(args.provider, module)
+    options: dict[str, Any] = {"provider": chosen, "target": script_target(args.target)}
+    if args.input is not None:
+        options["input"] = json_argument(args.input, "--input")
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
+    path = db_path(args)
+    store = None if args.no_record else writable_db(args)
+    if store is not None:
+        options["record"] = store
+        options["tags"] = tags_argument(args.tag)
+    try:
+        result = _run(graph, args, options)
+    finally:
+        if store is not None:
+            store.close()
+    _print_summary(args, summary(result, words, path if store else None, state=args.state))
+    return 0 if result.ok else 1
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Run a recorded run again on its recorded answers, and compare the two."""
+    with open_db(args) as reader:
+        original = reader.load(reader.resolve(args.run))
+    if args.graph:
+        module, graph = load_graph(args.graph)
+        target = script_target(args.graph)
+    else:
+        module, graph = recorded_graph(original.info)
+        target = original.info.target or ""
+    fallback = provider(args.fallback, module)[0] if args.fallback else None
+    options: dict[str, Any] = {
+        "replay": ReplayProvider(original, fallback=fallback),
+        "input": original.input,
+        "target": target,
+    }
+    path = db_path(args)
+    store = None if args.no_record else writable_db(args)
+    if store is not None:
+        options["record"] = store
+        options["tags"] = {"replay_of": original.run_id}
+    try:
+        result = _run(graph, args, options)
+        replayed = (
+            store.load(result.run_id)
+            if store is not None
+            else Recording.from_signals(result.signals)
+        )
+    finally:
+        if store is not None:
+            store.close()
+    original_id = clean(original.run_id)
+    words = f"the answers recorded in {original_id}"
+    _print_summary(args, summary(result, words, path if store else None, state=args.state))
+    divergence = original.diff(replayed)
+    out = Output(plain=args.plain)
+    if divergence is None:
+        out.line(
+            f"Replay matches {original_id}: same signals, payloads and final state.",
+            style="green",
+        )
+        return 0 if result.ok else 1
+    out.line(f"Replay differs from {original_id}.", style="bold red")
+    out.line(clean(divergence, newlines=True))
+    return 1
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue a recorded run that stopped before its end (exit 1 unless it went cleanly)."""
+    with open_db(args) as reader:
+        run_id = reader.resolve(args.run)
+        info = reader.load(run_id).info
+    if args.graph:
+        module, graph = load_graph(args.graph)
+    else:
+        module, graph = recorded_graph(info)
+    chosen, words = provider(args.provider, module)
+    options: dict[str, Any] = {"provider": chosen, "resume": run_id}
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
+    store = writable_db(args)
+    options["record"] = store
+    try:
+        result = _run(graph, args, options)
+    finally:
+        store.close()
+    _print_summary(args, summary(result, words, db_path(args), state=args.state))
+    return 0 if result.ok else 1
+
+
+def _run(graph: Reactive, args: argparse.Namespace, options: dict[str, Any]) -> RunResult:
+    reporters: list[Any] = []
+    if args.json_logs:
+        reactor.logging.configure(json=True, level=args.log_level)
+        reporters.append(reactor.logging.StructlogReporter())
+    else:
+        reactor.logging.configure(level="warning" if args.log_level == "info" else args.log_level)
+        if args.log_level != "info":
+            reporters.append(reactor.logging.StructlogReporter())
+    progress = None
+    if not args.quiet:
+        progress = ProgressReporter(rich=False if args.plain else None)
+        reporters.append(progress)
+    options["reporters"] = reporters
+    try:
+        return asyncio.run(graph.run(**options))
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _print_summary(args: argparse.Namespace, lines: list[str]) -> None:
+    if args.json_logs:  # stdout carries the JSON lines
+        print("\n".join(lines), file=sys.stderr)
+        return
+    out = Output(plain=args.plain)
+    for line in lines:
+        out.line(line)
+
+
+def summary(
+    result: RunResult, provider_words: str, recorded_to: Path | str | None, *, state: bool = False
+) -> list[str]:
+    """What a finished run says: status, provider, state (in brief), figures, what next."""
+    metrics = result.metrics
+    lines = [
+        f"run {result.run_id} ({clean(result.graph or 'graph')}): "
+        f"{status_text(result.status, len(result.failures))} - {clean(result.reason)}",
+        f"provider: {provider_words}",
+    ]
+    if state:
+        lines.append("state: " + json.dumps(to_jsonable(result.state), indent=2, default=str))
+    else:
+        lines.append(f"state: {brief_state(result.state)}")
+    if not _same(result.output, result.state):
+        lines.append(f"output: {clean(short_repr(to_jsonable(result.output), 200))}")
+    lines.append(
+        f"{metrics.activations} activations · {metrics.input_tokens:,} tokens in / "
+        f"{metrics.output_tokens:,} out · cost {money(cost_of(result.signals))} · "
+        f"{metrics.duration_ms / 1000:.2f}s"
+    )
+    for failure in result.failures[:3]:
+        lines.append(f"failed: {failure.agent}: {type(failure.error).__name__}: {failure.error}")
+    if result.error is not None and str(result.error) not in result.reason:
+        lines.append(f"error: {type(result.error).__name__}: {clean(result.error)}")
+    if recorded_to is not None:
+        where = db_option(recorded_to)
+        lines.append(
+            f"inspect: reactor show {result.run_id}{where}   "
+            f"replay: reactor replay {result.run_id}{where}"
+        )
+    return lines
+
+
+def brief_state(state: Mapping[str, Any], *, width: int = 100) -> str:
+    """The state on one line: each key with its value cut short; ``--state`` has it all."""
+    if not state:
+        return "(empty)"
+    parts: list[str] = []
+    used = 0
+    for key, value in state.items():
+        part = f"{key}={short_repr(to_jsonable(value), 40)}"
+        if parts and used + len(part) > width:
+            left = len(state) - len(parts)
+            parts.append(f"... {left} more (--state prints the whole state)")
+            break
+        parts.append(part)
+        used += len(part) + 2
+    return clean(", ".join(parts))
+
+
+def _same(output: Any, state: Mapping[str, Any]) -> bool:
+    try:
+        return bool(to_jsonable(output) == to_jsonable(state))
+    except Exception:  # an output that cannot be compared is shown
+        return False

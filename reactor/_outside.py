@@ -1,0 +1,120 @@
+"""Input from outside a run: its durable inbox, and a replay's recorded outside input.
+
+Two kinds of signals enter a run from outside its graph:
+
+* messages posted to the run's signal store (``store.post(run_id, ...)``), from any
+  process: a run recorded to that store emits them in posting order as they arrive,
+  and the signal store records each one together with its delivery, so that a message
+  is delivered once even across a crash and a resume;
+* during a replay, what was sent to the recorded run (``handle.send``, posted
+  messages): it is emitted again at its recorded position, so that the replay sees the
+  same input at the same point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from reactor._names import reserved_namespace
+from reactor._recording.inbox import REPLY, Posted
+from reactor._signal import Signal
+
+if TYPE_CHECKING:
+    from reactor._bus import SignalBus
+    from reactor._recording.recording import Recording
+    from reactor._recording.store import SignalStore
+
+__all__ = ["OutsideHost", "OutsideInput"]
+
+
+class OutsideHost(Protocol):
+    """What outside input needs of its run."""
+
+    @property
+    def bus(self) -> SignalBus:
+        """Where outside input is emitted."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """Whether the run takes no more input."""
+        ...
+
+
+class OutsideInput:
+    """The inbox and replayed outside input of one run."""
+
+    def __init__(
+        self, host: OutsideHost, record: SignalStore | None, replay: Recording | None
+    ) -> None:
+        self.host = host
+        self.record = record
+        self._delivering: dict[int, str] = {}  # seq -> message id, until recorded
+        self._seen: set[str] = set()
+        self._unwatch: Callable[[], None] | None = None
+        self._replayed = _outside_of(replay) if replay is not None else []
+
+    def recorder(self) -> Callable[[Signal], None] | None:
+        """What records each signal of the run (a delivery, with its message)."""
+        record = self.record
+        if record is None:
+            return None
+        append, deliver, delivering = record.append, record.deliver, self._delivering
+
+        def record_signal(signal: Signal) -> None:
+            if delivering and signal.seq in delivering:
+                deliver(delivering.pop(signal.seq), signal)
+            else:
+                append(signal)
+
+        return record_signal
+
+    def watch(self, run_id: str) -> None:
+        """Deliver the messages waiting for the run, then those posted while it runs."""
+        if self.record is None:
+            return
+        for message in self.record.undelivered([run_id]):
+            self.deliver(message)
+        self._unwatch = self.record.watch_inbox(run_id, self.deliver)
+
+    def stop(self) -> None:
+        """Take no more messages."""
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+
+    def deliver(self, message: Posted) -> None:
+        """Emit a posted message (once: a message seen again is ignored)."""
+        if message.message_id in self._seen or self.host.closed:
+            return
+        self._seen.add(message.message_id)
+        bus = self.host.bus
+        self._delivering[bus.last_seq + 1] = message.message_id
+        bus.publish(message.name, message.payload, message.source, None, 0)
+
+    def after_dispatch(self) -> None:
+        """During a replay, emit outside input whose recorded position has come."""
+        replayed = self._replayed
+        while replayed and self.host.bus.last_seq >= replayed[0].seq - 1:
+            self._emit(replayed.pop(0))
+
+    def at_quiescence(self) -> bool:
+        """The run has nothing left to do: emit the next replayed input, if there is one."""
+        if not self._replayed or self.host.closed:
+            return False
+        self._emit(self._replayed.pop(0))
+        return True
+
+    def _emit(self, signal: Signal) -> None:
+        self.host.bus.publish(signal.name, signal.payload, signal.source, None, 0)
+
+
+def _outside_of(recording: Recording) -> list[Signal]:
+    """What came from outside the recorded run: root signals the runtime does not emit."""
+    return [
+        signal
+        for signal in recording.signals
+        if signal.caused_by is None
+        and (reserved_namespace(signal.name) is None or signal.name == REPLY)
+    ]

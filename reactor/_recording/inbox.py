@@ -1,0 +1,136 @@
+"""The durable inbox: signals posted to a run from any process, delivered exactly once.
+
+``store.post(run_id, name, payload)`` writes a message to the store. A live run
+recorded to that store receives it within a poll interval (100 ms) and emits it, in
+posting order; a run that is not running receives it when it is resumed. Delivery is
+recorded with the signal it became, in one transaction, so a message is delivered once
+whatever happens to the process: the signal and the mark are both written, or neither.
+
+One :class:`InboxWatch` per store polls for every run watching it, so a thousand live
+runs cost one query per interval, not a thousand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import threading
+import uuid
+from collections.abc import Callable, Collection
+from typing import Any
+
+from reactor._diagnostics import log
+from reactor._names import SESSION_REPLY, reserved_namespace
+from reactor.exceptions import SignalNameError
+
+__all__ = ["REPLY", "InboxWatch", "Posted", "check_posted", "new_message_id"]
+
+REPLY = SESSION_REPLY
+"""The one runtime signal outside input may post: the durable form of ``reply()``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Posted:
+    """A message posted to a run's inbox.
+
+    Attributes:
+        message_id: Its id (``msg_...``).
+        run_id: The run it is for.
+        name: The signal it becomes.
+        payload: Its payload (JSON data).
+        source: Who posted it (``"user"`` by default).
+        posted_at: UNIX seconds.
+    """
+
+    message_id: str
+    run_id: str
+    name: str
+    payload: Any
+    source: str
+    posted_at: float
+
+
+def new_message_id() -> str:
+    """A fresh message id."""
+    return f"msg_{uuid.uuid4().hex[:16]}"
+
+
+def check_posted(name: str) -> None:
+    """Refuse names only the runtime emits (``session:reply`` excepted).
+
+    Raises:
+        SignalNameError: ``name`` is reserved.
+    """
+    namespace = reserved_namespace(name)
+    if namespace is not None and name != REPLY:
+        raise SignalNameError(
+            f"Cannot post {name!r}: '{namespace}:' signals come from the runtime only. Post "
+            f"your own names, or {REPLY!r} {{prompt_id, answer}} to answer a prompt.",
+            name=name,
+        )
+
+
+Deliver = Callable[[Posted], None]
+
+
+class InboxWatch:
+    """Polls a store's inbox for the runs watching it; one thread per store.
+
+    Args:
+        fetch: Undelivered messages of the given runs, in posting order.
+        interval: Seconds between polls.
+    """
+
+    def __init__(
+        self, fetch: Callable[[Collection[str]], list[Posted]], interval: float = 0.1
+    ) -> None:
+        self._fetch = fetch
+        self.interval = interval
+        self._watchers: dict[str, tuple[asyncio.AbstractEventLoop, Deliver]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, run_id: str, deliver: Deliver) -> Callable[[], None]:
+        """Call ``deliver(message)`` in this event loop for each message to ``run_id``.
+
+        Returns a function that stops watching. Call from the run's event loop.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._watchers[run_id] = (loop, deliver)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._poll, name="reactor-inbox", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+        def unwatch() -> None:
+            with self._lock:
+                if self._watchers.get(run_id, (None, None))[1] is deliver:
+                    del self._watchers[run_id]
+
+        return unwatch
+
+    def _poll(self) -> None:
+        while True:
+            with self._lock:
+                watching = dict(self._watchers)
+                if not watching:
+                    self._thread = None
+                    return
+            try:
+                messages = self._fetch(list(watching))
+            except Exception as exc:  # a store being closed, or briefly unavailable
+                log("reactor.inbox", "warning", "inbox poll failed", error=repr(exc))
+                messages = []
+            for message in messages:
+                target = watching.get(message.run_id)
+                if target is not None:
+                    loop, deliver = target
+                    with contextlib.suppress(RuntimeError):  # the run's loop has closed
+                        loop.call_soon_threadsafe(deliver, message)
+            self._wake.wait(self.interval)
+            self._wake.clear()
