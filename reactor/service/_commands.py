@@ -1,9 +1,9 @@
 """``reactor db upgrade [--db URL]``: the command's parser and its handler.
 
-The ``reactor`` command wires it in with two calls::
+The ``reactor`` command wires it in with one call in its parser, the parsed
+arguments then name the handler (``args.handler`` is :func:`run_db_command`)::
 
-    db = add_db_command(commands)      # commands: the parser's add_subparsers() object
-    # ... args = parser.parse_args(); args.handler(args) runs run_db_command
+    add_db_command(commands)           # commands: the parser's add_subparsers() object
 """
 
 from __future__ import annotations
@@ -43,13 +43,14 @@ def add_db_command(commands: Any) -> argparse.ArgumentParser:
         epilog=f"Example:\n  {EXAMPLE}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    upgrade.set_defaults(parser=upgrade)  # errors name `reactor db upgrade`
     upgrade.add_argument(
         "--db",
         metavar="URL",
         default=DEFAULT_URL,
         help=f"sqlite:///path.db, a file path, or postgresql://... (default: {DEFAULT_URL})",
     )
-    db.set_defaults(handler=run_db_command)
+    db.set_defaults(handler=run_db_command, parser=db)
     return db  # type: ignore[no-any-return]
 
 
