@@ -8,7 +8,7 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from bench import bus, many, recording, resume, runtime, stores
+from bench import bus, many, reactions, recording, resume, runtime, stores
 from bench._runner import Row, render, write_section
 
 WORKLOADS = {
@@ -18,6 +18,7 @@ WORKLOADS = {
     "recording": recording.run,
     "resume": resume.run,
     "many": many.run,
+    "reactions": reactions.run,
 }
 
 

@@ -3,17 +3,29 @@
 An agent with ``reaction=`` runs when typed objects in a database are created, updated
 or deleted (see :mod:`reactor.service`, which dispatches the events). ``capabilities``
 bound the changes it may make, and ``execution_mode`` says whether they are applied
-at once or suggested for a person to approve. These are plain values checked when the
-agent is defined; the service does the rest.
+at once or suggested for a person to approve. These are plain values checked when
+they are made: a bad one raises :class:`~reactor.exceptions.AgentConfigError` at once,
+saying what to write instead; the service does the rest.
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Never, Self, get_args
 
 import pydantic
 
-__all__ = ["EVENTS", "Capabilities", "ExecutionMode", "ObjectEvent", "Reaction"]
+from reactor.exceptions import AgentConfigError
+
+__all__ = [
+    "EVENTS",
+    "Capabilities",
+    "ExecutionMode",
+    "ObjectEvent",
+    "Reaction",
+    "type_name_problem",
+]
 
 ObjectEvent = Literal["created", "updated", "deleted"]
 EVENTS: tuple[ObjectEvent, ...] = get_args(ObjectEvent)
@@ -22,8 +34,44 @@ ExecutionMode = Literal["execute", "suggest", "hybrid"]
 """``execute`` applies an agent's changes at once; ``suggest`` stores them for a person to
 approve; ``hybrid`` lets each output choose (``Changes.mode``)."""
 
+ReactionConcurrency = Literal["skip", "queue", "parallel"]
+_CONCURRENCY: tuple[str, ...] = get_args(ReactionConcurrency)
+_TYPE_NAME = re.compile(r"^[^\s:*]+$")
 
-class Reaction(pydantic.BaseModel):
+
+def type_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be an object type (it appears in ``object:<Type>:created``)."""
+    if not isinstance(name, str) or not _TYPE_NAME.match(name):
+        return (
+            f"{name!r} is not an object type name: types appear in signal names "
+            "(object:<Type>:created), so use a non-empty name without ':', '*' or whitespace"
+        )
+    return None
+
+
+class _Checked(pydantic.BaseModel):
+    """A value made by users: a bad field is an ``AgentConfigError`` naming the fix."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise _config_error(type(self).__name__, exc) from None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Self:
+        """Build one from stored JSON (a database row), with the same clear errors."""
+        if not isinstance(config, Mapping):
+            raise AgentConfigError(
+                f"{cls.__name__} config must be a JSON object, got {type(config).__name__}."
+            )
+        fields: dict[str, Any] = dict(config)
+        return cls(**fields)
+
+
+class Reaction(_Checked):
     """Which object events activate an agent.
 
     Attributes:
@@ -34,14 +82,43 @@ class Reaction(pydantic.BaseModel):
         concurrency: What an event for an object version already being processed by
             the agent does: ``skip`` drops it, ``queue`` processes one object's events in
             order, ``parallel`` does not wait.
-    """
 
-    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+    Raises:
+        AgentConfigError: An unknown event or concurrency, no events at all, or a type
+            that cannot be an object type name.
+    """
 
     types: tuple[str, ...] = ()
     events: tuple[ObjectEvent, ...] = EVENTS
     ignore_self: bool = True
-    concurrency: Literal["skip", "queue", "parallel"] = "skip"
+    concurrency: ReactionConcurrency = "skip"
+
+    def __init__(
+        self,
+        *,
+        types: Iterable[str] | str = (),
+        events: Iterable[ObjectEvent] | ObjectEvent = EVENTS,
+        ignore_self: bool = True,
+        concurrency: ReactionConcurrency = "skip",
+        **unknown: Never,
+    ) -> None:
+        super().__init__(
+            types=types, events=events, ignore_self=ignore_self, concurrency=concurrency, **unknown
+        )
+
+    @pydantic.field_validator("types", "events", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    @pydantic.field_validator("types")
+    @classmethod
+    def _type_names(cls, types: tuple[str, ...]) -> tuple[str, ...]:
+        for name in types:
+            problem = type_name_problem(name)
+            if problem is not None:
+                raise ValueError(problem)
+        return tuple(dict.fromkeys(types))
 
     @pydantic.field_validator("events")
     @classmethod
@@ -61,7 +138,7 @@ class Reaction(pydantic.BaseModel):
         return not (self.ignore_self and actor == agent)
 
 
-class Capabilities(pydantic.BaseModel):
+class Capabilities(_Checked):
     """What an agent may change in the object store.
 
     Attributes:
@@ -69,14 +146,37 @@ class Capabilities(pydantic.BaseModel):
         can_update: It may update objects.
         can_delete: It may delete objects.
         allowed_types: The object types it may touch (``None``: any).
-    """
 
-    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+    Raises:
+        AgentConfigError: A field has the wrong kind of value.
+    """
 
     can_create: bool = True
     can_update: bool = True
     can_delete: bool = True
     allowed_types: tuple[str, ...] | None = None
+
+    def __init__(
+        self,
+        *,
+        can_create: bool = True,
+        can_update: bool = True,
+        can_delete: bool = True,
+        allowed_types: Iterable[str] | str | None = None,
+        **unknown: Never,
+    ) -> None:
+        super().__init__(
+            can_create=can_create,
+            can_update=can_update,
+            can_delete=can_delete,
+            allowed_types=allowed_types,
+            **unknown,
+        )
+
+    @pydantic.field_validator("allowed_types", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
 
     def denies(self, operation: Literal["create", "update", "delete"], type: str) -> str | None:
         """Why ``operation`` on an object of ``type`` is not allowed, or ``None``."""
@@ -89,6 +189,32 @@ class Capabilities(pydantic.BaseModel):
                 f"{', '.join(self.allowed_types) or 'none'})"
             )
         return None
+
+
+def _config_error(model: str, exc: pydantic.ValidationError) -> AgentConfigError:
+    """One sentence per bad field of ``model``, each saying what to write instead."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"][:1]) or "?"
+        value = error.get("input")
+        kind = error["type"]
+        if kind == "literal_error" and field == "events":
+            problems.append(
+                f"unknown event {value!r} in {model}(events=...); use created, updated or deleted"
+            )
+        elif kind == "literal_error" and field == "concurrency":
+            problems.append(
+                f"unknown concurrency {value!r} in {model}(concurrency=...); use "
+                f"{', '.join(_CONCURRENCY)}"
+            )
+        elif kind == "extra_forbidden":
+            problems.append(f"{model} has no option {field!r}")
+        elif kind == "value_error":
+            message = str(error.get("ctx", {}).get("error", error["msg"]))
+            problems.append(f"{model}({field}=...): {message}")
+        else:
+            problems.append(f"{model}({field}=...): {error['msg']} (got {value!r})")
+    return AgentConfigError(f"Invalid {model}: {'; '.join(problems)}.")
 
 
 MODES: tuple[ExecutionMode, ...] = get_args(ExecutionMode)

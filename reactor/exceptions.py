@@ -20,6 +20,16 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── RunFinishedError(RuntimeError)    a run asked to resume has already ended
     ├── RunNotFoundError(LookupError)     no recorded run has that id
     ├── RunTimeoutError(TimeoutError)     a run exceeded its timeout
+    ├── ServiceError                      the object store or reaction service refused
+    │   ├── CapabilityError(PermissionError)     an agent's change is outside its capabilities
+    │   ├── DatabaseError(RuntimeError)          a database cannot be opened or migrated
+    │   ├── IdleTimeoutError(TimeoutError)       the service did not become idle in time
+    │   ├── ObjectNotFoundError(LookupError)     no stored object has that id
+    │   ├── ObjectValidationError(ValueError)    an object's data does not fit its type
+    │   ├── ServiceConfigError(ValueError)       the service or a store is misconfigured
+    │   ├── ServiceStateError(RuntimeError)      the service is not running (or already is)
+    │   ├── SuggestionNotFoundError(LookupError) no suggestion has that id
+    │   └── SuggestionResolvedError(RuntimeError) a suggestion was already approved or rejected
     ├── SignalNameError(ValueError)       a signal name is malformed
     ├── StoreError                        a state store refused an operation
     │   ├── ReadOnlyStateError(TypeError)     state read from a store was mutated
@@ -53,11 +63,16 @@ from typing import Any
 
 __all__ = [
     "AgentConfigError",
+    "CapabilityError",
     "CycleWarning",
+    "DatabaseError",
     "GraphValidationError",
     "HandlerError",
+    "IdleTimeoutError",
     "LoopLimitError",
     "NoProviderError",
+    "ObjectNotFoundError",
+    "ObjectValidationError",
     "OutputValidationError",
     "PatternError",
     "ProviderError",
@@ -70,10 +85,15 @@ __all__ = [
     "RunNotFoundError",
     "RunTimeoutError",
     "ScriptExhaustedError",
+    "ServiceConfigError",
+    "ServiceError",
+    "ServiceStateError",
     "SignalNameError",
     "StateKeyError",
     "StateValidationError",
     "StoreError",
+    "SuggestionNotFoundError",
+    "SuggestionResolvedError",
     "TemplateError",
     "TransactionError",
 ]
@@ -324,6 +344,76 @@ class TemplateError(ReactorError, ValueError):
         super().__init__(message)
         self.agent = agent
         self.variable = variable
+
+
+class ServiceError(ReactorError):
+    """The object store or the reaction service refused an operation (see the leaves)."""
+
+
+class CapabilityError(ServiceError, PermissionError):
+    """An agent tried a change outside its ``capabilities``; nothing was changed.
+
+    Attributes:
+        agent: The agent that tried it.
+        operation: ``create``, ``update`` or ``delete``.
+        type: The type of the object it would have touched.
+    """
+
+    def __init__(self, message: str, *, agent: str, operation: str, type: str) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.operation = operation
+        self.type = type
+
+
+class DatabaseError(ServiceError, RuntimeError):
+    """A database cannot be opened, reached or migrated (the message says which, and why)."""
+
+
+class IdleTimeoutError(ServiceError, TimeoutError):
+    """``service.idle(timeout=...)`` ran out before every event was processed."""
+
+
+class ObjectNotFoundError(ServiceError, LookupError):
+    """No stored object has that id (it never existed, or it was deleted).
+
+    Attributes:
+        object_id: The id asked for.
+    """
+
+    def __init__(self, message: str, *, object_id: str) -> None:
+        super().__init__(message)
+        self.object_id = object_id
+
+
+class ObjectValidationError(ServiceError, ValueError):
+    """An object's data does not validate against its registered type; nothing changed.
+
+    Attributes:
+        type: The object type.
+        errors: pydantic's error list, for programmatic inspection.
+    """
+
+    def __init__(self, message: str, *, type: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.type = type
+        self.errors = errors
+
+
+class ServiceConfigError(ServiceError, ValueError):
+    """An object store or reaction service was given options it cannot work with."""
+
+
+class ServiceStateError(ServiceError, RuntimeError):
+    """The reaction service is not running (use ``async with service:``), or already is."""
+
+
+class SuggestionNotFoundError(ServiceError, LookupError):
+    """No suggestion has that id."""
+
+
+class SuggestionResolvedError(ServiceError, RuntimeError):
+    """A suggestion was already approved or rejected: each is resolved once."""
 
 
 class CycleWarning(UserWarning):

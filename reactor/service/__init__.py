@@ -1,0 +1,94 @@
+"""Objects and reactions: agents that react to typed objects changing in a database.
+
+::
+
+    from reactor import agent
+    from reactor.service import Changes, ObjectStore, Reaction, ReactionService, User
+
+    enrich = agent(
+        prompt="Find the employer of {{ object.data.name }}.", output=Changes,
+        reaction=Reaction(types=["Person"], events=["created"]),
+        execution_mode="suggest",
+    )
+    async with ObjectStore("sqlite:///.reactor/app.db") as objects, ReactionService(
+        objects=objects, agents={"enrich": enrich}, provider=provider
+    ) as service:
+        await objects.create("Person", {"name": "Ada"}, actor=User("u1"))
+        await service.idle()
+
+* :class:`ObjectStore`: typed objects in SQLite or PostgreSQL (SQLAlchemy, Alembic
+  migrations shipped here); every change is an :class:`ObjectEvent`, emitted as
+  ``object:<Type>:created|updated|deleted``.
+* :class:`ReactionService`: dispatches the events to the agents whose
+  :class:`Reaction` matches, each as a recorded run, with a processing log
+  (:class:`ProcessingEntry`), stuck-job recovery, and the agents' :class:`Changes`
+  applied or kept as :class:`Suggestion` objects for a person, within their
+  :class:`Capabilities`.
+
+See ``docs/reactions.md``.
+"""
+
+from __future__ import annotations
+
+from reactor._reaction import Capabilities, ExecutionMode, Reaction
+from reactor.exceptions import (
+    CapabilityError,
+    DatabaseError,
+    IdleTimeoutError,
+    ObjectNotFoundError,
+    ObjectValidationError,
+    ServiceConfigError,
+    ServiceError,
+    ServiceStateError,
+    SuggestionNotFoundError,
+    SuggestionResolvedError,
+)
+from reactor.service._changes import (
+    Changes,
+    Create,
+    Delete,
+    Operation,
+    ProcessingEntry,
+    Suggestion,
+    Update,
+)
+from reactor.service._commands import add_db_command, run_db_command
+from reactor.service._db import upgrade_database
+from reactor.service._objects import ObjectStore
+from reactor.service._service import ReactionService
+from reactor.service._values import Actor, AgentActor, ObjectEvent, StoredObject, User
+from reactor.service._view import AgentObjects
+
+__all__ = [
+    "Actor",
+    "AgentActor",
+    "AgentObjects",
+    "Capabilities",
+    "CapabilityError",
+    "Changes",
+    "Create",
+    "DatabaseError",
+    "Delete",
+    "ExecutionMode",
+    "IdleTimeoutError",
+    "ObjectEvent",
+    "ObjectNotFoundError",
+    "ObjectStore",
+    "ObjectValidationError",
+    "Operation",
+    "ProcessingEntry",
+    "Reaction",
+    "ReactionService",
+    "ServiceConfigError",
+    "ServiceError",
+    "ServiceStateError",
+    "StoredObject",
+    "Suggestion",
+    "SuggestionNotFoundError",
+    "SuggestionResolvedError",
+    "Update",
+    "User",
+    "add_db_command",
+    "run_db_command",
+    "upgrade_database",
+]

@@ -1,0 +1,210 @@
+"""The service's tables, as SQLAlchemy Core: what queries are written against.
+
+The database itself is made by the Alembic revisions in ``migrations/versions/`` (the
+one schema source: a test checks that the migrated database and these tables agree,
+on SQLite and PostgreSQL). Change a table here and add a revision beside it.
+
+Idempotence rests on two constraints, not on any process's memory:
+
+* ``uq_processing_log_active``: at most one ``pending``, ``processing`` or
+  ``completed`` entry per (agent, object, version, event), so an event delivered
+  twice, by any number of processes, is processed once per agent;
+* the conditional updates of the log (``pending`` -> ``processing`` only from
+  ``pending``; finishing only from ``processing``), so one process claims an entry.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+__all__ = [
+    "ACTIVE_PREDICATE",
+    "JSONType",
+    "Timestamp",
+    "agent_runs",
+    "agents",
+    "metadata",
+    "object_events",
+    "objects",
+    "processing_log",
+    "reaction_cursors",
+    "suggestions",
+]
+
+ACTIVE_PREDICATE = "status IN ('pending', 'processing', 'completed')"
+"""Entries in these statuses make their (agent, object, version, event) taken: the
+predicate of the partial unique index, so a duplicate is logged ``skipped``."""
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING)
+
+JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+"""JSON columns: ``JSONB`` on PostgreSQL, JSON text on SQLite."""
+
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""Autoincrementing ids (SQLite only autoincrements an INTEGER primary key)."""
+
+
+class Timestamp(sa.TypeDecorator[datetime]):
+    """A UTC timestamp: stored with its zone where the database keeps one, read back aware."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(UTC)
+            if dialect.name == "sqlite":
+                value = value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+_EVENTS = ("created", "updated", "deleted")
+_STATUSES = ("pending", "processing", "completed", "failed", "skipped", "abandoned")
+
+objects = sa.Table(
+    "objects",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("type", sa.String(200), nullable=False, index=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("data", JSONType, nullable=False),
+    sa.Column("actor_type", sa.String(16), nullable=False),
+    sa.Column("actor_id", sa.String(200), nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+
+object_events = sa.Table(
+    "object_events",
+    metadata,
+    sa.Column("event_id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("object_id", sa.String(64), nullable=False),
+    sa.Column("object_type", sa.String(200), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("event", sa.String(16), nullable=False),
+    sa.Column("data", JSONType, nullable=False),
+    sa.Column("changes", JSONType, nullable=False),
+    sa.Column("actor_type", sa.String(16), nullable=False),
+    sa.Column("actor_id", sa.String(200), nullable=False),
+    sa.Column("approved_by_type", sa.String(16)),
+    sa.Column("approved_by_id", sa.String(200)),
+    sa.Column("object_created_at", Timestamp, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.CheckConstraint(_in("event", _EVENTS), name="event"),
+    sa.Index(None, "object_id", "version"),
+)
+
+agents = sa.Table(
+    "agents",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("prompt", sa.Text),
+    sa.Column("role", sa.Text),
+    sa.Column("trigger_type", sa.String(16), nullable=False),
+    sa.Column("cron_schedule", sa.String(200)),
+    sa.Column("reaction_config", JSONType),
+    sa.Column("execution_mode", sa.String(16), nullable=False),
+    sa.Column("capabilities", JSONType, nullable=False),
+    sa.Column("output_schema", JSONType),
+    sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("defined_in", sa.String(16), nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.CheckConstraint(_in("trigger_type", ("manual", "cron", "reaction")), name="trigger_type"),
+    sa.CheckConstraint(
+        _in("execution_mode", ("execute", "suggest", "hybrid")), name="execution_mode"
+    ),
+    sa.CheckConstraint(_in("defined_in", ("code", "database")), name="defined_in"),
+)
+
+agent_runs = sa.Table(
+    "agent_runs",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("agent", sa.String(200), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False, unique=True),
+    sa.Column("trigger", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("started_at", Timestamp, nullable=False),
+    sa.Column("finished_at", Timestamp),
+    sa.Column("error", sa.Text),
+    sa.Index(None, "agent", "started_at"),
+)
+
+processing_log = sa.Table(
+    "processing_log",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("agent", sa.String(200), nullable=False),
+    sa.Column("object_id", sa.String(64), nullable=False),
+    sa.Column("object_version", sa.Integer, nullable=False),
+    sa.Column("event_type", sa.String(16), nullable=False),
+    sa.Column("event_id", sa.BigInteger, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.CheckConstraint(_in("status", _STATUSES), name="status"),
+    sa.Index(
+        "uq_processing_log_active",
+        "agent",
+        "object_id",
+        "object_version",
+        "event_type",
+        unique=True,
+        sqlite_where=sa.text(ACTIVE_PREDICATE),
+        postgresql_where=sa.text(ACTIVE_PREDICATE),
+    ),
+    sa.Index(None, "status", "id"),  # the oldest pending entries, for whoever takes work
+    sa.Index(None, "status", "updated_at"),  # entries processing for too long
+    sa.Index(None, "object_id"),
+)
+
+suggestions = sa.Table(
+    "suggestions",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("agent", sa.String(200), nullable=False),
+    sa.Column("object_id", sa.String(64)),
+    sa.Column("changes", JSONType, nullable=False),
+    sa.Column("reasoning", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(64)),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("resolved_at", Timestamp),
+    sa.Column("resolved_by_type", sa.String(16)),
+    sa.Column("resolved_by_id", sa.String(200)),
+    sa.CheckConstraint(_in("status", ("pending", "completed", "rejected")), name="status"),
+    sa.Index(None, "status", "created_at"),
+)
+
+reaction_cursors = sa.Table(
+    "reaction_cursors",
+    metadata,
+    sa.Column("agent", sa.String(200), primary_key=True),
+    sa.Column("event_id", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)
+"""How far each reaction agent's events have been dispatched (the last ``event_id``)."""

@@ -1,0 +1,1 @@
+"""Revisions of the service's schema, oldest first (``0001_...``, ``0002_...``)."""

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.reactor.databases import admin, create_database, drop_database
+
+
+@pytest.fixture(scope="module")
+def postgres_database() -> Iterator[str]:
+    """This test module's own PostgreSQL database, dropped when the module is done."""
+    dsn = create_database()
+    try:
+        yield dsn
+    finally:
+        drop_database(dsn)
+
+
+@pytest.fixture
+def postgres_url(postgres_database: str) -> str:
+    """The module's database emptied (every table dropped): each test starts on a new one."""
+    name = postgres_database.rsplit("/", 1)[1]
+    with admin() as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+    with psycopg.connect(postgres_database, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+    return postgres_database
+
+
+@pytest.fixture(
+    params=[pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres")]
+)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database of each kind the service runs on: a SQLite file, PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'data' / 'app.db'}"
+    return str(request.getfixturevalue("postgres_url"))

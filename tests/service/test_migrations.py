@@ -1,0 +1,237 @@
+"""The schema: made by the shipped migrations, on SQLite and PostgreSQL, and ``reactor db``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from reactor.service import (
+    DatabaseError,
+    ObjectStore,
+    ServiceConfigError,
+    add_db_command,
+    run_db_command,
+    upgrade_database,
+)
+from reactor.service._db import VERSION_TABLE, Database
+from reactor.service._schema import metadata
+
+COLUMNS = {
+    "objects": {
+        "id",
+        "type",
+        "version",
+        "data",
+        "actor_type",
+        "actor_id",
+        "created_at",
+        "updated_at",
+    },
+    "object_events": {
+        "event_id",
+        "object_id",
+        "object_type",
+        "version",
+        "event",
+        "data",
+        "changes",
+        "actor_type",
+        "actor_id",
+        "approved_by_type",
+        "approved_by_id",
+        "object_created_at",
+        "created_at",
+    },
+    "agents": {
+        "name",
+        "prompt",
+        "role",
+        "trigger_type",
+        "cron_schedule",
+        "reaction_config",
+        "execution_mode",
+        "capabilities",
+        "output_schema",
+        "enabled",
+        "defined_in",
+        "created_at",
+        "updated_at",
+    },
+    "agent_runs": {
+        "id",
+        "agent",
+        "run_id",
+        "trigger",
+        "status",
+        "started_at",
+        "finished_at",
+        "error",
+    },
+    "processing_log": {
+        "id",
+        "agent",
+        "object_id",
+        "object_version",
+        "event_type",
+        "event_id",
+        "status",
+        "error",
+        "run_id",
+        "created_at",
+        "updated_at",
+    },
+    "suggestions": {
+        "id",
+        "agent",
+        "object_id",
+        "changes",
+        "reasoning",
+        "status",
+        "run_id",
+        "created_at",
+        "resolved_at",
+        "resolved_by_type",
+        "resolved_by_id",
+    },
+    "reaction_cursors": {"agent", "event_id", "updated_at"},
+}
+
+
+def inspect_schema(conn: sa.Connection) -> dict[str, Any]:
+    inspector = sa.inspect(conn)
+    tables = {
+        name: {column["name"]: column for column in inspector.get_columns(name)}
+        for name in inspector.get_table_names()
+    }
+    context = MigrationContext.configure(
+        conn,
+        opts={
+            "compare_type": True,
+            "include_name": lambda name, kind, parent: kind != "table" or name in metadata.tables,
+        },
+    )
+    return {
+        "tables": tables,
+        "diff": compare_metadata(context, metadata),
+        "indexes": {i["name"]: i for i in inspector.get_indexes("processing_log")},
+    }
+
+
+async def migrated(url: str) -> dict[str, Any]:
+    assert await upgrade_database(url) == "0001"
+    engine = create_async_engine(Database(url).driver_url)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(inspect_schema)
+    finally:
+        await engine.dispose()
+
+
+async def test_migrations_make_every_table_with_its_columns(url: str) -> None:
+    schema = await migrated(url)
+    tables = schema["tables"]
+    assert set(tables) == {*COLUMNS, VERSION_TABLE}
+    for table, columns in COLUMNS.items():
+        assert set(tables[table]) == columns, table
+    agents = tables["agents"]
+    for column in ("prompt", "cron_schedule", "role", "trigger_type", "reaction_config"):
+        assert column in agents
+    assert {"execution_mode", "capabilities"} <= set(agents)
+    assert agents["enabled"]["nullable"] is False
+
+
+async def test_the_migrated_schema_is_the_one_the_code_queries(url: str) -> None:
+    schema = await migrated(url)
+    assert schema["diff"] == []
+    active = schema["indexes"]["uq_processing_log_active"]
+    assert active["unique"]
+    assert active["column_names"] == ["agent", "object_id", "object_version", "event_type"]
+
+
+async def test_json_columns_are_jsonb_on_postgresql(postgres_url: str) -> None:
+    schema = await migrated(postgres_url)
+    assert type(schema["tables"]["agents"]["reaction_config"]["type"]).__name__ == "JSONB"
+
+
+async def test_upgrading_again_changes_nothing(url: str) -> None:
+    assert await upgrade_database(url) == "0001"
+    async with ObjectStore(url) as objects:
+        ada = await objects.create("Person", {"name": "Ada"})
+    assert await upgrade_database(url) == "0001"
+    async with ObjectStore(url) as objects:
+        assert (await objects.get(ada.id)).data == {"name": "Ada"}
+
+
+async def test_the_database_may_hold_other_tables(url: str) -> None:
+    database = Database(url)
+    if database.path is not None:
+        database.path.parent.mkdir(parents=True)
+    engine = create_async_engine(database.driver_url)
+    async with engine.begin() as conn:
+        await conn.execute(sa.text("CREATE TABLE alembic_version (version_num VARCHAR(32))"))
+        await conn.execute(sa.text("INSERT INTO alembic_version VALUES ('app_7')"))
+    await engine.dispose()
+    schema = await migrated(url)
+    assert "alembic_version" in schema["tables"]
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="reactor")
+    add_db_command(root.add_subparsers(dest="command"))
+    return root
+
+
+def test_reactor_db_upgrade_migrates_the_database(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parser().parse_args(["db", "upgrade", "--db", url])
+    assert args.handler(args) == 0
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{url}: the tables are at revision 0001 (the newest)."] * 2
+
+
+def test_reactor_db_upgrade_takes_a_file_path(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "app.db"
+    args = parser().parse_args(["db", "upgrade", "--db", str(path)])
+    assert run_db_command(args) == 0
+    assert path.exists()
+
+
+def test_reactor_db_upgrade_reports_a_bad_url(capsys: pytest.CaptureFixture[str]) -> None:
+    args = parser().parse_args(["db", "upgrade", "--db", "mysql://localhost/app"])
+    assert run_db_command(args) == 1
+    assert capsys.readouterr().err == (
+        "reactor db upgrade: error: Unsupported database URL 'mysql://localhost/app': use "
+        "sqlite:///path/to/file.db (aiosqlite) or postgresql://user@host:5432/dbname "
+        "(psycopg 3).\n"
+    )
+
+
+def test_reactor_db_needs_an_action(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args(["db"])
+    assert "ACTION" in capsys.readouterr().err
+
+
+async def test_an_unreachable_database_is_a_clear_error() -> None:
+    with pytest.raises(
+        DatabaseError,
+        match=r"^Cannot open the database postgresql://postgres@127\.0\.0\.1:1/app: .+\. Check "
+        r"the URL, and that the server runs and accepts this user\.$",
+    ):
+        await ObjectStore("postgresql://postgres@127.0.0.1:1/app").open()
+
+
+def test_a_password_is_never_shown() -> None:
+    with pytest.raises(ServiceConfigError, match=re.escape("'mysql://u:***@db/app'")):
+        ObjectStore("mysql://u:secret@db/app")
