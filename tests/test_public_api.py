@@ -160,8 +160,6 @@ PUBLIC_API = {
         "SuggestionResolvedError",
         "Update",
         "User",
-        "add_db_command",
-        "run_db_command",
         "upgrade_database",
     },
     "reactor.testing": {

@@ -10,6 +10,7 @@ from reactor._cli._base import DB_ENV
 from reactor._cli._graphs import FORMATS, cmd_graph
 from reactor._cli._records import cmd_diff, cmd_runs, cmd_show
 from reactor._cli._running import cmd_replay, cmd_resume, cmd_run
+from reactor._cli._service import DB_EXAMPLE, DB_SUMMARY, add_db_arguments, cmd_db
 
 __all__ = ["LOG_LEVELS", "build_parser"]
 
@@ -205,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = command("migrate", migrate_cli.SUMMARY, migrate_cli.EXAMPLE)
     migrate_cli.add_arguments(migrate)
     migrate.set_defaults(handler=migrate_cli.run)
+
+    db = command("db", DB_SUMMARY, DB_EXAMPLE)
+    add_db_arguments(db)
+    db.set_defaults(handler=cmd_db)
     return parser
 
 

@@ -52,7 +52,6 @@ from reactor.service._changes import (
     Suggestion,
     Update,
 )
-from reactor.service._commands import add_db_command, run_db_command
 from reactor.service._db import upgrade_database
 from reactor.service._objects import ObjectStore
 from reactor.service._service import ReactionService
@@ -88,7 +87,5 @@ __all__ = [
     "SuggestionResolvedError",
     "Update",
     "User",
-    "add_db_command",
-    "run_db_command",
     "upgrade_database",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 from typing import Any
 
@@ -12,15 +11,15 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from reactor._cli import main
+from reactor._cli._service import DEFAULT_SERVICE_URL
 from reactor.service import (
     DatabaseError,
     ObjectStore,
     ServiceConfigError,
-    add_db_command,
-    run_db_command,
     upgrade_database,
 )
-from reactor.service._db import VERSION_TABLE, Database
+from reactor.service._db import DEFAULT_URL, VERSION_TABLE, Database
 from reactor.service._schema import metadata
 
 COLUMNS = {
@@ -182,18 +181,11 @@ async def test_the_database_may_hold_other_tables(url: str) -> None:
     assert "alembic_version" in schema["tables"]
 
 
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="reactor")
-    add_db_command(root.add_subparsers(dest="command"))
-    return root
-
-
 def test_reactor_db_upgrade_migrates_the_database(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = parser().parse_args(["db", "upgrade", "--db", url])
-    assert args.handler(args) == 0
-    assert args.handler(args) == 0
+    assert main(["db", "upgrade", "--db", url]) == 0
+    assert main(["db", "upgrade", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [f"{url}: the tables are at revision 0001 (the newest)."] * 2
 
@@ -202,16 +194,14 @@ def test_reactor_db_upgrade_takes_a_file_path(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "app.db"
-    args = parser().parse_args(["db", "upgrade", "--db", str(path)])
-    assert run_db_command(args) == 0
+    assert main(["db", "upgrade", "--db", str(path)]) == 0
     assert path.exists()
 
 
 def test_reactor_db_upgrade_reports_a_bad_url(capsys: pytest.CaptureFixture[str]) -> None:
-    args = parser().parse_args(["db", "upgrade", "--db", "mysql://localhost/app"])
-    assert run_db_command(args) == 1
+    assert main(["db", "upgrade", "--db", "mysql://localhost/app"]) == 1
     assert capsys.readouterr().err == (
-        "reactor db upgrade: error: Unsupported database URL 'mysql://localhost/app': use "
+        "reactor db: error: Unsupported database URL 'mysql://localhost/app': use "
         "sqlite:///path/to/file.db (aiosqlite) or postgresql://user@host:5432/dbname "
         "(psycopg 3).\n"
     )
@@ -219,8 +209,12 @@ def test_reactor_db_upgrade_reports_a_bad_url(capsys: pytest.CaptureFixture[str]
 
 def test_reactor_db_needs_an_action(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        parser().parse_args(["db"])
+        main(["db"])
     assert "ACTION" in capsys.readouterr().err
+
+
+def test_the_command_line_default_is_the_services() -> None:
+    assert DEFAULT_SERVICE_URL == DEFAULT_URL
 
 
 async def test_an_unreachable_database_is_a_clear_error() -> None:
