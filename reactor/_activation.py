@@ -179,26 +179,29 @@ class Activator:
         agent = agent_run.agent
         name = agent_run.name
         started = time.perf_counter()
-        ctx = self.context(agent_run, activation.trigger, activation)
+        # A prompt agent's code (on_output) may never run: its context waits until it does.
+        ctx: AgentContext[Any] | None = None
         turn = services.completion_turn(activation) if agent.run is not None else None
         try:
             if agent.run is not None:
+                ctx = self.context(agent_run, activation.trigger, activation)
                 # What a handler returns is its own: the log gets a copy nobody can change.
                 output = freeze_payload(await _handled(agent.run, ctx, turn))
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
             else:
-                context = self.template_context(agent_run, ctx.signal)
+                context = self.template_context(agent_run, activation.trigger)
                 output = await self.calls.call_model(
                     agent, name, self.provider_of(agent_run), context, activation.answers
                 )
             if agent.updates is not None:
                 services.store.set(agent.updates, OutputSpec.state_value(output))
             if agent.on_output is not None:
+                ctx = ctx or self.context(agent_run, activation.trigger, activation)
                 result = agent.on_output(ctx, output)
                 if inspect.isawaitable(result):
                     await result
-            emitted = ctx.emitted
+            emitted = ctx.emitted if ctx is not None else None
             for signal_name in agent.emits:
                 if emitted is None or signal_name not in emitted:
                     bus.emit(signal_name, output, source=name)

@@ -123,9 +123,7 @@ class ModelCall:
             if recorded is not None:
                 raw = recorded.output
             else:
-                async for event in self.relay(provider, request, name):
-                    if isinstance(event, End):
-                        raw = event.output
+                raw = (await self.complete(provider, request, name)).output
             if spec is None:
                 return raw
             try:
@@ -148,16 +146,57 @@ class ModelCall:
                 ]
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def complete(self, provider: Provider, request: ProviderRequest, name: str) -> End:
+        """Make one call to its ``End``, each event signalled (see :class:`_SignalledCall`)."""
+        call = _SignalledCall(self.site, provider, request, name)
+        events = provider.stream(request)
+        try:
+            async for event in events:
+                call.event(event)
+            return call.ended()
+        except (asyncio.CancelledError, GeneratorExit):
+            raise
+        except Exception as exc:
+            call.failed(exc)
+            raise
+        finally:
+            await _close(events)
+
     async def relay(
         self, provider: Provider, request: ProviderRequest, name: str
     ) -> AsyncIterator[ProviderEvent]:
-        """Stream the provider's events to the caller, each one also emitted as a signal.
+        """:meth:`complete`, streaming the events to the caller as they come."""
+        call = _SignalledCall(self.site, provider, request, name)
+        events = provider.stream(request)
+        try:
+            async for event in events:
+                call.event(event)
+                yield event
+            call.ended()
+        except (asyncio.CancelledError, GeneratorExit):
+            raise
+        except Exception as exc:
+            call.failed(exc)
+            raise
+        finally:
+            await _close(events)
 
-        ``provider:start`` comes first, ``provider:end`` (with the usage, the cost and
-        the duration, which the run's metrics add up) or ``provider:error`` last.
-        """
-        site = self.site
-        emit = site.bus.emit
+
+class _SignalledCall:
+    """One provider call as signals.
+
+    ``provider:start`` comes first, then a signal per event, and ``provider:end``
+    (with the usage, the cost and the duration, which the run's metrics add up) or
+    ``provider:error`` last.
+    """
+
+    __slots__ = ("end", "name", "provider", "site", "started")
+
+    def __init__(
+        self, site: CallSite, provider: Provider, request: ProviderRequest, name: str
+    ) -> None:
+        self.site, self.provider, self.name = site, provider, name
+        self.end: End | None = None
         site.record_request(request)
         model_for = getattr(provider, "model_for", None)
         model = (
@@ -165,82 +204,85 @@ class ModelCall:
             if model_for is not None
             else request.options.get("model") or getattr(provider, "model", None)
         )
-        emit(
+        site.bus.emit(
             PROVIDER_START,
             {"agent": name, "model": model, "request_hash": request.request_hash},
             source=name,
         )
-        started = time.perf_counter()
-        ended = False
-        events = provider.stream(request)
-        try:
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    emit(TEXT_DELTA, {"agent": name, "content": event.content}, source=name)
-                elif isinstance(event, ThinkingDelta):
-                    emit(THINKING_DELTA, {"agent": name, "content": event.content}, source=name)
-                elif isinstance(event, TextComplete):
-                    emit(TEXT_COMPLETE, {"agent": name, "content": event.content}, source=name)
-                elif isinstance(event, ToolCall):
-                    payload = {"agent": name, "id": event.id, "name": event.name}
-                    emit(TOOL_CALL, {**payload, "input": event.input}, source=name)
-                elif isinstance(event, ToolResult):
-                    payload = {"agent": name, "id": event.id, "name": event.name}
-                    emit(
-                        TOOL_RESULT,
-                        {**payload, "result": event.result, "error": event.error},
-                        source=name,
-                    )
-                elif isinstance(event, End):
-                    ended = True
-                    self._ended(event, name, started)
-                else:
-                    raise ProviderError(
-                        f"Provider {type(provider).__name__} yielded {event!r}, which is not a "
-                        "provider event (TextDelta, ThinkingDelta, TextComplete, ToolCall, "
-                        "ToolResult or End).",
-                        agent=name,
-                    )
-                yield event
-            if not ended:
-                raise ProviderError(
-                    f"Provider {type(provider).__name__} finished without an End event for "
-                    f"agent {name!r}; a stream must end with End(output=...).",
-                    agent=name,
-                )
-        except (asyncio.CancelledError, GeneratorExit):
-            raise
-        except Exception as exc:
+        self.started = time.perf_counter()
+
+    def event(self, event: ProviderEvent) -> None:
+        """Signal one event of the stream."""
+        emit, name = self.site.bus.emit, self.name
+        if isinstance(event, TextDelta):
+            emit(TEXT_DELTA, {"agent": name, "content": event.content}, source=name)
+        elif isinstance(event, ThinkingDelta):
+            emit(THINKING_DELTA, {"agent": name, "content": event.content}, source=name)
+        elif isinstance(event, TextComplete):
+            emit(TEXT_COMPLETE, {"agent": name, "content": event.content}, source=name)
+        elif isinstance(event, ToolCall):
+            payload = {"agent": name, "id": event.id, "name": event.name}
+            emit(TOOL_CALL, {**payload, "input": event.input}, source=name)
+        elif isinstance(event, ToolResult):
+            payload = {"agent": name, "id": event.id, "name": event.name}
             emit(
-                PROVIDER_ERROR,
+                TOOL_RESULT, {**payload, "result": event.result, "error": event.error}, source=name
+            )
+        elif isinstance(event, End):
+            self.end = event
+            usage = event.usage
+            self.site.count_usage(usage, event.cost_usd)
+            emit(
+                PROVIDER_END,
                 {
                     "agent": name,
-                    "error": error_info(exc),
-                    "retryable": bool(getattr(exc, "retryable", False)),
+                    "output": event.output,
+                    "usage": usage.to_dict(),
+                    "cost_usd": event.cost_usd,
+                    "stop_reason": event.stop_reason,
+                    "duration_ms": since(self.started),
                 },
                 source=name,
             )
-            raise
-        finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()
+        else:
+            raise ProviderError(
+                f"Provider {type(self.provider).__name__} yielded {event!r}, which is not a "
+                "provider event (TextDelta, ThinkingDelta, TextComplete, ToolCall, "
+                "ToolResult or End).",
+                agent=name,
+            )
 
-    def _ended(self, end: End, name: str, started: float) -> None:
-        usage = end.usage
-        self.site.count_usage(usage, end.cost_usd)
+    def ended(self) -> End:
+        """The call's ``End``.
+
+        Raises:
+            ProviderError: The stream finished without one.
+        """
+        if self.end is None:
+            raise ProviderError(
+                f"Provider {type(self.provider).__name__} finished without an End event for "
+                f"agent {self.name!r}; a stream must end with End(output=...).",
+                agent=self.name,
+            )
+        return self.end
+
+    def failed(self, exc: Exception) -> None:
+        """Signal the call's failure."""
         self.site.bus.emit(
-            PROVIDER_END,
+            PROVIDER_ERROR,
             {
-                "agent": name,
-                "output": end.output,
-                "usage": usage.to_dict(),
-                "cost_usd": end.cost_usd,
-                "stop_reason": end.stop_reason,
-                "duration_ms": since(started),
+                "agent": self.name,
+                "error": error_info(exc),
+                "retryable": bool(getattr(exc, "retryable", False)),
             },
-            source=name,
+            source=self.name,
         )
+
+
+async def _close(events: AsyncIterator[ProviderEvent]) -> None:
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()
 
 
 class RunProvider:

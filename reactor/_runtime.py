@@ -170,17 +170,9 @@ class Run:
             start = getattr(reporter, "start", None)
             if start is not None:
                 start(info)
-        routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
-        agents, trigger = self.agents, self.scheduler.trigger
-        recorder = self.outside.recorder()
-
-        def route(signal: Signal) -> None:
-            if recorder is not None:
-                recorder(signal)
-            for index in routes(signal.name):
-                trigger(agents[index], signal)
-
-        self.bus.set_router(route)
+        self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
+        self._recorder = self.outside.recorder()
+        self.bus.set_router(self._route)
         for reporter in self.options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         for watcher in _WATCHERS.get():
@@ -196,6 +188,14 @@ class Run:
                 source="harness",
             )
         self.outside.watch(self.run_id)
+
+    def _route(self, signal: Signal) -> None:
+        """Give ``signal`` to the agents its name activates (and note outside input)."""
+        if self._recorder is not None:
+            self._recorder(signal)
+        agents, trigger = self.agents, self.scheduler.trigger
+        for index in self._routes(signal.name):
+            trigger(agents[index], signal)
 
     async def execute(self) -> RunResult:
         """Run until quiescence (or until closed, for a live run) or a stop."""

@@ -14,8 +14,8 @@ from reactor._patterns import Pattern, validate_name
 from reactor._signal import to_jsonable
 from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
 from stores._announce import ABSENT, Announcer, Change
-from stores._draft import DictDraft, ModelDraft
-from stores._transaction import Transaction
+from stores._draft import DictDraft, ModelDraft, undraft
+from stores._transaction import Transaction, in_transaction, writer
 from stores._validation import apply_model, model_rules, validation_error
 from stores._views import readonly, unwrap
 
@@ -205,8 +205,16 @@ class Store(Generic[StateT]):
 
     def set(self, key: str, value: Any, *, actor: str | None = None) -> None:
         """Set one top-level key (validated against the model)."""
-        with self.transaction(actor=actor) as draft:
-            _assign(draft, key, value)
+        if self._is_model or in_transaction(self):
+            with self.transaction(actor=actor) as draft:
+                _assign(draft, key, value)
+            return
+        # A dict key written on its own needs no draft: this is the commit of one.
+        current = self._state
+        if key not in current:
+            _check_key(key)
+        written = {key: undraft(value)}
+        self._publish(current, {**current, **written}, written, writer(actor))
 
     def update(
         self, changes: Mapping[str, Any] | None = None, /, *, actor: str | None = None, **kw: Any
@@ -235,6 +243,10 @@ class Store(Generic[StateT]):
             if not written:
                 return
             new = {**current, **written}
+        self._publish(current, new, written, actor)
+
+    def _publish(self, current: Any, new: Any, written: dict[str, Any], actor: str) -> None:
+        """Make ``new`` the state if ``written`` changed anything, and signal it."""
         changes = self._changes(current, new, written)
         if changes:
             self._state = new

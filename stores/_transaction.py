@@ -9,7 +9,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 from reactor.exceptions import TransactionError
 from stores._actor import _ACTOR
 
-__all__ = ["Transaction", "Transactional"]
+__all__ = ["Transaction", "Transactional", "in_transaction", "writer"]
 
 StateT = TypeVar("StateT")
 
@@ -28,6 +28,16 @@ _ACTIVE: contextvars.ContextVar[tuple[Transaction[Any], ...]] = contextvars.Cont
     "stores_active_transactions", default=()
 )
 """The transactions open in this context (a nested one on the same store joins)."""
+
+
+def in_transaction(store: object) -> bool:
+    """Whether a transaction on ``store`` is open in this context (a write joins it)."""
+    return any(open_one._store is store for open_one in _ACTIVE.get())
+
+
+def writer(actor: str | None) -> str:
+    """Who a write is attributed to: its ``actor=``, else the context's, else the user."""
+    return actor or _ACTOR.get() or "user"
 
 
 class Transaction(Generic[StateT]):
@@ -73,4 +83,4 @@ class Transaction(Generic[StateT]):
                 f"({type(self._failure).__name__}: {self._failure}); the state is "
                 "unchanged. Let the error propagate, or catch it outside the transaction."
             ) from self._failure
-        self._store._commit(self._draft, self._actor or _ACTOR.get() or "user")
+        self._store._commit(self._draft, writer(self._actor))

@@ -141,18 +141,29 @@ def request_hash(
     fingerprint, which keeps hashes (and recordings) the same across versions.
     """
     canonical = (
-        f'{{"agent":{_dumps(agent)},'
-        f'"messages":{_dumps([{"content": m.content, "role": m.role} for m in messages])},'
+        f'{{"agent":{_string(agent)},'
+        f'"messages":[{",".join(_message(m) for m in messages)}],'
         f'"options":{_dumps_once(options, lambda: to_jsonable(dict(options)))},'
         f'"output_schema":{_dumps_once(output_schema, lambda: output_schema)},'
-        f'"system":{_dumps(system)},'
+        f'"system":{"null" if system is None else _string(system)},'
         f'"tools":{_dumps_once(tools, lambda: [tool.definition() for tool in tools])}}}'
     )
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
+_string = json.encoder.encode_basestring
+"""A string as canonical JSON: what ``json.dumps(..., ensure_ascii=False)`` makes of it."""
+
+
+def _message(message: Message) -> str:
+    return f'{{"content":{_string(message.content)},"role":{_string(message.role)}}}'
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 _ONCE: dict[int, tuple[object, str]] = {}
@@ -164,14 +175,15 @@ def _dumps_once(key: object, data: Callable[[], Any]) -> str:
     ``key`` (an agent's options, schema or tools) is kept alive by the entry, so its
     ``id`` cannot be reused by another object while it is remembered.
     """
+    if not key:  # no schema, options or tools
+        return "null" if key is None else "{}" if isinstance(key, Mapping) else "[]"
     found = _ONCE.get(id(key))
     if found is not None and found[0] is key:
         return found[1]
     text = _dumps(data())
     if len(_ONCE) > 4_096:
         _ONCE.clear()
-    if key is not None and not (isinstance(key, dict | tuple) and not key):
-        _ONCE[id(key)] = (key, text)
+    _ONCE[id(key)] = (key, text)
     return text
 
 
