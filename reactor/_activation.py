@@ -16,22 +16,28 @@ import asyncio
 import contextvars
 import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._agentrun import Activation, AgentRun
 from reactor._bus import set_current_signal
 from reactor._context import AgentContext
 from reactor._diagnostics import log
+from reactor._env import set_env
 from reactor._frozen import freeze_payload
-from reactor._modelcall import CallSite, ModelCall, RunProvider, check_output, since
+from reactor._modelcall import CallSite, ModelCall, RunProvider, since
 from reactor._names import error_info
-from reactor._output import OutputSpec
+from reactor._output import OutputSpec, check_output
+from reactor._prompting import enter_site, reflect
+from reactor._providers.hooks import SessionInfo, call_hook
+from reactor._skills import system_with_skills
 from reactor._templates import render
 from stores import actor_context
 
 if TYPE_CHECKING:
     from reactor._providers.base import Provider
+    from reactor._providers.mcp import MCPServer
+    from reactor._providers.tools import Tool
     from reactor._resume import RecordedAnswers
     from reactor._signal import Signal
     from stores import Store
@@ -106,6 +112,12 @@ class RunServices(CallSite, Protocol):
         """Handle an agent's failure (``fail_fast`` stops the run)."""
         ...
 
+    async def mcp_tools(
+        self, servers: Sequence[MCPServer], env: Mapping[str, str]
+    ) -> tuple[Tool, ...]:
+        """The tools of ``servers``, each started once per run and closed when it ends."""
+        ...
+
 
 class Activator:
     """Runs the activations of one run, and builds what agents' code sees."""
@@ -164,11 +176,96 @@ class Activator:
         """The context an activation's task runs in.
 
         Everything the activation emits is caused by its ``agent:<name>:activated``,
-        and its store writes are the agent's.
+        its store writes are the agent's, ``agent.prompt()`` calls in it stream through
+        the run, and its tools see the agent's ``env``.
         """
         context = actor_context(activation.agent_run.actor)
-        context.run(set_current_signal, activation.signal)
+        context.run(self._enter, activation)
         return context
+
+    def _enter(self, activation: Activation) -> None:
+        set_current_signal(activation.signal)
+        enter_site(self, activation)
+        env = activation.agent_run.agent.env
+        if env:
+            set_env(env)
+
+    # -- what agent.prompt() needs of the run (reactor._prompting.PromptSite) -------
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.services.run_id
+
+    def prompt_provider(self, key: object, own: Provider | None) -> Provider | None:
+        """A prompt's provider: the replay's, the prompted agent's, else the activation's."""
+        return self.services.replay or own or self.provider_of(_owner(key)[0])
+
+    def prompt_answers(self, key: object) -> RecordedAnswers | None:
+        """A resumed activation's recorded answers."""
+        return _owner(key)[1]
+
+    async def mcp_tools(
+        self, servers: Sequence[MCPServer], env: Mapping[str, str]
+    ) -> tuple[Tool, ...]:
+        """The tools of ``servers``, started once per run."""
+        return await self.services.mcp_tools(servers, env)
+
+    async def _reflect(
+        self,
+        agent_run: AgentRun,
+        activation: Activation,
+        context: Mapping[str, Any],
+        output: Any,
+        tools: tuple[Tool, ...],
+    ) -> Any:
+        """Ask the model to check an LLM agent's answer (``enable_reflection``)."""
+        agent, name = agent_run.agent, agent_run.name
+        assert agent.prompt_template is not None
+        provider = self.provider_of(agent_run)
+        assert provider is not None
+        template = agent.system_template
+        system = render(template, context, agent=name, field="system prompt") if template else None
+        ask = {
+            "name": name,
+            "system": system_with_skills(system, agent.skills),
+            "spec": agent.output_spec,
+            "retries": agent.output_retries,
+            "tools": (*agent.tools, *tools),
+            "options": agent.options,
+            "hooks": agent.hooks,
+            "answers": activation.answers,
+        }
+        user = render(agent.prompt_template, context, agent=name, field="prompt")
+        return await reflect(self.calls, provider, user, output, agent.max_reflections, ask)
+
+    async def _model_output(self, agent_run: AgentRun, activation: Activation) -> Any:
+        """An LLM agent's output: its prompt through the provider, with its hooks."""
+        agent, name = agent_run.agent, agent_run.name
+        context = self.template_context(agent_run, activation.trigger)
+        provider = self.provider_of(agent_run)
+        hooks = agent.hooks
+        info = SessionInfo(name, self.services.run_id, "") if hooks else None
+        if info is not None and hooks.session_start:
+            prompt = agent.prompt_template
+            text = render(prompt, context, agent=name, field="prompt") if prompt else ""
+            info = SessionInfo(name, self.services.run_id, text)
+            for hook in hooks.session_start:
+                await call_hook(hook, info)
+        try:
+            tools = await self.mcp_tools(agent.mcps, agent.env) if agent.mcps else ()
+            output = await self.calls.call_model(
+                agent, name, provider, context, activation.answers, tools
+            )
+            if agent.enable_reflection and provider is not None:
+                output = await self._reflect(agent_run, activation, context, output, tools)
+        except Exception as exc:
+            for end_hook in hooks.session_end if info is not None else ():
+                await call_hook(end_hook, info, exc)
+            raise
+        for end_hook in hooks.session_end if info is not None else ():
+            await call_hook(end_hook, info, output)
+        return output
 
     async def activate(self, activation: Activation) -> None:
         """Run one activation (in its :meth:`task_context`); raises only cancellation."""
@@ -189,6 +286,8 @@ class Activator:
                 output = freeze_payload(await _handled(agent.run, ctx, turn))
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
+            elif agent.enable_reflection or agent.hooks or agent.mcps:
+                output = await self._model_output(agent_run, activation)
             else:
                 context = self.template_context(agent_run, activation.trigger)
                 output = await self.calls.call_model(

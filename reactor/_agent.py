@@ -6,17 +6,24 @@ import dataclasses
 import difflib
 import inspect
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Never, TypeVar, get_args
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Never, get_args, overload
 
 import pydantic
+from typing_extensions import Unpack
 
+from reactor._agentcheck import Checks, check_name, compile_guard, definition_error, given
 from reactor._names import HARNESS_START
 from reactor._output import OutputSpec
 from reactor._patterns import Pattern, normalize_patterns, validate_name
+from reactor._prompt import Prompt, PromptOverrides, agent_settings
+from reactor._prompting import run_prompt
+from reactor._providers.hooks import NO_HOOKS, Hooks, shorthand_hooks
+from reactor._providers.mcp import MCPServer
 from reactor._providers.tools import Tool, tools_of
 from reactor._reaction import MODES, Capabilities, ExecutionMode, Reaction
-from reactor._templates import Expression, Template, compile_expression, compile_template
+from reactor._skills import Skill
+from reactor._templates import Expression, Template, compile_template
 from reactor.exceptions import AgentConfigError, PatternError, SignalNameError
 
 if TYPE_CHECKING:
@@ -24,13 +31,11 @@ if TYPE_CHECKING:
     from reactor._providers.base import Provider
     from reactor._providers.toolrun import AfterTool, BeforeTool
 
-__all__ = ["Agent", "Concurrency", "agent"]
+__all__ = ["Agent", "Concurrency", "agent", "definition_error"]
 
 Concurrency = Literal["parallel", "serial", "skip", "latest"]
 _CONCURRENCY: tuple[str, ...] = get_args(Concurrency)
 _NAME = re.compile(r"^[^\s:*]+$")
-_LABEL = re.compile(r"^Agent '[^']*': ")
-_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -38,11 +43,13 @@ class Agent:
     """An agent definition; create one with :func:`agent`.
 
     Immutable: :meth:`named` returns a renamed copy (``reactive()`` uses it to name
-    agents after their keys).
+    agents after their keys). Besides taking part in graphs, an agent answers
+    questions on its own: :meth:`prompt` and :meth:`reflect`, in a run's handler or
+    anywhere else.
     """
 
     name: str | None
-    prompt: str | None
+    prompt_text: str | None
     system: str | None
     run: Callable[[AgentContext[Any]], Any] | None
     activate_on: tuple[Pattern, ...]
@@ -68,6 +75,52 @@ class Agent:
     when_expression: Expression | None = dataclasses.field(repr=False, default=None)
     output_spec: OutputSpec | None = dataclasses.field(repr=False, default=None)
     problems: tuple[str, ...] = dataclasses.field(repr=False, default=())
+    mcps: tuple[MCPServer, ...] = ()
+    skills: tuple[Skill, ...] = ()
+    hooks: Hooks = NO_HOOKS
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    enable_cache: bool = False
+    enable_reflection: bool = False
+    max_reflections: int = 1
+
+    @overload
+    async def prompt(self, prompt: str, /, **overrides: Unpack[PromptOverrides]) -> Any: ...
+
+    @overload
+    async def prompt(self, prompt: Prompt, /, **overrides: Unpack[PromptOverrides]) -> Any: ...
+
+    async def prompt(self, prompt: Prompt | str, /, **overrides: Unpack[PromptOverrides]) -> Any:
+        """Ask this agent's model one question and return the typed answer.
+
+        Settings merge as **prompt fields > call overrides > agent config**; the answer
+        is validated against the prompt's ``response_format`` (else the agent's
+        ``output``), invalid answers are sent back with the errors (``output_retries``
+        times), and with reflection on the model checks its answer. In a run's handler
+        the call streams through the run (recorded, replayed, counted); elsewhere it
+        calls the provider directly (``reactor.trace()`` collects its signals).
+
+        Args:
+            prompt: A :class:`~reactor.Prompt`, or the user message as a string.
+            **overrides: ``system``, ``tools``, ``mcps``, ``skills``, ``hooks``,
+                ``temperature``, ``max_tokens``, ``stop``, ``model``, ``disable_cache``,
+                ``enable_reflection``, ``max_reflections``, ``env``.
+
+        Raises:
+            NoProviderError: Neither the agent nor the run has a provider.
+            OutputValidationError: No answer matched the response format.
+            ProviderError: The model call failed.
+            MCPServerError: An MCP server failed to start.
+            TypeError: An unknown override.
+        """
+        return await run_prompt(self, prompt, overrides)
+
+    async def reflect(self, prompt: Prompt | str, /, **overrides: Unpack[PromptOverrides]) -> Any:
+        """:meth:`prompt`, then ask the model to check and correct its answer.
+
+        At most ``max_reflections`` rounds; each emits ``reflection:start`` and
+        ``reflection:end {success, changed}``.
+        """
+        return await run_prompt(self, prompt, overrides, force_reflection=True)
 
     @property
     def output_schema(self) -> dict[str, Any] | None:
@@ -76,8 +129,8 @@ class Agent:
 
     @property
     def is_llm(self) -> bool:
-        """Whether the agent runs a prompt through a provider (else it has ``run``)."""
-        return self.prompt is not None
+        """Whether the agent runs a prompt through a provider when it is activated."""
+        return self.prompt_text is not None
 
     def named(self, name: str) -> Agent:
         """Return this agent with ``name``.
@@ -86,13 +139,13 @@ class Agent:
             AgentConfigError: The name is invalid, or the definition had problems (an
                 unnamed agent reports them when it is named).
         """
-        _check_name(name)
+        check_name(name)
         if self.problems:
             raise definition_error(name, self.problems)
         return dataclasses.replace(self, name=name)
 
     def __repr__(self) -> str:
-        kind = "prompt" if self.is_llm else "run"
+        kind = "prompt" if self.is_llm else "run" if self.run is not None else "object"
         return (
             f"<Agent {self.name or '(unnamed)'} {kind} activate_on={list(self.activate_on)!r}"
             f" emits={list(self.emits)!r}>"
@@ -123,12 +176,20 @@ def agent(
     reaction: Reaction | None = None,
     execution_mode: ExecutionMode = "suggest",
     capabilities: Capabilities | None = None,
+    mcps: Iterable[MCPServer] = (),
+    skills: Iterable[Skill | str] = (),
+    hooks: Hooks | None = None,
+    env: Mapping[str, str] | None = None,
+    enable_cache: bool = False,
+    enable_reflection: bool = False,
+    max_reflections: int = 1,
     **unknown: Never,
 ) -> Agent:
     """Define an agent.
 
     An agent is either an LLM agent (``prompt``, run through a provider) or a handler
-    agent (``run=fn(ctx)``, sync or async, deterministic, no provider).
+    agent (``run=fn(ctx)``, sync or async, deterministic, no provider). An agent with
+    neither is not for graphs: it answers questions with ``agent.prompt()``.
 
     Args:
         name: Its name; defaults to its key in ``reactive(agents={...})``.
@@ -172,6 +233,14 @@ def agent(
             (applied at once) or ``hybrid`` (the output's ``mode`` says).
         capabilities: What it may change (:class:`reactor.service.Capabilities`);
             everything by default.
+        mcps: MCP servers (:class:`~reactor.MCPServer`) whose tools the model may call.
+        skills: Skills (:class:`~reactor.Skill` or paths) added to the system prompt.
+        hooks: :class:`~reactor.Hooks` on its tool calls and sessions.
+        env: Variables its tools read with ``reactor.getenv`` and its stdio MCP servers
+            get; never written to ``os.environ``.
+        enable_cache: Make the system prompt a prompt-cache breakpoint.
+        enable_reflection: After each answer, ask the model to check and correct it.
+        max_reflections: How many times it may (with ``enable_reflection``).
         **unknown: Nothing: a misspelt option (``activateOn=``) is reported with the
             option it probably meant.
 
@@ -181,22 +250,21 @@ def agent(
             checked the same way, but reports its problems when it is named (by its
             key in ``reactive({...})``), so that the message can say which agent.
     """
-    checks = _Checks(name)
+    checks = Checks(name)
     if name is not None:
         checks.name(name)
     for option in unknown:
         close = difflib.get_close_matches(option, _OPTIONS, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         checks.add(f"unknown option {option!r}; {hint}see help(reactor.agent) for the options.")
-    if (prompt is None) == (run is None):
+    if prompt is not None and run is not None:
         checks.add(
-            "give exactly one of prompt= (an LLM agent) or run= (a handler function), "
-            f"not {'both' if prompt is not None else 'neither'}."
+            "give exactly one of prompt= (an LLM agent) or run= (a handler function), not both."
         )
-    if not isinstance(_given(prompt), str | None):
+    if not isinstance(given(prompt), str | None):
         checks.add(f"prompt must be a template string, got {type(prompt).__name__}.")
     if run is not None:
-        if not callable(_given(run)):
+        if not callable(given(run)):
             checks.add(f"run must be a function fn(ctx), got {run!r}.")
         for field, value in (
             ("system", system),
@@ -204,10 +272,13 @@ def agent(
             ("tools", tools),
             ("before_tool", before_tool),
             ("after_tool", after_tool),
+            ("mcps", mcps),
+            ("skills", skills),
+            ("hooks", hooks),
         ):
             if value:
                 checks.add(f"{field}= is for prompt agents; a run= agent calls no model.")
-    if not isinstance(_given(system), str | None):
+    if not isinstance(given(system), str | None):
         checks.add(f"system must be a template string, got {type(system).__name__}.")
     patterns = checks.attempt(
         lambda: normalize_patterns(activate_on), PatternError, "bad activate_on pattern: "
@@ -222,7 +293,7 @@ def agent(
     for key in written:
         if not isinstance(key, str) or not _NAME.match(key):
             checks.add(f"writes must list top-level state keys, got {key!r}.")
-    when_expression = checks.attempt(lambda: _compile_guard(when, name), AgentConfigError, "")
+    when_expression = checks.attempt(lambda: compile_guard(when, name), AgentConfigError, "")
     spec = None
     if output is not None:
         spec = checks.attempt(
@@ -230,30 +301,37 @@ def agent(
             (TypeError, pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError),
             "output must be a pydantic model or a type pydantic validates: ",
         )
-    if not isinstance(_given(output_retries), int) or output_retries < 0:
+    if not isinstance(given(output_retries), int) or output_retries < 0:
         checks.add(f"output_retries must be an integer >= 0, got {output_retries!r}.")
-    if updates is not None and (not isinstance(_given(updates), str) or not _NAME.match(updates)):
+    if updates is not None and (not isinstance(given(updates), str) or not _NAME.match(updates)):
         checks.add(f"updates must name a top-level state key, got {updates!r}.")
     for field, hook in (("before_tool", before_tool), ("after_tool", after_tool)):
-        if hook is not None and not callable(_given(hook)):
+        if hook is not None and not callable(given(hook)):
             checks.add(f"{field} must be a function, got {hook!r}.")
-    if on_output is not None and not callable(_given(on_output)):
+    if on_output is not None and not callable(given(on_output)):
         checks.add(f"on_output must be a function fn(ctx, output), got {on_output!r}.")
     if concurrency not in _CONCURRENCY:
         checks.add(f"unknown concurrency {concurrency!r}; use one of {', '.join(_CONCURRENCY)}.")
     if max_activations is not None and (
-        not isinstance(_given(max_activations), int) or max_activations < 1
+        not isinstance(given(max_activations), int) or max_activations < 1
     ):
         checks.add(f"max_activations must be None or an integer >= 1, got {max_activations!r}.")
     if provider is not None and not callable(getattr(provider, "stream", None)):
         checks.add(f"provider must have a stream(request) method, got {provider!r}.")
     tool_list = checks.attempt(lambda: tools_of(tools), AgentConfigError, "") or ()
-    if reaction is not None and not isinstance(_given(reaction), Reaction):
+    if reaction is not None and not isinstance(given(reaction), Reaction):
         checks.add(f"reaction must be a Reaction(types=..., events=...), got {reaction!r}.")
     if execution_mode not in MODES:
         checks.add(f"unknown execution_mode {execution_mode!r}; use one of {', '.join(MODES)}.")
-    if capabilities is not None and not isinstance(_given(capabilities), Capabilities):
+    if capabilities is not None and not isinstance(given(capabilities), Capabilities):
         checks.add(f"capabilities must be a Capabilities(...), got {capabilities!r}.")
+    settings = checks.attempt(
+        lambda: agent_settings(
+            mcps, skills, hooks, env, enable_cache, enable_reflection, max_reflections
+        ),
+        (AgentConfigError, TypeError),
+        "",
+    )
     prompt_template = system_template = None
     if isinstance(prompt, str):
         prompt_template = checks.attempt(
@@ -264,9 +342,12 @@ def agent(
             lambda: compile_template(system, agent=name, field="system"), AgentConfigError, ""
         )
     checks.raise_if_named()
+    extra = settings or {}
+    if before_tool is not None or after_tool is not None:
+        extra["hooks"] = extra.get("hooks", NO_HOOKS) + shorthand_hooks(before_tool, after_tool)
     return Agent(
         name=name,
-        prompt=prompt,
+        prompt_text=prompt,
         system=system,
         run=run,
         activate_on=patterns or (),
@@ -292,88 +373,8 @@ def agent(
         when_expression=when_expression,
         output_spec=spec,
         problems=tuple(checks.problems),
+        **extra,
     )
-
-
-class _Checks:
-    """Collects an agent's definition problems, to report them all at once.
-
-    A named agent's problems raise at once; an unnamed one's wait until the agent is
-    named (by its key in ``reactive({...})``), so the error can say which agent it is.
-    """
-
-    def __init__(self, name: str | None) -> None:
-        self.agent = name
-        self.problems: list[str] = []
-
-    def add(self, problem: str) -> None:
-        self.problems.append(problem)
-
-    def name(self, name: str) -> None:
-        try:
-            _check_name(name)
-        except AgentConfigError as exc:
-            self.add(str(exc))
-
-    def attempt(
-        self,
-        make: Callable[[], _T],
-        errors: type[Exception] | tuple[type[Exception], ...],
-        prefix: str,
-    ) -> _T | None:
-        try:
-            return make()
-        except errors as exc:
-            self.add(prefix + _strip_label(str(exc)))
-            return None
-
-    def raise_if_named(self) -> None:
-        if self.problems and self.agent is not None:
-            raise definition_error(self.agent, self.problems)
-
-
-def _given(value: object) -> object:
-    """An argument as what it may really be: users' code is not always type-checked."""
-    return value
-
-
-def definition_error(name: str, problems: Sequence[str]) -> AgentConfigError:
-    """The error of an agent's definition problems, naming it."""
-    if len(problems) == 1:
-        return AgentConfigError(f"Agent {name!r}: {problems[0]}", agent=name)
-    listed = "\n".join(f"  - {problem}" for problem in problems)
-    return AgentConfigError(f"Agent {name!r} has {len(problems)} problems:\n{listed}", agent=name)
-
-
-def _strip_label(message: str) -> str:
-    """Drop a leading ``Agent '...': `` from a message made before the name was known."""
-    return _LABEL.sub("", message, count=1)
-
-
-def _compile_guard(when: Any, name: str | None) -> Expression | None:
-    if when is None:
-        return None
-    if isinstance(when, str):
-        return compile_expression(when, agent=name)
-    if not callable(when):
-        raise AgentConfigError(
-            f"when must be a function fn(ctx) or an expression string, got {when!r}."
-        )
-    if inspect.iscoroutinefunction(when):
-        raise AgentConfigError(
-            "when must be synchronous: guards run while the trigger is dispatched. Read "
-            "what you need from ctx.state, or move the check into the agent."
-        )
-    return None
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise AgentConfigError(
-            f"Agent name {name!r} is invalid: names appear in signal names "
-            "(agent:<name>:completed), so use no ':', '*' or whitespace.",
-            agent=name if isinstance(name, str) else None,
-        )
 
 
 _OPTIONS = tuple(inspect.signature(agent).parameters)[:-1]

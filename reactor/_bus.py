@@ -21,11 +21,12 @@ Design notes (why it looks like this):
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -45,7 +46,14 @@ from reactor._signal import Signal, new_signal
 from reactor._stream import SignalStream
 from reactor.exceptions import HandlerError
 
-__all__ = ["Handler", "SignalBus", "Subscription", "current_signal", "set_current_signal"]
+__all__ = [
+    "Handler",
+    "SignalBus",
+    "Subscription",
+    "caused_by",
+    "current_signal",
+    "set_current_signal",
+]
 
 Handler = Callable[[Signal], object]
 """A signal subscriber: called synchronously with each matching signal."""
@@ -61,6 +69,20 @@ def current_signal() -> Signal | None:
     Inside an agent activation this is the activation's own ``agent:<name>:activated``.
     """
     return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def caused_by(signal: Signal) -> Iterator[None]:
+    """Make ``signal`` the cause of what this context emits inside the block.
+
+    ``agent.prompt()`` hangs its model calls under its ``prompt:start`` this way, and
+    ``ctx.step`` its work under its ``step:start``.
+    """
+    token = _CURRENT.set(signal)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
 
 
 def set_current_signal(signal: Signal) -> None:

@@ -1,17 +1,18 @@
-"""The LLM call inside an activation: render, ask the provider, stream, validate, retry.
+"""An LLM call on a bus: render, ask the provider, stream, validate, retry.
 
 For an LLM agent: render ``system`` and ``prompt``, build a :class:`ProviderRequest`,
 stream the provider's events onto the bus as signals, take the output from the
 ``End`` event, and validate it against the agent's ``output`` model, sending the model
 its validation error and asking again, up to ``output_retries`` times. Handler code
-calls models the same way through ``ctx.provider`` (:class:`RunProvider`).
+calls models the same way through ``ctx.provider`` (:class:`RunProvider`), and
+``agent.prompt()`` through :meth:`ModelCall.converse`, in a run or on a bus of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
@@ -27,7 +28,7 @@ from reactor._names import (
     TOOL_RESULT,
     error_info,
 )
-from reactor._output import OutputSpec
+from reactor._output import OutputSpec, feedback, summarize_errors
 from reactor._providers.base import (
     End,
     Message,
@@ -41,15 +42,79 @@ from reactor._providers.base import (
     ToolResult,
     Usage,
 )
-from reactor._templates import render, to_json
+from reactor._providers.hooks import NO_HOOKS, Hooks
+from reactor._providers.tools import Tool
+from reactor._skills import Skill, system_with_skills
+from reactor._templates import Template, render, to_json
 from reactor.exceptions import NoProviderError, OutputValidationError, ProviderError
 
 if TYPE_CHECKING:
-    from reactor._agent import Agent
     from reactor._bus import SignalBus
-    from reactor._resume import RecordedAnswers
 
-__all__ = ["CallSite", "ModelCall", "RunProvider", "check_output"]
+__all__ = [
+    "Answers",
+    "CallSite",
+    "ModelAgent",
+    "ModelCall",
+    "RunProvider",
+    "no_provider",
+]
+
+
+class Answers(Protocol):
+    """A resumed activation's recorded answers (``reactor._resume.RecordedAnswers``)."""
+
+    def answer(self, request: ProviderRequest) -> End | None:
+        """The recorded answer to ``request``, if it was answered before the stop."""
+        ...
+
+    def tools(self, tools: Sequence[Tool]) -> tuple[Tool, ...]:
+        """``tools`` whose recorded calls return their recorded results."""
+        ...
+
+
+class ModelAgent(Protocol):
+    """What a model call reads of an agent (:class:`reactor.Agent`)."""
+
+    @property
+    def system_template(self) -> Template | None:
+        """Its system prompt, compiled."""
+        ...
+
+    @property
+    def prompt_template(self) -> Template | None:
+        """Its prompt, compiled."""
+        ...
+
+    @property
+    def output_spec(self) -> OutputSpec | None:
+        """What its output must be."""
+        ...
+
+    @property
+    def output_retries(self) -> int:
+        """How often an invalid answer is sent back."""
+        ...
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """Its Python tools."""
+        ...
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """Model options."""
+        ...
+
+    @property
+    def hooks(self) -> Hooks:
+        """Its hooks (``before_tool`` / ``after_tool`` included)."""
+        ...
+
+    @property
+    def skills(self) -> tuple[Skill, ...]:
+        """Skills added to its system prompt."""
+        ...
 
 
 class CallSite(Protocol):
@@ -77,11 +142,12 @@ class ModelCall:
 
     async def call_model(
         self,
-        agent: Agent,
+        agent: ModelAgent,
         name: str,
         provider: Provider | None,
         context: Mapping[str, Any],
-        answers: RecordedAnswers | None = None,
+        answers: Answers | None = None,
+        extra_tools: tuple[Tool, ...] = (),
     ) -> Any:
         """Render, call the provider, validate; retry invalid outputs with feedback.
 
@@ -89,13 +155,7 @@ class ModelCall:
         before, without calling the provider or signalling the call again.
         """
         if provider is None:
-            raise NoProviderError(
-                f"Agent {name!r} has no provider: it has a prompt, so it needs a model to run "
-                "on. Pass provider= to run()/run_reactive() (e.g. "
-                "ScriptedProvider({...}) offline, AnthropicProvider() for Claude), or to "
-                "agent(...) for this agent only.",
-                agent=name,
-            )
+            raise no_provider(name)
         system = (
             render(agent.system_template, context, agent=name, field="system prompt")
             if agent.system_template is not None
@@ -103,27 +163,61 @@ class ModelCall:
         )
         assert agent.prompt_template is not None
         prompt = render(agent.prompt_template, context, agent=name, field="prompt")
-        messages = [Message("user", prompt)]
-        spec = agent.output_spec
-        attempts = agent.output_retries + 1 if spec is not None else 1
+        return await self.converse(
+            provider,
+            name=name,
+            system=system_with_skills(system, agent.skills),
+            messages=[Message("user", prompt)],
+            spec=agent.output_spec,
+            retries=agent.output_retries,
+            tools=(*agent.tools, *extra_tools) if extra_tools else agent.tools,
+            options=agent.options,
+            hooks=agent.hooks,
+            answers=answers,
+        )
+
+    async def converse(
+        self,
+        provider: Provider,
+        *,
+        name: str,
+        system: str | None,
+        messages: Sequence[Message],
+        spec: OutputSpec | None,
+        retries: int,
+        tools: Sequence[Tool] = (),
+        options: Mapping[str, Any],
+        hooks: Hooks = NO_HOOKS,
+        answers: Answers | None = None,
+        on_end: Callable[[End], object] | None = None,
+    ) -> Any:
+        """Ask until the answer validates against ``spec``, at most ``retries + 1`` times.
+
+        Each invalid answer goes back to the model with the validation errors.
+
+        Raises:
+            OutputValidationError: The last answer did not validate either.
+        """
+        turns = list(messages)
+        prompt = turns[0].content
+        attempts = retries + 1 if spec is not None else 1
         for attempt in range(1, attempts + 1):
             request = ProviderRequest.build(
                 agent=name,
                 system=system,
                 prompt=prompt,
-                messages=messages,
-                output_schema=agent.output_schema,
-                tools=agent.tools if answers is None else answers.tools(agent.tools),
-                options=agent.options,
-                before_tool=agent.before_tool,
-                after_tool=agent.after_tool,
+                messages=turns,
+                output_schema=spec.schema if spec is not None else None,
+                tools=tools if answers is None else answers.tools(tools),
+                options=options,
+                pre_tool_use=hooks.pre_tool_use,
+                post_tool_use=hooks.post_tool_use,
             )
-            raw: Any = None
             recorded = answers.answer(request) if answers is not None else None
-            if recorded is not None:
-                raw = recorded.output
-            else:
-                raw = (await self.complete(provider, request, name)).output
+            end = recorded if recorded is not None else await self.complete(provider, request, name)
+            if on_end is not None:
+                on_end(end)
+            raw = end.output
             if spec is None:
                 return raw
             try:
@@ -133,16 +227,16 @@ class ModelCall:
                     raise OutputValidationError(
                         f"Agent {name!r}: the output did not match {spec.name} after "
                         f"{attempts} attempt{'s' if attempts > 1 else ''}: "
-                        f"{_summarize(exc)}. Make the prompt clearer about the format, or "
+                        f"{summarize_errors(exc)}. Make the prompt clearer about the format, or "
                         "raise output_retries.",
                         agent=name,
                         output=raw,
                         errors=[dict(e) for e in exc.errors(include_url=False)],
                     ) from exc
-                messages = [
-                    *messages,
+                turns = [
+                    *turns,
                     Message("assistant", raw if isinstance(raw, str) else to_json(raw)),
-                    Message("user", _feedback(exc)),
+                    Message("user", feedback(exc)),
                 ]
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -293,9 +387,7 @@ class RunProvider:
     run's metrics, recorded, and answered from the recording during a replay.
     """
 
-    def __init__(
-        self, calls: ModelCall, target: Provider, answers: RecordedAnswers | None = None
-    ) -> None:
+    def __init__(self, calls: ModelCall, target: Provider, answers: Answers | None = None) -> None:
         self._calls = calls
         self.target = target
         self._answers = answers
@@ -318,41 +410,14 @@ class RunProvider:
         return f"<provider {self.target!r} through the run>"
 
 
-def check_output(spec: OutputSpec, raw: Any, agent: str) -> Any:
-    """Validate a handler's output against its agent's ``output`` type.
-
-    Raises:
-        OutputValidationError: It does not match (the message says where).
-    """
-    try:
-        return spec.validate(raw)
-    except pydantic.ValidationError as exc:
-        raise OutputValidationError(
-            f"Agent {agent!r}: the output does not match {spec.name}: {_summarize(exc)}.",
-            agent=agent,
-            output=raw,
-            errors=[dict(e) for e in exc.errors(include_url=False)],
-        ) from exc
-
-
-def _summarize(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for error in exc.errors(include_url=False)[:3]:
-        loc = ".".join(str(p) for p in error["loc"]) or "(root)"
-        parts.append(f"{loc}: {error['msg']}")
-    more = exc.error_count() - len(parts)
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
-def _feedback(exc: pydantic.ValidationError) -> str:
-    lines = [
-        f"- {'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-        for e in exc.errors(include_url=False)
-    ]
-    return (
-        "Your answer did not match the required JSON schema:\n"
-        + "\n".join(lines)
-        + "\nReply again with only the corrected JSON object."
+def no_provider(name: str) -> NoProviderError:
+    """The error of an agent that has a prompt but no provider anywhere."""
+    return NoProviderError(
+        f"Agent {name!r} has no provider: it has a prompt, so it needs a model to run "
+        "on. Pass provider= to run()/run_reactive() (e.g. "
+        "ScriptedProvider({...}) offline, AnthropicProvider() for Claude), or to "
+        "agent(...) for this agent only.",
+        agent=name,
     )
 
 

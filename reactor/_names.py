@@ -23,16 +23,28 @@ __all__ = [
     "HARNESS_RESUMED",
     "HARNESS_SIGNALS",
     "HARNESS_START",
+    "MCP_CALL",
+    "MCP_CONNECT",
+    "MCP_ERROR",
+    "MCP_RESULT",
+    "PROMPT_END",
+    "PROMPT_START",
     "PROVIDER_END",
     "PROVIDER_ERROR",
     "PROVIDER_EVENTS",
     "PROVIDER_START",
+    "REFLECTION_END",
+    "REFLECTION_START",
     "RESERVED_NAMESPACES",
     "SESSION_PROMPT",
     "SESSION_REPLY",
     "SESSION_TIMEOUT",
+    "SPAWN_END",
+    "SPAWN_START",
     "STATE_EVENTS",
     "STATE_PREFIX",
+    "STEP_END",
+    "STEP_START",
     "SYSTEM_SIGNALS",
     "TEXT_COMPLETE",
     "TEXT_DELTA",
@@ -49,6 +61,7 @@ __all__ = [
     "HarnessEnding",
     "HarnessResumed",
     "HarnessStart",
+    "PromptEnd",
     "ProviderEnd",
     "ProviderErrorPayload",
     "ProviderStart",
@@ -102,6 +115,33 @@ TEXT_COMPLETE = "text:complete"
 TOOL_CALL = "tool:call"
 TOOL_RESULT = "tool:result"
 
+# -- agents as objects ---------------------------------------------------------------
+
+PROMPT_START = "prompt:start"
+"""``agent.prompt()`` began: ``{agent, prompt}`` (what it asks of the model follows)."""
+PROMPT_END = "prompt:end"
+"""``agent.prompt()`` ended: :class:`PromptEnd`."""
+REFLECTION_START = "reflection:start"
+"""The model is asked to check its answer: ``{agent, attempt}``."""
+REFLECTION_END = "reflection:end"
+"""The check is done: ``{agent, attempt, success, changed}``."""
+MCP_CONNECT = "mcp:connect"
+"""An MCP server connected: ``{server, transport, tools}``."""
+MCP_CALL = "mcp:call"
+"""A tool is called through its MCP server: ``{server, tool, input}``."""
+MCP_RESULT = "mcp:result"
+"""The MCP server answered: ``{server, tool, result, duration_ms}``."""
+MCP_ERROR = "mcp:error"
+"""The MCP server failed, or its tool did: ``{server, tool, error}``."""
+SPAWN_START = "spawn:start"
+"""``ctx.spawn`` started a child run: ``{run_id, graph}``."""
+SPAWN_END = "spawn:end"
+"""The child run ended: ``{run_id, graph, status}``."""
+STEP_START = "step:start"
+"""``ctx.step(name, fn)`` began: ``{name, agent}``."""
+STEP_END = "step:end"
+"""The step ended: ``{name, agent, duration_ms, error}``."""
+
 DELTAS = (TEXT_DELTA, THINKING_DELTA)
 """Streaming pieces: left out of trees and timelines unless asked for."""
 
@@ -132,6 +172,18 @@ SYSTEM_SIGNALS = (
     THINKING_DELTA,
     TOOL_CALL,
     TOOL_RESULT,
+    PROMPT_START,
+    PROMPT_END,
+    REFLECTION_START,
+    REFLECTION_END,
+    MCP_CONNECT,
+    MCP_CALL,
+    MCP_RESULT,
+    MCP_ERROR,
+    SPAWN_START,
+    SPAWN_END,
+    STEP_START,
+    STEP_END,
 )
 """Names the runtime emits on its own (agents may activate on them)."""
 
@@ -145,6 +197,11 @@ RESERVED_NAMESPACES = (
     "tool",
     "session",
     "bus",
+    "prompt",
+    "reflection",
+    "mcp",
+    "spawn",
+    "step",
 )
 """First segments only the runtime emits: outside input may not forge them."""
 
@@ -358,6 +415,17 @@ class ProviderEnd(TypedDict):
     usage: dict[str, int]
     cost_usd: float | None
     stop_reason: str | None
+    duration_ms: float
+
+
+class PromptEnd(TypedDict):
+    """``prompt:end``: the validated output (or the error), its usage, cost and duration."""
+
+    agent: str
+    output: Any
+    error: ErrorInfo | None
+    usage: dict[str, int]
+    cost_usd: float | None
     duration_ms: float
 
 

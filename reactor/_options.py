@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 from reactor._templates import CONTEXT_NAMES
 
 if TYPE_CHECKING:
+    from reactor._agent import Agent
     from reactor._providers.base import Provider
     from reactor._providers.replay import ReplayProvider
     from reactor._recording.recording import Recording
     from reactor._recording.store import Reporter, SignalStore
+    from reactor._signal import Signal
 
-__all__ = ["OPTION_NAMES", "RunKwargs", "RunOptions"]
+__all__ = ["OPTION_NAMES", "WATCHERS", "GraphSpec", "RunKwargs", "RunOptions", "watching"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +40,7 @@ class RunOptions:
     target: str | None = None
     scope: Mapping[str, Any] | None = None
     resume: str | None = None
+    parent_run_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.on_end not in ("drain", "cancel"):
@@ -98,7 +103,8 @@ class RunKwargs(TypedDict, total=False):
     (``object`` and ``objects`` are also ``ctx.object`` and ``ctx.objects``; the
     service gives reaction agents the object that changed and the object store);
     ``resume``: the id of a recorded run to continue (with ``record=`` its store; see
-    :meth:`reactor.Reactive.resume`).
+    :meth:`reactor.Reactive.resume`); ``parent_run_id``: the run this one is a child
+    of (``ctx.spawn`` sets it; stored in the run info).
     """
 
     input: Any
@@ -116,6 +122,56 @@ class RunKwargs(TypedDict, total=False):
     target: str | None
     scope: Mapping[str, Any] | None
     resume: str | None
+    parent_run_id: str | None
 
 
 OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))
+
+
+WATCHERS: contextvars.ContextVar[tuple[Callable[[Signal], object], ...]] = contextvars.ContextVar(
+    "reactor_watchers", default=()
+)
+"""Handlers given every signal of the runs started in this context (:func:`watching`)."""
+
+
+@contextlib.contextmanager
+def watching(handler: Callable[[Signal], object]) -> Iterator[None]:
+    """Give ``handler`` every signal of each run started in this context.
+
+    Runs started in tasks created inside the block are watched too (they inherit the
+    context). ``reactor.testing.capture_signals`` is built on it.
+    """
+    token = WATCHERS.set((*WATCHERS.get(), handler))
+    try:
+        yield
+    finally:
+        WATCHERS.reset(token)
+
+
+class GraphSpec(Protocol):
+    """What a run needs of its graph (:class:`reactor.Reactive` is one)."""
+
+    @property
+    def name(self) -> str | None:
+        """The graph's name."""
+        ...
+
+    @property
+    def agents(self) -> Mapping[str, Agent]:
+        """Agents by name."""
+        ...
+
+    @property
+    def state(self) -> Any:
+        """What each run's store is made from."""
+        ...
+
+    @property
+    def end_when(self) -> Any:
+        """A predicate over the run, a signal pattern, or ``None``."""
+        ...
+
+    @property
+    def single(self) -> bool:
+        """Whether the graph is one agent run on its own (its output is the result)."""
+        ...

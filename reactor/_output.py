@@ -15,7 +15,9 @@ from typing import Any
 import pydantic
 import pydantic_core
 
-__all__ = ["OutputSpec"]
+from reactor.exceptions import OutputValidationError
+
+__all__ = ["OutputSpec", "check_output", "feedback", "summarize_errors"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.DOTALL)
 _WRAP = "result"
@@ -78,3 +80,43 @@ class OutputSpec:
     def state_value(output: Any) -> Any:
         """What ``updates=`` writes: a ``RootModel``'s root, else the output itself."""
         return output.root if isinstance(output, pydantic.RootModel) else output
+
+
+def check_output(spec: OutputSpec, raw: Any, agent: str) -> Any:
+    """Validate a handler's output against its agent's ``output`` type.
+
+    Raises:
+        OutputValidationError: It does not match (the message says where).
+    """
+    try:
+        return spec.validate(raw)
+    except pydantic.ValidationError as exc:
+        raise OutputValidationError(
+            f"Agent {agent!r}: the output does not match {spec.name}: {summarize_errors(exc)}.",
+            agent=agent,
+            output=raw,
+            errors=[dict(e) for e in exc.errors(include_url=False)],
+        ) from exc
+
+
+def summarize_errors(exc: pydantic.ValidationError) -> str:
+    """The first few errors of ``exc``, on one line."""
+    parts = []
+    for error in exc.errors(include_url=False)[:3]:
+        loc = ".".join(str(p) for p in error["loc"]) or "(root)"
+        parts.append(f"{loc}: {error['msg']}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def feedback(exc: pydantic.ValidationError) -> str:
+    """What the model is told when its answer did not validate."""
+    lines = [
+        f"- {'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+        for e in exc.errors(include_url=False)
+    ]
+    return (
+        "Your answer did not match the required JSON schema:\n"
+        + "\n".join(lines)
+        + "\nReply again with only the corrected JSON object."
+    )

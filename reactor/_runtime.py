@@ -14,24 +14,22 @@ main task is only cancelled from outside.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from reactor._activation import Activator, Turn
-from reactor._agent import Agent
 from reactor._agentrun import Activation, AgentRun
 from reactor._bus import SignalBus
 from reactor._context import RunView
 from reactor._diagnostics import log
 from reactor._names import HARNESS_END, HARNESS_ENDING, HARNESS_RESUMED, HARNESS_START
-from reactor._options import RunOptions
+from reactor._options import WATCHERS, GraphSpec, RunOptions, watching
 from reactor._outside import OutsideInput
 from reactor._patterns import compile_pattern
+from reactor._providers.mcp import MCPPool, MCPServer
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._recording.recording import Recording
@@ -45,55 +43,9 @@ from stores import Store, create_store
 
 if TYPE_CHECKING:
     from reactor._providers.base import Provider, ProviderRequest, Usage
+    from reactor._providers.tools import Tool
 
 __all__ = ["GraphSpec", "Run", "watching"]
-
-_WATCHERS: contextvars.ContextVar[tuple[Callable[[Signal], object], ...]] = contextvars.ContextVar(
-    "reactor_watchers", default=()
-)
-
-
-@contextlib.contextmanager
-def watching(handler: Callable[[Signal], object]) -> Iterator[None]:
-    """Give ``handler`` every signal of each run started in this context.
-
-    Runs started in tasks created inside the block are watched too (they inherit the
-    context). ``reactor.testing.capture_signals`` is built on it.
-    """
-    token = _WATCHERS.set((*_WATCHERS.get(), handler))
-    try:
-        yield
-    finally:
-        _WATCHERS.reset(token)
-
-
-class GraphSpec(Protocol):
-    """What a run needs of its graph (:class:`reactor.Reactive` is one)."""
-
-    @property
-    def name(self) -> str | None:
-        """The graph's name."""
-        ...
-
-    @property
-    def agents(self) -> Mapping[str, Agent]:
-        """Agents by name."""
-        ...
-
-    @property
-    def state(self) -> Any:
-        """What each run's store is made from."""
-        ...
-
-    @property
-    def end_when(self) -> Any:
-        """A predicate over the run, a signal pattern, or ``None``."""
-        ...
-
-    @property
-    def single(self) -> bool:
-        """Whether the graph is one agent run on its own (its output is the result)."""
-        ...
 
 
 class Run:
@@ -141,6 +93,7 @@ class Run:
             ReplayProvider(replay) if isinstance(replay, Recording) else replay
         )
         self.requests: dict[str, ProviderRequest] = {}
+        self._mcp: MCPPool | None = None  # started when an agent first needs a server
         # The run's parts reach it through a weak proxy: no cycle, so a finished run is
         # freed as soon as nobody holds it, not at the garbage collector's next pass.
         services = cast("Run", weakref.proxy(self))
@@ -166,6 +119,7 @@ class Run:
             started_at=resumed.recording.info.started_at if resumed else time.time(),
             target=self.target,
             target_hash=self.target_hash,
+            parent_run_id=self.options.parent_run_id,
         )
         record = self.options.record
         if record is not None:
@@ -179,7 +133,7 @@ class Run:
         self.bus.set_router(self._route)
         for reporter in self.options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
-        for watcher in _WATCHERS.get():
+        for watcher in WATCHERS.get():
             self.bus.subscribe("**", watcher)
         self.bus.set_after_dispatch(self._after_dispatch)
         if resumed is not None:
@@ -229,6 +183,8 @@ class Run:
         finally:
             if self._timer is not None:
                 self._timer.cancel()
+            if self._mcp is not None:
+                await self._mcp.aclose()
         self._finish()
         await self._flush_recording()
         return self.result()
@@ -279,6 +235,15 @@ class Run:
         record = self.options.record
         if record is not None:
             record.record_request(self.run_id, digest, request.fingerprint())
+
+    async def mcp_tools(
+        self, servers: Sequence[MCPServer], env: Mapping[str, str]
+    ) -> tuple[Tool, ...]:
+        """The tools of ``servers``: each started once per run, closed when it ends."""
+        if self._mcp is None:
+            bus = self.bus
+            self._mcp = MCPPool(lambda name, payload: bus.emit(name, payload, source="mcp"))
+        return await self._mcp.tools(servers, env)
 
     def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
         """Add a provider call's tokens and cost to the run's metrics."""

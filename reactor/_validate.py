@@ -171,6 +171,12 @@ def problems(decl: Declarations) -> list[str]:
     """Every problem of the declarations, each with a hint."""
     found: list[str] = []
     for name, agent in decl.agents.items():
+        if agent.prompt_text is None and agent.run is None:
+            found.append(
+                f"Agent {name!r} has neither prompt= nor run=, so it would do nothing when "
+                "activated. Hint: give it prompt= (an LLM agent) or run= (a handler); an "
+                "agent with neither is used on its own, through agent.prompt()."
+            )
         reachable = []
         for pattern in agent.activate_on:
             problem = _activation_problem(name, pattern, decl)
@@ -218,7 +224,7 @@ def _key_problems(name: str, agent: Agent, state: StateSchema) -> Iterable[str]:
                 f"{', '.join(keys)}). Hint: {_did_you_mean(key, keys)}add the field to the "
                 f"state model, or change {how}=."
             )
-    reads = [("prompt", agent.prompt, False), ("system prompt", agent.system, False)]
+    reads = [("prompt", agent.prompt_text, False), ("system prompt", agent.system, False)]
     if isinstance(agent.when, str):
         reads.append(("when expression", agent.when, True))
     for field_name, source, expression in reads:

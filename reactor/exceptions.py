@@ -10,6 +10,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── GraphValidationError(ValueError)  a graph has problems (all listed, with hints)
     ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
     ├── LoopLimitError(RuntimeError)      a run hit max_depth or max_activations
+    ├── MCPServerError(RuntimeError)      an MCP server failed to start or to list its tools
     ├── OutputValidationError(ValueError) an agent's output never matched its model
     ├── PatternError(ValueError)          a signal pattern cannot be compiled
     ├── ProviderError(RuntimeError)       the LLM provider failed (see .retryable)
@@ -70,6 +71,7 @@ __all__ = [
     "HandlerError",
     "IdleTimeoutError",
     "LoopLimitError",
+    "MCPServerError",
     "NoProviderError",
     "ObjectNotFoundError",
     "ObjectValidationError",
@@ -194,6 +196,18 @@ class AgentConfigError(ReactorError, ValueError):
     def __init__(self, message: str, *, agent: str | None = None) -> None:
         super().__init__(message)
         self.agent = agent
+
+
+class MCPServerError(ReactorError, RuntimeError):
+    """An MCP server an agent uses failed to start, or to list its tools.
+
+    Attributes:
+        server: The server's name.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 class NoProviderError(AgentConfigError):

@@ -212,7 +212,14 @@ class AnthropicProvider:
                 for block in message.content
                 if isinstance(block, ToolUseBlock)
             ]
-            results = await execute_tool_calls(calls, request.tools, before=before, after=after)
+            results = await execute_tool_calls(
+                calls,
+                request.tools,
+                before=before,
+                after=after,
+                pre=request.pre_tool_use,
+                post=request.post_tool_use,
+            )
             for result in results:
                 yield result
             messages.append({"role": "assistant", "content": _content(message)})

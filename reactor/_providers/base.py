@@ -51,6 +51,9 @@ class ProviderRequest:
         before_tool: The agent's ``before_tool(call)`` hook, for providers that run
             tools (not part of the hash).
         after_tool: The agent's ``after_tool(call, result)`` hook (not hashed either).
+        pre_tool_use: The ``pre_tool_use`` hooks of the call (see :class:`reactor.Hooks`),
+            run before ``before_tool`` (not hashed).
+        post_tool_use: Its ``post_tool_use`` hooks, run before ``after_tool``.
     """
 
     agent: str
@@ -67,6 +70,12 @@ class ProviderRequest:
     after_tool: Callable[..., Any] | None = dataclasses.field(
         default=None, compare=False, repr=False
     )
+    pre_tool_use: tuple[Callable[..., Any], ...] = dataclasses.field(
+        default=(), compare=False, repr=False
+    )
+    post_tool_use: tuple[Callable[..., Any], ...] = dataclasses.field(
+        default=(), compare=False, repr=False
+    )
 
     @classmethod
     def build(
@@ -81,6 +90,8 @@ class ProviderRequest:
         options: Mapping[str, Any] | None = None,
         before_tool: Callable[..., Any] | None = None,
         after_tool: Callable[..., Any] | None = None,
+        pre_tool_use: Sequence[Callable[..., Any]] = (),
+        post_tool_use: Sequence[Callable[..., Any]] = (),
     ) -> ProviderRequest:
         """Create a request and compute its ``request_hash``."""
         turns = tuple(messages) if messages is not None else (Message("user", prompt),)
@@ -98,6 +109,8 @@ class ProviderRequest:
             digest,
             before_tool,
             after_tool,
+            tuple(pre_tool_use),
+            tuple(post_tool_use),
         )
 
     def fingerprint(self) -> dict[str, Any]:

@@ -6,23 +6,33 @@ Shared by every provider that runs a tool-use loop.
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from reactor._providers.base import ToolCall, ToolResult
+from reactor._providers.hooks import Deny, PostToolUse, PreToolUse, call_hook, from_before_tool
 from reactor._providers.tools import Tool
 from reactor._signal import to_jsonable
 
-__all__ = ["AfterTool", "BeforeTool", "RecordedToolError", "execute_tool_calls"]
+__all__ = [
+    "AfterTool",
+    "BeforeTool",
+    "RecordedToolError",
+    "ToolFailure",
+    "execute_tool_calls",
+]
 
 
-class RecordedToolError(Exception):
-    """A tool's error as a log recorded it, given back as it was (a resumed call)."""
+class ToolFailure(Exception):
+    """A tool's error, to give the model exactly as it is (no exception type before it)."""
 
     def __init__(self, error: str) -> None:
         super().__init__(error)
         self.error = error
+
+
+class RecordedToolError(ToolFailure):
+    """A tool's error as a log recorded it, given back as it was (a resumed call)."""
 
 
 BeforeTool: TypeAlias = Callable[[ToolCall], "ToolCall | Awaitable[ToolCall | None] | None"]
@@ -40,39 +50,50 @@ async def execute_tool_calls(
     *,
     before: Sequence[BeforeTool] = (),
     after: Sequence[AfterTool] = (),
+    pre: Sequence[PreToolUse] = (),
+    post: Sequence[PostToolUse] = (),
 ) -> list[ToolResult]:
     """Run the model's tool calls, concurrently, and return their results in call order.
 
-    Each call passes the ``before`` hooks in order (any returning ``None`` blocks it),
+    Each call passes the ``pre`` hooks (``pre_tool_use``), then the ``before`` hooks
+    (``before_tool``: ``None`` blocks), in order: a :class:`Deny` (or a blocking
+    ``None``) stops it with the reason as its error, a dict replaces its input. Then it
     runs (a tool that raises, exits, returns what cannot be sent back, an unknown tool,
     or invalid arguments become an error result for the model, never an exception),
-    then its result, blocked or not, passes the ``after`` hooks. Plain functions run in
-    worker threads, so the calls of one turn run at once either way.
+    and its result, denied or not, passes the ``post`` then the ``after`` hooks. Plain
+    functions run in worker threads, so the calls of one turn run at once either way.
 
     Raises:
         Exception: A hook raised: the first such error, as it was raised (the other
             calls are waited for, not cancelled).
     """
     by_name = {tool.name: tool for tool in tools}
+    checks = (*pre, *map(from_before_tool, before)) if before else tuple(pre)
+    finishes = (*post, *after)
 
     async def run(call: ToolCall) -> ToolResult:
         result: ToolResult | None = None
-        for before_hook in before:
-            changed = before_hook(call)
-            if inspect.isawaitable(changed):
-                changed = await changed
-            if changed is None:
-                result = ToolResult(
-                    call.id, call.name, None, error="Blocked by a before_tool hook."
-                )
+        for check in checks:
+            verdict = await call_hook(check, call)
+            if verdict is None:
+                continue
+            if isinstance(verdict, Deny):
+                result = ToolResult(call.id, call.name, None, error=verdict.reason)
                 break
-            call = changed
+            if isinstance(verdict, ToolCall):
+                call = verdict
+            elif isinstance(verdict, Mapping):
+                call = ToolCall(call.id, call.name, dict(verdict))
+            else:
+                raise TypeError(
+                    f"A pre_tool_use hook returned {verdict!r} for tool {call.name!r}; "
+                    "return None to run the call, Deny(reason) to refuse it, or a dict "
+                    "to replace its input."
+                )
         if result is None:
             result = await _invoke(call, by_name.get(call.name), by_name)
-        for after_hook in after:
-            replaced = after_hook(call, result)
-            if inspect.isawaitable(replaced):
-                replaced = await replaced
+        for finish in finishes:
+            replaced = await call_hook(finish, call, result)
             if replaced is not None:
                 result = replaced
         return result
@@ -94,7 +115,7 @@ async def _invoke(call: ToolCall, tool: Tool | None, tools: dict[str, Tool]) -> 
         )
     try:
         value = await tool.invoke(call.input)
-    except RecordedToolError as exc:
+    except ToolFailure as exc:
         return ToolResult(call.id, call.name, None, error=exc.error)
     except (Exception, SystemExit) as exc:  # a tool that exits must not end the app
         return ToolResult(call.id, call.name, None, error=f"{type(exc).__name__}: {exc}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -71,8 +72,9 @@ class Tool:
         kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**kwargs)
+        # The thread sees the caller's context: reactor.getenv reads the agent's env.
         future = asyncio.get_running_loop().run_in_executor(
-            _THREADS, functools.partial(self.fn, **kwargs)
+            _THREADS, functools.partial(contextvars.copy_context().run, self.fn, **kwargs)
         )
         try:
             result = await asyncio.shield(future)

@@ -48,6 +48,7 @@ class RunInfo:
             complete with failures).
         target_hash: SHA-256 of the target's source file when the run started: a
             recorded target is imported again only if its file still has this hash.
+        parent_run_id: The run that started this one with ``ctx.spawn``, if any.
     """
 
     run_id: str
@@ -61,6 +62,7 @@ class RunInfo:
     target: str | None = None
     target_hash: str | None = None
     failures: int = 0
+    parent_run_id: str | None = None
 
     @property
     def complete(self) -> bool:

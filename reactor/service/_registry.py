@@ -82,7 +82,7 @@ def agent_row(name: str, agent: Agent) -> dict[str, Any]:
     reaction = agent.reaction
     return {
         "name": name,
-        "prompt": agent.prompt,
+        "prompt": agent.prompt_text,
         "role": agent.system,
         "trigger_type": "reaction" if reaction is not None else "manual",
         "cron_schedule": None,

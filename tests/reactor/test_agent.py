@@ -31,12 +31,6 @@ def noop(ctx: Any) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        pytest.param(
-            {},
-            r"^Agent 'a': give exactly one of prompt= \(an LLM agent\) or run= \(a handler "
-            r"function\), not neither\.$",
-            id="neither",
-        ),
         pytest.param({"prompt": "x", "run": noop}, r"not both\.$", id="both"),
         pytest.param(
             {"run": noop, "activate_on": "a**b"},
