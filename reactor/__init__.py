@@ -24,6 +24,7 @@ from reactor.exceptions import (
     HandlerError,
     IdleTimeoutError,
     LoopLimitError,
+    MCPServerError,
     NoProviderError,
     ObjectNotFoundError,
     ObjectValidationError,
@@ -61,6 +62,11 @@ if TYPE_CHECKING:
         AgentContext,
         RunView,
     )
+    from reactor._env import getenv
+    from reactor._eventtree import (
+        EventNode,
+        EventTree,
+    )
     from reactor._graph import (
         Reactive,
         reactive,
@@ -70,6 +76,7 @@ if TYPE_CHECKING:
     from reactor._options import RunKwargs
     from reactor._patterns import Pattern
     from reactor._progress import ProgressReporter
+    from reactor._prompt import Prompt
     from reactor._providers.anthropic import AnthropicProvider
     from reactor._providers.base import (
         End,
@@ -83,6 +90,12 @@ if TYPE_CHECKING:
         ToolResult,
         Usage,
     )
+    from reactor._providers.hooks import (
+        Deny,
+        Hooks,
+        SessionInfo,
+    )
+    from reactor._providers.mcp import MCPServer
     from reactor._providers.pricing import (
         ModelPrice,
         model_prices,
@@ -105,7 +118,12 @@ if TYPE_CHECKING:
         RunResult,
     )
     from reactor._signal import Signal
+    from reactor._skills import Skill
     from reactor._stream import SignalStream
+    from reactor._trace import (
+        Trace,
+        trace,
+    )
     from reactor.logging import (
         MetricsReporter,
         StructlogReporter,
@@ -125,12 +143,18 @@ __all__ = [
     "CapabilityError",
     "CycleWarning",
     "DatabaseError",
+    "Deny",
     "Divergence",
     "End",
+    "EventNode",
+    "EventTree",
     "GraphValidationError",
     "HandlerError",
+    "Hooks",
     "IdleTimeoutError",
     "LoopLimitError",
+    "MCPServer",
+    "MCPServerError",
     "MemorySignalStore",
     "Message",
     "MetricsReporter",
@@ -143,6 +167,7 @@ __all__ = [
     "PatternError",
     "PostgresSignalStore",
     "ProgressReporter",
+    "Prompt",
     "Provider",
     "ProviderError",
     "ProviderEvent",
@@ -170,11 +195,13 @@ __all__ = [
     "ServiceConfigError",
     "ServiceError",
     "ServiceStateError",
+    "SessionInfo",
     "Signal",
     "SignalBus",
     "SignalNameError",
     "SignalStore",
     "SignalStream",
+    "Skill",
     "StructlogReporter",
     "Subscription",
     "SuggestionNotFoundError",
@@ -186,24 +213,32 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolResult",
+    "Trace",
     "Usage",
     "agent",
     "current_signal",
+    "getenv",
     "model_prices",
     "reactive",
     "run_reactive",
     "tool",
+    "trace",
 ]
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
     "Agent": "reactor._agent",
-    "AgentFailure": "reactor._result",
     "AgentContext": "reactor._context",
+    "AgentFailure": "reactor._result",
     "AnthropicProvider": "reactor._providers.anthropic",
+    "Deny": "reactor._providers.hooks",
     "Divergence": "reactor._recording.diff",
     "End": "reactor._providers.base",
+    "EventNode": "reactor._eventtree",
+    "EventTree": "reactor._eventtree",
+    "Hooks": "reactor._providers.hooks",
+    "MCPServer": "reactor._providers.mcp",
     "MemorySignalStore": "reactor._recording.memory",
     "Message": "reactor._providers.base",
     "MetricsReporter": "reactor.logging",
@@ -211,6 +246,7 @@ _LAZY: dict[str, str] = {
     "Pattern": "reactor._patterns",
     "PostgresSignalStore": "reactor._recording.postgres",
     "ProgressReporter": "reactor._progress",
+    "Prompt": "reactor._prompt",
     "Provider": "reactor.typing",
     "ProviderEvent": "reactor._providers.base",
     "ProviderRequest": "reactor._providers.base",
@@ -226,10 +262,12 @@ _LAZY: dict[str, str] = {
     "RunView": "reactor._context",
     "SQLiteSignalStore": "reactor._recording.sqlite",
     "ScriptedProvider": "reactor._providers.scripted",
+    "SessionInfo": "reactor._providers.hooks",
     "Signal": "reactor._signal",
     "SignalBus": "reactor._bus",
     "SignalStore": "reactor.typing",
     "SignalStream": "reactor._stream",
+    "Skill": "reactor._skills",
     "StructlogReporter": "reactor.logging",
     "Subscription": "reactor._bus",
     "TextComplete": "reactor._providers.base",
@@ -238,13 +276,16 @@ _LAZY: dict[str, str] = {
     "Tool": "reactor._providers.tools",
     "ToolCall": "reactor._providers.base",
     "ToolResult": "reactor._providers.base",
+    "Trace": "reactor._trace",
     "Usage": "reactor._providers.base",
     "agent": "reactor._agent",
     "current_signal": "reactor._bus",
+    "getenv": "reactor._env",
     "model_prices": "reactor._providers.pricing",
     "reactive": "reactor._graph",
     "run_reactive": "reactor._graph",
     "tool": "reactor._providers.tools",
+    "trace": "reactor._trace",
 }
 """Where each public name is defined; imported on first access."""
 

@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._agentrun import Activation, AgentRun
-from reactor._bus import set_current_signal
+from reactor._bus import caused_by, set_current_signal
 from reactor._context import AgentContext
 from reactor._diagnostics import log
 from reactor._env import set_env
 from reactor._frozen import freeze_payload
 from reactor._modelcall import CallSite, ModelCall, RunProvider, since
-from reactor._names import error_info
+from reactor._names import STEP_END, STEP_START, error_info
 from reactor._output import OutputSpec, check_output
 from reactor._prompting import enter_site, reflect
 from reactor._providers.hooks import SessionInfo, call_hook
@@ -116,6 +116,10 @@ class RunServices(CallSite, Protocol):
         self, servers: Sequence[MCPServer], env: Mapping[str, str]
     ) -> tuple[Tool, ...]:
         """The tools of ``servers``, each started once per run and closed when it ends."""
+        ...
+
+    async def spawn(self, graph: Any, input: Any, options: Mapping[str, Any]) -> Any:
+        """Run ``graph`` as a child run (``ctx.spawn``) and return its result."""
         ...
 
 
@@ -338,6 +342,30 @@ class Activator:
         agent_run, answers = _owner(key)
         target = self.provider_of(agent_run)
         return None if target is None else RunProvider(self.calls, target, answers)
+
+    async def context_step(self, ctx: AgentContext[Any], name: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` as a step (``ctx.step``), framed by ``step:start`` / ``step:end``."""
+        bus, agent = self.services.bus, ctx.agent
+        start = bus.emit(STEP_START, {"name": name, "agent": agent}, source=agent)
+        started = time.perf_counter()
+        end = {"name": name, "agent": agent}
+        with caused_by(start):
+            try:
+                result = fn()
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:
+                failed = {**end, "duration_ms": since(started), "error": error_info(exc)}
+                bus.emit(STEP_END, failed, source=agent)
+                raise
+            bus.emit(STEP_END, {**end, "duration_ms": since(started), "error": None}, source=agent)
+        return result
+
+    async def context_spawn(
+        self, ctx: AgentContext[Any], graph: Any, input: Any, options: Mapping[str, Any]
+    ) -> Any:
+        """Run a child graph (``ctx.spawn``)."""
+        return await self.services.spawn(graph, input, options)
 
     def context_emit(self, ctx: AgentContext[Any], key: object, name: str, payload: Any) -> Signal:
         """Emit from an agent's code (``ctx.emit``), noting names it did not declare."""

@@ -72,11 +72,12 @@ def current_signal() -> Signal | None:
 
 
 @contextlib.contextmanager
-def caused_by(signal: Signal) -> Iterator[None]:
+def caused_by(signal: Signal | None) -> Iterator[None]:
     """Make ``signal`` the cause of what this context emits inside the block.
 
     ``agent.prompt()`` hangs its model calls under its ``prompt:start`` this way, and
-    ``ctx.step`` its work under its ``step:start``.
+    ``ctx.step`` its work under its ``step:start``; ``None`` starts a new causal tree
+    (a child run's).
     """
     token = _CURRENT.set(signal)
     try:

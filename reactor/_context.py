@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from typing_extensions import TypeVar
@@ -17,6 +17,7 @@ StateT = TypeVar("StateT", default=Any)
 """The state's type; a bare ``AgentContext`` reads the state as ``Any``."""
 StoreT = TypeVar("StoreT", bound="Store[Any]", default=Any)
 """The store's type, for its actions: ``AgentContext[TradeState, TradeStore]``."""
+_T = TypeVar("_T")
 
 __all__ = ["AgentContext", "RunView"]
 
@@ -30,6 +31,16 @@ class ContextOwner(Protocol):
 
     def context_provider(self, ctx: AgentContext[Any], key: object) -> Provider | None:
         """The provider handler code of the context's agent calls through the run."""
+        ...
+
+    async def context_step(self, ctx: AgentContext[Any], name: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` as a step of the context's activation."""
+        ...
+
+    async def context_spawn(
+        self, ctx: AgentContext[Any], graph: Any, input: Any, options: Mapping[str, Any]
+    ) -> Any:
+        """Run ``graph`` as a child run of the context's run."""
         ...
 
 
@@ -125,6 +136,30 @@ class AgentContext(Generic[StateT, StoreT]):
         if owner is None:
             raise RuntimeError(f"{self!r} belongs to no run: it cannot emit {name!r}.")
         return owner.context_emit(self, self._key, name, payload)
+
+    async def step(self, name: str, fn: Callable[[], _T | Awaitable[_T]]) -> _T:
+        """Run ``fn()`` (sync or async) as a named step and return what it returns.
+
+        ``step:start`` / ``step:end {name, agent, duration_ms, error}`` frame it, and
+        what it emits (prompts included) hangs under the step in the causal tree and
+        the event tree. An exception is re-raised after ``step:end`` records it.
+        """
+        return await self._run_owner().context_step(self, name, fn)  # type: ignore[no-any-return]
+
+    async def spawn(self, graph: Any, *, input: Any = None, **options: Any) -> Any:
+        """Run ``graph`` (a :class:`~reactor.Reactive`) as a child run; return its result.
+
+        The child is recorded with ``parent_run_id`` (in this run's store, on this run's
+        provider, unless ``options`` say otherwise), its event tree hangs under the
+        ``spawn:start`` it emits here, and it is cancelled with its parent.
+        """
+        return await self._run_owner().context_spawn(self, graph, input, options)
+
+    def _run_owner(self) -> ContextOwner:
+        owner = self._owner
+        if owner is None:
+            raise RuntimeError(f"{self!r} belongs to no run: it cannot run steps or child runs.")
+        return owner
 
     def __repr__(self) -> str:
         return f"<AgentContext agent={self.agent!r} signal={self.signal.name!r}>"

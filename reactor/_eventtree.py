@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from reactor._names import (
@@ -26,10 +26,14 @@ from reactor._names import (
     MCP_CALL,
     MCP_ERROR,
     MCP_RESULT,
+    PROMPT_END,
     PROVIDER_END,
     PROVIDER_ERROR,
     PROVIDER_START,
+    REFLECTION_END,
+    SPAWN_END,
     SPAWN_START,
+    STEP_END,
     TEXT_COMPLETE,
     TOOL_CALL,
     TOOL_RESULT,
@@ -40,14 +44,14 @@ from reactor._signal import Signal, to_jsonable
 __all__ = ["EventNode", "EventTree"]
 
 _PAIRS = {
-    "prompt": ("prompt:end",),
-    "reflection": ("reflection:end",),
-    "step": ("step:end",),
-    "task": ("task:complete", "task:failed"),
-    "phase": ("phase:complete", "phase:failed"),
-    "spawn": ("spawn:end",),
+    "prompt": (PROMPT_END,),
+    "reflection": (REFLECTION_END,),
+    "step": (STEP_END,),
+    "spawn": (SPAWN_END,),
+    **{kind: (f"{kind}:complete", f"{kind}:failed") for kind in ("task", "phase")},
 }
-"""Node kinds opened by ``<kind>:start`` and closed by one of these."""
+"""Node kinds opened by ``<kind>:start`` and closed by one of these (tasks and phases
+are ``ctx.task`` / ``ctx.phase``'s)."""
 _CLOSERS = {closer: kind for kind, closers in _PAIRS.items() for closer in closers}
 
 
@@ -105,21 +109,32 @@ class EventTree:
     def build(
         cls,
         signals: Sequence[Signal],
-        children: Mapping[str, Sequence[Signal]] | None = None,
+        children: Mapping[str, Sequence[Signal]]
+        | Callable[[str], Sequence[Signal] | None]
+        | None = None,
         *,
         name: str = "run",
     ) -> EventTree:
-        """Build the tree of ``signals``; ``children`` has child runs' signals by run id."""
+        """Build the tree of ``signals``.
+
+        Args:
+            signals: A run's signals, in order.
+            children: Child runs' signals by run id (or a function giving them), to
+                hang each child run's tree under the ``spawn`` node that started it.
+            name: The root's name.
+        """
+        found = children or {}
+        find = found if callable(found) else found.get
         builder = _Builder()
         root = builder.add_run(signals, None, "", name)
-        pending = [(node.id, node.data.get("run_id")) for node in builder.spawns]
-        while pending and children:
-            spawn_id, child_id = pending.pop()
-            child = children.get(child_id) if isinstance(child_id, str) else None
-            if child is not None:
-                before = len(builder.spawns)
-                builder.add_run(child, spawn_id, f"{child_id}/", str(child_id))
-                pending.extend((n.id, n.data.get("run_id")) for n in builder.spawns[before:])
+        done = 0
+        while done < len(builder.spawns):
+            spawn = builder.spawns[done]
+            done += 1
+            child_id = spawn.data.get("run_id") or spawn.data.get("end", {}).get("run_id")
+            child = find(child_id) if isinstance(child_id, str) else None
+            if child:
+                builder.add_run(child, spawn.id, f"{child_id}/", child_id)
         return cls(root, builder.nodes)
 
     def __len__(self) -> int:
@@ -285,7 +300,7 @@ class _Builder:
                         or data.get("error")
                         or data.get("success") is False
                     )
-                    status = data.get("status") if name_ == "spawn:end" else None
+                    status = data.get("status") if name_ == SPAWN_END else None
                     self._close(node, signal, status or ("failed" if failed else "completed"))
             if node is None:
                 kind = "mcp" if name_.startswith("mcp:") else "signal"

@@ -74,6 +74,8 @@ class RunResult(SignalLog):
         failures: Every activation that failed, in order. With ``fail_fast=False`` a
             run goes on after a failure and may still complete: ``failures`` (and
             ``ok``) say it did not go cleanly.
+        children: The results of the child runs its handlers started with
+            ``ctx.spawn``, by run id (their trees hang under it in :meth:`event_tree`).
     """
 
     status: RunStatus
@@ -87,6 +89,17 @@ class RunResult(SignalLog):
     graph: str | None = None
     requests: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     failures: tuple[AgentFailure, ...] = ()
+    children: Mapping[str, RunResult] = dataclasses.field(default_factory=dict, repr=False)
+
+    def child_runs(self) -> Mapping[str, Sequence[Signal]]:
+        """The signals of the child runs it spawned, theirs included, by run id."""
+        found: dict[str, Sequence[Signal]] = {}
+        pending = list(self.children.items())
+        while pending:
+            run_id, child = pending.pop()
+            found[run_id] = child.signals
+            pending.extend(child.children.items())
+        return found
 
     @property
     def ok(self) -> bool:

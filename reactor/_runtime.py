@@ -22,10 +22,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 from reactor._activation import Activator, Turn
 from reactor._agentrun import Activation, AgentRun
-from reactor._bus import SignalBus
+from reactor._bus import SignalBus, caused_by
 from reactor._context import RunView
 from reactor._diagnostics import log
-from reactor._names import HARNESS_END, HARNESS_ENDING, HARNESS_RESUMED, HARNESS_START
+from reactor._names import (
+    HARNESS_END,
+    HARNESS_ENDING,
+    HARNESS_RESUMED,
+    HARNESS_START,
+    SPAWN_END,
+    SPAWN_START,
+)
 from reactor._options import WATCHERS, GraphSpec, RunOptions, watching
 from reactor._outside import OutsideInput
 from reactor._patterns import compile_pattern
@@ -94,6 +101,7 @@ class Run:
         )
         self.requests: dict[str, ProviderRequest] = {}
         self._mcp: MCPPool | None = None  # started when an agent first needs a server
+        self.children: dict[str, RunResult] = {}  # child runs started with ctx.spawn
         # The run's parts reach it through a weak proxy: no cycle, so a finished run is
         # freed as soon as nobody holds it, not at the garbage collector's next pass.
         services = cast("Run", weakref.proxy(self))
@@ -245,6 +253,19 @@ class Run:
             self._mcp = MCPPool(lambda name, payload: bus.emit(name, payload, source="mcp"))
         return await self._mcp.tools(servers, env)
 
+    async def spawn(self, graph: Any, input: Any, options: Mapping[str, Any]) -> RunResult:
+        """Run ``graph`` as a child run: on this run's provider and store by default."""
+        bus = self.bus
+        name = getattr(graph, "name", None)
+        start = bus.emit(SPAWN_START, {"graph": name})
+        settings = {"provider": self.options.provider, "record": self.options.record, **options}
+        with caused_by(None):  # the child's signals start a causal tree of their own
+            result: RunResult = await graph.run(**settings, input=input, parent_run_id=self.run_id)
+        self.children[result.run_id] = result
+        end = {"run_id": result.run_id, "graph": name, "status": result.status}
+        bus.emit(SPAWN_END, end, cause=start)
+        return result
+
     def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
         """Add a provider call's tokens and cost to the run's metrics."""
         self.input_tokens += usage.input_tokens
@@ -311,6 +332,7 @@ class Run:
             graph=self.graph.name,
             requests={digest: r.fingerprint() for digest, r in self.requests.items()},
             failures=tuple(self.failures),
+            children=self.children,
         )
 
     # -- stopping ----------------------------------------------------------------

@@ -12,8 +12,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("reactor", "stores", "migration")
 MAX_LINES = 450
-SYSTEM_NAME = re.compile(r"^(harness|agent|state|provider|text|thinking|tool|bus|session):\S+$")
-NAMESPACE = re.compile(r"^(harness|agent|state|provider|text|thinking|tool|bus|session):$")
+SYSTEM_NAME = re.compile(
+    r"^(harness|agent|state|provider|text|thinking|tool|bus|session|prompt|reflection|mcp|spawn|step):\S+$"
+)
+NAMESPACE = re.compile(
+    r"^(harness|agent|state|provider|text|thinking|tool|bus|session|prompt|reflection|mcp|spawn|step):$"
+)
 
 
 def _modules() -> list[Path]:

@@ -16,6 +16,7 @@ from typing import Any
 import pydantic_core
 
 from reactor._diagnostics import short_repr
+from reactor._eventtree import EventTree
 from reactor._names import DELTAS, HARNESS_START, parse_state_event
 from reactor._patterns import Pattern, compile_pattern
 from reactor._recording.diff import VOLATILE, Divergence, first_divergence
@@ -56,6 +57,29 @@ class SignalLog:
     def tree(self, *, exclude: Iterable[Pattern] = DELTAS, payloads: bool = False) -> str:
         """Render the signals as a causal tree (deltas excluded by default)."""
         return render_tree(self.signals, exclude=exclude, payloads=payloads)
+
+    def event_tree(self, store: Any = None) -> EventTree:
+        """The run as an :class:`~reactor.EventTree`: activations, prompts, tools, steps...
+
+        Child runs started with ``ctx.spawn`` hang under their ``spawn`` node: those a
+        run result kept, and those ``store`` (a signal store) has recorded.
+        """
+        kept = self.child_runs()
+
+        def children(run_id: str) -> Sequence[Signal] | None:
+            found = kept.get(run_id)
+            if found is None and store is not None:
+                try:
+                    found = store.load(run_id).signals
+                except LookupError:
+                    return None
+            return found
+
+        return EventTree.build(self.signals, children, name=self.run_info.graph or "run")
+
+    def child_runs(self) -> Mapping[str, Sequence[Signal]]:
+        """Signals of the child runs this log keeps, by run id (a run result's spawns)."""
+        return {}
 
     def state_at(self, seq: int) -> dict[str, Any]:
         """Rebuild the state as it was right after signal ``seq`` was emitted.

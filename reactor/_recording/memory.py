@@ -75,6 +75,7 @@ class MemorySignalStore(SignalStoreBase):
             signals=len(signals),
             target=info.target,
             target_hash=info.target_hash,
+            parent_run_id=info.parent_run_id,
         )
 
     def runs(

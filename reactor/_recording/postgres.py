@@ -40,7 +40,7 @@ _INFO = (
     "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
     f"{_STATUS}, "
     "r.reason, r.failures, r.signals, (SELECT json_object_agg(t.key, t.value)::text "
-    "FROM reactor_run_tags t WHERE t.run_id = r.run_id) FROM reactor_runs r "
+    "FROM reactor_run_tags t WHERE t.run_id = r.run_id), r.parent_run_id FROM reactor_runs r "
 )
 
 

@@ -28,7 +28,7 @@ __all__ = [
     "shown",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATION_LOCK = 0x7265_6163_746F_7201
 """The advisory lock held while the schema is checked and migrated ("reactor" + 1)."""
@@ -94,6 +94,10 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             delivered_seq bigint
         )""",
         "CREATE INDEX reactor_inbox_waiting ON reactor_inbox (run_id) WHERE delivered_seq IS NULL",
+    ),
+    (
+        # 3: the run that started a run with ctx.spawn
+        "ALTER TABLE reactor_runs ADD COLUMN parent_run_id text",
     ),
 )
 """Schema version N is reached by running the first N groups of statements, in order."""
@@ -186,7 +190,9 @@ def describe(error: BaseException) -> str:
 
 def info_of(row: Sequence[Any]) -> RunInfo:
     """A row of the runs listing (see ``_INFO`` in the store) as a :class:`RunInfo`."""
-    run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags = row
+    run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags = row[
+        :11
+    ]
     return RunInfo(
         run_id=run_id,
         graph=graph,
@@ -199,4 +205,5 @@ def info_of(row: Sequence[Any]) -> RunInfo:
         failures=failures,
         signals=count,
         tags=pydantic_core.from_json(tags) if tags else {},
+        parent_run_id=row[11] if len(row) > 11 else None,
     )

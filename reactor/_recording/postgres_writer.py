@@ -237,12 +237,19 @@ def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> 
         if batch.runs:
             infos = sorted(batch.runs.values(), key=lambda info: info.run_id)
             cur.executemany(
-                "INSERT INTO reactor_runs (run_id, graph, target, target_hash, started_at) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET "
-                "graph = EXCLUDED.graph, target = EXCLUDED.target, "
-                "target_hash = EXCLUDED.target_hash",
+                "INSERT INTO reactor_runs (run_id, graph, target, target_hash, started_at, "
+                "parent_run_id) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE "
+                "SET graph = EXCLUDED.graph, target = EXCLUDED.target, "
+                "target_hash = EXCLUDED.target_hash, parent_run_id = EXCLUDED.parent_run_id",
                 [
-                    (i.run_id, i.graph, i.target, i.target_hash, i.started_at or time.time())
+                    (
+                        i.run_id,
+                        i.graph,
+                        i.target,
+                        i.target_hash,
+                        i.started_at or time.time(),
+                        i.parent_run_id,
+                    )
                     for i in infos
                 ],
             )

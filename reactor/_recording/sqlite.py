@@ -338,7 +338,7 @@ class SQLiteSignalStore(SignalStoreBase):
             "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
             f"{_STATUS}, r.reason, r.failures, "
             "r.signals, (SELECT json_group_object(t.key, t.value) FROM run_tags t "
-            f"WHERE t.run_id = r.run_id) FROM runs r {clause}",
+            f"WHERE t.run_id = r.run_id), r.parent_run_id FROM runs r {clause}",
             params,
         )
         return [decode_info(tuple(row)) for row in rows]

@@ -23,7 +23,7 @@ __all__ = [
     "migrate",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 _SCHEMA_1 = """
@@ -87,6 +87,8 @@ _MIGRATIONS = (
     );
     CREATE INDEX IF NOT EXISTS inbox_waiting ON inbox (run_id) WHERE delivered_seq IS NULL
     """,
+    # 4: the run that started a run with ctx.spawn
+    "ALTER TABLE runs ADD COLUMN parent_run_id TEXT",
 )
 """Schema version N is reached by running the first N scripts, in order."""
 
@@ -237,7 +239,7 @@ def decode_signal(run_id: str, row: tuple[Any, ...]) -> Signal:
     )
 
 
-_TEXT = ("graph", "target", "target_hash", "status", "reason")
+_TEXT = ("graph", "target", "target_hash", "status", "reason", "parent_run_id")
 
 
 def decode_info(row: tuple[Any, ...]) -> RunInfo:
@@ -246,10 +248,14 @@ def decode_info(row: tuple[Any, ...]) -> RunInfo:
     Raises:
         RecordingError: The row is damaged (names the run and the fault).
     """
-    run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags = row
+    run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags = row[
+        :11
+    ]
+    parent = row[11] if len(row) > 11 else None
     if not isinstance(run_id, str):
         raise RecordingError(f"A run has the id {run_id!r}, not text; the database is damaged.")
-    for field, value in zip(_TEXT, (graph, target, target_hash, status, reason), strict=True):
+    texts = (graph, target, target_hash, status, reason, parent)
+    for field, value in zip(_TEXT, texts, strict=True):
         if value is not None and not isinstance(value, str):
             raise _damaged(run_id, f"its {field} is {value!r}, not text")
     for field, value, optional in (("started_at", started, False), ("ended_at", ended, True)):
@@ -273,5 +279,6 @@ def decode_info(row: tuple[Any, ...]) -> RunInfo:
         reason=reason,
         failures=failures,
         signals=count,
+        parent_run_id=parent,
         tags={str(key): str(value) for key, value in tag_map.items()},
     )

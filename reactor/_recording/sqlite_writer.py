@@ -198,15 +198,17 @@ def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
     conn.execute("BEGIN")
     for info in runs:
         conn.execute(
-            "INSERT INTO runs (run_id, graph, target, target_hash, started_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET graph = excluded.graph, "
-            "target = excluded.target, target_hash = excluded.target_hash",
+            "INSERT INTO runs (run_id, graph, target, target_hash, started_at, parent_run_id) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "graph = excluded.graph, target = excluded.target, "
+            "target_hash = excluded.target_hash, parent_run_id = excluded.parent_run_id",
             (
                 info.run_id,
                 info.graph,
                 info.target,
                 info.target_hash,
                 info.started_at or time.time(),
+                info.parent_run_id,
             ),
         )
         conn.executemany(
