@@ -7,7 +7,7 @@ import difflib
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Never, get_args, overload
+from typing import TYPE_CHECKING, Any, Literal, Never, get_args
 
 import pydantic
 from typing_extensions import Unpack
@@ -82,12 +82,6 @@ class Agent:
     enable_cache: bool = False
     enable_reflection: bool = False
     max_reflections: int = 1
-
-    @overload
-    async def prompt(self, prompt: str, /, **overrides: Unpack[PromptOverrides]) -> Any: ...
-
-    @overload
-    async def prompt(self, prompt: Prompt, /, **overrides: Unpack[PromptOverrides]) -> Any: ...
 
     async def prompt(self, prompt: Prompt | str, /, **overrides: Unpack[PromptOverrides]) -> Any:
         """Ask this agent's model one question and return the typed answer.

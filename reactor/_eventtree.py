@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from reactor._names import (
@@ -140,7 +140,7 @@ class EventTree:
     def __len__(self) -> int:
         return len(self._nodes)
 
-    def __iter__(self) -> Iterable[EventNode]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[EventNode]:
         return iter(self._nodes.values())
 
     def get_node(self, id: str) -> EventNode | None:
@@ -215,7 +215,7 @@ class _Builder:
                 "trace",
                 run_id,
                 parent,
-                "running",
+                None,
                 first.timestamp if first is not None else 0.0,
             )
             nodes[root.id] = root

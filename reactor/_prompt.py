@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import pydantic
 
@@ -15,7 +15,10 @@ from reactor._skills import Skill
 from reactor._templates import Template, compile_template, render
 from reactor.exceptions import AgentConfigError, OutputValidationError
 
-__all__ = ["Prompt", "PromptOverrides", "agent_settings", "skills_of"]
+if TYPE_CHECKING:
+    from reactor._providers.base import Provider
+
+__all__ = ["Prompt", "PromptOverrides", "PromptingAgent", "agent_settings", "skills_of"]
 
 
 class PromptOverrides(TypedDict, total=False):
@@ -141,7 +144,8 @@ class Prompt(pydantic.BaseModel):
 
     def render(self, **names: Any) -> str:
         """The user message: the template rendered with ``data`` (and ``names``)."""
-        return render(self._template, {**names, **self.data}, agent=None, field="user prompt")
+        agent = str(names.get("agent", "prompt"))
+        return str(render(self._template, {**names, **self.data}, agent=agent, field="user prompt"))
 
     def validate_response(self, response: Any) -> Any:
         """Check an answer against ``response_format`` and return it typed.
@@ -167,3 +171,82 @@ class Prompt(pydantic.BaseModel):
 def skills_of(values: Any) -> tuple[Skill, ...]:
     """Skills from :class:`Skill` values or paths."""
     return tuple(value if isinstance(value, Skill) else Skill(value) for value in values or ())
+
+
+class PromptingAgent(Protocol):
+    """What ``prompt()`` reads of an agent (:class:`reactor.Agent`)."""
+
+    @property
+    def name(self) -> str | None:
+        """Its name."""
+        ...
+
+    @property
+    def provider(self) -> Provider | None:
+        """Its own provider."""
+        ...
+
+    @property
+    def system(self) -> str | None:
+        """Its system prompt template."""
+        ...
+
+    @property
+    def system_template(self) -> Template | None:
+        """The same, compiled."""
+        ...
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """Its Python tools."""
+        ...
+
+    @property
+    def mcps(self) -> tuple[MCPServer, ...]:
+        """Its MCP servers."""
+        ...
+
+    @property
+    def skills(self) -> tuple[Skill, ...]:
+        """Its skills."""
+        ...
+
+    @property
+    def hooks(self) -> Hooks:
+        """Its hooks."""
+        ...
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """Its environment overlay."""
+        ...
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """Its model options."""
+        ...
+
+    @property
+    def output_spec(self) -> OutputSpec | None:
+        """Its output type."""
+        ...
+
+    @property
+    def output_retries(self) -> int:
+        """How often an invalid answer is sent back."""
+        ...
+
+    @property
+    def enable_cache(self) -> bool:
+        """Whether the system prompt is cached."""
+        ...
+
+    @property
+    def enable_reflection(self) -> bool:
+        """Whether answers are checked."""
+        ...
+
+    @property
+    def max_reflections(self) -> int:
+        """How many checks at most."""
+        ...

@@ -33,13 +33,13 @@ from reactor._names import (
     error_info,
 )
 from reactor._output import OutputSpec
-from reactor._prompt import Prompt, skills_of
+from reactor._prompt import Prompt, PromptingAgent, skills_of
 from reactor._providers.base import End, Message, Usage
 from reactor._providers.hooks import Hooks, SessionInfo, call_hook
 from reactor._providers.mcp import MCPServer, connect_servers
 from reactor._providers.tools import Tool, tools_of
-from reactor._skills import Skill, system_with_skills
-from reactor._templates import Template, compile_template, render, to_json
+from reactor._skills import system_with_skills
+from reactor._templates import compile_template, render, to_json
 from reactor._trace import Standalone, current_trace
 from reactor.exceptions import OutputValidationError
 
@@ -72,26 +72,6 @@ _REFLECT = (
     "Check your answer above against my request{schema}. If it is right, give it again "
     "unchanged; if it is not, give the corrected answer. Reply with the answer only."
 )
-
-
-class PromptingAgent(Protocol):
-    """What ``prompt()`` reads of an agent (:class:`reactor.Agent`)."""
-
-    name: str | None
-    provider: Provider | None
-    system: str | None
-    system_template: Template | None
-    tools: tuple[Tool, ...]
-    mcps: tuple[MCPServer, ...]
-    skills: tuple[Skill, ...]
-    hooks: Hooks
-    env: Mapping[str, str]
-    options: Mapping[str, Any]
-    output_spec: OutputSpec | None
-    output_retries: int
-    enable_cache: bool
-    enable_reflection: bool
-    max_reflections: int
 
 
 class PromptSite(Protocol):
@@ -221,12 +201,12 @@ async def run_prompt(
                         output = await reflect(calls, provider, user, output, reflections, ask)
             except Exception as exc:
                 _end(bus, name, None, exc, totals, started)
-                for hook in hooks.session_end:
-                    await call_hook(hook, info, exc)
+                for end_hook in hooks.session_end:
+                    await call_hook(end_hook, info, exc)
                 raise
             _end(bus, name, output, None, totals, started)
-            for hook in hooks.session_end:
-                await call_hook(hook, info, output)
+            for end_hook in hooks.session_end:
+                await call_hook(end_hook, info, output)
     return output
 
 

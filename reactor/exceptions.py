@@ -249,13 +249,18 @@ class OutputValidationError(ReactorError, ValueError):
     """An agent's output did not validate against its ``output`` model after retries.
 
     Attributes:
-        agent: The agent's name.
+        agent: The agent's name (``None`` from ``Prompt.validate_response``).
         output: The last output received.
         errors: pydantic's error list for that output.
     """
 
     def __init__(
-        self, message: str, *, agent: str, output: Any, errors: list[dict[str, Any]]
+        self,
+        message: str,
+        *,
+        agent: str | None = None,
+        output: Any,
+        errors: list[dict[str, Any]],
     ) -> None:
         super().__init__(message)
         self.agent = agent
