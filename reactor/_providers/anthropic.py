@@ -11,33 +11,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import anthropic
-import httpx2  # the HTTP library the anthropic SDK runs on, installed with it
-from anthropic.lib.streaming import ParsedContentBlockStopEvent
 from anthropic.resources.messages import AsyncMessages
 from anthropic.types import Message as APIMessage
-from anthropic.types import RawContentBlockDeltaEvent, TextBlock, ToolUseBlock
-from anthropic.types import TextDelta as APITextDelta
-from anthropic.types import ThinkingDelta as APIThinkingDelta
+from anthropic.types import ToolUseBlock
 
+from reactor._diagnostics import log
+from reactor._providers.anthropic_wire import (
+    RESPOND,
+    add_usage,
+    content_of,
+    force_tool,
+    forced_answer,
+    parse_json,
+    refuses_structured_output,
+    stream_round,
+    text_of,
+    tool_result_block,
+    usage_of,
+)
 from reactor._providers.base import (
     End,
     ProviderEvent,
     ProviderRequest,
     TextComplete,
     TextDelta,
-    ThinkingDelta,
     ToolCall,
-    ToolResult,
     Usage,
 )
 from reactor._providers.pricing import DEFAULT_MODEL, ModelPrice, price_of
 from reactor._providers.toolrun import AfterTool, BeforeTool, execute_tool_calls
-from reactor._templates import to_json
 from reactor.exceptions import ProviderError
 
 __all__ = ["DEFAULT_MODEL", "AnthropicProvider"]
@@ -45,7 +51,16 @@ __all__ = ["DEFAULT_MODEL", "AnthropicProvider"]
 
 # Settings the provider interprets itself.
 _SETTINGS = frozenset(
-    {"model", "max_tokens", "temperature", "thinking", "max_tool_rounds", "cache_system"}
+    {
+        "model",
+        "max_tokens",
+        "temperature",
+        "thinking",
+        "max_tool_rounds",
+        "cache_system",
+        "structured_output",
+        "stream_retries",
+    }
 )
 # Everything else messages.stream() accepts passes through unchanged (timeout included),
 # except what the provider builds from the request; max_retries is a client option.
@@ -58,7 +73,6 @@ _REQUEST_OPTIONS = frozenset(inspect.signature(AsyncMessages.stream).parameters)
     *_SETTINGS,
 }
 _KNOWN = _SETTINGS | _REQUEST_OPTIONS | {"max_retries"}
-_RETRYABLE_TYPES = frozenset({"rate_limit_error", "overloaded_error", "api_error", "timeout_error"})
 
 
 class AnthropicProvider:
@@ -95,6 +109,13 @@ class AnthropicProvider:
             model that asks once more fails the request with a ``ProviderError``.
         cache_system: Mark the system prompt as a prompt-cache breakpoint (5-minute
             ephemeral cache). It caches the tool definitions too, which come before it.
+        structured_output: How an ``output`` model is asked for: ``"native"``
+            (``output_config.format``), ``"tool"`` (a forced ``respond`` tool whose
+            input is the answer, for models without native structured output), or
+            ``"auto"``: native, falling back to the tool for a model that refuses it.
+        stream_retries: How many times a response that fails after it started
+            streaming (a retryable error: overload, a dropped connection) is asked
+            again; the text already streamed is not repeated.
         before_tool: ``before_tool(call)`` for every tool call, after the agent's own
             hook: return the call (changed or not) to run it, or ``None`` to block it.
         after_tool: ``after_tool(call, result)`` for every tool result, after the
@@ -124,6 +145,8 @@ class AnthropicProvider:
         thinking: Mapping[str, Any] | None = None,
         max_tool_rounds: int = 10,
         cache_system: bool = False,
+        structured_output: Literal["auto", "native", "tool"] = "auto",
+        stream_retries: int = 2,
         before_tool: BeforeTool | None = None,
         after_tool: AfterTool | None = None,
         prices: Mapping[str, ModelPrice | tuple[float, float]] | None = None,
@@ -145,8 +168,11 @@ class AnthropicProvider:
             "thinking": thinking,
             "max_tool_rounds": max_tool_rounds,
             "cache_system": cache_system,
+            "structured_output": structured_output,
+            "stream_retries": stream_retries,
             **options,
         }
+        self._tool_models: set[str] = set()  # models found to refuse native structured output
         self.before_tool = before_tool
         self.after_tool = after_tool
         self.prices: dict[str, ModelPrice] = {
@@ -162,6 +188,11 @@ class AnthropicProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Answer ``request`` on Claude, running the tool-use loop; end with one ``End``.
 
+        A response paused by the API (``pause_turn``) is continued. A retryable failure
+        after the response started streaming is retried (``stream_retries`` times),
+        without repeating the text already streamed. A model that refuses native
+        structured output is asked to answer through a forced tool instead.
+
         Raises:
             ProviderError: The API failed (``retryable`` says whether trying again
                 later may help, ``status_code`` gives the HTTP status), no API key is
@@ -172,6 +203,12 @@ class AnthropicProvider:
         settings = self._settings(request)
         client = self._client_for(settings, agent)
         params = _params(request, settings)
+        mode = settings["structured_output"]
+        forced = request.output_schema is not None and (
+            mode == "tool" or (mode == "auto" and params["model"] in self._tool_models)
+        )
+        if forced:
+            params = force_tool(params, request.tools)
         messages: list[dict[str, Any]] = [
             {"role": turn.role, "content": turn.content} for turn in request.messages
         ]
@@ -180,33 +217,50 @@ class AnthropicProvider:
         usage = Usage()
         cost: float | None = 0.0
         tool_rounds = 0
+        paused = ""  # text of responses the API paused, continued in the next round
+        streamed = False
         while True:
             message: APIMessage | None = None
-            # aclosing: if our consumer stops early, the HTTP stream closes right away.
-            round_ = _round(client, {**params, "messages": list(messages)}, agent)
-            async with contextlib.aclosing(round_) as events:
-                async for item in events:
-                    if isinstance(item, APIMessage):
-                        message = item
-                    else:
-                        yield item
-            assert message is not None  # _round always ends with the message
-            spent = _usage(message)
-            usage = _add(usage, spent)
+            rounds = self._attempts(client, {**params, "messages": list(messages)}, settings, agent)
+            try:
+                async with contextlib.aclosing(rounds) as events:
+                    async for item in events:
+                        if isinstance(item, APIMessage):
+                            message = item
+                        elif not (forced and isinstance(item, ToolCall) and item.name == RESPOND):
+                            streamed = True
+                            yield item
+            except ProviderError as exc:
+                if streamed or forced or mode != "auto" or not refuses_structured_output(exc):
+                    raise
+                self._tool_models.add(params["model"])
+                forced, params = True, force_tool(params, request.tools)
+                continue
+            assert message is not None  # a round always ends with the message
+            spent = usage_of(message)
+            usage = add_usage(usage, spent)
             price = price_of(message.model or params["model"], self.prices)
             cost = None if cost is None or price is None else cost + price.cost(spent)
-            if message.stop_reason != "tool_use":
+            answer = forced_answer(message) if forced else None
+            if message.stop_reason == "pause_turn" or (
+                message.stop_reason == "tool_use" and answer is None
+            ):
+                if tool_rounds >= settings["max_tool_rounds"]:
+                    raise ProviderError(
+                        f"Agent {agent!r}: the model asked for tools again after "
+                        f"{tool_rounds} round{'s' if tool_rounds != 1 else ''}, the limit "
+                        f"(max_tool_rounds={settings['max_tool_rounds']}). Raise "
+                        "max_tool_rounds on the provider or in the agent's options, or ask "
+                        "for fewer steps in the prompt.",
+                        agent=agent,
+                    )
+                tool_rounds += 1
+                messages.append({"role": "assistant", "content": content_of(message)})
+                if message.stop_reason == "pause_turn":
+                    paused += text_of(message)
+                    continue
+            else:
                 break
-            if tool_rounds >= settings["max_tool_rounds"]:
-                raise ProviderError(
-                    f"Agent {agent!r}: the model asked for tools again after "
-                    f"{tool_rounds} round{'s' if tool_rounds != 1 else ''}, the limit "
-                    f"(max_tool_rounds={settings['max_tool_rounds']}). Raise max_tool_rounds "
-                    "on the provider or in the agent's options, or ask for fewer steps in "
-                    "the prompt.",
-                    agent=agent,
-                )
-            tool_rounds += 1
             calls = [
                 ToolCall(block.id, block.name, dict(block.input))
                 for block in message.content
@@ -222,11 +276,59 @@ class AnthropicProvider:
             )
             for result in results:
                 yield result
-            messages.append({"role": "assistant", "content": _content(message)})
-            messages.append({"role": "user", "content": [_tool_result(r) for r in results]})
-        text = _text(message)
-        output = _parse_json(text) if request.output_schema is not None else text
+            messages.append({"role": "user", "content": [tool_result_block(r) for r in results]})
+        text = paused + text_of(message)
+        if answer is not None:
+            output: Any = answer
+        else:
+            output = parse_json(text) if request.output_schema is not None else text
         yield End(output, usage, cost, message.stop_reason, message.model)
+
+    async def _attempts(
+        self,
+        client: anthropic.AsyncAnthropic,
+        params: dict[str, Any],
+        settings: Mapping[str, Any],
+        agent: str,
+    ) -> AsyncGenerator[ProviderEvent | APIMessage, None]:
+        """One round, tried again on a retryable failure after it started streaming.
+
+        What an attempt already streamed is not streamed again: text deltas resume
+        after the text shown so far, and completed texts and tool calls already
+        reported are skipped.
+        """
+        shown = ""
+        reported = 0  # TextComplete and ToolCall events already streamed
+        for attempt in range(settings["stream_retries"] + 1):
+            text, seen, started = "", 0, False
+            try:
+                async with contextlib.aclosing(stream_round(client, params, agent)) as events:
+                    async for item in events:
+                        started = True
+                        if isinstance(item, TextDelta):
+                            text += item.content
+                            if len(text) > len(shown):
+                                fresh, shown = text[len(shown) :], text
+                                yield TextDelta(fresh)
+                        elif isinstance(item, TextComplete | ToolCall):
+                            seen += 1
+                            if seen > reported:
+                                reported = seen
+                                yield item
+                        else:
+                            yield item
+                return
+            except ProviderError as exc:
+                if not (exc.retryable and started) or attempt == settings["stream_retries"]:
+                    raise
+                log(
+                    "reactor.anthropic",
+                    "warning",
+                    "stream failed; retrying",
+                    agent=agent,
+                    attempt=attempt + 1,
+                    error=str(exc),
+                )
 
     async def aclose(self) -> None:
         """Close the client this provider created, if any (a given client is the caller's)."""
@@ -315,128 +417,3 @@ def _params(request: ProviderRequest, settings: Mapping[str, Any]) -> dict[str, 
             "format": {"type": "json_schema", "schema": schema},
         }
     return params
-
-
-async def _round(
-    client: anthropic.AsyncAnthropic, params: dict[str, Any], agent: str
-) -> AsyncGenerator[ProviderEvent | APIMessage, None]:
-    """Stream one model response as provider events, then yield the final message."""
-    pending: list[str] = []  # text of the turn, reported before its tool calls
-    try:
-        # The stream's context manager closes the HTTP response however the block is
-        # left: at the end, on an error, or when the consuming task is cancelled (the
-        # CancelledError or GeneratorExit passes through here).
-        async with client.messages.stream(**params) as stream:
-            async for event in stream:
-                if isinstance(event, RawContentBlockDeltaEvent):
-                    delta = event.delta
-                    if isinstance(delta, APITextDelta):
-                        yield TextDelta(delta.text)
-                    elif isinstance(delta, APIThinkingDelta):
-                        yield ThinkingDelta(delta.thinking)
-                elif isinstance(event, ParsedContentBlockStopEvent):
-                    block = event.content_block
-                    if isinstance(block, TextBlock):
-                        pending.append(block.text)
-                    elif isinstance(block, ToolUseBlock):
-                        if pending:
-                            yield TextComplete("".join(pending))
-                            pending.clear()
-                        yield ToolCall(block.id, block.name, dict(block.input))
-            message = await stream.get_final_message()
-    except (anthropic.AnthropicError, httpx2.TransportError) as exc:
-        raise _provider_error(exc, agent) from exc
-    if pending:
-        yield TextComplete("".join(pending))
-    yield message
-
-
-def _provider_error(exc: Exception, agent: str) -> ProviderError:
-    """An SDK or transport failure as a ``ProviderError`` saying whether to retry."""
-    again = "This is usually temporary: try again later, or raise max_retries= on the provider."
-    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return ProviderError(
-            f"Agent {agent!r}: the Anthropic API did not answer in time. {again}",
-            retryable=True,
-            agent=agent,
-        )
-    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
-        return ProviderError(
-            f"Agent {agent!r}: could not reach the Anthropic API ({exc}). Check the network "
-            f"and ANTHROPIC_BASE_URL. {again}",
-            retryable=True,
-            agent=agent,
-        )
-    if isinstance(exc, anthropic.APIStatusError):
-        # An error event inside a stream arrives on a 200 response: no HTTP status.
-        status = exc.status_code if exc.status_code >= 400 else None
-        kind = exc.type or "error"
-        retryable = kind in _RETRYABLE_TYPES or (
-            status is not None and (status in (408, 409, 429) or status >= 500)
-        )
-        if retryable:
-            hint = again
-        elif status in (401, 403):
-            hint = "Check the API key (ANTHROPIC_API_KEY) and what it may access."
-        else:
-            hint = "Sending the same request again will not help: change the request."
-        where = f"HTTP {status} {kind}" if status is not None else f"{kind} in the stream"
-        detail = (exc.api_message or exc.message).rstrip(".")
-        return ProviderError(
-            f"Agent {agent!r}: the Anthropic API answered {where}: {detail}. {hint}",
-            retryable=retryable,
-            agent=agent,
-            status_code=status,
-        )
-    return ProviderError(f"Agent {agent!r}: the Anthropic SDK failed: {exc}", agent=agent)
-
-
-def _usage(message: APIMessage) -> Usage:
-    usage = message.usage
-    return Usage(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
-        cache_read_input_tokens=usage.cache_read_input_tokens or 0,
-    )
-
-
-def _add(total: Usage, more: Usage) -> Usage:
-    return Usage(
-        input_tokens=total.input_tokens + more.input_tokens,
-        output_tokens=total.output_tokens + more.output_tokens,
-        cache_creation_input_tokens=(
-            total.cache_creation_input_tokens + more.cache_creation_input_tokens
-        ),
-        cache_read_input_tokens=total.cache_read_input_tokens + more.cache_read_input_tokens,
-    )
-
-
-def _content(message: APIMessage) -> list[dict[str, Any]]:
-    """The response's blocks as they go back to the API (thinking signatures included)."""
-    return [block.to_dict(mode="json") for block in message.content]
-
-
-def _tool_result(result: ToolResult) -> dict[str, Any]:
-    if result.error is not None:
-        return {
-            "type": "tool_result",
-            "tool_use_id": result.id,
-            "content": result.error,
-            "is_error": True,
-        }
-    value = result.result
-    content = value if isinstance(value, str) else to_json(value)
-    return {"type": "tool_result", "tool_use_id": result.id, "content": content}
-
-
-def _text(message: APIMessage) -> str:
-    return "".join(block.text for block in message.content if isinstance(block, TextBlock))
-
-
-def _parse_json(text: str) -> Any:
-    """Structured output as data; text that is not JSON is left for validation to report."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text

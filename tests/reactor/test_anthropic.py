@@ -588,7 +588,7 @@ async def test_an_authentication_error_points_at_the_key(fake: FakeAnthropic) ->
 
 async def test_an_error_event_inside_the_stream_is_retryable(fake: FakeAnthropic) -> None:
     reply = turn("Hel", error_after={"type": "overloaded_error", "message": "Overloaded"})
-    error = await failure(fake, reply)
+    error = await failure(fake, reply, reply, reply)  # the first try, then two retries
     assert str(error).startswith(
         "Agent 'w': the Anthropic API answered overloaded_error in the stream: Overloaded."
     )

@@ -1,0 +1,209 @@
+"""The Messages API on the wire: one streamed round, its errors, usage and content.
+
+What :class:`~reactor.AnthropicProvider` needs to turn one streamed response of the
+``anthropic`` SDK into provider events, and its failures into ``ProviderError``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
+
+import anthropic
+import httpx2  # the HTTP library the anthropic SDK runs on, installed with it
+from anthropic.lib.streaming import ParsedContentBlockStopEvent
+from anthropic.types import Message as APIMessage
+from anthropic.types import RawContentBlockDeltaEvent, TextBlock, ToolUseBlock
+from anthropic.types import TextDelta as APITextDelta
+from anthropic.types import ThinkingDelta as APIThinkingDelta
+
+from reactor._providers.base import (
+    ProviderEvent,
+    TextComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from reactor._templates import to_json
+from reactor.exceptions import ProviderError
+
+__all__ = [
+    "RESPOND",
+    "add_usage",
+    "content_of",
+    "force_tool",
+    "forced_answer",
+    "parse_json",
+    "provider_error",
+    "refuses_structured_output",
+    "stream_round",
+    "text_of",
+    "tool_result_block",
+    "usage_of",
+]
+
+_RETRYABLE_TYPES = frozenset({"rate_limit_error", "overloaded_error", "api_error", "timeout_error"})
+
+
+async def stream_round(
+    client: anthropic.AsyncAnthropic, params: dict[str, Any], agent: str
+) -> AsyncGenerator[ProviderEvent | APIMessage, None]:
+    """Stream one model response as provider events, then yield the final message."""
+    pending: list[str] = []  # text of the turn, reported before its tool calls
+    try:
+        # The stream's context manager closes the HTTP response however the block is
+        # left: at the end, on an error, or when the consuming task is cancelled (the
+        # CancelledError or GeneratorExit passes through here).
+        async with client.messages.stream(**params) as stream:
+            async for event in stream:
+                if isinstance(event, RawContentBlockDeltaEvent):
+                    delta = event.delta
+                    if isinstance(delta, APITextDelta):
+                        yield TextDelta(delta.text)
+                    elif isinstance(delta, APIThinkingDelta):
+                        yield ThinkingDelta(delta.thinking)
+                elif isinstance(event, ParsedContentBlockStopEvent):
+                    block = event.content_block
+                    if isinstance(block, TextBlock):
+                        pending.append(block.text)
+                    elif isinstance(block, ToolUseBlock):
+                        if pending:
+                            yield TextComplete("".join(pending))
+                            pending.clear()
+                        yield ToolCall(block.id, block.name, dict(block.input))
+            message = await stream.get_final_message()
+    except (anthropic.AnthropicError, httpx2.TransportError) as exc:
+        raise provider_error(exc, agent) from exc
+    if pending:
+        yield TextComplete("".join(pending))
+    yield message
+
+
+def provider_error(exc: Exception, agent: str) -> ProviderError:
+    """An SDK or transport failure as a ``ProviderError`` saying whether to retry."""
+    again = "This is usually temporary: try again later, or raise max_retries= on the provider."
+    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+        return ProviderError(
+            f"Agent {agent!r}: the Anthropic API did not answer in time. {again}",
+            retryable=True,
+            agent=agent,
+        )
+    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
+        return ProviderError(
+            f"Agent {agent!r}: could not reach the Anthropic API ({exc}). Check the network "
+            f"and ANTHROPIC_BASE_URL. {again}",
+            retryable=True,
+            agent=agent,
+        )
+    if isinstance(exc, anthropic.APIStatusError):
+        # An error event inside a stream arrives on a 200 response: no HTTP status.
+        status = exc.status_code if exc.status_code >= 400 else None
+        kind = exc.type or "error"
+        retryable = kind in _RETRYABLE_TYPES or (
+            status is not None and (status in (408, 409, 429) or status >= 500)
+        )
+        if retryable:
+            hint = again
+        elif status in (401, 403):
+            hint = "Check the API key (ANTHROPIC_API_KEY) and what it may access."
+        else:
+            hint = "Sending the same request again will not help: change the request."
+        where = f"HTTP {status} {kind}" if status is not None else f"{kind} in the stream"
+        detail = (exc.api_message or exc.message).rstrip(".")
+        return ProviderError(
+            f"Agent {agent!r}: the Anthropic API answered {where}: {detail}. {hint}",
+            retryable=retryable,
+            agent=agent,
+            status_code=status,
+        )
+    return ProviderError(f"Agent {agent!r}: the Anthropic SDK failed: {exc}", agent=agent)
+
+
+def usage_of(message: APIMessage) -> Usage:
+    usage = message.usage
+    return Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
+        cache_read_input_tokens=usage.cache_read_input_tokens or 0,
+    )
+
+
+def add_usage(total: Usage, more: Usage) -> Usage:
+    return Usage(
+        input_tokens=total.input_tokens + more.input_tokens,
+        output_tokens=total.output_tokens + more.output_tokens,
+        cache_creation_input_tokens=(
+            total.cache_creation_input_tokens + more.cache_creation_input_tokens
+        ),
+        cache_read_input_tokens=total.cache_read_input_tokens + more.cache_read_input_tokens,
+    )
+
+
+def content_of(message: APIMessage) -> list[dict[str, Any]]:
+    """The response's blocks as they go back to the API (thinking signatures included)."""
+    return [block.to_dict(mode="json") for block in message.content]
+
+
+def tool_result_block(result: ToolResult) -> dict[str, Any]:
+    if result.error is not None:
+        return {
+            "type": "tool_result",
+            "tool_use_id": result.id,
+            "content": result.error,
+            "is_error": True,
+        }
+    value = result.result
+    content = value if isinstance(value, str) else to_json(value)
+    return {"type": "tool_result", "tool_use_id": result.id, "content": content}
+
+
+def text_of(message: APIMessage) -> str:
+    return "".join(block.text for block in message.content if isinstance(block, TextBlock))
+
+
+def parse_json(text: str) -> Any:
+    """Structured output as data; text that is not JSON is left for validation to report."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+RESPOND = "respond"
+"""The tool a model without native structured output answers through."""
+_REFUSAL = re.compile(r"output_config|output_format|structured output|json_schema", re.IGNORECASE)
+
+
+def refuses_structured_output(exc: ProviderError) -> bool:
+    """Whether the API refused a request because the model has no native structured output."""
+    return exc.status_code == 400 and bool(_REFUSAL.search(str(exc)))
+
+
+def force_tool(params: dict[str, Any], tools: Sequence[Any]) -> dict[str, Any]:
+    """``params`` asking for the answer as the input of a forced ``respond`` tool."""
+    forced = dict(params)
+    config = dict(forced.pop("output_config", None) or {})
+    schema = config.pop("format", {}).get("schema") or {"type": "object"}
+    if config:
+        forced["output_config"] = config
+    respond = {
+        "name": RESPOND,
+        "description": "Give your final answer, in exactly this schema.",
+        "input_schema": schema,
+    }
+    forced["tools"] = [*forced.get("tools", ()), respond]
+    forced["tool_choice"] = {"type": "any"} if tools else {"type": "tool", "name": RESPOND}
+    return forced
+
+
+def forced_answer(message: APIMessage) -> dict[str, Any] | None:
+    """The input of the ``respond`` call in ``message``, if it made one."""
+    for block in message.content:
+        if isinstance(block, ToolUseBlock) and block.name == RESPOND:
+            return dict(block.input)
+    return None
