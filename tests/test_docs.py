@@ -86,6 +86,7 @@ def test_snippets_run_and_print_what_they_say(
     for shared in ("examples", "tests"):  # snippets may read the repository's files
         (tmp_path / shared).symlink_to(ROOT / shared)
     for name, content in files(path).items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(content)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # snippets import the files they wrote
