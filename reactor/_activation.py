@@ -29,7 +29,7 @@ from reactor._modelcall import CallSite, ModelCall, RunProvider, since
 from reactor._names import STEP_END, STEP_START, error_info
 from reactor._output import OutputSpec, check_output
 from reactor._prompting import enter_site, reflect
-from reactor._providers.hooks import SessionInfo, call_hook
+from reactor._providers.hooks import NO_HOOKS, SessionInfo, call_hook
 from reactor._skills import system_with_skills
 from reactor._templates import render
 from stores import actor_context
@@ -190,9 +190,7 @@ class Activator:
     def _enter(self, activation: Activation) -> None:
         set_current_signal(activation.signal)
         enter_site(self, activation)
-        env = activation.agent_run.agent.env
-        if env:
-            set_env(env)
+        set_env(activation.agent_run.agent.env)
 
     # -- what agent.prompt() needs of the run (reactor._prompting.PromptSite) -------
 
@@ -290,7 +288,7 @@ class Activator:
                 output = freeze_payload(await _handled(agent.run, ctx, turn))
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
-            elif agent.enable_reflection or agent.hooks or agent.mcps:
+            elif agent.hooks is not NO_HOOKS or agent.mcps or agent.enable_reflection:
                 output = await self._model_output(agent_run, activation)
             else:
                 context = self.template_context(agent_run, activation.trigger)

@@ -43,9 +43,13 @@ def current_env() -> Mapping[str, str]:
 
 
 def set_env(env: Mapping[str, str]) -> None:
-    """Lay ``env`` over the overlay in force, for the rest of this context."""
-    outer = _ENV.get()
-    _ENV.set({**outer, **env} if outer else dict(env))
+    """Make ``env`` the overlay for the rest of this context (an activation's task).
+
+    The overlay is replaced, not extended: an activation started while another agent's
+    code ran must not see that agent's variables.
+    """
+    if env or _ENV.get() is not None:
+        _ENV.set(env or None)
 
 
 @contextlib.contextmanager

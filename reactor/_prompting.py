@@ -158,15 +158,15 @@ async def run_prompt(
     context = {"agent": name, **prompt.data}
     user = prompt.render(agent=name)
     system = settings["system"]
-    if isinstance(system, str):
+    if system is agent.system and agent.system_template is not None:
+        system = render(agent.system_template, context, agent=name, field="system prompt")
+    elif isinstance(system, str):
         system = render(
             compile_template(system, agent=name, field="system"),
             context,
             agent=name,
             field="system prompt",
         )
-    elif agent.system_template is not None and system is agent.system:
-        system = render(agent.system_template, context, agent=name, field="system prompt")
     system = system_with_skills(system, settings["skills"])
     bus: SignalBus = calls.site.bus
     hooks: Hooks = settings["hooks"]

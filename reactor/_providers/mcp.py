@@ -314,9 +314,7 @@ class MCPPool:
         """Close every server this run started."""
         self._stop.set()
         holders, self._holders = self._holders, []
-        for holder in holders:
-            with contextlib.suppress(Exception):
-                await holder
+        await asyncio.gather(*holders, return_exceptions=True)
         for ready in self._open.values():
             if ready.done() and not ready.cancelled():
                 ready.exception()  # retrieved: a failed start was reported to its caller
