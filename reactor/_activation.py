@@ -16,8 +16,9 @@ import asyncio
 import contextvars
 import inspect
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from reactor._agentrun import Activation, AgentRun
 from reactor._bus import caused_by, set_current_signal
@@ -129,6 +130,9 @@ class Activator:
     def __init__(self, services: RunServices) -> None:
         self.services = services
         self.calls = ModelCall(services)
+        # What prompts in an activation reach the run through (a weak proxy: no cycle).
+        self._site = cast("Activator", weakref.proxy(self))
+        self._sites: dict[AgentRun, tuple[Activator, AgentRun]] = {}
 
     def provider_of(self, agent_run: AgentRun) -> Provider | None:
         """The provider an agent's calls go to: the replay's, its own, else the run's."""
@@ -189,8 +193,17 @@ class Activator:
 
     def _enter(self, activation: Activation) -> None:
         set_current_signal(activation.signal)
-        enter_site(self, activation)
-        set_env(activation.agent_run.agent.env)
+        agent_run = activation.agent_run
+        if activation.answers is None:
+            # One entry per agent, made once: nothing here may refer to the activation,
+            # whose task holds this context (a cycle would outlive the run).
+            entry = self._sites.get(agent_run)
+            if entry is None:
+                entry = self._sites[agent_run] = (self._site, agent_run)
+            enter_site(entry)
+        else:
+            enter_site((self._site, (agent_run, activation.answers)))
+        set_env(agent_run.agent.env)
 
     # -- what agent.prompt() needs of the run (reactor._prompting.PromptSite) -------
 
@@ -410,5 +423,7 @@ def _owner(key: object) -> tuple[AgentRun, RecordedAnswers | None]:
     """The agent (and a resumed activation's recorded answers) behind a context's key."""
     if isinstance(key, Activation):
         return key.agent_run, key.answers
+    if isinstance(key, tuple):
+        return key  # (agent_run, answers) of a resumed activation
     assert isinstance(key, AgentRun)
     return key, None

@@ -107,9 +107,9 @@ _SITE: contextvars.ContextVar[tuple[PromptSite, object] | None] = contextvars.Co
 )
 
 
-def enter_site(site: PromptSite, key: object) -> None:
-    """Make prompts in this context part of ``site``'s run (called per activation)."""
-    _SITE.set((site, key))
+def enter_site(entry: tuple[PromptSite, object]) -> None:
+    """Make prompts in this context part of a run: ``(site, key)``, set per activation."""
+    _SITE.set(entry)
 
 
 class _Totals:
