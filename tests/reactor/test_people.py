@@ -294,14 +294,16 @@ async def test_phases_and_tasks_nest_in_the_causal_tree() -> None:
     fetch = next(s for s in result.signals if s.name == "task:start")
     parse = [s for s in result.signals if s.name == "task:start"][1]
     assert phase.caused_by == activated.id
-    assert fetch.caused_by == phase.id and parse.caused_by == phase.id
+    assert fetch.caused_by == phase.id
+    assert parse.caused_by == phase.id
     assert by_name["data:fetched"].caused_by == fetch.id
     assert by_name["data:fetched"].payload == {"by": "task:start"}
     assert by_name["task:complete"].caused_by == fetch.id
     failed = by_name["task:failed"]
     assert failed.caused_by == parse.id
     assert failed.payload["error"] == {"type": "ValueError", "message": "bad page"}
-    assert failed.payload["name"] == "parse" and failed.payload["agent"] == "worker"
+    assert failed.payload["name"] == "parse"
+    assert failed.payload["agent"] == "worker"
     assert by_name["phase:complete"].caused_by == phase.id
     assert by_name["phase:complete"].payload["duration_ms"] >= 0
     assert dict(phase.payload) == {
