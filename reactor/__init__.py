@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactor.exceptions import (
     AgentConfigError,
+    AgentNotFoundError,
     CapabilityError,
     CycleWarning,
     DatabaseError,
@@ -30,13 +31,18 @@ from reactor.exceptions import (
     ObjectValidationError,
     OutputValidationError,
     PatternError,
+    PromptError,
+    PromptNotFoundError,
+    PromptTimeoutError,
     ProviderError,
     ReactorError,
     RecordingError,
     ReplayMismatchError,
+    ReplyValidationError,
     RunClosedError,
     RunFinishedError,
     RunNotFoundError,
+    RunSuspendedError,
     RunTimeoutError,
     ScriptExhaustedError,
     ServiceConfigError,
@@ -53,11 +59,13 @@ if TYPE_CHECKING:
         Agent,
         agent,
     )
+    from reactor._asking import PendingPrompt
     from reactor._bus import (
         SignalBus,
         Subscription,
         current_signal,
     )
+    from reactor._console import ConsoleChannel
     from reactor._context import (
         AgentContext,
         RunView,
@@ -72,7 +80,7 @@ if TYPE_CHECKING:
         reactive,
         run_reactive,
     )
-    from reactor._handle import RunHandle
+    from reactor._handle import Channel, RunHandle
     from reactor._options import RunKwargs
     from reactor._patterns import Pattern
     from reactor._progress import ProgressReporter
@@ -139,8 +147,11 @@ __all__ = [
     "AgentConfigError",
     "AgentContext",
     "AgentFailure",
+    "AgentNotFoundError",
     "AnthropicProvider",
     "CapabilityError",
+    "Channel",
+    "ConsoleChannel",
     "CycleWarning",
     "DatabaseError",
     "Deny",
@@ -165,9 +176,13 @@ __all__ = [
     "OutputValidationError",
     "Pattern",
     "PatternError",
+    "PendingPrompt",
     "PostgresSignalStore",
     "ProgressReporter",
     "Prompt",
+    "PromptError",
+    "PromptNotFoundError",
+    "PromptTimeoutError",
     "Provider",
     "ProviderError",
     "ProviderEvent",
@@ -178,6 +193,7 @@ __all__ = [
     "RecordingError",
     "ReplayMismatchError",
     "ReplayProvider",
+    "ReplyValidationError",
     "Reporter",
     "RunClosedError",
     "RunFinishedError",
@@ -187,6 +203,7 @@ __all__ = [
     "RunMetrics",
     "RunNotFoundError",
     "RunResult",
+    "RunSuspendedError",
     "RunTimeoutError",
     "RunView",
     "SQLiteSignalStore",
@@ -233,6 +250,8 @@ _LAZY: dict[str, str] = {
     "AgentFailure": "reactor._result",
     "AnthropicProvider": "reactor._providers.anthropic",
     "Deny": "reactor._providers.hooks",
+    "Channel": "reactor._handle",
+    "ConsoleChannel": "reactor._console",
     "Divergence": "reactor._recording.diff",
     "End": "reactor._providers.base",
     "EventNode": "reactor._eventtree",
@@ -244,6 +263,7 @@ _LAZY: dict[str, str] = {
     "MetricsReporter": "reactor.logging",
     "ModelPrice": "reactor._providers.pricing",
     "Pattern": "reactor._patterns",
+    "PendingPrompt": "reactor._asking",
     "PostgresSignalStore": "reactor._recording.postgres",
     "ProgressReporter": "reactor._progress",
     "Prompt": "reactor._prompt",

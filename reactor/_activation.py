@@ -21,18 +21,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from reactor._agentrun import Activation, AgentRun
-from reactor._bus import caused_by, set_current_signal
+from reactor._asking import Asking
+from reactor._bus import set_current_signal
 from reactor._context import AgentContext
 from reactor._diagnostics import log
 from reactor._env import set_env
 from reactor._frozen import freeze_payload
 from reactor._modelcall import CallSite, ModelCall, RunProvider, since
-from reactor._names import STEP_END, STEP_START, error_info
+from reactor._names import error_info
 from reactor._output import OutputSpec, check_output
-from reactor._prompting import enter_site, reflect
-from reactor._providers.hooks import NO_HOOKS, SessionInfo, call_hook
-from reactor._skills import system_with_skills
-from reactor._templates import render
+from reactor._prompting import enter_site
+from reactor._providers.hooks import NO_HOOKS
+from reactor._session import session_output
+from reactor._spans import Span
+from reactor._templates import compiled, render
 from stores import actor_context
 
 if TYPE_CHECKING:
@@ -55,6 +57,20 @@ class Turn(Protocol):
 
     def done(self) -> None:
         """The activation finished."""
+        ...
+
+
+class RunExtras(Protocol):
+    """A run's MCP servers and child runs (``reactor._subruns.RunExtras``)."""
+
+    async def mcp_tools(
+        self, servers: Sequence[MCPServer], env: Mapping[str, str]
+    ) -> tuple[Tool, ...]:
+        """The tools of ``servers``, each started once per run and closed when it ends."""
+        ...
+
+    async def spawn(self, graph: Any, input: Any, options: Mapping[str, Any]) -> Any:
+        """Run ``graph`` as a child run (``ctx.spawn``) and return its result."""
         ...
 
 
@@ -101,6 +117,11 @@ class RunServices(CallSite, Protocol):
         """The run's default provider."""
         ...
 
+    @property
+    def asking(self) -> Asking:
+        """The run's questions to people."""
+        ...
+
     def release(self, activation: Activation) -> None:
         """Account for a finished activation."""
         ...
@@ -113,14 +134,9 @@ class RunServices(CallSite, Protocol):
         """Handle an agent's failure (``fail_fast`` stops the run)."""
         ...
 
-    async def mcp_tools(
-        self, servers: Sequence[MCPServer], env: Mapping[str, str]
-    ) -> tuple[Tool, ...]:
-        """The tools of ``servers``, each started once per run and closed when it ends."""
-        ...
-
-    async def spawn(self, graph: Any, input: Any, options: Mapping[str, Any]) -> Any:
-        """Run ``graph`` as a child run (``ctx.spawn``) and return its result."""
+    @property
+    def extras(self) -> RunExtras:
+        """What the run starts only when its agents ask: MCP servers, child runs."""
         ...
 
 
@@ -224,63 +240,7 @@ class Activator:
         self, servers: Sequence[MCPServer], env: Mapping[str, str]
     ) -> tuple[Tool, ...]:
         """The tools of ``servers``, started once per run."""
-        return await self.services.mcp_tools(servers, env)
-
-    async def _reflect(
-        self,
-        agent_run: AgentRun,
-        activation: Activation,
-        context: Mapping[str, Any],
-        output: Any,
-        tools: tuple[Tool, ...],
-    ) -> Any:
-        """Ask the model to check an LLM agent's answer (``enable_reflection``)."""
-        agent, name = agent_run.agent, agent_run.name
-        assert agent.prompt_template is not None
-        provider = self.provider_of(agent_run)
-        assert provider is not None
-        template = agent.system_template
-        system = render(template, context, agent=name, field="system prompt") if template else None
-        ask = {
-            "name": name,
-            "system": system_with_skills(system, agent.skills),
-            "spec": agent.output_spec,
-            "retries": agent.output_retries,
-            "tools": (*agent.tools, *tools),
-            "options": agent.options,
-            "hooks": agent.hooks,
-            "answers": activation.answers,
-        }
-        user = render(agent.prompt_template, context, agent=name, field="prompt")
-        return await reflect(self.calls, provider, user, output, agent.max_reflections, ask)
-
-    async def _model_output(self, agent_run: AgentRun, activation: Activation) -> Any:
-        """An LLM agent's output: its prompt through the provider, with its hooks."""
-        agent, name = agent_run.agent, agent_run.name
-        context = self.template_context(agent_run, activation.trigger)
-        provider = self.provider_of(agent_run)
-        hooks = agent.hooks
-        info = SessionInfo(name, self.services.run_id, "") if hooks else None
-        if info is not None and hooks.session_start:
-            prompt = agent.prompt_template
-            text = render(prompt, context, agent=name, field="prompt") if prompt else ""
-            info = SessionInfo(name, self.services.run_id, text)
-            for hook in hooks.session_start:
-                await call_hook(hook, info)
-        try:
-            tools = await self.mcp_tools(agent.mcps, agent.env) if agent.mcps else ()
-            output = await self.calls.call_model(
-                agent, name, provider, context, activation.answers, tools
-            )
-            if agent.enable_reflection and provider is not None:
-                output = await self._reflect(agent_run, activation, context, output, tools)
-        except Exception as exc:
-            for end_hook in hooks.session_end if info is not None else ():
-                await call_hook(end_hook, info, exc)
-            raise
-        for end_hook in hooks.session_end if info is not None else ():
-            await call_hook(end_hook, info, output)
-        return output
+        return await self.services.extras.mcp_tools(servers, env)
 
     async def activate(self, activation: Activation) -> None:
         """Run one activation (in its :meth:`task_context`); raises only cancellation."""
@@ -301,8 +261,25 @@ class Activator:
                 output = freeze_payload(await _handled(agent.run, ctx, turn))
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
+            elif agent.ask_template is not None:
+                question = render(
+                    agent.ask_template,
+                    self.template_context(agent_run, activation.trigger),
+                    agent=name,
+                    field="ask",
+                )
+                output = await self._ask(activation, question, agent.choices, agent.output)
             elif agent.hooks is not NO_HOOKS or agent.mcps or agent.enable_reflection:
-                output = await self._model_output(agent_run, activation)
+                output = await session_output(
+                    self.calls,
+                    agent,
+                    name,
+                    self.provider_of(agent_run),
+                    self.template_context(agent_run, activation.trigger),
+                    activation.answers,
+                    services.run_id,
+                    services.extras.mcp_tools,
+                )
             else:
                 context = self.template_context(agent_run, activation.trigger)
                 output = await self.calls.call_model(
@@ -354,29 +331,61 @@ class Activator:
         target = self.provider_of(agent_run)
         return None if target is None else RunProvider(self.calls, target, answers)
 
-    async def context_step(self, ctx: AgentContext[Any], name: str, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` as a step (``ctx.step``), framed by ``step:start`` / ``step:end``."""
-        bus, agent = self.services.bus, ctx.agent
-        start = bus.emit(STEP_START, {"name": name, "agent": agent}, source=agent)
-        started = time.perf_counter()
-        end = {"name": name, "agent": agent}
-        with caused_by(start):
-            try:
-                result = fn()
-                if inspect.isawaitable(result):
-                    result = await result
-            except Exception as exc:
-                failed = {**end, "duration_ms": since(started), "error": error_info(exc)}
-                bus.emit(STEP_END, failed, source=agent)
-                raise
-            bus.emit(STEP_END, {**end, "duration_ms": since(started), "error": None}, source=agent)
-        return result
-
     async def context_spawn(
         self, ctx: AgentContext[Any], graph: Any, input: Any, options: Mapping[str, Any]
     ) -> Any:
         """Run a child graph (``ctx.spawn``)."""
-        return await self.services.spawn(graph, input, options)
+        return await self.services.extras.spawn(graph, input, options)
+
+    async def context_ask(
+        self,
+        ctx: AgentContext[Any],
+        key: object,
+        question: str,
+        choices: Sequence[str] | None,
+        output: Any,
+        timeout: float | None,  # noqa: ASYNC109 - ctx.ask's
+    ) -> Any:
+        """``ctx.ask``: render the question over the state, ask, wait for the answer."""
+        agent_run, _ = _owner(key)
+        context = self.template_context(agent_run, ctx.signal)
+        text = render(compiled(question, agent_run.name), context, agent=ctx.agent, field="ask")
+        activation = key if isinstance(key, Activation) else None
+        return await self._ask(activation, text, choices, output, timeout, agent_run.name)
+
+    async def _ask(
+        self,
+        activation: Activation | None,
+        question: str,
+        choices: Sequence[str] | None,
+        output: Any,
+        timeout: float | None = None,  # noqa: ASYNC109 - ctx.ask's
+        agent: str | None = None,
+    ) -> Any:
+        answers = activation.answers if activation is not None else None
+        name = agent or (activation.agent_run.name if activation is not None else "agent")
+        return await self.services.asking.ask(
+            name,
+            question,
+            choices=choices,
+            output=output,
+            timeout=timeout,
+            recorded=answers.next_prompt() if answers is not None else None,
+        )
+
+    async def context_receive(
+        self,
+        ctx: AgentContext[Any],
+        key: object,
+        timeout: float | None,  # noqa: ASYNC109 - ctx.receive's
+    ) -> Any:
+        """``ctx.receive``: the next message in the agent's mailbox, waiting for one."""
+        agent_run, _ = _owner(key)
+        return await agent_run.mailbox().get(timeout)
+
+    def context_span(self, ctx: AgentContext[Any], kind: str, name: str) -> Span:
+        """``ctx.phase`` / ``ctx.task``."""
+        return Span(self.services.bus, "phase" if kind == "phase" else "task", name, ctx.agent)
 
     def context_emit(self, ctx: AgentContext[Any], key: object, name: str, payload: Any) -> Signal:
         """Emit from an agent's code (``ctx.emit``), noting names it did not declare."""

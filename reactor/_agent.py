@@ -70,7 +70,10 @@ class Agent:
     reaction: Reaction | None = None
     execution_mode: ExecutionMode = "suggest"
     capabilities: Capabilities = dataclasses.field(default_factory=Capabilities)
+    ask: str | None = None
+    choices: tuple[str, ...] | None = None
     prompt_template: Template | None = dataclasses.field(repr=False, default=None)
+    ask_template: Template | None = dataclasses.field(repr=False, default=None)
     system_template: Template | None = dataclasses.field(repr=False, default=None)
     when_expression: Expression | None = dataclasses.field(repr=False, default=None)
     output_spec: OutputSpec | None = dataclasses.field(repr=False, default=None)
@@ -139,7 +142,15 @@ class Agent:
         return dataclasses.replace(self, name=name)
 
     def __repr__(self) -> str:
-        kind = "prompt" if self.is_llm else "run" if self.run is not None else "object"
+        kind = (
+            "prompt"
+            if self.is_llm
+            else "ask"
+            if self.ask is not None
+            else "run"
+            if self.run is not None
+            else "object"
+        )
         return (
             f"<Agent {self.name or '(unnamed)'} {kind} activate_on={list(self.activate_on)!r}"
             f" emits={list(self.emits)!r}>"
@@ -170,6 +181,8 @@ def agent(
     reaction: Reaction | None = None,
     execution_mode: ExecutionMode = "suggest",
     capabilities: Capabilities | None = None,
+    ask: str | None = None,
+    choices: Iterable[str] | None = None,
     mcps: Iterable[MCPServer] = (),
     skills: Iterable[Skill | str] = (),
     hooks: Hooks | None = None,
@@ -181,9 +194,10 @@ def agent(
 ) -> Agent:
     """Define an agent.
 
-    An agent is either an LLM agent (``prompt``, run through a provider) or a handler
-    agent (``run=fn(ctx)``, sync or async, deterministic, no provider). An agent with
-    neither is not for graphs: it answers questions with ``agent.prompt()``.
+    An agent is an LLM agent (``prompt``, run through a provider), a handler agent
+    (``run=fn(ctx)``, sync or async, deterministic, no provider), or an agent a person
+    answers (``ask``). An agent with none of the three is not for graphs: it answers
+    questions on its own, with ``agent.prompt()``.
 
     Args:
         name: Its name; defaults to its key in ``reactive(agents={...})``.
@@ -227,6 +241,11 @@ def agent(
             (applied at once) or ``hybrid`` (the output's ``mode`` says).
         capabilities: What it may change (:class:`reactor.service.Capabilities`);
             everything by default.
+        ask: Instead of a prompt or a handler, a question to a person (a Jinja2
+            template like ``prompt``): the run emits ``session:prompt`` and waits for
+            ``handle.reply``; the answer is the output (validated against ``choices`` or
+            ``output``, text otherwise).
+        choices: The answers an ``ask`` agent accepts.
         mcps: MCP servers (:class:`~reactor.MCPServer`) whose tools the model may call.
         skills: Skills (:class:`~reactor.Skill` or paths) added to the system prompt.
         hooks: :class:`~reactor.Hooks` on its tool calls and sessions.
@@ -251,15 +270,24 @@ def agent(
         close = difflib.get_close_matches(option, _OPTIONS, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         checks.add(f"unknown option {option!r}; {hint}see help(reactor.agent) for the options.")
-    if prompt is not None and run is not None:
+    kinds = [value for value in (prompt, run, ask) if value is not None]
+    if len(kinds) > 1:
         checks.add(
-            "give exactly one of prompt= (an LLM agent) or run= (a handler function), not both."
+            "give exactly one of prompt= (an LLM agent), run= (a handler function) or "
+            "ask= (a question to a person), not several."
         )
+    if not isinstance(given(ask), str | None):
+        checks.add(f"ask must be a template string, got {type(ask).__name__}.")
+    options_given = None if choices is None else tuple(choices)
+    if options_given is not None and (
+        ask is None or not options_given or not all(isinstance(c, str) for c in options_given)
+    ):
+        checks.add("choices= is for ask agents: a non-empty list of answers (strings).")
     if not isinstance(given(prompt), str | None):
         checks.add(f"prompt must be a template string, got {type(prompt).__name__}.")
-    if run is not None:
-        if not callable(given(run)):
-            checks.add(f"run must be a function fn(ctx), got {run!r}.")
+    if run is not None and not callable(given(run)):
+        checks.add(f"run must be a function fn(ctx), got {run!r}.")
+    if run is not None or ask is not None:
         for field, value in (
             ("system", system),
             ("provider", provider),
@@ -271,7 +299,7 @@ def agent(
             ("hooks", hooks),
         ):
             if value:
-                checks.add(f"{field}= is for prompt agents; a run= agent calls no model.")
+                checks.add(f"{field}= is for prompt agents; a run= or ask= agent calls no model.")
     if not isinstance(given(system), str | None):
         checks.add(f"system must be a template string, got {type(system).__name__}.")
     patterns = checks.attempt(
@@ -335,6 +363,11 @@ def agent(
         system_template = checks.attempt(
             lambda: compile_template(system, agent=name, field="system"), AgentConfigError, ""
         )
+    ask_template = None
+    if isinstance(ask, str):
+        ask_template = checks.attempt(
+            lambda: compile_template(ask, agent=name, field="ask"), AgentConfigError, ""
+        )
     checks.raise_if_named()
     extra = settings or {}
     if before_tool is not None or after_tool is not None:
@@ -362,7 +395,10 @@ def agent(
         reaction=reaction,
         execution_mode=execution_mode,
         capabilities=capabilities or Capabilities(),
+        ask=ask,
+        choices=options_given,
         prompt_template=prompt_template,
+        ask_template=ask_template,
         system_template=system_template,
         when_expression=when_expression,
         output_spec=spec,

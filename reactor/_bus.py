@@ -21,12 +21,11 @@ Design notes (why it looks like this):
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import inspect
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -50,8 +49,9 @@ __all__ = [
     "Handler",
     "SignalBus",
     "Subscription",
-    "caused_by",
     "current_signal",
+    "pop_cause",
+    "push_cause",
     "set_current_signal",
 ]
 
@@ -71,21 +71,6 @@ def current_signal() -> Signal | None:
     return _CURRENT.get()
 
 
-@contextlib.contextmanager
-def caused_by(signal: Signal | None) -> Iterator[None]:
-    """Make ``signal`` the cause of what this context emits inside the block.
-
-    ``agent.prompt()`` hangs its model calls under its ``prompt:start`` this way, and
-    ``ctx.step`` its work under its ``step:start``; ``None`` starts a new causal tree
-    (a child run's).
-    """
-    token = _CURRENT.set(signal)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
-
-
 def set_current_signal(signal: Signal) -> None:
     """Make ``signal`` the cause of what this context emits from now on.
 
@@ -94,6 +79,20 @@ def set_current_signal(signal: Signal) -> None:
     ``agent:<name>:activated``.
     """
     _CURRENT.set(signal)
+
+
+def push_cause(signal: Signal | None) -> contextvars.Token[Signal | None]:
+    """Make ``signal`` the cause of what this context emits until :func:`pop_cause`.
+
+    For blocks whose signals hang under a signal of their own (``async with
+    ctx.task(name)``: everything inside is caused by its ``task:start``).
+    """
+    return _CURRENT.set(signal)
+
+
+def pop_cause(token: contextvars.Token[Signal | None]) -> None:
+    """Restore the cause :func:`push_cause` replaced."""
+    _CURRENT.reset(token)
 
 
 class Subscription:

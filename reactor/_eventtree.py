@@ -2,10 +2,11 @@
 
 ``result.event_tree()``, ``recording.event_tree()`` and a ``reactor.trace()``'s
 ``event_tree()`` turn a signal log into an :class:`EventTree`: one node per activation,
-``agent.prompt()`` call, model request, tool call, MCP call, reflection, step, task,
-phase and child run, each opened by one signal and closed by another (the node takes
-its status and duration from the pair, and a model request its token usage), plus a
-leaf per other signal (state changes, emits). Streaming deltas are left out.
+``agent.prompt()`` call, model request, tool call, MCP call, reflection, task (a
+``ctx.step`` is one), phase and child run, each opened by one signal and closed by
+another (the node takes its status and duration from the pair, and a model request
+its token usage), plus a leaf per other signal (state changes, emits). Streaming
+deltas are left out.
 
 A node's id is the id of the signal that opened it; the nodes of a child run started
 with ``ctx.spawn`` are prefixed with that run's id (``run_.../sig_3``), since signal
@@ -33,7 +34,6 @@ from reactor._names import (
     REFLECTION_END,
     SPAWN_END,
     SPAWN_START,
-    STEP_END,
     TEXT_COMPLETE,
     TOOL_CALL,
     TOOL_RESULT,
@@ -46,7 +46,6 @@ __all__ = ["EventNode", "EventTree"]
 _PAIRS = {
     "prompt": (PROMPT_END,),
     "reflection": (REFLECTION_END,),
-    "step": (STEP_END,),
     "spawn": (SPAWN_END,),
     **{kind: (f"{kind}:complete", f"{kind}:failed") for kind in ("task", "phase")},
 }
@@ -62,7 +61,7 @@ class EventNode:
     Attributes:
         id: The id of the signal that opened it (prefixed with the run's id in a child run).
         kind: ``run``, ``activation``, ``prompt``, ``model``, ``tool``, ``mcp``,
-            ``reflection``, ``step``, ``task``, ``phase``, ``spawn`` or ``signal``.
+            ``reflection``, ``task``, ``phase``, ``spawn`` or ``signal``.
         name: The agent, tool, step... it is about (for a ``signal`` leaf, its name).
         signal: The name of the signal that opened it.
         run_id: The run it belongs to.

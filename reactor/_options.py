@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from reactor._templates import CONTEXT_NAMES
 
 if TYPE_CHECKING:
-    from reactor._agent import Agent
     from reactor._providers.base import Provider
     from reactor._providers.replay import ReplayProvider
     from reactor._recording.recording import Recording
     from reactor._recording.store import Reporter, SignalStore
-    from reactor._signal import Signal
 
-__all__ = ["OPTION_NAMES", "WATCHERS", "GraphSpec", "RunKwargs", "RunOptions", "watching"]
+__all__ = ["OPTION_NAMES", "RunKwargs", "RunOptions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,52 +122,3 @@ class RunKwargs(TypedDict, total=False):
 
 
 OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))
-
-
-WATCHERS: contextvars.ContextVar[tuple[Callable[[Signal], object], ...]] = contextvars.ContextVar(
-    "reactor_watchers", default=()
-)
-"""Handlers given every signal of the runs started in this context (:func:`watching`)."""
-
-
-@contextlib.contextmanager
-def watching(handler: Callable[[Signal], object]) -> Iterator[None]:
-    """Give ``handler`` every signal of each run started in this context.
-
-    Runs started in tasks created inside the block are watched too (they inherit the
-    context). ``reactor.testing.capture_signals`` is built on it.
-    """
-    token = WATCHERS.set((*WATCHERS.get(), handler))
-    try:
-        yield
-    finally:
-        WATCHERS.reset(token)
-
-
-class GraphSpec(Protocol):
-    """What a run needs of its graph (:class:`reactor.Reactive` is one)."""
-
-    @property
-    def name(self) -> str | None:
-        """The graph's name."""
-        ...
-
-    @property
-    def agents(self) -> Mapping[str, Agent]:
-        """Agents by name."""
-        ...
-
-    @property
-    def state(self) -> Any:
-        """What each run's store is made from."""
-        ...
-
-    @property
-    def end_when(self) -> Any:
-        """A predicate over the run, a signal pattern, or ``None``."""
-        ...
-
-    @property
-    def single(self) -> bool:
-        """Whether the graph is one agent run on its own (its output is the result)."""
-        ...

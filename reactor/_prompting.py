@@ -22,7 +22,6 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reactor._bus import caused_by
 from reactor._env import env_overlay
 from reactor._modelcall import ModelCall, no_provider
 from reactor._names import (
@@ -39,6 +38,7 @@ from reactor._providers.hooks import Hooks, SessionInfo, call_hook
 from reactor._providers.mcp import MCPServer, connect_servers
 from reactor._providers.tools import Tool, tools_of
 from reactor._skills import system_with_skills
+from reactor._spans import caused_by
 from reactor._templates import compile_template, render, to_json
 from reactor._trace import Standalone, current_trace
 from reactor.exceptions import OutputValidationError

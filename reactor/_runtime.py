@@ -17,42 +17,41 @@ import asyncio
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from reactor._activation import Activator, Turn
 from reactor._agentrun import Activation, AgentRun
-from reactor._bus import SignalBus, caused_by
-from reactor._context import RunView
+from reactor._asking import Asking
+from reactor._bus import SignalBus
 from reactor._diagnostics import log
 from reactor._names import (
     HARNESS_END,
     HARNESS_ENDING,
     HARNESS_RESUMED,
     HARNESS_START,
-    SPAWN_END,
-    SPAWN_START,
+    INBOX_PREFIX,
+    inbox_agent,
 )
-from reactor._options import WATCHERS, GraphSpec, RunOptions, watching
+from reactor._options import RunOptions
 from reactor._outside import OutsideInput
-from reactor._patterns import compile_pattern
-from reactor._providers.mcp import MCPPool, MCPServer
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._recording.recording import Recording
-from reactor._result import AgentFailure, RunMetrics, RunResult, RunStatus
+from reactor._result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
 from reactor._resume import ResumePlan
 from reactor._routes import routes_of
+from reactor._runspec import GraphSpec, end_check, watchers
 from reactor._scheduler import Scheduler
 from reactor._signal import Signal
-from reactor.exceptions import RecordingError, RunTimeoutError
+from reactor._subruns import RunExtras
+from reactor.exceptions import RecordingError, RunSuspendedError, RunTimeoutError
 from stores import Store, create_store
 
 if TYPE_CHECKING:
     from reactor._providers.base import Provider, ProviderRequest, Usage
-    from reactor._providers.tools import Tool
 
-__all__ = ["GraphSpec", "Run", "watching"]
+__all__ = ["Run"]
 
 
 class Run:
@@ -100,15 +99,18 @@ class Run:
             ReplayProvider(replay) if isinstance(replay, Recording) else replay
         )
         self.requests: dict[str, ProviderRequest] = {}
-        self._mcp: MCPPool | None = None  # started when an agent first needs a server
-        self.children: dict[str, RunResult] = {}  # child runs started with ctx.spawn
+        self.extras = RunExtras(self.bus, options, self.run_id)  # MCP servers, child runs
         # The run's parts reach it through a weak proxy: no cycle, so a finished run is
         # freed as soon as nobody holds it, not at the garbage collector's next pass.
         services = cast("Run", weakref.proxy(self))
         self.outside = OutsideInput(
             services, options.record, replay if isinstance(replay, Recording) else None
         )
-        self._end_check = self._compile_end_when(graph.end_when)
+        self._asking: Asking | None = None  # most runs ask nobody anything
+        self.suspended = False
+        self._end_check = end_check(
+            graph.end_when, self.store, self.bus, options.input, self.run_id
+        )
         self.scheduler = Scheduler(services, self.agents, Activator(services))
 
     # -- lifecycle ---------------------------------------------------------------
@@ -141,11 +143,15 @@ class Run:
         self.bus.set_router(self._route)
         for reporter in self.options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
-        for watcher in WATCHERS.get():
+        for watcher in watchers():
             self.bus.subscribe("**", watcher)
         self.bus.set_after_dispatch(self._after_dispatch)
         if resumed is not None:
             self.bus.publish(HARNESS_RESUMED, {"from_seq": resumed.last_seq}, "harness", None, 0)
+            self.asking.preload(resumed.pending_prompts)
+            for agent_run in self.agents:
+                for message in resumed.mailboxes.get(agent_run.name, ()):
+                    agent_run.mailbox().put(message)
             self.scheduler.resume(resumed)
         else:
             self.bus.emit(
@@ -156,12 +162,22 @@ class Run:
         self.outside.watch(self.run_id)
 
     def _route(self, signal: Signal) -> None:
-        """Give ``signal`` to the agents its name activates (and note outside input)."""
+        """Record ``signal``, and give it to the agents its name activates.
+
+        A message to an agent (``inbox:<agent>``) that does not activate it goes to the
+        agent's mailbox, for ``ctx.receive()``.
+        """
         if self._recorder is not None:
             self._recorder(signal)
         agents, trigger = self.agents, self.scheduler.trigger
-        for index in self._routes(signal.name):
+        indexes = self._routes(signal.name)
+        for index in indexes:
             trigger(agents[index], signal)
+        if not indexes and signal.name.startswith(INBOX_PREFIX):
+            addressee = inbox_agent(signal.name)
+            for agent_run in agents:
+                if agent_run.name == addressee:
+                    agent_run.mailbox().put(signal.payload)
 
     async def execute(self) -> RunResult:
         """Run until quiescence (or until closed, for a live run) or a stop."""
@@ -185,19 +201,28 @@ class Run:
                 if self.ending or not self.outside.at_quiescence():
                     break
         except asyncio.CancelledError:
+            if self.suspended:
+                self._detach()
+                await self.flush_recording()
+                raise RunSuspendedError(
+                    f"Run {self.run_id} was suspended: it stopped without ending, and its "
+                    "log says where. Resume it with graph.resume(run_id, record=store) "
+                    "(or `reactor resume RUN`) to get its result.",
+                    run_id=self.run_id,
+                ) from None
             self._set_status("aborted", "the run was cancelled from outside")
             self._finish()
             raise
         finally:
             if self._timer is not None:
                 self._timer.cancel()
-            if self._mcp is not None:
-                await self._mcp.aclose()
+            await self.extras.aclose()
         self._finish()
-        await self._flush_recording()
+        await self.flush_recording()
         return self.result()
 
-    async def _flush_recording(self) -> None:
+    async def flush_recording(self) -> None:
+        """Wait until the recording store has written every signal of the run."""
         record = self.options.record
         if record is None:
             return
@@ -207,6 +232,13 @@ class Run:
             log("reactor.run", "error", "recording incomplete", run_id=self.run_id, error=str(exc))
 
     # -- services of the activations (see reactor._activation.RunServices) --------
+
+    @property
+    def asking(self) -> Asking:
+        """The run's questions to people."""
+        if self._asking is None:
+            self._asking = Asking(self.bus, self.run_id, self.outside.note_delivery)
+        return self._asking
 
     @property
     def input(self) -> Any:
@@ -244,28 +276,6 @@ class Run:
         if record is not None:
             record.record_request(self.run_id, digest, request.fingerprint())
 
-    async def mcp_tools(
-        self, servers: Sequence[MCPServer], env: Mapping[str, str]
-    ) -> tuple[Tool, ...]:
-        """The tools of ``servers``: each started once per run, closed when it ends."""
-        if self._mcp is None:
-            bus = self.bus
-            self._mcp = MCPPool(lambda name, payload: bus.emit(name, payload, source="mcp"))
-        return await self._mcp.tools(servers, env)
-
-    async def spawn(self, graph: Any, input: Any, options: Mapping[str, Any]) -> RunResult:
-        """Run ``graph`` as a child run: on this run's provider and store by default."""
-        bus = self.bus
-        name = getattr(graph, "name", None)
-        start = bus.emit(SPAWN_START, {"graph": name})
-        settings = {"provider": self.options.provider, "record": self.options.record, **options}
-        with caused_by(None):  # the child's signals start a causal tree of their own
-            result: RunResult = await graph.run(**settings, input=input, parent_run_id=self.run_id)
-        self.children[result.run_id] = result
-        end = {"run_id": result.run_id, "graph": name, "status": result.status}
-        bus.emit(SPAWN_END, end, cause=start)
-        return result
-
     def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
         """Add a provider call's tokens and cost to the run's metrics."""
         self.input_tokens += usage.input_tokens
@@ -288,12 +298,27 @@ class Run:
             "failures": len(self.failures),
         }
         self.bus.publish(HARNESS_END, self._end_payload, "harness", None, 0)
+        self._detach()
+
+    def _detach(self) -> None:
+        """Nothing calls back into the run any more: it is freed when nobody holds it."""
         self.store.unbind()
-        # The run is over: its bus need not call back into it (and the run, its bus and
-        # its scheduler are freed as soon as nobody holds them, without waiting for the
-        # garbage collector).
+        if self._asking is not None:
+            self._asking.close()
         self.bus.set_router(None)
         self.bus.set_after_dispatch(None)
+
+    def suspend(self) -> None:
+        """Record nothing more (no ``harness:end``), so a resume reruns what is in flight.
+
+        Then cancel the run's task: it flushes the log and raises ``RunSuspendedError``.
+        """
+        if self._end_payload is not None or self.suspended:
+            return
+        self.suspended = True
+        self._recorder = None
+        self.closed = True
+        self.outside.stop()
 
     def duration_ms(self) -> float:
         """Milliseconds since the run began."""
@@ -301,9 +326,7 @@ class Run:
 
     def result(self) -> RunResult:
         """Build the :class:`RunResult` (call after :meth:`execute`)."""
-        by_agent: dict[str, int] = {}
-        for agent_run in self.agents:
-            by_agent[agent_run.name] = agent_run.launched
+        by_agent = {agent_run.name: agent_run.launched for agent_run in self.agents}
         state = self.store.snapshot()
         if self.graph.single:
             output = self.agents[0].last_output
@@ -330,9 +353,9 @@ class Run:
             run_id=self.run_id,
             reason=self.reason,
             graph=self.graph.name,
-            requests={digest: r.fingerprint() for digest, r in self.requests.items()},
+            requests=Fingerprints(self.requests),
             failures=tuple(self.failures),
-            children=self.children,
+            children=self.extras.children,
         )
 
     # -- stopping ----------------------------------------------------------------
@@ -424,18 +447,3 @@ class Run:
         reason = f"end_when held after {signal.name}"
         self.bus.emit(HARNESS_ENDING, {"reason": reason}, source="harness")
         self.stop("ended", reason, cancel=self.options.on_end == "cancel")
-
-    def _compile_end_when(self, end_when: Any) -> Callable[[Signal], bool] | None:
-        if end_when is None:
-            return None
-        if isinstance(end_when, str) or not callable(end_when):
-            matcher = compile_pattern(end_when)
-            return lambda signal: matcher(signal.name)
-
-        def check(signal: Signal) -> bool:
-            view = RunView(
-                signal, self.store, lambda: self.bus.history, self.options.input, self.run_id
-            )
-            return bool(end_when(view))
-
-        return check

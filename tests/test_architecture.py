@@ -13,10 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("reactor", "stores", "migration")
 MAX_LINES = 450
 SYSTEM_NAME = re.compile(
-    r"^(harness|agent|state|provider|text|thinking|tool|bus|session|prompt|reflection|mcp|spawn|step):\S+$"
+    r"^(harness|agent|state|provider|text|thinking|tool|bus|session|prompt|reflection|mcp|spawn):\S+$"
 )
 NAMESPACE = re.compile(
-    r"^(harness|agent|state|provider|text|thinking|tool|bus|session|prompt|reflection|mcp|spawn|step):$"
+    r"^(harness|agent|state|provider|text|thinking|tool|bus|session|prompt|reflection|mcp|spawn):$"
 )
 
 

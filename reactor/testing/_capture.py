@@ -6,9 +6,9 @@ import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 
 from reactor._names import DELTAS
-from reactor._options import watching
 from reactor._patterns import Pattern, compile_pattern
 from reactor._recording.log import SignalLog
+from reactor._runspec import watching
 from reactor._signal import Signal
 
 __all__ = ["CapturedSignals", "assert_signals", "capture_signals", "signal_names"]

@@ -31,7 +31,7 @@ def noop(ctx: Any) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        pytest.param({"prompt": "x", "run": noop}, r"not both\.$", id="both"),
+        pytest.param({"prompt": "x", "run": noop}, r"not several\.$", id="both"),
         pytest.param(
             {"run": noop, "activate_on": "a**b"},
             r"^Agent 'a': bad activate_on pattern: Invalid pattern 'a\*\*b'",

@@ -62,7 +62,7 @@ async def test_the_event_tree_of_a_recorded_run_nests_steps_prompts_models_and_t
     assert path == [
         ("run", "desk"),
         ("activation", "desk"),
-        ("step", "research"),
+        ("task", "research"),
         ("prompt", "analyst"),
         ("model", "analyst"),
     ]
@@ -94,9 +94,9 @@ async def test_a_failed_step_is_recorded_and_its_error_raised() -> None:
 
     result = await reactive({"h": agent(run=handler)}).run()
     assert result.status == "failed"
-    [end] = result.select("step:end")
+    [end] = result.select("task:failed")
     assert end.payload["error"] == {"type": "ValueError", "message": "no data"}
-    [step] = result.event_tree().find(kind="step")
+    [step] = result.event_tree().find(kind="task")
     assert (step.name, step.status) == ("load", "failed")
 
 

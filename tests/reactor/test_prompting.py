@@ -395,5 +395,5 @@ async def test_a_graph_agent_uses_its_hooks_skills_and_reflection(tmp_path: Path
 
 
 def test_an_agent_with_neither_prompt_nor_run_cannot_join_a_graph() -> None:
-    with pytest.raises(reactor.GraphValidationError, match=r"Agent 'a' has neither prompt="):
+    with pytest.raises(reactor.GraphValidationError, match=r"Agent 'a' has none of prompt="):
         reactive({"a": agent()})
