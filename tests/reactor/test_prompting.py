@@ -397,3 +397,18 @@ async def test_a_graph_agent_uses_its_hooks_skills_and_reflection(tmp_path: Path
 def test_an_agent_with_neither_prompt_nor_run_cannot_join_a_graph() -> None:
     with pytest.raises(reactor.GraphValidationError, match=r"Agent 'a' has none of prompt="):
         reactive({"a": agent()})
+
+
+@pytest.mark.parametrize("name", ["prompt:end", "reflection:end", "mcp:result", "spawn:end"])
+async def test_outside_input_cannot_forge_the_new_namespaces(name: str, tmp_path: Path) -> None:
+    graph = reactive({"a": agent(run=lambda ctx: None)}, external=["user:*"])
+    handle = graph.start()
+    with pytest.raises(reactor.SignalNameError, match=rf"^Cannot send '{name}'"):
+        handle.send(name, {})
+    handle.close()
+    await handle.result()
+    with (
+        reactor.SQLiteSignalStore(tmp_path / "runs.db") as store,
+        pytest.raises(reactor.SignalNameError),
+    ):
+        store.post("run_x", name, {})
