@@ -21,6 +21,8 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── RunNotFoundError(LookupError)     no recorded run has that id
     ├── RunTimeoutError(TimeoutError)     a run exceeded its timeout
     ├── ServiceError                      the object store or reaction service refused
+    │   ├── AgentConflictError(RuntimeError)     an agent exists, or is defined in code
+    │   ├── AgentNotFoundError(LookupError)      the service has no agent of that name
     │   ├── CapabilityError(PermissionError)     an agent's change is outside its capabilities
     │   ├── DatabaseError(RuntimeError)          a database cannot be opened or migrated
     │   ├── IdleTimeoutError(TimeoutError)       the service did not become idle in time
@@ -63,6 +65,8 @@ from typing import Any
 
 __all__ = [
     "AgentConfigError",
+    "AgentConflictError",
+    "AgentNotFoundError",
     "CapabilityError",
     "CycleWarning",
     "DatabaseError",
@@ -406,6 +410,18 @@ class ServiceConfigError(ServiceError, ValueError):
 
 class ServiceStateError(ServiceError, RuntimeError):
     """The reaction service is not running (use ``async with service:``), or already is."""
+
+
+class AgentNotFoundError(ServiceError, LookupError):
+    """The service has no agent of that name (in code or in its ``agents`` table)."""
+
+
+class AgentConflictError(ServiceError, RuntimeError):
+    """An agent of that name exists already, or it is defined in code, not in a row.
+
+    An agent defined in code keeps its definition in code: through the service only
+    its schedule and its ``enabled`` switch change.
+    """
 
 
 class SuggestionNotFoundError(ServiceError, LookupError):
