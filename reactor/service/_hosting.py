@@ -119,6 +119,13 @@ class RunHost:
             )
         return await self.submit(request, "run_agent")
 
+    def abort(self, run_id: str, reason: str, user: str) -> bool:
+        """Stop a run executing here (it ends ``aborted``); return whether it was here."""
+        aborted = self.runs.abort(run_id, reason)
+        if aborted:
+            log("reactor.service", "info", "run aborted", run_id=run_id, reason=reason, user=user)
+        return aborted
+
     async def scheduled(self, name: str) -> None:
         """A cron agent's time has come: run it (a failure to start is logged, not raised)."""
         try:

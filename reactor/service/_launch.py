@@ -119,6 +119,7 @@ class Runs:
                 )
         self.graphs = dict(graphs)
         self.live: dict[str, LiveRun] = {}
+        self.aborting: dict[str, str] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self._agents = agents
         self._db = db
@@ -178,7 +179,8 @@ class Runs:
 
         task.add_done_callback(finished)
         run_id = await feed.started
-        self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC))
+        if not task.done():
+            self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC))
         return run_id
 
     async def _run(
@@ -200,7 +202,13 @@ class Runs:
                 resume=request.resume,
             )
         except asyncio.CancelledError:
-            raise
+            run_id = feed.started.result() if feed.started.done() else None
+            reason = self.aborting.pop(run_id, None) if run_id else None
+            if reason is None:  # held, or the service is going: the run resumes later
+                raise
+            if request.kind == "agent":
+                await self._agent_run(request, run_id or "", started, "aborted", None, reason)
+            return
         except Exception as exc:  # options the run refused: the caller hears of it
             if not feed.started.done():
                 feed.started.set_exception(exc)
@@ -249,11 +257,12 @@ class Runs:
         started: datetime,
         status: str,
         error: BaseException | None,
+        reason: str | None = None,
     ) -> None:
         values = {
             "status": status,
             "finished_at": datetime.now(UTC),
-            "error": None if error is None else f"{type(error).__name__}: {error}",
+            "error": reason if error is None else f"{type(error).__name__}: {error}",
         }
         try:
             async with self._db.write() as conn:
@@ -269,6 +278,15 @@ class Runs:
                     )  # fmt: skip
         except Exception as exc:  # the run is recorded; only its row is missing
             log("reactor.service", "error", "agent run not logged", run_id=run_id, error=repr(exc))
+
+    def abort(self, run_id: str, reason: str) -> bool:
+        """Stop a live run (it ends ``aborted``); return whether it was live here."""
+        live = self.live.get(run_id)
+        if live is None or live.task.done():
+            return False
+        self.aborting[run_id] = reason
+        live.task.cancel()
+        return True
 
     def hold(self, record: ServiceRecord | None) -> list[str]:
         """Stop every live run without ending it in the log (it resumes at the next start)."""
