@@ -354,7 +354,7 @@ class SignalBus:
         receivers = cast(dict[Any, Subscription], self._signals[name].receivers)
         self._handlers[name] = tuple(r.handler for r in receivers.values())
 
-    def set_after_dispatch(self, hook: Handler) -> None:
+    def set_after_dispatch(self, hook: Handler | None) -> None:
         """Call ``hook(signal)`` after all handlers of every signal (runtime use)."""
         self._after = hook
 
@@ -368,7 +368,7 @@ class SignalBus:
             self._history.append(signal)
             self._seq = max(self._seq, signal.seq)
 
-    def set_router(self, router: Handler) -> None:
+    def set_router(self, router: Handler | None) -> None:
         """Call ``router(signal)`` first for every signal (runtime use).
 
         A run routes signals to its agents' triggers through a table made once per

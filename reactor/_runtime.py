@@ -18,8 +18,9 @@ import contextlib
 import contextvars
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from reactor._activation import Activator, Turn
 from reactor._agent import Agent
@@ -140,11 +141,14 @@ class Run:
             ReplayProvider(replay) if isinstance(replay, Recording) else replay
         )
         self.requests: dict[str, ProviderRequest] = {}
+        # The run's parts reach it through a weak proxy: no cycle, so a finished run is
+        # freed as soon as nobody holds it, not at the garbage collector's next pass.
+        services = cast("Run", weakref.proxy(self))
         self.outside = OutsideInput(
-            self, options.record, replay if isinstance(replay, Recording) else None
+            services, options.record, replay if isinstance(replay, Recording) else None
         )
         self._end_check = self._compile_end_when(graph.end_when)
-        self.scheduler = Scheduler(self, self.agents, Activator(self))
+        self.scheduler = Scheduler(services, self.agents, Activator(services))
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -299,6 +303,11 @@ class Run:
         }
         self.bus.publish(HARNESS_END, self._end_payload, "harness", None, 0)
         self.store.unbind()
+        # The run is over: its bus need not call back into it (and the run, its bus and
+        # its scheduler are freed as soon as nobody holds them, without waiting for the
+        # garbage collector).
+        self.bus.set_router(None)
+        self.bus.set_after_dispatch(None)
 
     def duration_ms(self) -> float:
         """Milliseconds since the run began."""

@@ -17,7 +17,7 @@ from stores._announce import ABSENT, Announcer, Change
 from stores._draft import DictDraft, ModelDraft, undraft
 from stores._transaction import Transaction, in_transaction, writer
 from stores._validation import apply_model, model_rules, validation_error
-from stores._views import readonly, unwrap
+from stores._views import SCALARS, readonly, unwrap
 
 __all__ = ["Store", "StoreBinding", "StoreSubscription"]
 
@@ -85,7 +85,7 @@ class Store(Generic[StateT]):
         elif isinstance(initial, dict):
             for key in initial:
                 _check_key(key)
-            self._state = copy.deepcopy(initial)
+            self._state = _copied(initial)
         else:
             raise TypeError(
                 f"A store holds a pydantic model instance or a dict, got {initial!r}. "
@@ -167,7 +167,7 @@ class Store(Generic[StateT]):
         else:
             for key in data:
                 _check_key(key)
-            self._state = copy.deepcopy(dict(data))
+            self._state = _copied(dict(data))
         self._version += 1
 
     @property
@@ -400,6 +400,18 @@ def _dict_updates(draft: DictDraft) -> dict[str, Any]:
     for key in updates.keys() - base.keys():
         _check_key(key)
     return updates
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a dict state: plain data copied directly, anything else deep-copied."""
+    kind = type(value)
+    if kind in SCALARS:
+        return value
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    return copy.deepcopy(value)
 
 
 def _assign(draft: Any, key: str, value: Any) -> None:
