@@ -134,6 +134,8 @@ PUBLIC_API = {
     "reactor.service": {
         "Actor",
         "AgentActor",
+        "AgentConflictError",
+        "AgentNotFoundError",
         "AgentObjects",
         "Capabilities",
         "CapabilityError",
@@ -160,6 +162,7 @@ PUBLIC_API = {
         "SuggestionResolvedError",
         "Update",
         "User",
+        "create_app",
         "upgrade_database",
     },
     "reactor.testing": {

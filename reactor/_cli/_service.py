@@ -128,7 +128,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         return 2
     service = _service(args.app, settings.db, given_db=args.db is not None)
+    _log_to_stderr()
     return serve(service, settings)
+
+
+def _log_to_stderr() -> None:
+    """Show the service's own lines (runs resumed, schedules, failures) beside uvicorn's."""
+    import logging
+
+    logger = logging.getLogger("reactor")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)-9s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 def _service(ref: str | None, db: str, *, given_db: bool) -> Any:

@@ -133,7 +133,7 @@ class CronJobs:
             return
         trigger = cron_trigger(expression)
         self._scheduler.add_job(
-            self._fire,
+            self._due,
             trigger,
             args=[name],
             id=name,
@@ -144,6 +144,10 @@ class CronJobs:
             misfire_grace_time=60,
         )
         self._expressions[name] = expression
+
+    async def _due(self, name: str) -> None:
+        """The job of every agent (a coroutine function: APScheduler awaits it in the loop)."""
+        await self._fire(name)
 
     def run_now(self, name: str) -> bool:
         """Make ``name``'s job come due now (its schedule goes on); return whether it has one."""

@@ -1,4 +1,4 @@
-"""The app the service's HTTP tests serve: ``reactor serve --app tests.service.served:make_service``.
+"""The app the HTTP tests serve: `reactor serve --app tests.service.served:make_service`.
 
 A CRM's agent that suggests employers (scripted), graphs to start by name (one quick,
 one that waits for a ``go`` signal, one that runs until it is stopped), and a scripted
@@ -12,8 +12,15 @@ import os
 from typing import Any
 
 from reactor import AgentContext, ProviderRequest, ScriptedProvider, agent, reactive
-from reactor.service import Capabilities, Changes, Create, ObjectStore, Reaction, ReactionService
-from reactor.service import Update
+from reactor.service import (
+    Capabilities,
+    Changes,
+    Create,
+    ObjectStore,
+    Reaction,
+    ReactionService,
+    Update,
+)
 from tests.service.support import TYPES
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
-from tests.service.server import ALICE, BOB, Server, serving, wait_for
+from tests.service.server import BOB, Server, serving, wait_for
 
 
 @pytest.fixture(
@@ -219,7 +218,8 @@ def test_a_cron_agent_is_scheduled_rescheduled_and_disabled_at_once(api: httpx2.
     )
     first = created["next_run_at"]
     assert (created["defined_in"], created["enabled"]) == ("database", True)
-    assert first.endswith(("Z", "+00:00")) and first[11:16] == "09:00"
+    assert first.endswith(("Z", "+00:00"))
+    assert first[11:16] == "09:00"
     moved = ok(api.patch("/api/agents/digest", json={"cron_schedule": "30 18 * * *"}))
     assert moved["next_run_at"][11:16] == "18:30"
     assert ok(api.get("/api/agents/digest"))["next_run_at"] == moved["next_run_at"]
@@ -264,7 +264,8 @@ def test_events_stream_a_run_from_harness_start_to_harness_end(api: httpx2.Clien
         assert source.response.headers["content-type"].startswith("text/event-stream")
         signals = [json.loads(event.data) for event in source]
     names = [s["name"] for s in signals]
-    assert names[0] == "harness:start" and names[-1] == "harness:end"
+    assert names[0] == "harness:start"
+    assert names[-1] == "harness:end"
     assert "agent:count:completed" in names
     assert [s["seq"] for s in signals] == sorted(s["seq"] for s in signals)
     with api.sse(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": "2"}) as source:
