@@ -163,7 +163,8 @@ class ReactionService:
             self._owned_record = self.record if owned else None
         await register(self.db, self.agents)
         loaded = await self.catalog.load()
-        live = {name: ReactionAgent.of(name, agent) for name, agent in loaded.items()}
+        order = [*(name for name in self.agents if name in loaded), *sorted(loaded)]
+        live = {name: ReactionAgent.of(name, loaded[name]) for name in dict.fromkeys(order)}
         self.reactions.update(live)
         cursors = await self.log.cursors(live)
         group = asyncio.TaskGroup()

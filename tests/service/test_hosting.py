@@ -13,7 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reactor import AgentConfigError, ScriptedProvider, agent
-from reactor.service import AgentNotFoundError, ObjectStore, ReactionService, ServiceConfigError
+from reactor.service import (
+    AgentNotFoundError,
+    ObjectStore,
+    ReactionService,
+    ServiceConfigError,
+    User,
+)
 from reactor.service._access import Tokens
 from reactor.service._cron import cron_problem, cron_trigger
 from reactor.service._definitions import AgentChanges, AgentDefinition
@@ -71,7 +77,7 @@ def test_a_bad_cron_expression_says_why(expression: str, problem: str) -> None:
 def test_tokens_map_to_users_and_never_show() -> None:
     tokens = Tokens.parse("s3cret:alice, 0ther:bob\n# a comment\nthird:carol")
     assert len(tokens) == 3
-    assert tokens.user("0ther") is not None and tokens.user("0ther").id == "bob"  # type: ignore[union-attr]
+    assert tokens.user("0ther") == User("bob")
     assert tokens.user("s3cre") is None
     assert "s3cret" not in repr(tokens)
     with pytest.raises(

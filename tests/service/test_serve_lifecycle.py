@@ -79,9 +79,28 @@ def test_the_websocket_channel_streams_signals_and_takes_commands(tmp_path: Path
             for text in ws:
                 messages.append(json.loads(text))
     answers = [m for m in messages if m["type"] != "signal"]
-    assert answers[0]["type"] == "ok" and answers[0]["command"] == "send"
-    assert answers[1]["type"] == "error" and answers[1]["error"] == "invalid"
+    assert answers[0]["type"] == "ok"
+    assert answers[0]["command"] == "send"
+    assert answers[1]["type"] == "error"
+    assert answers[1]["error"] == "invalid"
     names = [m["signal"]["name"] for m in messages if m["type"] == "signal"]
     assert names[0] == "harness:start"
     assert names[-1] == "harness:end"
     assert "echoed" in names
+
+
+def test_the_crm_example_serves_as_documented(tmp_path: Path) -> None:
+    app = "examples.crm_enrichment.service:service"
+    db = f"sqlite:///{tmp_path / 'crm.db'}"
+    with serving(db, tmp_path / "server.log", app=app) as server, server.client() as api:
+        person = {"name": "Ada Lovelace", "email": "ada@analytical-engines.org"}
+        ada = api.post("/api/objects", json={"type": "Person", "data": person}).json()
+        suggestions = wait_for(
+            lambda: api.get("/api/suggestions", params={"status": "pending"}).json()
+        )
+        approve = f"/api/suggestions/{suggestions[0]['id']}/approve"
+        assert api.post(approve).status_code == 200
+        assert api.post(approve).status_code == 409
+        found = api.get(f"/api/objects/{ada['id']}").json()
+    assert found["data"]["employer"] == "Analytical Engines"
+    assert found["actor"] == {"type": "agent", "id": "enrich"}
