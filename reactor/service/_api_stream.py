@@ -45,8 +45,10 @@ router = fastapi.APIRouter(
 ws_router = fastapi.APIRouter(prefix="/api/runs", tags=["runs"])
 
 
-async def run_signals(service: ReactionService, run_id: str, after: int = 0) -> AsyncIterator[str]:
-    """The run's signals after ``seq`` ``after``, as JSON text, until its end."""
+async def run_signals(
+    service: ReactionService, run_id: str, after: int = 0
+) -> AsyncIterator[tuple[int, str]]:
+    """The run's signals after ``seq`` ``after`` (``seq`` and JSON text), until its end."""
     last = after
     while True:
         live = service.live.get(run_id)
@@ -55,24 +57,26 @@ async def run_signals(service: ReactionService, run_id: str, after: int = 0) -> 
                 for signal in (await load_run(service, run_id)).signals:
                     if last < signal.seq < live.feed.first_seq:
                         last = signal.seq
-                        yield signal.to_json()
+                        yield last, signal.to_json()
             async for seq, _, text in live.feed.watch(last):
                 last = seq
-                yield text
+                yield seq, text
             return
         recording = await load_run(service, run_id)
         for signal in recording.signals:
             if signal.seq > last:
                 last = signal.seq
-                yield signal.to_json()
+                yield last, signal.to_json()
         if recording.complete:
             return
         await asyncio.sleep(POLL)
 
 
-async def _pumped(source: AsyncIterator[str], stopping: asyncio.Event) -> AsyncIterator[str | None]:
+async def _pumped(
+    source: AsyncIterator[tuple[int, str]], stopping: asyncio.Event
+) -> AsyncIterator[tuple[int, str] | None]:
     """``source``'s items, ``None`` after each quiet ``HEARTBEAT``; ends when ``stopping``."""
-    queue: asyncio.Queue[tuple[str | None, bool]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[tuple[int, str] | None, bool]] = asyncio.Queue()
 
     async def pump() -> None:
         try:
@@ -122,12 +126,11 @@ async def events(
     stopping = state_of(request).stopping
 
     async def stream() -> AsyncIterator[str]:
-        async for text in _pumped(run_signals(service, run_id, last_event_id or 0), stopping):
-            if text is None:
+        async for item in _pumped(run_signals(service, run_id, last_event_id or 0), stopping):
+            if item is None:
                 yield ": keep-alive\n\n"
-                continue
-            seq = json.loads(text)["seq"]
-            yield f"id: {seq}\ndata: {text}\n\n"
+            else:
+                yield f"id: {item[0]}\ndata: {item[1]}\n\n"
 
     return StreamingResponse(
         stream(),
@@ -186,9 +189,9 @@ async def channel(websocket: WebSocket, run_id: str) -> None:
     service = state.service
 
     async def out() -> None:
-        async for text in _pumped(run_signals(service, run_id), state.stopping):
-            if text is not None:
-                await websocket.send_text(f'{{"type": "signal", "signal": {text}}}')
+        async for item in _pumped(run_signals(service, run_id), state.stopping):
+            if item is not None:
+                await websocket.send_text(f'{{"type": "signal", "signal": {item[1]}}}')
         await websocket.close(code=1000)
 
     async def into() -> None:
