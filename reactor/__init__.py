@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactor.exceptions import (
     AgentConfigError,
+    AgentNotFoundError,
     CapabilityError,
     CycleWarning,
     DatabaseError,
@@ -29,13 +30,18 @@ from reactor.exceptions import (
     ObjectValidationError,
     OutputValidationError,
     PatternError,
+    PromptError,
+    PromptNotFoundError,
+    PromptTimeoutError,
     ProviderError,
     ReactorError,
     RecordingError,
     ReplayMismatchError,
+    ReplyValidationError,
     RunClosedError,
     RunFinishedError,
     RunNotFoundError,
+    RunSuspendedError,
     RunTimeoutError,
     ScriptExhaustedError,
     ServiceConfigError,
@@ -52,6 +58,7 @@ if TYPE_CHECKING:
         Agent,
         agent,
     )
+    from reactor._asking import PendingPrompt
     from reactor._bus import (
         SignalBus,
         Subscription,
@@ -66,7 +73,7 @@ if TYPE_CHECKING:
         reactive,
         run_reactive,
     )
-    from reactor._handle import RunHandle
+    from reactor._handle import Channel, RunHandle
     from reactor._options import RunKwargs
     from reactor._patterns import Pattern
     from reactor._progress import ProgressReporter
@@ -121,8 +128,10 @@ __all__ = [
     "AgentConfigError",
     "AgentContext",
     "AgentFailure",
+    "AgentNotFoundError",
     "AnthropicProvider",
     "CapabilityError",
+    "Channel",
     "CycleWarning",
     "DatabaseError",
     "Divergence",
@@ -141,8 +150,12 @@ __all__ = [
     "OutputValidationError",
     "Pattern",
     "PatternError",
+    "PendingPrompt",
     "PostgresSignalStore",
     "ProgressReporter",
+    "PromptError",
+    "PromptNotFoundError",
+    "PromptTimeoutError",
     "Provider",
     "ProviderError",
     "ProviderEvent",
@@ -153,6 +166,7 @@ __all__ = [
     "RecordingError",
     "ReplayMismatchError",
     "ReplayProvider",
+    "ReplyValidationError",
     "Reporter",
     "RunClosedError",
     "RunFinishedError",
@@ -162,6 +176,7 @@ __all__ = [
     "RunMetrics",
     "RunNotFoundError",
     "RunResult",
+    "RunSuspendedError",
     "RunTimeoutError",
     "RunView",
     "SQLiteSignalStore",
@@ -202,6 +217,7 @@ _LAZY: dict[str, str] = {
     "AgentFailure": "reactor._result",
     "AgentContext": "reactor._context",
     "AnthropicProvider": "reactor._providers.anthropic",
+    "Channel": "reactor._handle",
     "Divergence": "reactor._recording.diff",
     "End": "reactor._providers.base",
     "MemorySignalStore": "reactor._recording.memory",
@@ -209,6 +225,7 @@ _LAZY: dict[str, str] = {
     "MetricsReporter": "reactor.logging",
     "ModelPrice": "reactor._providers.pricing",
     "Pattern": "reactor._patterns",
+    "PendingPrompt": "reactor._asking",
     "PostgresSignalStore": "reactor._recording.postgres",
     "ProgressReporter": "reactor._progress",
     "Provider": "reactor.typing",

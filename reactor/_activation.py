@@ -16,10 +16,11 @@ import asyncio
 import contextvars
 import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._agentrun import Activation, AgentRun
+from reactor._asking import Asking
 from reactor._bus import set_current_signal
 from reactor._context import AgentContext
 from reactor._diagnostics import log
@@ -27,7 +28,8 @@ from reactor._frozen import freeze_payload
 from reactor._modelcall import CallSite, ModelCall, RunProvider, check_output, since
 from reactor._names import error_info
 from reactor._output import OutputSpec
-from reactor._templates import render
+from reactor._spans import Span
+from reactor._templates import compiled, render
 from stores import actor_context
 
 if TYPE_CHECKING:
@@ -92,6 +94,11 @@ class RunServices(CallSite, Protocol):
     @property
     def provider(self) -> Provider | None:
         """The run's default provider."""
+        ...
+
+    @property
+    def asking(self) -> Asking:
+        """The run's questions to people."""
         ...
 
     def release(self, activation: Activation) -> None:
@@ -189,6 +196,14 @@ class Activator:
                 output = freeze_payload(await _handled(agent.run, ctx, turn))
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
+            elif agent.ask_template is not None:
+                question = render(
+                    agent.ask_template,
+                    self.template_context(agent_run, activation.trigger),
+                    agent=name,
+                    field="ask",
+                )
+                output = await self._ask(activation, question, agent.choices, agent.output)
             else:
                 context = self.template_context(agent_run, activation.trigger)
                 output = await self.calls.call_model(
@@ -239,6 +254,56 @@ class Activator:
         agent_run, answers = _owner(key)
         target = self.provider_of(agent_run)
         return None if target is None else RunProvider(self.calls, target, answers)
+
+    async def context_ask(
+        self,
+        ctx: AgentContext[Any],
+        key: object,
+        question: str,
+        choices: Sequence[str] | None,
+        output: Any,
+        timeout: float | None,  # noqa: ASYNC109 - ctx.ask's
+    ) -> Any:
+        """``ctx.ask``: render the question over the state, ask, wait for the answer."""
+        agent_run, _ = _owner(key)
+        context = self.template_context(agent_run, ctx.signal)
+        text = render(compiled(question, agent_run.name), context, agent=ctx.agent, field="ask")
+        activation = key if isinstance(key, Activation) else None
+        return await self._ask(activation, text, choices, output, timeout, agent_run.name)
+
+    async def _ask(
+        self,
+        activation: Activation | None,
+        question: str,
+        choices: Sequence[str] | None,
+        output: Any,
+        timeout: float | None = None,  # noqa: ASYNC109 - ctx.ask's
+        agent: str | None = None,
+    ) -> Any:
+        answers = activation.answers if activation is not None else None
+        name = agent or (activation.agent_run.name if activation is not None else "agent")
+        return await self.services.asking.ask(
+            name,
+            question,
+            choices=choices,
+            output=output,
+            timeout=timeout,
+            recorded=answers.next_prompt() if answers is not None else None,
+        )
+
+    async def context_receive(
+        self,
+        ctx: AgentContext[Any],
+        key: object,
+        timeout: float | None,  # noqa: ASYNC109 - ctx.receive's
+    ) -> Any:
+        """``ctx.receive``: the next message in the agent's mailbox, waiting for one."""
+        agent_run, _ = _owner(key)
+        return await agent_run.mailbox().get(timeout)
+
+    def context_span(self, ctx: AgentContext[Any], kind: str, name: str) -> Span:
+        """``ctx.phase`` / ``ctx.task``."""
+        return Span(self.services.bus, "phase" if kind == "phase" else "task", name, ctx.agent)
 
     def context_emit(self, ctx: AgentContext[Any], key: object, name: str, payload: Any) -> Signal:
         """Emit from an agent's code (``ctx.emit``), noting names it did not declare."""

@@ -63,7 +63,10 @@ class Agent:
     reaction: Reaction | None = None
     execution_mode: ExecutionMode = "suggest"
     capabilities: Capabilities = dataclasses.field(default_factory=Capabilities)
+    ask: str | None = None
+    choices: tuple[str, ...] | None = None
     prompt_template: Template | None = dataclasses.field(repr=False, default=None)
+    ask_template: Template | None = dataclasses.field(repr=False, default=None)
     system_template: Template | None = dataclasses.field(repr=False, default=None)
     when_expression: Expression | None = dataclasses.field(repr=False, default=None)
     output_spec: OutputSpec | None = dataclasses.field(repr=False, default=None)
@@ -92,7 +95,7 @@ class Agent:
         return dataclasses.replace(self, name=name)
 
     def __repr__(self) -> str:
-        kind = "prompt" if self.is_llm else "run"
+        kind = "prompt" if self.is_llm else "ask" if self.ask is not None else "run"
         return (
             f"<Agent {self.name or '(unnamed)'} {kind} activate_on={list(self.activate_on)!r}"
             f" emits={list(self.emits)!r}>"
@@ -123,12 +126,15 @@ def agent(
     reaction: Reaction | None = None,
     execution_mode: ExecutionMode = "suggest",
     capabilities: Capabilities | None = None,
+    ask: str | None = None,
+    choices: Iterable[str] | None = None,
     **unknown: Never,
 ) -> Agent:
     """Define an agent.
 
-    An agent is either an LLM agent (``prompt``, run through a provider) or a handler
-    agent (``run=fn(ctx)``, sync or async, deterministic, no provider).
+    An agent is an LLM agent (``prompt``, run through a provider), a handler agent
+    (``run=fn(ctx)``, sync or async, deterministic, no provider), or an agent a person
+    answers (``ask``).
 
     Args:
         name: Its name; defaults to its key in ``reactive(agents={...})``.
@@ -172,6 +178,11 @@ def agent(
             (applied at once) or ``hybrid`` (the output's ``mode`` says).
         capabilities: What it may change (:class:`reactor.service.Capabilities`);
             everything by default.
+        ask: Instead of a prompt or a handler, a question to a person (a Jinja2
+            template like ``prompt``): the run emits ``session:prompt`` and waits for
+            ``handle.reply``; the answer is the output (validated against ``choices`` or
+            ``output``, text otherwise).
+        choices: The answers an ``ask`` agent accepts.
         **unknown: Nothing: a misspelt option (``activateOn=``) is reported with the
             option it probably meant.
 
@@ -188,16 +199,24 @@ def agent(
         close = difflib.get_close_matches(option, _OPTIONS, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         checks.add(f"unknown option {option!r}; {hint}see help(reactor.agent) for the options.")
-    if (prompt is None) == (run is None):
+    kinds = [given for given in (prompt, run, ask) if given is not None]
+    if len(kinds) != 1:
         checks.add(
-            "give exactly one of prompt= (an LLM agent) or run= (a handler function), "
-            f"not {'both' if prompt is not None else 'neither'}."
+            "give exactly one of prompt= (an LLM agent), run= (a handler function) or "
+            f"ask= (a question to a person), not {'several' if kinds else 'none'}."
         )
+    if not isinstance(_given(ask), str | None):
+        checks.add(f"ask must be a template string, got {type(ask).__name__}.")
+    options_given = None if choices is None else tuple(choices)
+    if options_given is not None and (
+        ask is None or not options_given or not all(isinstance(c, str) for c in options_given)
+    ):
+        checks.add("choices= is for ask agents: a non-empty list of answers (strings).")
     if not isinstance(_given(prompt), str | None):
         checks.add(f"prompt must be a template string, got {type(prompt).__name__}.")
-    if run is not None:
-        if not callable(_given(run)):
-            checks.add(f"run must be a function fn(ctx), got {run!r}.")
+    if run is not None and not callable(_given(run)):
+        checks.add(f"run must be a function fn(ctx), got {run!r}.")
+    if run is not None or ask is not None:
         for field, value in (
             ("system", system),
             ("provider", provider),
@@ -206,7 +225,7 @@ def agent(
             ("after_tool", after_tool),
         ):
             if value:
-                checks.add(f"{field}= is for prompt agents; a run= agent calls no model.")
+                checks.add(f"{field}= is for prompt agents; a run= or ask= agent calls no model.")
     if not isinstance(_given(system), str | None):
         checks.add(f"system must be a template string, got {type(system).__name__}.")
     patterns = checks.attempt(
@@ -263,6 +282,11 @@ def agent(
         system_template = checks.attempt(
             lambda: compile_template(system, agent=name, field="system"), AgentConfigError, ""
         )
+    ask_template = None
+    if isinstance(ask, str):
+        ask_template = checks.attempt(
+            lambda: compile_template(ask, agent=name, field="ask"), AgentConfigError, ""
+        )
     checks.raise_if_named()
     return Agent(
         name=name,
@@ -287,7 +311,10 @@ def agent(
         reaction=reaction,
         execution_mode=execution_mode,
         capabilities=capabilities or Capabilities(),
+        ask=ask,
+        choices=options_given,
         prompt_template=prompt_template,
+        ask_template=ask_template,
         system_template=system_template,
         when_expression=when_expression,
         output_spec=spec,

@@ -10,7 +10,40 @@ from reactor._agent import Agent
 from reactor._names import agent_actor, agent_names
 from reactor._signal import Signal
 
-__all__ = ["Activation", "AgentRun"]
+__all__ = ["Activation", "AgentRun", "Mailbox"]
+
+
+class Mailbox:
+    """Messages sent to one agent (``inbox:<agent>``) for ``ctx.receive()``, in order."""
+
+    __slots__ = ("_messages", "_waiters")
+
+    def __init__(self) -> None:
+        self._messages: deque[Any] = deque()
+        self._waiters: deque[asyncio.Future[Any]] = deque()
+
+    def put(self, message: Any) -> None:
+        """Give ``message`` to the oldest waiting ``receive()``, else keep it."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(message)
+                return
+        self._messages.append(message)
+
+    async def get(self, timeout: float | None) -> Any:  # noqa: ASYNC109 - ctx.receive's
+        """The next message, waiting up to ``timeout`` seconds for one."""
+        if self._messages:
+            return self._messages.popleft()
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"No message came within {timeout} seconds; send one with "
+                "handle.send_to(agent, payload), or receive with a longer timeout."
+            ) from None
 
 
 class AgentRun:
@@ -25,6 +58,7 @@ class AgentRun:
         "failed",
         "last_output",
         "launched",
+        "messages",
         "name",
         "queue",
         "running",
@@ -49,6 +83,13 @@ class AgentRun:
         self.queue: deque[Signal] | None = None  # made when a trigger first waits
         self.last_output: Any = None
         self.undeclared: set[str] | None = None  # names emitted but not declared
+        self.messages: Mailbox | None = None  # made when a first message comes
+
+    def mailbox(self) -> Mailbox:
+        """The agent's messages for ``ctx.receive()``."""
+        if self.messages is None:
+            self.messages = Mailbox()
+        return self.messages
 
 
 class Activation:

@@ -45,7 +45,15 @@ from reactor._signal import Signal, new_signal
 from reactor._stream import SignalStream
 from reactor.exceptions import HandlerError
 
-__all__ = ["Handler", "SignalBus", "Subscription", "current_signal", "set_current_signal"]
+__all__ = [
+    "Handler",
+    "SignalBus",
+    "Subscription",
+    "current_signal",
+    "pop_cause",
+    "push_cause",
+    "set_current_signal",
+]
 
 Handler = Callable[[Signal], object]
 """A signal subscriber: called synchronously with each matching signal."""
@@ -71,6 +79,20 @@ def set_current_signal(signal: Signal) -> None:
     ``agent:<name>:activated``.
     """
     _CURRENT.set(signal)
+
+
+def push_cause(signal: Signal) -> contextvars.Token[Signal | None]:
+    """Make ``signal`` the cause of what this context emits until :func:`pop_cause`.
+
+    For blocks whose signals hang under a signal of their own (``async with
+    ctx.task(name)``: everything inside is caused by its ``task:start``).
+    """
+    return _CURRENT.set(signal)
+
+
+def pop_cause(token: contextvars.Token[Signal | None]) -> None:
+    """Restore the cause :func:`push_cause` replaced."""
+    _CURRENT.reset(token)
 
 
 class Subscription:

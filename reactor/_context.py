@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, overload
 
 from typing_extensions import TypeVar
 
@@ -11,12 +11,14 @@ from reactor._signal import Signal
 
 if TYPE_CHECKING:
     from reactor._providers.base import Provider
+    from reactor._spans import Span
     from stores import Store
 
 StateT = TypeVar("StateT", default=Any)
 """The state's type; a bare ``AgentContext`` reads the state as ``Any``."""
 StoreT = TypeVar("StoreT", bound="Store[Any]", default=Any)
 """The store's type, for its actions: ``AgentContext[TradeState, TradeStore]``."""
+AnswerT = TypeVar("AnswerT")
 
 __all__ = ["AgentContext", "RunView"]
 
@@ -30,6 +32,31 @@ class ContextOwner(Protocol):
 
     def context_provider(self, ctx: AgentContext[Any], key: object) -> Provider | None:
         """The provider handler code of the context's agent calls through the run."""
+        ...
+
+    async def context_ask(
+        self,
+        ctx: AgentContext[Any],
+        key: object,
+        question: str,
+        choices: Sequence[str] | None,
+        output: Any,
+        timeout: float | None,  # noqa: ASYNC109 - ctx.ask's
+    ) -> Any:
+        """Ask a person ``question`` (a template) and wait for the answer."""
+        ...
+
+    async def context_receive(
+        self,
+        ctx: AgentContext[Any],
+        key: object,
+        timeout: float | None,  # noqa: ASYNC109 - ctx.receive's
+    ) -> Any:
+        """The next message sent to the context's agent (``inbox:<agent>``)."""
+        ...
+
+    def context_span(self, ctx: AgentContext[Any], kind: str, name: str) -> Span:
+        """A phase or task of the context's agent."""
         ...
 
 
@@ -121,10 +148,77 @@ class AgentContext(Generic[StateT, StoreT]):
         output; a name not listed works too, but is logged once as undeclared, since
         the graph is validated and drawn from ``emits``.
         """
+        return self._owned(f"emit {name!r}").context_emit(self, self._key, name, payload)
+
+    @overload
+    async def ask(
+        self,
+        question: str,
+        *,
+        choices: Sequence[str] | None = None,
+        output: None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - it also emits session:timeout
+    ) -> Any: ...
+
+    @overload
+    async def ask(
+        self,
+        question: str,
+        *,
+        choices: None = None,
+        output: type[AnswerT],
+        timeout: float | None = None,  # noqa: ASYNC109 - it also emits session:timeout
+    ) -> AnswerT: ...
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        choices: Sequence[str] | None = None,
+        output: Any = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - it also emits session:timeout
+    ) -> Any:
+        """Ask a person and wait for the answer: ``await ctx.ask("Place it?", choices=[...])``.
+
+        ``question`` is a Jinja2 template over the state, like prompts. Emits
+        ``session:prompt``; the run waits (its status is ``waiting``) until
+        ``handle.reply(prompt_id, answer)``, a reply posted to its store, or the
+        timeout. The answer is one of ``choices``, an instance of ``output`` (a pydantic
+        model or any type pydantic validates), or else text.
+
+        Raises:
+            PromptTimeoutError: Nobody answered within ``timeout`` seconds (the run
+                emitted ``session:timeout``).
+        """
+        return await self._owned("ask").context_ask(
+            self, self._key, question, choices, output, timeout
+        )
+
+    async def receive(self, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        """The next message sent to this agent (``handle.send_to(agent, payload)``).
+
+        Waits for one if none is waiting; the run stays in flight meanwhile. An agent
+        that activates on its own ``inbox:<name>`` gets its messages as activations
+        instead.
+
+        Raises:
+            TimeoutError: No message came within ``timeout`` seconds.
+        """
+        return await self._owned("receive").context_receive(self, self._key, timeout)
+
+    def phase(self, name: str) -> Span:
+        """``async with ctx.phase(name):`` a stage of the work, as ``phase:*`` signals."""
+        return self._owned("phase").context_span(self, "phase", name)
+
+    def task(self, name: str) -> Span:
+        """``async with ctx.task(name):`` a unit of work, as ``task:*`` signals."""
+        return self._owned("task").context_span(self, "task", name)
+
+    def _owned(self, what: str) -> ContextOwner:
         owner = self._owner
         if owner is None:
-            raise RuntimeError(f"{self!r} belongs to no run: it cannot emit {name!r}.")
-        return owner.context_emit(self, self._key, name, payload)
+            raise RuntimeError(f"{self!r} belongs to no run: it cannot {what}.")
+        return owner
 
     def __repr__(self) -> str:
         return f"<AgentContext agent={self.agent!r} signal={self.signal.name!r}>"

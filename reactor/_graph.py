@@ -6,11 +6,11 @@ import asyncio
 import dataclasses
 import sys
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from reactor._agent import Agent
-from reactor._handle import RunHandle
+from reactor._handle import Channel, RunHandle
 from reactor._options import OPTION_NAMES, RunKwargs, RunOptions
 from reactor._origin import Origin
 from reactor._patterns import Pattern, normalize_patterns
@@ -124,7 +124,9 @@ class Reactive:
         agents = list(self.agents.values())
         return ResumePlan.read(recording, list(self.agents), routes_of(self, agents))
 
-    async def resume(self, run_id: str, **options: Unpack[RunKwargs]) -> RunResult:
+    async def resume(
+        self, run_id: str, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]
+    ) -> RunResult:
         """Continue a recorded run that stopped before its end (its process died, say).
 
         Give ``record=``, the signal store the run was recorded in (it is required).
@@ -138,28 +140,43 @@ class Reactive:
             RunFinishedError: The run has already ended.
         """
         merged: RunKwargs = {**options, "resume": run_id}
-        return await self.run(**merged)
+        return await self.run(channels=channels, **merged)
 
-    def resume_sync(self, run_id: str, **options: Unpack[RunKwargs]) -> RunResult:
+    def resume_sync(
+        self, run_id: str, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]
+    ) -> RunResult:
         """:meth:`resume` from synchronous code."""
         merged: RunKwargs = {**options, "resume": run_id}
-        return self.run_sync(**merged)
+        return self.run_sync(channels=channels, **merged)
 
-    async def run(self, **options: Unpack[RunKwargs]) -> RunResult:
+    async def run(
+        self, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]
+    ) -> RunResult:
         """Run the graph until quiescence, ``end_when``, a failure, a limit or timeout.
 
         Returns the :class:`RunResult`; failures are in ``result.status`` and
-        ``result.error``, not raised.
+        ``result.error``, not raised. ``channels`` are attached to the run while it
+        runs (``ConsoleChannel()`` shows it in the terminal and answers its prompts).
         """
         run = self._run(options)
         run.begin()
-        return await run.execute()
+        if not channels:
+            return await run.execute()
+        task = asyncio.get_running_loop().create_task(run.execute(), name=f"reactor {run.run_id}")
+        return await RunHandle(run, task, channels).result()
 
-    def run_sync(self, *, raise_on_error: bool = False, **options: Unpack[RunKwargs]) -> RunResult:
+    def run_sync(
+        self,
+        *,
+        raise_on_error: bool = False,
+        channels: Sequence[Channel] = (),
+        **options: Unpack[RunKwargs],
+    ) -> RunResult:
         """Run from synchronous code (scripts, notebooks without a loop).
 
         Args:
             raise_on_error: Raise ``result.error`` if the run stopped on one.
+            channels: Attached to the run, as for :meth:`run`.
             **options: Run options, as for :meth:`run`.
 
         Raises:
@@ -174,22 +191,24 @@ class Reactive:
                 "run_sync() cannot be used inside a running event loop; use "
                 "`await graph.run(...)` there."
             )
-        result = asyncio.run(self.run(**options))
+        result = asyncio.run(self.run(channels=channels, **options))
         if raise_on_error and result.error is not None:
             raise result.error
         return result
 
-    def start(self, **options: Unpack[RunKwargs]) -> RunHandle:
+    def start(self, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]) -> RunHandle:
         """Start a live run and return its :class:`RunHandle` (call from async code).
 
         A started run stays open for ``handle.send()`` at quiescence until
         ``end_when`` holds, it times out, or it is closed or aborted. Await
         ``handle.result()`` (or abort it): the handle owns the run's task.
+        ``channels`` are attached to the run (see :class:`reactor.Channel`).
         """
         loop = asyncio.get_running_loop()
         run = self._run(options, live=True)
         run.begin()
-        return RunHandle(run, loop.create_task(run.execute(), name=f"reactor {run.run_id}"))
+        task = loop.create_task(run.execute(), name=f"reactor {run.run_id}")
+        return RunHandle(run, task, channels)
 
     def shape(self, *, observed: Mapping[str, Iterable[str]] | None = None) -> GraphShape:
         """The graph as data: agents, signals, and the edges between them.

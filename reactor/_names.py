@@ -1,6 +1,6 @@
-"""The signal vocabulary: every name the library emits, and the shape of its payload.
+"""The signal vocabulary: every name the library emits (payload shapes: ``_payloads``).
 
-Names and payloads are defined here once; the rest of the library spells them through
+Names are defined here once; the rest of the library spells them through
 these constants and builders, so that a renamed signal or a changed payload is one
 edit, and a reader finds what a signal carries in one place.
 
@@ -11,7 +11,7 @@ functions that cache their results: runs reuse the same names over and over.
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 __all__ = [
     "AGENT_EVENTS",
@@ -23,6 +23,8 @@ __all__ = [
     "HARNESS_RESUMED",
     "HARNESS_SIGNALS",
     "HARNESS_START",
+    "INBOX_PREFIX",
+    "PHASE_EVENTS",
     "PROVIDER_END",
     "PROVIDER_ERROR",
     "PROVIDER_EVENTS",
@@ -31,39 +33,29 @@ __all__ = [
     "SESSION_PROMPT",
     "SESSION_REPLY",
     "SESSION_TIMEOUT",
+    "SPAN_KINDS",
     "STATE_EVENTS",
     "STATE_PREFIX",
     "SYSTEM_SIGNALS",
+    "TASK_EVENTS",
     "TEXT_COMPLETE",
     "TEXT_DELTA",
     "THINKING_DELTA",
     "TOOL_CALL",
     "TOOL_RESULT",
-    "AgentActivated",
-    "AgentCancelled",
-    "AgentCompleted",
-    "AgentFailed",
-    "AgentSkipped",
     "ErrorInfo",
-    "HarnessEnd",
-    "HarnessEnding",
-    "HarnessResumed",
-    "HarnessStart",
-    "ProviderEnd",
-    "ProviderErrorPayload",
-    "ProviderStart",
-    "StateChanged",
-    "StateItems",
-    "TextPayload",
-    "ToolCallPayload",
-    "ToolResultPayload",
+    "SpanEvent",
+    "SpanKind",
     "agent_actor",
     "agent_event",
     "agent_names",
     "error_info",
+    "inbox_agent",
+    "inbox_signal",
     "parse_agent_event",
     "parse_state_event",
     "reserved_namespace",
+    "span_event",
     "state_event",
 ]
 
@@ -90,6 +82,39 @@ SESSION_REPLY = "session:reply"
 """A person answered: ``{prompt_id, answer}``."""
 SESSION_TIMEOUT = "session:timeout"
 """Nobody answered in time: ``{prompt_id}``."""
+
+INBOX_PREFIX = "inbox:"
+"""``inbox:<agent>``: a message for one agent only (``handle.send_to(agent, payload)``)."""
+
+
+def inbox_signal(agent: str) -> str:
+    """``inbox:<agent>``, the name of messages to ``agent``."""
+    return f"{INBOX_PREFIX}{agent}"
+
+
+def inbox_agent(name: str) -> str | None:
+    """The agent an ``inbox:<agent>`` name is addressed to, else ``None``."""
+    if not name.startswith(INBOX_PREFIX):
+        return None
+    agent = name[len(INBOX_PREFIX) :]
+    return agent if agent and ":" not in agent else None
+
+
+# -- phases and tasks ------------------------------------------------------------------
+
+SpanKind = Literal["phase", "task"]
+SpanEvent = Literal["start", "complete", "failed"]
+SPAN_KINDS: tuple[SpanKind, ...] = ("phase", "task")
+PHASE_EVENTS = ("phase:start", "phase:complete", "phase:failed")
+"""``async with ctx.phase(name)``: :class:`SpanPayload`; what runs inside hangs under the start."""
+TASK_EVENTS = ("task:start", "task:complete", "task:failed")
+"""``async with ctx.task(name)``: :class:`SpanPayload`; what runs inside hangs under the start."""
+
+
+def span_event(kind: SpanKind, event: SpanEvent) -> str:
+    """``phase:start``, ``task:failed``, ..."""
+    return f"{kind}:{event}"
+
 
 # -- providers -----------------------------------------------------------------------
 
@@ -132,6 +157,11 @@ SYSTEM_SIGNALS = (
     THINKING_DELTA,
     TOOL_CALL,
     TOOL_RESULT,
+    SESSION_PROMPT,
+    SESSION_REPLY,
+    SESSION_TIMEOUT,
+    *PHASE_EVENTS,
+    *TASK_EVENTS,
 )
 """Names the runtime emits on its own (agents may activate on them)."""
 
@@ -144,6 +174,8 @@ RESERVED_NAMESPACES = (
     "thinking",
     "tool",
     "session",
+    "phase",
+    "task",
     "bus",
 )
 """First segments only the runtime emits: outside input may not forge them."""
@@ -228,142 +260,3 @@ class ErrorInfo(TypedDict):
 def error_info(exc: BaseException) -> ErrorInfo:
     """Describe ``exc`` as the ``error`` of a payload."""
     return {"type": type(exc).__name__, "message": str(exc)}
-
-
-class HarnessStart(TypedDict):
-    """``harness:start``: the run's input and initial state."""
-
-    input: Any
-    state: Any
-
-
-class HarnessResumed(TypedDict):
-    """``harness:resumed``: the last ``seq`` recorded before the run stopped."""
-
-    from_seq: int
-
-
-class HarnessEnding(TypedDict):
-    """``harness:ending``: why the run stops taking new work."""
-
-    reason: str
-
-
-class HarnessEnd(TypedDict):
-    """``harness:end``: how the run ended."""
-
-    status: str
-    reason: str
-    duration_ms: float
-    activations: int
-    failures: int
-
-
-class AgentActivated(TypedDict):
-    """``agent:<name>:activated``: the trigger's name."""
-
-    agent: str
-    trigger: str
-
-
-class AgentSkipped(TypedDict):
-    """``agent:<name>:skipped``: ``reason`` is guard, busy, ended, limit or superseded."""
-
-    agent: str
-    trigger: str
-    reason: str
-
-
-class AgentCompleted(TypedDict):
-    """``agent:<name>:completed``: the validated output."""
-
-    agent: str
-    output: Any
-    duration_ms: float
-
-
-class AgentFailed(TypedDict):
-    """``agent:<name>:failed``: the error that failed the activation."""
-
-    agent: str
-    error: ErrorInfo
-    duration_ms: float
-
-
-class AgentCancelled(TypedDict):
-    """``agent:<name>:cancelled``: why the run cancelled the activation."""
-
-    agent: str
-    reason: str
-    duration_ms: float
-
-
-class StateChanged(TypedDict):
-    """``state:<key>:changed``: old and new value, who wrote, which paths changed."""
-
-    key: str
-    old: Any
-    new: Any
-    actor: str
-    paths: list[str]
-
-
-class StateItems(TypedDict):
-    """``state:<key>:added`` / ``:removed``: the items a list gained or lost."""
-
-    key: str
-    items: list[Any]
-    actor: str
-
-
-class ProviderStart(TypedDict):
-    """``provider:start``: which agent asks which model, and the request's hash."""
-
-    agent: str
-    model: str | None
-    request_hash: str
-
-
-class TextPayload(TypedDict):
-    """``text:delta``, ``thinking:delta`` and ``text:complete``."""
-
-    agent: str
-    content: str
-
-
-class ToolCallPayload(TypedDict):
-    """``tool:call``: the model asked for a tool."""
-
-    agent: str
-    id: str
-    name: str
-    input: dict[str, Any]
-
-
-class ToolResultPayload(TypedDict):
-    """``tool:result``: what went back to the model."""
-
-    agent: str
-    id: str
-    name: str
-    result: Any
-    error: str | None
-
-
-class ProviderEnd(TypedDict):
-    """``provider:end``: the answer, its usage and cost, why the model stopped."""
-
-    agent: str
-    output: Any
-    usage: dict[str, int]
-    cost_usd: float | None
-    stop_reason: str | None
-    duration_ms: float
-
-
-class ProviderErrorPayload(TypedDict):
-    """``provider:error``: the failure, and whether trying again may help."""
-
-    agent: str
-    error: ErrorInfo
-    retryable: bool

@@ -13,14 +13,17 @@ Two kinds of signals enter a run from outside its graph:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
+from reactor._diagnostics import log
 from reactor._names import reserved_namespace
 from reactor._recording.inbox import REPLY, Posted
 from reactor._signal import Signal
+from reactor.exceptions import PromptError, ReplyValidationError
 
 if TYPE_CHECKING:
+    from reactor._asking import Asking
     from reactor._bus import SignalBus
     from reactor._recording.recording import Recording
     from reactor._recording.store import SignalStore
@@ -34,6 +37,11 @@ class OutsideHost(Protocol):
     @property
     def bus(self) -> SignalBus:
         """Where outside input is emitted."""
+        ...
+
+    @property
+    def asking(self) -> Asking:
+        """The run's prompts, which replies answer."""
         ...
 
     @property
@@ -85,13 +93,41 @@ class OutsideInput:
             self._unwatch = None
 
     def deliver(self, message: Posted) -> None:
-        """Emit a posted message (once: a message seen again is ignored)."""
-        if message.message_id in self._seen or self.host.closed:
+        """Emit a posted message (once: a message seen again is ignored).
+
+        A reply (``session:reply``) answers its prompt, validated like
+        ``handle.reply``: one that does not fit is logged and stays undelivered.
+        """
+        if message.message_id in self._seen:
+            return
+        if message.name == REPLY:
+            self._seen.add(message.message_id)
+            self._reply(message.payload, message.source, message.message_id)
+            return
+        if self.host.closed:
             return
         self._seen.add(message.message_id)
-        bus = self.host.bus
-        self._delivering[bus.last_seq + 1] = message.message_id
-        bus.publish(message.name, message.payload, message.source, None, 0)
+        self.note_delivery(message.message_id)
+        self.host.bus.publish(message.name, message.payload, message.source, None, 0)
+
+    def note_delivery(self, message_id: str) -> None:
+        """The next signal the run emits delivers message ``message_id``."""
+        self._delivering[self.host.bus.last_seq + 1] = message_id
+
+    def _reply(self, payload: Any, source: str | None, message_id: str | None) -> None:
+        prompt_id = payload.get("prompt_id") if isinstance(payload, Mapping) else None
+        try:
+            if not isinstance(prompt_id, str):
+                raise ReplyValidationError(
+                    "A posted session:reply needs a payload {prompt_id, answer}; got "
+                    f"{payload!r}.",
+                    prompt_id=str(prompt_id),
+                )
+            self.host.asking.reply(
+                prompt_id, payload.get("answer"), source=source or "user", message_id=message_id
+            )
+        except PromptError as exc:
+            log("reactor.run", "warning", "reply not applied", message=message_id, error=str(exc))
 
     def after_dispatch(self) -> None:
         """During a replay, emit outside input whose recorded position has come."""
@@ -107,7 +143,10 @@ class OutsideInput:
         return True
 
     def _emit(self, signal: Signal) -> None:
-        self.host.bus.publish(signal.name, signal.payload, signal.source, None, 0)
+        if signal.name == REPLY:
+            self._reply(signal.payload, signal.source, None)
+        else:
+            self.host.bus.publish(signal.name, signal.payload, signal.source, None, 0)
 
 
 def _outside_of(recording: Recording) -> list[Signal]:

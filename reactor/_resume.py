@@ -10,7 +10,12 @@ skip, each provider call and tool result. A :class:`ResumePlan` reads it back:
   provider call of theirs that was answered is answered from the log
   (:class:`RecordedAnswers`), and a tool result that was recorded is reused;
 * signals some agent should have decided on (activate or skip) but had not: dispatched
-  to that agent again, in ``seq`` order, before any new work.
+  to that agent again, in ``seq`` order, before any new work;
+* questions to people: an activation in flight asks again, but takes its recorded
+  prompt (never asked twice) and its recorded reply if there was one; prompts still
+  waiting are pending again from the start, so a reply can come at once;
+* messages to agents (``inbox:<agent>``) since an agent's last finished activation:
+  in its mailbox again, for the rerun to ``receive()``.
 """
 
 from __future__ import annotations
@@ -21,11 +26,16 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from reactor._asking import PendingPrompt, RecordedPrompt, recorded_prompt
 from reactor._names import (
     PROVIDER_END,
     PROVIDER_START,
+    SESSION_PROMPT,
+    SESSION_REPLY,
+    SESSION_TIMEOUT,
     TOOL_CALL,
     TOOL_RESULT,
+    inbox_agent,
     parse_agent_event,
 )
 from reactor._providers.base import End, ProviderRequest, Usage
@@ -53,6 +63,11 @@ class RecordedAnswers:
         self._ends: dict[str, list[End]] = {}
         self._seen: Counter[str] = Counter()
         self._tools: dict[tuple[str, str], list[tuple[Any, str | None]]] = {}
+        self.prompts: list[RecordedPrompt] = []  # in the order they were asked
+
+    def next_prompt(self) -> RecordedPrompt | None:
+        """The recorded prompt the activation's next question is (``None``: a new one)."""
+        return self.prompts.pop(0) if self.prompts else None
 
     def add_end(self, request_hash: str, end: End) -> None:
         """Record an answered call."""
@@ -117,6 +132,8 @@ class ResumePlan:
     launched: dict[str, int]
     in_flight: list[InFlight]
     undecided: list[tuple[Signal, str]]  # (signal, agent) in seq order
+    pending_prompts: list[PendingPrompt] = dataclasses.field(default_factory=list)
+    mailboxes: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -151,6 +168,18 @@ class ResumePlan:
         calls: dict[str, Any] = {}  # tool call id -> arguments
         open_calls: dict[str | None, str] = {}  # activation id -> request hash
         spent = [0, 0, 0.0]  # input tokens, output tokens, cost
+        asked: dict[str, tuple[str, Signal]] = {}  # prompt id -> (activation id, prompt)
+        outcomes: dict[str, Mapping[str, Any] | None] = {}  # prompt id -> reply (None: timeout)
+        last_finished: dict[str, int] = {}  # agent -> seq of its last finished activation
+        messages: list[Signal] = []  # inbox:<agent> signals
+
+        def owner(signal: Signal) -> str:
+            """The activation a signal was emitted in (through phases and tasks)."""
+            cause = signal.caused_by
+            while cause is not None and cause not in started and cause in by_id:
+                cause = by_id[cause].caused_by
+            return cause or ""
+
         for signal in signals:
             name = signal.name
             payload = signal.payload if isinstance(signal.payload, Mapping) else {}
@@ -164,9 +193,16 @@ class ResumePlan:
                     started[signal.id] = (agent, signal, launched[agent])
                 elif event in _FINISHED and signal.caused_by in started:
                     finished.add(signal.caused_by)
+                    last_finished[agent] = signal.seq
+            elif name == SESSION_PROMPT:
+                asked[str(payload.get("prompt_id"))] = (owner(signal), signal)
+            elif name in (SESSION_REPLY, SESSION_TIMEOUT):
+                outcomes[str(payload.get("prompt_id"))] = payload if name == SESSION_REPLY else None
+            elif inbox_agent(name) is not None:
+                messages.append(signal)
             elif name == PROVIDER_START:
-                open_calls[signal.caused_by] = str(payload.get("request_hash"))
-            elif name == PROVIDER_END and signal.caused_by in open_calls:
+                open_calls[owner(signal)] = str(payload.get("request_hash"))
+            elif name == PROVIDER_END and owner(signal) in open_calls:
                 usage = payload.get("usage") or {}
                 spent[0] += int(usage.get("input_tokens", 0))
                 spent[1] += int(usage.get("output_tokens", 0))
@@ -179,19 +215,30 @@ class ResumePlan:
                     cost_usd=payload.get("cost_usd"),
                     stop_reason=payload.get("stop_reason"),
                 )
-                owner = signal.caused_by or ""
-                answers.setdefault(owner, RecordedAnswers()).add_end(
-                    open_calls.pop(signal.caused_by), end
+                activation = owner(signal)
+                answers.setdefault(activation, RecordedAnswers()).add_end(
+                    open_calls.pop(activation), end
                 )
             elif name == TOOL_CALL:
                 calls[str(payload.get("id"))] = payload.get("input")
             elif name == TOOL_RESULT and str(payload.get("id")) in calls:
-                answers.setdefault(signal.caused_by or "", RecordedAnswers()).add_tool(
+                answers.setdefault(owner(signal), RecordedAnswers()).add_tool(
                     str(payload.get("name")),
                     calls[str(payload.get("id"))],
                     payload.get("result"),
                     payload.get("error"),
                 )
+        pending: list[PendingPrompt] = []
+        for prompt_id, (activation, prompt) in asked.items():
+            if activation in finished:
+                continue
+            if prompt_id in outcomes:
+                reply = outcomes[prompt_id]
+                recorded = recorded_prompt(prompt, reply, timed_out=reply is None)
+            else:
+                recorded = recorded_prompt(prompt, None, timed_out=False)
+                pending.append(recorded.prompt)
+            answers.setdefault(activation, RecordedAnswers()).prompts.append(recorded)
         in_flight = [
             InFlight(
                 agent,
@@ -208,6 +255,13 @@ class ResumePlan:
             for index in routes(signal.name):
                 if (signal.id, agents[index]) not in decided:
                     undecided.append((signal, agents[index]))
+        mailboxes: dict[str, list[Any]] = {}
+        for message in messages:
+            agent = inbox_agent(message.name) or ""
+            # What no activation took, or what one in flight took before the stop.
+            taken = agent not in agents or agents.index(agent) in routes(message.name)
+            if not taken and message.seq > last_finished.get(agent, 0):
+                mailboxes.setdefault(agent, []).append(message.payload)
         return cls(
             recording=recording,
             state=recording.state_at(signals[-1].seq if signals else 0),
@@ -218,4 +272,6 @@ class ResumePlan:
             input_tokens=int(spent[0]),
             output_tokens=int(spent[1]),
             cost_usd=float(spent[2]),
+            pending_prompts=pending,
+            mailboxes=mailboxes,
         )

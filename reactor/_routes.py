@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reactor._agent import Agent
+from reactor._names import inbox_agent
 from reactor._patterns import compile_pattern, is_exact
 
 __all__ = ["Routes", "routes_of"]
@@ -22,9 +23,13 @@ _LIMIT = 65_536
 
 
 class Routes:
-    """The agents (by position) each signal name activates, in the graph's order."""
+    """The agents (by position) each signal name activates, in the graph's order.
+
+    ``inbox:<agent>`` activates ``<agent>`` only, whatever other patterns match it.
+    """
 
     def __init__(self, agents: Sequence[Agent]) -> None:
+        self._names = [agent.name for agent in agents]
         self._exact: dict[str, list[int]] = {}
         self._wild: list[tuple[int, Any]] = []
         for index, agent in enumerate(agents):
@@ -41,6 +46,9 @@ class Routes:
         if found is None:
             matched = set(self._exact.get(name, ()))
             matched.update(index for index, matcher in self._wild if matcher(name))
+            addressee = inbox_agent(name)
+            if addressee is not None:  # a message to one agent reaches that agent only
+                matched = {index for index in matched if self._names[index] == addressee}
             found = tuple(sorted(matched))
             if len(self._known) < _LIMIT:
                 self._known[name] = found

@@ -14,86 +14,43 @@ main task is only cancelled from outside.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from reactor._activation import Activator, Turn
-from reactor._agent import Agent
 from reactor._agentrun import Activation, AgentRun
+from reactor._asking import Asking
 from reactor._bus import SignalBus
-from reactor._context import RunView
 from reactor._diagnostics import log
-from reactor._names import HARNESS_END, HARNESS_ENDING, HARNESS_RESUMED, HARNESS_START
+from reactor._names import (
+    HARNESS_END,
+    HARNESS_ENDING,
+    HARNESS_RESUMED,
+    HARNESS_START,
+    INBOX_PREFIX,
+    inbox_agent,
+)
 from reactor._options import RunOptions
 from reactor._outside import OutsideInput
-from reactor._patterns import compile_pattern
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._recording.recording import Recording
 from reactor._result import AgentFailure, RunMetrics, RunResult, RunStatus
 from reactor._resume import ResumePlan
 from reactor._routes import routes_of
+from reactor._runspec import GraphSpec, end_check, watchers
 from reactor._scheduler import Scheduler
 from reactor._signal import Signal
-from reactor.exceptions import RecordingError, RunTimeoutError
+from reactor.exceptions import RecordingError, RunSuspendedError, RunTimeoutError
 from stores import Store, create_store
 
 if TYPE_CHECKING:
     from reactor._providers.base import Provider, ProviderRequest, Usage
 
-__all__ = ["GraphSpec", "Run", "watching"]
-
-_WATCHERS: contextvars.ContextVar[tuple[Callable[[Signal], object], ...]] = contextvars.ContextVar(
-    "reactor_watchers", default=()
-)
-
-
-@contextlib.contextmanager
-def watching(handler: Callable[[Signal], object]) -> Iterator[None]:
-    """Give ``handler`` every signal of each run started in this context.
-
-    Runs started in tasks created inside the block are watched too (they inherit the
-    context). ``reactor.testing.capture_signals`` is built on it.
-    """
-    token = _WATCHERS.set((*_WATCHERS.get(), handler))
-    try:
-        yield
-    finally:
-        _WATCHERS.reset(token)
-
-
-class GraphSpec(Protocol):
-    """What a run needs of its graph (:class:`reactor.Reactive` is one)."""
-
-    @property
-    def name(self) -> str | None:
-        """The graph's name."""
-        ...
-
-    @property
-    def agents(self) -> Mapping[str, Agent]:
-        """Agents by name."""
-        ...
-
-    @property
-    def state(self) -> Any:
-        """What each run's store is made from."""
-        ...
-
-    @property
-    def end_when(self) -> Any:
-        """A predicate over the run, a signal pattern, or ``None``."""
-        ...
-
-    @property
-    def single(self) -> bool:
-        """Whether the graph is one agent run on its own (its output is the result)."""
-        ...
+__all__ = ["Run"]
 
 
 class Run:
@@ -147,7 +104,11 @@ class Run:
         self.outside = OutsideInput(
             services, options.record, replay if isinstance(replay, Recording) else None
         )
-        self._end_check = self._compile_end_when(graph.end_when)
+        self.asking = Asking(self.bus, self.run_id, self.outside.note_delivery)
+        self.suspended = False
+        self._end_check = end_check(
+            graph.end_when, self.store, self.bus, options.input, self.run_id
+        )
         self.scheduler = Scheduler(services, self.agents, Activator(services))
 
     # -- lifecycle ---------------------------------------------------------------
@@ -179,11 +140,15 @@ class Run:
         self.bus.set_router(self._route)
         for reporter in self.options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
-        for watcher in _WATCHERS.get():
+        for watcher in watchers():
             self.bus.subscribe("**", watcher)
         self.bus.set_after_dispatch(self._after_dispatch)
         if resumed is not None:
             self.bus.publish(HARNESS_RESUMED, {"from_seq": resumed.last_seq}, "harness", None, 0)
+            self.asking.preload(resumed.pending_prompts)
+            for agent_run in self.agents:
+                for message in resumed.mailboxes.get(agent_run.name, ()):
+                    agent_run.mailbox().put(message)
             self.scheduler.resume(resumed)
         else:
             self.bus.emit(
@@ -194,12 +159,22 @@ class Run:
         self.outside.watch(self.run_id)
 
     def _route(self, signal: Signal) -> None:
-        """Give ``signal`` to the agents its name activates (and note outside input)."""
+        """Record ``signal``, and give it to the agents its name activates.
+
+        A message to an agent (``inbox:<agent>``) that does not activate it goes to the
+        agent's mailbox, for ``ctx.receive()``.
+        """
         if self._recorder is not None:
             self._recorder(signal)
         agents, trigger = self.agents, self.scheduler.trigger
-        for index in self._routes(signal.name):
+        indexes = self._routes(signal.name)
+        for index in indexes:
             trigger(agents[index], signal)
+        if not indexes and signal.name.startswith(INBOX_PREFIX):
+            addressee = inbox_agent(signal.name)
+            for agent_run in agents:
+                if agent_run.name == addressee:
+                    agent_run.mailbox().put(signal.payload)
 
     async def execute(self) -> RunResult:
         """Run until quiescence (or until closed, for a live run) or a stop."""
@@ -223,6 +198,15 @@ class Run:
                 if self.ending or not self.outside.at_quiescence():
                     break
         except asyncio.CancelledError:
+            if self.suspended:
+                self._detach()
+                await self.flush_recording()
+                raise RunSuspendedError(
+                    f"Run {self.run_id} was suspended: it stopped without ending, and its "
+                    "log says where. Resume it with graph.resume(run_id, record=store) "
+                    "(or `reactor resume RUN`) to get its result.",
+                    run_id=self.run_id,
+                ) from None
             self._set_status("aborted", "the run was cancelled from outside")
             self._finish()
             raise
@@ -230,10 +214,11 @@ class Run:
             if self._timer is not None:
                 self._timer.cancel()
         self._finish()
-        await self._flush_recording()
+        await self.flush_recording()
         return self.result()
 
-    async def _flush_recording(self) -> None:
+    async def flush_recording(self) -> None:
+        """Wait until the recording store has written every signal of the run."""
         record = self.options.record
         if record is None:
             return
@@ -302,12 +287,32 @@ class Run:
             "failures": len(self.failures),
         }
         self.bus.publish(HARNESS_END, self._end_payload, "harness", None, 0)
+        self._detach()
+
+    def _detach(self) -> None:
+        """The run is over: the store, the bus and the prompts let go of it.
+
+        Then nothing calls back into the run, and it is freed as soon as nobody holds
+        it, without waiting for the garbage collector.
+        """
         self.store.unbind()
-        # The run is over: its bus need not call back into it (and the run, its bus and
-        # its scheduler are freed as soon as nobody holds them, without waiting for the
-        # garbage collector).
+        self.asking.close()
         self.bus.set_router(None)
         self.bus.set_after_dispatch(None)
+
+    def suspend(self) -> None:
+        """Record nothing more, and no ``harness:end``: then cancel the run's task.
+
+        In-flight activations are cancelled unrecorded, so resuming the run from its
+        store runs them again, as after a crash; the log is flushed before the run's
+        task raises :class:`~reactor.RunSuspendedError`.
+        """
+        if self._end_payload is not None or self.suspended:
+            return
+        self.suspended = True
+        self._recorder = None
+        self.closed = True
+        self.outside.stop()
 
     def duration_ms(self) -> float:
         """Milliseconds since the run began."""
@@ -437,18 +442,3 @@ class Run:
         reason = f"end_when held after {signal.name}"
         self.bus.emit(HARNESS_ENDING, {"reason": reason}, source="harness")
         self.stop("ended", reason, cancel=self.options.on_end == "cancel")
-
-    def _compile_end_when(self, end_when: Any) -> Callable[[Signal], bool] | None:
-        if end_when is None:
-            return None
-        if isinstance(end_when, str) or not callable(end_when):
-            matcher = compile_pattern(end_when)
-            return lambda signal: matcher(signal.name)
-
-        def check(signal: Signal) -> bool:
-            view = RunView(
-                signal, self.store, lambda: self.bus.history, self.options.input, self.run_id
-            )
-            return bool(end_when(view))
-
-        return check

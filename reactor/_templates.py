@@ -9,6 +9,7 @@ the activation with a :class:`~reactor.TemplateError` instead of eating the memo
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,6 +30,7 @@ __all__ = [
     "Template",
     "compile_expression",
     "compile_template",
+    "compiled",
     "render",
     "state_references",
     "to_json",
@@ -150,6 +152,12 @@ def compile_template(source: str, *, agent: str | None, field: str) -> Template:
             "(variables: " + ", ".join(CONTEXT_NAMES) + ").",
             agent=agent,
         ) from exc
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(source: str, agent: str | None) -> Template:
+    """:func:`compile_template` for templates met while running (``ctx.ask``), once each."""
+    return compile_template(source, agent=agent, field="ask")
 
 
 def compile_expression(source: str, *, agent: str | None) -> Expression:

@@ -27,6 +27,8 @@ from reactor._names import (
     STATE_EVENTS,
     SYSTEM_SIGNALS,
     agent_event,
+    inbox_agent,
+    inbox_signal,
     parse_state_event,
     state_event,
 )
@@ -123,6 +125,7 @@ class Declarations:
             for event in STATE_EVENTS:
                 known[state_event(key, event)] = "the store"
         for agent in self.agents:
+            known[inbox_signal(agent)] = "handle.send_to"
             for name in self.emitted_by(agent):
                 known.setdefault(name, agent)
         return known
@@ -185,6 +188,15 @@ def problems(decl: Declarations) -> list[str]:
 
 
 def _activation_problem(agent: str, pattern: Pattern, decl: Declarations) -> str | None:
+    addressee = inbox_agent(str(pattern)) if is_exact(pattern) else None
+    if addressee is not None:
+        if addressee == agent:
+            return None  # its own messages: handle.send_to(agent, ...) sends them
+        return (
+            f"Agent {agent!r} activates on {pattern!r}, but messages to {addressee!r} reach "
+            f"{addressee!r} only. Hint: activate on {inbox_signal(agent)!r} (its own "
+            "messages), or have the other agent emit a signal of its own."
+        )
     if pattern in _NEVER:
         return (
             f"Agent {agent!r} activates on {pattern!r}, {_NEVER[str(pattern)]}, so it would "

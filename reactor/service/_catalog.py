@@ -253,5 +253,6 @@ class AgentCatalog:
 def _not_found(name: str) -> AgentNotFoundError:
     return AgentNotFoundError(
         f"No agent named {name!r}; list the agents with GET /api/agents (or define one "
-        "with POST /api/agents)."
+        "with POST /api/agents).",
+        agent=name,
     )

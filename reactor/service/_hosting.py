@@ -26,7 +26,7 @@ from reactor.service._live import ServiceRecord
 if TYPE_CHECKING:
     from reactor._recording.postgres import PostgresSignalStore
 
-__all__ = ["RunHost", "default_record"]
+__all__ = ["RunHost", "close_record", "default_record"]
 
 
 async def default_record(db: Database) -> tuple[SignalStore, bool]:
@@ -40,6 +40,17 @@ async def default_record(db: Database) -> tuple[SignalStore, bool]:
         store: PostgresSignalStore = await asyncio.to_thread(PostgresSignalStore, url)
         return store, True
     return MemorySignalStore(), False
+
+
+async def close_record(record: SignalStore | None, owned: SignalStore | None) -> None:
+    """Close the store a service opened (``owned``), or make the one it was given durable."""
+    if owned is not None:
+        await asyncio.to_thread(getattr(owned, "close"))  # noqa: B009 (the stores it opens have one)
+    elif record is not None:
+        try:
+            await asyncio.to_thread(record.flush)
+        except Exception as exc:  # the store reports what it lost
+            log("reactor.service", "error", "runs not recorded", error=repr(exc))
 
 
 class RunHost:

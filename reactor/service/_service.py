@@ -23,7 +23,7 @@ from reactor.service._changes import ProcessingEntry, Suggestion
 from reactor.service._cron import CronJobs
 from reactor.service._db import Database
 from reactor.service._dispatcher import Dispatcher
-from reactor.service._hosting import RunHost, default_record
+from reactor.service._hosting import RunHost, close_record, default_record
 from reactor.service._launch import LiveRun, RunRequest, Runs
 from reactor.service._log import ProcessingLog
 from reactor.service._objects import ObjectStore
@@ -228,19 +228,9 @@ class ReactionService:
                 self._subscription.cancel()
             with contextlib.suppress(Exception):  # a dead database cannot take them back
                 await self.log.release(dispatcher.taken)  # taken up again at the next start
-            await self._close_record()
-
-    async def _close_record(self) -> None:
-        """Close the store the service opened, or make the one it was given durable."""
-        record, owned = self.record, self._owned_record
-        if owned is not None:
-            await asyncio.to_thread(getattr(owned, "close"))  # noqa: B009 (every store it opens has one)
-            self.record = self._owned_record = None
-        elif record is not None:
-            try:
-                await asyncio.to_thread(record.flush)
-            except Exception as exc:  # the store reports what it lost
-                log("reactor.service", "error", "runs not recorded", error=repr(exc))
+            await close_record(self.record, self._owned_record)
+            if self._owned_record is not None:
+                self.record = self._owned_record = None
 
     def _running(self, what: str) -> Dispatcher:
         if self._group is None or self._dispatcher is None:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from reactor._names import DELTAS
 from reactor._patterns import Pattern, compile_pattern
 from reactor._recording.log import SignalLog
-from reactor._runtime import watching
+from reactor._runspec import watching
 from reactor._signal import Signal
 
 __all__ = ["CapturedSignals", "assert_signals", "capture_signals", "signal_names"]

@@ -33,11 +33,11 @@ def noop(ctx: Any) -> None:
     [
         pytest.param(
             {},
-            r"^Agent 'a': give exactly one of prompt= \(an LLM agent\) or run= \(a handler "
-            r"function\), not neither\.$",
+            r"^Agent 'a': give exactly one of prompt= \(an LLM agent\), run= \(a handler "
+            r"function\) or ask= \(a question to a person\), not none\.$",
             id="neither",
         ),
-        pytest.param({"prompt": "x", "run": noop}, r"not both\.$", id="both"),
+        pytest.param({"prompt": "x", "run": noop}, r"not several\.$", id="both"),
         pytest.param(
             {"run": noop, "activate_on": "a**b"},
             r"^Agent 'a': bad activate_on pattern: Invalid pattern 'a\*\*b'",

@@ -100,7 +100,12 @@ async def _runs(service: ReactionService) -> list[dict[str, Any]]:
 
 async def test_a_scheduled_run_is_recorded_in_agent_runs(url: str) -> None:
     calls: list[str] = []
-    helper = agent(run=lambda ctx: calls.append("ran") or "ok")
+
+    def helped(ctx: object) -> str:
+        calls.append("ran")
+        return "ok"
+
+    helper = agent(run=helped)
     async with (
         ObjectStore(url, types=TYPES) as objects,
         ReactionService(objects=objects, agents={"helper": helper}) as service,

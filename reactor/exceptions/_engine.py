@@ -1,62 +1,4 @@
-"""Every error reactor raises, under one root.
-
-Catch :class:`ReactorError` to handle anything the library raises on purpose. Each
-leaf also subclasses the builtin it resembles, so code that already catches
-``ValueError`` or ``TypeError`` keeps working::
-
-    ReactorError
-    ├── AgentConfigError(ValueError)      an agent definition is invalid
-    │   └── NoProviderError               an LLM agent has no provider to run on
-    ├── GraphValidationError(ValueError)  a graph has problems (all listed, with hints)
-    ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
-    ├── LoopLimitError(RuntimeError)      a run hit max_depth or max_activations
-    ├── OutputValidationError(ValueError) an agent's output never matched its model
-    ├── PatternError(ValueError)          a signal pattern cannot be compiled
-    ├── ProviderError(RuntimeError)       the LLM provider failed (see .retryable)
-    │   ├── ReplayMismatchError           replay has no recorded answer for a request
-    │   └── ScriptExhaustedError          a ScriptedProvider ran out of answers
-    ├── RecordingError(RuntimeError)      a signal store cannot read or write
-    ├── RunClosedError(RuntimeError)      a signal was sent to a run that takes no input
-    ├── RunFinishedError(RuntimeError)    a run asked to resume has already ended
-    ├── RunNotFoundError(LookupError)     no recorded run has that id
-    ├── RunTimeoutError(TimeoutError)     a run exceeded its timeout
-    ├── ServiceError                      the object store or reaction service refused
-    │   ├── AgentConflictError(RuntimeError)     an agent exists, or is defined in code
-    │   ├── AgentNotFoundError(LookupError)      the service has no agent of that name
-    │   ├── CapabilityError(PermissionError)     an agent's change is outside its capabilities
-    │   ├── DatabaseError(RuntimeError)          a database cannot be opened or migrated
-    │   ├── IdleTimeoutError(TimeoutError)       the service did not become idle in time
-    │   ├── ObjectNotFoundError(LookupError)     no stored object has that id
-    │   ├── ObjectValidationError(ValueError)    an object's data does not fit its type
-    │   ├── ServiceConfigError(ValueError)       the service or a store is misconfigured
-    │   ├── ServiceStateError(RuntimeError)      the service is not running (or already is)
-    │   ├── SuggestionNotFoundError(LookupError) no suggestion has that id
-    │   └── SuggestionResolvedError(RuntimeError) a suggestion was already approved or rejected
-    ├── SignalNameError(ValueError)       a signal name is malformed
-    ├── StoreError                        a state store refused an operation
-    │   ├── ReadOnlyStateError(TypeError)     state read from a store was mutated
-    │   ├── StateKeyError(KeyError)           the state has no such key
-    │   ├── StateValidationError(ValueError)  a write does not validate; nothing changed
-    │   └── TransactionError(RuntimeError)    a transaction cannot commit or bind
-    └── TemplateError(ValueError)         a prompt or guard template cannot render
-
-The ``migration`` package adds its own errors to the same tree::
-
-    ReactorError
-    ├── BindingError(LookupError)         a strict {{path}} binding has no value
-    ├── FlowFailError(RuntimeError)       a control.fail node failed the flow
-    ├── FlowRunError(RuntimeError)        a node failure stopped an edge-based flow
-    │   └── FlowLoopError                 a loop edge wanted more than maxIterations
-    ├── FlowSpecError(ValueError)         a flow definition is invalid (every problem)
-    │   └── UnknownNodeTypeError          a node's type is not registered
-    └── NodeTimeoutError(TimeoutError)    a node attempt ran past its timeoutMs
-
-Warnings have their own category, :class:`CycleWarning` (a ``UserWarning``): a graph
-whose agents can re-activate each other. Loops can be intentional; silence it with
-``warnings.filterwarnings("ignore", category=CycleWarning)``.
-
-Messages are whole sentences that say what went wrong and what to do about it.
-"""
+"""The errors of the engine (re-exported by :mod:`reactor.exceptions`)."""
 
 from __future__ import annotations
 
@@ -65,39 +7,33 @@ from typing import Any
 
 __all__ = [
     "AgentConfigError",
-    "AgentConflictError",
     "AgentNotFoundError",
-    "CapabilityError",
     "CycleWarning",
-    "DatabaseError",
     "GraphValidationError",
     "HandlerError",
-    "IdleTimeoutError",
     "LoopLimitError",
     "NoProviderError",
-    "ObjectNotFoundError",
-    "ObjectValidationError",
     "OutputValidationError",
     "PatternError",
+    "PromptError",
+    "PromptNotFoundError",
+    "PromptTimeoutError",
     "ProviderError",
     "ReactorError",
     "ReadOnlyStateError",
     "RecordingError",
     "ReplayMismatchError",
+    "ReplyValidationError",
     "RunClosedError",
     "RunFinishedError",
     "RunNotFoundError",
+    "RunSuspendedError",
     "RunTimeoutError",
     "ScriptExhaustedError",
-    "ServiceConfigError",
-    "ServiceError",
-    "ServiceStateError",
     "SignalNameError",
     "StateKeyError",
     "StateValidationError",
     "StoreError",
-    "SuggestionNotFoundError",
-    "SuggestionResolvedError",
     "TemplateError",
     "TransactionError",
 ]
@@ -202,6 +138,18 @@ class AgentConfigError(ReactorError, ValueError):
 
 class NoProviderError(AgentConfigError):
     """An LLM agent activated with no provider on the agent or the run."""
+
+
+class AgentNotFoundError(ReactorError, LookupError):
+    """A run has no agent of that name (``handle.send_to``).
+
+    Attributes:
+        agent: The name asked for.
+    """
+
+    def __init__(self, message: str, *, agent: str) -> None:
+        super().__init__(message)
+        self.agent = agent
 
 
 class GraphValidationError(ReactorError, ValueError):
@@ -332,6 +280,45 @@ class RunFinishedError(ReactorError, RuntimeError):
         self.status = status
 
 
+class RunSuspendedError(ReactorError, RuntimeError):
+    """The run was suspended (``handle.suspend()``): it has no result until resumed.
+
+    Attributes:
+        run_id: The run, to resume with ``graph.resume(run_id, record=store)``.
+    """
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class PromptError(ReactorError):
+    """A question to a person (``ctx.ask``, ``agent(ask=...)``) cannot be answered.
+
+    Attributes:
+        prompt_id: The prompt.
+    """
+
+    def __init__(self, message: str, *, prompt_id: str) -> None:
+        super().__init__(message)
+        self.prompt_id = prompt_id
+
+
+class PromptNotFoundError(PromptError, LookupError):
+    """No pending prompt has that id: it is unknown, answered, or timed out."""
+
+
+class PromptTimeoutError(PromptError, TimeoutError):
+    """Nobody answered a prompt within its ``timeout`` (raised in the asking agent)."""
+
+
+class ReplyValidationError(PromptError, ValueError):
+    """An answer is not one of the prompt's choices, or does not fit its ``output``.
+
+    The prompt stays pending: reply again with a valid answer.
+    """
+
+
 class RunTimeoutError(ReactorError, TimeoutError):
     """A run exceeded its ``timeout``; in-flight activations were cancelled."""
 
@@ -348,88 +335,6 @@ class TemplateError(ReactorError, ValueError):
         super().__init__(message)
         self.agent = agent
         self.variable = variable
-
-
-class ServiceError(ReactorError):
-    """The object store or the reaction service refused an operation (see the leaves)."""
-
-
-class CapabilityError(ServiceError, PermissionError):
-    """An agent tried a change outside its ``capabilities``; nothing was changed.
-
-    Attributes:
-        agent: The agent that tried it.
-        operation: ``create``, ``update`` or ``delete``.
-        type: The type of the object it would have touched.
-    """
-
-    def __init__(self, message: str, *, agent: str, operation: str, type: str) -> None:
-        super().__init__(message)
-        self.agent = agent
-        self.operation = operation
-        self.type = type
-
-
-class DatabaseError(ServiceError, RuntimeError):
-    """A database cannot be opened, reached or migrated (the message says which, and why)."""
-
-
-class IdleTimeoutError(ServiceError, TimeoutError):
-    """``service.idle(timeout=...)`` ran out before every event was processed."""
-
-
-class ObjectNotFoundError(ServiceError, LookupError):
-    """No stored object has that id (it never existed, or it was deleted).
-
-    Attributes:
-        object_id: The id asked for.
-    """
-
-    def __init__(self, message: str, *, object_id: str) -> None:
-        super().__init__(message)
-        self.object_id = object_id
-
-
-class ObjectValidationError(ServiceError, ValueError):
-    """An object's data does not validate against its registered type; nothing changed.
-
-    Attributes:
-        type: The object type.
-        errors: pydantic's error list, for programmatic inspection.
-    """
-
-    def __init__(self, message: str, *, type: str, errors: list[dict[str, Any]]) -> None:
-        super().__init__(message)
-        self.type = type
-        self.errors = errors
-
-
-class ServiceConfigError(ServiceError, ValueError):
-    """An object store or reaction service was given options it cannot work with."""
-
-
-class ServiceStateError(ServiceError, RuntimeError):
-    """The reaction service is not running (use ``async with service:``), or already is."""
-
-
-class AgentNotFoundError(ServiceError, LookupError):
-    """The service has no agent of that name (in code or in its ``agents`` table)."""
-
-
-class AgentConflictError(ServiceError, RuntimeError):
-    """An agent of that name exists already, or it is defined in code, not in a row.
-
-    An agent defined in code keeps its definition in code: through the service only
-    its schedule and its ``enabled`` switch change.
-    """
-
-
-class SuggestionNotFoundError(ServiceError, LookupError):
-    """No suggestion has that id."""
-
-
-class SuggestionResolvedError(ServiceError, RuntimeError):
-    """A suggestion was already approved or rejected: each is resolved once."""
 
 
 class CycleWarning(UserWarning):

@@ -1,0 +1,160 @@
+"""Every error reactor raises, under one root.
+
+Catch :class:`ReactorError` to handle anything the library raises on purpose. Each
+leaf also subclasses the builtin it resembles, so code that already catches
+``ValueError`` or ``TypeError`` keeps working::
+
+    ReactorError
+    ├── AgentConfigError(ValueError)      an agent definition is invalid
+    │   └── NoProviderError               an LLM agent has no provider to run on
+    ├── AgentNotFoundError(LookupError)   a run or the service has no agent of that name
+    ├── GraphValidationError(ValueError)  a graph has problems (all listed, with hints)
+    ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
+    ├── LoopLimitError(RuntimeError)      a run hit max_depth or max_activations
+    ├── OutputValidationError(ValueError) an agent's output never matched its model
+    ├── PatternError(ValueError)          a signal pattern cannot be compiled
+    ├── PromptError                       a question to a person cannot be answered
+    │   ├── PromptNotFoundError(LookupError)  no pending prompt has that id
+    │   ├── PromptTimeoutError(TimeoutError)  nobody answered in time
+    │   └── ReplyValidationError(ValueError)  an answer does not fit the question
+    ├── ProviderError(RuntimeError)       the LLM provider failed (see .retryable)
+    │   ├── ReplayMismatchError           replay has no recorded answer for a request
+    │   └── ScriptExhaustedError          a ScriptedProvider ran out of answers
+    ├── RecordingError(RuntimeError)      a signal store cannot read or write
+    ├── RunClosedError(RuntimeError)      a signal was sent to a run that takes no input
+    ├── RunFinishedError(RuntimeError)    a run asked to resume has already ended
+    ├── RunNotFoundError(LookupError)     no recorded run has that id
+    ├── RunSuspendedError(RuntimeError)   a run was suspended; resume it for its result
+    ├── RunTimeoutError(TimeoutError)     a run exceeded its timeout
+    ├── ServiceError                      the object store or reaction service refused
+    │   ├── AgentConflictError(RuntimeError)     an agent exists, or is defined in code
+    │   ├── CapabilityError(PermissionError)     an agent's change is outside its capabilities
+    │   ├── DatabaseError(RuntimeError)          a database cannot be opened or migrated
+    │   ├── IdleTimeoutError(TimeoutError)       the service did not become idle in time
+    │   ├── ObjectNotFoundError(LookupError)     no stored object has that id
+    │   ├── ObjectValidationError(ValueError)    an object's data does not fit its type
+    │   ├── ServiceConfigError(ValueError)       the service or a store is misconfigured
+    │   ├── ServiceStateError(RuntimeError)      the service is not running (or already is)
+    │   ├── SuggestionNotFoundError(LookupError) no suggestion has that id
+    │   └── SuggestionResolvedError(RuntimeError) a suggestion was already approved or rejected
+    ├── SignalNameError(ValueError)       a signal name is malformed
+    ├── StoreError                        a state store refused an operation
+    │   ├── ReadOnlyStateError(TypeError)     state read from a store was mutated
+    │   ├── StateKeyError(KeyError)           the state has no such key
+    │   ├── StateValidationError(ValueError)  a write does not validate; nothing changed
+    │   └── TransactionError(RuntimeError)    a transaction cannot commit or bind
+    └── TemplateError(ValueError)         a prompt or guard template cannot render
+
+The ``migration`` package adds its own errors to the same tree::
+
+    ReactorError
+    ├── BindingError(LookupError)         a strict {{path}} binding has no value
+    ├── FlowFailError(RuntimeError)       a control.fail node failed the flow
+    ├── FlowRunError(RuntimeError)        a node failure stopped an edge-based flow
+    │   └── FlowLoopError                 a loop edge wanted more than maxIterations
+    ├── FlowSpecError(ValueError)         a flow definition is invalid (every problem)
+    │   └── UnknownNodeTypeError          a node's type is not registered
+    └── NodeTimeoutError(TimeoutError)    a node attempt ran past its timeoutMs
+
+Warnings have their own category, :class:`CycleWarning` (a ``UserWarning``): a graph
+whose agents can re-activate each other. Loops can be intentional; silence it with
+``warnings.filterwarnings("ignore", category=CycleWarning)``.
+
+Messages are whole sentences that say what went wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from reactor.exceptions._engine import (
+    AgentConfigError,
+    AgentNotFoundError,
+    CycleWarning,
+    GraphValidationError,
+    HandlerError,
+    LoopLimitError,
+    NoProviderError,
+    OutputValidationError,
+    PatternError,
+    PromptError,
+    PromptNotFoundError,
+    PromptTimeoutError,
+    ProviderError,
+    ReactorError,
+    ReadOnlyStateError,
+    RecordingError,
+    ReplayMismatchError,
+    ReplyValidationError,
+    RunClosedError,
+    RunFinishedError,
+    RunNotFoundError,
+    RunSuspendedError,
+    RunTimeoutError,
+    ScriptExhaustedError,
+    SignalNameError,
+    StateKeyError,
+    StateValidationError,
+    StoreError,
+    TemplateError,
+    TransactionError,
+)
+from reactor.exceptions._service import (
+    AgentConflictError,
+    CapabilityError,
+    DatabaseError,
+    IdleTimeoutError,
+    ObjectNotFoundError,
+    ObjectValidationError,
+    ServiceConfigError,
+    ServiceError,
+    ServiceStateError,
+    SuggestionNotFoundError,
+    SuggestionResolvedError,
+)
+
+__all__ = [
+    "AgentConfigError",
+    "AgentConflictError",
+    "AgentNotFoundError",
+    "CapabilityError",
+    "CycleWarning",
+    "DatabaseError",
+    "GraphValidationError",
+    "HandlerError",
+    "IdleTimeoutError",
+    "LoopLimitError",
+    "NoProviderError",
+    "ObjectNotFoundError",
+    "ObjectValidationError",
+    "OutputValidationError",
+    "PatternError",
+    "PromptError",
+    "PromptNotFoundError",
+    "PromptTimeoutError",
+    "ProviderError",
+    "ReactorError",
+    "ReadOnlyStateError",
+    "RecordingError",
+    "ReplayMismatchError",
+    "ReplyValidationError",
+    "RunClosedError",
+    "RunFinishedError",
+    "RunNotFoundError",
+    "RunSuspendedError",
+    "RunTimeoutError",
+    "ScriptExhaustedError",
+    "ServiceConfigError",
+    "ServiceError",
+    "ServiceStateError",
+    "SignalNameError",
+    "StateKeyError",
+    "StateValidationError",
+    "StoreError",
+    "SuggestionNotFoundError",
+    "SuggestionResolvedError",
+    "TemplateError",
+    "TransactionError",
+]
+
+for _name in __all__:  # tracebacks and reprs name the public module
+    globals()[_name].__module__ = __name__
+del _name

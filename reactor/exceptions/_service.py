@@ -1,0 +1,99 @@
+"""The errors of objects, reactions and the service (re-exported by :mod:`reactor.exceptions`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reactor.exceptions._engine import ReactorError
+
+__all__ = [
+    "AgentConflictError",
+    "CapabilityError",
+    "DatabaseError",
+    "IdleTimeoutError",
+    "ObjectNotFoundError",
+    "ObjectValidationError",
+    "ServiceConfigError",
+    "ServiceError",
+    "ServiceStateError",
+    "SuggestionNotFoundError",
+    "SuggestionResolvedError",
+]
+
+
+class ServiceError(ReactorError):
+    """The object store or the reaction service refused an operation (see the leaves)."""
+
+
+class AgentConflictError(ServiceError, RuntimeError):
+    """An agent of that name exists already, or it is defined in code, not in a row.
+
+    An agent defined in code keeps its definition in code: through the service only
+    its schedule and its ``enabled`` switch change.
+    """
+
+
+class CapabilityError(ServiceError, PermissionError):
+    """An agent tried a change outside its ``capabilities``; nothing was changed.
+
+    Attributes:
+        agent: The agent that tried it.
+        operation: ``create``, ``update`` or ``delete``.
+        type: The type of the object it would have touched.
+    """
+
+    def __init__(self, message: str, *, agent: str, operation: str, type: str) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.operation = operation
+        self.type = type
+
+
+class DatabaseError(ServiceError, RuntimeError):
+    """A database cannot be opened, reached or migrated (the message says which, and why)."""
+
+
+class IdleTimeoutError(ServiceError, TimeoutError):
+    """``service.idle(timeout=...)`` ran out before every event was processed."""
+
+
+class ObjectNotFoundError(ServiceError, LookupError):
+    """No stored object has that id (it never existed, or it was deleted).
+
+    Attributes:
+        object_id: The id asked for.
+    """
+
+    def __init__(self, message: str, *, object_id: str) -> None:
+        super().__init__(message)
+        self.object_id = object_id
+
+
+class ObjectValidationError(ServiceError, ValueError):
+    """An object's data does not validate against its registered type; nothing changed.
+
+    Attributes:
+        type: The object type.
+        errors: pydantic's error list, for programmatic inspection.
+    """
+
+    def __init__(self, message: str, *, type: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.type = type
+        self.errors = errors
+
+
+class ServiceConfigError(ServiceError, ValueError):
+    """An object store or reaction service was given options it cannot work with."""
+
+
+class ServiceStateError(ServiceError, RuntimeError):
+    """The reaction service is not running (use ``async with service:``), or already is."""
+
+
+class SuggestionNotFoundError(ServiceError, LookupError):
+    """No suggestion has that id."""
+
+
+class SuggestionResolvedError(ServiceError, RuntimeError):
+    """A suggestion was already approved or rejected: each is resolved once."""
