@@ -65,6 +65,9 @@ GRAPHS = {
         name="relay",
     ),
     "nap": reactive({"nap": agent(run=_pause)}, name="nap"),
+    "approval": reactive(
+        {"approve": agent(ask="Ship {{ input }}?", choices=["yes", "no"])}, name="approval"
+    ),
 }
 
 

@@ -273,7 +273,7 @@ def test_events_stream_a_run_from_harness_start_to_harness_end(api: httpx2.Clien
     assert again == [s["seq"] for s in signals if s["seq"] > 2]
     error(api.get("/api/runs/run_nope/events"), 404)
     detail = error(api.post("/api/runs", json={"graph": "nope"}), 404)
-    assert detail == "No graph named 'nope'; the service has: count, nap, relay."
+    assert detail == "No graph named 'nope'; the service has: approval, count, nap, relay."
 
 
 def test_signals_reach_a_live_run_and_ended_runs_take_no_more(api: httpx2.Client) -> None:
@@ -311,3 +311,29 @@ def test_a_live_run_is_aborted_and_listed(api: httpx2.Client) -> None:
     assert wait_for(ended)["live"] is False
     error(api.post(f"/api/runs/{run_id}/abort"), 409)
     error(api.post("/api/runs/run_nope/abort"), 404)
+
+
+def test_a_prompt_is_answered_over_the_api_by_the_calling_user(
+    server: Server, api: httpx2.Client
+) -> None:
+    run_id = ok(api.post("/api/runs", json={"graph": "approval", "input": "v2"}), 202)["run_id"]
+
+    def asked() -> list[Any]:
+        run = ok(api.get(f"/api/runs/{run_id}"))
+        return list(run["prompts"]) if run["info"]["status"] == "waiting" else []
+
+    (prompt,) = wait_for(asked)
+    assert (prompt["question"], prompt["choices"]) == ("Ship v2?", ["yes", "no"])
+    reply = f"/api/runs/{run_id}/prompts/{prompt['prompt_id']}/reply"
+    detail = error(api.post(reply, json={"answer": "maybe"}), 422)
+    assert detail == "The answer 'maybe' is not one of the choices: 'yes', 'no'."
+    error(api.post(f"/api/runs/{run_id}/prompts/p_nope/reply", json={"answer": "yes"}), 404)
+    with server.client(BOB) as bob:
+        ok(bob.post(reply, json={"answer": "yes"}), 202)
+    with api.sse(f"/api/runs/{run_id}/events") as source:
+        signals = [json.loads(event.data) for event in source]
+    (answered,) = [s for s in signals if s["name"] == "session:reply"]
+    assert (answered["payload"]["answer"], answered["source"]) == ("yes", "user:bob")
+    (done,) = [s for s in signals if s["name"] == "agent:approve:completed"]
+    assert done["payload"]["output"] == "yes"
+    assert signals[-1]["payload"]["status"] == "completed"
