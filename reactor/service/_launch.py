@@ -294,5 +294,7 @@ class Runs:
         for run_id in held:
             if record is not None:
                 record.hold(run_id)
-            self.live[run_id].task.cancel()
+            live = self.live[run_id]
+            live.feed.end()  # watchers see no harness:end: the run has not ended
+            live.task.cancel()
         return held

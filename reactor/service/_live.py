@@ -54,6 +54,8 @@ class RunFeed:
 
     def on_signal(self, signal: Signal) -> None:
         """Keep the signal and pass it to every watcher (this runs during dispatch)."""
+        if self.ended:
+            return
         item = (signal.seq, signal.name, signal.to_json())
         self.items.append(item)
         for queue in list(self._watchers):
