@@ -30,6 +30,7 @@ import fastapi
 import pydantic
 import uvicorn
 
+from reactor._diagnostics import log
 from reactor.exceptions import ServiceConfigError
 from reactor.service._access import Tokens
 from reactor.service._app import Lifecycle, create_app
@@ -144,6 +145,13 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
             f"Refusing to serve on {settings.host} without API tokens: anyone who can reach "
             "it could act as any user. Set REACTOR_API_TOKENS='token:user,...' or "
             "--tokens-file, or listen on 127.0.0.1."
+        )
+    if not tokens:
+        log(
+            "reactor.service",
+            "warning",
+            "no API tokens: every request acts as the user 'local' (loopback only)",
+            host=settings.host,
         )
     app = create_app(service, tokens=tokens, grace=settings.grace)
     config = uvicorn.Config(
