@@ -66,16 +66,13 @@ def measure(n: int) -> tuple[float, float]:
     return (wall - LATENCY) / n * 1000, max(0, peak - before) / n
 
 
-def in_subprocess(
-    n: int, python: str = sys.executable, module: str = "bench.many"
-) -> tuple[float, float]:
-    """Run :func:`measure` for ``n`` in a fresh interpreter."""
-    out = subprocess.run(
-        [python, "-m", module, str(n)], capture_output=True, text=True, check=True
-    ).stdout
+def in_subprocess(n: int, command: list[str] | None = None) -> tuple[float, float]:
+    """Run :func:`measure` for ``n`` in a fresh interpreter (or ``command``, a peer's)."""
+    argv = command or [sys.executable, "-m", "bench.many", str(n)]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     found = re.search(r"cost_ms=([0-9.]+) kb=([0-9.]+)", out)
     if found is None:
-        raise RuntimeError(f"{module} {n} printed no figure: {out!r}")
+        raise RuntimeError(f"{' '.join(argv)} printed no figure: {out!r}")
     return float(found.group(1)), float(found.group(2))
 
 

@@ -1,14 +1,18 @@
 """A human in the loop: refunds above a limit wait for a person's approval.
 
-A live run (``graph.start()``) stays open while it waits: the program watches the
-signal stream, and when ``approval:requested`` arrives it asks you (or answers for you
-with ``--answer``) and sends ``approval:given`` into the run. Guards route everything:
-small refunds are approved by policy, large ones by you, and ``other`` complaints get
-a reply without a refund. Run it with::
+The ``approval`` agent is answered by a person, not a model: it asks
+(``agent(ask=..., choices=["yes", "no"])``), the run waits (its status is ``waiting``,
+and it survives a restart), and the answer goes on like any agent's output. Guards
+route everything: small refunds are approved by policy, large ones by you, and
+``other`` complaints get a reply without a refund. Every run is recorded, so
+``reactor show last`` shows the question and the answer. Run it with::
 
     python -m examples.human_approval                          # asks on the terminal
     python -m examples.human_approval --complaint "arrived broken" --total 120 --answer yes
     python -m examples.human_approval --complaint "it came 3 days late" --total 40
+
+On the terminal, Ctrl-C aborts the run; end of input while the question waits
+suspends it, and ``reactor resume last --interactive`` asks again.
 """
 
 from __future__ import annotations
@@ -21,7 +25,17 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from reactor import AgentContext, ProviderRequest, ScriptedProvider, agent, reactive
+from reactor import (
+    AgentContext,
+    ConsoleChannel,
+    ProviderRequest,
+    RunHandle,
+    RunSuspendedError,
+    ScriptedProvider,
+    SQLiteSignalStore,
+    agent,
+    reactive,
+)
 
 AUTO_LIMIT = 50.0
 """Refunds up to this are approved by policy; above it, a person decides."""
@@ -76,14 +90,8 @@ def policy_approval(ctx: AgentContext) -> Approval:
     return Approval(approved=True, by="policy", note=f"up to {AUTO_LIMIT:.0f} is automatic")
 
 
-def ask_a_person(ctx: AgentContext) -> RefundProposal:
-    proposal: RefundProposal = ctx.state.proposal
-    ctx.emit("approval:requested", proposal)
-    return proposal
-
-
-def record_decision(ctx: AgentContext) -> Approval:
-    return Approval.model_validate(ctx.signal.payload)
+def record_decision(ctx: AgentContext, answer: str) -> None:
+    ctx.store.set("approval", Approval(approved=answer == "yes", by="you", note="asked"))
 
 
 def pay(ctx: AgentContext) -> float:
@@ -114,14 +122,14 @@ graph = reactive(
             when=f"state.proposal.amount <= {AUTO_LIMIT}",
             updates="approval",
         ),
-        "escalate": agent(
-            run=ask_a_person,
+        "approval": agent(
+            ask="Refund {{ '%.2f' | format(state.proposal.amount) }} to "
+            "{{ state.ticket.customer }} ({{ state.proposal.reason }})?",
+            choices=["yes", "no"],
             activate_on="state:proposal:changed",
             when=f"state.proposal.amount > {AUTO_LIMIT}",
-            emits=["approval:requested"],
-        ),
-        "decision": agent(
-            run=record_decision, output=Approval, activate_on="approval:given", updates="approval"
+            on_output=record_decision,
+            writes=["approval"],
         ),
         "payer": agent(
             run=pay,
@@ -146,7 +154,6 @@ graph = reactive(
         ),
     },
     state=Desk,
-    external=["approval:given"],
     end_when=lambda run: run.state.reply is not None,
     name="refund-desk",
 )
@@ -193,25 +200,46 @@ def scripted_provider() -> ScriptedProvider:
     )
 
 
-async def handle_ticket(ticket: dict[str, object], answer: str | None) -> int:
-    handle = graph.start(input=ticket, provider=scripted_provider(), timeout=300)
-    async for signal in handle.signals():
-        if signal.name == "approval:requested":
-            proposal = signal.payload
-            question = f"Refund {proposal.amount:.2f} ({proposal.reason})? [y/N] "
-            reply = answer if answer is not None else await asyncio.to_thread(input, question)
-            approved = reply.strip().lower() in ("y", "yes")
-            print(f"{question}{reply if answer is not None else ''}".rstrip())
-            handle.send(
-                "approval:given",
-                {"approved": approved, "by": "you", "note": "from the terminal"},
+class Answer:
+    """A channel that answers every question with the same answer (``--answer``).
+
+    A channel is anything with ``async def attach(handle)``: it watches the run's
+    signals and sends it commands, here a reply to each question.
+    """
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    async def attach(self, handle: RunHandle) -> None:
+        """Answer each question the run asks, until it ends."""
+        async for signal in handle.signals():
+            if signal.name == "session:prompt":
+                print(f"? {signal.payload['question']} {self.answer}")
+                handle.reply(signal.payload["prompt_id"], self.answer)
+
+
+async def handle_ticket(
+    ticket: dict[str, object], answer: str | None, *, db: str = ".reactor/runs.db"
+) -> int:
+    """Take a ticket through the desk, recorded to ``db``; exit status 0 if it went well."""
+    channel = Answer(answer) if answer is not None else ConsoleChannel()
+    with SQLiteSignalStore(db) as store:
+        try:
+            result = await graph.run(
+                input=ticket,
+                provider=scripted_provider(),
+                record=store,
+                timeout=300,
+                channels=[channel],
             )
-        elif signal.name.startswith("state:") and signal.name.endswith(":changed"):
-            key, new = signal.payload["key"], signal.payload["new"]
-            print(f"  {key:<9} <- {new!r}  ({signal.payload['actor']})")
-    result = await handle.result()
+        except RunSuspendedError as suspended:
+            print(f"Run {suspended.run_id} waits for an answer: reactor resume last -i")
+            return 1
+    for key in ("triage", "proposal", "approval", "refunded"):
+        print(f"  {key:<9} {result.state[key]!r}")
     activations = result.metrics.activations
     print(f"\n{result.state['reply']}\n\nRun {result.status}: {activations} activations.")
+    print(f"Recorded: reactor show {result.run_id}")
     return 0 if result.ok else 1
 
 
@@ -221,9 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--complaint", default="The vase arrived broken.")
     parser.add_argument("--total", type=float, default=120.0)
     parser.add_argument("--answer", choices=["yes", "no"], help="answer instead of asking")
+    parser.add_argument("--db", default=".reactor/runs.db", help="where runs are recorded")
     args = parser.parse_args(argv)
     ticket = {"customer": args.customer, "order_total": args.total, "complaint": args.complaint}
-    return asyncio.run(handle_ticket(ticket, args.answer))
+    return asyncio.run(handle_ticket(ticket, args.answer, db=args.db))
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         Subscription,
         current_signal,
     )
+    from reactor._console import ConsoleChannel
     from reactor._context import (
         AgentContext,
         RunView,
@@ -132,6 +133,7 @@ __all__ = [
     "AnthropicProvider",
     "CapabilityError",
     "Channel",
+    "ConsoleChannel",
     "CycleWarning",
     "DatabaseError",
     "Divergence",
@@ -218,6 +220,7 @@ _LAZY: dict[str, str] = {
     "AgentContext": "reactor._context",
     "AnthropicProvider": "reactor._providers.anthropic",
     "Channel": "reactor._handle",
+    "ConsoleChannel": "reactor._console",
     "Divergence": "reactor._recording.diff",
     "End": "reactor._providers.base",
     "MemorySignalStore": "reactor._recording.memory",

@@ -75,6 +75,11 @@ class RunHandle:
         return self._task.done()
 
     @property
+    def recorded(self) -> bool:
+        """Whether the run is recorded to a signal store (so it can be suspended and resumed)."""
+        return self._run.options.record is not None
+
+    @property
     def closed(self) -> bool:
         """Whether the run takes no more input (closed, ending, ended or aborted)."""
         return self._run.closed
@@ -195,7 +200,9 @@ class RunHandle:
                 await self._close_channels()
 
     async def _close_channels(self) -> None:
-        channels, self._channels = self._channels, []
+        current = asyncio.current_task()  # a channel that suspends or awaits the run
+        channels = [task for task in self._channels if task is not current]
+        self._channels = []
         if channels:
             _, late = await asyncio.wait(channels, timeout=_CHANNEL_GRACE)
             for task in late:

@@ -9,7 +9,6 @@ and its names must not drive the terminal.
 from __future__ import annotations
 
 import dataclasses
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +18,8 @@ from reactor._names import (
     HARNESS_END,
     PROVIDER_END,
     PROVIDER_ERROR,
+    SESSION_PROMPT,
+    SESSION_REPLY,
     TOOL_CALL,
     TOOL_RESULT,
     parse_agent_event,
@@ -29,6 +30,7 @@ from reactor._recording.info import RunInfo
 from reactor._recording.log import describe
 from reactor._recording.recording import Recording
 from reactor._signal import Signal
+from reactor._terminal import clean, rich_console
 
 __all__ = [
     "Node",
@@ -40,6 +42,7 @@ __all__ = [
     "money",
     "plain_show",
     "plain_tree",
+    "rich_console",
     "run_json",
     "runs_table",
     "show_view",
@@ -47,28 +50,6 @@ __all__ = [
     "tree_nodes",
     "when",
 ]
-
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def clean(value: object, *, newlines: bool = False) -> str:
-    r"""``str(value)`` with control characters escaped (ESC prints as ``\x1b``).
-
-    Terminal escape sequences, carriage returns and bidirectional overrides in a
-    graph name or a tag would otherwise redraw or reorder what the user reads.
-    ``newlines=True`` keeps line breaks (for multi-line text such as a diff).
-    """
-    text = str(value)
-    if text.isprintable():
-        return text
-    out: list[str] = []
-    for char in text:
-        if (char == "\n" and newlines) or not (unicodedata.category(char) == "Cc" or char in _BIDI):
-            out.append(char)
-        else:
-            code = ord(char)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-    return "".join(out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,6 +342,12 @@ def _brief(signal: Signal) -> str:
     if signal.name == HARNESS_END:
         return f"status={payload.get('status')}"
     if signal.name in (TOOL_CALL, TOOL_RESULT):
+        return str(payload.get("name"))
+    if signal.name == SESSION_PROMPT:
+        return f"{payload.get('prompt_id')}: {payload.get('question')}"
+    if signal.name == SESSION_REPLY:
+        return f"{payload.get('prompt_id')}: {payload.get('answer')!r} by {signal.source}"
+    if signal.name.startswith(("phase:", "task:")):
         return str(payload.get("name"))
     return ""
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from reactor._names import HARNESS_START, parse_agent_event
 from reactor._recording.info import RunInfo
@@ -12,9 +12,46 @@ from reactor._recording.log import SignalLog
 from reactor._signal import Signal
 from reactor.exceptions import LoopLimitError
 
-__all__ = ["AgentFailure", "RunMetrics", "RunResult", "RunStatus", "find_cycle", "loop_limit_error"]
+if TYPE_CHECKING:
+    from reactor._providers.base import ProviderRequest
+
+__all__ = [
+    "AgentFailure",
+    "Fingerprints",
+    "RunMetrics",
+    "RunResult",
+    "RunStatus",
+    "find_cycle",
+    "loop_limit_error",
+]
 
 RunStatus = Literal["completed", "ended", "timeout", "aborted", "failed", "loop_limit"]
+
+
+class Fingerprints(Mapping[str, Mapping[str, Any]]):
+    """What each provider call of a run was asked, by hash, made into data when read.
+
+    A run keeps its requests; most results are never asked what they were, so the
+    JSON data of each is built on first access, not for every run.
+    """
+
+    __slots__ = ("_data", "_requests")
+
+    def __init__(self, requests: Mapping[str, ProviderRequest]) -> None:
+        self._requests = requests
+        self._data: dict[str, Mapping[str, Any]] = {}
+
+    def __getitem__(self, digest: str) -> Mapping[str, Any]:
+        found = self._data.get(digest)
+        if found is None:
+            found = self._data[digest] = self._requests[digest].fingerprint()
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._requests)
+
+    def __len__(self) -> int:
+        return len(self._requests)
 
 
 @dataclasses.dataclass(frozen=True)

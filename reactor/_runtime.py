@@ -38,7 +38,7 @@ from reactor._outside import OutsideInput
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._recording.recording import Recording
-from reactor._result import AgentFailure, RunMetrics, RunResult, RunStatus
+from reactor._result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
 from reactor._resume import ResumePlan
 from reactor._routes import routes_of
 from reactor._runspec import GraphSpec, end_check, watchers
@@ -104,7 +104,7 @@ class Run:
         self.outside = OutsideInput(
             services, options.record, replay if isinstance(replay, Recording) else None
         )
-        self.asking = Asking(self.bus, self.run_id, self.outside.note_delivery)
+        self._asking: Asking | None = None  # most runs ask nobody anything
         self.suspended = False
         self._end_check = end_check(
             graph.end_when, self.store, self.bus, options.input, self.run_id
@@ -230,6 +230,13 @@ class Run:
     # -- services of the activations (see reactor._activation.RunServices) --------
 
     @property
+    def asking(self) -> Asking:
+        """The run's questions to people."""
+        if self._asking is None:
+            self._asking = Asking(self.bus, self.run_id, self.outside.note_delivery)
+        return self._asking
+
+    @property
     def input(self) -> Any:
         """The run's input."""
         return self.options.input
@@ -290,22 +297,17 @@ class Run:
         self._detach()
 
     def _detach(self) -> None:
-        """The run is over: the store, the bus and the prompts let go of it.
-
-        Then nothing calls back into the run, and it is freed as soon as nobody holds
-        it, without waiting for the garbage collector.
-        """
+        """Nothing calls back into the run any more: it is freed when nobody holds it."""
         self.store.unbind()
-        self.asking.close()
+        if self._asking is not None:
+            self._asking.close()
         self.bus.set_router(None)
         self.bus.set_after_dispatch(None)
 
     def suspend(self) -> None:
-        """Record nothing more, and no ``harness:end``: then cancel the run's task.
+        """Record nothing more (no ``harness:end``), so a resume reruns what is in flight.
 
-        In-flight activations are cancelled unrecorded, so resuming the run from its
-        store runs them again, as after a crash; the log is flushed before the run's
-        task raises :class:`~reactor.RunSuspendedError`.
+        Then cancel the run's task: it flushes the log and raises ``RunSuspendedError``.
         """
         if self._end_payload is not None or self.suspended:
             return
@@ -349,7 +351,7 @@ class Run:
             run_id=self.run_id,
             reason=self.reason,
             graph=self.graph.name,
-            requests={digest: r.fingerprint() for digest, r in self.requests.items()},
+            requests=Fingerprints(self.requests),
             failures=tuple(self.failures),
         )
 

@@ -19,6 +19,7 @@ PUBLIC_API = {
         "AnthropicProvider",
         "CapabilityError",
         "Channel",
+        "ConsoleChannel",
         "CycleWarning",
         "DatabaseError",
         "Divergence",

@@ -54,7 +54,7 @@ def script_target(ref: str) -> str:
     return ref
 
 
-def recorded_graph(info: RunInfo) -> tuple[ModuleType, Reactive]:
+def recorded_graph(info: RunInfo, command: str = "replay") -> tuple[ModuleType, Reactive]:
     """Import the graph a recorded run names, if it is the user's own, unchanged code.
 
     Raises:
@@ -63,7 +63,7 @@ def recorded_graph(info: RunInfo) -> tuple[ModuleType, Reactive]:
             the recording names and how to pass ``--graph``.
     """
     run_id, target = info.run_id, info.target
-    hint = f"pass the graph yourself: reactor replay {run_id} --graph MODULE:GRAPH"
+    hint = f"pass the graph yourself: reactor {command} {run_id} --graph MODULE:GRAPH"
     if not target:
         raise CommandError(f"the recording of {run_id} does not say which graph ran it; {hint}")
     project = Path.cwd().resolve()

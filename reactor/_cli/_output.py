@@ -11,10 +11,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from reactor._render import Node, ShowView, Table, plain_show, plain_tree
+from reactor._render import Node, ShowView, Table, plain_show, plain_tree, rich_console
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    pass
 
 __all__ = ["Output", "rich_console"]
 
@@ -26,18 +26,6 @@ _STYLES = {
     "completed": "green",
     "state": "cyan",
 }
-
-
-def rich_console(stream: TextIO, *, plain: bool = False) -> Console | None:
-    """A rich console on ``stream`` if rich is installed and ``stream`` is a terminal."""
-    if plain:
-        return None
-    try:
-        from rich.console import Console
-    except ImportError:  # the `cli` extra is not installed: plain text
-        return None
-    console = Console(file=stream, highlight=False, emoji=False, markup=False)
-    return console if console.is_terminal else None
 
 
 class Output:

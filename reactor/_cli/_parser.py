@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--timeout", type=_positive_float, help="seconds before the run is stopped")
     run.add_argument("--state", action="store_true", help="print the whole final state")
+    _interactive(run)
     _run_output(run)
     run.set_defaults(handler=cmd_run)
 
@@ -181,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("--timeout", type=_positive_float, help="seconds before the run is stopped")
     resume.add_argument("--state", action="store_true", help="print the whole final state")
+    _interactive(resume)
     _run_output(resume)
     resume.set_defaults(handler=cmd_resume)
 
@@ -239,6 +241,15 @@ def _db(parser: argparse.ArgumentParser, what: str, *aliases: str) -> None:
 def _plain(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plain", action="store_true", help="plain text, no tables or colours (as when piped)"
+    )
+
+
+def _interactive(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--interactive",
+        "-i",
+        action="store_true",
+        help="show the run live and answer its questions from the keyboard (Ctrl-C aborts)",
     )
 
 

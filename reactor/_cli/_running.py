@@ -12,6 +12,7 @@ from typing import Any
 
 import reactor.logging
 from reactor._cli._base import (
+    CommandError,
     db_option,
     db_path,
     json_argument,
@@ -21,6 +22,7 @@ from reactor._cli._base import (
 )
 from reactor._cli._load import load_graph, provider, recorded_graph, script_target
 from reactor._cli._output import Output
+from reactor._console import ConsoleChannel
 from reactor._diagnostics import short_repr
 from reactor._graph import Reactive
 from reactor._progress import ProgressReporter
@@ -29,6 +31,7 @@ from reactor._recording.recording import Recording
 from reactor._render import clean, cost_of, money, status_text
 from reactor._result import RunResult
 from reactor._signal import to_jsonable
+from reactor.exceptions import RunSuspendedError
 
 __all__ = ["cmd_replay", "cmd_resume", "cmd_run", "summary"]
 
@@ -111,7 +114,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.graph:
         module, graph = load_graph(args.graph)
     else:
-        module, graph = recorded_graph(info)
+        module, graph = recorded_graph(info, "resume")
     chosen, words = provider(args.provider, module)
     options: dict[str, Any] = {"provider": chosen, "resume": run_id}
     if args.timeout is not None:
@@ -136,12 +139,21 @@ def _run(graph: Reactive, args: argparse.Namespace, options: dict[str, Any]) -> 
         if args.log_level != "info":
             reporters.append(reactor.logging.StructlogReporter())
     progress = None
-    if not args.quiet:
+    channels: list[ConsoleChannel] = []
+    if getattr(args, "interactive", False):  # the console shows the run: no progress line
+        channels.append(ConsoleChannel(plain=args.plain))
+    elif not args.quiet:
         progress = ProgressReporter(rich=False if args.plain else None)
         reporters.append(progress)
     options["reporters"] = reporters
     try:
-        return asyncio.run(graph.run(**options))
+        return asyncio.run(graph.run(channels=channels, **options))
+    except RunSuspendedError as exc:
+        db = db_option(db_path(args))
+        raise CommandError(
+            f"run {exc.run_id} was suspended while it waits for an answer; continue it "
+            f"with: reactor resume {exc.run_id}{db} --interactive"
+        ) from None
     finally:
         if progress is not None:
             progress.close()

@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from examples.human_approval import handle_ticket
+from reactor import SQLiteSignalStore
 
 
 def run_example(
@@ -59,14 +61,14 @@ def test_structured_logging_survives_a_closed_pipe() -> None:
             {"complaint": "arrived broken", "order_total": 120.0},
             "yes",
             "120.00 is on its way back",
-            7,
+            6,
             id="large-approved-by-a-person",
         ),
         pytest.param(
             {"complaint": "arrived broken", "order_total": 120.0},
             "no",
             "cannot offer a refund",
-            6,
+            5,
             id="large-refused-by-a-person",
         ),
         pytest.param(
@@ -91,21 +93,52 @@ async def test_the_refund_desk_routes_by_guards(
     reply: str,
     activations: int,
     capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
-    status = await handle_ticket({"customer": "Ana", **ticket}, answer)
+    db = str(tmp_path / "runs.db")
+    status = await handle_ticket({"customer": "Ana", **ticket}, answer or "yes", db=db)
     out = capsys.readouterr().out
     assert status == 0
     assert reply in out
     assert f"Run ended: {activations} activations." in out
-    asked = "? [y/N]" in out
+    asked = "? Refund 120.00 to Ana (damaged: 100% back)?" in out
     assert asked == (answer is not None)
+    with SQLiteSignalStore(db, readonly=True) as store:
+        recorded = [s.name for s in store.load(store.resolve("last")).signals]
+    assert recorded.count("session:prompt") == recorded.count("session:reply") == int(asked)
 
 
-def test_the_refund_desk_asks_on_the_terminal() -> None:
-    result = run_example("examples.human_approval", stdin="y\n")
+def test_the_refund_desk_asks_on_the_terminal(tmp_path: Path) -> None:
+    result = run_example("examples.human_approval", "--db", str(tmp_path / "runs.db"), stdin="y\n")
     assert result.returncode == 0, result.stderr
-    assert "approval  <- Approval(approved=True, by='you'" in result.stdout
+    assert result.stdout.count("? Refund 120.00 to Ana (damaged: 100% back)?") == 1
+    assert "approval <- {'approved': True, 'by': 'you', 'note': 'asked'}" in result.stdout
     assert "120.00 is on its way back" in result.stdout
+
+
+def test_the_refund_desk_suspends_at_the_end_of_input_and_resumes(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+    stopped = run_example("examples.human_approval", "--db", db, stdin="")
+    assert stopped.returncode == 1, stopped.stderr
+    assert "end of input: nobody is left to answer" in stopped.stdout
+    assert "Traceback" not in stopped.stderr
+    with SQLiteSignalStore(db, readonly=True) as store:
+        assert [run.status for run in store.runs()] == ["waiting"]
+    resumed = run_example(
+        "reactor",
+        "resume",
+        "last",
+        "--db",
+        db,
+        "-i",
+        "--graph",
+        "examples.human_approval:graph",
+        stdin="no\n",
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "cannot offer a refund" in resumed.stdout
+    with SQLiteSignalStore(db, readonly=True) as store:
+        assert [run.status for run in store.runs()] == ["ended"]
 
 
 def test_the_bus_demo_runs() -> None:
