@@ -8,7 +8,7 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from bench import bus, many, reactions, recording, resume, runtime, stores
+from bench import bus, many, reactions, recording, resume, runtime, serve, stores
 from bench._runner import Row, render, write_section
 
 WORKLOADS = {
@@ -19,6 +19,7 @@ WORKLOADS = {
     "resume": resume.run,
     "many": many.run,
     "reactions": reactions.run,
+    "serve": serve.run,
 }
 
 

@@ -155,6 +155,8 @@ PUBLIC_API = {
     "reactor.service": {
         "Actor",
         "AgentActor",
+        "AgentConflictError",
+        "AgentNotFoundError",
         "AgentObjects",
         "Capabilities",
         "CapabilityError",
@@ -181,6 +183,7 @@ PUBLIC_API = {
         "SuggestionResolvedError",
         "Update",
         "User",
+        "create_app",
         "upgrade_database",
     },
     "reactor.testing": {

@@ -10,7 +10,16 @@ from reactor._cli._base import DB_ENV
 from reactor._cli._graphs import FORMATS, cmd_graph
 from reactor._cli._records import cmd_diff, cmd_runs, cmd_show
 from reactor._cli._running import cmd_replay, cmd_resume, cmd_run
-from reactor._cli._service import DB_EXAMPLE, DB_SUMMARY, add_db_arguments, cmd_db
+from reactor._cli._service import (
+    DB_EXAMPLE,
+    DB_SUMMARY,
+    SERVE_EXAMPLE,
+    SERVE_SUMMARY,
+    add_db_arguments,
+    add_serve_arguments,
+    cmd_db,
+    cmd_serve,
+)
 
 __all__ = ["LOG_LEVELS", "build_parser"]
 
@@ -212,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     db = command("db", DB_SUMMARY, DB_EXAMPLE)
     add_db_arguments(db)
     db.set_defaults(handler=cmd_db)
+
+    serve = command("serve", SERVE_SUMMARY, SERVE_EXAMPLE)
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=cmd_serve)
     return parser
 
 

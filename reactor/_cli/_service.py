@@ -1,20 +1,39 @@
-"""``reactor db upgrade``: the service's database, from the command line.
+"""``reactor db upgrade`` and ``reactor serve``: the service, from the command line.
 
-The service (SQLAlchemy, Alembic) is imported when a command of it runs, so the other
-commands start without it.
+The service (SQLAlchemy, Alembic, FastAPI, uvicorn) is imported when a command of it
+runs, so the other commands start without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import sys
+from typing import Any
 
-__all__ = ["DB_EXAMPLE", "DB_SUMMARY", "DEFAULT_SERVICE_URL", "add_db_arguments", "cmd_db"]
+from reactor._cli._base import CommandError
+
+__all__ = [
+    "DB_EXAMPLE",
+    "DB_SUMMARY",
+    "DEFAULT_SERVICE_URL",
+    "SERVE_EXAMPLE",
+    "SERVE_SUMMARY",
+    "add_db_arguments",
+    "add_serve_arguments",
+    "cmd_db",
+    "cmd_serve",
+]
 
 DB_SUMMARY = "Create or migrate the database of objects and reactions."
 DB_EXAMPLE = "reactor db upgrade --db postgresql://postgres@127.0.0.1:5432/app"
 DEFAULT_SERVICE_URL = "sqlite:///.reactor/app.db"
 """Where objects and reactions are kept unless told otherwise (``reactor.service``'s default)."""
+SERVE_SUMMARY = "Serve a reaction service over HTTP: agents, schedules, objects and runs."
+SERVE_EXAMPLE = (
+    "REACTOR_API_TOKENS=s3cret:alice reactor serve --app examples.crm_enrichment.service:service"
+)
 
 
 def add_db_arguments(db: argparse.ArgumentParser) -> None:
@@ -45,3 +64,110 @@ def cmd_db(args: argparse.Namespace) -> int:
     revision = asyncio.run(upgrade_database(args.db))
     print(f"{describe_url(args.db)}: the tables are at revision {revision} (the newest).")
     return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
+def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """Give ``reactor serve`` its options."""
+    serve.add_argument(
+        "--app",
+        metavar="MODULE:SERVICE",
+        help="a ReactionService (or a function of the database URL returning one); "
+        "default: a service of the agents in the database's rows alone",
+    )
+    serve.add_argument(
+        "--db",
+        metavar="URL",
+        help=f"the service's database (default: $REACTOR_SERVICE_DB, else {DEFAULT_SERVICE_URL})",
+    )
+    serve.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="the port to listen on (default: 8000)")
+    serve.add_argument(
+        "--grace",
+        type=_seconds,
+        help="seconds in-flight work is given to finish on SIGTERM (default: 30)",
+    )
+    serve.add_argument(
+        "--tokens-file",
+        metavar="PATH",
+        help="API tokens, one token:user a line (also: $REACTOR_API_TOKENS='token:user,...')",
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``reactor serve``: run the service and its HTTP API until SIGTERM."""
+    from reactor.exceptions import ServiceConfigError
+    from reactor.service._serve import ServeSettings, is_loopback, serve
+
+    given = {
+        "host": args.host,
+        "port": args.port,
+        "db": args.db,
+        "grace": args.grace,
+        "tokens_file": args.tokens_file,
+    }
+    settings = ServeSettings.read(given)
+    try:
+        tokens = settings.api_tokens()
+    except ServiceConfigError as exc:
+        raise CommandError(str(exc)) from None
+    if not tokens and not is_loopback(settings.host):
+        print(
+            f"reactor serve: error: refusing to listen on {settings.host} without API tokens; "
+            "set REACTOR_API_TOKENS='token:user,...' or --tokens-file, or use --host 127.0.0.1",
+            file=sys.stderr,
+        )
+        return 2
+    service = _service(args.app, settings.db, given_db=args.db is not None)
+    _log_to_stderr()
+    return serve(service, settings)
+
+
+def _log_to_stderr() -> None:
+    """Show the service's own lines (runs resumed, schedules, failures) beside uvicorn's."""
+    import logging
+
+    logger = logging.getLogger("reactor")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)-9s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
+def _service(ref: str | None, db: str, *, given_db: bool) -> Any:
+    """The service to serve: the app's, or one of the database's agents alone."""
+    from reactor.service import ObjectStore, ReactionService
+
+    if ref is None:
+        provider = None
+        if os.environ.get("ANTHROPIC_API_KEY"):
+            from reactor import AnthropicProvider
+
+            provider = AnthropicProvider()
+        return ReactionService(objects=ObjectStore(db), provider=provider)
+    from reactor._cli._load import attribute
+
+    found = attribute(ref, "--app")
+    if not isinstance(found, ReactionService) and callable(found):
+        found = found(db)
+    if not isinstance(found, ReactionService):
+        raise CommandError(
+            f"--app {ref} is {type(found).__name__}, not a ReactionService (nor a function "
+            "of the database URL returning one)"
+        )
+    if given_db and found.objects.url != db:
+        raise CommandError(
+            f"--app {ref} keeps its objects in {found.objects.url}, not --db {db}: drop "
+            "--db, or make the app a function of the database URL"
+        )
+    return found

@@ -7,7 +7,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ReactorError
     ├── AgentConfigError(ValueError)      an agent definition is invalid
     │   └── NoProviderError               an LLM agent has no provider to run on
-    ├── AgentNotFoundError(LookupError)   a run has no agent of that name
+    ├── AgentNotFoundError(LookupError)   a run or the service has no agent of that name
     ├── GraphValidationError(ValueError)  a graph has problems (all listed, with hints)
     ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
     ├── LoopLimitError(RuntimeError)      a run hit max_depth or max_activations
@@ -28,6 +28,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── RunSuspendedError(RuntimeError)   a run was suspended; resume it for its result
     ├── RunTimeoutError(TimeoutError)     a run exceeded its timeout
     ├── ServiceError                      the object store or reaction service refused
+    │   ├── AgentConflictError(RuntimeError)     an agent exists, or is defined in code
     │   ├── CapabilityError(PermissionError)     an agent's change is outside its capabilities
     │   ├── DatabaseError(RuntimeError)          a database cannot be opened or migrated
     │   ├── IdleTimeoutError(TimeoutError)       the service did not become idle in time
@@ -99,6 +100,7 @@ from reactor.exceptions._engine import (
     TransactionError,
 )
 from reactor.exceptions._service import (
+    AgentConflictError,
     CapabilityError,
     DatabaseError,
     IdleTimeoutError,
@@ -113,6 +115,7 @@ from reactor.exceptions._service import (
 
 __all__ = [
     "AgentConfigError",
+    "AgentConflictError",
     "AgentNotFoundError",
     "CapabilityError",
     "CycleWarning",

@@ -7,6 +7,7 @@ from typing import Any
 from reactor.exceptions._engine import ReactorError
 
 __all__ = [
+    "AgentConflictError",
     "CapabilityError",
     "DatabaseError",
     "IdleTimeoutError",
@@ -22,6 +23,14 @@ __all__ = [
 
 class ServiceError(ReactorError):
     """The object store or the reaction service refused an operation (see the leaves)."""
+
+
+class AgentConflictError(ServiceError, RuntimeError):
+    """An agent of that name exists already, or it is defined in code, not in a row.
+
+    An agent defined in code keeps its definition in code: through the service only
+    its schedule and its ``enabled`` switch change.
+    """
 
 
 class CapabilityError(ServiceError, PermissionError):

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from reactor._reaction import Capabilities, ExecutionMode, Reaction
 from reactor.exceptions import (
+    AgentConflictError,
+    AgentNotFoundError,
     CapabilityError,
     DatabaseError,
     IdleTimeoutError,
@@ -43,6 +45,7 @@ from reactor.exceptions import (
     SuggestionNotFoundError,
     SuggestionResolvedError,
 )
+from reactor.service._app import create_app
 from reactor.service._changes import (
     Changes,
     Create,
@@ -61,6 +64,8 @@ from reactor.service._view import AgentObjects
 __all__ = [
     "Actor",
     "AgentActor",
+    "AgentConflictError",
+    "AgentNotFoundError",
     "AgentObjects",
     "Capabilities",
     "CapabilityError",
@@ -87,5 +92,6 @@ __all__ = [
     "SuggestionResolvedError",
     "Update",
     "User",
+    "create_app",
     "upgrade_database",
 ]

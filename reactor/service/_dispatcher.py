@@ -83,6 +83,17 @@ class Dispatcher:
         """Whether no logged work is left to take and none is running here."""
         return (self.drained or not self.agents) and not self.active
 
+    def add(self, target: ReactionAgent, cursor: int) -> None:
+        """Dispatch to ``target`` too, from the event after ``cursor`` (it was enabled)."""
+        self.cursors[target.name] = cursor
+        self.agents[target.name] = target
+        self.nudge()
+
+    def remove(self, name: str) -> None:
+        """Dispatch nothing more to ``name`` (it was disabled or deleted)."""
+        self.agents.pop(name, None)
+        self.cursors.pop(name, None)
+
     # -- dispatching ---------------------------------------------------------------
 
     def claims(self, event: ObjectEvent) -> list[Claim]:
@@ -109,7 +120,7 @@ class Dispatcher:
         ]
         through = dict.fromkeys(self.agents, events[-1].event_id)
         entries = await self.log.claim(claims, through)
-        self.cursors.update(through)
+        self.cursors.update({name: at for name, at in through.items() if name in self.agents})
         self._more_work(entries)
         return len(events) == BATCH
 
@@ -209,8 +220,10 @@ class Dispatcher:
     async def _react(
         self, entry: ProcessingEntry, event: ObjectEvent | None, started: datetime
     ) -> Finished:
-        target = self.agents[entry.agent]
+        target = self.agents.get(entry.agent)
         try:
+            if target is None:
+                raise LookupError(f"the agent {entry.agent!r} was disabled or deleted meanwhile")
             if event is None:
                 raise LookupError(f"the object event {entry.event_id} is not stored")
             if target.reaction.concurrency != "queue":

@@ -309,6 +309,24 @@ class ProcessingLog:
             found = {row.agent: int(row.event_id) for row in rows}
         return {name: found.get(name, 0) for name in names}
 
+    async def stored_cursor(self, agent: str) -> int | None:
+        """The agent's stored dispatch position (``None`` for an agent never dispatched to)."""
+        async with self.db.read() as conn:
+            found = await conn.scalar(
+                sa.select(reaction_cursors.c.event_id).where(reaction_cursors.c.agent == agent)
+            )
+        return None if found is None else int(found)
+
+    async def set_cursor(self, agent: str, event_id: int) -> None:
+        """Start an agent at ``event_id``: it is given the events after it (never earlier)."""
+        async with self.db.write() as conn:
+            await self._advance(conn, {agent: event_id}, datetime.now(UTC))
+
+    async def forget_cursor(self, agent: str) -> None:
+        """Forget an agent's position (it was deleted; one made again starts afresh)."""
+        async with self.db.write() as conn:
+            await conn.execute(reaction_cursors.delete().where(reaction_cursors.c.agent == agent))
+
     async def _advance(
         self, conn: AsyncConnection, cursors: Mapping[str, int], now: datetime
     ) -> None:

@@ -17,6 +17,7 @@ from reactor._diagnostics import log
 from reactor._frozen import freeze_payload
 from reactor._names import agent_actor, agent_event
 from reactor._providers.base import Provider
+from reactor._reaction import Capabilities
 from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
 from reactor._result import RunResult
@@ -140,7 +141,7 @@ async def _settle(
         mode = output.mode if isinstance(output, Changes) else "suggest"
     if not operations:
         return
-    await check_all(services.objects, target, operations)
+    await check_all(services.objects, target.name, target.agent.capabilities, operations)
     if mode == "execute":
         await services.objects.apply(operations, actor=AgentActor(target.name))
         return
@@ -155,7 +156,7 @@ async def _settle(
 
 
 async def check_all(
-    objects: ObjectStore, target: ReactionAgent, operations: list[Operation]
+    objects: ObjectStore, agent: str, capabilities: Capabilities, operations: list[Operation]
 ) -> None:
     """Check every operation before any is applied or suggested.
 
@@ -165,16 +166,15 @@ async def check_all(
         CapabilityError: One of them is outside the agent's capabilities.
         ObjectNotFoundError: An update or delete names an unknown object.
     """
-    capabilities = target.agent.capabilities
     created: dict[str, str] = {}
     for op in operations:
         if isinstance(op, Create):
-            check_capability(objects, target.name, capabilities, "create", op.type)
+            check_capability(objects, agent, capabilities, "create", op.type)
             if op.id is not None:
                 created[op.id] = op.type
             continue
         type = created.get(op.id) or (await objects.get(op.id)).type
-        check_capability(objects, target.name, capabilities, op.op, type, op.id)
+        check_capability(objects, agent, capabilities, op.op, type, op.id)
 
 
 def suggestion_payload(

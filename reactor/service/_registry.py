@@ -97,8 +97,9 @@ def agent_row(name: str, agent: Agent) -> dict[str, Any]:
 async def register(db: Database, agents: Mapping[str, Agent]) -> dict[str, bool]:
     """Write the agents' rows (keeping each row's ``enabled``); return whether each is enabled.
 
-    A row's definition columns follow the code at every start; ``enabled`` is the
-    operators' switch and survives restarts.
+    A row's definition columns follow the code at every start; ``enabled`` and the
+    schedule (``cron_schedule``, and ``trigger_type`` ``cron`` of an agent the code
+    leaves ``manual``) are the operators' and survive restarts.
     """
     if not agents:
         return {}
@@ -109,12 +110,18 @@ async def register(db: Database, agents: Mapping[str, Agent]) -> dict[str, bool]
     ]
     dialect = postgresql if db.dialect == "postgresql" else sqlite
     insert = dialect.insert(agents_table).values(rows)
-    keep = {"name", "created_at"}
+    keep = {"name", "created_at", "trigger_type", "cron_schedule"}
+    coded, stored = insert.excluded, agents_table.c
+    scheduled = sa.and_(coded.trigger_type == "manual", stored.trigger_type == "cron")
     async with db.write() as conn:
         await conn.execute(
             insert.on_conflict_do_update(
                 index_elements=["name"],
-                set_={key: insert.excluded[key] for key in rows[0] if key not in keep},
+                set_={
+                    **{key: coded[key] for key in rows[0] if key not in keep},
+                    "trigger_type": sa.case((scheduled, "cron"), else_=coded.trigger_type),
+                    "cron_schedule": sa.case((scheduled, stored.cron_schedule), else_=None),
+                },
             )
         )
         found = await conn.execute(

@@ -8,43 +8,42 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Literal, Self
 
 from reactor._agent import Agent
 from reactor._bus import SignalBus, Subscription
 from reactor._diagnostics import log
 from reactor._graph import Reactive
 from reactor._providers.base import Provider
-from reactor._recording.memory import MemorySignalStore
-from reactor._recording.sqlite import SQLiteSignalStore
 from reactor._recording.store import SignalStore
 from reactor.exceptions import IdleTimeoutError, ServiceConfigError, ServiceStateError
+from reactor.service import _resolve
+from reactor.service._catalog import AgentCatalog
 from reactor.service._changes import ProcessingEntry, Suggestion
+from reactor.service._cron import CronJobs
 from reactor.service._db import Database
 from reactor.service._dispatcher import Dispatcher
+from reactor.service._hosting import RunHost, close_record, default_record
+from reactor.service._launch import LiveRun, RunRequest, Runs
 from reactor.service._log import ProcessingLog
 from reactor.service._objects import ObjectStore
-from reactor.service._reactions import ReactionServices, announce, check_all
+from reactor.service._reactions import ReactionServices
 from reactor.service._registry import ReactionAgent, named_agents, register
-from reactor.service._runs import GraphRuns
 from reactor.service._suggestions import Suggestions
 from reactor.service._values import AgentActor, ObjectEvent, User, actor_from_context
-from reactor.service._vocabulary import OBJECT_SIGNALS, SUGGESTION_APPROVED, SUGGESTION_REJECTED
+from reactor.service._vocabulary import OBJECT_SIGNALS
 from stores import current_actor
-
-if TYPE_CHECKING:
-    from reactor._recording.postgres import PostgresSignalStore
 
 __all__ = ["ReactionService"]
 
 
 class ReactionService:
-    """Runs reaction agents when objects change, keeps their processing log and suggestions.
+    """Runs reaction agents when objects change, scheduled agents and runs by name.
 
     ::
 
         service = ReactionService(objects=objects, agents={"enrich": enrich}, provider=p)
-        async with service:                  # the dispatcher and the stuck-job detector
+        async with service:        # the dispatcher, the stuck-job detector, the scheduler
             await objects.create("Person", {"name": "Ada"}, actor=User("u1"))
             await service.idle()
             for suggestion in await service.suggestions(status="pending"):
@@ -58,6 +57,12 @@ class ReactionService:
     an event is never lost; the log's unique index makes an event delivered twice
     (by a restart, ``dispatch``, or a second process) run once per agent.
 
+    Agents are those given here (written as rows of ``agents`` at start) and those
+    defined by rows alone (:attr:`catalog`, the HTTP API); enabled cron agents run on
+    their schedules. Every run the service starts (:meth:`submit`, :meth:`run_agent`,
+    the scheduler) is recorded; one still unfinished when the service stops is
+    resumed when it starts again.
+
     Args:
         objects: The object store whose changes the agents react to.
         agents: Agents by name (or named agents). Those with ``reaction=`` react;
@@ -65,7 +70,7 @@ class ReactionService:
         graphs: Whole graphs to start by name (:meth:`submit`).
         provider: The provider of the agents' model calls (unless an agent has its own).
         record: Where runs are recorded: by default a signal store in the same
-            database (SQLite); required on PostgreSQL.
+            database (SQLite or PostgreSQL; in memory for an in-memory database).
         db: Another database for the service's own tables (default: the store's).
         stuck_after: Seconds after which an entry still ``processing`` is ``abandoned``.
         stuck_check_every: Seconds between two runs of the stuck-job detector.
@@ -113,14 +118,17 @@ class ReactionService:
         self.db = Database(db) if db is not None else objects.db
         self.provider = provider
         self.record = record
-        self.runs = GraphRuns(graphs or {})
+        self.cron = CronJobs(lambda name: self.host.scheduled(name))
+        self.catalog = AgentCatalog(self.db, self.agents, self.cron, self._set_reaction)
+        self.runs = Runs(graphs or {}, self.catalog.agent, self.db)
+        self.host = RunHost(self.runs, self.catalog, provider)
         self.stuck_after = float(stuck_after)
         self.stuck_check_every = float(stuck_check_every)
         self.poll_every = float(poll_every)
         self.log = ProcessingLog(self.db)
         self.suggestion_store = Suggestions(self.db)
         self._max_running = int(max_running)
-        self._owned_record: SQLiteSignalStore | PostgresSignalStore | None = None
+        self._owned_record: SignalStore | None = None
         self._group: asyncio.TaskGroup | None = None
         self._dispatcher: Dispatcher | None = None
         self._loops: list[asyncio.Task[None]] = []
@@ -138,6 +146,11 @@ class ReactionService:
         """Whether the service is started (inside ``async with service:``)."""
         return self._group is not None
 
+    @property
+    def live(self) -> Mapping[str, LiveRun]:
+        """The runs executing in this process, by id (the store has every run)."""
+        return self.runs.live
+
     # -- lifetime ------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
@@ -146,13 +159,18 @@ class ReactionService:
         await self.objects.open()
         await self.db.open()
         if self.record is None:
-            self.record = await self._default_record()
-        enabled = await register(self.db, self.agents)
-        live = {n: r for n, r in self.reactions.items() if enabled.get(n, True)}
+            self.record, owned = await default_record(self.db)
+            self._owned_record = self.record if owned else None
+        await register(self.db, self.agents)
+        loaded = await self.catalog.load()
+        order = [*(name for name in self.agents if name in loaded), *sorted(loaded)]
+        live = {name: ReactionAgent.of(name, loaded[name]) for name in dict.fromkeys(order)}
+        self.reactions.update(live)
         cursors = await self.log.cursors(live)
         group = asyncio.TaskGroup()
         await group.__aenter__()
         self._group = group
+        self.host.open(group, self.record, self._poke)
         services = ReactionServices(self.objects, self.suggestion_store, self.provider, self.record)
         dispatcher = Dispatcher(
             services, self.log, live, cursors, group, max_running=self._max_running,
@@ -160,28 +178,33 @@ class ReactionService:
         )  # fmt: skip
         self._dispatcher = dispatcher
         self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())
-        for loop in (
-            dispatcher.finishes.run(),
-            dispatcher.process(),
-            self._detect(),
-            self._follow(),
-        ):
+        for loop in (dispatcher.process(), self._detect(), self._follow()):
             self._loops.append(group.create_task(loop))
+        self._finishing = group.create_task(dispatcher.finishes.run())
+        self.cron.start()
+        await self.host.resume()
         return self
 
-    async def _default_record(self) -> SignalStore:
-        """A signal store in the service's database (in memory for an in-memory one)."""
-        if self.db.path is not None:
-            self._owned_record = SQLiteSignalStore(self.db.path)
-        elif self.db.dialect == "postgresql":
-            from reactor._recording.postgres import PostgresSignalStore  # psycopg's pool: only here
+    async def drain(self, grace: float) -> list[str]:
+        """Stop taking work; let what is in flight finish for up to ``grace`` seconds.
 
-            dsn = self.db.driver_url.set(drivername="postgresql")
-            url = dsn.render_as_string(hide_password=False)
-            self._owned_record = await asyncio.to_thread(PostgresSignalStore, url)
-        else:
-            return MemorySignalStore()
-        return self._owned_record
+        New events are no longer dispatched, schedules no longer fire and new runs are
+        refused. Reactions still running after ``grace`` go back to ``pending`` when
+        the service exits; runs still running are stopped without ending, so their
+        logs show them unfinished and the next start resumes them. Returns the ids of
+        those runs.
+        """
+        self.host.stopping = True
+        self.cron.pause()
+        for task in self._loops:
+            task.cancel()
+        dispatcher = self._dispatcher
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace):
+                await self._until(
+                    lambda: not self.runs.tasks and (dispatcher is None or not dispatcher.active)
+                )
+        return self.host.close()
 
     async def __aexit__(
         self,
@@ -193,7 +216,9 @@ class ReactionService:
         if group is None or dispatcher is None:
             return
         try:
-            for task in [*self._loops, *dispatcher.active.values(), *self.runs.tasks]:
+            self.cron.stop()
+            self.host.close()
+            for task in [*self._loops, *dispatcher.active.values(), self._finishing]:
                 task.cancel()
             await group.__aexit__(None, None, None)
         finally:
@@ -203,9 +228,9 @@ class ReactionService:
                 self._subscription.cancel()
             with contextlib.suppress(Exception):  # a dead database cannot take them back
                 await self.log.release(dispatcher.taken)  # taken up again at the next start
+            await close_record(self.record, self._owned_record)
             if self._owned_record is not None:
-                await asyncio.to_thread(self._owned_record.close)
-                self.record, self._owned_record = None, None
+                self.record = self._owned_record = None
 
     def _running(self, what: str) -> Dispatcher:
         if self._group is None or self._dispatcher is None:
@@ -352,21 +377,10 @@ class ReactionService:
         """
         who = actor if actor is not None else actor_from_context(current_actor())
         await self.db.open()
-        suggestion = await self.suggestion_store.resolve(suggestion_id, "completed", who)
-        try:
-            target = self.reactions.get(suggestion.agent)
-            if target is not None:
-                await check_all(self.objects, target, list(suggestion.changes))
-            await self.objects.apply(
-                suggestion.changes, actor=AgentActor(suggestion.agent), approved_by=who
-            )
-        except BaseException:
-            await self.suggestion_store.resolve(
-                suggestion_id, "pending", who, only_from="completed"
-            )
-            raise
-        announce(self.objects, SUGGESTION_APPROVED, suggestion, who)
-        return suggestion
+        agents = {**self.agents, **self.catalog.agents}
+        return await _resolve.approve(
+            self.objects, self.suggestion_store, agents, suggestion_id, who
+        )
 
     async def reject(
         self, suggestion_id: str, *, actor: User | AgentActor | None = None
@@ -379,24 +393,56 @@ class ReactionService:
         """
         who = actor if actor is not None else actor_from_context(current_actor())
         await self.db.open()
-        suggestion = await self.suggestion_store.resolve(suggestion_id, "rejected", who)
-        announce(self.objects, SUGGESTION_REJECTED, suggestion, who)
-        return suggestion
+        return await _resolve.reject(self.objects, self.suggestion_store, suggestion_id, who)
 
-    # -- graphs --------------------------------------------------------------------
+    # -- runs ----------------------------------------------------------------------
 
-    async def submit(self, graph: str, input: Any = None) -> str:
+    async def submit(self, graph: str, input: Any = None, *, user: str | None = None) -> str:
         """Start a registered graph as a recorded run; return its ``run_id`` at once.
 
         Raises:
             ServiceConfigError: No graph has that name.
-            ServiceStateError: The service is not running.
+            ServiceStateError: The service is not running, or is stopping.
         """
-        self._running("submit")
-        assert self._group is not None
-        return await self.runs.submit(
-            self._group, graph, input, provider=self.provider, record=self.record, done=self._poke
-        )
+        return await self.host.submit(RunRequest("graph", graph, input, "api", user), "submit")
+
+    async def run_agent(
+        self,
+        name: str,
+        input: Any = None,
+        *,
+        trigger: Literal["manual", "cron", "api"] = "manual",
+        user: str | None = None,
+    ) -> str:
+        """Run one agent (as a graph of itself), recorded, with a row in ``agent_runs``.
+
+        Raises:
+            AgentNotFoundError: The service has no agent of that name.
+            AgentConflictError: It is disabled, or it is a reaction agent (those run
+                when their objects change).
+            ServiceStateError: The service is not running, or is stopping.
+        """
+        return await self.host.run_agent(RunRequest("agent", name, input, trigger, user))
+
+    async def _set_reaction(
+        self, name: str, agent: Agent | None, how: Literal["keep", "new", "gone"]
+    ) -> None:
+        """Start or stop dispatching to a reaction agent (it was changed through the catalog)."""
+        dispatcher = self._dispatcher
+        if agent is None or agent.reaction is None:
+            if dispatcher is not None:
+                dispatcher.remove(name)
+            if how == "gone":
+                await self.log.forget_cursor(name)
+            return
+        target = ReactionAgent.of(name, agent)
+        self.reactions[name] = target
+        cursor = await self.log.stored_cursor(name)
+        if cursor is None or how == "new":
+            cursor = await self.objects.last_event_id()  # from now on, not the past
+            await self.log.set_cursor(name, cursor)
+        if dispatcher is not None:
+            dispatcher.add(target, cursor)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -1,0 +1,114 @@
+"""A real ``reactor serve`` process on a free loopback port, for the HTTP tests."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+ALICE = "tok-alice-0123456789"
+BOB = "tok-bob-9876543210"
+TOKENS = f"{ALICE}:alice,{BOB}:bob"
+APP = "tests.service.served:make_service"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclasses.dataclass
+class Server:
+    """A running server: its address, its process and what it logged."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def client(self, token: str | None = ALICE, **options: Any) -> httpx2.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx2.Client(base_url=self.url, headers=headers, timeout=30, **options)
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM, then wait for the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def serve_command(*options: str) -> list[str]:
+    return [sys.executable, "-m", "reactor", "serve", *options]
+
+
+@contextmanager
+def serving(
+    db: str,
+    log: Path,
+    *,
+    app: str | None = APP,
+    grace: float = 5,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Server]:
+    """``reactor serve`` on ``db`` until the block ends (stopped, also on failure)."""
+    port = free_port()
+    options = ["--db", db, "--port", str(port), "--grace", str(grace)]
+    if app is not None:
+        options += ["--app", app]
+    environ = {**os.environ, "PYTHONPATH": os.getcwd(), "REACTOR_API_TOKENS": TOKENS}
+    environ.update(env or {})
+    with log.open("ab") as sink:
+        process = subprocess.Popen(serve_command(*options), stdout=sink, stderr=sink, env=environ)
+    server = Server(f"http://127.0.0.1:{port}", process, log)
+    try:
+        _ready(server)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+
+def _ready(server: Server, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            pytest.fail(f"reactor serve exited ({server.process.returncode}):\n{server.output()}")
+        try:
+            if httpx2.get(f"{server.url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        time.sleep(0.1)
+    pytest.fail(f"reactor serve was not ready in {timeout} s:\n{server.output()}")
+
+
+def wait_for(check: Any, timeout: float = 30, every: float = 0.1) -> Any:
+    """Call ``check()`` until it returns something truthy; that value (fails after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"still {value!r} after {timeout} s")
+        time.sleep(every)
