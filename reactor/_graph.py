@@ -158,12 +158,11 @@ class Reactive:
         ``result.error``, not raised. ``channels`` are attached to the run while it
         runs (``ConsoleChannel()`` shows it in the terminal and answers its prompts).
         """
+        if channels:
+            return await self.start(channels=channels, keep_open=False, **options).result()
         run = self._run(options)
         run.begin()
-        if not channels:
-            return await run.execute()
-        task = asyncio.get_running_loop().create_task(run.execute(), name=f"reactor {run.run_id}")
-        return await RunHandle(run, task, channels).result()
+        return await run.execute()
 
     def run_sync(
         self,
@@ -196,16 +195,24 @@ class Reactive:
             raise result.error
         return result
 
-    def start(self, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]) -> RunHandle:
+    def start(
+        self,
+        *,
+        channels: Sequence[Channel] = (),
+        keep_open: bool = True,
+        **options: Unpack[RunKwargs],
+    ) -> RunHandle:
         """Start a live run and return its :class:`RunHandle` (call from async code).
 
         A started run stays open for ``handle.send()`` at quiescence until
-        ``end_when`` holds, it times out, or it is closed or aborted. Await
+        ``end_when`` holds, it times out, or it is closed or aborted. With
+        ``keep_open=False`` it ends at quiescence, as :meth:`run` does, and the handle
+        takes input (``send``, ``reply``, ``abort``, ``suspend``) while it runs. Await
         ``handle.result()`` (or abort it): the handle owns the run's task.
         ``channels`` are attached to the run (see :class:`reactor.Channel`).
         """
         loop = asyncio.get_running_loop()
-        run = self._run(options, live=True)
+        run = self._run(options, live=keep_open)
         run.begin()
         task = loop.create_task(run.execute(), name=f"reactor {run.run_id}")
         return RunHandle(run, task, channels)

@@ -238,17 +238,20 @@ class Runs:
         """Write the ``agent_runs`` row of an agent's run as it starts (once per run)."""
         if request.kind != "agent":
             return
-        async with self._db.write() as conn:
-            exists = await conn.scalar(
-                sa.select(agent_runs.c.id).where(agent_runs.c.run_id == run_id)
-            )
-            if exists is None:
-                await conn.execute(
-                    agent_runs.insert().values(
-                        agent=request.name, run_id=run_id, trigger=request.trigger,
-                        status="running", started_at=datetime.now(UTC),
-                    )
-                )  # fmt: skip
+        try:
+            async with self._db.write() as conn:
+                exists = await conn.scalar(
+                    sa.select(agent_runs.c.id).where(agent_runs.c.run_id == run_id)
+                )
+                if exists is None:
+                    await conn.execute(
+                        agent_runs.insert().values(
+                            agent=request.name, run_id=run_id, trigger=request.trigger,
+                            status="running", started_at=datetime.now(UTC),
+                        )
+                    )  # fmt: skip
+        except sa.exc.IntegrityError:
+            pass  # the run finished first and wrote its row
 
     async def _agent_run(
         self,
@@ -264,20 +267,31 @@ class Runs:
             "finished_at": datetime.now(UTC),
             "error": reason if error is None else f"{type(error).__name__}: {error}",
         }
-        try:
-            async with self._db.write() as conn:
-                changed = await conn.execute(
-                    agent_runs.update().where(agent_runs.c.run_id == run_id).values(**values)
+        for _ in range(2):  # the row of its start may be written meanwhile: then update it
+            try:
+                async with self._db.write() as conn:
+                    changed = await conn.execute(
+                        agent_runs.update().where(agent_runs.c.run_id == run_id).values(**values)
+                    )
+                    if not changed.rowcount:
+                        await conn.execute(
+                            agent_runs.insert().values(
+                                agent=request.name, run_id=run_id, trigger=request.trigger,
+                                started_at=started, **values,
+                            )
+                        )  # fmt: skip
+                return
+            except sa.exc.IntegrityError:
+                continue
+            except Exception as exc:  # the run is recorded; only its row is missing
+                log(
+                    "reactor.service",
+                    "error",
+                    "agent run not logged",
+                    run_id=run_id,
+                    error=repr(exc),
                 )
-                if not changed.rowcount:
-                    await conn.execute(
-                        agent_runs.insert().values(
-                            agent=request.name, run_id=run_id, trigger=request.trigger,
-                            started_at=started, **values,
-                        )
-                    )  # fmt: skip
-        except Exception as exc:  # the run is recorded; only its row is missing
-            log("reactor.service", "error", "agent run not logged", run_id=run_id, error=repr(exc))
+                return
 
     def abort(self, run_id: str, reason: str) -> bool:
         """Stop a live run (it ends ``aborted``); return whether it was live here."""

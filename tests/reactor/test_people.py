@@ -364,3 +364,13 @@ async def test_a_replay_gets_the_replies_at_their_recorded_places() -> None:
     replayed = await desk().run(replay=recording)
     assert replayed.state["approved"] is True
     assert replayed.diff(recording) is None
+
+
+async def test_a_handle_on_a_run_that_ends_at_quiescence_takes_input_while_it_runs() -> None:
+    handle = desk().start(keep_open=False)
+    [prompt] = await prompted(handle)
+    handle.send_to("approve", "a note")  # still running: input is taken
+    handle.reply(prompt.prompt_id, "yes")
+    result = await handle.result()  # no close(): it ended at quiescence
+    assert (result.status, result.state["approved"]) == ("completed", True)
+    assert "inbox:approve" in names(result.signals)
