@@ -17,6 +17,7 @@ __all__ = [
     "AGENT_EVENTS",
     "AGENT_SIGNALS",
     "BUS_HANDLER_ERROR",
+    "CAPABILITY_DENIED",
     "DELTAS",
     "HARNESS_END",
     "HARNESS_ENDING",
@@ -28,6 +29,7 @@ __all__ = [
     "MCP_CONNECT",
     "MCP_ERROR",
     "MCP_RESULT",
+    "OBJECT_SIGNALS",
     "PHASE_EVENTS",
     "PROMPT_END",
     "PROMPT_START",
@@ -38,6 +40,7 @@ __all__ = [
     "REFLECTION_END",
     "REFLECTION_START",
     "RESERVED_NAMESPACES",
+    "SERVICE_SIGNALS",
     "SESSION_PROMPT",
     "SESSION_REPLY",
     "SESSION_TIMEOUT",
@@ -46,6 +49,9 @@ __all__ = [
     "SPAWN_START",
     "STATE_EVENTS",
     "STATE_PREFIX",
+    "SUGGESTION_APPROVED",
+    "SUGGESTION_CREATED",
+    "SUGGESTION_REJECTED",
     "SYSTEM_SIGNALS",
     "TASK_EVENTS",
     "TEXT_COMPLETE",
@@ -62,6 +68,7 @@ __all__ = [
     "error_info",
     "inbox_agent",
     "inbox_signal",
+    "object_signal",
     "parse_agent_event",
     "parse_state_event",
     "reserved_namespace",
@@ -124,6 +131,24 @@ TASK_EVENTS = ("task:start", "task:complete", "task:failed")
 def span_event(kind: SpanKind, event: SpanEvent) -> str:
     """``phase:start``, ``task:failed``, ..."""
     return f"{kind}:{event}"
+
+
+# -- objects and the service (reactor.service) -----------------------------------
+
+OBJECT_SIGNALS = "object:**"
+"""The pattern of every object change."""
+SUGGESTION_CREATED = "suggestion:created"
+SUGGESTION_APPROVED = "suggestion:approved"
+SUGGESTION_REJECTED = "suggestion:rejected"
+CAPABILITY_DENIED = "capability:denied"
+SERVICE_SIGNALS = (OBJECT_SIGNALS, "suggestion:*", CAPABILITY_DENIED)
+"""Patterns of everything the object store and the service emit."""
+
+
+@functools.lru_cache(maxsize=4096)
+def object_signal(type: str, event: str) -> str:
+    """``object:<type>:<event>``, e.g. ``object_signal("Person", "created")``."""
+    return f"object:{type}:{event}"
 
 
 # -- providers -----------------------------------------------------------------------

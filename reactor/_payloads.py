@@ -12,15 +12,18 @@ from typing import Any, TypedDict
 from reactor._names import ErrorInfo
 
 __all__ = [
+    "ActorPayload",
     "AgentActivated",
     "AgentCancelled",
     "AgentCompleted",
     "AgentFailed",
     "AgentSkipped",
+    "CapabilityDenied",
     "HarnessEnd",
     "HarnessEnding",
     "HarnessResumed",
     "HarnessStart",
+    "ObjectChanged",
     "PromptEnd",
     "ProviderEnd",
     "ProviderErrorPayload",
@@ -31,6 +34,7 @@ __all__ = [
     "SpanPayload",
     "StateChanged",
     "StateItems",
+    "SuggestionPayload",
     "TextPayload",
     "ToolCallPayload",
     "ToolResultPayload",
@@ -217,3 +221,44 @@ class PromptEnd(TypedDict):
     usage: dict[str, int]
     cost_usd: float | None
     duration_ms: float
+
+
+class ActorPayload(TypedDict):
+    """Who made a change: ``{"type": "user" | "agent", "id": ...}``."""
+
+    type: str
+    id: str
+
+
+class ObjectChanged(TypedDict):
+    """``object:<Type>:<event>``: the object after the change, and what changed."""
+
+    id: str
+    type: str
+    version: int
+    event: str
+    data: dict[str, Any]
+    changes: dict[str, Any]
+    actor: ActorPayload
+
+
+class SuggestionPayload(TypedDict):
+    """``suggestion:created|approved|rejected``: which suggestion, and who resolved it."""
+
+    id: str
+    agent: str
+    object_id: str | None
+    status: str
+    reasoning: str
+    operations: int
+    actor: ActorPayload | None
+
+
+class CapabilityDenied(TypedDict):
+    """``capability:denied``: the agent, the operation and the type it was refused."""
+
+    agent: str
+    operation: str
+    type: str
+    object_id: str | None
+    reason: str

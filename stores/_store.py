@@ -205,16 +205,14 @@ class Store(Generic[StateT]):
 
     def set(self, key: str, value: Any, *, actor: str | None = None) -> None:
         """Set one top-level key (validated against the model)."""
-        if self._is_model or in_transaction(self):
+        if in_transaction(self):
             with self.transaction(actor=actor) as draft:
                 _assign(draft, key, value)
             return
-        # A dict key written on its own needs no draft: this is the commit of one.
-        current = self._state
-        if key not in current:
+        # A key written on its own needs no draft: this is the commit of one.
+        if not self._is_model and key not in self._state:
             _check_key(key)
-        written = {key: undraft(value)}
-        self._publish(current, {**current, **written}, written, writer(actor))
+        self._write({key: undraft(value)}, writer(actor))
 
     def update(
         self, changes: Mapping[str, Any] | None = None, /, *, actor: str | None = None, **kw: Any
@@ -230,23 +228,19 @@ class Store(Generic[StateT]):
         return ModelDraft(state, "") if self._is_model else DictDraft(state, "")
 
     def _commit(self, draft: Any, actor: str) -> None:
+        written = draft._updates() if self._is_model else _dict_updates(draft)
+        if written:
+            self._write(written, actor)
+
+    def _write(self, written: dict[str, Any], actor: str) -> None:
+        """Validate ``written`` (top-level keys) into a new state; commit and signal it."""
         current = self._state
         if self._is_model:
-            written = draft._updates()
-            if not written:
-                return
             new = apply_model(current, written, "")
             if model_rules(type(new)).model_validators:
                 written = self._fields(new)  # they may rewrite fields not written
         else:
-            written = _dict_updates(draft)
-            if not written:
-                return
             new = {**current, **written}
-        self._publish(current, new, written, actor)
-
-    def _publish(self, current: Any, new: Any, written: dict[str, Any], actor: str) -> None:
-        """Make ``new`` the state if ``written`` changed anything, and signal it."""
         changes = self._changes(current, new, written)
         if changes:
             self._state = new

@@ -15,7 +15,8 @@ from typing import Any
 
 from reactor._diagnostics import log
 from reactor._frozen import freeze_payload
-from reactor._names import agent_actor, agent_event
+from reactor._names import SUGGESTION_CREATED, agent_actor, agent_event
+from reactor._payloads import SuggestionPayload
 from reactor._providers.base import Provider
 from reactor._reaction import Capabilities
 from reactor._recording.info import RunInfo
@@ -29,7 +30,6 @@ from reactor.service._registry import ReactionAgent
 from reactor.service._suggestions import Suggestions
 from reactor.service._values import AgentActor, ObjectEvent, User
 from reactor.service._view import AgentObjects, check_capability
-from reactor.service._vocabulary import SUGGESTION_CREATED, SuggestionPayload
 
 __all__ = ["ReactionServices", "announce", "check_all", "react", "suggestion_payload"]
 

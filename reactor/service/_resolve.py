@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from reactor._agent import Agent
+from reactor._names import SUGGESTION_APPROVED, SUGGESTION_REJECTED
 from reactor.service._changes import Suggestion
 from reactor.service._objects import ObjectStore
 from reactor.service._reactions import announce, check_all
 from reactor.service._suggestions import Suggestions
 from reactor.service._values import AgentActor, User
-from reactor.service._vocabulary import SUGGESTION_APPROVED, SUGGESTION_REJECTED
 
 __all__ = ["approve", "reject"]
 

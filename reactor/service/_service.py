@@ -14,6 +14,7 @@ from reactor._agent import Agent
 from reactor._bus import SignalBus, Subscription
 from reactor._diagnostics import log
 from reactor._graph import Reactive
+from reactor._names import OBJECT_SIGNALS
 from reactor._providers.base import Provider
 from reactor._recording.store import SignalStore
 from reactor.exceptions import IdleTimeoutError, ServiceConfigError, ServiceStateError
@@ -31,7 +32,6 @@ from reactor.service._reactions import ReactionServices
 from reactor.service._registry import ReactionAgent, named_agents, register
 from reactor.service._suggestions import Suggestions
 from reactor.service._values import AgentActor, ObjectEvent, User, actor_from_context
-from reactor.service._vocabulary import OBJECT_SIGNALS
 from stores import current_actor
 
 __all__ = ["ReactionService"]

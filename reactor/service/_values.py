@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from reactor._names import agent_actor
+from reactor._names import agent_actor, object_signal
+from reactor._payloads import ActorPayload, ObjectChanged
 from reactor._reaction import ObjectEvent as EventKind
-from reactor.service._vocabulary import ActorPayload, ObjectChanged, object_signal
 
 __all__ = [
     "Actor",

@@ -9,13 +9,13 @@ from typing import Any, Literal
 
 from reactor._diagnostics import log
 from reactor._frozen import freeze_payload
-from reactor._names import agent_actor
+from reactor._names import CAPABILITY_DENIED, agent_actor
+from reactor._payloads import CapabilityDenied
 from reactor._reaction import Capabilities, ExecutionMode
 from reactor.exceptions import CapabilityError
 from reactor.service._changes import Create, Delete, Operation, Update
 from reactor.service._objects import ObjectStore, new_object_id
 from reactor.service._values import AgentActor, ObjectEvent, StoredObject
-from reactor.service._vocabulary import CAPABILITY_DENIED, CapabilityDenied
 
 __all__ = ["AgentObjects", "check_capability"]
 
