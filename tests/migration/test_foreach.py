@@ -348,7 +348,8 @@ async def test_a_flow_by_hand_gives_body_nodes_a_step_and_no_agent() -> None:
 
 async def test_a_failed_item_leaves_the_caller_able_to_go_on() -> None:
     async def fail(item: Any, state: Any) -> Any:
-        await asyncio.sleep(0.001 * item)
+        if item != 1:
+            await asyncio.Event().wait()  # only item 1 finishes, by failing
         raise ValueError(f"item {item}")
 
     with pytest.raises(ValueError, match=r"^item 1$"):
