@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
@@ -140,7 +140,7 @@ class ModelCall:
     def __init__(self, site: CallSite) -> None:
         self.site = site
 
-    async def call_model(
+    def call_model(
         self,
         agent: ModelAgent,
         name: str,
@@ -148,11 +148,12 @@ class ModelCall:
         context: Mapping[str, Any],
         answers: Answers | None = None,
         extra_tools: tuple[Tool, ...] = (),
-    ) -> Any:
-        """Render, call the provider, validate; retry invalid outputs with feedback.
+    ) -> Coroutine[Any, Any, Any]:
+        """Render now; return the call to await: ask, validate, retry with feedback.
 
         ``answers`` (a resumed activation's) answers the requests that were answered
-        before, without calling the provider or signalling the call again.
+        before, without calling the provider or signalling the call again. (Not a
+        coroutine itself: one frame fewer for every call in flight.)
         """
         if provider is None:
             raise no_provider(name)
@@ -163,7 +164,7 @@ class ModelCall:
         )
         assert agent.prompt_template is not None
         prompt = render(agent.prompt_template, context, agent=name, field="prompt")
-        return await self.converse(
+        return self.converse(
             provider,
             name=name,
             system=system_with_skills(system, agent.skills),
