@@ -26,8 +26,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy $(PACKAGES) tests examples bench
 
+# Tests run on two processes: many wait on subprocesses, servers and the network.
+PYTEST_WORKERS ?= 2
+
 pytest: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
 
 bench: $(STAMP)
 	$(PY) -m bench --write BENCHMARKS.md
