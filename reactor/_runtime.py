@@ -57,6 +57,16 @@ __all__ = ["Run"]
 class Run:
     """One execution of a graph: create, :meth:`begin`, then await :meth:`execute`."""
 
+    # Thousands of runs may be in flight at once: slots keep each one small.
+    __slots__ = (
+        "__weakref__", "_asking", "_end_check", "_end_payload", "_main", "_recorder", "_routes",
+        "_started", "_timer", "_wake", "agents", "bus", "closed", "cost_usd", "end_signal",
+        "ending", "error", "extras", "failures", "graph", "input", "input_tokens", "live",
+        "options", "output_tokens", "outside", "provider", "reason", "replay", "requests",
+        "resumed", "run_id", "scheduler", "scope", "status", "store", "suspended", "target",
+        "target_hash",
+    )  # fmt: skip
+
     def __init__(
         self,
         graph: GraphSpec,
@@ -69,6 +79,9 @@ class Run:
     ) -> None:
         self.graph = graph
         self.options = options
+        self.input: Any = options.input
+        self.provider: Provider | None = options.provider
+        self.scope: Mapping[str, Any] = options.scope or {}
         self.live = live
         self.target = target or options.target
         self.target_hash = target_hash
@@ -239,21 +252,6 @@ class Run:
         if self._asking is None:
             self._asking = Asking(self.bus, self.run_id, self.outside.note_delivery)
         return self._asking
-
-    @property
-    def input(self) -> Any:
-        """The run's input."""
-        return self.options.input
-
-    @property
-    def provider(self) -> Provider | None:
-        """The run's default provider."""
-        return self.options.provider
-
-    @property
-    def scope(self) -> Mapping[str, Any]:
-        """Named values the run gives its agents and templates."""
-        return self.options.scope or {}
 
     @property
     def template_run_id(self) -> str:
