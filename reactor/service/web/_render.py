@@ -145,9 +145,14 @@ def page(
     template: str,
     session: Session | None,
     code: int = 200,
+    *,
+    fragment: bool = False,
     **context: Any,
 ) -> HTMLResponse:
-    """A page rendered from ``template``, with the session's user, CSRF token and notices."""
+    """A page rendered from ``template``, with the session's user, CSRF token and notices.
+
+    A ``fragment`` (a part of a page its script fetches) leaves the notices for the next page.
+    """
     html = (
         web_of(request)
         .templates.get_template(template)
@@ -155,7 +160,7 @@ def page(
             request=request,
             user=session.user if session else None,
             csrf=session.csrf if session else "",
-            notices=session.take_notices() if session else [],
+            notices=session.take_notices() if session and not fragment else [],
             **context,
         )
     )

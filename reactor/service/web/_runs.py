@@ -105,7 +105,8 @@ async def run_rows(
     request: Request, session: SignedIn, graph: Filter = None, status: Filter = None
 ) -> Response:
     """The rows of the list alone, for the script that keeps it up to date."""
-    return page(request, "run_rows.html", session, rows=await _rows(request, graph, status))
+    rows = await _rows(request, graph, status)
+    return page(request, "run_rows.html", session, fragment=True, rows=rows)
 
 
 async def _details(request: Request, recording: Recording, at: int | None) -> dict[str, Any]:
@@ -160,7 +161,8 @@ async def run_details(request: Request, run_id: str, session: SignedIn, at: At =
     recording = await _recording(request, run_id)
     if recording is None:
         return page(request, "missing.html", session, 404, what=f"run {run_id}")
-    return page(request, "run_details.html", session, **await _details(request, recording, at))
+    details = await _details(request, recording, at)
+    return page(request, "run_details.html", session, fragment=True, **details)
 
 
 @router.get("/runs/{run_id}/events")
