@@ -164,3 +164,4 @@ def test_a_runs_events_stream_to_a_signed_in_browser(
         names = [json.loads(event.data)["name"] for event in source]
     assert (names[0], names[-1]) == ("harness:start", "harness:end")
     assert browser.get("/runs/run_nope").status_code == 404
+    assert browser.get("/runs/run_nope/events").status_code == 404

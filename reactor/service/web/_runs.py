@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import fastapi
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
@@ -37,6 +37,8 @@ STATUSES = ("running", "waiting", "completed", "ended", "failed", "aborted", "ti
 """The statuses the list filters by."""
 LISTED = 100
 """Runs the list shows at most (newest first)."""
+REMEMBERED = 10_000
+"""Ended runs whose tokens and cost the list keeps rather than reading their log again."""
 
 
 def _problem(exc: Exception) -> str:
@@ -61,6 +63,8 @@ async def _rows(request: Request, graph: str | None, status: str | None) -> list
             except ReactorError:
                 counted = (0, None)
             if info.complete:
+                if len(known) >= REMEMBERED:
+                    del known[next(iter(known))]
                 known[info.run_id] = counted
         end = info.ended_at if info.ended_at is not None else time.time()
         rows.append(
@@ -168,9 +172,11 @@ async def run_details(request: Request, run_id: str, session: SignedIn, at: At =
 @router.get("/runs/{run_id}/events")
 async def run_events(
     request: Request, run_id: str, session: SignedIn, after: At = None
-) -> StreamingResponse:
+) -> Response:
     """The run's signals after ``seq`` ``after`` as Server-Sent Events, until it ends."""
     service = service_of(request)
+    if await _recording(request, run_id) is None:
+        return Response(f"There is no run {run_id}.", 404, media_type="text/plain")
     last = request.headers.get("last-event-id", "")
     start = int(last) if last.isdigit() else after or 0
     return event_stream(service, run_id, state_of(request).stopping, start)
