@@ -23,8 +23,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture
-def browser(server: Server) -> Iterator[httpx2.Client]:
-    """A client without an API token, like a browser (it keeps cookies)."""
+def visitor(server: Server) -> Iterator[httpx2.Client]:
+    """A client without an API token, like a visitor (it keeps cookies)."""
     with server.client(None) as client:
         yield client
 
@@ -48,11 +48,11 @@ def signed_in(client: httpx2.Client) -> str:
 
 @pytest.mark.parametrize("path", PAGES)
 def test_every_page_sends_a_browser_without_a_session_to_the_sign_in_form(
-    browser: httpx2.Client, path: str
+    visitor: httpx2.Client, path: str
 ) -> None:
-    response = browser.get(path)
+    response = visitor.get(path)
     assert (response.status_code, response.headers["location"]) == (303, "/")
-    form = browser.get("/")
+    form = visitor.get("/")
     assert form.status_code == 200
     assert '<label for="token">Token</label>' in form.text
     assert "/runs" not in form.text
@@ -61,15 +61,15 @@ def test_every_page_sends_a_browser_without_a_session_to_the_sign_in_form(
 @pytest.mark.parametrize(
     "path", ["/sign-out", "/runs/run_x/abort", "/suggestions/sug_x/approve", "/agents/helper"]
 )
-def test_every_form_needs_a_session(browser: httpx2.Client, path: str) -> None:
-    response = browser.post(path, data={"csrf": "x"})
+def test_every_form_needs_a_session(visitor: httpx2.Client, path: str) -> None:
+    response = visitor.post(path, data={"csrf": "x"})
     assert (response.status_code, response.headers["location"]) == (303, "/")
 
 
 def test_a_valid_token_opens_a_session_in_an_http_only_strict_cookie(
-    browser: httpx2.Client,
+    visitor: httpx2.Client,
 ) -> None:
-    response = sign_in(browser)
+    response = sign_in(visitor)
     assert (response.status_code, response.headers["location"]) == (303, "/runs")
     cookie = next(
         c for c in response.headers.get_list("set-cookie") if c.startswith("reactor_session=")
@@ -77,38 +77,38 @@ def test_a_valid_token_opens_a_session_in_an_http_only_strict_cookie(
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie
     assert ALICE not in cookie
-    assert "Signed in as <strong>alice</strong>" in browser.get("/runs").text
+    assert "Signed in as <strong>alice</strong>" in visitor.get("/runs").text
 
 
 @pytest.mark.parametrize(
     "token", [pytest.param("", id="empty"), pytest.param("not-a-token", id="wrong")]
 )
-def test_a_wrong_token_opens_no_session(browser: httpx2.Client, token: str) -> None:
-    response = sign_in(browser, token)
+def test_a_wrong_token_opens_no_session(visitor: httpx2.Client, token: str) -> None:
+    response = sign_in(visitor, token)
     assert response.status_code == 401
     assert "That token is not valid" in response.text
-    assert "reactor_session" not in browser.cookies
-    assert browser.get("/runs").status_code == 303
+    assert "reactor_session" not in visitor.cookies
+    assert visitor.get("/runs").status_code == 303
 
 
-def test_a_sign_in_form_from_elsewhere_is_refused(browser: httpx2.Client) -> None:
-    without = browser.post("/", data={"token": ALICE, "csrf": "made-up"})
-    form = browser.get("/")
-    foreign = browser.post(
+def test_a_sign_in_form_from_elsewhere_is_refused(visitor: httpx2.Client) -> None:
+    without = visitor.post("/", data={"token": ALICE, "csrf": "made-up"})
+    form = visitor.get("/")
+    foreign = visitor.post(
         "/",
         data={"token": ALICE, "csrf": hidden(form.text)},
         headers={"Origin": "https://evil.example"},
     )
     assert (without.status_code, foreign.status_code) == (403, 403)
-    assert "reactor_session" not in browser.cookies
+    assert "reactor_session" not in visitor.cookies
 
 
-def test_signing_out_ends_the_session(browser: httpx2.Client, server: Server) -> None:
-    csrf = signed_in(browser)
-    old = browser.cookies["reactor_session"]
-    response = browser.post("/sign-out", data={"csrf": csrf})
+def test_signing_out_ends_the_session(visitor: httpx2.Client, server: Server) -> None:
+    csrf = signed_in(visitor)
+    old = visitor.cookies["reactor_session"]
+    response = visitor.post("/sign-out", data={"csrf": csrf})
     assert (response.status_code, response.headers["location"]) == (303, "/")
-    assert "reactor_session" not in browser.cookies
+    assert "reactor_session" not in visitor.cookies
     with server.client(None, cookies={"reactor_session": old}) as replay:
         assert replay.get("/runs").status_code == 303
 
@@ -127,41 +127,41 @@ def agent(server: Server, name: str) -> Any:
     ],
 )
 def test_a_form_without_the_sessions_csrf_token_or_from_another_site_changes_nothing(
-    browser: httpx2.Client, server: Server, csrf: str | None, origin: str | None
+    visitor: httpx2.Client, server: Server, csrf: str | None, origin: str | None
 ) -> None:
-    right = signed_in(browser)
+    right = signed_in(visitor)
     data = {"cron_schedule": "", "csrf": right if csrf == "right" else csrf}
     headers = {"Origin": origin} if origin else {}
-    response = browser.post(
+    response = visitor.post(
         "/agents/helper", data={k: v for k, v in data.items() if v is not None}, headers=headers
     )
     assert response.status_code == 403
     assert "CSRF" in response.text
     assert agent(server, "helper")["enabled"] is True
-    done = browser.post("/agents/helper", data={"csrf": right, "enabled": "on"})
+    done = visitor.post("/agents/helper", data={"csrf": right, "enabled": "on"})
     assert (done.status_code, done.headers["location"]) == (303, "/agents")
-    assert "Agent helper was saved." in browser.get("/agents").text
+    assert "Agent helper was saved." in visitor.get("/agents").text
 
 
-def test_pages_come_with_their_own_assets_only(browser: httpx2.Client) -> None:
-    signed_in(browser)
-    page = browser.get("/runs")
+def test_pages_come_with_their_own_assets_only(visitor: httpx2.Client) -> None:
+    signed_in(visitor)
+    page = visitor.get("/runs")
     assert "default-src 'self'" in page.headers["content-security-policy"]
     for asset in re.findall(r'(?:src|href)="([^"]+)"', page.text):
         assert asset.startswith(("/", "#")), asset
     for path in ("/static/web.js", "/static/web.css"):
-        assert browser.get(path).status_code == 200
+        assert visitor.get(path).status_code == 200
 
 
 def test_a_runs_events_stream_to_a_signed_in_browser(
-    browser: httpx2.Client, server: Server
+    visitor: httpx2.Client, server: Server
 ) -> None:
     with server.client() as api:
         run_id = api.post("/api/runs", json={"graph": "count", "input": 1}).json()["run_id"]
-    assert browser.get(f"/runs/{run_id}/events").status_code == 303
-    signed_in(browser)
-    with browser.sse(f"/runs/{run_id}/events") as source:
+    assert visitor.get(f"/runs/{run_id}/events").status_code == 303
+    signed_in(visitor)
+    with visitor.sse(f"/runs/{run_id}/events") as source:
         names = [json.loads(event.data)["name"] for event in source]
     assert (names[0], names[-1]) == ("harness:start", "harness:end")
-    assert browser.get("/runs/run_nope").status_code == 404
-    assert browser.get("/runs/run_nope/events").status_code == 404
+    assert visitor.get("/runs/run_nope").status_code == 404
+    assert visitor.get("/runs/run_nope/events").status_code == 404
