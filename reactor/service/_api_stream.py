@@ -32,7 +32,7 @@ from reactor.service._api_runs import abort_run, load_run, post_signal, reply
 from reactor.service._service import ReactionService
 from reactor.service._values import User
 
-__all__ = ["router", "run_signals", "ws_router"]
+__all__ = ["event_stream", "router", "run_signals", "ws_router"]
 
 HEARTBEAT = 15.0
 """Seconds of silence after which a comment keeps the connection open through proxies."""
@@ -123,10 +123,16 @@ async def events(
 ) -> StreamingResponse:
     """The run's signals as Server-Sent Events: history, then live, until ``harness:end``."""
     await load_run(service, run_id)  # 404 before the stream starts
-    stopping = state_of(request).stopping
+    return event_stream(service, run_id, state_of(request).stopping, last_event_id or 0)
+
+
+def event_stream(
+    service: ReactionService, run_id: str, stopping: asyncio.Event, after: int = 0
+) -> StreamingResponse:
+    """A run's signals after ``seq`` ``after`` as Server-Sent Events (the API's and the UI's)."""
 
     async def stream() -> AsyncIterator[str]:
-        async for item in _pumped(run_signals(service, run_id, last_event_id or 0), stopping):
+        async for item in _pumped(run_signals(service, run_id, after), stopping):
             if item is None:
                 yield ": keep-alive\n\n"
             else:

@@ -10,7 +10,8 @@ the log is flushed).
 
 The OpenAPI description is at ``/openapi.json`` and its Swagger UI at ``/docs``, served
 from the package's own copy (no CDN: it works offline). ``/healthz`` answers without a
-token, for process managers and load balancers.
+token, for process managers and load balancers. The web UI (:mod:`reactor.service.web`)
+is served from ``/``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from reactor.service._api_runs import router as runs_router
 from reactor.service._api_stream import router as events_router
 from reactor.service._api_stream import ws_router
 from reactor.service._service import ReactionService
+from reactor.service.web import install_web
 
 __all__ = ["Lifecycle", "create_app"]
 
@@ -129,6 +131,7 @@ def create_app(
     ):
         app.include_router(router)
     _docs(app)
+    install_web(app)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -43,3 +43,11 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'data' / 'app.db'}"
     return str(request.getfixturevalue("postgres_url"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Install Debian's Chromium before the run when a collected test drives a browser."""
+    if any("browser" in getattr(item, "fixturenames", ()) for item in session.items):
+        from tests.service.browser import ensure_chromium
+
+        ensure_chromium()

@@ -1,0 +1,47 @@
+"""The web UI of ``reactor serve``: runs live, prompts, suggestions, agents, the log.
+
+Server-rendered pages (Jinja2 templates, one stylesheet, one small script, all shipped
+in the package: nothing comes from a CDN) on top of the same service objects as the
+HTTP API. :func:`install_web` adds them to an app: the sign-in form at ``/``, then
+``/runs``, ``/runs/{run_id}``, ``/suggestions``, ``/agents`` and ``/processing-log``.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import fastapi
+from fastapi.staticfiles import StaticFiles
+from starlette.requests import Request
+from starlette.responses import Response
+
+from reactor.service.web._auth import router as auth_router
+from reactor.service.web._manage import router as manage_router
+from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page
+from reactor.service.web._runs import router as runs_router
+
+__all__ = ["install_web"]
+
+
+def install_web(app: fastapi.FastAPI) -> None:
+    """Serve the web UI from ``app`` (its routes, static files and session store)."""
+    app.state.web = Web()
+    static = resources.files("reactor.service.web") / "static"
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+    for router in (auth_router, runs_router, manage_router):
+        app.include_router(router)
+
+    @app.exception_handler(SignInNeeded)
+    async def sign_in_first(request: Request, exc: SignInNeeded) -> Response:
+        return back("/")
+
+    @app.exception_handler(FormRejected)
+    async def rejected(request: Request, exc: FormRejected) -> Response:
+        return page(
+            request,
+            "rejected.html",
+            None,
+            403,
+            what="The form was not sent from this site's own page (its CSRF token is missing "
+            "or wrong). Reload the page and try again.",
+        )

@@ -1,0 +1,80 @@
+"""Signing in and out of the web UI.
+
+``GET /`` shows the sign-in form (or the runs, to a signed-in browser); posting it
+with a valid API token opens a session (:mod:`._sessions`). With no tokens configured
+(a service on a loopback address) any token signs in as the user ``local``, as the API
+lets every request act as ``local`` then.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+import fastapi
+from starlette.requests import Request
+from starlette.responses import Response
+
+from reactor.service._access import LOCAL_USER
+from reactor.service._api_base import state_of
+from reactor.service._values import User
+from reactor.service.web._render import Checked, back, page, web_of
+from reactor.service.web._sessions import (
+    COOKIE,
+    LIFETIME,
+    SIGN_IN_COOKIE,
+    same_origin,
+    set_cookie,
+    tokens_match,
+)
+
+__all__ = ["router"]
+
+router = fastapi.APIRouter(include_in_schema=False)
+
+_SIGN_IN_AGE = 3600
+"""Seconds a sign-in form stays valid."""
+
+
+def _sign_in_form(request: Request, code: int = 200, error: str | None = None) -> Response:
+    form_token = secrets.token_urlsafe(32)
+    response = page(request, "sign_in.html", None, code, form_token=form_token, error=error)
+    set_cookie(request, response, SIGN_IN_COOKIE, form_token, _SIGN_IN_AGE)
+    return response
+
+
+@router.get("/")
+async def home(request: Request) -> Response:
+    """The sign-in form, or the runs for a signed-in browser."""
+    if web_of(request).sessions.get(request.cookies.get(COOKIE)) is not None:
+        return back("/runs")
+    return _sign_in_form(request)
+
+
+@router.post("/")
+async def sign_in(
+    request: Request,
+    token: Annotated[str, fastapi.Form()] = "",
+    csrf: Annotated[str, fastapi.Form()] = "",
+) -> Response:
+    """Trade an API token for a session cookie."""
+    if not same_origin(request) or not tokens_match(request.cookies.get(SIGN_IN_COOKIE), csrf):
+        return _sign_in_form(request, 403, "The form expired or came from another site; try again.")
+    tokens = state_of(request).tokens
+    user = tokens.user(token.strip()) if tokens else User(LOCAL_USER)
+    if user is None:
+        return _sign_in_form(request, 401, "That token is not valid; ask the operator for one.")
+    session = web_of(request).sessions.open(user)
+    response = back("/runs")
+    set_cookie(request, response, COOKIE, session.id, int(LIFETIME))
+    response.delete_cookie(SIGN_IN_COOKIE, path="/")
+    return response
+
+
+@router.post("/sign-out")
+async def sign_out(request: Request, session: Checked) -> Response:
+    """End the session and clear its cookie."""
+    web_of(request).sessions.close(session.id)
+    response = back("/")
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return response

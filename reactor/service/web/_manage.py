@@ -1,0 +1,153 @@
+"""The pages of what people decide and watch: suggestions, agents, the processing log.
+
+A suggestion shows its agent's reasoning and its operations as a diff against the
+objects as they are now; approving or rejecting it is the signed-in user's decision.
+The agents page edits an agent's schedule and whether it is enabled, through the same
+catalog as ``PATCH /api/agents/{name}`` (the scheduler follows at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, get_args
+
+import fastapi
+from starlette.requests import Request
+from starlette.responses import Response
+
+from reactor.exceptions import ObjectNotFoundError, ReactorError
+from reactor.service._changes import Create, EntryStatus, Suggestion, SuggestionStatus
+from reactor.service._definitions import AgentChanges
+from reactor.service._service import ReactionService
+from reactor.service.web._render import Checked, SignedIn, back, page, service_of
+from reactor.service.web._summary import operation_diff
+
+__all__ = ["router"]
+
+router = fastapi.APIRouter(include_in_schema=False)
+
+LAST_RUNS = 3
+"""Runs the agents page shows per agent."""
+
+Filter = Annotated[str | None, fastapi.Query()]
+Field = Annotated[str, fastapi.Form()]
+
+
+async def _current(service: ReactionService, object_id: str) -> dict[str, Any] | None:
+    try:
+        return dict((await service.objects.get(object_id)).data)
+    except ObjectNotFoundError:
+        return None
+
+
+async def _proposed(service: ReactionService, suggestion: Suggestion) -> list[dict[str, Any]]:
+    """Each operation of a suggestion, with its diff against the object as it is now."""
+    shown = []
+    for operation in suggestion.changes:
+        current = None if isinstance(operation, Create) else await _current(service, operation.id)
+        target = operation.type if isinstance(operation, Create) else operation.id
+        shown.append(
+            {"op": operation.op, "target": target, "lines": operation_diff(operation, current)}
+        )
+    return shown
+
+
+@router.get("/suggestions")
+async def suggestions(request: Request, session: SignedIn, status: Filter = "pending") -> Response:
+    """Suggestions (pending ones by default) with their reasoning and changes."""
+    service = service_of(request)
+    chosen = status if status in get_args(SuggestionStatus) else None
+    found = await service.suggestions(chosen)
+    items = [{"s": s, "operations": await _proposed(service, s)} for s in found]
+    return page(
+        request,
+        "suggestions.html",
+        session,
+        items=items,
+        status=chosen or "",
+        statuses=get_args(SuggestionStatus),
+    )
+
+
+@router.post("/suggestions/{suggestion_id}/{decision}")
+async def decide(request: Request, suggestion_id: str, decision: str, session: Checked) -> Response:
+    """Approve or reject a pending suggestion as the signed-in user."""
+    service = service_of(request)
+    try:
+        if decision == "approve":
+            await service.approve(suggestion_id, actor=session.user)
+        elif decision == "reject":
+            await service.reject(suggestion_id, actor=session.user)
+        else:
+            return page(request, "missing.html", session, 404, what=f"decision {decision}")
+    except ReactorError as exc:
+        session.notify("error", str(exc))
+    else:
+        done = "approved and applied" if decision == "approve" else "rejected"
+        session.notify("ok", f"Suggestion {suggestion_id} was {done}.")
+    return back("/suggestions")
+
+
+@router.get("/agents")
+async def agents(request: Request, session: SignedIn) -> Response:
+    """Every agent: trigger, schedule, enabled, next run, last runs."""
+    service = service_of(request)
+    records = await service.catalog.records()
+    store = service.record
+    last: dict[str, list[Any]] = {}
+    for record in records:
+        last[record.name] = (
+            await asyncio.to_thread(store.runs, graph=record.name, limit=LAST_RUNS)
+            if store is not None
+            else []
+        )
+    return page(request, "agents.html", session, agents=records, last=last)
+
+
+@router.post("/agents/{name}")
+async def edit_agent(
+    request: Request,
+    name: str,
+    session: Checked,
+    cron_schedule: Field = "",
+    enabled: Field = "",
+) -> Response:
+    """Change an agent's schedule and whether it is enabled (applied at once)."""
+    service = service_of(request)
+    try:
+        record = await service.catalog.record(name)
+        changes: dict[str, Any] = {"enabled": enabled == "on"}
+        schedule = cron_schedule.strip() or None
+        if schedule != record.cron_schedule:
+            changes["cron_schedule"] = schedule
+        await service.catalog.update(name, AgentChanges(**changes))
+    except ReactorError as exc:
+        session.notify("error", str(exc))
+    else:
+        session.notify("ok", f"Agent {name} was saved.")
+    return back("/agents")
+
+
+@router.get("/processing-log")
+async def processing_log(
+    request: Request,
+    session: SignedIn,
+    agent: Filter = None,
+    object_id: Filter = None,
+    status: Filter = None,
+) -> Response:
+    """What each reaction agent was given and what became of it, filtered."""
+    chosen = status if status in get_args(EntryStatus) else None
+    entries = await service_of(request).processing_log(
+        agent=agent or None, object_id=object_id or None, status=chosen
+    )
+    return page(
+        request,
+        "processing_log.html",
+        session,
+        entries=entries,
+        agent=agent or "",
+        object_id=object_id or "",
+        status=chosen or "",
+        statuses=get_args(EntryStatus),
+    )

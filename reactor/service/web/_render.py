@@ -1,0 +1,186 @@
+"""What every page of the web UI shares: templates, the signed-in session, forms.
+
+Pages are Jinja2 templates shipped in the package (``templates/``), with one CSS file
+and one small script (``static/``); nothing is loaded from elsewhere. A page needs a
+session (:func:`signed_in`; without one the browser is sent to the sign-in form), and
+a form that changes something needs the session's CSRF token too (:func:`form_session`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+import fastapi
+import jinja2
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from reactor.service._api_base import state_of
+from reactor.service._service import ReactionService
+from reactor.service.web._sessions import COOKIE, Session, Sessions, same_origin, tokens_match
+
+__all__ = [
+    "Checked",
+    "FormRejected",
+    "SignInNeeded",
+    "SignedIn",
+    "Web",
+    "back",
+    "form_session",
+    "page",
+    "signed_in",
+    "web_of",
+]
+
+_TEMPLATES = resources.files("reactor.service.web") / "templates"
+
+
+def _when(value: float | datetime | str | None) -> str:
+    """A moment as ``YYYY-MM-DD HH:MM:SS`` UTC (``-`` when unknown)."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if isinstance(value, int | float):
+        value = datetime.fromtimestamp(value, UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _seconds(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.2f} s" if value < 60 else f"{int(value // 60)} min {value % 60:.0f} s"
+
+
+def _money(value: float | None) -> str:
+    """Dollars, or ``-`` when a price is unknown (an unknown price is not a zero)."""
+    return "-" if value is None else f"${value:.4f}"
+
+
+def _json(value: Any, indent: int | None = 2) -> str:
+    return json.dumps(value, indent=indent, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else _json(value, None)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: (_TEMPLATES / name).read_text()),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters.update(when=_when, seconds=_seconds, money=_money, json=_json, short=_short)
+    return environment
+
+
+@dataclasses.dataclass
+class Web:
+    """What the UI keeps while it is served: its templates, sessions, and run totals."""
+
+    sessions: Sessions = dataclasses.field(default_factory=Sessions)
+    templates: jinja2.Environment = dataclasses.field(default_factory=_environment)
+    totals: dict[str, tuple[int, float | None]] = dataclasses.field(default_factory=dict)
+    """Tokens and cost of the runs that have ended (they no longer change), by run id."""
+
+
+def web_of(conn: HTTPConnection) -> Web:
+    """The UI's :class:`Web`."""
+    web: Web = conn.app.state.web
+    return web
+
+
+class SignInNeeded(Exception):
+    """A page was asked for without a session: the browser goes to the sign-in form."""
+
+
+class FormRejected(Exception):
+    """A form came without the session's CSRF token, or from another site (403)."""
+
+
+def signed_in(request: Request) -> Session:
+    """The session of the browser asking (a dependency of every page but sign-in)."""
+    session = web_of(request).sessions.get(request.cookies.get(COOKIE))
+    if session is None:
+        raise SignInNeeded
+    return session
+
+
+async def form_session(request: Request) -> Session:
+    """The session of a form that changes something, once its CSRF token is checked."""
+    session = signed_in(request)
+    form = await request.form()
+    given = form.get("csrf")
+    if not same_origin(request) or not tokens_match(
+        session.csrf, given if isinstance(given, str) else None
+    ):
+        raise FormRejected
+    return session
+
+
+SignedIn = Annotated[Session, fastapi.Depends(signed_in)]
+"""The signed-in session of a page."""
+Checked = Annotated[Session, fastapi.Depends(form_session)]
+"""The signed-in session of a state-changing form, its CSRF token checked."""
+
+
+def service_of(conn: HTTPConnection) -> ReactionService:
+    """The service the UI shows."""
+    return state_of(conn).service
+
+
+def page(
+    request: Request,
+    template: str,
+    session: Session | None,
+    code: int = 200,
+    *,
+    fragment: bool = False,
+    **context: Any,
+) -> HTMLResponse:
+    """A page rendered from ``template``, with the session's user, CSRF token and notices.
+
+    A ``fragment`` (a part of a page its script fetches) leaves the notices for the next page.
+    """
+    html = (
+        web_of(request)
+        .templates.get_template(template)
+        .render(
+            request=request,
+            user=session.user if session else None,
+            csrf=session.csrf if session else "",
+            notices=session.take_notices() if session and not fragment else [],
+            **context,
+        )
+    )
+    return HTMLResponse(html, status_code=code, headers=_HEADERS)
+
+
+_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def back(path: str, query: Mapping[str, str] | None = None) -> Response:
+    """Send the browser on to ``path`` after a form (303: the next request is a GET)."""
+    url = path
+    if query:
+        url = f"{path}?{urlencode(query)}"
+    return RedirectResponse(url, status_code=303)

@@ -1,0 +1,100 @@
+// reactor's web UI: the few things a server-rendered page cannot do by itself.
+// The runs list refreshes its rows; a run's page follows the run over Server-Sent
+// Events, adds each signal to the timeline and refreshes the parts that change.
+"use strict";
+
+const DELTAS = new Set(["text:delta", "thinking:delta"]);
+const LIST_EVERY_MS = 2000;
+
+function fetchHtml(url) {
+  return fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } }).then((r) =>
+    r.ok && !r.redirected ? r.text() : Promise.reject(new Error(String(r.status))),
+  );
+}
+
+function keepRunsFresh(body) {
+  let shown = body.innerHTML;
+  const refresh = () =>
+    fetchHtml(body.dataset.refresh).then((html) => {
+      if (html !== shown) {
+        body.innerHTML = html;
+        shown = html;
+      }
+    }, () => {});
+  setInterval(refresh, LIST_EVERY_MS);
+}
+
+function timelineItem(run, signal) {
+  const item = document.createElement("li");
+  item.dataset.seq = String(signal.seq);
+  item.className = "new";
+  const link = document.createElement("a");
+  link.href = `/runs/${encodeURIComponent(run)}?at=${signal.seq}#state`;
+  link.textContent = `#${signal.seq}`;
+  const name = document.createElement("span");
+  name.className = "name";
+  name.textContent = signal.name;
+  const payload = document.createElement("span");
+  payload.className = "payload";
+  let text = typeof signal.payload === "string" ? signal.payload : JSON.stringify(signal.payload);
+  if (text && text.length > 160) text = `${text.slice(0, 159)}…`;
+  payload.textContent = text ?? "";
+  item.append(link, " ", name, " ", payload);
+  return item;
+}
+
+function replaceDetails(holder, html) {
+  const fresh = document.createElement("div");
+  fresh.innerHTML = html;
+  const closed = new Set(
+    [...holder.querySelectorAll("details:not([open])")].map((d) => d.dataset.id),
+  );
+  for (const section of fresh.querySelectorAll(":scope > section[id]")) {
+    const old = holder.querySelector(`:scope > section#${section.id}`);
+    if (!old) continue;
+    // Forms someone may be typing in are replaced only when what they are for changed.
+    if (old.dataset.key !== undefined && old.dataset.key === section.dataset.key) continue;
+    if (old.contains(document.activeElement) && old.dataset.key === undefined) continue;
+    old.replaceWith(section);
+  }
+  for (const details of holder.querySelectorAll("details[data-id]")) {
+    if (closed.has(details.dataset.id)) details.open = false;
+  }
+}
+
+function followRun(timeline) {
+  const holder = document.getElementById("details");
+  const run = timeline.dataset.run;
+  let last = Number(timeline.dataset.after || "0");
+  let pending = null;
+  const refresh = () => {
+    pending = null;
+    const at = holder.dataset.at;
+    const url = holder.dataset.refresh + (at ? `?at=${encodeURIComponent(at)}` : "");
+    fetchHtml(url).then((html) => replaceDetails(holder, html), () => {});
+  };
+  const soon = () => {
+    if (pending === null) pending = setTimeout(refresh, 250);
+  };
+  const source = new EventSource(`${timeline.dataset.events}?after=${last}`);
+  source.onmessage = (event) => {
+    const signal = JSON.parse(event.data);
+    if (signal.seq <= last) return;
+    last = signal.seq;
+    if (!DELTAS.has(signal.name)) {
+      timeline.append(timelineItem(run, signal));
+      soon();
+    }
+    if (signal.name === "harness:end") {
+      source.close();
+      refresh();
+    }
+  };
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const rows = document.getElementById("run-rows");
+  if (rows) keepRunsFresh(rows);
+  const timeline = document.getElementById("timeline");
+  if (timeline && !timeline.dataset.complete) followRun(timeline);
+});

@@ -1,0 +1,167 @@
+"""The web UI's sign-in, sessions and cross-site checks, over HTTP against ``reactor serve``."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import pytest
+
+from tests.service.server import ALICE, Server, serving
+
+PAGES = ["/runs", "/runs/rows", "/runs/run_x", "/suggestions", "/agents", "/processing-log"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    folder = tmp_path_factory.mktemp("web-http")
+    with serving(f"sqlite:///{folder / 'app.db'}", folder / "server.log") as running:
+        yield running
+
+
+@pytest.fixture
+def visitor(server: Server) -> Iterator[httpx2.Client]:
+    """A client without an API token, like a visitor (it keeps cookies)."""
+    with server.client(None) as client:
+        yield client
+
+
+def hidden(html: str, name: str = "csrf") -> str:
+    found = re.search(rf'name="{name}" value="([^"]*)"', html)
+    assert found is not None, html
+    return found.group(1)
+
+
+def sign_in(client: httpx2.Client, token: str = ALICE) -> httpx2.Response:
+    form = client.get("/")
+    return client.post("/", data={"token": token, "csrf": hidden(form.text)})
+
+
+def signed_in(client: httpx2.Client) -> str:
+    """Sign in; the session's CSRF token."""
+    assert sign_in(client).status_code == 303
+    return hidden(client.get("/agents").text)
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_sends_a_browser_without_a_session_to_the_sign_in_form(
+    visitor: httpx2.Client, path: str
+) -> None:
+    response = visitor.get(path)
+    assert (response.status_code, response.headers["location"]) == (303, "/")
+    form = visitor.get("/")
+    assert form.status_code == 200
+    assert '<label for="token">Token</label>' in form.text
+    assert "/runs" not in form.text
+
+
+@pytest.mark.parametrize(
+    "path", ["/sign-out", "/runs/run_x/abort", "/suggestions/sug_x/approve", "/agents/helper"]
+)
+def test_every_form_needs_a_session(visitor: httpx2.Client, path: str) -> None:
+    response = visitor.post(path, data={"csrf": "x"})
+    assert (response.status_code, response.headers["location"]) == (303, "/")
+
+
+def test_a_valid_token_opens_a_session_in_an_http_only_strict_cookie(
+    visitor: httpx2.Client,
+) -> None:
+    response = sign_in(visitor)
+    assert (response.status_code, response.headers["location"]) == (303, "/runs")
+    cookie = next(
+        c for c in response.headers.get_list("set-cookie") if c.startswith("reactor_session=")
+    )
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    assert ALICE not in cookie
+    assert "Signed in as <strong>alice</strong>" in visitor.get("/runs").text
+
+
+@pytest.mark.parametrize(
+    "token", [pytest.param("", id="empty"), pytest.param("not-a-token", id="wrong")]
+)
+def test_a_wrong_token_opens_no_session(visitor: httpx2.Client, token: str) -> None:
+    response = sign_in(visitor, token)
+    assert response.status_code == 401
+    assert "That token is not valid" in response.text
+    assert "reactor_session" not in visitor.cookies
+    assert visitor.get("/runs").status_code == 303
+
+
+def test_a_sign_in_form_from_elsewhere_is_refused(visitor: httpx2.Client) -> None:
+    without = visitor.post("/", data={"token": ALICE, "csrf": "made-up"})
+    form = visitor.get("/")
+    foreign = visitor.post(
+        "/",
+        data={"token": ALICE, "csrf": hidden(form.text)},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert (without.status_code, foreign.status_code) == (403, 403)
+    assert "reactor_session" not in visitor.cookies
+
+
+def test_signing_out_ends_the_session(visitor: httpx2.Client, server: Server) -> None:
+    csrf = signed_in(visitor)
+    old = visitor.cookies["reactor_session"]
+    response = visitor.post("/sign-out", data={"csrf": csrf})
+    assert (response.status_code, response.headers["location"]) == (303, "/")
+    assert "reactor_session" not in visitor.cookies
+    with server.client(None, cookies={"reactor_session": old}) as replay:
+        assert replay.get("/runs").status_code == 303
+
+
+def agent(server: Server, name: str) -> Any:
+    with server.client() as api:
+        return api.get(f"/api/agents/{name}").json()
+
+
+@pytest.mark.parametrize(
+    ("csrf", "origin"),
+    [
+        pytest.param(None, None, id="no-token"),
+        pytest.param("forged", None, id="wrong-token"),
+        pytest.param("right", "https://evil.example", id="other-origin"),
+    ],
+)
+def test_a_form_without_the_sessions_csrf_token_or_from_another_site_changes_nothing(
+    visitor: httpx2.Client, server: Server, csrf: str | None, origin: str | None
+) -> None:
+    right = signed_in(visitor)
+    data = {"cron_schedule": "", "csrf": right if csrf == "right" else csrf}
+    headers = {"Origin": origin} if origin else {}
+    response = visitor.post(
+        "/agents/helper", data={k: v for k, v in data.items() if v is not None}, headers=headers
+    )
+    assert response.status_code == 403
+    assert "CSRF" in response.text
+    assert agent(server, "helper")["enabled"] is True
+    done = visitor.post("/agents/helper", data={"csrf": right, "enabled": "on"})
+    assert (done.status_code, done.headers["location"]) == (303, "/agents")
+    assert "Agent helper was saved." in visitor.get("/agents").text
+
+
+def test_pages_come_with_their_own_assets_only(visitor: httpx2.Client) -> None:
+    signed_in(visitor)
+    page = visitor.get("/runs")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    for asset in re.findall(r'(?:src|href)="([^"]+)"', page.text):
+        assert asset.startswith(("/", "#")), asset
+    for path in ("/static/web.js", "/static/web.css"):
+        assert visitor.get(path).status_code == 200
+
+
+def test_a_runs_events_stream_to_a_signed_in_browser(
+    visitor: httpx2.Client, server: Server
+) -> None:
+    with server.client() as api:
+        run_id = api.post("/api/runs", json={"graph": "count", "input": 1}).json()["run_id"]
+    assert visitor.get(f"/runs/{run_id}/events").status_code == 303
+    signed_in(visitor)
+    with visitor.sse(f"/runs/{run_id}/events") as source:
+        names = [json.loads(event.data)["name"] for event in source]
+    assert (names[0], names[-1]) == ("harness:start", "harness:end")
+    assert visitor.get("/runs/run_nope").status_code == 404
+    assert visitor.get("/runs/run_nope/events").status_code == 404
