@@ -29,7 +29,17 @@ typecheck: $(STAMP)
 # Tests run on two processes: many wait on subprocesses, servers and the network.
 PYTEST_WORKERS ?= 2
 
-pytest: $(STAMP)
+# The web UI's browser tests drive Debian's Chromium (never a browser Playwright
+# downloads): installed with apt when missing (tests/service/browser.py does the same
+# when pytest is run directly).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo -n)
+APT_CHROMIUM := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends chromium
+
+$(CHROMIUM):
+	$(APT_CHROMIUM) || ($(SUDO) apt-get update && $(APT_CHROMIUM))
+
+pytest: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
 
 bench: $(STAMP)

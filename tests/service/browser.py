@@ -8,6 +8,7 @@ than one test's timeout, so it is not part of any test.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -33,6 +34,15 @@ def ensure_chromium() -> Path:
     """``/usr/bin/chromium``, installed first (``apt-get install -y chromium``) if it is missing."""
     if CHROMIUM.exists():
         return CHROMIUM
+    # Test processes (pytest-xdist) collect at once: one installs, the others wait for it.
+    with open(Path(os.getenv("TMPDIR", "/tmp")) / "reactor-chromium.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not CHROMIUM.exists():
+            _install()
+    return CHROMIUM
+
+
+def _install() -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = _apt("install", "-y", "--no-install-recommends", "chromium")
     print(f"\n{CHROMIUM} is missing; installing it: {' '.join(install)}", flush=True)
@@ -42,4 +52,3 @@ def ensure_chromium() -> Path:
         subprocess.run(install, env=env, timeout=INSTALL_TIMEOUT, check=False)
     if not CHROMIUM.exists():
         pytest.exit(f"Could not install Chromium with {' '.join(install)}.", 1)
-    return CHROMIUM
