@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from reactor._recording.store import Reporter, SignalStore
 
 __all__ = ["OPTION_NAMES", "RunKwargs", "RunOptions"]
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +40,7 @@ class RunOptions:
     scope: Mapping[str, Any] | None = None
     resume: str | None = None
     parent_run_id: str | None = None
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.on_end not in ("drain", "cancel"):
@@ -56,6 +60,14 @@ class RunOptions:
             )
         if self.resume is not None and self.replay is not None:
             raise ValueError("A run resumes or replays, not both: give resume= or replay=.")
+        if self.run_id is not None:
+            if self.resume is not None:
+                raise ValueError("A resumed run keeps its id: give resume= or run_id=, not both.")
+            if not isinstance(self.run_id, str) or not _RUN_ID.fullmatch(self.run_id):
+                raise ValueError(
+                    f"run_id must be 1-64 letters, digits, '_' or '-' (like "
+                    f"'run_0123456789abcdef'), got {self.run_id!r}."
+                )
         taken = sorted(set(self.scope or ()) & set(CONTEXT_NAMES))
         if taken:
             raise ValueError(
@@ -100,7 +112,9 @@ class RunKwargs(TypedDict, total=False):
     service gives reaction agents the object that changed and the object store);
     ``resume``: the id of a recorded run to continue (with ``record=`` its store; see
     :meth:`reactor.Reactive.resume`); ``parent_run_id``: the run this one is a child
-    of (``ctx.spawn`` sets it; stored in the run info).
+    of (``ctx.spawn`` sets it; stored in the run info); ``run_id``: the new run's id,
+    chosen by the caller (a job queue that names the run before it starts), else a
+    fresh ``run_<16 hex>``.
     """
 
     input: Any
@@ -119,6 +133,7 @@ class RunKwargs(TypedDict, total=False):
     scope: Mapping[str, Any] | None
     resume: str | None
     parent_run_id: str | None
+    run_id: str | None
 
 
 OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))

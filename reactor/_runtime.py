@@ -86,7 +86,7 @@ class Run:
         self.target = target or options.target
         self.target_hash = target_hash
         self.resumed = resume
-        self.run_id = resume.run_id if resume else f"run_{uuid.uuid4().hex[:16]}"
+        self.run_id = resume.run_id if resume else options.run_id or f"run_{uuid.uuid4().hex[:16]}"
         self.bus = SignalBus(options.history_limit, run_id=self.run_id)
         if resume is not None:
             self.bus.preload(resume.recording.signals)

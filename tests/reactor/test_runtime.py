@@ -586,3 +586,19 @@ async def test_a_history_limit_keeps_memory_bounded_and_the_run_correct() -> Non
     assert result.metrics.activations == 50
     assert len(result.signals) == 10
     assert result.signals[-1].name == "harness:end"
+
+
+async def test_a_run_takes_the_id_its_caller_chose(tmp_path: Any) -> None:
+    from reactor import SQLiteSignalStore
+
+    graph = reactive({"a": agent(run=lambda ctx: 1, updates="x")}, state={"x": 0})
+    with SQLiteSignalStore(tmp_path / "runs.db") as store:
+        result = await graph.run(run_id="run_chosen-1", record=store)
+        assert result.run_id == "run_chosen-1"
+        assert {signal.run_id for signal in result.signals} == {"run_chosen-1"}
+        assert store.load("run_chosen-1").state == {"x": 1}
+    for bad in ("", "has space", "x" * 65):
+        with pytest.raises(ValueError, match="run_id must be"):
+            await graph.run(run_id=bad)
+    with pytest.raises(ValueError, match="keeps its id"):
+        await graph.run(run_id="run_a", resume="run_b", record=store)
