@@ -99,8 +99,10 @@ class Reactive:
             merged["input"] = getattr(replay, "recording", replay).input
         return RunOptions(**merged)
 
-    def _run(self, options: Mapping[str, Any], *, live: bool = False) -> Run:
-        run_options = self._options(options)
+    def _run(
+        self, options: Mapping[str, Any], *, live: bool = False, run_id: str | None = None
+    ) -> Run:
+        run_options = self._options({**options, "run_id": run_id} if run_id is not None else options)
         target, target_hash = self._origin.describe(self, run_options.target)
         plan = self._plan(run_options) if run_options.resume is not None else None
         if plan is not None and "input" not in options:
@@ -150,17 +152,24 @@ class Reactive:
         return self.run_sync(channels=channels, **merged)
 
     async def run(
-        self, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]
+        self,
+        *,
+        channels: Sequence[Channel] = (),
+        run_id: str | None = None,
+        **options: Unpack[RunKwargs],
     ) -> RunResult:
         """Run the graph until quiescence, ``end_when``, a failure, a limit or timeout.
 
         Returns the :class:`RunResult`; failures are in ``result.status`` and
         ``result.error``, not raised. ``channels`` are attached to the run while it
         runs (``ConsoleChannel()`` shows it in the terminal and answers its prompts).
+        ``run_id`` names the new run when the caller must know it before it starts (a
+        job queue does); by default it is a fresh ``run_<16 hex>``.
         """
         if channels:
-            return await self.start(channels=channels, keep_open=False, **options).result()
-        run = self._run(options)
+            handle = self.start(channels=channels, keep_open=False, run_id=run_id, **options)
+            return await handle.result()
+        run = self._run(options, run_id=run_id)
         run.begin()
         return await run.execute()
 
@@ -169,6 +178,7 @@ class Reactive:
         *,
         raise_on_error: bool = False,
         channels: Sequence[Channel] = (),
+        run_id: str | None = None,
         **options: Unpack[RunKwargs],
     ) -> RunResult:
         """Run from synchronous code (scripts, notebooks without a loop).
@@ -176,6 +186,7 @@ class Reactive:
         Args:
             raise_on_error: Raise ``result.error`` if the run stopped on one.
             channels: Attached to the run, as for :meth:`run`.
+            run_id: The new run's id, as for :meth:`run`.
             **options: Run options, as for :meth:`run`.
 
         Raises:
@@ -190,7 +201,7 @@ class Reactive:
                 "run_sync() cannot be used inside a running event loop; use "
                 "`await graph.run(...)` there."
             )
-        result = asyncio.run(self.run(channels=channels, **options))
+        result = asyncio.run(self.run(channels=channels, run_id=run_id, **options))
         if raise_on_error and result.error is not None:
             raise result.error
         return result
@@ -200,6 +211,7 @@ class Reactive:
         *,
         channels: Sequence[Channel] = (),
         keep_open: bool = True,
+        run_id: str | None = None,
         **options: Unpack[RunKwargs],
     ) -> RunHandle:
         """Start a live run and return its :class:`RunHandle` (call from async code).
@@ -209,10 +221,11 @@ class Reactive:
         ``keep_open=False`` it ends at quiescence, as :meth:`run` does, and the handle
         takes input (``send``, ``reply``, ``abort``, ``suspend``) while it runs. Await
         ``handle.result()`` (or abort it): the handle owns the run's task.
-        ``channels`` are attached to the run (see :class:`reactor.Channel`).
+        ``channels`` are attached to the run (see :class:`reactor.Channel`);
+        ``run_id`` names it, as for :meth:`run`.
         """
         loop = asyncio.get_running_loop()
-        run = self._run(options, live=keep_open)
+        run = self._run(options, live=keep_open, run_id=run_id)
         run.begin()
         task = loop.create_task(run.execute(), name=f"reactor {run.run_id}")
         return RunHandle(run, task, channels)

@@ -112,9 +112,7 @@ class RunKwargs(TypedDict, total=False):
     service gives reaction agents the object that changed and the object store);
     ``resume``: the id of a recorded run to continue (with ``record=`` its store; see
     :meth:`reactor.Reactive.resume`); ``parent_run_id``: the run this one is a child
-    of (``ctx.spawn`` sets it; stored in the run info); ``run_id``: the new run's id,
-    chosen by the caller (a job queue that names the run before it starts), else a
-    fresh ``run_<16 hex>``.
+    of (``ctx.spawn`` sets it; stored in the run info).
     """
 
     input: Any
@@ -133,7 +131,6 @@ class RunKwargs(TypedDict, total=False):
     scope: Mapping[str, Any] | None
     resume: str | None
     parent_run_id: str | None
-    run_id: str | None
 
 
 OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))

@@ -20,6 +20,15 @@ from reactor._cli._service import (
     cmd_db,
     cmd_serve,
 )
+from reactor._cli._workers import (
+    WORKER_EXAMPLE,
+    WORKER_SUMMARY,
+    WORKERS_EXAMPLE,
+    WORKERS_SUMMARY,
+    add_worker_arguments,
+    cmd_worker,
+    cmd_workers,
+)
 
 __all__ = ["LOG_LEVELS", "build_parser"]
 
@@ -225,6 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = command("serve", SERVE_SUMMARY, SERVE_EXAMPLE)
     add_serve_arguments(serve)
     serve.set_defaults(handler=cmd_serve)
+
+    worker = command("worker", WORKER_SUMMARY, WORKER_EXAMPLE)
+    add_worker_arguments(worker)
+    worker.set_defaults(handler=cmd_worker)
+    command("workers", WORKERS_SUMMARY, WORKERS_EXAMPLE).set_defaults(handler=cmd_workers)
     return parser
 
 

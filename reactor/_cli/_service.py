@@ -22,8 +22,11 @@ __all__ = [
     "SERVE_SUMMARY",
     "add_db_arguments",
     "add_serve_arguments",
+    "app_service",
     "cmd_db",
     "cmd_serve",
+    "log_to_stderr",
+    "seconds_arg",
 ]
 
 DB_SUMMARY = "Create or migrate the database of objects and reactions."
@@ -66,7 +69,7 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seconds(text: str) -> float:
+def seconds_arg(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -93,7 +96,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--port", type=int, help="the port to listen on (default: 8000)")
     serve.add_argument(
         "--grace",
-        type=_seconds,
+        type=seconds_arg,
         help="seconds in-flight work is given to finish on SIGTERM (default: 30)",
     )
     serve.add_argument(
@@ -127,12 +130,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    service = _service(args.app, settings.db, given_db=args.db is not None)
-    _log_to_stderr()
+    service = app_service(args.app, settings.db, given_db=args.db is not None)
+    log_to_stderr()
     return serve(service, settings)
 
 
-def _log_to_stderr() -> None:
+def log_to_stderr() -> None:
     """Show the service's own lines (runs resumed, schedules, failures) beside uvicorn's."""
     import logging
 
@@ -144,7 +147,7 @@ def _log_to_stderr() -> None:
         logger.setLevel(logging.INFO)
 
 
-def _service(ref: str | None, db: str, *, given_db: bool) -> Any:
+def app_service(ref: str | None, db: str, *, given_db: bool) -> Any:
     """The service to serve: the app's, or one of the database's agents alone."""
     from reactor.service import ObjectStore, ReactionService
 

@@ -1,14 +1,17 @@
 """The runs half of a service: where runs are recorded, how they start, stop and resume.
 
 :class:`RunHost` is the one place the service starts runs from (the API, schedules,
-resumption after a restart), so that a job queue can take its place; it refuses new
-runs while the service stops, and on the way out holds those still running so that
-they resume at the next start.
+resumption after a restart); it refuses new runs while the service stops, and on the
+way out holds those still running so that they resume at the next start. With a job
+queue (``REACTOR_REDIS_URL``) it only queues them: workers execute them, and resume
+those a dead worker left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -21,7 +24,9 @@ from reactor.exceptions import AgentConflictError, ServiceStateError
 from reactor.service._catalog import AgentCatalog
 from reactor.service._db import Database
 from reactor.service._launch import RunRequest, Runs
+from reactor.service._leases import claim_tick
 from reactor.service._live import ServiceRecord
+from reactor.service._queue import JobQueue, QueueSettings
 
 if TYPE_CHECKING:
     from reactor._recording.postgres import PostgresSignalStore
@@ -67,6 +72,7 @@ class RunHost:
         self.catalog = catalog
         self.provider = provider
         self.record: ServiceRecord | None = None
+        self.queue: JobQueue | None = None
         self.stopping = False
         self._group: asyncio.TaskGroup | None = None
         self._changed: Callable[[], None] = lambda: None
@@ -78,6 +84,14 @@ class RunHost:
         self._group, self._changed = group, changed
         self.record = ServiceRecord(record)
         self.stopping = False
+        if self.queue is None and (settings := QueueSettings.from_env()) is not None:
+            self.queue = JobQueue(settings)
+
+    async def aclose(self) -> None:
+        """Close the connections to the job queue, if there is one."""
+        if self.queue is not None:
+            queue, self.queue = self.queue, None
+            await queue.aclose()
 
     def close(self) -> list[str]:
         """Take no more runs, and hold the live ones (they resume at the next start)."""
@@ -103,6 +117,19 @@ class RunHost:
                 f"The service is stopping: it starts no new runs (service.{what}()); try "
                 "again once it has started again."
             )
+        if self.queue is not None:
+            if request.resume is None and request.run_id is None:
+                request = dataclasses.replace(request, run_id=f"run_{uuid.uuid4().hex[:16]}")
+            run_id = request.resume or request.run_id
+            assert run_id is not None
+            await self.runs.started(request, run_id)
+            await self.queue.enqueue(request)
+            return run_id
+        return await self.execute(request)
+
+    async def execute(self, request: RunRequest) -> str:
+        """Start ``request`` in this process; return its run id once it has begun."""
+        assert self._group is not None
         run_id = await self.runs.submit(
             self._group, request, provider=self.provider, record=self.record, done=self._changed
         )
@@ -138,8 +165,15 @@ class RunHost:
         return aborted
 
     async def scheduled(self, name: str) -> None:
-        """A cron agent's time has come: run it (a failure to start is logged, not raised)."""
+        """A cron agent's time has come: run it (a failure to start is logged, not raised).
+
+        Each tick is claimed in the database first: of several serving processes, one
+        runs it.
+        """
         try:
+            if not await claim_tick(self.runs.db, name):
+                log("reactor.service", "info", "scheduled run taken elsewhere", agent=name)
+                return
             run_id = await self.run_agent(RunRequest("agent", name, trigger="cron"))
         except Exception as exc:  # the scheduler must go on: say why this one did not run
             log("reactor.service", "error", "scheduled run not started", agent=name, error=str(exc))
@@ -147,9 +181,14 @@ class RunHost:
             log("reactor.service", "info", "scheduled run started", agent=name, run_id=run_id)
 
     async def resume(self) -> list[str]:
-        """Continue the runs the service started that did not finish; return their ids."""
+        """Continue the runs the service started that did not finish; return their ids.
+
+        With a job queue the workers do it: a job stays queued until its run has ended.
+        """
         record = self.record
         assert record is not None
+        if self.queue is not None:
+            return []
         found = await asyncio.to_thread(
             lambda: [*record.runs(status="running"), *record.runs(status="waiting")]
         )

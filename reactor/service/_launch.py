@@ -52,6 +52,7 @@ class RunRequest:
         user: Who asked for it (the API's user id), if anyone.
         resume: The id of an unfinished run to continue instead of starting one.
         tags: More tags for the recording.
+        run_id: The new run's id, when it was chosen before it started (a queued job).
     """
 
     kind: Kind
@@ -61,6 +62,7 @@ class RunRequest:
     user: str | None = None
     resume: str | None = None
     tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    run_id: str | None = None
 
     def run_tags(self) -> dict[str, str]:
         """The recording's tags: what it runs, what started it, for whom."""
@@ -122,7 +124,7 @@ class Runs:
         self.aborting: dict[str, str] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self._agents = agents
-        self._db = db
+        self.db = db
         self._single: dict[str, tuple[Agent, Reactive]] = {}
 
     def graph(self, request: RunRequest) -> Reactive:
@@ -200,6 +202,7 @@ class Runs:
                 reporters=[feed],
                 tags=request.run_tags(),
                 resume=request.resume,
+                run_id=None if request.resume else request.run_id,
             )
         except asyncio.CancelledError:
             run_id = feed.started.result() if feed.started.done() else None
@@ -239,7 +242,7 @@ class Runs:
         if request.kind != "agent":
             return
         try:
-            async with self._db.write() as conn:
+            async with self.db.write() as conn:
                 exists = await conn.scalar(
                     sa.select(agent_runs.c.id).where(agent_runs.c.run_id == run_id)
                 )
@@ -269,7 +272,7 @@ class Runs:
         }
         for _ in range(2):  # the row of its start may be written meanwhile: then update it
             try:
-                async with self._db.write() as conn:
+                async with self.db.write() as conn:
                     changed = await conn.execute(
                         agent_runs.update().where(agent_runs.c.run_id == run_id).values(**values)
                     )

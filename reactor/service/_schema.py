@@ -27,11 +27,13 @@ __all__ = [
     "Timestamp",
     "agent_runs",
     "agents",
+    "cron_ticks",
     "metadata",
     "object_events",
     "objects",
     "processing_log",
     "reaction_cursors",
+    "run_leases",
     "suggestions",
 ]
 
@@ -208,3 +210,23 @@ reaction_cursors = sa.Table(
     sa.Column("updated_at", Timestamp, nullable=False),
 )
 """How far each reaction agent's events have been dispatched (the last ``event_id``)."""
+
+run_leases = sa.Table(
+    "run_leases",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("worker", sa.String(200), nullable=False),
+    sa.Column("heartbeat_at", Timestamp, nullable=False),
+)
+"""Which worker executes a run (scale-out): a live worker renews ``heartbeat_at``; a
+lease whose heartbeat is older than the reclaim time is taken over."""
+
+cron_ticks = sa.Table(
+    "cron_ticks",
+    metadata,
+    sa.Column("agent", sa.String(200), primary_key=True),
+    sa.Column("tick_at", Timestamp, primary_key=True),
+    sa.Column("claimed_at", Timestamp, nullable=False),
+)
+"""One row per cron agent and firing time: the process that inserts it runs the agent,
+so several serving processes run a schedule once per tick."""

@@ -229,6 +229,7 @@ class ReactionService:
             with contextlib.suppress(Exception):  # a dead database cannot take them back
                 await self.log.release(dispatcher.taken)  # taken up again at the next start
             await close_record(self.record, self._owned_record)
+            await self.host.aclose()
             if self._owned_record is not None:
                 self.record = self._owned_record = None
 

@@ -1,0 +1,134 @@
+"""``reactor worker`` and ``reactor workers``: executing the service's runs from a queue."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+
+from reactor._cli._base import CommandError
+
+__all__ = [
+    "WORKERS_EXAMPLE",
+    "WORKERS_SUMMARY",
+    "WORKER_EXAMPLE",
+    "WORKER_SUMMARY",
+    "add_worker_arguments",
+    "cmd_worker",
+    "cmd_workers",
+]
+
+WORKER_SUMMARY = "Execute the service's queued runs (needs REACTOR_REDIS_URL)."
+WORKER_EXAMPLE = (
+    "REACTOR_REDIS_URL=redis://127.0.0.1:6379/0 reactor worker "
+    "--app examples.scale_out.app:make_service --concurrency 8"
+)
+WORKERS_SUMMARY = "List the live workers and the runs each executes."
+WORKERS_EXAMPLE = "REACTOR_REDIS_URL=redis://127.0.0.1:6379/0 reactor workers"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}")
+    return value
+
+
+def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
+    """Give ``reactor worker`` its options."""
+    from reactor._cli._service import seconds_arg
+
+    worker.add_argument(
+        "--app",
+        metavar="MODULE:SERVICE",
+        required=True,
+        help="the ReactionService whose runs to execute (or a function of the database URL "
+        "returning one): the same as `reactor serve --app`",
+    )
+    worker.add_argument(
+        "--db",
+        metavar="URL",
+        help="the service's database (default: $REACTOR_SERVICE_DB, else the app's)",
+    )
+    worker.add_argument(
+        "--concurrency", type=_positive, default=8, help="runs executed at once (default: 8)"
+    )
+    worker.add_argument(
+        "--grace",
+        type=seconds_arg,
+        default=30.0,
+        help="seconds runs in flight get to finish on SIGTERM (default: 30)",
+    )
+
+
+def _settings() -> object:
+    from reactor.exceptions import ServiceConfigError
+    from reactor.service._queue import REDIS_ENV, QueueSettings
+
+    try:
+        settings = QueueSettings.from_env()
+    except ServiceConfigError as exc:
+        raise CommandError(str(exc)) from None
+    if settings is None:
+        raise CommandError(
+            f"{REDIS_ENV} is not set: workers take their jobs from Redis, e.g. "
+            f"{REDIS_ENV}=redis://127.0.0.1:6379/0 (without it `reactor serve` runs "
+            "everything itself)"
+        )
+    return settings
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """``reactor worker``: execute queued runs until SIGTERM or Ctrl-C, then drain."""
+    import os
+
+    from reactor._cli._service import DEFAULT_SERVICE_URL, app_service, log_to_stderr
+    from reactor.service._queue import QueueSettings
+    from reactor.service._worker import Worker
+
+    settings = _settings()
+    assert isinstance(settings, QueueSettings)
+    db = args.db or os.environ.get("REACTOR_SERVICE_DB") or DEFAULT_SERVICE_URL
+    service = app_service(args.app, db, given_db=args.db is not None)
+    log_to_stderr()
+    worker = Worker(service, settings, concurrency=args.concurrency, grace=args.grace)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        print(f"worker {worker.id}: taking jobs ({args.concurrency} at a time)", flush=True)
+        await worker.run(stop)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_workers(args: argparse.Namespace) -> int:
+    """``reactor workers``: the live workers, their runs, and how long they have run."""
+    from reactor.service._queue import QueueSettings
+    from reactor.service._worker import live_workers
+
+    settings = _settings()
+    assert isinstance(settings, QueueSettings)
+    workers = asyncio.run(live_workers(settings))
+    if not workers:
+        print("No live workers (start one with `reactor worker --app MODULE:SERVICE`).")
+        return 0
+    now = time.time()
+    for worker in workers:
+        runs = worker["runs"]
+        print(
+            f"{worker['id']}  pid {worker['pid']}  up {now - worker['started_at']:.0f}s  "
+            f"{len(runs)}/{worker['concurrency']} running  {worker['executed']} done"
+        )
+        for run_id in runs:
+            print(f"  {run_id}")
+    sys.stdout.flush()
+    return 0

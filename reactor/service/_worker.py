@@ -1,0 +1,185 @@
+"""``reactor worker``: executes the service's runs from the job queue.
+
+A worker opens the service's database and signal store (not its dispatcher or
+schedules), then takes jobs from the Redis stream with taskiq's receiver, ``concurrency``
+at a time. For each job it:
+
+1. drops it (acknowledged) if its run has ``harness:end`` in the log: a duplicate;
+2. takes the run's lease in the database, or puts the job back unacknowledged when a
+   live worker holds it (a long run whose job was reclaimed by idle time);
+3. starts the run as the job says, or resumes it when the log already has it (a job a
+   dead worker left: what completed is not repeated);
+4. acknowledges the job once the run has ended, and gives the lease back.
+
+Its heartbeat is a Redis key (``reactor:worker:<id>``) naming its runs, renewed with
+the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, gives
+the runs in flight ``grace`` seconds, then holds the rest unfinished and
+unacknowledged: another worker resumes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+from redis.asyncio import Redis
+from taskiq import Context, TaskiqDepends
+from taskiq.receiver import Receiver
+
+from reactor._diagnostics import log
+from reactor.exceptions import RunNotFoundError
+from reactor.service._hosting import close_record, default_record
+from reactor.service._leases import Leases
+from reactor.service._queue import TASK, WORKER_KEYS, JobBroker, QueueSettings, request_of
+from reactor.service._registry import register
+from reactor.service._service import ReactionService
+
+__all__ = ["Worker", "live_workers"]
+
+_CONTEXT: Any = TaskiqDepends()
+"""taskiq gives a job's function its context (to acknowledge the job) through this."""
+
+
+class Worker:
+    """Executes queued runs of ``service`` (see the module's docstring).
+
+    Args:
+        service: The application's service: its graphs, agents, provider, database.
+        settings: The queue (``QueueSettings.from_env()`` in ``reactor worker``).
+        concurrency: Runs executed at once.
+        grace: Seconds runs in flight get to finish on shutdown.
+    """
+
+    def __init__(
+        self,
+        service: ReactionService,
+        settings: QueueSettings,
+        *,
+        concurrency: int = 8,
+        grace: float = 30.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be 1 or more, got {concurrency}.")
+        self.service, self.settings = service, settings
+        self.concurrency, self.grace = concurrency, grace
+        self.id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.broker = JobBroker(settings, consumer=self.id)
+        self.leases = Leases(service.db, self.id, settings.reclaim_after)
+        self.running: dict[str, float] = {}  # run id -> when it started here
+        self.executed = 0
+
+        async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
+            await self._job(job, context)
+
+        self.broker.register_task(run_job, task_name=TASK, ack_type="manual")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Execute jobs until ``stop`` is set, then drain (see the module's docstring)."""
+        service = self.service
+        await service.objects.open()
+        await service.db.open()
+        record, owned = (service.record, False) if service.record else (None, True)
+        if record is None:
+            record, _ = await default_record(service.db)
+        await register(service.db, service.agents)
+        await service.catalog.load()
+        receiver = Receiver(
+            self.broker,
+            max_async_tasks=self.concurrency,
+            wait_tasks_timeout=self.grace,
+            ack_type=None,
+        )
+        try:
+            async with asyncio.TaskGroup() as group:
+                service.host.open(group, record, lambda: None)
+                beat = group.create_task(self._heartbeat())
+                log("reactor.worker", "info", "worker started", worker=self.id)
+                await receiver.listen(stop)
+                service.host.close()  # runs still going are held: their jobs stay pending
+                beat.cancel()
+        finally:
+            with contextlib.suppress(Exception):
+                await self._forget()
+            await self.broker.shutdown()
+            await close_record(record, record if owned else None)
+            await service.objects.close()
+            await service.db.close()
+            log("reactor.worker", "info", "worker stopped", worker=self.id, runs=self.executed)
+
+    async def _job(self, job: dict[str, Any], context: Context = _CONTEXT) -> None:
+        request = request_of(job)
+        run_id = request.resume or request.run_id
+        if run_id is None:
+            await context.ack()
+            return
+        record = self.service.host.record
+        assert record is not None
+        try:
+            info = (await asyncio.to_thread(record.load, run_id)).info
+        except RunNotFoundError:
+            info = None
+        if info is not None and info.complete:
+            await context.ack()  # it ended: a job delivered twice is harmless
+            return
+        if not await self.leases.take(run_id):
+            return  # a live worker runs it: leave the job pending, to be looked at again
+        self.running[run_id] = time.time()
+        try:
+            if info is not None and request.resume is None:
+                request = request.__class__(**{**job, "resume": run_id, "run_id": None})
+            await self._execute(run_id, request)
+        finally:
+            self.running.pop(run_id, None)
+            await self.leases.give_back(run_id)
+        if not self.service.host.stopping:
+            self.executed += 1
+            await context.ack()
+
+    async def _execute(self, run_id: str, request: Any) -> None:
+        host = self.service.host
+        await host.execute(request)
+        live = host.runs.live.get(run_id)
+        if live is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(live.task)
+
+    async def _heartbeat(self) -> None:
+        """Renew the leases of the runs here, and this worker's key in Redis."""
+        every = max(0.2, self.settings.reclaim_after / 3)
+        ttl = max(2, int(self.settings.reclaim_after * 2))
+        started = time.time()
+        async with Redis.from_url(self.settings.url) as redis:
+            while True:
+                await self.leases.renew(list(self.running))
+                value = {
+                    "id": self.id,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "concurrency": self.concurrency,
+                    "started_at": started,
+                    "runs": sorted(self.running),
+                    "executed": self.executed,
+                }
+                await redis.set(WORKER_KEYS + self.id, json.dumps(value), ex=ttl)
+                await asyncio.sleep(every)
+
+    async def _forget(self) -> None:
+        async with Redis.from_url(self.settings.url) as redis:
+            await redis.delete(WORKER_KEYS + self.id)
+
+
+async def live_workers(settings: QueueSettings) -> list[dict[str, Any]]:
+    """The workers whose heartbeat is fresh: id, host, pid, concurrency, runs, started."""
+    found = []
+    async with Redis.from_url(settings.url) as redis:
+        async for key in redis.scan_iter(match=WORKER_KEYS + "*"):
+            value = await redis.get(key)
+            if value is not None:
+                found.append(json.loads(value))
+    return sorted(found, key=lambda worker: str(worker["id"]))

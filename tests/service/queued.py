@@ -1,0 +1,51 @@
+"""The app of the scale-out tests: `reactor worker --app tests.service.queued:make_service`.
+
+``steps`` is a two-step graph: ``first`` notes each execution in the file named by
+``REACTOR_TEST_STEPS`` (one line per execution, from any process), then ``second``
+waits (``input.seconds``, default 1) before the run ends. ``tick`` is an agent to run
+on schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from reactor import AgentContext, agent, reactive
+from reactor.service import ObjectStore, ReactionService
+
+
+def _first(ctx: AgentContext[Any]) -> str:
+    path = os.environ.get("REACTOR_TEST_STEPS")
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{ctx.run_id}\n".encode())
+        finally:
+            os.close(fd)
+    return "done"
+
+
+async def _second(ctx: AgentContext[Any]) -> str:
+    await asyncio.sleep(float((ctx.input or {}).get("seconds", 1.0)))
+    return "done"
+
+
+def steps_graph() -> Any:
+    return reactive(
+        {
+            "first": agent(run=_first, updates="first"),
+            "second": agent(run=_second, activate_on="state:first:changed", updates="second"),
+        },
+        state={"first": None, "second": None},
+        name="steps",
+    )
+
+
+def make_service(db: str) -> ReactionService:
+    return ReactionService(
+        objects=ObjectStore(db),
+        graphs={"steps": steps_graph()},
+        agents={"tick": agent(run=lambda ctx: "tick")},
+    )

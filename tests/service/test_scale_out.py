@@ -1,0 +1,310 @@
+"""Scale-out: runs as jobs on `reactor worker` processes over Redis Streams (real Redis,
+real PostgreSQL, real worker processes killed with SIGKILL)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from reactor import PostgresSignalStore
+from reactor.exceptions import ServiceConfigError
+from reactor.service import ObjectStore, ReactionService
+from reactor.service._db import Database
+from reactor.service._launch import RunRequest
+from reactor.service._leases import Leases, claim_tick
+from reactor.service._queue import QueueSettings
+from reactor.service._schema import agent_runs
+from reactor.service._worker import live_workers
+from tests.service.queued import make_service
+
+REDIS = os.environ.get("REACTOR_TEST_REDIS", "redis://127.0.0.1:6379")
+APP = "tests.service.queued:make_service"
+RECLAIM = 2.0
+
+
+@pytest.fixture
+def redis_url(worker_id: str) -> Iterator[str]:
+    """A Redis database of this test process's own, flushed before and after."""
+    number = 8 + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
+    url = f"{REDIS}/{number}"
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5)
+        client.flushdb()
+    except redis.ConnectionError as exc:
+        pytest.fail(
+            f"Redis is not reachable at {REDIS} ({exc}). Start it (`redis-server --daemonize "
+            'yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no`, as .ci/run does).'
+        )
+    yield url
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch, redis_url: str, postgres_url: str) -> str:
+    """This process's services queue their runs (as `reactor serve` with Redis does)."""
+    monkeypatch.setenv("REACTOR_REDIS_URL", redis_url)
+    monkeypatch.setenv("REACTOR_RECLAIM_AFTER", str(RECLAIM))
+    return postgres_url
+
+
+@contextmanager
+def workers(
+    count: int, db: str, redis_url: str, tmp_path: Path, *, concurrency: int = 10
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` `reactor worker` processes, stopped (SIGKILL at the latest) at the end."""
+    env = {
+        **os.environ,
+        "REACTOR_REDIS_URL": redis_url,
+        "REACTOR_RECLAIM_AFTER": str(RECLAIM),
+        "REACTOR_SERVICE_DB": db,
+        "REACTOR_TEST_STEPS": str(tmp_path / "steps.log"),
+    }
+    command = [sys.executable, "-m", "reactor", "worker", "--app", APP]
+    logs = [(tmp_path / f"worker{index}.log").open("wb") for index in range(count)]
+    processes = [
+        subprocess.Popen(
+            [*command, "--concurrency", str(concurrency), "--grace", "5"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        for log in logs
+    ]
+    try:
+        settings = QueueSettings(redis_url)
+
+        def up() -> bool:
+            for index, process in enumerate(processes):
+                if process.poll() is not None:
+                    log = (tmp_path / f"worker{index}.log").read_text()
+                    raise AssertionError(f"worker {index} exited:\n{log}")
+            return len(asyncio.run(live_workers(settings))) == count
+
+        wait_for(up, 30, "workers up")
+        yield processes
+    finally:
+        for process, log in zip(processes, logs, strict=True):
+            if process.poll() is None:
+                process.kill()
+            process.wait(10)
+            log.close()
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+async def submit(db: str, count: int, seconds: float = 1.0) -> list[str]:
+    service = make_service(db)
+    async with service.objects, service:
+        return [await service.submit("steps", {"seconds": seconds}) for _ in range(count)]
+
+
+def recordings(db: str, run_ids: list[str]) -> dict[str, Any]:
+    with PostgresSignalStore(db) as store:
+        return {run_id: store.load(run_id) for run_id in run_ids}
+
+
+def ended(db: str, run_ids: list[str]) -> bool:
+    with PostgresSignalStore(db) as store:
+        done = {info.run_id for info in store.runs() if info.complete}
+    return set(run_ids) <= done
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_workers_runs_are_finished_by_another_and_nothing_repeats(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    db = queued
+    with workers(2, db, redis_url, tmp_path) as (victim, survivor):
+        run_ids = asyncio.run(submit(db, 40))
+        settings = QueueSettings(redis_url)
+
+        def victim_mid_way() -> list[str]:
+            """The victim's runs, once each has its first step recorded (else [])."""
+            found = {w["pid"]: w["runs"] for w in asyncio.run(live_workers(settings))}
+            runs: list[str] = found.get(victim.pid, [])
+            if not runs:
+                return []
+            logs = recordings(db, runs)
+            firsts = [
+                any(s.name == "agent:first:completed" for s in r.signals) for r in logs.values()
+            ]
+            return runs if all(firsts) else []
+
+        wait_for(lambda: bool(victim_mid_way()), 30, "the victim to be mid-way")
+        taken = victim_mid_way()
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+
+        wait_for(lambda: ended(db, run_ids), 60, "every run to end")
+        logs = recordings(db, run_ids)
+        assert survivor.poll() is None
+
+    assert [log.status for log in logs.values()] == ["completed"] * 40
+    for log in logs.values():
+        assert [s.name for s in log.signals].count("harness:end") == 1
+    executions = (tmp_path / "steps.log").read_text().split()
+    assert len(executions) == 40
+    assert set(executions) == set(run_ids)
+    for run_id in taken:  # the survivor resumed what the victim had started
+        assert "harness:resumed" in [s.name for s in logs[run_id].signals]
+        assert [s.name for s in logs[run_id].signals].count("agent:first:completed") == 1
+
+
+@pytest.mark.timeout(90)
+def test_a_long_run_on_a_live_worker_is_not_taken_over(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    """Its job is reclaimed by idle time, but the lease sends it back: it runs once."""
+    db = queued
+    with workers(2, db, redis_url, tmp_path, concurrency=1):
+        (run_id,) = asyncio.run(submit(db, 1, seconds=3 * RECLAIM))
+        wait_for(lambda: ended(db, [run_id]), 60, "the long run to end")
+    (log,) = recordings(db, [run_id]).values()
+    names = [s.name for s in log.signals]
+    assert log.status == "completed"
+    assert "harness:resumed" not in names
+    assert names.count("agent:second:activated") == 1
+    assert (tmp_path / "steps.log").read_text().split() == [run_id]
+
+
+@pytest.mark.timeout(60)
+def test_a_job_whose_run_has_ended_is_dropped(queued: str, redis_url: str, tmp_path: Path) -> None:
+    db = queued
+    with workers(1, db, redis_url, tmp_path):
+        (run_id,) = asyncio.run(submit(db, 1, seconds=0))
+        wait_for(lambda: ended(db, [run_id]), 30, "the run to end")
+
+        async def again() -> None:  # the same job delivered a second time
+            service = make_service(db)
+            async with service.objects, service:
+                assert service.host.queue is not None
+                await service.host.queue.enqueue(RunRequest("graph", "steps", run_id=run_id))
+
+        asyncio.run(again())
+        client = redis.Redis.from_url(redis_url)
+        wait_for(
+            lambda: (
+                client.xpending("reactor:jobs", "reactor-workers")["pending"] == 0
+                and client.xlen("reactor:jobs") == 2
+            ),
+            20,
+            "the duplicate to be acknowledged",
+        )
+    (log,) = recordings(db, [run_id]).values()
+    assert [s.name for s in log.signals].count("harness:end") == 1
+    assert (tmp_path / "steps.log").read_text().split() == [run_id]
+
+
+@pytest.mark.timeout(60)
+def test_workers_lists_the_live_workers_and_sigterm_drains(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    db = queued
+    env = {**os.environ, "REACTOR_REDIS_URL": redis_url}
+    with workers(1, db, redis_url, tmp_path) as (worker,):
+        (run_id,) = asyncio.run(submit(db, 1, seconds=1.5))
+        settings = QueueSettings(redis_url)
+        wait_for(lambda: asyncio.run(live_workers(settings))[0]["runs"] == [run_id], 20, "the run")
+        listed = subprocess.run(
+            [sys.executable, "-m", "reactor", "workers"], env=env, capture_output=True, text=True
+        )
+        assert listed.returncode == 0
+        assert f"pid {worker.pid}" in listed.stdout
+        assert run_id in listed.stdout
+        worker.send_signal(signal.SIGTERM)  # the run in flight finishes within the grace
+        assert worker.wait(30) == 0
+    assert recordings(db, [run_id])[run_id].status == "completed"
+    assert asyncio.run(live_workers(settings)) == []
+    empty = subprocess.run(
+        [sys.executable, "-m", "reactor", "workers"], env=env, capture_output=True, text=True
+    )
+    assert "No live workers" in empty.stdout
+
+
+def test_a_worker_needs_redis_configured() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "REACTOR_REDIS_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "reactor", "worker", "--app", APP],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert "REACTOR_REDIS_URL is not set" in done.stderr
+    with pytest.raises(ServiceConfigError, match="Redis URL"):
+        QueueSettings.from_env({"REACTOR_REDIS_URL": "http://x"})
+    with pytest.raises(ServiceConfigError, match="REACTOR_RECLAIM_AFTER"):
+        QueueSettings.from_env({"REACTOR_REDIS_URL": "redis://x", "REACTOR_RECLAIM_AFTER": "soon"})
+
+
+async def test_a_lease_is_one_workers_until_its_heartbeat_stops(postgres_url: str) -> None:
+    db = Database(postgres_url)
+    await db.open()
+    try:
+        one, two = Leases(db, "one", ttl=0.5), Leases(db, "two", ttl=0.5)
+        assert await one.take("run_x")
+        assert not await two.take("run_x")
+        assert await one.take("run_x")  # its own again
+        await asyncio.sleep(0.3)
+        await one.renew(["run_x"])
+        await asyncio.sleep(0.3)
+        assert not await two.take("run_x")  # renewed: still alive
+        await asyncio.sleep(0.6)
+        assert await two.take("run_x")  # silent for longer than the ttl: taken over
+        assert await one.holder("run_x") == "two"
+        await two.give_back("run_x")
+        assert await one.holder("run_x") is None
+    finally:
+        await db.close()
+
+
+async def test_a_cron_tick_runs_once_across_serving_processes(
+    queued: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two services fire the same schedule at the same minute: it runs once."""
+    monkeypatch.delenv("REACTOR_REDIS_URL")  # both execute their runs themselves
+    first, second = make_service(queued), make_service(queued)
+    async with first.objects, second.objects, first, second:
+        await asyncio.gather(first.host.scheduled("tick"), second.host.scheduled("tick"))
+        await first.idle(10)
+        await second.idle(10)
+        async with first.db.read() as conn:
+            rows = (await conn.execute(sa.select(agent_runs))).mappings().all()
+        assert await claim_tick(first.db, "other")  # another agent's tick is its own
+        assert not await claim_tick(second.db, "other")
+    assert [(row["agent"], row["trigger"], row["status"]) for row in rows] == [
+        ("tick", "cron", "completed")
+    ]
+
+
+async def test_without_redis_the_service_runs_everything_itself(postgres_url: str) -> None:
+    assert QueueSettings.from_env({}) is None
+    service = ReactionService(
+        objects=ObjectStore(postgres_url),
+        graphs={"steps": make_service(postgres_url).runs.graphs["steps"]},
+    )
+    async with service.objects, service:
+        assert service.host.queue is None
+        run_id = await service.submit("steps", {"seconds": 0})
+        await service.idle(10)
+    with PostgresSignalStore(postgres_url) as store:
+        assert store.load(run_id).status == "completed"
