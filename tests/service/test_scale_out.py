@@ -221,7 +221,7 @@ def test_workers_lists_the_live_workers_and_sigterm_drains(
     db = queued
     env = {**os.environ, "REACTOR_REDIS_URL": redis_url}
     with workers(1, db, redis_url, tmp_path) as (worker,):
-        (run_id,) = asyncio.run(submit(db, 1, seconds=1.5))
+        (run_id,) = asyncio.run(submit(db, 1, seconds=4))
         settings = QueueSettings(redis_url)
         wait_for(lambda: asyncio.run(live_workers(settings))[0]["runs"] == [run_id], 20, "the run")
         listed = subprocess.run(
