@@ -102,7 +102,9 @@ class Reactive:
     def _run(
         self, options: Mapping[str, Any], *, live: bool = False, run_id: str | None = None
     ) -> Run:
-        run_options = self._options({**options, "run_id": run_id} if run_id is not None else options)
+        if run_id is not None:
+            options = {**options, "run_id": run_id}
+        run_options = self._options(options)
         target, target_hash = self._origin.describe(self, run_options.target)
         plan = self._plan(run_options) if run_options.resume is not None else None
         if plan is not None and "input" not in options:

@@ -100,6 +100,8 @@ COLUMNS = {
         "resolved_by_id",
     },
     "reaction_cursors": {"agent", "event_id", "updated_at"},
+    "run_leases": {"run_id", "worker", "heartbeat_at"},
+    "cron_ticks": {"agent", "tick_at", "claimed_at"},
 }
 
 
