@@ -33,7 +33,7 @@ from taskiq import Context, TaskiqDepends
 from taskiq.receiver import Receiver
 
 from reactor._diagnostics import log
-from reactor.exceptions import RunNotFoundError
+from reactor.exceptions import ReactorError, RunNotFoundError
 from reactor.service._hosting import close_record, default_record
 from reactor.service._leases import Leases
 from reactor.service._queue import TASK, WORKER_KEYS, JobBroker, QueueSettings, request_of
@@ -134,6 +134,8 @@ class Worker:
             if info is not None and request.resume is None:
                 request = request.__class__(**{**job, "resume": run_id, "run_id": None})
             await self._execute(run_id, request)
+        except ReactorError as exc:  # its graph or agent is not in this app: it never will be
+            log("reactor.worker", "error", "job dropped", run_id=run_id, error=str(exc))
         finally:
             self.running.pop(run_id, None)
             await self.leases.give_back(run_id)
