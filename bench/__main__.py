@@ -8,7 +8,7 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from bench import bus, many, reactions, recording, resume, runtime, serve, stores
+from bench import bus, many, reactions, recording, resume, runtime, serve, stores, workers
 from bench._runner import Row, render, write_section
 
 WORKLOADS = {
@@ -20,6 +20,7 @@ WORKLOADS = {
     "many": many.run,
     "reactions": reactions.run,
     "serve": serve.run,
+    "workers": workers.run,
 }
 
 

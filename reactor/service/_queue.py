@@ -90,8 +90,9 @@ class JobBroker(RedisStreamBroker):
 
     The stock ``listen`` reads new jobs in batches and looks for idle ones only after
     new ones arrived; a worker here takes one job per read (so that jobs spread over
-    workers) and claims jobs idle for longer than the reclaim time on every round,
-    also when the stream is quiet, so a dead worker's jobs are taken over.
+    workers) and first claims the jobs idle for longer than the reclaim time, on every
+    round, also when the stream is quiet, so a dead worker's jobs are taken over at
+    once.
     """
 
     def __init__(self, settings: QueueSettings, *, consumer: str | None = None) -> None:
@@ -110,17 +111,21 @@ class JobBroker(RedisStreamBroker):
     async def listen(self) -> AsyncGenerator[AckableMessage, None]:
         async with Redis(connection_pool=self.connection_pool) as redis:
             while True:
-                fetched: Any = await redis.xreadgroup(
-                    GROUP, self.consumer_name, {STREAM: ">"}, count=1, block=self.block
-                )
-                for _stream, messages in fetched or ():
-                    for message_id, fields in messages:
-                        yield self._message(message_id, fields)
+                # Jobs idle for too long first (their workers died), one at a time and
+                # without waiting while there are more; then new jobs, waiting a while.
                 claimed: Any = await redis.xautoclaim(
                     STREAM, GROUP, self.consumer_name, min_idle_time=self.idle_timeout, count=1
                 )
                 for message_id, fields in claimed[1]:
                     if fields:  # a job deleted from the stream leaves an empty entry
+                        yield self._message(message_id, fields)
+                if claimed[1]:
+                    continue
+                fetched: Any = await redis.xreadgroup(
+                    GROUP, self.consumer_name, {STREAM: ">"}, count=1, block=self.block
+                )
+                for _stream, messages in fetched or ():
+                    for message_id, fields in messages:
                         yield self._message(message_id, fields)
 
     def _message(self, message_id: Any, fields: Mapping[bytes, bytes]) -> AckableMessage:

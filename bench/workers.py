@@ -1,0 +1,165 @@
+"""Scale-out: runs per second on 1, 2 and 4 ``reactor worker`` processes, and with one killed.
+
+An I/O-bound graph (two model calls in sequence, each waiting 50 ms) is queued N times
+through a service with ``REACTOR_REDIS_URL`` set (Redis database 14, flushed) and
+executed by worker processes (16 runs at a time each) on a fresh PostgreSQL database;
+the figure is N over the time from the first submission to the last run's end. In the
+kill row, one of two workers gets SIGKILL once a third of the runs have ended; its runs
+are reclaimed after 2 s and resumed from their logs by the other. Everything runs on
+this machine's cores: the workers, Redis, PostgreSQL and the submitter share them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import psycopg
+import redis
+
+from bench._runner import Row
+from reactor import PostgresSignalStore, ScriptedProvider, agent, reactive
+from reactor.service import ObjectStore, ReactionService
+from reactor.service._queue import QueueSettings
+from reactor.service._worker import live_workers
+
+SERVER = "postgresql://postgres@127.0.0.1:5432"
+REDIS = "redis://127.0.0.1:6379/14"
+RECLAIM = 2.0
+CONCURRENCY = 16
+RUNS = 300
+
+
+def make_service(db: str) -> ReactionService:
+    """The app the workers run: ``--app bench.workers:make_service``."""
+    graph = reactive(
+        {
+            "a": agent(prompt="a", updates="a"),
+            "b": agent(prompt="b {{ state.a }}", activate_on="state:a:changed", updates="b"),
+        },
+        state={"a": None, "b": None},
+        name="io",
+    )
+    provider = ScriptedProvider(default=lambda request: "ok", latency=0.05)
+    return ReactionService(objects=ObjectStore(db), graphs={"io": graph}, provider=provider)
+
+
+async def _submit(db: str, n: int) -> list[str]:
+    service = make_service(db)
+    async with service.objects, service:
+        return [await service.submit("io") for _ in range(n)]
+
+
+def _ended(db: str) -> list[str]:
+    with PostgresSignalStore(db) as store:
+        return [info.run_id for info in store.runs() if info.complete]
+
+
+def measure(workers: int, n: int, *, kill: bool = False) -> float:
+    """Runs per second of ``n`` runs on ``workers`` worker processes."""
+    name = f"reactor_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    db = f"{SERVER}/{name}"
+    client = redis.Redis.from_url(REDIS)
+    client.flushdb()
+    env = {
+        **os.environ,
+        "REACTOR_REDIS_URL": REDIS,
+        "REACTOR_RECLAIM_AFTER": str(RECLAIM),
+        "REACTOR_SERVICE_DB": db,
+    }
+    command = [sys.executable, "-m", "reactor", "worker", "--app", "bench.workers:make_service"]
+    processes = [
+        subprocess.Popen(
+            [*command, "--concurrency", str(CONCURRENCY)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(workers)
+    ]
+    saved = {key: os.environ.get(key) for key in ("REACTOR_REDIS_URL", "REACTOR_RECLAIM_AFTER")}
+    try:
+        settings = QueueSettings(REDIS, RECLAIM)
+        deadline = time.monotonic() + 60
+        while len(asyncio.run(live_workers(settings))) < workers:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the workers did not start")
+            time.sleep(0.1)
+        os.environ.update(REACTOR_REDIS_URL=REDIS, REACTOR_RECLAIM_AFTER=str(RECLAIM))
+        start = time.perf_counter()
+        run_ids = asyncio.run(_submit(db, n))
+        killed = not kill
+        deadline = time.monotonic() + 300
+        while True:
+            done = _ended(db)
+            if len(done) >= n:
+                break
+            if not killed and len(done) >= n // 3:
+                processes[0].send_signal(signal.SIGKILL)
+                killed = True
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(done)} of {n} runs ended")
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - start
+        with PostgresSignalStore(db) as store:
+            for run_id in run_ids:
+                recording = store.load(run_id)
+                assert recording.status == "completed", (run_id, recording.status)
+                assert [s.name for s in recording.signals].count("harness:end") == 1
+        return n / elapsed
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait(10)
+        client.flushdb()
+        client.close()
+        with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def run(runs: int, scale: float) -> list[Row]:
+    n = max(60, int(RUNS * scale))
+    rates = {count: measure(count, n) for count in (1, 2, 4)}
+    killed = measure(2, n, kill=True)
+    base = rates[1]
+    rows = [
+        Row(
+            f"workers: {n} runs of two 50 ms model calls on {count} `reactor worker` "
+            f"process{'es' if count > 1 else ''} ({CONCURRENCY} runs at a time each; "
+            "Redis Streams, PostgreSQL log, 2 shared cores)",
+            f"{rate:.0f} runs/s",
+            f"{base:.0f} runs/s (1 worker)",
+            rate,
+            f"{rate / base:.2f}x",
+            "report",
+            None,
+        )
+        for count, rate in rates.items()
+    ]
+    rows.append(
+        Row(
+            f"workers: the same on 2 workers, one killed (SIGKILL) after a third of the runs; "
+            f"its runs reclaimed after {RECLAIM:.0f} s and resumed (all {n} completed, one "
+            "harness:end each)",
+            f"{killed:.0f} runs/s",
+            f"{rates[2]:.0f} runs/s (2 workers, none killed)",
+            killed,
+            f"{killed / rates[2]:.2f}x",
+            "nothing lost",
+            True,
+        )
+    )
+    return rows
