@@ -13,6 +13,7 @@ import pytest
 from examples.trading_bot.app import describe, graph
 from examples.trading_bot.scripted import SCENARIOS, scripted_provider
 from reactor import MemorySignalStore, Recording, RunResult, SQLiteSignalStore
+from reactor.exceptions import RecordingError
 
 
 def run(scenario: str, **market: object) -> tuple[RunResult, MemorySignalStore]:
@@ -159,11 +160,15 @@ def test_the_bot_killed_mid_run_resumes_from_the_command_line_to_the_same_decisi
             while time.monotonic() < deadline and not started:
                 time.sleep(0.1)
                 if db.exists():
-                    with SQLiteSignalStore(db, readonly=True) as store:
-                        runs = store.runs()
-                        started = bool(runs) and any(
-                            s.name == "provider:start" for s in store.load(runs[0].run_id).signals
-                        )
+                    try:
+                        with SQLiteSignalStore(db, readonly=True) as store:
+                            runs = store.runs()
+                            started = bool(runs) and any(
+                                s.name == "provider:start"
+                                for s in store.load(runs[0].run_id).signals
+                            )
+                    except RecordingError:  # the file is there, its tables not yet
+                        continue
             assert started, "the bot did not start its model calls in time"
         finally:
             bot.send_signal(signal.SIGKILL)
