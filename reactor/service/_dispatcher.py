@@ -10,6 +10,10 @@ another process (issue: workers):
   (``pending`` -> ``processing`` in one statement: each goes to one taker, whatever
   the number of processes), runs each as a reaction (:func:`react`), and records
   how they ended, many in one transaction (:class:`Batcher`).
+
+With a job queue the serving process only dispatches: it hands each pending entry to
+the queue (``handoff``) and follows the log until the workers have processed them;
+a worker processes the entry its job names (:meth:`Dispatcher.run_entry`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 
 from reactor._diagnostics import log
@@ -33,6 +37,11 @@ __all__ = ["Dispatcher"]
 BATCH = 500
 """Events read (and logged in one transaction) at a time."""
 
+FOLLOW_EVERY = 0.2
+"""Seconds between two looks at the log while queued entries are in flight."""
+
+HandOff = Callable[[list[ProcessingEntry]], Awaitable[None]]
+
 
 class Dispatcher:
     """Dispatches the events of one object store to some agents, and processes them.
@@ -45,6 +54,7 @@ class Dispatcher:
         group: The task group that owns every task.
         max_running: Reactions running at once.
         changed: Called whenever work is logged, starts or ends (waiters look again).
+        handoff: Queues pending entries for workers instead of processing them here.
     """
 
     def __init__(
@@ -57,6 +67,7 @@ class Dispatcher:
         *,
         max_running: int,
         changed: Callable[[], None],
+        handoff: HandOff | None = None,
     ) -> None:
         self.services = services
         self.log = log
@@ -72,6 +83,10 @@ class Dispatcher:
         self._logged = 0
         self._lanes: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
         self.finishes: Batcher[Finished, bool] = Batcher(self._finish_batch)
+        self.handoff = handoff
+        self.unsent: list[ProcessingEntry] = []
+        self.queued = 0  # entries pending or processing elsewhere, as last seen
+        self._resend = True
 
     @property
     def position(self) -> int:
@@ -80,13 +95,15 @@ class Dispatcher:
 
     @property
     def settled(self) -> bool:
-        """Whether no logged work is left to take and none is running here."""
-        return (self.drained or not self.agents) and not self.active
+        """Whether no logged work is left to take and none is running (here or queued)."""
+        queued = self.unsent or self.queued
+        return (self.drained or not self.agents) and not self.active and not queued
 
     def add(self, target: ReactionAgent, cursor: int) -> None:
         """Dispatch to ``target`` too, from the event after ``cursor`` (it was enabled)."""
         self.cursors[target.name] = cursor
         self.agents[target.name] = target
+        self._resend = True
         self.nudge()
 
     def remove(self, name: str) -> None:
@@ -131,7 +148,10 @@ class Dispatcher:
         return entries
 
     def _more_work(self, entries: list[ProcessingEntry]) -> None:
-        if any(entry.status == "pending" for entry in entries):
+        pending = [entry for entry in entries if entry.status == "pending"]
+        if pending:
+            if self.handoff is not None:
+                self.unsent += pending
             self._logged += 1
             self.drained = False
             self._work.set()
@@ -140,7 +160,12 @@ class Dispatcher:
     # -- processing ----------------------------------------------------------------
 
     async def process(self) -> None:
-        """Take pending entries as slots free up, and run each in a task; until cancelled."""
+        """Take pending entries as slots free up, and run each in a task; until cancelled.
+
+        With ``handoff``, queue them instead (those pending from before first).
+        """
+        if self.handoff is not None:
+            await self._hand_off(self.handoff)
         while True:
             await self._work.wait()
             self._work.clear()
@@ -162,15 +187,75 @@ class Dispatcher:
                 self._work.set()
                 continue
             for entry in entries:
-                self.taken.add(entry.id)
-                task = self._group.create_task(self._process(entry, events.get(entry.event_id)))
-                self.active[entry.id] = task
-                task.add_done_callback(functools.partial(self._done, entry.id))
+                self._start(entry, events.get(entry.event_id))
             if len(entries) == free:
                 self._work.set()  # there may be more
             elif logged == self._logged:
                 self.drained = True
             self._changed()
+
+    async def _hand_off(self, handoff: HandOff) -> None:
+        """Queue pending entries, then follow them until no more are pending or processing."""
+        while True:
+            logged = self._logged
+            try:
+                if self._resend:  # what is pending from before (or for an agent enabled again)
+                    self._resend = False
+                    earlier = await self.log.entries(status="pending", agents=self.agents)
+                    known = {entry.id for entry in earlier}
+                    self.unsent = [*earlier, *(e for e in self.unsent if e.id not in known)]
+                while self.unsent:
+                    batch = self.unsent[:BATCH]
+                    await handoff(batch)
+                    del self.unsent[: len(batch)]
+                self.queued = await self.log.in_flight(self.agents)
+            except Exception as exc:  # Redis or the database is away: try again soon
+                self._resend = True
+                log("reactor.service", "error", "cannot queue reactions", error=repr(exc))
+                await asyncio.sleep(1.0)
+                continue
+            self.drained = not self.queued and logged == self._logged
+            self._changed()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FOLLOW_EVERY if self.queued else None):
+                    await self._work.wait()
+            self._work.clear()
+
+    async def run_entry(self, entry_id: int, patience: float) -> bool:
+        """Process the entry a queued job names; False if it waited past ``patience`` or stopped.
+
+        Taken as :meth:`ProcessingLog.take_one` says; an entry that cannot be taken
+        (processed, skipped or abandoned already, or of an agent not here) is done with,
+        one whose agent processes in order waits for the earlier ones of its object.
+        """
+        deadline = asyncio.get_running_loop().time() + patience
+        while True:
+            found = await self.log.entries(ids=[entry_id])
+            if not found or found[0].agent not in self.agents:
+                return True
+            target = self.agents[found[0].agent]
+            entry = await self.log.take_one(
+                entry_id, in_order=target.reaction.concurrency == "queue"
+            )
+            if entry is not None:
+                break
+            waiting = found[0].status in ("pending", "processing")  # for earlier ones
+            if not waiting or asyncio.get_running_loop().time() > deadline:
+                return not waiting
+            await asyncio.sleep(FOLLOW_EVERY)
+        events = await self.services.objects.events(ids={entry.event_id})
+        task = self._start(entry, events[0] if events else None)
+        with contextlib.suppress(asyncio.CancelledError):  # cancelled: the worker stops
+            await asyncio.shield(task)
+        return not task.cancelled()
+
+    def _start(self, entry: ProcessingEntry, event: ObjectEvent | None) -> asyncio.Task[None]:
+        """Process a taken entry in a task of the group (``active`` until it ends)."""
+        self.taken.add(entry.id)
+        task = self._group.create_task(self._process(entry, event))
+        self.active[entry.id] = task
+        task.add_done_callback(functools.partial(self._done, entry.id))
+        return task
 
     def nudge(self) -> None:
         """Look for work now (it may have been logged by another process)."""

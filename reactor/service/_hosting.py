@@ -3,8 +3,8 @@
 :class:`RunHost` is the one place the service starts runs from (the API, schedules,
 resumption after a restart); it refuses new runs while the service stops, and on the
 way out holds those still running so that they resume at the next start. With a job
-queue (``REACTOR_REDIS_URL``) it only queues them: workers execute them, and resume
-those a dead worker left.
+queue (``REACTOR_REDIS_URL``) it only queues them: workers execute them (reactions
+too), and resume those a dead worker left.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from reactor._recording.store import SignalStore
 from reactor.exceptions import AgentConflictError, ServiceStateError
 from reactor.service._catalog import AgentCatalog
 from reactor.service._db import Database
+from reactor.service._dispatcher import HandOff
 from reactor.service._launch import RunRequest, Runs
 from reactor.service._leases import claim_tick
 from reactor.service._live import ServiceRecord
@@ -86,6 +87,11 @@ class RunHost:
         self.stopping = False
         if self.queue is None and (settings := QueueSettings.from_env()) is not None:
             self.queue = JobQueue(settings)
+
+    @property
+    def handoff(self) -> HandOff | None:
+        """Where reactions go with a job queue: to the workers (else None: run here)."""
+        return None if self.queue is None else self.queue.enqueue_reactions
 
     async def aclose(self) -> None:
         """Close the connections to the job queue, if there is one."""

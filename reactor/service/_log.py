@@ -183,6 +183,36 @@ class ProcessingLog:
             )
             return sorted(map(entry_from_row, rows), key=lambda entry: entry.id)
 
+    async def take_one(self, entry_id: int, *, in_order: bool) -> ProcessingEntry | None:
+        """Start one entry (a queued job's): ``pending``, or ``processing`` by a dead worker.
+
+        The caller holds the entry's lease, so an entry still ``processing`` was left by
+        a worker that died: it is taken again (at least once for what was in flight).
+        With ``in_order`` (a ``queue`` agent) it is taken only once no earlier entry of
+        its agent and object is pending or processing. Returns it, or None when it
+        cannot be taken (now or ever: see its status).
+        """
+        earlier = processing_log.alias("earlier")
+        query = processing_log.update().where(processing_log.c.id == entry_id, _IN_FLIGHT)
+        if in_order:
+            query = query.where(
+                ~sa.exists().where(
+                    earlier.c.agent == processing_log.c.agent,
+                    earlier.c.object_id == processing_log.c.object_id,
+                    earlier.c.id < processing_log.c.id,
+                    earlier.c.status.in_(("pending", "processing")),
+                )
+            )
+        async with self.db.write() as conn:
+            row = (
+                await conn.execute(
+                    query.values(status="processing", updated_at=datetime.now(UTC)).returning(
+                        *processing_log.c
+                    )
+                )
+            ).first()
+        return None if row is None else entry_from_row(row)
+
     async def finish(self, outcomes: Sequence[Finished]) -> set[int]:
         """Record how reactions ended, and their agent runs, in one transaction.
 
@@ -283,11 +313,14 @@ class ProcessingLog:
         object_id: str | None = None,
         status: str | None = None,
         ids: Iterable[int] | None = None,
+        agents: Iterable[str] | None = None,
     ) -> list[ProcessingEntry]:
-        """Entries, oldest first, filtered by any of agent, object, status and ids."""
+        """Entries, oldest first, filtered by any of agent(s), object, status and ids."""
         query = sa.select(processing_log).order_by(processing_log.c.id)
         if agent is not None:
             query = query.where(processing_log.c.agent == agent)
+        if agents is not None:
+            query = query.where(processing_log.c.agent.in_(sorted(agents)))
         if object_id is not None:
             query = query.where(processing_log.c.object_id == object_id)
         if status is not None:
@@ -296,6 +329,16 @@ class ProcessingLog:
             query = query.where(processing_log.c.id.in_(sorted(ids)))
         async with self.db.read() as conn:
             return [entry_from_row(row) for row in await conn.execute(query)]
+
+    async def in_flight(self, agents: Iterable[str]) -> int:
+        """How many entries of ``agents`` are pending or processing."""
+        async with self.db.read() as conn:
+            found = await conn.scalar(
+                sa.select(sa.func.count())
+                .select_from(processing_log)
+                .where(_IN_FLIGHT, processing_log.c.agent.in_(sorted(agents)))
+            )
+        return int(found or 0)
 
     async def cursors(self, agents: Iterable[str]) -> dict[str, int]:
         """Each agent's dispatch position; a new agent starts at 0 (every stored event)."""

@@ -4,16 +4,18 @@ With ``REACTOR_REDIS_URL`` set, the service does not execute the runs it starts:
 puts a job on a Redis stream ("run graph G with input X as run R", or "resume R") and
 ``reactor worker`` processes execute them (:mod:`reactor.service._worker`). The stream
 has one consumer group: each job goes to one worker, which acknowledges it once the run
-has ended. A worker that dies leaves its jobs pending; once a job has been idle for
-``REACTOR_RECLAIM_AFTER`` seconds another worker claims it and resumes the run from its
-log. Without the variable everything runs in the serving process.
+has ended. A reaction (an object event logged for an agent) is a job too, "process
+processing-log entry E", acknowledged once the entry is settled. A worker that dies
+leaves its jobs pending; once a job has been idle for ``REACTOR_RECLAIM_AFTER`` seconds
+another worker claims it and resumes the run from its log (or runs the reaction again).
+Without the variable everything runs in the serving process.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -22,9 +24,11 @@ from taskiq.kicker import AsyncKicker
 from taskiq_redis import RedisStreamBroker
 
 from reactor.exceptions import ServiceConfigError
+from reactor.service._changes import ProcessingEntry
 from reactor.service._launch import RunRequest
 
 __all__ = [
+    "REACTION",
     "RECLAIM_ENV",
     "REDIS_ENV",
     "STREAM",
@@ -40,6 +44,8 @@ RECLAIM_ENV = "REACTOR_RECLAIM_AFTER"
 STREAM = "reactor:jobs"
 GROUP = "reactor-workers"
 TASK = "reactor.run"
+REACTION = "reaction"
+"""The key of a reaction's job: ``{"reaction": <entry id>, "agent": <name>}``."""
 WORKER_KEYS = "reactor:worker:"
 """Prefix of the workers' heartbeat keys: ``reactor:worker:<id>``, a JSON value."""
 
@@ -144,11 +150,19 @@ class JobQueue:
 
     async def enqueue(self, request: RunRequest) -> None:
         """Queue ``request`` (its ``run_id`` or ``resume`` names the run)."""
+        await self._kick(job_of(request))
+
+    async def enqueue_reactions(self, entries: Sequence[ProcessingEntry]) -> None:
+        """Queue a job per pending processing-log entry: its reaction, run by a worker."""
+        for entry in entries:
+            await self._kick({REACTION: entry.id, "agent": entry.agent})
+
+    async def _kick(self, job: dict[str, Any]) -> None:
         if not self._started:
             await self.broker.startup()
             self._started = True
         kicker: AsyncKicker[Any, None] = AsyncKicker(TASK, self.broker, {"ack_type": "manual"})
-        await kicker.kiq(job_of(request))
+        await kicker.kiq(job)
 
     async def aclose(self) -> None:
         """Close the connections to Redis."""

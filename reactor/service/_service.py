@@ -174,7 +174,7 @@ class ReactionService:
         services = ReactionServices(self.objects, self.suggestion_store, self.provider, self.record)
         dispatcher = Dispatcher(
             services, self.log, live, cursors, group, max_running=self._max_running,
-            changed=self._poke,
+            changed=self._poke, handoff=self.host.handoff,
         )  # fmt: skip
         self._dispatcher = dispatcher
         self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())

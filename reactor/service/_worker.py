@@ -11,6 +11,11 @@ at a time. For each job it:
    dead worker left: what completed is not repeated);
 4. acknowledges the job once the run has ended, and gives the lease back.
 
+A reaction's job names a processing-log entry: the worker leases it the same way,
+takes it (``pending``, or ``processing`` when the worker that had it died), runs the
+reaction and records how it ended, as the serving process would without a queue. An
+entry of a ``queue`` agent waits for the earlier ones of its object.
+
 Its heartbeat is a Redis key (``reactor:worker:<id>``) naming its runs, renewed with
 the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, gives
 the runs in flight ``grace`` seconds, then holds the rest unfinished and
@@ -34,10 +39,19 @@ from taskiq.receiver import Receiver
 
 from reactor._diagnostics import log
 from reactor.exceptions import ReactorError, RunNotFoundError
+from reactor.service._dispatcher import Dispatcher
 from reactor.service._hosting import close_record, default_record
 from reactor.service._leases import Leases
-from reactor.service._queue import TASK, WORKER_KEYS, JobBroker, QueueSettings, request_of
-from reactor.service._registry import register
+from reactor.service._queue import (
+    REACTION,
+    TASK,
+    WORKER_KEYS,
+    JobBroker,
+    QueueSettings,
+    request_of,
+)
+from reactor.service._reactions import ReactionServices
+from reactor.service._registry import ReactionAgent, register
 from reactor.service._service import ReactionService
 
 __all__ = ["Worker", "live_workers"]
@@ -88,7 +102,9 @@ class Worker:
         if record is None:
             record, _ = await default_record(service.db)
         await register(service.db, service.agents)
-        await service.catalog.load()
+        services = ReactionServices(
+            service.objects, service.suggestion_store, service.provider, record
+        )
         receiver = Receiver(
             self.broker,
             max_async_tasks=self.concurrency,
@@ -98,10 +114,19 @@ class Worker:
         try:
             async with asyncio.TaskGroup() as group:
                 service.host.open(group, record, lambda: None)
+                self.reactions = Dispatcher(
+                    services, service.log, await self._reaction_agents(), {}, group,
+                    max_running=self.concurrency, changed=lambda: None,
+                )  # fmt: skip
+                finishing = group.create_task(self.reactions.finishes.run())
                 beat = group.create_task(self._heartbeat())
                 log("reactor.worker", "info", "worker started", worker=self.id)
                 await receiver.listen(stop)
                 service.host.close()  # runs still going are held: their jobs stay pending
+                for task in self.reactions.active.values():
+                    task.cancel()  # taken up again by whoever gets their jobs
+                await asyncio.sleep(0)
+                finishing.cancel()
                 beat.cancel()
         finally:
             with contextlib.suppress(Exception):
@@ -112,7 +137,15 @@ class Worker:
             await service.db.close()
             log("reactor.worker", "info", "worker stopped", worker=self.id, runs=self.executed)
 
+    async def _reaction_agents(self) -> dict[str, ReactionAgent]:
+        """The enabled reaction agents, as the database has them now."""
+        loaded = await self.service.catalog.load()
+        return {name: ReactionAgent.of(name, agent) for name, agent in loaded.items()}
+
     async def _job(self, job: dict[str, Any], context: Context = _CONTEXT) -> None:
+        if REACTION in job:
+            await self._reaction(int(job[REACTION]), str(job.get("agent")), context)
+            return
         request = request_of(job)
         run_id = request.resume or request.run_id
         if run_id is None:
@@ -143,6 +176,23 @@ class Worker:
             self.executed += 1
             await context.ack()
 
+    async def _reaction(self, entry_id: int, agent: str, context: Context) -> None:
+        reactions = self.reactions
+        if agent not in reactions.agents:  # made or enabled since: read the agents again
+            reactions.agents = await self._reaction_agents()
+        key = f"reaction:{entry_id}"
+        if not await self.leases.take(key):
+            return  # a live worker processes it: leave the job pending
+        self.running[key] = time.time()
+        try:
+            settled = await reactions.run_entry(entry_id, patience=self.settings.reclaim_after)
+        finally:
+            self.running.pop(key, None)
+            await self.leases.give_back(key)
+        if settled and not self.service.host.stopping:
+            self.executed += 1
+            await context.ack()
+
     async def _execute(self, run_id: str, request: Any) -> None:
         host = self.service.host
         await host.execute(request)
@@ -152,13 +202,17 @@ class Worker:
                 await asyncio.shield(live.task)
 
     async def _heartbeat(self) -> None:
-        """Renew the leases of the runs here, and this worker's key in Redis."""
+        """Renew the leases of the runs here and this worker's key in Redis; reread agents."""
         every = max(0.2, self.settings.reclaim_after / 3)
         ttl = max(2, int(self.settings.reclaim_after * 2))
         started = time.time()
         async with Redis.from_url(self.settings.url) as redis:
             while True:
                 await self.leases.renew(list(self.running))
+                try:  # agents changed through the API since the last look
+                    self.reactions.agents = await self._reaction_agents()
+                except Exception as exc:
+                    log("reactor.worker", "error", "cannot read the agents", error=repr(exc))
                 value = {
                     "id": self.id,
                     "host": socket.gethostname(),

@@ -3,7 +3,9 @@
 ``steps`` is a two-step graph: ``first`` notes each execution in the file named by
 ``REACTOR_TEST_STEPS`` (one line per execution, from any process), then ``second``
 waits (``input.seconds``, default 1) before the run ends. ``tick`` is an agent to run
-on schedule.
+on schedule. ``orders`` reacts to ``Order`` objects, one object's events in order: it
+notes ``start``/``end <pid> <object> <version>`` in the file ``REACTOR_TEST_REACTIONS``
+names, waiting ``data.seconds`` (default 0) between the two.
 """
 
 from __future__ import annotations
@@ -13,18 +15,32 @@ import os
 from typing import Any
 
 from reactor import AgentContext, agent, reactive
-from reactor.service import ObjectStore, ReactionService
+from reactor.service import ObjectStore, Reaction, ReactionService
 
 
-def _first(ctx: AgentContext[Any]) -> str:
-    path = os.environ.get("REACTOR_TEST_STEPS")
+def _note(variable: str, line: str) -> None:
+    """Append a line to the file ``variable`` names (from any process, atomically)."""
+    path = os.environ.get(variable)
     if path:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, f"{ctx.run_id}\n".encode())
+            os.write(fd, f"{line}\n".encode())
         finally:
             os.close(fd)
+
+
+def _first(ctx: AgentContext[Any]) -> str:
+    _note("REACTOR_TEST_STEPS", ctx.run_id)
     return "done"
+
+
+async def _order(ctx: AgentContext[Any]) -> str:
+    event = ctx.input
+    what = f"{os.getpid()} {event['id']} {event['version']}"
+    _note("REACTOR_TEST_REACTIONS", f"start {what}")
+    await asyncio.sleep(float(event["data"].get("seconds", 0)))
+    _note("REACTOR_TEST_REACTIONS", f"end {what}")
+    return "noted"
 
 
 async def _second(ctx: AgentContext[Any]) -> str:
@@ -47,5 +63,8 @@ def make_service(db: str) -> ReactionService:
     return ReactionService(
         objects=ObjectStore(db),
         graphs={"steps": steps_graph()},
-        agents={"tick": agent(run=lambda ctx: "tick")},
+        agents={
+            "tick": agent(run=lambda ctx: "tick"),
+            "orders": agent(run=_order, reaction=Reaction(types=["Order"], concurrency="queue")),
+        },
     )

@@ -25,7 +25,7 @@ from reactor.service._db import Database
 from reactor.service._launch import RunRequest
 from reactor.service._leases import Leases, claim_tick
 from reactor.service._queue import QueueSettings
-from reactor.service._schema import agent_runs
+from reactor.service._schema import agent_runs, processing_log
 from reactor.service._worker import live_workers
 from tests.service.queued import make_service
 
@@ -71,6 +71,7 @@ def workers(
         "REACTOR_RECLAIM_AFTER": str(RECLAIM),
         "REACTOR_SERVICE_DB": db,
         "REACTOR_TEST_STEPS": str(tmp_path / "steps.log"),
+        "REACTOR_TEST_REACTIONS": str(tmp_path / "reactions.log"),
     }
     command = [sys.executable, "-m", "reactor", "worker", "--app", APP]
     logs = [(tmp_path / f"worker{index}.log").open("wb") for index in range(count)]
@@ -167,6 +168,82 @@ def test_a_killed_workers_runs_are_finished_by_another_and_nothing_repeats(
     for run_id in taken:  # the survivor resumed what the victim had started
         assert "harness:resumed" in [s.name for s in logs[run_id].signals]
         assert [s.name for s in logs[run_id].signals].count("agent:first:completed") == 1
+
+
+def noted(tmp_path: Path) -> list[tuple[str, int, str, int]]:
+    """What the ``orders`` reactions noted: (start|end, pid, object id, version)."""
+    path = tmp_path / "reactions.log"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(what, int(pid), id, int(v)) for what, pid, id, v in map(str.split, lines)]
+
+
+async def entry_statuses(db: Database) -> list[str]:
+    async with db.read() as conn:
+        return list(
+            (await conn.execute(sa.select(processing_log.c.status).order_by("id"))).scalars()
+        )
+
+
+@pytest.mark.timeout(120)
+def test_reactions_run_on_the_workers_once_each_and_in_order_per_object(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    """The serving process only dispatches; workers run the reactions, an object's in order."""
+    db = queued
+    with workers(2, db, redis_url, tmp_path, concurrency=4) as processes:
+
+        async def serve() -> list[str]:
+            service = make_service(db)
+            async with service.objects, service:
+                ids = [
+                    (await service.objects.create("Order", {"n": n, "seconds": 0.05})).id
+                    for n in range(12)
+                ]
+                for version in range(2, 6):  # one object changes four times in a row
+                    await service.objects.update(ids[0], {"n": version})
+                await service.idle(60)
+                assert await entry_statuses(service.db) == ["completed"] * 16
+                async with service.db.read() as conn:
+                    triggers = (await conn.execute(sa.select(agent_runs.c.trigger))).scalars()
+                    assert list(triggers) == ["reaction"] * 16
+                return ids
+
+        ids = asyncio.run(serve())
+        pids = {process.pid for process in processes}
+    notes = noted(tmp_path)
+    assert {pid for _, pid, _, _ in notes} <= pids  # none ran in the serving process
+    assert sorted((id, v) for what, _, id, v in notes if what == "end") == sorted(
+        [(id, 1) for id in ids] + [(ids[0], v) for v in range(2, 6)]
+    )
+    first = [(what, v) for what, _, id, v in notes if id == ids[0]]
+    assert first == [(what, v) for v in range(1, 6) for what in ("start", "end")]
+
+
+@pytest.mark.timeout(90)
+def test_a_killed_workers_reaction_is_run_again_by_another(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    db = queued
+    with workers(2, db, redis_url, tmp_path, concurrency=1) as processes:
+
+        async def serve() -> tuple[list[str], int]:
+            service = make_service(db)
+            async with service.objects, service:
+                await service.objects.create("Order", {"seconds": 3})
+                await asyncio.to_thread(wait_for, lambda: bool(noted(tmp_path)), 20, "a start")
+                ((_, pid, _, _),) = noted(tmp_path)
+                os.kill(pid, signal.SIGKILL)
+                await service.idle(60)
+                return await entry_statuses(service.db), pid
+
+        statuses, victim = asyncio.run(serve())
+        (survivor,) = [process.pid for process in processes if process.pid != victim]
+    assert statuses == ["completed"]
+    assert [(what, pid) for what, pid, _, _ in noted(tmp_path)] == [
+        ("start", victim),
+        ("start", survivor),
+        ("end", survivor),
+    ]
 
 
 @pytest.mark.timeout(90)
