@@ -41,6 +41,7 @@ __all__ = [
     "REFLECTION_START",
     "RESERVED_NAMESPACES",
     "SERVICE_SIGNALS",
+    "SESSION_ABORT",
     "SESSION_PROMPT",
     "SESSION_REPLY",
     "SESSION_TIMEOUT",
@@ -99,6 +100,8 @@ SESSION_REPLY = "session:reply"
 """A person answered: ``{prompt_id, answer}``."""
 SESSION_TIMEOUT = "session:timeout"
 """Nobody answered in time: ``{prompt_id}``."""
+SESSION_ABORT = "session:abort"
+"""Someone stopped the run through its inbox (from any process): ``{reason}``."""
 
 INBOX_PREFIX = "inbox:"
 """``inbox:<agent>``: a message for one agent only (``handle.send_to(agent, payload)``)."""
@@ -228,6 +231,7 @@ SYSTEM_SIGNALS = (
     SESSION_PROMPT,
     SESSION_REPLY,
     SESSION_TIMEOUT,
+    SESSION_ABORT,
     *PHASE_EVENTS,
     *TASK_EVENTS,
 )

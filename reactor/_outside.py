@@ -5,7 +5,8 @@ Two kinds of signals enter a run from outside its graph:
 * messages posted to the run's signal store (``store.post(run_id, ...)``), from any
   process: a run recorded to that store emits them in posting order as they arrive,
   and the signal store records each one together with its delivery, so that a message
-  is delivered once even across a crash and a resume;
+  is delivered once even across a crash and a resume (``session:reply`` answers a
+  prompt, ``session:abort`` stops the run);
 * during a replay, what was sent to the recorded run (``handle.send``, posted
   messages): it is emitted again at its recorded position, so that the replay sees the
   same input at the same point.
@@ -13,12 +14,13 @@ Two kinds of signals enter a run from outside its graph:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._diagnostics import log
 from reactor._names import reserved_namespace
-from reactor._recording.inbox import REPLY, Posted
+from reactor._recording.inbox import ABORT, REPLY, Posted
 from reactor._signal import Signal
 from reactor.exceptions import PromptError, ReplyValidationError
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from reactor._bus import SignalBus
     from reactor._recording.recording import Recording
     from reactor._recording.store import SignalStore
+    from reactor._result import RunStatus
 
 __all__ = ["OutsideHost", "OutsideInput"]
 
@@ -47,6 +50,15 @@ class OutsideHost(Protocol):
     @property
     def closed(self) -> bool:
         """Whether the run takes no more input."""
+        ...
+
+    @property
+    def ending(self) -> bool:
+        """Whether the run is stopping (it ends once in-flight work is cancelled)."""
+        ...
+
+    def stop(self, status: RunStatus, reason: str) -> None:
+        """End the run now, cancelling what is in flight."""
         ...
 
 
@@ -104,6 +116,10 @@ class OutsideInput:
             self._seen.add(message.message_id)
             self._reply(message.payload, message.source, message.message_id)
             return
+        if message.name == ABORT:
+            self._seen.add(message.message_id)
+            self._abort(message.payload, message.source, message.message_id)
+            return
         if self.host.closed:
             return
         self._seen.add(message.message_id)
@@ -129,6 +145,19 @@ class OutsideInput:
         except PromptError as exc:
             log("reactor.run", "warning", "reply not applied", message=message_id, error=str(exc))
 
+    def _abort(self, payload: Any, source: str | None, message_id: str | None) -> None:
+        """Emit ``session:abort {reason}`` (who stopped the run, in its log) and stop it."""
+        if self.host.ending:
+            return
+        reason = payload.get("reason") if isinstance(payload, Mapping) else None
+        reason = reason if isinstance(reason, str) and reason else "aborted"
+        if message_id is not None:
+            self.note_delivery(message_id)
+        self.host.bus.publish(ABORT, {"reason": reason}, source or "user", None, 0)
+        # Stopped from the event loop, not from the activation that may be dispatching
+        # (a replay emits it there): stopping cancels every activation but the caller.
+        asyncio.get_running_loop().call_soon(self.host.stop, "aborted", reason)
+
     def after_dispatch(self) -> None:
         """During a replay, emit outside input whose recorded position has come."""
         replayed = self._replayed
@@ -145,6 +174,8 @@ class OutsideInput:
     def _emit(self, signal: Signal) -> None:
         if signal.name == REPLY:
             self._reply(signal.payload, signal.source, None)
+        elif signal.name == ABORT:
+            self._abort(signal.payload, signal.source, None)
         else:
             self.host.bus.publish(signal.name, signal.payload, signal.source, None, 0)
 
@@ -155,5 +186,5 @@ def _outside_of(recording: Recording) -> list[Signal]:
         signal
         for signal in recording.signals
         if signal.caused_by is None
-        and (reserved_namespace(signal.name) is None or signal.name == REPLY)
+        and (reserved_namespace(signal.name) is None or signal.name in (REPLY, ABORT))
     ]

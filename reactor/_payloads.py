@@ -28,6 +28,7 @@ __all__ = [
     "ProviderEnd",
     "ProviderErrorPayload",
     "ProviderStart",
+    "SessionAbort",
     "SessionPrompt",
     "SessionReply",
     "SessionTimeout",
@@ -142,6 +143,12 @@ class SessionReply(TypedDict):
 
     prompt_id: str
     answer: Any
+
+
+class SessionAbort(TypedDict):
+    """``session:abort``: the run was stopped through its inbox; it ends ``aborted``."""
+
+    reason: str
 
 
 class SessionTimeout(TypedDict):

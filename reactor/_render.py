@@ -18,6 +18,7 @@ from reactor._names import (
     HARNESS_END,
     PROVIDER_END,
     PROVIDER_ERROR,
+    SESSION_ABORT,
     SESSION_PROMPT,
     SESSION_REPLY,
     TOOL_CALL,
@@ -347,6 +348,8 @@ def _brief(signal: Signal) -> str:
         return f"{payload.get('prompt_id')}: {payload.get('question')}"
     if signal.name == SESSION_REPLY:
         return f"{payload.get('prompt_id')}: {payload.get('answer')!r} by {signal.source}"
+    if signal.name == SESSION_ABORT:
+        return f"{payload.get('reason')} by {signal.source}"
     if signal.name.startswith(("phase:", "task:")):
         return str(payload.get("name"))
     return ""

@@ -21,13 +21,15 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from reactor._diagnostics import log
-from reactor._names import SESSION_REPLY, reserved_namespace
+from reactor._names import SESSION_ABORT, SESSION_REPLY, reserved_namespace
 from reactor.exceptions import SignalNameError
 
-__all__ = ["REPLY", "InboxWatch", "Posted", "check_posted", "new_message_id"]
+__all__ = ["ABORT", "REPLY", "InboxWatch", "Posted", "check_posted", "new_message_id"]
 
 REPLY = SESSION_REPLY
-"""The one runtime signal outside input may post: the durable form of ``reply()``."""
+"""A runtime signal outside input may post: the durable form of ``reply()``."""
+ABORT = SESSION_ABORT
+"""The other one: the durable form of ``abort(reason)``, payload ``{reason}``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,16 +59,17 @@ def new_message_id() -> str:
 
 
 def check_posted(name: str) -> None:
-    """Refuse names only the runtime emits (``session:reply`` excepted).
+    """Refuse names only the runtime emits (``session:reply`` and ``session:abort`` excepted).
 
     Raises:
         SignalNameError: ``name`` is reserved.
     """
     namespace = reserved_namespace(name)
-    if namespace is not None and name != REPLY:
+    if namespace is not None and name not in (REPLY, ABORT):
         raise SignalNameError(
             f"Cannot post {name!r}: '{namespace}:' signals come from the runtime only. Post "
-            f"your own names, or {REPLY!r} {{prompt_id, answer}} to answer a prompt.",
+            f"your own names, {REPLY!r} {{prompt_id, answer}} to answer a prompt, or "
+            f"{ABORT!r} {{reason}} to stop the run.",
             name=name,
         )
 

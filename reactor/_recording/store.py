@@ -150,7 +150,7 @@ class SignalStoreBase:
 
         Raises:
             SignalNameError: ``name`` is one only the runtime emits (``session:reply``
-                excepted: it answers a prompt).
+                and ``session:abort`` excepted: they answer a prompt, stop the run).
             NotImplementedError: This store keeps no inbox.
         """
         raise NotImplementedError(f"{type(self).__name__} keeps no inbox.")

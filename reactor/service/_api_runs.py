@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import fastapi
 import pydantic
 
-from reactor._names import SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._names import SESSION_ABORT, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
 from reactor._signal import Signal
@@ -70,10 +70,11 @@ class Posted(pydantic.BaseModel):
 
 
 class Aborted(pydantic.BaseModel):
-    """The run was stopped."""
+    """The run was stopped, or (``message_id``) asked to stop where it executes."""
 
     run_id: str
     reason: str
+    message_id: str | None = None
 
 
 def _store(service: ReactionService) -> SignalStore:
@@ -143,15 +144,18 @@ async def reply(
     return await asyncio.to_thread(store.post, run_id, SESSION_REPLY, message, source=str(user))
 
 
-async def abort_run(service: ReactionService, run_id: str, reason: str, user: User) -> None:
-    """Stop a run executing in this service."""
+async def abort_run(service: ReactionService, run_id: str, reason: str, user: User) -> str | None:
+    """Stop a run: at once when it executes here, else through its inbox.
+
+    Returns None when it was stopped here, else the posted message's id: the process
+    executing it (a worker) stops it within moments, or it stops when it is resumed.
+    """
     if service.host.abort(run_id, reason, user.id):
-        return
+        return None
     await _open_run(service, run_id)
-    raise ApiError(
-        409,
-        f"Run {run_id} is not executing in this service (another process may run it, or "
-        "it stopped and resumes when the service that started it starts again).",
+    store = _store(service)
+    return await asyncio.to_thread(
+        store.post, run_id, SESSION_ABORT, {"reason": reason}, source=str(user)
     )
 
 
@@ -209,7 +213,11 @@ async def reply_to_prompt(
 
 @router.post("/{run_id}/abort")
 async def abort(run_id: str, service: Service, user: Caller, body: Abort | None = None) -> Aborted:
-    """Stop a run executing in this service (it ends ``aborted``)."""
+    """Stop a run (it ends ``aborted``); 409 once it has ended.
+
+    A run executing in this process stops at once; one executing elsewhere (a worker)
+    or not at all (it resumes later) gets ``session:abort`` through its inbox.
+    """
     reason = body.reason if body is not None else Abort().reason
-    await abort_run(service, run_id, reason, user)
-    return Aborted(run_id=run_id, reason=reason)
+    message_id = await abort_run(service, run_id, reason, user)
+    return Aborted(run_id=run_id, reason=reason, message_id=message_id)

@@ -175,8 +175,8 @@ async def _command(
         sent = await reply(service, run_id, prompt_id, message["answer"], user)
         return {"type": "ok", "command": kind, "message_id": sent}
     reason = str(message.get("reason") or "aborted through the API")
-    await abort_run(service, run_id, reason, user)
-    return {"type": "ok", "command": kind, "reason": reason}
+    posted = await abort_run(service, run_id, reason, user)
+    return {"type": "ok", "command": kind, "reason": reason, "message_id": posted}
 
 
 @ws_router.websocket("/{run_id}/ws")

@@ -83,6 +83,7 @@ def test_posting_a_runtime_signal_is_refused() -> None:
     with pytest.raises(SignalNameError, match=r"^Cannot post 'agent:x:completed': 'agent:'"):
         store.post("run_1", "agent:x:completed", {"output": "approved"})
     store.post("run_1", "session:reply", {"prompt_id": "p1", "answer": "yes"})
+    store.post("run_1", "session:abort", {"reason": "enough"})
 
 
 async def test_a_replay_of_a_live_run_gets_its_outside_input_at_its_place() -> None:
@@ -98,6 +99,37 @@ async def test_a_replay_of_a_live_run_gets_its_outside_input_at_its_place() -> N
     replayed = await graph.run(replay=store.load(original.run_id))
     assert replayed.state == original.state
     assert store.load(original.run_id).diff(replayed) is None
+
+
+def waiting() -> Reactive:
+    async def wait(ctx: AgentContext) -> str:
+        await asyncio.sleep(60)
+        return "woke"
+
+    return reactive({"waiter": agent(run=wait, updates="woke")}, state={"woke": None})
+
+
+async def test_a_posted_abort_stops_the_run_where_it_executes_and_says_who(
+    store_place: StorePlace,
+) -> None:
+    with store_place.open() as runs, store_place.open() as other_process:
+        graph = waiting()
+        handle = graph.start(record=runs)
+        await asyncio.sleep(0.05)
+        other_process.post(handle.run_id, "session:abort", {"reason": "enough"}, source="ops")
+        async with asyncio.timeout(5):
+            result = await handle.result()
+        assert result.status == "aborted"
+        assert result.reason == "enough"
+        (abort,) = result.select("session:abort")
+        assert (abort.payload, abort.source) == ({"reason": "enough"}, "ops")
+        assert result.select("agent:waiter:completed") == []
+        runs.flush()
+        assert other_process.undelivered([handle.run_id]) == []
+        recording = runs.load(handle.run_id)
+    replayed = await graph.run(replay=recording)
+    assert (replayed.status, replayed.reason) == ("aborted", "enough")
+    assert recording.diff(replayed) is None
 
 
 async def test_runs_are_listed_by_status(store_place: StorePlace) -> None:

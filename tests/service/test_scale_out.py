@@ -20,7 +20,8 @@ import sqlalchemy as sa
 
 from reactor import PostgresSignalStore
 from reactor.exceptions import ServiceConfigError
-from reactor.service import ObjectStore, ReactionService
+from reactor.service import ObjectStore, ReactionService, User
+from reactor.service._api_runs import abort_run
 from reactor.service._db import Database
 from reactor.service._launch import RunRequest
 from reactor.service._leases import Leases, claim_tick
@@ -244,6 +245,33 @@ def test_a_killed_workers_reaction_is_run_again_by_another(
         ("start", survivor),
         ("end", survivor),
     ]
+
+
+@pytest.mark.timeout(60)
+def test_a_run_on_a_worker_is_aborted_through_the_api(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    """The serving process does not execute it: the abort reaches it through its inbox."""
+    db = queued
+    with workers(1, db, redis_url, tmp_path):
+
+        async def serve() -> tuple[str, str | None]:
+            service = make_service(db)
+            async with service.objects, service:
+                run_id = await service.submit("steps", {"seconds": 30})
+                steps = tmp_path / "steps.log"
+                await asyncio.to_thread(wait_for, steps.exists, 20, "the run to start")
+                return run_id, await abort_run(service, run_id, "enough", User("ops"))
+
+        run_id, posted = asyncio.run(serve())
+        wait_for(lambda: ended(db, [run_id]), 20, "the run to stop")
+    (log,) = recordings(db, [run_id]).values()
+    assert posted is not None
+    assert posted.startswith("msg_")
+    assert log.status == "aborted"
+    (abort,) = [s for s in log.signals if s.name == "session:abort"]
+    assert (abort.payload, abort.source) == ({"reason": "enough"}, str(User("ops")))
+    assert "agent:second:completed" not in [s.name for s in log.signals]
 
 
 @pytest.mark.timeout(90)

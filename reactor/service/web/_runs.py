@@ -228,12 +228,13 @@ async def signal_form(
 async def abort_form(
     request: Request, run_id: str, session: Checked, reason: Field = ""
 ) -> Response:
-    """Stop a run executing in this service."""
+    """Stop a run (where it executes: here at once, elsewhere within moments)."""
     why = reason.strip() or f"aborted by {session.user.id} in the web UI"
     try:
-        await abort_run(service_of(request), run_id, why, session.user)
+        posted = await abort_run(service_of(request), run_id, why, session.user)
     except (ApiError, ReactorError) as exc:
         session.notify("error", _problem(exc))
     else:
-        session.notify("ok", "The run was stopped.")
+        done = "The run was stopped." if posted is None else "The run was asked to stop."
+        session.notify("ok", done)
     return back(f"/runs/{run_id}")
