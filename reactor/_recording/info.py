@@ -39,7 +39,8 @@ class RunInfo:
         started_at: UNIX seconds.
         ended_at: UNIX seconds, once ``harness:end`` was recorded.
         status: ``running`` until ``harness:end`` is recorded (``waiting`` while a
-            question to a person is pending), then the final status from it.
+            question to a person is pending), then the final status from it; a
+            service shows a run still in its job queue as ``queued``.
         reason: Why it ended.
         signals: How many signals are recorded.
         target: Where the graph came from (``module:attribute`` or
@@ -67,7 +68,7 @@ class RunInfo:
     @property
     def complete(self) -> bool:
         """Whether the run's ``harness:end`` was recorded."""
-        return self.status not in (None, "running", "waiting")
+        return self.status not in (None, "queued", "running", "waiting")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""

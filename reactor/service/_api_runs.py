@@ -19,6 +19,7 @@ from reactor._names import SESSION_ABORT, SESSION_PROMPT, SESSION_REPLY, SESSION
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
 from reactor._signal import Signal
+from reactor.exceptions import RunNotFoundError
 from reactor.service._api_agents import RunStarted
 from reactor.service._api_base import ApiError, Caller, Service, authenticate
 from reactor.service._service import ReactionService
@@ -84,8 +85,19 @@ def _store(service: ReactionService) -> SignalStore:
 
 
 async def load_run(service: ReactionService, run_id: str) -> Recording:
-    """A recorded run (404 when there is none)."""
-    return await asyncio.to_thread(_store(service).load, run_id)
+    """A recorded run (404 when there is none).
+
+    A run in the job queue that no worker has started yet has no log: it is an empty
+    recording whose status is ``queued`` (followed, answered and aborted like any
+    other: what is posted to its inbox waits for it).
+    """
+    try:
+        return await asyncio.to_thread(_store(service).load, run_id)
+    except RunNotFoundError:
+        queued = await service.host.queued(run_id)
+        if queued is None:
+            raise
+        return Recording(queued, ())
 
 
 def pending_prompts(signals: Iterable[Signal]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from reactor._diagnostics import log
 from reactor._providers.base import Provider
+from reactor._recording.info import RunInfo
 from reactor._recording.memory import MemorySignalStore
 from reactor._recording.sqlite import SQLiteSignalStore
 from reactor._recording.store import SignalStore
@@ -92,6 +93,10 @@ class RunHost:
     def handoff(self) -> HandOff | None:
         """Where reactions go with a job queue: to the workers (else None: run here)."""
         return None if self.queue is None else self.queue.enqueue_reactions
+
+    async def queued(self, run_id: str) -> RunInfo | None:
+        """A run queued and not started by a worker yet, as ``queued`` (else None)."""
+        return None if self.queue is None else await self.queue.queued(run_id)
 
     async def aclose(self) -> None:
         """Close the connections to the job queue, if there is one."""

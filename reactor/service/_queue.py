@@ -14,7 +14,9 @@ Without the variable everything runs in the serving process.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
@@ -23,11 +25,13 @@ from taskiq import AckableMessage
 from taskiq.kicker import AsyncKicker
 from taskiq_redis import RedisStreamBroker
 
+from reactor._recording.info import RunInfo
 from reactor.exceptions import ServiceConfigError
 from reactor.service._changes import ProcessingEntry
 from reactor.service._launch import RunRequest
 
 __all__ = [
+    "QUEUED_KEYS",
     "REACTION",
     "RECLAIM_ENV",
     "REDIS_ENV",
@@ -48,6 +52,10 @@ REACTION = "reaction"
 """The key of a reaction's job: ``{"reaction": <entry id>, "agent": <name>}``."""
 WORKER_KEYS = "reactor:worker:"
 """Prefix of the workers' heartbeat keys: ``reactor:worker:<id>``, a JSON value."""
+QUEUED_KEYS = "reactor:queued:"
+"""Prefix of the keys of runs queued and not started yet: ``reactor:queued:<run id>``."""
+QUEUED_FOR = 7 * 24 * 3600
+"""Seconds a queued run's key lives at most (a job no worker can take stays visible)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,8 +157,30 @@ class JobQueue:
         self._started = False
 
     async def enqueue(self, request: RunRequest) -> None:
-        """Queue ``request`` (its ``run_id`` or ``resume`` names the run)."""
-        await self._kick(job_of(request))
+        """Queue ``request`` (its ``run_id`` or ``resume`` names the run).
+
+        A new run is marked queued until a worker starts it (:meth:`queued`), so that
+        it can be looked at before it has a log.
+        """
+        job = job_of(request)
+        if request.run_id is not None and request.resume is None:
+            marker = json.dumps({**job, "queued_at": time.time()})
+            async with Redis(connection_pool=self.broker.connection_pool) as redis:
+                await redis.set(QUEUED_KEYS + request.run_id, marker, ex=QUEUED_FOR)
+        await self._kick(job)
+
+    async def queued(self, run_id: str) -> RunInfo | None:
+        """A run queued and not started yet, as ``queued`` (None otherwise)."""
+        async with Redis(connection_pool=self.broker.connection_pool) as redis:
+            found = await redis.get(QUEUED_KEYS + run_id)
+        if found is None:
+            return None
+        job = dict(json.loads(found))
+        queued_at = float(job.pop("queued_at", 0.0))
+        request = request_of(job)
+        return RunInfo(
+            run_id, request.name, request.run_tags(), started_at=queued_at, status="queued"
+        )
 
     async def enqueue_reactions(self, entries: Sequence[ProcessingEntry]) -> None:
         """Queue a job per pending processing-log entry: its reaction, run by a worker."""

@@ -43,6 +43,7 @@ from reactor.service._dispatcher import Dispatcher
 from reactor.service._hosting import close_record, default_record
 from reactor.service._leases import Leases
 from reactor.service._queue import (
+    QUEUED_KEYS,
     REACTION,
     TASK,
     WORKER_KEYS,
@@ -159,6 +160,7 @@ class Worker:
             info = None
         if info is not None and info.complete:
             await context.ack()  # it ended: a job delivered twice is harmless
+            await self._unqueue(run_id)
             return
         if not await self.leases.take(run_id):
             return  # a live worker runs it: leave the job pending, to be looked at again
@@ -172,6 +174,7 @@ class Worker:
         finally:
             self.running.pop(run_id, None)
             await self.leases.give_back(run_id)
+            await self._unqueue(run_id)  # its log is durable by now, found by the API
         if not self.service.host.stopping:
             self.executed += 1
             await context.ack()
@@ -192,6 +195,11 @@ class Worker:
         if settled and not self.service.host.stopping:
             self.executed += 1
             await context.ack()
+
+    async def _unqueue(self, run_id: str) -> None:
+        """The run is no longer waiting in the queue: it has a log (or never will)."""
+        async with Redis(connection_pool=self.broker.connection_pool) as redis:
+            await redis.delete(QUEUED_KEYS + run_id)
 
     async def _execute(self, run_id: str, request: Any) -> None:
         host = self.service.host

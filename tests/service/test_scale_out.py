@@ -19,9 +19,9 @@ import redis
 import sqlalchemy as sa
 
 from reactor import PostgresSignalStore
-from reactor.exceptions import ServiceConfigError
+from reactor.exceptions import RunNotFoundError, ServiceConfigError
 from reactor.service import ObjectStore, ReactionService, User
-from reactor.service._api_runs import abort_run
+from reactor.service._api_runs import abort_run, load_run
 from reactor.service._db import Database
 from reactor.service._launch import RunRequest
 from reactor.service._leases import Leases, claim_tick
@@ -272,6 +272,32 @@ def test_a_run_on_a_worker_is_aborted_through_the_api(
     (abort,) = [s for s in log.signals if s.name == "session:abort"]
     assert (abort.payload, abort.source) == ({"reason": "enough"}, str(User("ops")))
     assert "agent:second:completed" not in [s.name for s in log.signals]
+
+
+@pytest.mark.timeout(60)
+def test_a_queued_run_is_shown_queued_and_what_is_posted_to_it_waits_for_it(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    db = queued
+
+    async def before_any_worker() -> str:
+        service = make_service(db)
+        async with service.objects, service:
+            run_id = await service.submit("steps", {"seconds": 30})
+            shown = await load_run(service, run_id)
+            assert (shown.info.status, shown.info.graph, shown.signals) == ("queued", "steps", ())
+            assert not shown.complete
+            assert await abort_run(service, run_id, "not wanted", User("ops")) is not None
+            with pytest.raises(RunNotFoundError):
+                await load_run(service, "run_never_queued")
+            return run_id
+
+    run_id = asyncio.run(before_any_worker())
+    with workers(1, db, redis_url, tmp_path):
+        wait_for(lambda: ended(db, [run_id]), 30, "the run to start and stop")
+    (log,) = recordings(db, [run_id]).values()
+    assert (log.status, log.info.reason) == ("aborted", "not wanted")
+    assert "agent:second:activated" not in [s.name for s in log.signals]
 
 
 @pytest.mark.timeout(90)
