@@ -131,7 +131,7 @@ def create_app(
     ):
         app.include_router(router)
     _docs(app)
-    install_web(app)
+    install_web(app, service.db)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -35,6 +35,7 @@ __all__ = [
     "reaction_cursors",
     "run_leases",
     "suggestions",
+    "web_sessions",
 ]
 
 ACTIVE_PREDICATE = "status IN ('pending', 'processing', 'completed')"
@@ -230,3 +231,16 @@ cron_ticks = sa.Table(
 )
 """One row per cron agent and firing time: the process that inserts it runs the agent,
 so several serving processes run a schedule once per tick."""
+
+web_sessions = sa.Table(
+    "web_sessions",
+    metadata,
+    sa.Column("id_hash", sa.String(64), primary_key=True),
+    sa.Column("user_id", sa.String(200), nullable=False),
+    sa.Column("csrf", sa.String(64), nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("used_at", Timestamp, nullable=False),
+    sa.Index(None, "used_at"),
+)
+"""The web UI's signed-in browsers, shared by every serving process: the SHA-256 of the
+session id (the cookie's value is never stored), who signed in, the forms' CSRF token."""

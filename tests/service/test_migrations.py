@@ -102,6 +102,7 @@ COLUMNS = {
     "reaction_cursors": {"agent", "event_id", "updated_at"},
     "run_leases": {"run_id", "worker", "heartbeat_at"},
     "cron_ticks": {"agent", "tick_at", "claimed_at"},
+    "web_sessions": {"id_hash", "user_id", "csrf", "created_at", "used_at"},
 }
 
 
@@ -126,7 +127,7 @@ def inspect_schema(conn: sa.Connection) -> dict[str, Any]:
 
 
 async def migrated(url: str) -> dict[str, Any]:
-    assert await upgrade_database(url) == "0002"
+    assert await upgrade_database(url) == "0003"
     engine = create_async_engine(Database(url).driver_url)
     try:
         async with engine.connect() as conn:
@@ -162,10 +163,10 @@ async def test_json_columns_are_jsonb_on_postgresql(postgres_url: str) -> None:
 
 
 async def test_upgrading_again_changes_nothing(url: str) -> None:
-    assert await upgrade_database(url) == "0002"
+    assert await upgrade_database(url) == "0003"
     async with ObjectStore(url) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
-    assert await upgrade_database(url) == "0002"
+    assert await upgrade_database(url) == "0003"
     async with ObjectStore(url) as objects:
         assert (await objects.get(ada.id)).data == {"name": "Ada"}
 
@@ -189,7 +190,7 @@ def test_reactor_db_upgrade_migrates_the_database(
     assert main(["db", "upgrade", "--db", url]) == 0
     assert main(["db", "upgrade", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{url}: the tables are at revision 0002 (the newest)."] * 2
+    assert out == [f"{url}: the tables are at revision 0003 (the newest)."] * 2
 
 
 def test_reactor_db_upgrade_takes_a_file_path(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -111,6 +112,25 @@ def test_signing_out_ends_the_session(visitor: httpx2.Client, server: Server) ->
     assert "reactor_session" not in visitor.cookies
     with server.client(None, cookies={"reactor_session": old}) as replay:
         assert replay.get("/runs").status_code == 303
+
+
+def test_a_session_is_known_to_another_serving_process_and_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    with serving(db, tmp_path / "first.log") as first, first.client(None) as browser:
+        assert sign_in(browser).status_code == 303
+        cookie = {"reactor_session": browser.cookies["reactor_session"]}
+        with (
+            serving(db, tmp_path / "second.log") as second,
+            second.client(None, cookies=cookie) as elsewhere,
+        ):
+            assert elsewhere.get("/runs").status_code == 200
+    with (
+        serving(db, tmp_path / "again.log") as again,
+        again.client(None, cookies=cookie) as restarted,
+    ):
+        assert restarted.get("/runs").status_code == 200
 
 
 def agent(server: Server, name: str) -> Any:

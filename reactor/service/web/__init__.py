@@ -15,17 +15,19 @@ from fastapi.staticfiles import StaticFiles
 from starlette.requests import Request
 from starlette.responses import Response
 
+from reactor.service._db import Database
 from reactor.service.web._auth import router as auth_router
 from reactor.service.web._manage import router as manage_router
 from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page
 from reactor.service.web._runs import router as runs_router
+from reactor.service.web._sessions import Sessions
 
 __all__ = ["install_web"]
 
 
-def install_web(app: fastapi.FastAPI) -> None:
-    """Serve the web UI from ``app`` (its routes, static files and session store)."""
-    app.state.web = Web()
+def install_web(app: fastapi.FastAPI, db: Database | None = None) -> None:
+    """Serve the web UI from ``app`` (its routes, static files and sessions, kept in ``db``)."""
+    app.state.web = Web(Sessions(db))
     static = resources.files("reactor.service.web") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
     for router in (auth_router, runs_router, manage_router):

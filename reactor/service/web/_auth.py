@@ -46,7 +46,7 @@ def _sign_in_form(request: Request, code: int = 200, error: str | None = None) -
 @router.get("/")
 async def home(request: Request) -> Response:
     """The sign-in form, or the runs for a signed-in browser."""
-    if web_of(request).sessions.get(request.cookies.get(COOKIE)) is not None:
+    if await web_of(request).sessions.get(request.cookies.get(COOKIE)) is not None:
         return back("/runs")
     return _sign_in_form(request)
 
@@ -64,7 +64,7 @@ async def sign_in(
     user = tokens.user(token.strip()) if tokens else User(LOCAL_USER)
     if user is None:
         return _sign_in_form(request, 401, "That token is not valid; ask the operator for one.")
-    session = web_of(request).sessions.open(user)
+    session = await web_of(request).sessions.open(user)
     response = back("/runs")
     set_cookie(request, response, COOKIE, session.id, int(LIFETIME))
     response.delete_cookie(SIGN_IN_COOKIE, path="/")
@@ -74,7 +74,7 @@ async def sign_in(
 @router.post("/sign-out")
 async def sign_out(request: Request, session: Checked) -> Response:
     """End the session and clear its cookie."""
-    web_of(request).sessions.close(session.id)
+    await web_of(request).sessions.close(session.id)
     response = back("/")
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response

@@ -109,9 +109,9 @@ class FormRejected(Exception):
     """A form came without the session's CSRF token, or from another site (403)."""
 
 
-def signed_in(request: Request) -> Session:
+async def signed_in(request: Request) -> Session:
     """The session of the browser asking (a dependency of every page but sign-in)."""
-    session = web_of(request).sessions.get(request.cookies.get(COOKIE))
+    session = await web_of(request).sessions.get(request.cookies.get(COOKIE))
     if session is None:
         raise SignInNeeded
     return session
@@ -119,7 +119,7 @@ def signed_in(request: Request) -> Session:
 
 async def form_session(request: Request) -> Session:
     """The session of a form that changes something, once its CSRF token is checked."""
-    session = signed_in(request)
+    session = await signed_in(request)
     form = await request.form()
     given = form.get("csrf")
     if not same_origin(request) or not tokens_match(

@@ -2,8 +2,9 @@
 
 Signing in trades an API token for a session: a random id kept server-side (the token
 itself is never stored nor put in a cookie) and sent back in an HTTP-only,
-``SameSite=Strict`` cookie. Sessions live in the server's memory: they end when it
-restarts, when the user signs out, or after :data:`LIFETIME` seconds unused.
+``SameSite=Strict`` cookie. Sessions are kept in the service's database (only a hash
+of the id), so every serving process knows them and a restart keeps them; they end when
+the user signs out, or after :data:`LIFETIME` seconds unused.
 
 Every state-changing form carries the session's CSRF token in a hidden field, checked
 in constant time; with ``SameSite=Strict`` (a cross-site request has no session) and
@@ -15,14 +16,19 @@ browser in under its own token either.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import hmac
 import secrets
 import time
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
+import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.responses import Response
 
+from reactor.service._db import Database
+from reactor.service._schema import web_sessions
 from reactor.service._values import User
 
 __all__ = [
@@ -43,7 +49,9 @@ SIGN_IN_COOKIE = "reactor_sign_in"
 LIFETIME = 12 * 3600.0
 """Seconds a session lasts without being used."""
 MAX_SESSIONS = 10_000
-"""Sessions kept at most; the least recently used goes first."""
+"""Sessions kept at most in memory (without a database); the least recently used goes first."""
+TOUCH_EVERY = 60.0
+"""Seconds between two writes of a session's last use to the database."""
 
 
 @dataclasses.dataclass
@@ -54,7 +62,7 @@ class Session:
         id: The opaque id its cookie carries.
         user: Who signed in (the actor of what they do through the UI).
         csrf: The token its forms carry.
-        used_at: When it was last used (``time.monotonic()``).
+        used_at: When it was last used (UNIX seconds).
         notices: Messages for the next page shown (``(kind, text)``, kind ``ok`` or ``error``).
     """
 
@@ -70,50 +78,116 @@ class Session:
 
     def take_notices(self) -> list[tuple[str, str]]:
         """The messages to show now (each is shown once)."""
-        notices, self.notices = self.notices, []
+        notices = self.notices.copy()
+        self.notices.clear()
         return notices
 
 
 class Sessions:
-    """The open sessions of one server, by id.
+    """The open sessions, in the service's database or in this process's memory.
+
+    In the database every serving process shares them, and they outlive a restart.
+    Notices wait in the memory of the process that made them, for the next page it
+    shows that browser.
 
     Args:
+        db: The service's database (``web_sessions``); None keeps sessions in memory.
         lifetime: Seconds a session lasts without being used.
     """
 
-    def __init__(self, lifetime: float = LIFETIME) -> None:
+    def __init__(self, db: Database | None = None, lifetime: float = LIFETIME) -> None:
+        self.db = db
         self.lifetime = lifetime
-        self._open: dict[str, Session] = {}
+        self._open: dict[str, Session] = {}  # without a database
+        self._notices: dict[str, list[tuple[str, str]]] = {}
 
-    def open(self, user: User) -> Session:
+    async def open(self, user: User) -> Session:
         """A new session for ``user``."""
-        if len(self._open) >= MAX_SESSIONS:
-            oldest = min(self._open.values(), key=lambda session: session.used_at)
-            del self._open[oldest.id]
-        session = Session(
-            secrets.token_urlsafe(32), user, secrets.token_urlsafe(32), time.monotonic()
-        )
-        self._open[session.id] = session
-        return session
+        session = Session(secrets.token_urlsafe(32), user, secrets.token_urlsafe(32), time.time())
+        if self.db is None:
+            if len(self._open) >= MAX_SESSIONS:
+                oldest = min(self._open.values(), key=lambda open: open.used_at)
+                del self._open[oldest.id]
+            self._open[session.id] = session
+            return session
+        now = datetime.now(UTC)
+        async with self.db.write() as conn:
+            await conn.execute(
+                web_sessions.delete().where(web_sessions.c.used_at < now - self._lifetime)
+            )
+            await conn.execute(
+                web_sessions.insert().values(
+                    id_hash=_hash(session.id), user_id=user.id, csrf=session.csrf,
+                    created_at=now, used_at=now,
+                )
+            )  # fmt: skip
+        return self._with_notices(session)
 
-    def get(self, session_id: str | None) -> Session | None:
+    async def get(self, session_id: str | None) -> Session | None:
         """The session with this id, if it is open (using it keeps it open longer)."""
-        session = self._open.get(session_id or "")
-        if session is None:
+        if not session_id:
             return None
-        now = time.monotonic()
-        if now - session.used_at > self.lifetime:
-            del self._open[session.id]
+        if self.db is None:
+            session = self._open.get(session_id)
+            if session is None or self._expired(session.used_at):
+                self._open.pop(session_id, None)
+                return None
+            session.used_at = time.time()
+            return session
+        async with self.db.read() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(web_sessions).where(web_sessions.c.id_hash == _hash(session_id))
+                )
+            ).first()
+        if row is None:
             return None
-        session.used_at = now
-        return session
+        used_at = row.used_at.timestamp()
+        if self._expired(used_at):
+            await self.close(session_id)
+            return None
+        if time.time() - used_at > TOUCH_EVERY:
+            async with self.db.write() as conn:
+                await conn.execute(
+                    web_sessions.update()
+                    .where(web_sessions.c.id_hash == row.id_hash)
+                    .values(used_at=datetime.now(UTC))
+                )
+        return self._with_notices(Session(session_id, User(row.user_id), row.csrf, used_at))
 
-    def close(self, session_id: str | None) -> None:
+    async def close(self, session_id: str | None) -> None:
         """End a session (signing out)."""
-        self._open.pop(session_id or "", None)
+        if not session_id:
+            return
+        self._open.pop(session_id, None)
+        self._notices.pop(session_id, None)
+        if self.db is not None:
+            async with self.db.write() as conn:
+                await conn.execute(
+                    web_sessions.delete().where(web_sessions.c.id_hash == _hash(session_id))
+                )
+
+    @property
+    def _lifetime(self) -> timedelta:
+        return timedelta(seconds=self.lifetime)
+
+    def _expired(self, used_at: float) -> bool:
+        return time.time() - used_at > self.lifetime
+
+    def _with_notices(self, session: Session) -> Session:
+        """Give ``session`` the notices this process keeps for it."""
+        if len(self._notices) >= MAX_SESSIONS:
+            self._notices = {key: value for key, value in self._notices.items() if value}
+        session.notices = self._notices.setdefault(session.id, [])
+        return session
 
     def __len__(self) -> int:
         return len(self._open)
+
+
+def _hash(session_id: str) -> str:
+    """What the database keeps of a session id."""
+    return hashlib.sha256(session_id.encode()).hexdigest()
 
 
 def tokens_match(expected: str | None, given: str | None) -> bool:

@@ -1,34 +1,71 @@
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 from starlette.requests import Request
 
 from reactor.service import User
+from reactor.service._db import Database
+from reactor.service._schema import web_sessions
 from reactor.service.web._sessions import Sessions, same_origin, tokens_match
 
 
-def test_a_session_is_found_by_its_id_until_it_is_closed() -> None:
+async def test_a_session_is_found_by_its_id_until_it_is_closed() -> None:
     sessions = Sessions()
-    session = sessions.open(User("alice"))
-    assert sessions.get(session.id) is session
+    session = await sessions.open(User("alice"))
+    assert await sessions.get(session.id) is session
     assert session.id != session.csrf
-    sessions.close(session.id)
-    assert sessions.get(session.id) is None
-    assert sessions.get(None) is None
+    await sessions.close(session.id)
+    assert await sessions.get(session.id) is None
+    assert await sessions.get(None) is None
 
 
-def test_a_session_unused_for_its_lifetime_ends() -> None:
+async def test_a_session_unused_for_its_lifetime_ends() -> None:
     sessions = Sessions(lifetime=-1)
-    session = sessions.open(User("alice"))
-    assert sessions.get(session.id) is None
+    session = await sessions.open(User("alice"))
+    assert await sessions.get(session.id) is None
     assert len(sessions) == 0
 
 
-def test_notices_are_shown_once() -> None:
-    session = Sessions().open(User("alice"))
+async def test_notices_are_shown_once() -> None:
+    session = await Sessions().open(User("alice"))
     session.notify("ok", "Saved.")
     assert session.take_notices() == [("ok", "Saved.")]
     assert session.take_notices() == []
+
+
+async def test_sessions_in_the_database_are_every_serving_processes_and_outlive_them(
+    url: str,
+) -> None:
+    """Two processes (two Sessions on one database): signed in on one, known to the other."""
+    first_db, second_db = Database(url), Database(url)
+    await first_db.open()
+    await second_db.open()
+    try:
+        first, second = Sessions(first_db), Sessions(second_db)
+        session = await first.open(User("alice"))
+        found = await second.get(session.id)
+        assert found is not None
+        assert (found.user, found.csrf) == (User("alice"), session.csrf)
+        session.notify("ok", "Saved.")  # notices stay with the process that made them
+        again = await first.get(session.id)
+        assert again is not None
+        assert again.take_notices() == [("ok", "Saved.")]
+        assert found.take_notices() == []
+        async with first_db.read() as conn:
+            kept = list((await conn.execute(sa.select(web_sessions.c.id_hash))).scalars())
+        assert session.id not in kept  # only a hash of the cookie's value is stored
+        assert len(kept) == 1
+        await second.close(session.id)  # signing out on one signs out on all
+        assert await first.get(session.id) is None
+        assert await first.get("not-a-session") is None
+        stale = await Sessions(first_db, lifetime=-1).open(User("bob"))
+        assert await first.get(stale.id) is not None
+        assert await Sessions(second_db, lifetime=-1).get(stale.id) is None  # expired: gone
+        assert await first.get(stale.id) is None
+    finally:
+        await first_db.close()
+        await second_db.close()
 
 
 @pytest.mark.parametrize(
