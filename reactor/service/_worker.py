@@ -162,8 +162,8 @@ class Worker:
             await context.ack()  # it ended: a job delivered twice is harmless
             await self._unqueue(run_id)
             return
-        if not await self.leases.take(run_id):
-            return  # a live worker runs it: leave the job pending, to be looked at again
+        if not await self._lease(run_id):
+            return  # leave the job pending, to be looked at again
         self.running[run_id] = time.time()
         try:
             if info is not None and request.resume is None:
@@ -179,13 +179,21 @@ class Worker:
             self.executed += 1
             await context.ack()
 
+    async def _lease(self, key: str) -> bool:
+        """Lease a run (or a reaction) to this worker; False if it executes already.
+
+        Here (its job reclaimed by idle time from this very worker: the delivery
+        executing it acknowledges it) or on another live worker.
+        """
+        return key not in self.running and await self.leases.take(key)
+
     async def _reaction(self, entry_id: int, agent: str, context: Context) -> None:
         reactions = self.reactions
         if agent not in reactions.agents:  # made or enabled since: read the agents again
             reactions.agents = await self._reaction_agents()
         key = f"reaction:{entry_id}"
-        if not await self.leases.take(key):
-            return  # a live worker processes it: leave the job pending
+        if not await self._lease(key):
+            return  # leave the job pending
         self.running[key] = time.time()
         try:
             settled = await reactions.run_entry(entry_id, patience=self.settings.reclaim_after)

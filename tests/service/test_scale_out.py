@@ -301,12 +301,19 @@ def test_a_queued_run_is_shown_queued_and_what_is_posted_to_it_waits_for_it(
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    ("count", "concurrency"),
+    [
+        pytest.param(2, 1, id="reclaimed-by-another-worker"),
+        pytest.param(1, 2, id="reclaimed-by-its-own-worker"),
+    ],
+)
 def test_a_long_run_on_a_live_worker_is_not_taken_over(
-    queued: str, redis_url: str, tmp_path: Path
+    queued: str, redis_url: str, tmp_path: Path, count: int, concurrency: int
 ) -> None:
-    """Its job is reclaimed by idle time, but the lease sends it back: it runs once."""
+    """Its job is reclaimed by idle time, but it is not executed again: it runs once."""
     db = queued
-    with workers(2, db, redis_url, tmp_path, concurrency=1):
+    with workers(count, db, redis_url, tmp_path, concurrency=concurrency):
         (run_id,) = asyncio.run(submit(db, 1, seconds=3 * RECLAIM))
         wait_for(lambda: ended(db, [run_id]), 60, "the long run to end")
     (log,) = recordings(db, [run_id]).values()
