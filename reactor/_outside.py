@@ -73,6 +73,7 @@ class OutsideInput:
         self._delivering: dict[int, str] = {}  # seq -> message id, until recorded
         self._seen: set[str] = set()
         self._unwatch: Callable[[], None] | None = None
+        self._aborted = False
         self._replayed = _outside_of(replay) if replay is not None else []
 
     def recorder(self) -> Callable[[Signal], None] | None:
@@ -147,8 +148,9 @@ class OutsideInput:
 
     def _abort(self, payload: Any, source: str | None, message_id: str | None) -> None:
         """Emit ``session:abort {reason}`` (who stopped the run, in its log) and stop it."""
-        if self.host.ending:
+        if self.host.ending or self._aborted:
             return
+        self._aborted = True
         reason = payload.get("reason") if isinstance(payload, Mapping) else None
         reason = reason if isinstance(reason, str) and reason else "aborted"
         if message_id is not None:
