@@ -16,6 +16,7 @@ import fastapi
 import pydantic
 
 from reactor._names import SESSION_ABORT, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._recording.info import RunInfo, matches_filters
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
 from reactor._signal import Signal
@@ -25,7 +26,15 @@ from reactor.service._api_base import ApiError, Caller, Service, authenticate
 from reactor.service._service import ReactionService
 from reactor.service._values import User
 
-__all__ = ["abort_run", "load_run", "pending_prompts", "post_signal", "reply", "router"]
+__all__ = [
+    "abort_run",
+    "listed_runs",
+    "load_run",
+    "pending_prompts",
+    "post_signal",
+    "reply",
+    "router",
+]
 
 router = fastapi.APIRouter(
     prefix="/api/runs", tags=["runs"], dependencies=[fastapi.Depends(authenticate)]
@@ -182,10 +191,33 @@ async def list_runs(
     tag: Annotated[str | None, fastapi.Query(description="key or key=value")] = None,
     limit: Limit = 100,
 ) -> list[dict[str, Any]]:
-    """Recorded runs, newest first, filtered by graph, status and tag."""
+    """Runs newest first (queued ones too), filtered by graph, status and tag."""
+    infos = await listed_runs(service, graph=graph, status=status, tag=tag, limit=limit)
+    return [{**info.to_dict(), "live": info.run_id in service.live} for info in infos]
+
+
+async def listed_runs(
+    service: ReactionService,
+    *,
+    graph: str | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    limit: int = 100,
+) -> list[RunInfo]:
+    """The recorded runs and those queued for a worker, newest first, filtered."""
     store = _store(service)
     infos = await asyncio.to_thread(store.runs, graph=graph, tag=tag, status=status, limit=limit)
-    return [{**info.to_dict(), "live": info.run_id in service.live} for info in infos]
+    if status not in (None, "queued"):
+        return infos
+    recorded = {info.run_id for info in infos}
+    queued = [
+        info
+        for info in await service.host.queued_runs(limit)
+        if info.run_id not in recorded and matches_filters(info, graph=graph, tag=tag)
+    ]
+    if not queued:
+        return infos
+    return sorted([*queued, *infos], key=lambda info: info.started_at, reverse=True)[:limit]
 
 
 @router.post("", status_code=202)

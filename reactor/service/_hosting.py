@@ -98,6 +98,10 @@ class RunHost:
         """A run queued and not started by a worker yet, as ``queued`` (else None)."""
         return None if self.queue is None else await self.queue.queued(run_id)
 
+    async def queued_runs(self, limit: int) -> list[RunInfo]:
+        """The runs queued and not started by a worker yet, newest first."""
+        return [] if self.queue is None else await self.queue.queued_runs(limit)
+
     async def aclose(self) -> None:
         """Close the connections to the job queue, if there is one."""
         if self.queue is not None:

@@ -173,14 +173,19 @@ class JobQueue:
         """A run queued and not started yet, as ``queued`` (None otherwise)."""
         async with Redis(connection_pool=self.broker.connection_pool) as redis:
             found = await redis.get(QUEUED_KEYS + run_id)
-        if found is None:
-            return None
-        job = dict(json.loads(found))
-        queued_at = float(job.pop("queued_at", 0.0))
-        request = request_of(job)
-        return RunInfo(
-            run_id, request.name, request.run_tags(), started_at=queued_at, status="queued"
-        )
+        return None if found is None else _queued_info(run_id, found)
+
+    async def queued_runs(self, limit: int) -> list[RunInfo]:
+        """The runs queued and not started yet, newest first (at most ``limit``)."""
+        async with Redis(connection_pool=self.broker.connection_pool) as redis:
+            keys = [key async for key in redis.scan_iter(match=QUEUED_KEYS + "*", count=1000)]
+            values = await redis.mget(keys) if keys else []
+        infos = [
+            _queued_info(key.decode().removeprefix(QUEUED_KEYS), value)
+            for key, value in zip(keys, values, strict=True)
+            if value is not None
+        ]
+        return sorted(infos, key=lambda info: info.started_at, reverse=True)[:limit]
 
     async def enqueue_reactions(self, entries: Sequence[ProcessingEntry]) -> None:
         """Queue a job per pending processing-log entry: its reaction, run by a worker."""
@@ -197,6 +202,14 @@ class JobQueue:
     async def aclose(self) -> None:
         """Close the connections to Redis."""
         await self.broker.shutdown()
+
+
+def _queued_info(run_id: str, marker: str | bytes) -> RunInfo:
+    """What the service shows of a queued run: its request, status ``queued``."""
+    job = dict(json.loads(marker))
+    queued_at = float(job.pop("queued_at", 0.0))
+    request = request_of(job)
+    return RunInfo(run_id, request.name, request.run_tags(), started_at=queued_at, status="queued")
 
 
 def job_of(request: RunRequest) -> dict[str, Any]:

@@ -174,7 +174,7 @@ class Worker:
         finally:
             self.running.pop(run_id, None)
             await self.leases.give_back(run_id)
-            await self._unqueue(run_id)  # its log is durable by now, found by the API
+            await self._unqueue(run_id)  # also when it could not start
         if not self.service.host.stopping:
             self.executed += 1
             await context.ack()
@@ -212,6 +212,9 @@ class Worker:
     async def _execute(self, run_id: str, request: Any) -> None:
         host = self.service.host
         await host.execute(request)
+        if host.record is not None:  # its start is in the store now: the API finds it there
+            await asyncio.to_thread(host.record.flush)
+        await self._unqueue(run_id)
         live = host.runs.live.get(run_id)
         if live is not None:
             with contextlib.suppress(asyncio.CancelledError):

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from reactor import PostgresSignalStore
 from reactor.exceptions import RunNotFoundError, ServiceConfigError
 from reactor.service import ObjectStore, ReactionService, User
-from reactor.service._api_runs import abort_run, load_run
+from reactor.service._api_runs import abort_run, listed_runs, load_run
 from reactor.service._db import Database
 from reactor.service._launch import RunRequest
 from reactor.service._leases import Leases, claim_tick
@@ -287,6 +287,9 @@ def test_a_queued_run_is_shown_queued_and_what_is_posted_to_it_waits_for_it(
             shown = await load_run(service, run_id)
             assert (shown.info.status, shown.info.graph, shown.signals) == ("queued", "steps", ())
             assert not shown.complete
+            listed = await listed_runs(service, status="queued")
+            assert [(info.run_id, info.status) for info in listed] == [(run_id, "queued")]
+            assert await listed_runs(service, graph="other") == []
             assert await abort_run(service, run_id, "not wanted", User("ops")) is not None
             with pytest.raises(RunNotFoundError):
                 await load_run(service, "run_never_queued")
@@ -297,6 +300,7 @@ def test_a_queued_run_is_shown_queued_and_what_is_posted_to_it_waits_for_it(
         wait_for(lambda: ended(db, [run_id]), 30, "the run to start and stop")
     (log,) = recordings(db, [run_id]).values()
     assert (log.status, log.info.reason) == ("aborted", "not wanted")
+    assert redis.Redis.from_url(redis_url).keys("reactor:queued:*") == []
     assert "agent:second:activated" not in [s.name for s in log.signals]
 
 

@@ -10,7 +10,6 @@ the same functions as the API: a reply, a signal, an abort are the signed-in use
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Annotated, Any
@@ -19,11 +18,17 @@ import fastapi
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
 from reactor.exceptions import ReactorError
 from reactor.service._api_base import ApiError, state_of
-from reactor.service._api_runs import abort_run, load_run, pending_prompts, post_signal, reply
+from reactor.service._api_runs import (
+    abort_run,
+    listed_runs,
+    load_run,
+    pending_prompts,
+    post_signal,
+    reply,
+)
 from reactor.service._api_stream import event_stream
 from reactor.service._service import ReactionService
 from reactor.service.web._render import Checked, SignedIn, back, page, service_of, web_of
@@ -33,7 +38,7 @@ __all__ = ["STATUSES", "router"]
 
 router = fastapi.APIRouter(include_in_schema=False)
 
-STATUSES = ("running", "waiting", "completed", "ended", "failed", "aborted", "timeout")
+STATUSES = ("queued", "running", "waiting", "completed", "ended", "failed", "aborted", "timeout")
 """The statuses the list filters by."""
 LISTED = 100
 """Runs the list shows at most (newest first)."""
@@ -47,12 +52,9 @@ def _problem(exc: Exception) -> str:
 
 async def _rows(request: Request, graph: str | None, status: str | None) -> list[dict[str, Any]]:
     service = service_of(request)
-    store = service.record
-    if store is None:
+    if service.record is None:
         return []
-    infos: list[RunInfo] = await asyncio.to_thread(
-        store.runs, graph=graph or None, status=status or None, limit=LISTED
-    )
+    infos = await listed_runs(service, graph=graph or None, status=status or None, limit=LISTED)
     known = web_of(request).totals
     rows = []
     for info in infos:
