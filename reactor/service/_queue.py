@@ -163,11 +163,17 @@ class JobQueue:
         it can be looked at before it has a log.
         """
         job = job_of(request)
-        if request.run_id is not None and request.resume is None:
-            marker = json.dumps({**job, "queued_at": time.time()})
-            async with Redis(connection_pool=self.broker.connection_pool) as redis:
-                await redis.set(QUEUED_KEYS + request.run_id, marker, ex=QUEUED_FOR)
-        await self._kick(job)
+        if request.run_id is None or request.resume is not None:
+            await self._kick(job)
+            return
+        key, marker = QUEUED_KEYS + request.run_id, json.dumps({**job, "queued_at": time.time()})
+        async with Redis(connection_pool=self.broker.connection_pool) as redis:
+            await redis.set(key, marker, ex=QUEUED_FOR)
+            try:
+                await self._kick(job)
+            except BaseException:
+                await redis.delete(key)  # not queued after all
+                raise
 
     async def queued(self, run_id: str) -> RunInfo | None:
         """A run queued and not started yet, as ``queued`` (None otherwise)."""
