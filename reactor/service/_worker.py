@@ -33,6 +33,7 @@ import time
 import uuid
 from typing import Any
 
+import sqlalchemy as sa
 from redis.asyncio import Redis
 from taskiq import Context, TaskiqDepends
 from taskiq.receiver import Receiver
@@ -53,6 +54,7 @@ from reactor.service._queue import (
 )
 from reactor.service._reactions import ReactionServices
 from reactor.service._registry import ReactionAgent, register
+from reactor.service._schema import agents
 from reactor.service._service import ReactionService
 
 __all__ = ["Worker", "live_workers"]
@@ -87,6 +89,7 @@ class Worker:
         self.broker = JobBroker(settings, consumer=self.id)
         self.leases = Leases(service.db, self.id, settings.reclaim_after)
         self.running: dict[str, float] = {}  # run id -> when it started here
+        self._agents_mark: tuple[Any, ...] = ()  # the agents' rows when last read
         self.executed = 0
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
@@ -116,9 +119,10 @@ class Worker:
             async with asyncio.TaskGroup() as group:
                 service.host.open(group, record, lambda: None)
                 self.reactions = Dispatcher(
-                    services, service.log, await self._reaction_agents(), {}, group,
+                    services, service.log, {}, {}, group,
                     max_running=self.concurrency, changed=lambda: None,
                 )  # fmt: skip
+                await self._read_agents()
                 finishing = group.create_task(self.reactions.finishes.run())
                 beat = group.create_task(self._heartbeat())
                 log("reactor.worker", "info", "worker started", worker=self.id)
@@ -138,10 +142,16 @@ class Worker:
             await service.db.close()
             log("reactor.worker", "info", "worker stopped", worker=self.id, runs=self.executed)
 
-    async def _reaction_agents(self) -> dict[str, ReactionAgent]:
-        """The enabled reaction agents, as the database has them now."""
+    async def _read_agents(self, *, if_changed: bool = False) -> None:
+        """Read the agents from the database again (``if_changed``: only if rows changed)."""
+        async with self.service.db.read() as conn:
+            found = await conn.execute(sa.select(sa.func.count(), sa.func.max(agents.c.updated_at)))
+            mark = tuple(found.one())
+        if if_changed and mark == self._agents_mark:
+            return
+        self._agents_mark = mark
         loaded = await self.service.catalog.load()
-        return {name: ReactionAgent.of(name, agent) for name, agent in loaded.items()}
+        self.reactions.agents = {name: ReactionAgent.of(name, a) for name, a in loaded.items()}
 
     async def _job(self, job: dict[str, Any], context: Context = _CONTEXT) -> None:
         if REACTION in job:
@@ -190,7 +200,7 @@ class Worker:
     async def _reaction(self, entry_id: int, agent: str, context: Context) -> None:
         reactions = self.reactions
         if agent not in reactions.agents:  # made or enabled since: read the agents again
-            reactions.agents = await self._reaction_agents()
+            await self._read_agents()
         key = f"reaction:{entry_id}"
         if not await self._lease(key):
             return  # leave the job pending
@@ -229,7 +239,7 @@ class Worker:
             while True:
                 await self.leases.renew(list(self.running))
                 try:  # agents changed through the API since the last look
-                    self.reactions.agents = await self._reaction_agents()
+                    await self._read_agents(if_changed=True)
                 except Exception as exc:
                     log("reactor.worker", "error", "cannot read the agents", error=repr(exc))
                 value = {

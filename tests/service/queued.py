@@ -5,7 +5,8 @@
 waits (``input.seconds``, default 1) before the run ends. ``tick`` is an agent to run
 on schedule. ``orders`` reacts to ``Order`` objects, one object's events in order: it
 notes ``start``/``end <pid> <object> <version>`` in the file ``REACTOR_TEST_REACTIONS``
-names, waiting ``data.seconds`` (default 0) between the two.
+names, waiting ``data.seconds`` (default 0) between the two. Agents defined through the
+API are answered by a scripted provider: no changes, the prompt as the reasoning.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import asyncio
 import os
 from typing import Any
 
-from reactor import AgentContext, agent, reactive
-from reactor.service import ObjectStore, Reaction, ReactionService
+from reactor import AgentContext, ScriptedProvider, agent, reactive
+from reactor.service import Changes, ObjectStore, Reaction, ReactionService
 
 
 def _note(variable: str, line: str) -> None:
@@ -62,6 +63,7 @@ def steps_graph() -> Any:
 def make_service(db: str) -> ReactionService:
     return ReactionService(
         objects=ObjectStore(db),
+        provider=ScriptedProvider(default=lambda request: Changes(reasoning=request.prompt)),
         graphs={"steps": steps_graph()},
         agents={
             "tick": agent(run=lambda ctx: "tick"),

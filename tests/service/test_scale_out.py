@@ -23,6 +23,7 @@ from reactor.exceptions import RunNotFoundError, ServiceConfigError
 from reactor.service import ObjectStore, ReactionService, User
 from reactor.service._api_runs import abort_run, listed_runs, load_run
 from reactor.service._db import Database
+from reactor.service._definitions import AgentDefinition
 from reactor.service._launch import RunRequest
 from reactor.service._leases import Leases, claim_tick
 from reactor.service._queue import QueueSettings
@@ -218,6 +219,35 @@ def test_reactions_run_on_the_workers_once_each_and_in_order_per_object(
     )
     first = [(what, v) for what, _, id, v in notes if id == ids[0]]
     assert first == [(what, v) for v in range(1, 6) for what in ("start", "end")]
+
+
+@pytest.mark.timeout(60)
+def test_an_agent_made_through_the_api_while_workers_run_reaches_them(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    db = queued
+    with workers(1, db, redis_url, tmp_path):
+
+        async def serve() -> tuple[list[str], list[str | None]]:
+            service = make_service(db)
+            async with service.objects, service:
+                definition = AgentDefinition(
+                    name="greeter",
+                    prompt="Greet {{ object.data.name }}",
+                    trigger_type="reaction",
+                    reaction_config={"types": ["Guest"]},
+                )
+                await service.catalog.create(definition)
+                await service.objects.create("Guest", {"name": "Ada"})
+                await service.idle(30)
+                entries = await service.processing_log(agent="greeter")
+                return [entry.status for entry in entries], [entry.run_id for entry in entries]
+
+        statuses, run_ids = asyncio.run(serve())
+    assert statuses == ["completed"]
+    (log,) = recordings(db, [str(run_ids[0])]).values()
+    (done,) = [s for s in log.signals if s.name == "agent:greeter:completed"]
+    assert done.payload["output"]["reasoning"] == "Greet Ada"
 
 
 @pytest.mark.timeout(90)
