@@ -130,7 +130,7 @@ class Worker:
                 service.host.close()  # runs still going are held: their jobs stay pending
                 for task in self.reactions.active.values():
                     task.cancel()  # taken up again by whoever gets their jobs
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # let them unwind before the batcher stops
                 finishing.cancel()
                 beat.cancel()
         finally:
@@ -181,10 +181,10 @@ class Worker:
             await self._execute(run_id, request)
         except ReactorError as exc:  # its graph or agent is not in this app: it never will be
             log("reactor.worker", "error", "job dropped", run_id=run_id, error=str(exc))
+            await self._unqueue(run_id)  # it never will start
         finally:
             self.running.pop(run_id, None)
             await self.leases.give_back(run_id)
-            await self._unqueue(run_id)  # also when it could not start
         if not self.service.host.stopping:
             self.executed += 1
             await context.ack()
