@@ -281,9 +281,12 @@ class Activator:
                     services.extras.mcp_tools,
                 )
             else:
-                context = self.template_context(agent_run, activation.trigger)
                 output = await self.calls.call_model(
-                    agent, name, self.provider_of(agent_run), context, activation.answers
+                    agent,
+                    name,
+                    self.provider_of(agent_run),
+                    self.template_context(agent_run, activation.trigger),
+                    activation.answers,
                 )
             if agent.updates is not None:
                 services.store.set(agent.updates, OutputSpec.state_value(output))

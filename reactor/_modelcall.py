@@ -168,7 +168,7 @@ class ModelCall:
             provider,
             name=name,
             system=system_with_skills(system, agent.skills),
-            messages=[Message("user", prompt)],
+            messages=(Message("user", prompt),),
             spec=agent.output_spec,
             retries=agent.output_retries,
             tools=(*agent.tools, *extra_tools) if extra_tools else agent.tools,
@@ -199,7 +199,7 @@ class ModelCall:
         Raises:
             OutputValidationError: The last answer did not validate either.
         """
-        turns = list(messages)
+        turns = tuple(messages)
         prompt = turns[0].content
         attempts = retries + 1 if spec is not None else 1
         for attempt in range(1, attempts + 1):
@@ -234,11 +234,11 @@ class ModelCall:
                         output=raw,
                         errors=[dict(e) for e in exc.errors(include_url=False)],
                     ) from exc
-                turns = [
+                turns = (
                     *turns,
                     Message("assistant", raw if isinstance(raw, str) else to_json(raw)),
                     Message("user", feedback(exc)),
-                ]
+                )
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def complete(self, provider: Provider, request: ProviderRequest, name: str) -> End:

@@ -71,7 +71,7 @@ class OutsideInput:
         self.host = host
         self.record = record
         self._delivering: dict[int, str] = {}  # seq -> message id, until recorded
-        self._seen: set[str] = set()
+        self._seen: set[str] | None = None  # ids of delivered messages (most runs: none)
         self._unwatch: Callable[[], None] | None = None
         self._aborted = False
         self._replayed = _outside_of(replay) if replay is not None else []
@@ -111,21 +111,21 @@ class OutsideInput:
         A reply (``session:reply``) answers its prompt, validated like
         ``handle.reply``: one that does not fit is logged and stays undelivered.
         """
-        if message.message_id in self._seen:
+        seen = self._seen
+        if seen is not None and message.message_id in seen:
             return
+        if message.name not in (REPLY, ABORT) and self.host.closed:
+            return
+        if seen is None:
+            seen = self._seen = set()
+        seen.add(message.message_id)
         if message.name == REPLY:
-            self._seen.add(message.message_id)
             self._reply(message.payload, message.source, message.message_id)
-            return
-        if message.name == ABORT:
-            self._seen.add(message.message_id)
+        elif message.name == ABORT:
             self._abort(message.payload, message.source, message.message_id)
-            return
-        if self.host.closed:
-            return
-        self._seen.add(message.message_id)
-        self.note_delivery(message.message_id)
-        self.host.bus.publish(message.name, message.payload, message.source, None, 0)
+        else:
+            self.note_delivery(message.message_id)
+            self.host.bus.publish(message.name, message.payload, message.source, None, 0)
 
     def note_delivery(self, message_id: str) -> None:
         """The next signal the run emits delivers message ``message_id``."""

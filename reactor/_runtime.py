@@ -3,8 +3,8 @@
 One :class:`Run` per execution of a graph. It owns the run's bus and store, wires the
 agents' triggers to its :class:`~reactor._scheduler.Scheduler`, checks ``end_when``
 after each signal has been dispatched, and gives activations what they need of it
-(:class:`~reactor._activation.RunServices`). Activations are tasks of one
-``TaskGroup``; the run completes when the group is empty (quiescence) or is stopped.
+(:class:`~reactor._activation.RunServices`). Activations are the scheduler's tasks;
+the run completes when none is left (quiescence) or it is stopped.
 
 Every stop (``end_when``, failure with ``fail_fast``, loop limit, timeout, abort)
 goes through :meth:`Run.stop`, which cancels in-flight activations directly; the
@@ -205,11 +205,9 @@ class Run:
             )
         try:
             while True:
-                async with asyncio.TaskGroup() as group:
-                    self.scheduler.attach(group, self._main)
+                async with self.scheduler.attached(self._main):
                     if self._wake is not None:
                         await self._wake.wait()
-                self.scheduler.detach()
                 # Quiescent: a replay may still have recorded outside input to give.
                 if self.ending or not self.outside.at_quiescence():
                     break

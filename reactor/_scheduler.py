@@ -5,8 +5,9 @@ the guard while the trigger is dispatched and records a pending activation. Afte
 trigger has been dispatched to everyone (so the store reflects it), the run's
 after-dispatch hook checks ``end_when`` and then hands the pending activations to
 :meth:`Scheduler.start_pending`, which starts, queues or skips each according to the
-agent's ``concurrency`` and the run's limits. Activations are tasks of the run's
-``TaskGroup``.
+agent's ``concurrency`` and the run's limits. Activations are tasks the scheduler
+owns: ``async with scheduler.attached(main):`` runs them and waits for them, as a
+``TaskGroup`` would (without one per run: thousands of runs may be in flight).
 """
 
 from __future__ import annotations
@@ -81,20 +82,59 @@ class Scheduler:
         self.pending: list[tuple[AgentRun, Signal]] = []
         self.inflight: dict[asyncio.Task[None], Activation] = {}
         self._deferred: list[tuple[Activation, Coroutine[Any, Any, None]]] | None = None
-        self._group: asyncio.TaskGroup | None = None
+        self._open = False
         self._main: asyncio.Task[Any] | None = None
+        self._tasks = 0  # activation tasks not finished yet
+        self._idle: asyncio.Future[None] | None = None  # set when _tasks drops to 0
+        self._error: BaseException | None = None
 
-    def detach(self) -> None:
-        """The task group has closed: activations launched now wait for the next one."""
-        self._group = None
+    # -- running the tasks (like a TaskGroup) ------------------------------------
 
-    def attach(self, group: asyncio.TaskGroup, main: asyncio.Task[Any] | None) -> None:
-        """Run activations in ``group`` from now on (those launched before start now)."""
-        self._group = group
+    def attached(self, main: asyncio.Task[Any] | None) -> Scheduler:
+        """Use as ``async with scheduler.attached(main):``; ``main`` is the run's task.
+
+        Inside, activations start as tasks (those launched before start now); on the
+        way out it waits for every one of them. If the block is cancelled (or an
+        activation fails with a ``BaseException``), the activations are cancelled and
+        waited for, then the cancellation (or the exception) goes on.
+        """
         self._main = main
+        return self
+
+    async def __aenter__(self) -> None:
+        self._open = True
         deferred, self._deferred = self._deferred, None
         for activation, coroutine in deferred or ():
             self._spawn(activation, coroutine)
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        cancelled = kind is not None and issubclass(kind, asyncio.CancelledError)
+        if kind is not None:
+            self.cancel_all()
+        while self._tasks:
+            self._idle = asyncio.get_running_loop().create_future()
+            try:
+                await self._idle
+            except asyncio.CancelledError:
+                if not cancelled:
+                    cancelled = True
+                    self.cancel_all()
+        self._idle = None
+        self._open = False
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        if cancelled and kind is None:
+            raise asyncio.CancelledError
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks -= 1
+        if not task.cancelled() and task.exception() is not None and self._error is None:
+            self._error = task.exception()
+            self.cancel_all()
+        idle = self._idle
+        if not self._tasks and idle is not None and not idle.done():
+            idle.set_result(None)
 
     # -- triggers ----------------------------------------------------------------
 
@@ -204,7 +244,7 @@ class Scheduler:
 
     def _start(self, activation: Activation) -> None:
         coroutine = self.activator.activate(activation)
-        if self._group is None:
+        if not self._open:
             if self._deferred is None:
                 self._deferred = []
             self._deferred.append((activation, coroutine))
@@ -212,9 +252,10 @@ class Scheduler:
             self._spawn(activation, coroutine)
 
     def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
-        assert self._group is not None
         context = self.activator.task_context(activation)
-        task = self._group.create_task(coroutine, context=context)
+        task = asyncio.get_running_loop().create_task(coroutine, context=context)
+        task.add_done_callback(self._finished, context=context)
+        self._tasks += 1
         activation.task = task
         self.inflight[task] = activation
         if self.host.ending and self.host.options.on_end == "cancel":

@@ -378,6 +378,44 @@ async def test_cancelling_the_caller_cancels_the_run(slow_provider: SlowProvider
     assert slow_provider.cancelled == ["a"]
 
 
+class Interrupted(BaseException):
+    """Not an ``Exception``: agents' failures do not absorb it."""
+
+
+async def test_a_base_exception_in_an_agent_cancels_the_others_and_reaches_the_caller(
+    slow_provider: SlowProvider,
+) -> None:
+    def interrupt(ctx: AgentContext[Any]) -> None:
+        raise Interrupted
+
+    graph = reactive({"slow": agent(prompt="x"), "bad": agent(run=interrupt)})
+    with pytest.raises(Interrupted):
+        await graph.run(provider=slow_provider)
+    assert slow_provider.cancelled == ["slow"]
+
+
+async def test_a_run_cancelled_twice_still_waits_for_its_agents_to_stop() -> None:
+    stopped: list[str] = []
+
+    async def stubborn(ctx: AgentContext[Any]) -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.02)  # cleaning up takes a while
+            stopped.append(ctx.agent)
+            raise
+
+    graph = reactive({"a": agent(run=stubborn), "b": agent(run=stubborn)})
+    task = asyncio.create_task(graph.run())
+    await asyncio.sleep(0.02)
+    task.cancel()
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sorted(stopped) == ["a", "b"]
+
+
 # -- loops and limits -------------------------------------------------------------
 
 
