@@ -214,8 +214,23 @@ class ModelCall:
                 pre_tool_use=hooks.pre_tool_use,
                 post_tool_use=hooks.post_tool_use,
             )
-            recorded = answers.answer(request) if answers is not None else None
-            end = recorded if recorded is not None else await self.complete(provider, request, name)
+            end = answers.answer(request) if answers is not None else None
+            if end is None:
+                # The call itself, each event signalled (see _SignalledCall). Not a
+                # coroutine of its own: one frame fewer for every call in flight.
+                call = _SignalledCall(self.site, provider, request, name)
+                events = provider.stream(request)
+                try:
+                    async for event in events:
+                        call.event(event)
+                    end = call.ended()
+                except (asyncio.CancelledError, GeneratorExit):
+                    raise
+                except Exception as exc:
+                    call.failed(exc)
+                    raise
+                finally:
+                    await _close(events)
             if on_end is not None:
                 on_end(end)
             raw = end.output
@@ -241,26 +256,10 @@ class ModelCall:
                 )
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def complete(self, provider: Provider, request: ProviderRequest, name: str) -> End:
-        """Make one call to its ``End``, each event signalled (see :class:`_SignalledCall`)."""
-        call = _SignalledCall(self.site, provider, request, name)
-        events = provider.stream(request)
-        try:
-            async for event in events:
-                call.event(event)
-            return call.ended()
-        except (asyncio.CancelledError, GeneratorExit):
-            raise
-        except Exception as exc:
-            call.failed(exc)
-            raise
-        finally:
-            await _close(events)
-
     async def relay(
         self, provider: Provider, request: ProviderRequest, name: str
     ) -> AsyncIterator[ProviderEvent]:
-        """:meth:`complete`, streaming the events to the caller as they come."""
+        """One call, each event signalled and streamed to the caller as it comes."""
         call = _SignalledCall(self.site, provider, request, name)
         events = provider.stream(request)
         try:
