@@ -292,6 +292,7 @@ def agent_names(agent: str) -> tuple[str, str, str, str, str]:
     return tuple(agent_event(agent, event) for event in AGENT_EVENTS)  # type: ignore[return-value]
 
 
+@functools.lru_cache(maxsize=8192)
 def agent_actor(agent: str) -> str:
     """The actor of an agent's store writes: ``agent:<agent>``."""
     return f"agent:{agent}"
