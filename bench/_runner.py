@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,3 +102,18 @@ Figures measured on this project's machine by `make bench` (the workloads of DES
 section 12, each beside its baseline in the same run) and `make bench-peers` (the same
 workloads on peer frameworks). Re-run them to refresh this file.
 """
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident memory.
+
+    ``VmHWM`` belongs to this process image; ``ru_maxrss`` can carry the high-water
+    mark of the parent it was forked from, so it is only the fallback.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

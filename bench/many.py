@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from bench._runner import Row
+from bench._runner import Row, peak_rss_kb
 from reactor import Reactive, ScriptedProvider, agent, reactive
 
 LATENCY = 0.05
@@ -62,7 +62,7 @@ def measure(n: int) -> tuple[float, float]:
     gc.collect()
     before = _rss_kb()
     wall = asyncio.run(many_runs(graph, n))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak_rss_kb()
     return (wall - LATENCY) / n * 1000, max(0, peak - before) / n
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from bench._runner import Row
+from bench._runner import Row, peak_rss_kb
 from reactor import PostgresSignalStore, RunInfo, SignalBus, SQLiteSignalStore
 from reactor._recording.store import SignalStoreBase
 
@@ -49,21 +48,6 @@ def record(count: int, kind: str, where: str) -> dict[str, float]:
     elapsed = time.perf_counter() - start
     store.close()
     return {"seconds": elapsed, "peak_mb": peak_rss_kb() / 1024, "count": count}
-
-
-def peak_rss_kb() -> int:
-    """This process's peak resident memory.
-
-    ``VmHWM`` belongs to this process image; ``ru_maxrss`` can carry the high-water
-    mark of the parent it was forked from, so it is only the fallback.
-    """
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 @contextmanager
