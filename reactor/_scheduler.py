@@ -129,9 +129,12 @@ class Scheduler:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks -= 1
-        if not task.cancelled() and task.exception() is not None and self._error is None:
-            self._error = task.exception()
-            self.cancel_all()
+        error = None if task.cancelled() else task.exception()
+        if error is not None and self._error is None:
+            # Only a BaseException gets here (activate absorbs the agents' Exceptions):
+            # the run stops, and once its activations are done the error goes on.
+            self._error = error
+            self.host.stop("failed", f"an activation raised {type(error).__name__}", error=error)
         idle = self._idle
         if not self._tasks and idle is not None and not idle.done():
             idle.set_result(None)

@@ -394,6 +394,19 @@ async def test_a_base_exception_in_an_agent_cancels_the_others_and_reaches_the_c
     assert slow_provider.cancelled == ["slow"]
 
 
+async def test_a_base_exception_in_an_agent_ends_a_live_run_too(
+    slow_provider: SlowProvider,
+) -> None:
+    def interrupt(ctx: AgentContext[Any]) -> None:
+        raise Interrupted
+
+    graph = reactive({"slow": agent(prompt="x"), "bad": agent(run=interrupt)})
+    handle = graph.start(provider=slow_provider)  # stays open: only a stop ends it
+    with pytest.raises(Interrupted):
+        await asyncio.wait_for(handle.result(), 5)
+    assert slow_provider.cancelled == ["slow"]
+
+
 async def test_a_run_cancelled_twice_still_waits_for_its_agents_to_stop() -> None:
     stopped: list[str] = []
 
