@@ -10,7 +10,6 @@ calls models the same way through ``ctx.provider`` (:class:`RunProvider`), and
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -219,18 +218,10 @@ class ModelCall:
                 # The call itself, each event signalled (see _SignalledCall). Not a
                 # coroutine of its own: one frame fewer for every call in flight.
                 call = _SignalledCall(self.site, provider, request, name)
-                events = provider.stream(request)
-                try:
+                async with call as events:
                     async for event in events:
                         call.event(event)
                     end = call.ended()
-                except (asyncio.CancelledError, GeneratorExit):
-                    raise
-                except Exception as exc:
-                    call.failed(exc)
-                    raise
-                finally:
-                    await _close(events)
             if on_end is not None:
                 on_end(end)
             raw = end.output
@@ -261,19 +252,11 @@ class ModelCall:
     ) -> AsyncIterator[ProviderEvent]:
         """One call, each event signalled and streamed to the caller as it comes."""
         call = _SignalledCall(self.site, provider, request, name)
-        events = provider.stream(request)
-        try:
+        async with call as events:
             async for event in events:
                 call.event(event)
                 yield event
             call.ended()
-        except (asyncio.CancelledError, GeneratorExit):
-            raise
-        except Exception as exc:
-            call.failed(exc)
-            raise
-        finally:
-            await _close(events)
 
 
 class _SignalledCall:
@@ -281,10 +264,11 @@ class _SignalledCall:
 
     ``provider:start`` comes first, then a signal per event, and ``provider:end``
     (with the usage, the cost and the duration, which the run's metrics add up) or
-    ``provider:error`` last.
+    ``provider:error`` last. ``async with call as events:`` iterates the provider's
+    stream; leaving the block on an error signals it, and the stream is closed.
     """
 
-    __slots__ = ("end", "name", "provider", "site", "started")
+    __slots__ = ("end", "events", "name", "provider", "site", "started")
 
     def __init__(
         self, site: CallSite, provider: Provider, request: ProviderRequest, name: str
@@ -304,6 +288,7 @@ class _SignalledCall:
             source=name,
         )
         self.started = time.perf_counter()
+        self.events = provider.stream(request)
 
     def event(self, event: ProviderEvent) -> None:
         """Signal one event of the stream."""
@@ -360,6 +345,18 @@ class _SignalledCall:
             )
         return self.end
 
+    async def __aenter__(self) -> AsyncIterator[ProviderEvent]:
+        return self.events
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if isinstance(exc, Exception):  # not a cancellation
+            self.failed(exc)
+        close = getattr(self.events, "aclose", None)
+        if close is not None:
+            await close()
+
     def failed(self, exc: Exception) -> None:
         """Signal the call's failure."""
         self.site.bus.emit(
@@ -371,12 +368,6 @@ class _SignalledCall:
             },
             source=self.name,
         )
-
-
-async def _close(events: AsyncIterator[ProviderEvent]) -> None:
-    close = getattr(events, "aclose", None)
-    if close is not None:
-        await close()
 
 
 class RunProvider:

@@ -382,28 +382,21 @@ class Interrupted(BaseException):
     """Not an ``Exception``: agents' failures do not absorb it."""
 
 
-async def test_a_base_exception_in_an_agent_cancels_the_others_and_reaches_the_caller(
-    slow_provider: SlowProvider,
+def _interrupt(ctx: AgentContext[Any]) -> None:
+    raise Interrupted
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["run", "live run"])
+async def test_a_base_exception_in_an_agent_stops_the_run_and_reaches_the_caller(
+    slow_provider: SlowProvider, live: bool
 ) -> None:
-    def interrupt(ctx: AgentContext[Any]) -> None:
-        raise Interrupted
-
-    graph = reactive({"slow": agent(prompt="x"), "bad": agent(run=interrupt)})
+    graph = reactive({"slow": agent(prompt="x"), "bad": agent(run=_interrupt)})
+    # A live run stays open until something stops it.
+    ran = (
+        graph.start(provider=slow_provider).result() if live else graph.run(provider=slow_provider)
+    )
     with pytest.raises(Interrupted):
-        await graph.run(provider=slow_provider)
-    assert slow_provider.cancelled == ["slow"]
-
-
-async def test_a_base_exception_in_an_agent_ends_a_live_run_too(
-    slow_provider: SlowProvider,
-) -> None:
-    def interrupt(ctx: AgentContext[Any]) -> None:
-        raise Interrupted
-
-    graph = reactive({"slow": agent(prompt="x"), "bad": agent(run=interrupt)})
-    handle = graph.start(provider=slow_provider)  # stays open: only a stop ends it
-    with pytest.raises(Interrupted):
-        await asyncio.wait_for(handle.result(), 5)
+        await asyncio.wait_for(ran, 5)
     assert slow_provider.cancelled == ["slow"]
 
 
