@@ -182,6 +182,7 @@ class Sessions:
         return session
 
     def __len__(self) -> int:
+        """Sessions kept in this process's memory (none when they are in a database)."""
         return len(self._open)
 
 
