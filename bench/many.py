@@ -4,7 +4,8 @@ N concurrent runs of one 3-agent graph: two scripted model calls that each wait 
 then a join through the state. The figure is the cost per run over the 50 ms floor
 (``(wall - 50 ms) / N``) and the memory per in-flight run (peak RSS over the process's
 RSS before the runs, / N). Each size runs in a fresh subprocess so that memory figures
-do not mix. ``python -m bench.many N`` prints one line: ``n=... cost_ms=... kb=...``.
+do not mix. ``python -m bench.many N [--tuned]`` prints one line: ``n=... cost_ms=...
+kb=...``; ``--tuned`` measures the same with :func:`reactor.tune_collector` installed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 import time
 
 from bench._runner import Row, peak_rss_kb
-from reactor import Reactive, ScriptedProvider, agent, reactive
+from reactor import Reactive, ScriptedProvider, agent, reactive, tune_collector
 
 LATENCY = 0.05
 SIZES = (1_000, 5_000, 10_000)
@@ -55,8 +56,10 @@ def _rss_kb() -> int:
         return int(statm.read().split()[1]) * resource.getpagesize() // 1024
 
 
-def measure(n: int) -> tuple[float, float]:
+def measure(n: int, *, tuned: bool = False) -> tuple[float, float]:
     """``(cost per run over the floor in ms, KB per in-flight run)`` in this process."""
+    if tuned:
+        tune_collector()
     graph = small_graph()
     asyncio.run(many_runs(graph, 10))  # warm: imports, caches
     gc.collect()
@@ -66,9 +69,11 @@ def measure(n: int) -> tuple[float, float]:
     return (wall - LATENCY) / n * 1000, max(0, peak - before) / n
 
 
-def in_subprocess(n: int, command: list[str] | None = None) -> tuple[float, float]:
+def in_subprocess(
+    n: int, command: list[str] | None = None, *, tuned: bool = False
+) -> tuple[float, float]:
     """Run :func:`measure` for ``n`` in a fresh interpreter (or ``command``, a peer's)."""
-    argv = command or [sys.executable, "-m", "bench.many", str(n)]
+    argv = command or [sys.executable, "-m", "bench.many", str(n), *(["--tuned"] * tuned)]
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     found = re.search(r"cost_ms=([0-9.]+) kb=([0-9.]+)", out)
     if found is None:
@@ -78,16 +83,18 @@ def in_subprocess(n: int, command: list[str] | None = None) -> tuple[float, floa
 
 def run(runs: int, scale: float) -> list[Row]:
     sizes = [max(100, int(n * scale)) for n in SIZES]
-    figures = {}
-    for n in sizes:
-        costs = []
-        for _ in range(max(1, runs // 2)):
-            costs.append(in_subprocess(n))
-        figures[n] = min(costs)
+    return [*_rows(runs, sizes, tuned=False), *_rows(runs, sizes, tuned=True)]
+
+
+def _rows(runs: int, sizes: list[int], *, tuned: bool) -> list[Row]:
+    figures = {
+        n: min(in_subprocess(n, tuned=tuned) for _ in range(max(1, runs // 2))) for n in sizes
+    }
     small = sizes[0]
+    how = ", `reactor.tune_collector()`" if tuned else ""
     return [
         Row(
-            f"many small runs: {n:,} concurrent 3-agent runs (two 50 ms calls, a join)",
+            f"many small runs{how}: {n:,} concurrent 3-agent runs (two 50 ms calls, a join)",
             f"{cost:.3f} ms per run over the floor, {kb:.1f} KB per in-flight run",
             "LangGraph: see the peer table (`make bench-peers`)",
             cost,
@@ -101,7 +108,7 @@ def run(runs: int, scale: float) -> list[Row]:
 
 def main() -> None:
     n = int(sys.argv[1])
-    cost, kb = measure(n)
+    cost, kb = measure(n, tuned="--tuned" in sys.argv[2:])
     print(f"n={n} cost_ms={cost:.4f} kb={kb:.2f}")
 
 

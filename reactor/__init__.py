@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         Subscription,
         current_signal,
     )
+    from reactor._collector import CollectorTuning, tune_collector
     from reactor._console import ConsoleChannel
     from reactor._context import (
         AgentContext,
@@ -151,6 +152,7 @@ __all__ = [
     "AnthropicProvider",
     "CapabilityError",
     "Channel",
+    "CollectorTuning",
     "ConsoleChannel",
     "CycleWarning",
     "DatabaseError",
@@ -240,6 +242,7 @@ __all__ = [
     "run_reactive",
     "tool",
     "trace",
+    "tune_collector",
 ]
 
 __version__ = "0.1.0"
@@ -251,6 +254,7 @@ _LAZY: dict[str, str] = {
     "AnthropicProvider": "reactor._providers.anthropic",
     "Deny": "reactor._providers.hooks",
     "Channel": "reactor._handle",
+    "CollectorTuning": "reactor._collector",
     "ConsoleChannel": "reactor._console",
     "Divergence": "reactor._recording.diff",
     "End": "reactor._providers.base",
@@ -306,6 +310,7 @@ _LAZY: dict[str, str] = {
     "run_reactive": "reactor._graph",
     "tool": "reactor._providers.tools",
     "trace": "reactor._trace",
+    "tune_collector": "reactor._collector",
 }
 """Where each public name is defined; imported on first access."""
 

@@ -24,6 +24,7 @@ from reactor._activation import Activator, Turn
 from reactor._agentrun import Activation, AgentRun
 from reactor._asking import Asking
 from reactor._bus import SignalBus
+from reactor._collector import run_finished, run_started
 from reactor._diagnostics import log
 from reactor._names import (
     HARNESS_END,
@@ -203,6 +204,7 @@ class Run:
             self._timer = asyncio.get_running_loop().call_later(
                 self.options.timeout, self._on_timeout
             )
+        run_started()
         try:
             while True:
                 async with self.scheduler.attached(self._main):
@@ -225,6 +227,7 @@ class Run:
             self._finish()
             raise
         finally:
+            run_finished()
             if self._timer is not None:
                 self._timer.cancel()
             await self.extras.aclose()

@@ -1,0 +1,166 @@
+"""tune_collector(): fewer full garbage collections while many runs are in flight.
+
+A run in flight holds about a hundred small objects for as long as it waits on its
+model calls. Python's collector starts a full collection each time the long-lived
+objects have grown by a quarter, and a full collection walks every one of them, so
+thousands of runs started at once are walked again and again while they wait: from a
+few thousand runs in flight on, that is most of what a run costs (BENCHMARKS.md, the
+many-small-runs rows). Runs are freed by reference counting when they end, whatever
+the collector does, so making full collections rarer while the process is busy costs
+little: only garbage cycles that outlive the young generations wait longer.
+
+reactor counts the runs in flight in this process (``Run.execute`` reports each start
+and end); the thresholds change only while a tuning is installed and only while the
+process is busy, and the application's own settings come back when it is not.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from types import TracebackType
+from typing import Self
+
+__all__ = ["CollectorTuning", "run_finished", "run_started", "tune_collector"]
+
+_lock = threading.Lock()
+_in_flight = 0
+_tuning: CollectorTuning | None = None
+
+
+def tune_collector(*, busy_at: int = 100, full_threshold: int = 1_000) -> CollectorTuning:
+    """Make full garbage collections rarer while at least ``busy_at`` runs are in flight.
+
+    Opt-in and process-wide. While this process has ``busy_at`` or more runs in flight
+    (on any event loop), the collector's third threshold (the number of collections of
+    the middle generation before a full one is considered; Python's default is 10) is
+    raised to ``full_threshold``; the young generations are left as they are. When the
+    runs in flight drop below ``busy_at`` the application's thresholds come back,
+    unless it changed them in the meantime (then its new ones stay). A process that
+    keeps thousands of small runs in flight pays about half as much per run with it
+    (see the many-small-runs rows of BENCHMARKS.md)::
+
+        import reactor
+
+        reactor.tune_collector()           # for the life of the process
+        with reactor.tune_collector():     # or for a block
+            await asyncio.gather(*(graph.run() for _ in range(10_000)))
+
+    Installing a tuning replaces the one installed before (undoing it first).
+
+    Args:
+        busy_at: How many runs in flight make the process busy (at least 1).
+        full_threshold: The third threshold while busy (at least 1). With the default
+            young thresholds a full collection is then considered once every
+            ``700 * 10 * full_threshold`` allocations at most, instead of every 70,000.
+
+    Raises:
+        ValueError: ``busy_at`` or ``full_threshold`` is below 1.
+    """
+    global _tuning
+    for name, value in (("busy_at", busy_at), ("full_threshold", full_threshold)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                f"tune_collector({name}=...) takes a whole number >= 1, got {value!r}."
+            )
+    tuning = CollectorTuning(busy_at, full_threshold)
+    with _lock:
+        if _tuning is not None:
+            _tuning._release()
+        _tuning = tuning
+        tuning._follow(_in_flight)
+    return tuning
+
+
+class CollectorTuning:
+    """An installed :func:`tune_collector`: undo it, or use it as a context manager.
+
+    Attributes:
+        busy_at: How many runs in flight make the process busy.
+        full_threshold: The collector's third threshold while busy.
+    """
+
+    __slots__ = ("_applied", "_saved", "busy_at", "full_threshold")
+
+    def __init__(self, busy_at: int, full_threshold: int) -> None:
+        self.busy_at = busy_at
+        self.full_threshold = full_threshold
+        self._saved: tuple[int, int, int] | None = None  # the application's, while busy
+        self._applied: tuple[int, int, int] | None = None  # what this tuning set
+
+    @property
+    def busy(self) -> bool:
+        """Whether the process has ``busy_at`` runs in flight and this tuning is active."""
+        with _lock:
+            return _tuning is self and _in_flight >= self.busy_at
+
+    @property
+    def runs_in_flight(self) -> int:
+        """How many runs this process has in flight now (on every event loop)."""
+        return _in_flight
+
+    def undo(self) -> None:
+        """Uninstall: the application's thresholds come back now if this tuning set them."""
+        global _tuning
+        with _lock:
+            if _tuning is self:
+                _tuning = None
+            self._release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.undo()
+
+    def __repr__(self) -> str:
+        state = "busy" if self.busy else "idle"
+        return (
+            f"<CollectorTuning busy_at={self.busy_at} full_threshold={self.full_threshold} "
+            f"({state}, {_in_flight} runs in flight)>"
+        )
+
+    # -- under the lock ------------------------------------------------------------
+
+    def _follow(self, in_flight: int) -> None:
+        if in_flight >= self.busy_at:
+            if self._saved is None:
+                self._apply()
+        elif self._saved is not None:
+            self._release()
+
+    def _apply(self) -> None:
+        saved = gc.get_threshold()
+        if saved[2] >= self.full_threshold:  # full collections are already as rare
+            return
+        self._saved = saved
+        self._applied = (saved[0], saved[1], self.full_threshold)
+        gc.set_threshold(*self._applied)
+
+    def _release(self) -> None:
+        if self._saved is not None and gc.get_threshold() == self._applied:
+            gc.set_threshold(*self._saved)
+        self._saved = self._applied = None
+
+
+def run_started() -> None:
+    """Count a run in flight (``Run.execute`` calls it when a run starts)."""
+    global _in_flight
+    with _lock:
+        _in_flight += 1
+        if _tuning is not None:
+            _tuning._follow(_in_flight)
+
+
+def run_finished() -> None:
+    """Count a run out of flight (``Run.execute`` calls it when a run ends)."""
+    global _in_flight
+    with _lock:
+        _in_flight -= 1
+        if _tuning is not None:
+            _tuning._follow(_in_flight)
