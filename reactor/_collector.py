@@ -51,8 +51,8 @@ def tune_collector(*, busy_at: int = 100, full_threshold: int = 1_000) -> Collec
     Args:
         busy_at: How many runs in flight make the process busy (at least 1).
         full_threshold: The third threshold while busy (at least 1). With the default
-            young thresholds a full collection is then considered once every
-            ``700 * 10 * full_threshold`` allocations at most, instead of every 70,000.
+            young thresholds a full collection is then considered at most once every
+            ``700 * 10 * full_threshold`` allocations, instead of every 70,000.
 
     Raises:
         ValueError: ``busy_at`` or ``full_threshold`` is below 1.
