@@ -80,13 +80,12 @@ class CollectorTuning:
         full_threshold: The collector's third threshold while busy.
     """
 
-    __slots__ = ("_applied", "_saved", "busy_at", "full_threshold")
+    __slots__ = ("_saved", "busy_at", "full_threshold")
 
     def __init__(self, busy_at: int, full_threshold: int) -> None:
         self.busy_at = busy_at
         self.full_threshold = full_threshold
         self._saved: tuple[int, int, int] | None = None  # the application's, while busy
-        self._applied: tuple[int, int, int] | None = None  # what this tuning set
 
     @property
     def busy(self) -> bool:
@@ -139,28 +138,32 @@ class CollectorTuning:
         if saved[2] >= self.full_threshold:  # full collections are already as rare
             return
         self._saved = saved
-        self._applied = (saved[0], saved[1], self.full_threshold)
-        gc.set_threshold(*self._applied)
+        gc.set_threshold(*self._tuned(saved))
 
     def _release(self) -> None:
-        if self._saved is not None and gc.get_threshold() == self._applied:
-            gc.set_threshold(*self._saved)
-        self._saved = self._applied = None
+        saved = self._saved
+        if saved is not None and gc.get_threshold() == self._tuned(saved):
+            gc.set_threshold(*saved)
+        self._saved = None
+
+    def _tuned(self, saved: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The thresholds this tuning sets over the application's ``saved`` ones."""
+        return (saved[0], saved[1], self.full_threshold)
 
 
 def run_started() -> None:
     """Count a run in flight (``Run.execute`` calls it when a run starts)."""
-    global _in_flight
-    with _lock:
-        _in_flight += 1
-        if _tuning is not None:
-            _tuning._follow(_in_flight)
+    _count(1)
 
 
 def run_finished() -> None:
     """Count a run out of flight (``Run.execute`` calls it when a run ends)."""
+    _count(-1)
+
+
+def _count(step: int) -> None:
     global _in_flight
     with _lock:
-        _in_flight -= 1
+        _in_flight += step
         if _tuning is not None:
             _tuning._follow(_in_flight)
