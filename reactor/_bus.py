@@ -15,8 +15,10 @@ Design notes (why it looks like this):
   receivers are cached per name and rebuilt only when a subscription changes.
 * Dispatch is FIFO: a signal emitted while another is being dispatched is queued, so
   every subscriber sees a signal before anything it caused.
-* The signal being dispatched lives in a ``ContextVar``; ``emit`` reads it to fill
-  ``caused_by`` and ``depth``. The runtime sets it inside agent activations too.
+* The signal being dispatched lives in a ``ContextVar`` while its subscribers run;
+  ``emit`` reads it to fill ``caused_by`` and ``depth`` (the runtime sets it inside
+  activations too). The runtime's hooks (router, after-dispatch) run without it, as
+  setting it costs more than dispatching a signal nobody subscribed to: they name causes.
 """
 
 from __future__ import annotations
@@ -253,27 +255,26 @@ class SignalBus:
                 signal = queue[done]
                 done += 1
                 handlers = handlers_for[signal.name]
-                if not handlers and after is None and router is None:
-                    continue
-                token = _CURRENT.set(signal)
-                try:
-                    if router is not None:
-                        try:
-                            router(signal)
-                        except Exception as exc:
-                            self._handler_failed(router, signal, exc)
-                    for handler in handlers:
-                        try:
-                            handler(signal)
-                        except Exception as exc:
-                            self._handler_failed(handler, signal, exc)
-                    if after is not None:
-                        try:
-                            after(signal)
-                        except Exception as exc:
-                            self._handler_failed(after, signal, exc)
-                finally:
-                    _CURRENT.reset(token)
+                if router is not None:
+                    try:
+                        router(signal)
+                    except Exception as exc:
+                        self._handler_failed(router, signal, exc)
+                if handlers:
+                    token = _CURRENT.set(signal)
+                    try:
+                        for handler in handlers:
+                            try:
+                                handler(signal)
+                            except Exception as exc:
+                                self._handler_failed(handler, signal, exc)
+                    finally:
+                        _CURRENT.reset(token)
+                if after is not None:
+                    try:
+                        after(signal)
+                    except Exception as exc:
+                        self._handler_failed(after, signal, exc)
         finally:
             del queue[:done]
             self._dispatching = False
@@ -299,6 +300,7 @@ class SignalBus:
                     "error": error_info(exc),
                 },
                 source="bus",
+                cause=signal,
             )
 
     # -- subscribing -------------------------------------------------------------
@@ -377,7 +379,10 @@ class SignalBus:
         self._handlers[name] = tuple(r.handler for r in receivers.values())
 
     def set_after_dispatch(self, hook: Handler | None) -> None:
-        """Call ``hook(signal)`` after all handlers of every signal (runtime use)."""
+        """Call ``hook(signal)`` after all handlers of every signal (runtime use).
+
+        It runs outside the signal's context: what it emits gives ``cause=``.
+        """
         self._after = hook
 
     def preload(self, signals: Iterable[Signal]) -> None:
@@ -395,7 +400,8 @@ class SignalBus:
 
         A run routes signals to its agents' triggers through a table made once per
         graph, instead of one subscription per agent per run: a run of a small graph
-        then sets up no subscriptions at all. Set it before the first emit.
+        then sets up no subscriptions at all. Set it before the first emit. It runs
+        outside the signal's context, like the after-dispatch hook.
         """
         self._router = router
 

@@ -444,5 +444,5 @@ class Run:
     def _end(self, signal: Signal) -> None:
         self.end_signal = signal
         reason = f"end_when held after {signal.name}"
-        self.bus.emit(HARNESS_ENDING, {"reason": reason}, source="harness")
+        self.bus.emit(HARNESS_ENDING, {"reason": reason}, source="harness", cause=signal)
         self.stop("ended", reason, cancel=self.options.on_end == "cancel")

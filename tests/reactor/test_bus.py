@@ -172,6 +172,21 @@ def test_a_raising_handler_does_not_stop_the_others() -> None:
     ]
 
 
+def test_a_raising_runtime_hook_is_reported_under_the_signal_it_was_handling() -> None:
+    bus = SignalBus()
+
+    def explode(signal: Signal) -> None:
+        if signal.name == "a":
+            raise RuntimeError("kaboom")
+
+    bus.set_router(explode)
+    bus.set_after_dispatch(explode)
+    with structlog.testing.capture_logs():
+        a = bus.emit("a")
+    errors = [s for s in bus.history if s.name == "bus:handler_error"]
+    assert [(e.caused_by, e.depth) for e in errors] == [(a.id, 0), (a.id, 0)]
+
+
 def test_a_raising_error_handler_is_logged_but_not_re_emitted() -> None:
     bus = SignalBus()
 

@@ -328,8 +328,12 @@ async def test_end_when_pattern_drains_in_flight_work_and_skips_new_activations(
     assert result.output == "decided"
     order = names(result)
     assert order.index("harness:ending") < order.index("agent:slow:completed")
-    assert result.select("agent:after:skipped")[0].payload["reason"] == "ended"
+    decision = result.select("decision:made")[0]
+    skipped = result.select("agent:after:skipped")[0]
+    assert skipped.payload["reason"] == "ended"
     assert result.select("agent:after:activated") == []
+    assert result.select("harness:ending")[0].caused_by == decision.id
+    assert skipped.caused_by == decision.id
     assert order[-1] == "harness:end"
     assert result.signals[-1].payload["reason"] == "end_when held after decision:made"
 
