@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -37,7 +36,7 @@ from reactor._names import (
 from reactor._options import RunOptions
 from reactor._outside import OutsideInput
 from reactor._providers.replay import ReplayProvider
-from reactor._recording.info import RunInfo, normalize_tags
+from reactor._recording.info import RunInfo, new_run_id, normalize_tags
 from reactor._recording.recording import Recording
 from reactor._result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
 from reactor._resume import ResumePlan
@@ -87,7 +86,7 @@ class Run:
         self.target = target or options.target
         self.target_hash = target_hash
         self.resumed = resume
-        self.run_id = resume.run_id if resume else options.run_id or f"run_{uuid.uuid4().hex[:16]}"
+        self.run_id = resume.run_id if resume else options.run_id or new_run_id()
         self.bus = SignalBus(options.history_limit, run_id=self.run_id)
         if resume is not None:
             self.bus.preload(resume.recording.signals)
@@ -136,26 +135,27 @@ class Run:
         resumed = self.resumed
         if resumed is not None:
             self.store.restore(resumed.state)
-        info = RunInfo(
-            run_id=self.run_id,
-            graph=self.graph.name,
-            tags=normalize_tags(self.options.tags),
-            started_at=resumed.recording.info.started_at if resumed else time.time(),
-            target=self.target,
-            target_hash=self.target_hash,
-            parent_run_id=self.options.parent_run_id,
-        )
-        record = self.options.record
-        if record is not None:
-            record.start_run(info)
-        for reporter in self.options.reporters:
-            start = getattr(reporter, "start", None)
-            if start is not None:
-                start(info)
+        record, reporters = self.options.record, self.options.reporters
+        if record is not None or reporters:
+            info = RunInfo(
+                run_id=self.run_id,
+                graph=self.graph.name,
+                tags=normalize_tags(self.options.tags),
+                started_at=resumed.recording.info.started_at if resumed else time.time(),
+                target=self.target,
+                target_hash=self.target_hash,
+                parent_run_id=self.options.parent_run_id,
+            )
+            if record is not None:
+                record.start_run(info)
+            for reporter in reporters:
+                start = getattr(reporter, "start", None)
+                if start is not None:
+                    start(info)
         self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
         self._recorder = self.outside.recorder()
         self.bus.set_router(self._route)
-        for reporter in self.options.reporters:
+        for reporter in reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         for watcher in watchers():
             self.bus.subscribe("**", watcher)

@@ -16,6 +16,7 @@ Payloads are read-only: the dict and its ``paths`` refuse mutation, and ``old``,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -24,7 +25,7 @@ from reactor._names import state_event
 from stores._diff import changed_paths, list_delta
 from stores._views import SCALARS, readonly
 
-__all__ = ["ABSENT", "Announcer", "Change"]
+__all__ = ["ABSENT", "Change", "announce"]
 
 ABSENT: Any = object()
 """The ``old`` value of a key that a commit created."""
@@ -42,47 +43,40 @@ class _KeySignals(NamedTuple):
     whole: FrozenList  # the paths of a value replaced whole: [key]; immutable, so shared
 
 
-class Announcer:
-    """Emits the signals of commits, keeping each key's signal names once built."""
-
-    __slots__ = ("_keys",)
-
-    def __init__(self) -> None:
-        self._keys: dict[str, _KeySignals] = {}
-
-    def announce(self, emit: Emit, changes: Iterable[Change], actor: str) -> None:
-        """Emit the signals of ``changes`` through ``emit`` (a bus's ``emit``)."""
-        for key, old, new in changes:
-            signals = self._keys.get(key) or self._add(key)
-            # A new key, or a scalar on either side: the value was replaced, not
-            # changed inside.
-            if old is ABSENT or type(old) in SCALARS or type(new) in SCALARS:
-                paths = signals.whole
-            else:
-                paths = FrozenList(changed_paths(old, new, key))
-            payload = FrozenDict(
-                key=key,
-                old=None if old is ABSENT else readonly(old),
-                new=readonly(new),
-                actor=actor,
-                paths=paths,
-            )
-            emit(signals.changed, payload, source="store")
-            if isinstance(old, list) and isinstance(new, list):
-                added, removed = list_delta(old, new)
-                if added:
-                    items = FrozenDict(key=key, items=readonly(added), actor=actor)
-                    emit(signals.added, items, source="store")
-                if removed:
-                    items = FrozenDict(key=key, items=readonly(removed), actor=actor)
-                    emit(signals.removed, items, source="store")
-
-    def _add(self, key: str) -> _KeySignals:
-        signals = _KeySignals(
-            state_event(key, "changed"),
-            state_event(key, "added"),
-            state_event(key, "removed"),
-            FrozenList([key]),
+def announce(emit: Emit, changes: Iterable[Change], actor: str) -> None:
+    """Emit the signals of ``changes`` through ``emit`` (a bus's ``emit``)."""
+    for key, old, new in changes:
+        signals = _signals_of(key)
+        # A new key, or a scalar on either side: the value was replaced, not
+        # changed inside.
+        if old is ABSENT or type(old) in SCALARS or type(new) in SCALARS:
+            paths = signals.whole
+        else:
+            paths = FrozenList(changed_paths(old, new, key))
+        payload = FrozenDict(
+            key=key,
+            old=None if old is ABSENT else readonly(old),
+            new=readonly(new),
+            actor=actor,
+            paths=paths,
         )
-        self._keys[key] = signals
-        return signals
+        emit(signals.changed, payload, source="store")
+        if isinstance(old, list) and isinstance(new, list):
+            added, removed = list_delta(old, new)
+            if added:
+                items = FrozenDict(key=key, items=readonly(added), actor=actor)
+                emit(signals.added, items, source="store")
+            if removed:
+                items = FrozenDict(key=key, items=readonly(removed), actor=actor)
+                emit(signals.removed, items, source="store")
+
+
+@functools.lru_cache(maxsize=4096)
+def _signals_of(key: str) -> _KeySignals:
+    """The signal names of ``key``: the same for every store, so built once."""
+    return _KeySignals(
+        state_event(key, "changed"),
+        state_event(key, "added"),
+        state_event(key, "removed"),
+        FrozenList([key]),
+    )

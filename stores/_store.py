@@ -13,7 +13,7 @@ from reactor._frozen import FrozenDict, freeze
 from reactor._patterns import Pattern, validate_name
 from reactor._signal import to_jsonable
 from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
-from stores._announce import ABSENT, Announcer, Change
+from stores._announce import ABSENT, Change, announce
 from stores._draft import DictDraft, ModelDraft, undraft
 from stores._transaction import Transaction, in_transaction, writer
 from stores._validation import apply_model, model_rules, validation_error
@@ -103,7 +103,6 @@ class Store(Generic[StateT]):
         self._view_version = -1
         self._snapshot: FrozenDict | None = None
         self._snapshot_version = -1
-        self._announcer = Announcer()
 
     # -- reading -------------------------------------------------------------------
 
@@ -245,7 +244,7 @@ class Store(Generic[StateT]):
         if changes:
             self._state = new
             self._version += 1
-            self._announcer.announce(self.bus.emit, changes, actor)
+            announce(self.bus.emit, changes, actor)
 
     def _changes(self, current: Any, new: Any, written: dict[str, Any]) -> list[Change]:
         """Return the written keys whose values differ, in the order of the state's keys.

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reactor._names import SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 
-__all__ = ["RunInfo", "matches_filters", "normalize_tags", "open_status", "parse_tag"]
+__all__ = [
+    "RunInfo",
+    "matches_filters",
+    "new_run_id",
+    "normalize_tags",
+    "open_status",
+    "parse_tag",
+]
+
+
+def new_run_id() -> str:
+    """A fresh run id: ``run_`` and 16 random hex digits."""
+    return f"run_{secrets.token_hex(8)}"
 
 
 def parse_tag(tag: str) -> tuple[str, str]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from reactor._diagnostics import log
 from reactor._providers.base import Provider
-from reactor._recording.info import RunInfo
+from reactor._recording.info import RunInfo, new_run_id
 from reactor._recording.memory import MemorySignalStore
 from reactor._recording.sqlite import SQLiteSignalStore
 from reactor._recording.store import SignalStore
@@ -134,7 +133,7 @@ class RunHost:
             )
         if self.queue is not None:
             if request.resume is None and request.run_id is None:
-                request = dataclasses.replace(request, run_id=f"run_{uuid.uuid4().hex[:16]}")
+                request = dataclasses.replace(request, run_id=new_run_id())
             run_id = request.resume or request.run_id
             assert run_id is not None
             await self.runs.started(request, run_id)
