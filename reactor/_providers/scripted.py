@@ -61,9 +61,14 @@ class ScriptedProvider:
             ``(input, output)`` pair of USD per million tokens, or a model id whose price
             is in :data:`reactor.model_prices` (``"claude-sonnet-5-5"``: what the same
             tokens would cost there). ``None`` reports no cost.
+        keep_requests: How many of the latest requests :attr:`requests` keeps
+            (``None``: all of them). Bounded by default, so a provider serving a
+            long-running service or thousands of runs does not grow without end.
 
     Attributes:
-        requests: Every request received, in order (handy in tests).
+        requests: The requests received, oldest first: the latest ``keep_requests``
+            of them (handy in tests).
+        keep_requests: As given; change it to keep more or fewer from now on.
     """
 
     def __init__(
@@ -74,7 +79,17 @@ class ScriptedProvider:
         latency: float | Callable[[ProviderRequest], float] = 0.0,
         model: str = "scripted",
         pricing: ModelPrice | tuple[float, float] | str | None = None,
+        keep_requests: int | None = 1_000,
     ) -> None:
+        if keep_requests is not None and (
+            isinstance(keep_requests, bool)
+            or not isinstance(keep_requests, int)
+            or keep_requests < 0
+        ):
+            raise ValueError(
+                f"ScriptedProvider(keep_requests=...) takes a whole number >= 0, or None to "
+                f"keep every request; got {keep_requests!r}."
+            )
         self._scripts: dict[str, Any] = {}
         for agent, script in (responses or {}).items():
             self._scripts[agent] = _normalize(script, agent)
@@ -94,10 +109,14 @@ class ScriptedProvider:
             pricing = ModelPrice(*pricing)
         self.pricing: ModelPrice | None = pricing
         self.requests: list[ProviderRequest] = []
+        self.keep_requests = keep_requests
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Answer ``request`` from its agent's script."""
-        self.requests.append(request)
+        requests = self.requests
+        requests.append(request)
+        if self.keep_requests is not None and len(requests) > self.keep_requests:
+            del requests[: len(requests) - self.keep_requests]
         answer = await self._next_answer(request)
         delay = self.latency(request) if callable(self.latency) else self.latency
         if delay:

@@ -281,6 +281,21 @@ async def test_scripted_cost_can_be_priced_as_a_known_model() -> None:
         ScriptedProvider(pricing="gpt-nope")
 
 
+async def test_scripted_provider_keeps_the_latest_requests() -> None:
+    echo = agent(name="echo", prompt="say {{ input }}")
+    bounded = ScriptedProvider(default=lambda request: request.prompt, keep_requests=2)
+    unbounded = ScriptedProvider(default=lambda request: request.prompt, keep_requests=None)
+    for word in ("one", "two", "three"):
+        await run_reactive(echo, input=word, provider=bounded)
+        await run_reactive(echo, input=word, provider=unbounded)
+    assert [r.prompt for r in bounded.requests] == ["say two", "say three"]
+    assert [r.prompt for r in unbounded.requests] == ["say one", "say two", "say three"]
+    assert ScriptedProvider().keep_requests == 1_000
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match=r"keep_requests=\.\.\.\) takes a whole number >= 0"):
+            ScriptedProvider(keep_requests=bad)  # type: ignore[arg-type]
+
+
 async def test_run_handlers_call_models_through_the_run() -> None:
     async def summarize(ctx: AgentContext) -> Any:
         assert ctx.provider is not None
