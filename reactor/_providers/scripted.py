@@ -68,7 +68,6 @@ class ScriptedProvider:
     Attributes:
         requests: The requests received, oldest first: the latest ``keep_requests``
             of them (handy in tests).
-        keep_requests: As given; change it to keep more or fewer from now on.
     """
 
     def __init__(
@@ -109,14 +108,14 @@ class ScriptedProvider:
             pricing = ModelPrice(*pricing)
         self.pricing: ModelPrice | None = pricing
         self.requests: list[ProviderRequest] = []
-        self.keep_requests = keep_requests
+        self._keep_requests = keep_requests
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Answer ``request`` from its agent's script."""
-        requests = self.requests
+        requests, keep = self.requests, self._keep_requests
         requests.append(request)
-        if self.keep_requests is not None and len(requests) > self.keep_requests:
-            del requests[: len(requests) - self.keep_requests]
+        if keep is not None and len(requests) > keep:
+            del requests[: len(requests) - keep]
         answer = await self._next_answer(request)
         delay = self.latency(request) if callable(self.latency) else self.latency
         if delay:

@@ -290,7 +290,12 @@ async def test_scripted_provider_keeps_the_latest_requests() -> None:
         await run_reactive(echo, input=word, provider=unbounded)
     assert [r.prompt for r in bounded.requests] == ["say two", "say three"]
     assert [r.prompt for r in unbounded.requests] == ["say one", "say two", "say three"]
-    assert ScriptedProvider().keep_requests == 1_000
+    default = ScriptedProvider(default=["ok"] * 1_001)
+    asked = [ProviderRequest.build(agent="a", system=None, prompt=str(i)) for i in range(1_001)]
+    for request in asked:
+        async for _ in default.stream(request):
+            pass
+    assert [r.prompt for r in default.requests] == [str(i) for i in range(1, 1_001)]
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match=r"keep_requests=\.\.\.\) takes a whole number >= 0"):
             ScriptedProvider(keep_requests=bad)  # type: ignore[arg-type]
