@@ -25,6 +25,10 @@ STEPS = 10_000
 AGENTS = 1_000
 LATENCY = 0.05
 MANY = 5_000
+TUNED_PEER = (
+    "import gc, runpy, sys; gc.set_threshold(700, 10, 1000); "
+    "sys.argv = [{script!r}, 'many', '{n}']; runpy.run_path({script!r})"
+)
 
 
 def peer(python: str, script: str, *args: str) -> float:
@@ -66,15 +70,18 @@ def main(argv: list[str] | None = None) -> int:
 
     print("peers: many small runs ...", file=sys.stderr, flush=True)
     many = MANY // 5 if args.quick else MANY
-    langgraph = [py, str(PEERS / "langgraph_wf.py"), "many", str(many)]
+    script = str(PEERS / "langgraph_wf.py")
+    langgraph = [py, script, "many", str(many)]
+    # LangGraph under the thresholds reactor sets while busy, for the whole process.
+    tuned_langgraph = [py, "-c", TUNED_PEER.format(script=script, n=many)]
     graph_many = min(in_subprocess(many, langgraph) for _ in range(2))
     ours_many = min(in_subprocess(many) for _ in range(2))
-    tuned_many = min(in_subprocess(many, tuned=True) for _ in range(2))
+    graph_tuned = min(in_subprocess(many, tuned_langgraph) for _ in range(2))
+    ours_untuned = min(in_subprocess(many, untuned=True) for _ in range(2))
 
     loop_met = llama_loop / ours_loop >= 15 and graph_loop / ours_loop >= 15
     fan_met = ours_fan / base_fan <= 1.3
     many_met = graph_many[0] / ours_many[0] >= 10
-    tuned_met = graph_many[0] / tuned_many[0] >= 10
     table = "\n".join(
         [
             "| workload | LlamaIndex Workflows | LangGraph | reactor | bare asyncio "
@@ -94,11 +101,16 @@ def main(argv: list[str] | None = None) -> int:
             f"| {ours_many[0]:.3f} ms; {ours_many[1]:.0f} KB | — "
             f"| — / {graph_many[0] / ours_many[0]:.1f}x | reactor <= 1/10 of LangGraph "
             f"| {'yes' if many_met else '**no**'} |",
-            f"| the same, reactor with `reactor.tune_collector()` | — "
+            f"| the same, both with the collector tuned (LangGraph under "
+            f"`gc.set_threshold(700, 10, 1000)`) | — "
+            f"| {graph_tuned[0]:.3f} ms; {graph_tuned[1]:.0f} KB "
+            f"| {ours_many[0]:.3f} ms; {ours_many[1]:.0f} KB | — "
+            f"| — / {graph_tuned[0] / ours_many[0]:.1f}x | — (for comparison) | — |",
+            f"| the same, both with Python's collector settings (reactor after "
+            f"`reactor.untune_collector()`) | — "
             f"| {graph_many[0]:.3f} ms; {graph_many[1]:.0f} KB "
-            f"| {tuned_many[0]:.3f} ms; {tuned_many[1]:.0f} KB | — "
-            f"| — / {graph_many[0] / tuned_many[0]:.1f}x | reactor <= 1/10 of LangGraph "
-            f"| {'yes' if tuned_met else '**no**'} |",
+            f"| {ours_untuned[0]:.3f} ms; {ours_untuned[1]:.0f} KB | — "
+            f"| — / {graph_many[0] / ours_untuned[0]:.1f}x | — (for comparison) | — |",
         ]
     )
     versions = subprocess.run(
@@ -118,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(section)
     write_section(Path(args.write), "peers", section)
-    return 0 if loop_met and fan_met and many_met and tuned_met else 1
+    return 0 if loop_met and fan_met and many_met else 1
 
 
 if __name__ == "__main__":

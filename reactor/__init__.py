@@ -65,7 +65,7 @@ if TYPE_CHECKING:
         Subscription,
         current_signal,
     )
-    from reactor._collector import CollectorTuning, tune_collector
+    from reactor._collector import CollectorTuning, tune_collector, untune_collector
     from reactor._console import ConsoleChannel
     from reactor._context import (
         AgentContext,
@@ -243,6 +243,7 @@ __all__ = [
     "tool",
     "trace",
     "tune_collector",
+    "untune_collector",
 ]
 
 __version__ = "0.1.0"
@@ -311,6 +312,7 @@ _LAZY: dict[str, str] = {
     "tool": "reactor._providers.tools",
     "trace": "reactor._trace",
     "tune_collector": "reactor._collector",
+    "untune_collector": "reactor._collector",
 }
 """Where each public name is defined; imported on first access."""
 

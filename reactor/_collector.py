@@ -1,4 +1,4 @@
-"""tune_collector(): fewer full garbage collections while many runs are in flight.
+"""Fewer full garbage collections while many runs are in flight, by default.
 
 A run in flight holds about a hundred small objects for as long as it waits on its
 model calls. Python's collector starts a full collection each time the long-lived
@@ -10,43 +10,64 @@ the collector does, so making full collections rarer while the process is busy c
 little: only garbage cycles that outlive the young generations wait longer.
 
 reactor counts the runs in flight in this process (``Run.execute`` reports each start
-and end); the thresholds change only while a tuning is installed and only while the
-process is busy, and the application's own settings come back when it is not.
+and end). A tuning with the defaults of :func:`tune_collector` is installed when this
+module is first imported, unless the environment says ``REACTOR_TUNE_COLLECTOR=0``;
+:func:`untune_collector` removes it. The thresholds change only while a tuning is
+installed and only while the process is busy, never when the application collects
+less already, and the application's own settings come back when it is not busy.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from types import TracebackType
 from typing import Self
 
-__all__ = ["CollectorTuning", "run_finished", "run_started", "tune_collector"]
+__all__ = [
+    "CollectorTuning",
+    "run_finished",
+    "run_started",
+    "tune_collector",
+    "untune_collector",
+]
+
+ENV = "REACTOR_TUNE_COLLECTOR"
+BUSY_AT = 100  # runs in flight
+FULL_THRESHOLD = 1_000  # Python's is 10
+_OFF = frozenset({"0", "off", "false", "no"})
+_ON = frozenset({"", "1", "on", "true", "yes"})
 
 _lock = threading.Lock()
 _in_flight = 0
-_tuning: CollectorTuning | None = None
 
 
-def tune_collector(*, busy_at: int = 100, full_threshold: int = 1_000) -> CollectorTuning:
+def tune_collector(
+    *, busy_at: int = BUSY_AT, full_threshold: int = FULL_THRESHOLD
+) -> CollectorTuning:
     """Make full garbage collections rarer while at least ``busy_at`` runs are in flight.
 
-    Opt-in and process-wide. While this process has ``busy_at`` or more runs in flight
-    (on any event loop), the collector's third threshold (the number of collections of
-    the middle generation before a full one is considered; Python's default is 10) is
-    raised to ``full_threshold``; the young generations are left as they are. When the
-    runs in flight drop below ``busy_at`` the application's thresholds come back,
-    unless it changed them in the meantime (then its new ones stay). A process that
-    keeps thousands of small runs in flight pays about half as much per run with it
-    (see the many-small-runs rows of BENCHMARKS.md)::
+    Process-wide. A tuning with these defaults is installed from the start (see
+    :func:`untune_collector` and ``REACTOR_TUNE_COLLECTOR=0`` to leave the collector
+    alone); call this to install one with other settings. While this process has
+    ``busy_at`` or more runs in flight (on any event loop), the collector's third
+    threshold (the number of collections of the middle generation before a full one is
+    considered; Python's default is 10) is raised to ``full_threshold``; the young
+    generations are left as they are. When the runs in flight drop below ``busy_at``
+    the application's thresholds come back, unless it changed them in the meantime
+    (then its new ones stay). A process that keeps thousands of small runs in flight
+    pays about half as much per run with it as with Python's settings (see the
+    many-small-runs rows of BENCHMARKS.md)::
 
         import reactor
 
-        reactor.tune_collector()           # for the life of the process
-        with reactor.tune_collector():     # or for a block
+        reactor.tune_collector(busy_at=1_000)       # for the life of the process
+        with reactor.tune_collector(busy_at=10):    # or for a block
             await asyncio.gather(*(graph.run() for _ in range(10_000)))
 
-    Installing a tuning replaces the one installed before (undoing it first).
+    Installing a tuning replaces the one installed before (undoing it first); undoing
+    it, or leaving its ``with`` block, puts the one before back.
 
     Args:
         busy_at: How many runs in flight make the process busy (at least 1).
@@ -57,19 +78,38 @@ def tune_collector(*, busy_at: int = 100, full_threshold: int = 1_000) -> Collec
     Raises:
         ValueError: ``busy_at`` or ``full_threshold`` is below 1.
     """
-    global _tuning
     for name, value in (("busy_at", busy_at), ("full_threshold", full_threshold)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(
                 f"tune_collector({name}=...) takes a whole number >= 1, got {value!r}."
             )
     tuning = CollectorTuning(busy_at, full_threshold)
+    _install(tuning)
+    return tuning
+
+
+def untune_collector() -> None:
+    """Leave the garbage collector to the application: uninstall the tuning.
+
+    Removes the tuning installed by default or by :func:`tune_collector`; if it had
+    changed the thresholds (the process was busy), the application's come back now.
+    Setting ``REACTOR_TUNE_COLLECTOR=0`` in the environment does the same from the
+    start, for processes (``reactor serve``, ``reactor worker``) whose code you do not
+    want to touch.
+    """
+    _install(None)
+
+
+def _install(tuning: CollectorTuning | None) -> None:
+    """Replace the installed tuning (undoing it first) with ``tuning``."""
+    global _tuning
     with _lock:
         if _tuning is not None:
             _tuning._release()
+        if tuning is not None:
+            tuning._replaced = _tuning
+            tuning._follow(_in_flight)
         _tuning = tuning
-        tuning._follow(_in_flight)
-    return tuning
 
 
 class CollectorTuning:
@@ -80,12 +120,13 @@ class CollectorTuning:
         full_threshold: The collector's third threshold while busy.
     """
 
-    __slots__ = ("_saved", "busy_at", "full_threshold")
+    __slots__ = ("_replaced", "_saved", "busy_at", "full_threshold")
 
     def __init__(self, busy_at: int, full_threshold: int) -> None:
         self.busy_at = busy_at
         self.full_threshold = full_threshold
         self._saved: tuple[int, int, int] | None = None  # the application's, while busy
+        self._replaced: CollectorTuning | None = None  # comes back on undo
 
     @property
     def busy(self) -> bool:
@@ -99,12 +140,19 @@ class CollectorTuning:
         return _in_flight
 
     def undo(self) -> None:
-        """Uninstall: the application's thresholds come back now if this tuning set them."""
+        """Uninstall, if installed: the tuning it replaced (if any) comes back.
+
+        If this tuning had changed the thresholds, the application's come back now
+        (then the tuning it replaced applies its own, if the process is busy).
+        """
         global _tuning
         with _lock:
-            if _tuning is self:
-                _tuning = None
             self._release()
+            if _tuning is self:
+                _tuning = self._replaced
+                if _tuning is not None:
+                    _tuning._follow(_in_flight)
+            self._replaced = None
 
     def __enter__(self) -> Self:
         return self
@@ -167,3 +215,20 @@ def _count(step: int) -> None:
         _in_flight += step
         if _tuning is not None:
             _tuning._follow(_in_flight)
+
+
+def _from_environment() -> CollectorTuning | None:
+    """The tuning installed at import: the defaults, unless ``REACTOR_TUNE_COLLECTOR`` is off."""
+    value = os.environ.get(ENV, "").strip().lower()
+    if value in _OFF:
+        return None
+    if value not in _ON:
+        raise ValueError(
+            f"{ENV}={os.environ[ENV]!r} is not understood: set it to 0 (or off, false, no) "
+            "to leave the garbage collector alone, or to 1 (or on, true, yes, or unset it) "
+            "for reactor's default tuning."
+        )
+    return CollectorTuning(BUSY_AT, FULL_THRESHOLD)
+
+
+_tuning: CollectorTuning | None = _from_environment()

@@ -38,6 +38,7 @@ PUBLIC_API = {
         "getenv",
         "trace",
         "tune_collector",
+        "untune_collector",
         "GraphValidationError",
         "HandlerError",
         "IdleTimeoutError",

@@ -1,9 +1,13 @@
-"""tune_collector(): full collections rarer only while the process has many runs in flight."""
+"""Full collections rarer only while the process has many runs in flight, by default."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 
 import pytest
@@ -20,8 +24,9 @@ def app_thresholds() -> Iterator[None]:
     before = gc.get_threshold()
     gc.set_threshold(*APP)
     yield
-    reactor.tune_collector().undo()
+    reactor.untune_collector()
     gc.set_threshold(*before)
+    reactor.tune_collector()  # reactor's default, as the test process started with
 
 
 class Parked:
@@ -110,6 +115,88 @@ async def test_undo_gives_the_thresholds_back_at_once_and_for_good() -> None:
     parked.release.set()
     await asyncio.gather(*tasks, *more)
     assert parked.seen == [APP] * 3
+
+
+HUNDRED_IN_FLIGHT = textwrap.dedent(
+    """
+    import asyncio, gc
+    from reactor import agent, reactive
+
+    async def main():
+        seen = []
+        release = asyncio.Event()
+
+        async def wait(ctx):
+            await release.wait()
+            seen.append(gc.get_threshold())
+
+        graph = reactive({"wait": agent(run=wait)})
+        gc.set_threshold(700, 10, 10)
+        runs = [asyncio.create_task(graph.run()) for _ in range(100)]
+        await asyncio.sleep(0.2)
+        release.set()
+        await asyncio.gather(*runs)
+        print(sorted(set(seen)), gc.get_threshold())
+
+    asyncio.run(main())
+    """
+)
+
+
+def in_a_new_process(tune: str | None) -> subprocess.CompletedProcess[str]:
+    """Hold 100 runs in flight in a fresh interpreter; it prints the thresholds it saw."""
+    env = {k: v for k, v in os.environ.items() if k != "REACTOR_TUNE_COLLECTOR"}
+    if tune is not None:
+        env["REACTOR_TUNE_COLLECTOR"] = tune
+    return subprocess.run(
+        [sys.executable, "-c", HUNDRED_IN_FLIGHT], env=env, capture_output=True, text=True
+    )
+
+
+def test_a_process_is_tuned_from_the_start_while_a_hundred_runs_are_in_flight() -> None:
+    done = in_a_new_process(None)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[(700, 10, 1000)] (700, 10, 10)"
+
+
+@pytest.mark.parametrize("off", ["0", "off", "False", " no "])
+def test_the_environment_can_leave_the_collector_alone(off: str) -> None:
+    done = in_a_new_process(off)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[(700, 10, 10)] (700, 10, 10)"
+
+
+def test_a_setting_not_understood_in_the_environment_says_what_is_expected() -> None:
+    done = in_a_new_process("sometimes")
+    assert done.returncode == 1
+    assert "REACTOR_TUNE_COLLECTOR='sometimes' is not understood: set it to 0" in done.stderr
+
+
+async def test_untune_collector_gives_the_thresholds_back_and_tunes_nothing_after() -> None:
+    tuning = tuning_for(1)
+    parked = Parked()
+    tasks = await parked.hold(1)
+    assert gc.get_threshold() == (700, 10, 1_000)
+    reactor.untune_collector()
+    assert gc.get_threshold() == APP
+    assert not tuning.busy
+    more = await parked.hold(2)
+    parked.release.set()
+    await asyncio.gather(*tasks, *more)
+    assert parked.seen == [APP] * 3
+
+
+async def test_leaving_a_block_puts_the_tuning_before_back() -> None:
+    parked = Parked()
+    before = tuning_for(1)
+    tasks = await parked.hold(1)
+    with reactor.tune_collector(busy_at=before.busy_at, full_threshold=50):
+        assert gc.get_threshold() == (700, 10, 50)
+    assert gc.get_threshold() == (700, 10, 1_000)
+    assert before.busy
+    parked.release.set()
+    await asyncio.gather(*tasks)
+    assert gc.get_threshold() == APP
 
 
 async def test_a_new_tuning_replaces_the_one_before() -> None:
