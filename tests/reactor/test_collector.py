@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -104,11 +104,19 @@ async def test_an_application_that_collects_less_already_is_left_alone() -> None
     assert tuning.full_threshold == 1_000
 
 
-async def test_undo_gives_the_thresholds_back_at_once_and_for_good() -> None:
+@pytest.mark.parametrize(
+    "stop",
+    [CollectorTuning.undo, lambda tuning: reactor.untune_collector()],
+    ids=["undo", "untune_collector"],
+)
+async def test_stopping_gives_the_thresholds_back_at_once(
+    stop: Callable[[CollectorTuning], None],
+) -> None:
+    tuning = tuning_for(1)
     parked = Parked()
-    with tuning_for(1) as tuning:
-        tasks = await parked.hold(1)
-        assert gc.get_threshold() == (700, 10, 1_000)
+    tasks = await parked.hold(1)
+    assert gc.get_threshold() == (700, 10, 1_000)
+    stop(tuning)
     assert gc.get_threshold() == APP
     assert not tuning.busy
     more = await parked.hold(2)
@@ -170,20 +178,6 @@ def test_a_setting_not_understood_in_the_environment_says_what_is_expected() -> 
     done = in_a_new_process("sometimes")
     assert done.returncode == 1
     assert "REACTOR_TUNE_COLLECTOR='sometimes' is not understood: set it to 0" in done.stderr
-
-
-async def test_untune_collector_gives_the_thresholds_back_and_tunes_nothing_after() -> None:
-    tuning = tuning_for(1)
-    parked = Parked()
-    tasks = await parked.hold(1)
-    assert gc.get_threshold() == (700, 10, 1_000)
-    reactor.untune_collector()
-    assert gc.get_threshold() == APP
-    assert not tuning.busy
-    more = await parked.hold(2)
-    parked.release.set()
-    await asyncio.gather(*tasks, *more)
-    assert parked.seen == [APP] * 3
 
 
 async def test_leaving_a_block_puts_the_tuning_before_back() -> None:
