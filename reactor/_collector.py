@@ -120,13 +120,14 @@ class CollectorTuning:
         full_threshold: The collector's third threshold while busy.
     """
 
-    __slots__ = ("_replaced", "_saved", "busy_at", "full_threshold")
+    __slots__ = ("_replaced", "_saved", "_undone", "busy_at", "full_threshold")
 
     def __init__(self, busy_at: int, full_threshold: int) -> None:
         self.busy_at = busy_at
         self.full_threshold = full_threshold
         self._saved: tuple[int, int, int] | None = None  # the application's, while busy
         self._replaced: CollectorTuning | None = None  # comes back on undo
+        self._undone = False
 
     @property
     def busy(self) -> bool:
@@ -140,19 +141,25 @@ class CollectorTuning:
         return _in_flight
 
     def undo(self) -> None:
-        """Uninstall, if installed: the tuning it replaced (if any) comes back.
+        """Uninstall, if installed: the tuning it replaced comes back.
 
         If this tuning had changed the thresholds, the application's come back now
-        (then the tuning it replaced applies its own, if the process is busy).
+        (then the tuning it replaced applies its own, if the process is busy). A
+        replaced tuning that was undone in the meantime does not come back: the one it
+        had replaced does (if any). Undoing a tuning that is not installed only keeps
+        it from coming back.
         """
         global _tuning
         with _lock:
             self._release()
+            self._undone = True
             if _tuning is self:
-                _tuning = self._replaced
-                if _tuning is not None:
-                    _tuning._follow(_in_flight)
-            self._replaced = None
+                previous = self._replaced
+                while previous is not None and previous._undone:
+                    previous = previous._replaced
+                _tuning = previous
+                if previous is not None:
+                    previous._follow(_in_flight)
 
     def __enter__(self) -> Self:
         return self

@@ -202,8 +202,10 @@ async def test_a_new_tuning_replaces_the_one_before() -> None:
     assert gc.get_threshold() == (700, 10, 50)
     assert not first.busy
     assert second.busy
-    first.undo()  # no longer installed: changes nothing
+    first.undo()  # no longer installed: changes nothing now
     assert gc.get_threshold() == (700, 10, 50)
+    second.undo()  # puts back the tuning before the first (not busy), not the first
+    assert gc.get_threshold() == APP
     parked.release.set()
     await asyncio.gather(*tasks)
     assert gc.get_threshold() == APP
