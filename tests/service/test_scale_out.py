@@ -153,9 +153,12 @@ def test_a_killed_workers_runs_are_finished_by_another_and_nothing_repeats(
             return runs if all(firsts) else []
 
         wait_for(lambda: bool(victim_mid_way()), 30, "the victim to be mid-way")
-        taken = victim_mid_way()
+        held = victim_mid_way()
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
+        # What the victim left unfinished (its heartbeat may name a run it has ended since).
+        taken = [run_id for run_id, log in recordings(db, held).items() if not log.complete]
+        assert taken, "the victim was killed with no run in flight"
 
         wait_for(lambda: ended(db, run_ids), 60, "every run to end")
         logs = recordings(db, run_ids)
