@@ -41,6 +41,7 @@ _ON = frozenset({"", "1", "on", "true", "yes"})
 
 _lock = threading.Lock()
 _in_flight = 0
+_tuning: CollectorTuning | None  # the installed one: set from the environment at the end
 
 
 def tune_collector(
@@ -238,4 +239,4 @@ def _from_environment() -> CollectorTuning | None:
     return CollectorTuning(BUSY_AT, FULL_THRESHOLD)
 
 
-_tuning: CollectorTuning | None = _from_environment()
+_tuning = _from_environment()
