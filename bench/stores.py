@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from bench._runner import Row, best_of_pair, micros, timed
 from reactor import Signal
-from reactor._frozen import FrozenDict, FrozenList
+from reactor._signals.frozen import FrozenDict, FrozenList
 from stores import Store, action
 
 ACTIONS = 100_000

@@ -25,8 +25,8 @@ import redis
 from bench._runner import Row
 from reactor import PostgresSignalStore, ScriptedProvider, agent, reactive
 from reactor.service import ObjectStore, ReactionService
-from reactor.service._queue import QueueSettings
-from reactor.service._worker import live_workers
+from reactor.service._scaleout.queue import QueueSettings
+from reactor.service._scaleout.worker import live_workers
 
 SERVER = "postgresql://postgres@127.0.0.1:5432"
 REDIS = "redis://127.0.0.1:6379/14"

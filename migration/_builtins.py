@@ -20,7 +20,7 @@ from migration._models import FOREACH_TYPE
 from migration._values import MISSING, json_equal, lookup, shorten
 from migration._when import check_when, evaluate_when
 from reactor import NoProviderError
-from reactor._diagnostics import log
+from reactor._signals.diagnostics import log
 
 __all__ = ["BUILTIN_PACKS"]
 

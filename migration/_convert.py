@@ -10,7 +10,7 @@ from migration._flow import Flow
 from migration._registry import RegistrySource, registry_of
 from migration._spec import FlowSource, FlowSpec
 from reactor import CycleWarning, Reactive, reactive
-from reactor._diagnostics import log
+from reactor._signals.diagnostics import log
 from reactor.typing import Provider
 
 __all__ = ["harness_to_reactive"]

@@ -26,7 +26,7 @@ from migration._models import AGENT_TYPE, LLM_TYPES, EdgeSpec, NodeSpec
 from migration._topology import Problem
 from migration._values import shorten
 from reactor import Agent
-from reactor._diagnostics import log
+from reactor._signals.diagnostics import log
 
 __all__ = ["Parsed", "is_path", "messages", "parse_definition", "parse_mapping", "read_source"]
 

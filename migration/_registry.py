@@ -23,7 +23,7 @@ from typing import Any
 from migration._builtins import BUILTIN_PACKS
 from migration._context import NodeContext, NodeFunction
 from migration._errors import FlowSpecError, UnknownNodeTypeError
-from reactor._diagnostics import log
+from reactor._signals.diagnostics import log
 
 __all__ = ["ENTRY_POINT_GROUP", "NodeRegistry", "RegistrySource", "registry_of"]
 

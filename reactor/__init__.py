@@ -55,37 +55,36 @@ from reactor.exceptions import (
 )
 
 if TYPE_CHECKING:
-    from reactor._agent import (
+    from reactor._agents.agent import (
         Agent,
         agent,
     )
-    from reactor._asking import PendingPrompt
-    from reactor._bus import (
-        SignalBus,
-        Subscription,
-        current_signal,
-    )
-    from reactor._collector import CollectorTuning, tune_collector, untune_collector
-    from reactor._console import ConsoleChannel
-    from reactor._context import (
+    from reactor._agents.asking import PendingPrompt
+    from reactor._agents.context import (
         AgentContext,
         RunView,
     )
-    from reactor._env import getenv
-    from reactor._eventtree import (
-        EventNode,
-        EventTree,
+    from reactor._agents.env import getenv
+    from reactor._agents.skills import Skill
+    from reactor._engine.collector import CollectorTuning, tune_collector, untune_collector
+    from reactor._engine.options import RunKwargs
+    from reactor._engine.result import (
+        AgentFailure,
+        RunMetrics,
+        RunResult,
     )
-    from reactor._graph import (
+    from reactor._graph.console import ConsoleChannel
+    from reactor._graph.handle import Channel, RunHandle
+    from reactor._graph.reactive import (
         Reactive,
         reactive,
         run_reactive,
     )
-    from reactor._handle import Channel, RunHandle
-    from reactor._options import RunKwargs
-    from reactor._patterns import Pattern
-    from reactor._progress import ProgressReporter
-    from reactor._prompt import Prompt
+    from reactor._prompts.prompt import Prompt
+    from reactor._prompts.trace import (
+        Trace,
+        trace,
+    )
     from reactor._providers.anthropic import AnthropicProvider
     from reactor._providers.base import (
         End,
@@ -116,23 +115,24 @@ if TYPE_CHECKING:
         tool,
     )
     from reactor._recording.diff import Divergence
+    from reactor._recording.eventtree import (
+        EventNode,
+        EventTree,
+    )
     from reactor._recording.info import RunInfo
     from reactor._recording.memory import MemorySignalStore
     from reactor._recording.postgres import PostgresSignalStore
     from reactor._recording.recording import Recording
     from reactor._recording.sqlite import SQLiteSignalStore
-    from reactor._result import (
-        AgentFailure,
-        RunMetrics,
-        RunResult,
+    from reactor._reporting.progress import ProgressReporter
+    from reactor._signals.bus import (
+        SignalBus,
+        Subscription,
+        current_signal,
     )
-    from reactor._signal import Signal
-    from reactor._skills import Skill
-    from reactor._stream import SignalStream
-    from reactor._trace import (
-        Trace,
-        trace,
-    )
+    from reactor._signals.patterns import Pattern
+    from reactor._signals.signal import Signal
+    from reactor._signals.stream import SignalStream
     from reactor.logging import (
         MetricsReporter,
         StructlogReporter,
@@ -249,70 +249,70 @@ __all__ = [
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
-    "Agent": "reactor._agent",
-    "AgentContext": "reactor._context",
-    "AgentFailure": "reactor._result",
+    "Agent": "reactor._agents.agent",
+    "AgentContext": "reactor._agents.context",
+    "AgentFailure": "reactor._engine.result",
     "AnthropicProvider": "reactor._providers.anthropic",
     "Deny": "reactor._providers.hooks",
-    "Channel": "reactor._handle",
-    "CollectorTuning": "reactor._collector",
-    "ConsoleChannel": "reactor._console",
+    "Channel": "reactor._graph.handle",
+    "CollectorTuning": "reactor._engine.collector",
+    "ConsoleChannel": "reactor._graph.console",
     "Divergence": "reactor._recording.diff",
     "End": "reactor._providers.base",
-    "EventNode": "reactor._eventtree",
-    "EventTree": "reactor._eventtree",
+    "EventNode": "reactor._recording.eventtree",
+    "EventTree": "reactor._recording.eventtree",
     "Hooks": "reactor._providers.hooks",
     "MCPServer": "reactor._providers.mcp",
     "MemorySignalStore": "reactor._recording.memory",
     "Message": "reactor._providers.base",
     "MetricsReporter": "reactor.logging",
     "ModelPrice": "reactor._providers.pricing",
-    "Pattern": "reactor._patterns",
-    "PendingPrompt": "reactor._asking",
+    "Pattern": "reactor._signals.patterns",
+    "PendingPrompt": "reactor._agents.asking",
     "PostgresSignalStore": "reactor._recording.postgres",
-    "ProgressReporter": "reactor._progress",
-    "Prompt": "reactor._prompt",
+    "ProgressReporter": "reactor._reporting.progress",
+    "Prompt": "reactor._prompts.prompt",
     "Provider": "reactor.typing",
     "ProviderEvent": "reactor._providers.base",
     "ProviderRequest": "reactor._providers.base",
-    "Reactive": "reactor._graph",
+    "Reactive": "reactor._graph.reactive",
     "Recording": "reactor._recording.recording",
     "ReplayProvider": "reactor._providers.replay",
     "Reporter": "reactor.typing",
-    "RunHandle": "reactor._handle",
+    "RunHandle": "reactor._graph.handle",
     "RunInfo": "reactor._recording.info",
-    "RunKwargs": "reactor._options",
-    "RunMetrics": "reactor._result",
-    "RunResult": "reactor._result",
-    "RunView": "reactor._context",
+    "RunKwargs": "reactor._engine.options",
+    "RunMetrics": "reactor._engine.result",
+    "RunResult": "reactor._engine.result",
+    "RunView": "reactor._agents.context",
     "SQLiteSignalStore": "reactor._recording.sqlite",
     "ScriptedProvider": "reactor._providers.scripted",
     "SessionInfo": "reactor._providers.hooks",
-    "Signal": "reactor._signal",
-    "SignalBus": "reactor._bus",
+    "Signal": "reactor._signals.signal",
+    "SignalBus": "reactor._signals.bus",
     "SignalStore": "reactor.typing",
-    "SignalStream": "reactor._stream",
-    "Skill": "reactor._skills",
+    "SignalStream": "reactor._signals.stream",
+    "Skill": "reactor._agents.skills",
     "StructlogReporter": "reactor.logging",
-    "Subscription": "reactor._bus",
+    "Subscription": "reactor._signals.bus",
     "TextComplete": "reactor._providers.base",
     "TextDelta": "reactor._providers.base",
     "ThinkingDelta": "reactor._providers.base",
     "Tool": "reactor._providers.tools",
     "ToolCall": "reactor._providers.base",
     "ToolResult": "reactor._providers.base",
-    "Trace": "reactor._trace",
+    "Trace": "reactor._prompts.trace",
     "Usage": "reactor._providers.base",
-    "agent": "reactor._agent",
-    "current_signal": "reactor._bus",
-    "getenv": "reactor._env",
+    "agent": "reactor._agents.agent",
+    "current_signal": "reactor._signals.bus",
+    "getenv": "reactor._agents.env",
     "model_prices": "reactor._providers.pricing",
-    "reactive": "reactor._graph",
-    "run_reactive": "reactor._graph",
+    "reactive": "reactor._graph.reactive",
+    "run_reactive": "reactor._graph.reactive",
     "tool": "reactor._providers.tools",
-    "trace": "reactor._trace",
-    "tune_collector": "reactor._collector",
-    "untune_collector": "reactor._collector",
+    "trace": "reactor._prompts.trace",
+    "tune_collector": "reactor._engine.collector",
+    "untune_collector": "reactor._engine.collector",
 }
 """Where each public name is defined; imported on first access."""
 

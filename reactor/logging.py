@@ -20,7 +20,8 @@ from typing import Any, TextIO
 
 import structlog
 
-from reactor._names import (
+from reactor._recording.info import RunInfo
+from reactor._signals.names import (
     AGENT_SIGNALS,
     DELTAS,
     HARNESS_END,
@@ -32,9 +33,8 @@ from reactor._names import (
     TOOL_CALL,
     parse_agent_event,
 )
-from reactor._patterns import Pattern, compile_pattern
-from reactor._recording.info import RunInfo
-from reactor._signal import Signal, to_jsonable
+from reactor._signals.patterns import Pattern, compile_pattern
+from reactor._signals.signal import Signal, to_jsonable
 
 __all__ = ["MetricsReporter", "StructlogReporter", "configure", "level_of"]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
-from reactor._bus import Handler
-from reactor._context import AgentContext, RunView
-from reactor._patterns import Pattern
+from reactor._agents.context import AgentContext, RunView
 from reactor._providers.base import Provider
 from reactor._recording.store import Reporter, SignalStore
+from reactor._signals.bus import Handler
+from reactor._signals.patterns import Pattern
 
 __all__ = [
     "EndCondition",

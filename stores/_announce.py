@@ -20,8 +20,8 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from reactor._frozen import FrozenDict, FrozenList
-from reactor._names import state_event
+from reactor._signals.frozen import FrozenDict, FrozenList
+from reactor._signals.names import state_event
 from stores._diff import changed_paths, list_delta
 from stores._views import SCALARS, readonly
 

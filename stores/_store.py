@@ -8,10 +8,10 @@ from typing import Any, ClassVar, Generic, Self, TypeVar, cast, get_args
 
 import pydantic
 
-from reactor._bus import SignalBus, Subscription
-from reactor._frozen import FrozenDict, freeze
-from reactor._patterns import Pattern, validate_name
-from reactor._signal import to_jsonable
+from reactor._signals.bus import SignalBus, Subscription
+from reactor._signals.frozen import FrozenDict, freeze
+from reactor._signals.patterns import Pattern, validate_name
+from reactor._signals.signal import to_jsonable
 from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
 from stores._announce import ABSENT, Change, announce
 from stores._draft import DictDraft, ModelDraft, undraft

@@ -24,8 +24,8 @@ from typing import Any, NoReturn
 
 import pydantic
 
-from reactor._frozen import register_immutable
-from reactor._signal import register_json_unwrapper
+from reactor._signals.frozen import register_immutable
+from reactor._signals.signal import register_json_unwrapper
 from reactor.exceptions import ReadOnlyStateError
 
 __all__ = ["DictView", "ListView", "ModelView", "is_view", "readonly", "unwrap"]

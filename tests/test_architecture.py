@@ -73,7 +73,59 @@ def test_signal_names_are_spelled_only_in_the_vocabulary_module() -> None:
         name
         for package in ("reactor", "stores")
         for path in sorted((ROOT / package).rglob("*.py"))
-        if path.name != "_names.py"
+        if path.relative_to(ROOT).as_posix() != "reactor/_signals/names.py"
         for name in _spelled_names(path)
     ]
     assert not spelled
+
+
+PUBLIC_MODULES = {"__init__.py", "__main__.py", "logging.py", "typing.py", "otel.py"}
+MAX_ROOM_MODULES = 15
+
+
+@pytest.mark.parametrize("package", ["reactor", "reactor/service"])
+def test_packages_hold_rooms_not_loose_private_modules(package: Path) -> None:
+    loose = sorted(
+        path.name
+        for path in (ROOT / package).glob("*.py")
+        if path.name.startswith("_") and path.name not in PUBLIC_MODULES
+    )
+    assert not loose, f"{package}/ holds private modules outside a room: {loose}"
+
+
+def _rooms() -> list[Path]:
+    return sorted(
+        path.parent
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("__init__.py")
+        if path.parent != ROOT / package
+    )
+
+
+@pytest.mark.parametrize("room", _rooms(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_room_holds_more_than_fifteen_modules(room: Path) -> None:
+    modules = [path for path in room.glob("*.py") if path.name != "__init__.py"]
+    assert len(modules) <= MAX_ROOM_MODULES, f"{room.relative_to(ROOT)} has {len(modules)}"
+
+
+@pytest.mark.parametrize(
+    "room",
+    [room for room in _rooms() if room.name.startswith("_")],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_each_room_says_what_it_holds_and_what_it_may_use(room: Path) -> None:
+    docstring = ast.get_docstring(ast.parse((room / "__init__.py").read_text()))
+    assert docstring, f"{room.relative_to(ROOT)}/__init__.py has no docstring"
+    assert "May use" in docstring, f"{room.relative_to(ROOT)} does not say what it may use"
+
+
+def test_architecture_map_names_every_room() -> None:
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    missing = [
+        str(room.relative_to(ROOT))
+        for room in _rooms()
+        if room.name.startswith("_")
+        and room.parent.name in {"reactor", "service"}
+        and f"{room.relative_to(ROOT)}/__init__.py" not in text
+    ]
+    assert not missing, f"ARCHITECTURE.md does not link these rooms: {missing}"

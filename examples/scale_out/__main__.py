@@ -24,8 +24,8 @@ import redis
 
 from examples.scale_out.app import make_service
 from reactor import PostgresSignalStore
-from reactor.service._queue import QueueSettings
-from reactor.service._worker import live_workers
+from reactor.service._scaleout.queue import QueueSettings
+from reactor.service._scaleout.worker import live_workers
 
 SERVER = "postgresql://postgres@127.0.0.1:5432"
 DB = f"{SERVER}/reactor_scale_out_demo"

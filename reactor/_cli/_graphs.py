@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 
 from reactor._cli._base import open_db
 from reactor._cli._load import load_graph
-from reactor._names import parse_state_event
-from reactor._signal import Signal
+from reactor._signals.names import parse_state_event
+from reactor._signals.signal import Signal
 
 __all__ = ["FORMATS", "cmd_graph", "observed_writes"]
 

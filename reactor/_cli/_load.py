@@ -19,8 +19,8 @@ from typing import Any
 
 import reactor
 from reactor._cli._base import CommandError
-from reactor._graph import Reactive
-from reactor._origin import file_hash
+from reactor._graph.origin import file_hash
+from reactor._graph.reactive import Reactive
 from reactor._recording.info import RunInfo
 
 __all__ = ["attribute", "load_graph", "provider", "recorded_graph", "script_target"]

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from reactor._render import Node, ShowView, Table, plain_show, plain_tree, rich_console
+from reactor._cli._render import Node, ShowView, Table, plain_show, plain_tree, rich_console
 
 if TYPE_CHECKING:
     pass

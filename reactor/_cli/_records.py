@@ -8,7 +8,7 @@ import sys
 
 from reactor._cli._base import db_path, open_db
 from reactor._cli._output import Output
-from reactor._render import clean, run_json, runs_table, show_view
+from reactor._cli._render import clean, run_json, runs_table, show_view
 
 __all__ = ["cmd_diff", "cmd_runs", "cmd_show"]
 

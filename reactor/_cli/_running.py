@@ -22,15 +22,15 @@ from reactor._cli._base import (
 )
 from reactor._cli._load import load_graph, provider, recorded_graph, script_target
 from reactor._cli._output import Output
-from reactor._console import ConsoleChannel
-from reactor._diagnostics import short_repr
-from reactor._graph import Reactive
-from reactor._progress import ProgressReporter
+from reactor._cli._render import clean, cost_of, money, status_text
+from reactor._engine.result import RunResult
+from reactor._graph.console import ConsoleChannel
+from reactor._graph.reactive import Reactive
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.recording import Recording
-from reactor._render import clean, cost_of, money, status_text
-from reactor._result import RunResult
-from reactor._signal import to_jsonable
+from reactor._reporting.progress import ProgressReporter
+from reactor._signals.diagnostics import short_repr
+from reactor._signals.signal import to_jsonable
 from reactor.exceptions import RunSuspendedError
 
 __all__ = ["cmd_replay", "cmd_resume", "cmd_run", "summary"]

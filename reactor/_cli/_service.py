@@ -62,7 +62,7 @@ def add_db_arguments(db: argparse.ArgumentParser) -> None:
 def cmd_db(args: argparse.Namespace) -> int:
     """``reactor db upgrade``: migrate the database and say which revision it is at."""
     from reactor.service import upgrade_database
-    from reactor.service._db import describe_url
+    from reactor.service._objects.db import describe_url
 
     revision = asyncio.run(upgrade_database(args.db))
     print(f"{describe_url(args.db)}: the tables are at revision {revision} (the newest).")
@@ -109,7 +109,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """``reactor serve``: run the service and its HTTP API until SIGTERM."""
     from reactor.exceptions import ServiceConfigError
-    from reactor.service._serve import ServeSettings, is_loopback, serve
+    from reactor.service._api.serve import ServeSettings, is_loopback, serve
 
     given = {
         "host": args.host,

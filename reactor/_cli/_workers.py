@@ -68,7 +68,7 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
 
 def _settings() -> object:
     from reactor.exceptions import ServiceConfigError
-    from reactor.service._queue import REDIS_ENV, QueueSettings
+    from reactor.service._scaleout.queue import REDIS_ENV, QueueSettings
 
     try:
         settings = QueueSettings.from_env()
@@ -88,8 +88,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import os
 
     from reactor._cli._service import DEFAULT_SERVICE_URL, app_service, log_to_stderr
-    from reactor.service._queue import QueueSettings
-    from reactor.service._worker import Worker
+    from reactor.service._scaleout.queue import QueueSettings
+    from reactor.service._scaleout.worker import Worker
 
     settings = _settings()
     assert isinstance(settings, QueueSettings)
@@ -112,8 +112,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_workers(args: argparse.Namespace) -> int:
     """``reactor workers``: the live workers, their runs, and how long they have run."""
-    from reactor.service._queue import QueueSettings
-    from reactor.service._worker import live_workers
+    from reactor.service._scaleout.queue import QueueSettings
+    from reactor.service._scaleout.worker import live_workers
 
     settings = _settings()
     assert isinstance(settings, QueueSettings)

@@ -4,4 +4,7 @@
 (Python tools and the tool-use loop's execution), ``scripted`` (offline answers),
 ``anthropic`` (Claude), ``replay`` (answers from a recording), ``pricing``.
 Modules are imported where they are used: the anthropic SDK is slow to import.
+
+May use: its siblings in this layer (``_agents`` for templates, ``_recording`` for
+replay), ``_signals`` and :mod:`reactor.exceptions`.
 """

@@ -19,7 +19,6 @@ from anthropic.resources.messages import AsyncMessages
 from anthropic.types import Message as APIMessage
 from anthropic.types import ToolUseBlock
 
-from reactor._diagnostics import log
 from reactor._providers.anthropic_wire import (
     RESPOND,
     add_usage,
@@ -44,6 +43,7 @@ from reactor._providers.base import (
 )
 from reactor._providers.pricing import DEFAULT_MODEL, ModelPrice, price_of
 from reactor._providers.toolrun import AfterTool, BeforeTool, execute_tool_calls
+from reactor._signals.diagnostics import log
 from reactor.exceptions import ProviderError
 
 __all__ = ["DEFAULT_MODEL", "AnthropicProvider"]

@@ -19,6 +19,7 @@ from anthropic.types import RawContentBlockDeltaEvent, TextBlock, ToolUseBlock
 from anthropic.types import TextDelta as APITextDelta
 from anthropic.types import ThinkingDelta as APIThinkingDelta
 
+from reactor._agents.templates import to_json
 from reactor._providers.base import (
     ProviderEvent,
     TextComplete,
@@ -28,7 +29,6 @@ from reactor._providers.base import (
     ToolResult,
     Usage,
 )
-from reactor._templates import to_json
 from reactor.exceptions import ProviderError
 
 __all__ = [

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from reactor._providers.tools import Tool
-from reactor._signal import to_jsonable
+from reactor._signals.signal import to_jsonable
 
 __all__ = [
     "End",

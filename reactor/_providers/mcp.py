@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import pydantic
 
-from reactor._names import MCP_CALL, MCP_CONNECT, MCP_ERROR, MCP_RESULT, error_info
 from reactor._providers.toolrun import ToolFailure
 from reactor._providers.tools import Tool
+from reactor._signals.names import MCP_CALL, MCP_CONNECT, MCP_ERROR, MCP_RESULT, error_info
 from reactor.exceptions import AgentConfigError, MCPServerError
 
 __all__ = ["MCPPool", "MCPServer", "MCPTool", "connect_servers"]

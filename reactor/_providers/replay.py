@@ -7,18 +7,6 @@ from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from reactor._diagnostics import log, short_repr
-from reactor._names import (
-    PROVIDER_END,
-    PROVIDER_EVENTS,
-    PROVIDER_START,
-    TEXT_COMPLETE,
-    TEXT_DELTA,
-    THINKING_DELTA,
-    TOOL_CALL,
-    TOOL_RESULT,
-    parse_agent_event,
-)
 from reactor._providers.base import (
     End,
     Provider,
@@ -33,6 +21,18 @@ from reactor._providers.base import (
 )
 from reactor._providers.sequence import Sequencer, Step
 from reactor._recording.recording import Recording
+from reactor._signals.diagnostics import log, short_repr
+from reactor._signals.names import (
+    PROVIDER_END,
+    PROVIDER_EVENTS,
+    PROVIDER_START,
+    TEXT_COMPLETE,
+    TEXT_DELTA,
+    THINKING_DELTA,
+    TOOL_CALL,
+    TOOL_RESULT,
+    parse_agent_event,
+)
 from reactor.exceptions import ProviderError, ReplayMismatchError
 
 __all__ = ["ReplayProvider"]

@@ -11,6 +11,7 @@ from typing import Any, TypeAlias
 
 import pydantic
 
+from reactor._agents.templates import to_json
 from reactor._providers.base import (
     End,
     ProviderEvent,
@@ -20,7 +21,6 @@ from reactor._providers.base import (
     Usage,
 )
 from reactor._providers.pricing import ModelPrice, price_of
-from reactor._templates import to_json
 from reactor.exceptions import ScriptExhaustedError
 
 __all__ = ["Answer", "Script", "ScriptedProvider"]

@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 from collections.abc import Iterable
 
-from reactor._diagnostics import log
+from reactor._signals.diagnostics import log
 
 __all__ = ["Sequencer", "Step"]
 

@@ -12,7 +12,7 @@ from typing import TypeAlias
 from reactor._providers.base import ToolCall, ToolResult
 from reactor._providers.hooks import Deny, PostToolUse, PreToolUse, call_hook, from_before_tool
 from reactor._providers.tools import Tool
-from reactor._signal import to_jsonable
+from reactor._signals.signal import to_jsonable
 
 __all__ = [
     "AfterTool",

@@ -15,7 +15,7 @@ from typing import Any, overload
 
 import pydantic
 
-from reactor._diagnostics import log
+from reactor._signals.diagnostics import log
 from reactor.exceptions import AgentConfigError
 
 __all__ = ["Tool", "as_tool", "tool"]

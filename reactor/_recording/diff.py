@@ -15,8 +15,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from reactor._diagnostics import short_repr
-from reactor._names import (
+from reactor._signals.diagnostics import short_repr
+from reactor._signals.names import (
     PROVIDER_END,
     PROVIDER_ERROR,
     PROVIDER_EVENTS,
@@ -25,7 +25,7 @@ from reactor._names import (
     TOOL_CALL,
     TOOL_RESULT,
 )
-from reactor._signal import Signal, to_jsonable
+from reactor._signals.signal import Signal, to_jsonable
 
 __all__ = ["VOLATILE", "Divergence", "canonical_order", "first_divergence"]
 

@@ -20,8 +20,8 @@ import uuid
 from collections.abc import Callable, Collection
 from typing import Any
 
-from reactor._diagnostics import log
-from reactor._names import SESSION_ABORT, SESSION_REPLY, reserved_namespace
+from reactor._signals.diagnostics import log
+from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, reserved_namespace
 from reactor.exceptions import SignalNameError
 
 __all__ = ["ABORT", "REPLY", "InboxWatch", "Posted", "check_posted", "new_message_id"]

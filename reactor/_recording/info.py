@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reactor._names import SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._signals.names import SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 
 __all__ = [
     "RunInfo",

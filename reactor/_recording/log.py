@@ -15,13 +15,13 @@ from typing import Any
 
 import pydantic_core
 
-from reactor._diagnostics import short_repr
-from reactor._eventtree import EventTree
-from reactor._names import DELTAS, HARNESS_START, parse_state_event
-from reactor._patterns import Pattern, compile_pattern
 from reactor._recording.diff import VOLATILE, Divergence, first_divergence
+from reactor._recording.eventtree import EventTree
 from reactor._recording.info import RunInfo
-from reactor._signal import Signal, json_fallback, to_jsonable
+from reactor._signals.diagnostics import short_repr
+from reactor._signals.names import DELTAS, HARNESS_START, parse_state_event
+from reactor._signals.patterns import Pattern, compile_pattern
+from reactor._signals.signal import Signal, json_fallback, to_jsonable
 
 __all__ = ["SignalLog", "causal_chain", "render_tree"]
 

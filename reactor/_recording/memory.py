@@ -7,12 +7,12 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from reactor._names import HARNESS_END
 from reactor._recording.inbox import Posted, check_posted, new_message_id
 from reactor._recording.info import RunInfo, matches_filters, open_status
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStoreBase
-from reactor._signal import Signal, to_jsonable
+from reactor._signals.names import HARNESS_END
+from reactor._signals.signal import Signal, to_jsonable
 from reactor.exceptions import RunNotFoundError
 
 __all__ = ["MemorySignalStore"]

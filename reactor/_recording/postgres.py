@@ -14,7 +14,6 @@ import psycopg
 import pydantic_core
 from psycopg_pool import ConnectionPool
 
-from reactor._diagnostics import log
 from reactor._recording.inbox import Posted, check_posted, new_message_id
 from reactor._recording.info import RunInfo, parse_tag
 from reactor._recording.postgres_db import (
@@ -28,7 +27,8 @@ from reactor._recording.postgres_db import (
 from reactor._recording.postgres_writer import STOP, Delivery, Request, write_loop
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStoreBase
-from reactor._signal import Signal
+from reactor._signals.diagnostics import log
+from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["PostgresSignalStore"]

@@ -23,9 +23,9 @@ import pydantic_core
 from psycopg import errors
 from psycopg_pool import ConnectionPool
 
-from reactor._names import HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._recording.info import RunInfo
-from reactor._signal import Signal, json_fallback
+from reactor._signals.names import HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._signals.signal import Signal, json_fallback
 
 __all__ = ["STOP", "Batch", "Delivery", "Request", "write", "write_loop"]
 

@@ -7,10 +7,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reactor._names import HARNESS_END, HARNESS_START
 from reactor._recording.info import RunInfo
 from reactor._recording.log import SignalLog
-from reactor._signal import Signal
+from reactor._signals.names import HARNESS_END, HARNESS_START
+from reactor._signals.signal import Signal
 
 __all__ = ["Recording"]
 

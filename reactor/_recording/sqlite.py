@@ -16,7 +16,6 @@ from typing import Any
 
 import pydantic_core
 
-from reactor._diagnostics import log
 from reactor._recording.inbox import Posted, check_posted, new_message_id
 from reactor._recording.info import RunInfo, parse_tag
 from reactor._recording.recording import Recording
@@ -29,7 +28,8 @@ from reactor._recording.sqlite_db import (
 )
 from reactor._recording.sqlite_writer import STOP, Delivery, Request, write_loop
 from reactor._recording.store import SignalStoreBase
-from reactor._signal import Signal, json_fallback
+from reactor._signals.diagnostics import log
+from reactor._signals.signal import Signal, json_fallback
 from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]

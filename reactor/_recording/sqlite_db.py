@@ -9,9 +9,9 @@ from typing import Any
 
 import pydantic_core
 
-from reactor._names import HARNESS_END, HARNESS_START, parse_state_event
 from reactor._recording.info import RunInfo
-from reactor._signal import Signal
+from reactor._signals.names import HARNESS_END, HARNESS_START, parse_state_event
+from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError
 
 __all__ = [

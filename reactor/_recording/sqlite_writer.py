@@ -21,17 +21,17 @@ from typing import Any, NamedTuple, Protocol
 
 import pydantic_core
 
-from reactor._diagnostics import log
-from reactor._names import (
+from reactor._recording.info import RunInfo
+from reactor._recording.sqlite_db import connect
+from reactor._signals.diagnostics import log
+from reactor._signals.names import (
     HARNESS_END,
     HARNESS_START,
     SESSION_PROMPT,
     SESSION_REPLY,
     SESSION_TIMEOUT,
 )
-from reactor._recording.info import RunInfo
-from reactor._recording.sqlite_db import connect
-from reactor._signal import Signal, json_fallback
+from reactor._signals.signal import Signal, json_fallback
 
 __all__ = ["STOP", "Delivery", "Request", "WriteOwner", "write_loop"]
 

@@ -12,11 +12,11 @@ from collections.abc import Callable, Collection, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from reactor._patterns import Pattern
 from reactor._recording.inbox import InboxWatch, Posted
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
-from reactor._signal import Signal
+from reactor._signals.patterns import Pattern
+from reactor._signals.signal import Signal
 from reactor.exceptions import RunNotFoundError
 
 __all__ = ["Reporter", "SignalStore", "SignalStoreBase"]

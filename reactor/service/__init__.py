@@ -30,7 +30,7 @@ See ``docs/reactions.md``.
 
 from __future__ import annotations
 
-from reactor._reaction import Capabilities, ExecutionMode, Reaction
+from reactor._agents.reaction import Capabilities, ExecutionMode, Reaction
 from reactor.exceptions import (
     AgentConflictError,
     AgentNotFoundError,
@@ -45,8 +45,9 @@ from reactor.exceptions import (
     SuggestionNotFoundError,
     SuggestionResolvedError,
 )
-from reactor.service._app import create_app
-from reactor.service._changes import (
+from reactor.service._api.app import create_app
+from reactor.service._hosting.service import ReactionService
+from reactor.service._objects.changes import (
     Changes,
     Create,
     Delete,
@@ -55,11 +56,10 @@ from reactor.service._changes import (
     Suggestion,
     Update,
 )
-from reactor.service._db import upgrade_database
-from reactor.service._objects import ObjectStore
-from reactor.service._service import ReactionService
-from reactor.service._values import Actor, AgentActor, ObjectEvent, StoredObject, User
-from reactor.service._view import AgentObjects
+from reactor.service._objects.db import upgrade_database
+from reactor.service._objects.objects import ObjectStore
+from reactor.service._objects.values import Actor, AgentActor, ObjectEvent, StoredObject, User
+from reactor.service._reactions.view import AgentObjects
 
 __all__ = [
     "Actor",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 
-from reactor._names import DELTAS
-from reactor._patterns import Pattern, compile_pattern
+from reactor._engine.runspec import watching
 from reactor._recording.log import SignalLog
-from reactor._runspec import watching
-from reactor._signal import Signal
+from reactor._signals.names import DELTAS
+from reactor._signals.patterns import Pattern, compile_pattern
+from reactor._signals.signal import Signal
 
 __all__ = ["CapturedSignals", "assert_signals", "capture_signals", "signal_names"]
 

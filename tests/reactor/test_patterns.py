@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reactor import PatternError, Signal, SignalBus, SignalNameError
-from reactor._patterns import compile_pattern, normalize_patterns, validate_name
+from reactor._signals.patterns import compile_pattern, normalize_patterns, validate_name
 
 
 @pytest.mark.parametrize(

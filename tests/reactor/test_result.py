@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from reactor import RunResult, ScriptedProvider, Signal, agent, reactive
-from reactor._result import find_cycle
+from reactor._engine.result import find_cycle
 
 
 def trade_run() -> RunResult:

@@ -20,10 +20,10 @@ from reactor.service import (
     ServiceConfigError,
     User,
 )
-from reactor.service._access import Tokens
-from reactor.service._cron import cron_problem, cron_trigger
-from reactor.service._definitions import AgentChanges, AgentDefinition
-from reactor.service._schema import agent_runs
+from reactor.service._api.access import Tokens
+from reactor.service._objects.schema import agent_runs
+from reactor.service._reactions.cron import cron_problem, cron_trigger
+from reactor.service._reactions.definitions import AgentChanges, AgentDefinition
 from tests.service.support import TYPES
 
 SUNDAY = datetime(2026, 11, 22, tzinfo=UTC)
@@ -159,7 +159,7 @@ async def test_a_reaction_agent_made_by_its_row_reacts_to_changes_from_then_on(u
 
 
 def test_a_row_with_a_bad_prompt_names_the_field() -> None:
-    from reactor.service._definitions import build_agent
+    from reactor.service._reactions.definitions import build_agent
 
     with pytest.raises(AgentConfigError, match=r"^Agent 'x': prompt: "):
         build_agent("x", {"prompt": "{{ unclosed", "trigger_type": "manual"})

@@ -19,8 +19,8 @@ from reactor.service import (
     ServiceConfigError,
     upgrade_database,
 )
-from reactor.service._db import DEFAULT_URL, VERSION_TABLE, Database
-from reactor.service._schema import metadata
+from reactor.service._objects.db import DEFAULT_URL, VERSION_TABLE, Database
+from reactor.service._objects.schema import metadata
 
 COLUMNS = {
     "objects": {

@@ -21,14 +21,14 @@ import sqlalchemy as sa
 from reactor import PostgresSignalStore
 from reactor.exceptions import RunNotFoundError, ServiceConfigError
 from reactor.service import ObjectStore, ReactionService, User
-from reactor.service._api_runs import abort_run, listed_runs, load_run
-from reactor.service._db import Database
-from reactor.service._definitions import AgentDefinition
-from reactor.service._launch import RunRequest
-from reactor.service._leases import Leases, claim_tick
-from reactor.service._queue import QueueSettings
-from reactor.service._schema import agent_runs, processing_log
-from reactor.service._worker import live_workers
+from reactor.service._api.runs import abort_run, listed_runs, load_run
+from reactor.service._hosting.launch import RunRequest
+from reactor.service._objects.db import Database
+from reactor.service._objects.schema import agent_runs, processing_log
+from reactor.service._reactions.definitions import AgentDefinition
+from reactor.service._scaleout.leases import Leases, claim_tick
+from reactor.service._scaleout.queue import QueueSettings
+from reactor.service._scaleout.worker import live_workers
 from tests.service.queued import make_service
 
 REDIS = os.environ.get("REACTOR_TEST_REDIS", "redis://127.0.0.1:6379")

@@ -29,7 +29,7 @@ from reactor.service import (
     ServiceConfigError,
     ServiceStateError,
 )
-from reactor.service._schema import agent_runs, agents
+from reactor.service._objects.schema import agent_runs, agents
 from reactor.testing import capture_signals
 from tests.service.support import TYPES, Gate, Recorder, running
 

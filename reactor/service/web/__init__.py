@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reactor.service._db import Database
+from reactor.service._objects.db import Database
 from reactor.service.web._auth import router as auth_router
 from reactor.service.web._manage import router as manage_router
 from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page

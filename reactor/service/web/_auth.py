@@ -15,9 +15,9 @@ import fastapi
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reactor.service._access import LOCAL_USER
-from reactor.service._api_base import state_of
-from reactor.service._values import User
+from reactor.service._api.access import LOCAL_USER
+from reactor.service._api.base import state_of
+from reactor.service._objects.values import User
 from reactor.service.web._render import Checked, back, page, web_of
 from reactor.service.web._sessions import (
     COOKIE,

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reactor.exceptions import ObjectNotFoundError, ReactorError
-from reactor.service._changes import Create, EntryStatus, Suggestion, SuggestionStatus
-from reactor.service._definitions import AgentChanges
-from reactor.service._service import ReactionService
+from reactor.service._hosting.service import ReactionService
+from reactor.service._objects.changes import Create, EntryStatus, Suggestion, SuggestionStatus
+from reactor.service._reactions.definitions import AgentChanges
 from reactor.service.web._render import Checked, SignedIn, back, page, service_of
 from reactor.service.web._summary import operation_diff
 

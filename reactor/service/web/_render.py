@@ -22,8 +22,8 @@ import jinja2
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from reactor.service._api_base import state_of
-from reactor.service._service import ReactionService
+from reactor.service._api.base import state_of
+from reactor.service._hosting.service import ReactionService
 from reactor.service.web._sessions import COOKIE, Session, Sessions, same_origin, tokens_match
 
 __all__ = [

@@ -20,8 +20,8 @@ from starlette.responses import Response
 
 from reactor._recording.recording import Recording
 from reactor.exceptions import ReactorError
-from reactor.service._api_base import ApiError, state_of
-from reactor.service._api_runs import (
+from reactor.service._api.base import ApiError, state_of
+from reactor.service._api.runs import (
     abort_run,
     listed_runs,
     load_run,
@@ -29,8 +29,8 @@ from reactor.service._api_runs import (
     post_signal,
     reply,
 )
-from reactor.service._api_stream import event_stream
-from reactor.service._service import ReactionService
+from reactor.service._api.stream import event_stream
+from reactor.service._hosting.service import ReactionService
 from reactor.service.web._render import Checked, SignedIn, back, page, service_of, web_of
 from reactor.service.web._summary import agent_metrics, causal_tree, shown, totals
 

@@ -27,9 +27,9 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reactor.service._db import Database
-from reactor.service._schema import web_sessions
-from reactor.service._values import User
+from reactor.service._objects.db import Database
+from reactor.service._objects.schema import web_sessions
+from reactor.service._objects.values import User
 
 __all__ = [
     "COOKIE",

@@ -11,9 +11,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reactor._names import DELTAS, PROVIDER_END, parse_agent_event
-from reactor._signal import Signal
-from reactor.service._changes import Create, Delete, Operation, Update
+from reactor._signals.names import DELTAS, PROVIDER_END, parse_agent_event
+from reactor._signals.signal import Signal
+from reactor.service._objects.changes import Create, Delete, Operation, Update
 
 __all__ = [
     "AgentMetrics",

@@ -5,8 +5,8 @@ import sqlalchemy as sa
 from starlette.requests import Request
 
 from reactor.service import User
-from reactor.service._db import Database
-from reactor.service._schema import web_sessions
+from reactor.service._objects.db import Database
+from reactor.service._objects.schema import web_sessions
 from reactor.service.web._sessions import Sessions, same_origin, tokens_match
 
 

@@ -1,0 +1,441 @@
+"""One agent activation, start to finish.
+
+An activation runs the agent (its ``run`` handler, or its prompt through a provider),
+then, in this order: ``updates`` writes the output into the store, ``on_output`` runs,
+each declared ``emits`` not already emitted through ``ctx.emit`` is emitted with the
+output, and ``agent:<name>:completed`` closes it. A failure emits
+``agent:<name>:failed``, a cancellation ``agent:<name>:cancelled``.
+
+The activator knows nothing of the run engine beyond :class:`RunServices`: the few
+things an activation needs of the run it belongs to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from reactor._activation.agentrun import Activation, AgentRun
+from reactor._agents.asking import Asking
+from reactor._agents.context import AgentContext
+from reactor._agents.env import set_env
+from reactor._agents.output import OutputSpec, check_output
+from reactor._agents.spans import Span
+from reactor._agents.templates import compiled, render
+from reactor._prompts.modelcall import CallSite, ModelCall, RunProvider, since
+from reactor._prompts.prompting import enter_site
+from reactor._prompts.session import session_output
+from reactor._providers.hooks import NO_HOOKS
+from reactor._signals.bus import set_current_signal
+from reactor._signals.diagnostics import log
+from reactor._signals.frozen import freeze_payload
+from reactor._signals.names import error_info
+from stores import actor_context
+
+if TYPE_CHECKING:
+    from reactor._activation.resume import RecordedAnswers
+    from reactor._providers.base import Provider
+    from reactor._providers.mcp import MCPServer
+    from reactor._providers.tools import Tool
+    from reactor._signals.signal import Signal
+    from stores import Store
+
+__all__ = ["Activator", "RunServices", "Turn"]
+
+
+class Turn(Protocol):
+    """An activation's place in a recorded order, during a replay."""
+
+    async def wait(self) -> None:
+        """Wait until what was recorded before the activation finished is replayed."""
+        ...
+
+    def done(self) -> None:
+        """The activation finished."""
+        ...
+
+
+class RunExtras(Protocol):
+    """A run's MCP servers and child runs (``reactor._engine.subruns.RunExtras``)."""
+
+    async def mcp_tools(
+        self, servers: Sequence[MCPServer], env: Mapping[str, str]
+    ) -> tuple[Tool, ...]:
+        """The tools of ``servers``, each started once per run and closed when it ends."""
+        ...
+
+    async def spawn(self, graph: Any, input: Any, options: Mapping[str, Any]) -> Any:
+        """Run ``graph`` as a child run (``ctx.spawn``) and return its result."""
+        ...
+
+
+class RunServices(CallSite, Protocol):
+    """What an activation needs of the run it belongs to."""
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        ...
+
+    @property
+    def store(self) -> Store[Any]:
+        """The run's state."""
+        ...
+
+    @property
+    def input(self) -> Any:
+        """The run's input."""
+        ...
+
+    @property
+    def reason(self) -> str:
+        """Why the run is stopping, once it is (the reason of cancellations)."""
+        ...
+
+    @property
+    def scope(self) -> Mapping[str, Any]:
+        """Named values the run gives its agents and templates."""
+        ...
+
+    @property
+    def template_run_id(self) -> str:
+        """The ``run_id`` templates see: the recorded run's during a replay."""
+        ...
+
+    @property
+    def replay(self) -> Provider | None:
+        """The provider answering every agent during a replay, if this is one."""
+        ...
+
+    @property
+    def provider(self) -> Provider | None:
+        """The run's default provider."""
+        ...
+
+    @property
+    def asking(self) -> Asking:
+        """The run's questions to people."""
+        ...
+
+    def release(self, activation: Activation) -> None:
+        """Account for a finished activation."""
+        ...
+
+    def completion_turn(self, activation: Activation) -> Turn | None:
+        """When a replayed handler activation may finish (``None``: at once)."""
+        ...
+
+    def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
+        """Handle an agent's failure (``fail_fast`` stops the run)."""
+        ...
+
+    @property
+    def extras(self) -> RunExtras:
+        """What the run starts only when its agents ask: MCP servers, child runs."""
+        ...
+
+
+class Activator:
+    """Runs the activations of one run, and builds what agents' code sees."""
+
+    def __init__(self, services: RunServices) -> None:
+        self.services = services
+        self.calls = ModelCall(services)
+        # What prompts in an activation reach the run through (a weak proxy: no cycle).
+        self._site = cast("Activator", weakref.proxy(self))
+        self._sites: dict[AgentRun, tuple[Activator, AgentRun]] = {}
+
+    def provider_of(self, agent_run: AgentRun) -> Provider | None:
+        """The provider an agent's calls go to: the replay's, its own, else the run's."""
+        services = self.services
+        return services.replay or agent_run.agent.provider or services.provider
+
+    def context(
+        self, agent_run: AgentRun, signal: Signal, activation: Activation | None = None
+    ) -> AgentContext[Any]:
+        """The context of an activation (or a guard) of ``agent_run`` on ``signal``."""
+        services = self.services
+        return AgentContext(
+            agent_run.name,
+            services.run_id,
+            signal,
+            services.input,
+            services.store,
+            self,
+            activation or agent_run,
+            services.scope,
+        )
+
+    def template_context(self, agent_run: AgentRun, signal: Signal) -> dict[str, Any]:
+        """The names templates and string guards can read."""
+        services = self.services
+        return {
+            **services.scope,
+            "state": services.store.state,
+            "input": services.input,
+            "signal": signal,
+            "agent": agent_run.name,
+            "run_id": services.template_run_id,
+        }
+
+    def allowed(self, agent_run: AgentRun, signal: Signal) -> bool:
+        """Evaluate the agent's ``when`` guard for ``signal`` (it has one)."""
+        agent = agent_run.agent
+        if agent.when_expression is not None:
+            context = self.template_context(agent_run, signal)
+            return bool(
+                render(
+                    agent.when_expression, context, agent=agent_run.name, field="when expression"
+                )
+            )
+        guard: Callable[[AgentContext[Any]], Any] = agent.when  # type: ignore[assignment]
+        return bool(guard(self.context(agent_run, signal)))
+
+    def task_context(self, activation: Activation) -> contextvars.Context:
+        """The context an activation's task runs in.
+
+        Everything the activation emits is caused by its ``agent:<name>:activated``,
+        its store writes are the agent's, ``agent.prompt()`` calls in it stream through
+        the run, and its tools see the agent's ``env``.
+        """
+        context = actor_context(activation.agent_run.actor)
+        context.run(self._enter, activation)
+        return context
+
+    def _enter(self, activation: Activation) -> None:
+        set_current_signal(activation.signal)
+        agent_run = activation.agent_run
+        if activation.answers is None:
+            # One entry per agent, made once: nothing here may refer to the activation,
+            # whose task holds this context (a cycle would outlive the run).
+            entry = self._sites.get(agent_run)
+            if entry is None:
+                entry = self._sites[agent_run] = (self._site, agent_run)
+            enter_site(entry)
+        else:
+            enter_site((self._site, (agent_run, activation.answers)))
+        set_env(agent_run.agent.env)
+
+    # -- what agent.prompt() needs of the run (reactor._prompts.prompting.PromptSite) -------
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.services.run_id
+
+    def prompt_provider(self, key: object, own: Provider | None) -> Provider | None:
+        """A prompt's provider: the replay's, the prompted agent's, else the activation's."""
+        return self.services.replay or own or self.provider_of(_owner(key)[0])
+
+    def prompt_answers(self, key: object) -> RecordedAnswers | None:
+        """A resumed activation's recorded answers."""
+        return _owner(key)[1]
+
+    async def mcp_tools(
+        self, servers: Sequence[MCPServer], env: Mapping[str, str]
+    ) -> tuple[Tool, ...]:
+        """The tools of ``servers``, started once per run."""
+        return await self.services.extras.mcp_tools(servers, env)
+
+    async def activate(self, activation: Activation) -> None:
+        """Run one activation (in its :meth:`task_context`); raises only cancellation."""
+        activation.started = True
+        agent_run = activation.agent_run
+        services = self.services
+        bus = services.bus
+        agent = agent_run.agent
+        name = agent_run.name
+        started = time.perf_counter()
+        # A prompt agent's code (on_output) may never run: its context waits until it does.
+        ctx: AgentContext[Any] | None = None
+        turn = services.completion_turn(activation) if agent.run is not None else None
+        try:
+            if agent.run is not None:
+                ctx = self.context(agent_run, activation.trigger, activation)
+                # What a handler returns is its own: the log gets a copy nobody can change.
+                output = freeze_payload(await _handled(agent.run, ctx, turn))
+                if agent.output_spec is not None:
+                    output = check_output(agent.output_spec, output, name)
+            elif agent.ask_template is not None:
+                question = render(
+                    agent.ask_template,
+                    self.template_context(agent_run, activation.trigger),
+                    agent=name,
+                    field="ask",
+                )
+                output = await self._ask(activation, question, agent.choices, agent.output)
+            elif agent.hooks is not NO_HOOKS or agent.mcps or agent.enable_reflection:
+                output = await session_output(
+                    self.calls,
+                    agent,
+                    name,
+                    self.provider_of(agent_run),
+                    self.template_context(agent_run, activation.trigger),
+                    activation.answers,
+                    services.run_id,
+                    services.extras.mcp_tools,
+                )
+            else:
+                output = await self.calls.call_model(
+                    agent,
+                    name,
+                    self.provider_of(agent_run),
+                    self.template_context(agent_run, activation.trigger),
+                    activation.answers,
+                )
+            if agent.updates is not None:
+                services.store.set(agent.updates, OutputSpec.state_value(output))
+            if agent.on_output is not None:
+                ctx = ctx or self.context(agent_run, activation.trigger, activation)
+                result = agent.on_output(ctx, output)
+                if inspect.isawaitable(result):
+                    await result
+            emitted = ctx.emitted if ctx is not None else None
+            for signal_name in agent.emits:
+                if emitted is None or signal_name not in emitted:
+                    bus.emit(signal_name, output, source=name)
+            agent_run.last_output = output
+            bus.emit(
+                agent_run.completed,
+                {"agent": name, "output": output, "duration_ms": since(started)},
+                source=name,
+            )
+        except asyncio.CancelledError:
+            bus.emit(
+                agent_run.cancelled,
+                {
+                    "agent": name,
+                    "reason": services.reason or "cancelled",
+                    "duration_ms": since(started),
+                },
+                source=name,
+            )
+            raise
+        except Exception as exc:
+            failure = bus.emit(
+                agent_run.failed,
+                {"agent": name, "error": error_info(exc), "duration_ms": since(started)},
+                source=name,
+            )
+            services.failed(agent_run, exc, failure)
+        finally:
+            if turn is not None:
+                turn.done()
+            services.release(activation)
+
+    def context_provider(self, ctx: AgentContext[Any], key: object) -> Provider | None:
+        """A provider for handler code: calls stream through the run, as signals."""
+        agent_run, answers = _owner(key)
+        target = self.provider_of(agent_run)
+        return None if target is None else RunProvider(self.calls, target, answers)
+
+    async def context_spawn(
+        self, ctx: AgentContext[Any], graph: Any, input: Any, options: Mapping[str, Any]
+    ) -> Any:
+        """Run a child graph (``ctx.spawn``)."""
+        return await self.services.extras.spawn(graph, input, options)
+
+    async def context_ask(
+        self,
+        ctx: AgentContext[Any],
+        key: object,
+        question: str,
+        choices: Sequence[str] | None,
+        output: Any,
+        timeout: float | None,  # noqa: ASYNC109 - ctx.ask's
+    ) -> Any:
+        """``ctx.ask``: render the question over the state, ask, wait for the answer."""
+        agent_run, _ = _owner(key)
+        context = self.template_context(agent_run, ctx.signal)
+        text = render(compiled(question, agent_run.name), context, agent=ctx.agent, field="ask")
+        activation = key if isinstance(key, Activation) else None
+        return await self._ask(activation, text, choices, output, timeout, agent_run.name)
+
+    async def _ask(
+        self,
+        activation: Activation | None,
+        question: str,
+        choices: Sequence[str] | None,
+        output: Any,
+        timeout: float | None = None,  # noqa: ASYNC109 - ctx.ask's
+        agent: str | None = None,
+    ) -> Any:
+        answers = activation.answers if activation is not None else None
+        name = agent or (activation.agent_run.name if activation is not None else "agent")
+        return await self.services.asking.ask(
+            name,
+            question,
+            choices=choices,
+            output=output,
+            timeout=timeout,
+            recorded=answers.next_prompt() if answers is not None else None,
+        )
+
+    async def context_receive(
+        self,
+        ctx: AgentContext[Any],
+        key: object,
+        timeout: float | None,  # noqa: ASYNC109 - ctx.receive's
+    ) -> Any:
+        """``ctx.receive``: the next message in the agent's mailbox, waiting for one."""
+        agent_run, _ = _owner(key)
+        return await agent_run.mailbox().get(timeout)
+
+    def context_span(self, ctx: AgentContext[Any], kind: str, name: str) -> Span:
+        """``ctx.phase`` / ``ctx.task``."""
+        return Span(self.services.bus, "phase" if kind == "phase" else "task", name, ctx.agent)
+
+    def context_emit(self, ctx: AgentContext[Any], key: object, name: str, payload: Any) -> Signal:
+        """Emit from an agent's code (``ctx.emit``), noting names it did not declare."""
+        agent_run, _ = _owner(key)
+        if name in agent_run.agent.emits:
+            if ctx.emitted is None:
+                ctx.emitted = set()
+            ctx.emitted.add(name)
+        elif agent_run.undeclared is None or name not in agent_run.undeclared:
+            if agent_run.undeclared is None:
+                agent_run.undeclared = set()
+            agent_run.undeclared.add(name)
+            log(
+                "reactor.run",
+                "warning",
+                "undeclared emit",
+                agent=ctx.agent,
+                signal=name,
+                hint=f"add {name!r} to the agent's emits=[...] so the graph knows about it",
+            )
+        return self.services.bus.emit(name, freeze_payload(payload), source=ctx.agent)
+
+
+async def _handled(
+    run: Callable[[AgentContext[Any]], Any], ctx: AgentContext[Any], turn: Turn | None
+) -> Any:
+    """Run a handler; in a replay, finish (or fail) in its recorded turn."""
+    try:
+        output = run(ctx)
+        if inspect.isawaitable(output):
+            output = await output
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        if turn is not None:
+            await turn.wait()
+        raise
+    if turn is not None:
+        await turn.wait()
+    return output
+
+
+def _owner(key: object) -> tuple[AgentRun, RecordedAnswers | None]:
+    """The agent (and a resumed activation's recorded answers) behind a context's key."""
+    if isinstance(key, Activation):
+        return key.agent_run, key.answers
+    if isinstance(key, tuple):
+        return key  # (agent_run, answers) of a resumed activation
+    assert isinstance(key, AgentRun)
+    return key, None

@@ -1,0 +1,109 @@
+"""Per-run bookkeeping of agents and activations."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+from reactor._agents.agent import Agent
+from reactor._signals.names import agent_actor, agent_names
+from reactor._signals.signal import Signal
+
+__all__ = ["Activation", "AgentRun", "Mailbox"]
+
+
+class Mailbox:
+    """Messages sent to one agent (``inbox:<agent>``) for ``ctx.receive()``, in order."""
+
+    __slots__ = ("_messages", "_waiters")
+
+    def __init__(self) -> None:
+        self._messages: deque[Any] = deque()
+        self._waiters: deque[asyncio.Future[Any]] = deque()
+
+    def put(self, message: Any) -> None:
+        """Give ``message`` to the oldest waiting ``receive()``, else keep it."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(message)
+                return
+        self._messages.append(message)
+
+    async def get(self, timeout: float | None) -> Any:  # noqa: ASYNC109 - ctx.receive's
+        """The next message, waiting up to ``timeout`` seconds for one."""
+        if self._messages:
+            return self._messages.popleft()
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"No message came within {timeout} seconds; send one with "
+                "handle.send_to(agent, payload), or receive with a longer timeout."
+            ) from None
+
+
+class AgentRun:
+    """Per-run bookkeeping of one agent: its counters, queue and signal names."""
+
+    __slots__ = (
+        "activated",
+        "actor",
+        "agent",
+        "cancelled",
+        "completed",
+        "failed",
+        "last_output",
+        "launched",
+        "messages",
+        "name",
+        "queue",
+        "running",
+        "skipped",
+        "undeclared",
+    )
+
+    def __init__(self, agent: Agent) -> None:
+        name = agent.name or "agent"
+        self.agent = agent
+        self.name = name
+        self.actor = agent_actor(name)
+        (
+            self.activated,
+            self.completed,
+            self.failed,
+            self.skipped,
+            self.cancelled,
+        ) = agent_names(name)
+        self.launched = 0
+        self.running = 0
+        self.queue: deque[Signal] | None = None  # made when a trigger first waits
+        self.last_output: Any = None
+        self.undeclared: set[str] | None = None  # names emitted but not declared
+        self.messages: Mailbox | None = None  # made when a first message comes
+
+    def mailbox(self) -> Mailbox:
+        """The agent's messages for ``ctx.receive()``."""
+        if self.messages is None:
+            self.messages = Mailbox()
+        return self.messages
+
+
+class Activation:
+    """One activation in flight: the agent, its trigger, and its ``activated`` signal."""
+
+    __slots__ = ("agent_run", "answers", "index", "signal", "started", "task", "trigger")
+
+    def __init__(
+        self, agent_run: AgentRun, trigger: Signal, signal: Signal, answers: Any = None
+    ) -> None:
+        self.agent_run = agent_run
+        self.index = agent_run.launched  # this agent's nth activation in the run, from 1
+        self.answers = answers  # a resumed activation's recorded answers
+        self.trigger = trigger
+        self.signal = signal
+        self.started = False
+        self.task: asyncio.Task[None] | None = None

@@ -1,0 +1,276 @@
+"""Jinja2 prompt templates and guard expressions: sandboxed, strict, bounded, compiled once.
+
+Templates run in Jinja's sandbox with strict undefined values, so a missing variable
+is an error naming it, never an empty string. They are also bounded: a rendered text
+longer than ``REACTOR_MAX_TEMPLATE_CHARS`` (4,000,000 by default), a string or list
+repeated past that size, a huge power, or a template that recurses without end fails
+the activation with a :class:`~reactor.TemplateError` instead of eating the memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+import jinja2
+import jinja2.nodes
+import pydantic
+import pydantic_core
+from jinja2.sandbox import SandboxedEnvironment
+
+from reactor._agents.compiled import compile_fast, compile_fast_template
+from reactor._signals.signal import json_fallback
+from reactor.exceptions import AgentConfigError, TemplateError
+
+__all__ = [
+    "CONTEXT_NAMES",
+    "Template",
+    "compile_expression",
+    "compile_template",
+    "compiled",
+    "render",
+    "state_references",
+    "to_json",
+]
+
+CONTEXT_NAMES = ("state", "input", "signal", "agent", "run_id")
+"""The names a template or string guard can read."""
+
+Expression: TypeAlias = Callable[[Mapping[str, Any]], Any]
+"""A compiled guard: evaluates over the names templates see."""
+
+MAX_CHARS = int(os.environ.get("REACTOR_MAX_TEMPLATE_CHARS", "4000000"))
+"""The longest text a template may render (``REACTOR_MAX_TEMPLATE_CHARS``)."""
+
+_MAX_EXPONENT = 10_000
+_MISSING_NAME = re.compile(r"'([^']+)' is undefined")
+_MISSING_ATTR = re.compile(r"has no (?:attribute|element) '?([^']+?)'?$")
+
+
+def to_json(value: Any, indent: int | None = None) -> str:
+    """JSON for prompts: models, state views and dates serialize; nothing is escaped."""
+    return pydantic_core.to_json(value, indent=indent, fallback=json_fallback).decode()
+
+
+class _Undefined(jinja2.StrictUndefined):
+    """Strict, and names the type a user knows (a state view shows as its model)."""
+
+    @property
+    def _undefined_message(self) -> str:
+        obj = self._undefined_obj
+        if self._undefined_hint or obj is jinja2.utils.missing:
+            return super()._undefined_message
+        kind = _kind(obj)
+        how = "attribute" if isinstance(self._undefined_name, str) else "element"
+        return f"{kind} has no {how} {self._undefined_name!r}"
+
+
+def _kind(value: Any) -> str:
+    """A value's type as users know it: the model, ``dict`` or ``list`` behind a view."""
+    if isinstance(value, pydantic.BaseModel):  # a view of a model passes for it
+        return value.__class__.__name__
+    if isinstance(value, Mapping):
+        return "dict"
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return "list"
+    return type(value).__name__
+
+
+class _Environment(SandboxedEnvironment):
+    """The sandbox, with repetition and powers bounded."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(
+        self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any
+    ) -> Any:
+        if operator == "**" and isinstance(right, int) and abs(right) > _MAX_EXPONENT:
+            raise jinja2.exceptions.SecurityError(
+                f"the power {right} is too large (at most {_MAX_EXPONENT})"
+            )
+        if operator == "*":
+            for sequence, times in ((left, right), (right, left)):
+                if (
+                    isinstance(sequence, str | list | tuple)
+                    and isinstance(times, int)
+                    and len(sequence) * times > MAX_CHARS
+                ):
+                    raise jinja2.exceptions.SecurityError(
+                        f"repeating a value {times:,} times would make "
+                        f"{len(sequence) * times:,} items, over the limit of {MAX_CHARS:,}"
+                    )
+        return super().call_binop(context, operator, left, right)
+
+
+_ENV = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True)
+_ENV.filters["tojson"] = to_json
+
+
+class Template:
+    """A compiled prompt template: closures for the common case, else Jinja2 itself.
+
+    Attributes:
+        source: The template's text.
+    """
+
+    __slots__ = ("_fast", "_jinja", "source")
+
+    def __init__(self, source: str, jinja: jinja2.Template) -> None:
+        self.source = source
+        self._jinja = jinja
+        self._fast = compile_fast_template(source, _ENV)
+
+    def render(self, context: Mapping[str, Any]) -> str:
+        """Render with ``context`` (errors as Jinja2 raises them; see :func:`render`)."""
+        if self._fast is None:
+            return _bounded(self._jinja.generate(context))
+        text: str = self._fast(context)
+        if len(text) > MAX_CHARS:
+            raise _TooLong
+        return text
+
+
+class _TooLong(Exception):
+    """A template rendered more than ``MAX_CHARS``."""
+
+
+def compile_template(source: str, *, agent: str | None, field: str) -> Template:
+    """Compile a template at definition time.
+
+    Raises:
+        AgentConfigError: The template has a syntax error (names the agent and line).
+    """
+    try:
+        return Template(source, _ENV.from_string(source))
+    except jinja2.TemplateSyntaxError as exc:
+        raise AgentConfigError(
+            f"Agent {agent or '(unnamed)'!r}: the {field} template has a syntax error on "
+            f"line {exc.lineno}: {_reason(exc)}. Fix the template; it is Jinja2 "
+            "(variables: " + ", ".join(CONTEXT_NAMES) + ").",
+            agent=agent,
+        ) from exc
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(source: str, agent: str | None) -> Template:
+    """:func:`compile_template` for templates met while running (``ctx.ask``), once each."""
+    return compile_template(source, agent=agent, field="ask")
+
+
+def compile_expression(source: str, *, agent: str | None) -> Expression:
+    """Compile a string guard (``"state.confidence > 0.8"``) at definition time.
+
+    The common subset compiles to Python closures over the same sandbox
+    (:mod:`reactor._guards`); the rest is evaluated by Jinja2.
+
+    Raises:
+        AgentConfigError: The expression has a syntax error.
+    """
+    try:
+        slow = _ENV.compile_expression(source, undefined_to_none=False)
+    except jinja2.TemplateSyntaxError as exc:
+        raise AgentConfigError(
+            f"Agent {agent or '(unnamed)'!r}: the `when` expression {source!r} has a syntax "
+            f"error: {_reason(exc)}. Write a Jinja2 expression over "
+            + ", ".join(CONTEXT_NAMES)
+            + ', e.g. when="state.confidence > 0.8".',
+            agent=agent,
+        ) from exc
+    fast = compile_fast(source, _ENV)
+    return fast if fast is not None else lambda context: slow(**context)
+
+
+def _reason(exc: jinja2.TemplateSyntaxError) -> str:
+    return (exc.message or "invalid syntax").rstrip(".")
+
+
+def state_references(source: str, *, expression: bool = False) -> list[str]:
+    """The top-level state keys a template (or expression) reads: ``state.<key>``.
+
+    Only direct reads count (``state.analysis``, ``state["analysis"]``); a key chosen
+    at run time (``state[name]``) cannot be known here.
+    """
+    text = f"{{{{ {source} }}}}" if expression else source
+    try:
+        tree = _ENV.parse(text)
+    except jinja2.TemplateSyntaxError:
+        return []
+    found: list[str] = []
+    for node in tree.find_all((jinja2.nodes.Getattr, jinja2.nodes.Getitem)):
+        assert isinstance(node, jinja2.nodes.Getattr | jinja2.nodes.Getitem)
+        target = node.node
+        if not (isinstance(target, jinja2.nodes.Name) and target.name == "state"):
+            continue
+        if isinstance(node, jinja2.nodes.Getattr):
+            found.append(node.attr)
+        elif isinstance(node.arg, jinja2.nodes.Const) and isinstance(node.arg.value, str):
+            found.append(node.arg.value)
+    return list(dict.fromkeys(found))
+
+
+def render(
+    template: Template | Expression,
+    context: Mapping[str, Any],
+    *,
+    agent: str,
+    field: str,
+) -> Any:
+    """Render a template, or evaluate an expression to a truth value, with ``context``.
+
+    Raises:
+        TemplateError: A variable or attribute is missing (named in the message), the
+            sandbox refused an operation, the output is too long, or the template failed
+            in another way. Never a raw Jinja error.
+    """
+    try:
+        if isinstance(template, Template):
+            return template.render(context)
+        return bool(template(context))
+    except _TooLong:
+        raise TemplateError(
+            f"Agent {agent!r}: the {field} rendered more than {MAX_CHARS:,} characters; "
+            "shorten what it includes, or raise REACTOR_MAX_TEMPLATE_CHARS.",
+            agent=agent,
+        ) from None
+    except jinja2.UndefinedError as exc:
+        message = str(exc)
+        found = _MISSING_NAME.search(message) or _MISSING_ATTR.search(message)
+        variable = found.group(1) if found else None
+        raise TemplateError(
+            f"Agent {agent!r}: the {field} uses {variable!r}, which is not defined "
+            f"({message}). Available: {', '.join(CONTEXT_NAMES)}; guard optional values "
+            "with `is defined` or the `default` filter.",
+            agent=agent,
+            variable=variable,
+        ) from None
+    except jinja2.exceptions.SecurityError as exc:
+        raise TemplateError(
+            f"Agent {agent!r}: the {field} did something the template sandbox does not "
+            f"allow: {exc}.",
+            agent=agent,
+        ) from None
+    except RecursionError:
+        raise TemplateError(
+            f"Agent {agent!r}: the {field} recursed too deeply (a macro calling itself "
+            "without end?).",
+            agent=agent,
+        ) from None
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
+        raise TemplateError(
+            f"Agent {agent!r}: the {field} failed to render: {type(exc).__name__}: {exc}.",
+            agent=agent,
+        ) from exc
+
+
+def _bounded(pieces: Iterable[str]) -> str:
+    parts: list[str] = []
+    size = 0
+    for piece in pieces:
+        size += len(piece)
+        if size > MAX_CHARS:
+            raise _TooLong
+        parts.append(piece)
+    return "".join(parts)

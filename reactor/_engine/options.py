@@ -1,0 +1,136 @@
+"""Run options: what ``run()``, ``run_sync()``, ``start()`` and ``run_reactive()`` take."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from reactor._agents.templates import CONTEXT_NAMES
+
+if TYPE_CHECKING:
+    from reactor._providers.base import Provider
+    from reactor._providers.replay import ReplayProvider
+    from reactor._recording.recording import Recording
+    from reactor._recording.store import Reporter, SignalStore
+
+__all__ = ["OPTION_NAMES", "RunKwargs", "RunOptions"]
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """Keyword options of ``run()``, ``run_sync()``, ``start()`` and ``run_reactive()``."""
+
+    input: Any = None
+    provider: Provider | None = None
+    timeout: float | None = None
+    max_depth: int | None = 100
+    max_activations: int | None = 1000
+    fail_fast: bool = True
+    on_end: Literal["drain", "cancel"] = "drain"
+    reporters: Sequence[Reporter] = ()
+    history_limit: int | None = None
+    record: SignalStore | None = None
+    replay: Recording | ReplayProvider | None = None
+    tags: Mapping[str, str] | Sequence[str] | None = None
+    target: str | None = None
+    scope: Mapping[str, Any] | None = None
+    resume: str | None = None
+    parent_run_id: str | None = None
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_end not in ("drain", "cancel"):
+            raise ValueError(f"on_end must be 'drain' or 'cancel', got {self.on_end!r}.")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}.")
+        for name in ("max_depth", "max_activations"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}.")
+        for reporter in self.reporters:
+            _check_reporter(reporter)
+        if self.resume is not None and self.record is None:
+            raise ValueError(
+                f"resume={self.resume!r} needs record=: the signal store the run was "
+                "recorded in, which it goes on recording to."
+            )
+        if self.resume is not None and self.replay is not None:
+            raise ValueError("A run resumes or replays, not both: give resume= or replay=.")
+        if self.run_id is not None:
+            if self.resume is not None:
+                raise ValueError("A resumed run keeps its id: give resume= or run_id=, not both.")
+            if not isinstance(self.run_id, str) or not _RUN_ID.fullmatch(self.run_id):
+                raise ValueError(
+                    f"run_id must be 1-64 letters, digits, '_' or '-' (like "
+                    f"'run_0123456789abcdef'), got {self.run_id!r}."
+                )
+        taken = sorted(set(self.scope or ()) & set(CONTEXT_NAMES))
+        if taken:
+            raise ValueError(
+                f"scope cannot define {', '.join(map(repr, taken))}: templates already have "
+                f"{', '.join(CONTEXT_NAMES)}. Choose other names."
+            )
+
+
+def _check_reporter(reporter: object) -> None:
+    missing = [
+        what
+        for what, ok in (
+            ("patterns", isinstance(getattr(reporter, "patterns", None), str | tuple | list)),
+            ("on_signal(signal)", callable(getattr(reporter, "on_signal", None))),
+        )
+        if not ok
+    ]
+    if missing:
+        raise TypeError(
+            f"{reporter!r} is not a reporter: it has no {' and no '.join(missing)}. A reporter "
+            "has patterns (the signals it wants, e.g. patterns = ('**',)) and "
+            "on_signal(signal)."
+        )
+
+
+class RunKwargs(TypedDict, total=False):
+    """Run options (keyword arguments of ``run()``, ``run_sync()``, ``start()``).
+
+    ``input``: the run's input (``input`` in templates and ``ctx.input``);
+    ``provider``: the default provider of LLM agents; ``timeout``: seconds before
+    in-flight work is cancelled; ``max_depth`` / ``max_activations``: loop protection
+    (``None`` disables); ``fail_fast``: stop on the first agent failure;
+    ``on_end``: ``"drain"`` or ``"cancel"`` in-flight activations once ``end_when``
+    holds; ``reporters``: observers of the signal stream; ``history_limit``: keep only
+    the last N signals in memory; ``record``: a signal store to record the run to;
+    ``replay``: a recording (or a ``ReplayProvider``) whose answers replace every
+    provider, offline (the recorded input is used unless ``input`` is given);
+    ``tags``: labels stored with the recording; ``target``: the graph's
+    ``module:attribute``, stored so ``reactor replay`` can find the graph;
+    ``scope``: named values agents see as ``ctx.scope[name]`` and templates by name
+    (``object`` and ``objects`` are also ``ctx.object`` and ``ctx.objects``; the
+    service gives reaction agents the object that changed and the object store);
+    ``resume``: the id of a recorded run to continue (with ``record=`` its store; see
+    :meth:`reactor.Reactive.resume`); ``parent_run_id``: the run this one is a child
+    of (``ctx.spawn`` sets it; stored in the run info).
+    """
+
+    input: Any
+    provider: Provider | None
+    timeout: float | None
+    max_depth: int | None
+    max_activations: int | None
+    fail_fast: bool
+    on_end: Literal["drain", "cancel"]
+    reporters: Sequence[Reporter]
+    history_limit: int | None
+    record: SignalStore | None
+    replay: Recording | ReplayProvider | None
+    tags: Mapping[str, str] | Sequence[str] | None
+    target: str | None
+    scope: Mapping[str, Any] | None
+    resume: str | None
+    parent_run_id: str | None
+
+
+OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))

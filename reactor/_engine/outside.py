@@ -1,0 +1,192 @@
+"""Input from outside a run: its durable inbox, and a replay's recorded outside input.
+
+Two kinds of signals enter a run from outside its graph:
+
+* messages posted to the run's signal store (``store.post(run_id, ...)``), from any
+  process: a run recorded to that store emits them in posting order as they arrive,
+  and the signal store records each one together with its delivery, so that a message
+  is delivered once even across a crash and a resume (``session:reply`` answers a
+  prompt, ``session:abort`` stops the run);
+* during a replay, what was sent to the recorded run (``handle.send``, posted
+  messages): it is emitted again at its recorded position, so that the replay sees the
+  same input at the same point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from reactor._recording.inbox import ABORT, REPLY, Posted
+from reactor._signals.diagnostics import log
+from reactor._signals.names import reserved_namespace
+from reactor._signals.signal import Signal
+from reactor.exceptions import PromptError, ReplyValidationError
+
+if TYPE_CHECKING:
+    from reactor._agents.asking import Asking
+    from reactor._engine.result import RunStatus
+    from reactor._recording.recording import Recording
+    from reactor._recording.store import SignalStore
+    from reactor._signals.bus import SignalBus
+
+__all__ = ["OutsideHost", "OutsideInput"]
+
+
+class OutsideHost(Protocol):
+    """What outside input needs of its run."""
+
+    @property
+    def bus(self) -> SignalBus:
+        """Where outside input is emitted."""
+        ...
+
+    @property
+    def asking(self) -> Asking:
+        """The run's prompts, which replies answer."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """Whether the run takes no more input."""
+        ...
+
+    @property
+    def ending(self) -> bool:
+        """Whether the run is stopping (it ends once in-flight work is cancelled)."""
+        ...
+
+    def stop(self, status: RunStatus, reason: str) -> None:
+        """End the run now, cancelling what is in flight."""
+        ...
+
+
+class OutsideInput:
+    """The inbox and replayed outside input of one run."""
+
+    def __init__(
+        self, host: OutsideHost, record: SignalStore | None, replay: Recording | None
+    ) -> None:
+        self.host = host
+        self.record = record
+        self._delivering: dict[int, str] = {}  # seq -> message id, until recorded
+        self._seen: set[str] | None = None  # ids of delivered messages (most runs: none)
+        self._unwatch: Callable[[], None] | None = None
+        self._aborted = False
+        self._replayed = _outside_of(replay) if replay is not None else []
+
+    def recorder(self) -> Callable[[Signal], None] | None:
+        """What records each signal of the run (a delivery, with its message)."""
+        record = self.record
+        if record is None:
+            return None
+        append, deliver, delivering = record.append, record.deliver, self._delivering
+
+        def record_signal(signal: Signal) -> None:
+            if delivering and signal.seq in delivering:
+                deliver(delivering.pop(signal.seq), signal)
+            else:
+                append(signal)
+
+        return record_signal
+
+    def watch(self, run_id: str) -> None:
+        """Deliver the messages waiting for the run, then those posted while it runs."""
+        if self.record is None:
+            return
+        for message in self.record.undelivered([run_id]):
+            self.deliver(message)
+        self._unwatch = self.record.watch_inbox(run_id, self.deliver)
+
+    def stop(self) -> None:
+        """Take no more messages."""
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+
+    def deliver(self, message: Posted) -> None:
+        """Emit a posted message (once: a message seen again is ignored).
+
+        A reply (``session:reply``) answers its prompt, validated like
+        ``handle.reply``: one that does not fit is logged and stays undelivered.
+        """
+        seen = self._seen
+        if seen is not None and message.message_id in seen:
+            return
+        if message.name not in (REPLY, ABORT) and self.host.closed:
+            return
+        if seen is None:
+            seen = self._seen = set()
+        seen.add(message.message_id)
+        if message.name == REPLY:
+            self._reply(message.payload, message.source, message.message_id)
+        elif message.name == ABORT:
+            self._abort(message.payload, message.source, message.message_id)
+        else:
+            self.note_delivery(message.message_id)
+            self.host.bus.publish(message.name, message.payload, message.source, None, 0)
+
+    def note_delivery(self, message_id: str) -> None:
+        """The next signal the run emits delivers message ``message_id``."""
+        self._delivering[self.host.bus.last_seq + 1] = message_id
+
+    def _reply(self, payload: Any, source: str | None, message_id: str | None) -> None:
+        prompt_id = payload.get("prompt_id") if isinstance(payload, Mapping) else None
+        try:
+            if not isinstance(prompt_id, str):
+                raise ReplyValidationError(
+                    "A posted session:reply needs a payload {prompt_id, answer}; got "
+                    f"{payload!r}.",
+                    prompt_id=str(prompt_id),
+                )
+            self.host.asking.reply(
+                prompt_id, payload.get("answer"), source=source or "user", message_id=message_id
+            )
+        except PromptError as exc:
+            log("reactor.run", "warning", "reply not applied", message=message_id, error=str(exc))
+
+    def _abort(self, payload: Any, source: str | None, message_id: str | None) -> None:
+        """Emit ``session:abort {reason}`` (who stopped the run, in its log) and stop it."""
+        if self.host.ending or self._aborted:
+            return
+        self._aborted = True
+        reason = payload.get("reason") if isinstance(payload, Mapping) else None
+        reason = reason if isinstance(reason, str) and reason else "aborted"
+        if message_id is not None:
+            self.note_delivery(message_id)
+        self.host.bus.publish(ABORT, {"reason": reason}, source or "user", None, 0)
+        # Stopped from the event loop, not from the activation that may be dispatching
+        # (a replay emits it there): stopping cancels every activation but the caller.
+        asyncio.get_running_loop().call_soon(self.host.stop, "aborted", reason)
+
+    def after_dispatch(self) -> None:
+        """During a replay, emit outside input whose recorded position has come."""
+        replayed = self._replayed
+        while replayed and self.host.bus.last_seq >= replayed[0].seq - 1:
+            self._emit(replayed.pop(0))
+
+    def at_quiescence(self) -> bool:
+        """The run has nothing left to do: emit the next replayed input, if there is one."""
+        if not self._replayed or self.host.closed:
+            return False
+        self._emit(self._replayed.pop(0))
+        return True
+
+    def _emit(self, signal: Signal) -> None:
+        if signal.name == REPLY:
+            self._reply(signal.payload, signal.source, None)
+        elif signal.name == ABORT:
+            self._abort(signal.payload, signal.source, None)
+        else:
+            self.host.bus.publish(signal.name, signal.payload, signal.source, None, 0)
+
+
+def _outside_of(recording: Recording) -> list[Signal]:
+    """What came from outside the recorded run: root signals the runtime does not emit."""
+    return [
+        signal
+        for signal in recording.signals
+        if signal.caused_by is None
+        and (reserved_namespace(signal.name) is None or signal.name in (REPLY, ABORT))
+    ]

@@ -1,0 +1,448 @@
+"""The run engine: turns signals into agent activations until the run ends.
+
+One :class:`Run` per execution of a graph. It owns the run's bus and store, wires the
+agents' triggers to its :class:`~reactor._engine.scheduler.Scheduler`, checks ``end_when``
+after each signal has been dispatched, and gives activations what they need of it
+(:class:`~reactor._activation.activator.RunServices`). Activations are the scheduler's tasks;
+the run completes when none is left (quiescence) or it is stopped.
+
+Every stop (``end_when``, failure with ``fail_fast``, loop limit, timeout, abort)
+goes through :meth:`Run.stop`, which cancels in-flight activations directly; the
+main task is only cancelled from outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from reactor._activation.activator import Activator, Turn
+from reactor._activation.agentrun import Activation, AgentRun
+from reactor._activation.resume import ResumePlan
+from reactor._agents.asking import Asking
+from reactor._engine.collector import run_finished, run_started
+from reactor._engine.options import RunOptions
+from reactor._engine.outside import OutsideInput
+from reactor._engine.result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
+from reactor._engine.routes import routes_of
+from reactor._engine.runspec import GraphSpec, end_check, watchers
+from reactor._engine.scheduler import Scheduler
+from reactor._engine.subruns import RunExtras
+from reactor._providers.replay import ReplayProvider
+from reactor._recording.info import RunInfo, new_run_id, normalize_tags
+from reactor._recording.recording import Recording
+from reactor._signals.bus import SignalBus
+from reactor._signals.diagnostics import log
+from reactor._signals.names import (
+    HARNESS_END,
+    HARNESS_ENDING,
+    HARNESS_RESUMED,
+    HARNESS_START,
+    INBOX_PREFIX,
+    inbox_agent,
+)
+from reactor._signals.signal import Signal
+from reactor.exceptions import RecordingError, RunSuspendedError, RunTimeoutError
+from stores import Store, create_store
+
+if TYPE_CHECKING:
+    from reactor._providers.base import Provider, ProviderRequest, Usage
+
+__all__ = ["Run"]
+
+
+class Run:
+    """One execution of a graph: create, :meth:`begin`, then await :meth:`execute`."""
+
+    # Thousands of runs may be in flight at once: slots keep each one small.
+    __slots__ = (
+        "__weakref__", "_asking", "_end_check", "_end_payload", "_main", "_recorder", "_routes",
+        "_started", "_timer", "_wake", "agents", "bus", "closed", "cost_usd", "end_signal",
+        "ending", "error", "extras", "failures", "graph", "input", "input_tokens", "live",
+        "options", "output_tokens", "outside", "provider", "reason", "replay", "requests",
+        "resumed", "run_id", "scheduler", "scope", "status", "store", "suspended", "target",
+        "target_hash",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        graph: GraphSpec,
+        options: RunOptions,
+        *,
+        live: bool = False,
+        target: str | None = None,
+        target_hash: str | None = None,
+        resume: ResumePlan | None = None,
+    ) -> None:
+        self.graph = graph
+        self.options = options
+        self.input: Any = options.input
+        self.provider: Provider | None = options.provider
+        self.scope: Mapping[str, Any] = options.scope or {}
+        self.live = live
+        self.target = target or options.target
+        self.target_hash = target_hash
+        self.resumed = resume
+        self.run_id = resume.run_id if resume else options.run_id or new_run_id()
+        self.bus = SignalBus(options.history_limit, run_id=self.run_id)
+        if resume is not None:
+            self.bus.preload(resume.recording.signals)
+        self.store: Store[Any] = create_store(graph.state)
+        self.agents = [AgentRun(agent) for agent in graph.agents.values()]
+        self.status: RunStatus | None = None
+        self.reason = ""
+        self.error: BaseException | None = None
+        self.ending = False
+        self.closed = False
+        self.end_signal: Signal | None = None
+        self.failures: list[AgentFailure] = []
+        self.input_tokens = resume.input_tokens if resume else 0
+        self.output_tokens = resume.output_tokens if resume else 0
+        self.cost_usd = resume.cost_usd if resume else 0.0
+        self._main: asyncio.Task[Any] | None = None
+        self._wake: asyncio.Event | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._started = 0.0
+        self._end_payload: dict[str, Any] | None = None
+        replay = options.replay
+        self.replay: ReplayProvider | None = (
+            ReplayProvider(replay) if isinstance(replay, Recording) else replay
+        )
+        self.requests: dict[str, ProviderRequest] = {}
+        self.extras = RunExtras(self.bus, options, self.run_id)  # MCP servers, child runs
+        # The run's parts reach it through a weak proxy: no cycle, so a finished run is
+        # freed as soon as nobody holds it, not at the garbage collector's next pass.
+        services = cast("Run", weakref.proxy(self))
+        self.outside = OutsideInput(
+            services, options.record, replay if isinstance(replay, Recording) else None
+        )
+        self._asking: Asking | None = None  # most runs ask nobody anything
+        self.suspended = False
+        self._end_check = end_check(
+            graph.end_when, self.store, self.bus, options.input, self.run_id
+        )
+        self.scheduler = Scheduler(services, self.agents, Activator(services))
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Wire the run and emit ``harness:start`` (synchronously)."""
+        self._started = time.perf_counter()
+        self.store.bind(self.bus)
+        resumed = self.resumed
+        if resumed is not None:
+            self.store.restore(resumed.state)
+        record, reporters = self.options.record, self.options.reporters
+        if record is not None or reporters:
+            info = RunInfo(
+                run_id=self.run_id,
+                graph=self.graph.name,
+                tags=normalize_tags(self.options.tags),
+                started_at=resumed.recording.info.started_at if resumed else time.time(),
+                target=self.target,
+                target_hash=self.target_hash,
+                parent_run_id=self.options.parent_run_id,
+            )
+            if record is not None:
+                record.start_run(info)
+            for reporter in reporters:
+                start = getattr(reporter, "start", None)
+                if start is not None:
+                    start(info)
+        self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
+        self._recorder = self.outside.recorder()
+        self.bus.set_router(self._route)
+        for reporter in reporters:
+            self.bus.subscribe(reporter.patterns, reporter.on_signal)
+        for watcher in watchers():
+            self.bus.subscribe("**", watcher)
+        self.bus.set_after_dispatch(self._after_dispatch)
+        if resumed is not None:
+            self.bus.publish(HARNESS_RESUMED, {"from_seq": resumed.last_seq}, "harness", None, 0)
+            self.asking.preload(resumed.pending_prompts)
+            for agent_run in self.agents:
+                for message in resumed.mailboxes.get(agent_run.name, ()):
+                    agent_run.mailbox().put(message)
+            self.scheduler.resume(resumed)
+        else:
+            self.bus.emit(
+                HARNESS_START,
+                {"input": self.options.input, "state": self.store.snapshot()},
+                source="harness",
+            )
+        self.outside.watch(self.run_id)
+
+    def _route(self, signal: Signal) -> None:
+        """Record ``signal``, and give it to the agents its name activates.
+
+        A message to an agent (``inbox:<agent>``) that does not activate it goes to the
+        agent's mailbox, for ``ctx.receive()``.
+        """
+        if self._recorder is not None:
+            self._recorder(signal)
+        agents, trigger = self.agents, self.scheduler.trigger
+        indexes = self._routes(signal.name)
+        for index in indexes:
+            trigger(agents[index], signal)
+        if not indexes and signal.name.startswith(INBOX_PREFIX):
+            addressee = inbox_agent(signal.name)
+            for agent_run in agents:
+                if agent_run.name == addressee:
+                    agent_run.mailbox().put(signal.payload)
+
+    async def execute(self) -> RunResult:
+        """Run until quiescence (or until closed, for a live run) or a stop."""
+        self._main = asyncio.current_task()
+        if self.live:  # only a live run waits to be closed
+            self._wake = asyncio.Event()
+            if self.closed or self.ending:
+                self._wake.set()
+        if self.options.timeout is not None:
+            self._timer = asyncio.get_running_loop().call_later(
+                self.options.timeout, self._on_timeout
+            )
+        run_started()
+        try:
+            while True:
+                async with self.scheduler.attached(self._main):
+                    if self._wake is not None:
+                        await self._wake.wait()
+                # Quiescent: a replay may still have recorded outside input to give.
+                if self.ending or not self.outside.at_quiescence():
+                    break
+        except asyncio.CancelledError:
+            if self.suspended:
+                self._detach()
+                await self.flush_recording()
+                raise RunSuspendedError(
+                    f"Run {self.run_id} was suspended: it stopped without ending, and its "
+                    "log says where. Resume it with graph.resume(run_id, record=store) "
+                    "(or `reactor resume RUN`) to get its result.",
+                    run_id=self.run_id,
+                ) from None
+            self._set_status("aborted", "the run was cancelled from outside")
+            self._finish()
+            raise
+        finally:
+            run_finished()
+            if self._timer is not None:
+                self._timer.cancel()
+            await self.extras.aclose()
+        self._finish()
+        await self.flush_recording()
+        return self.result()
+
+    async def flush_recording(self) -> None:
+        """Wait until the recording store has written every signal of the run."""
+        record = self.options.record
+        if record is None:
+            return
+        try:
+            await asyncio.to_thread(record.flush)
+        except RecordingError as exc:
+            log("reactor.run", "error", "recording incomplete", run_id=self.run_id, error=str(exc))
+
+    # -- services of the activations (see reactor._activation.activator.RunServices) --------
+
+    @property
+    def asking(self) -> Asking:
+        """The run's questions to people."""
+        if self._asking is None:
+            self._asking = Asking(self.bus, self.run_id, self.outside.note_delivery)
+        return self._asking
+
+    @property
+    def template_run_id(self) -> str:
+        """The ``run_id`` templates render: the recorded run's during a replay.
+
+        So a replay's prompts are the recorded prompts, and find their recorded answers.
+        """
+        replay = self.replay
+        if isinstance(replay, ReplayProvider):
+            return replay.recording.run_id
+        return self.run_id
+
+    def record_request(self, request: ProviderRequest) -> None:
+        """Keep what a provider was asked, for the result and the recording (once per hash)."""
+        digest = request.request_hash
+        if digest in self.requests:
+            return
+        self.requests[digest] = request
+        record = self.options.record
+        if record is not None:
+            record.record_request(self.run_id, digest, request.fingerprint())
+
+    def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
+        """Add a provider call's tokens and cost to the run's metrics."""
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        if cost_usd:
+            self.cost_usd += cost_usd
+
+    def _finish(self) -> None:
+        if self._end_payload is not None:
+            return
+        self._set_status("completed", "quiescence: nothing left to do")
+        self.ending = True
+        self.closed = True
+        self.outside.stop()
+        self._end_payload = {
+            "status": self.status,
+            "reason": self.reason,
+            "duration_ms": self.duration_ms(),
+            "activations": self.scheduler.activations,
+            "failures": len(self.failures),
+        }
+        self.bus.publish(HARNESS_END, self._end_payload, "harness", None, 0)
+        self._detach()
+
+    def _detach(self) -> None:
+        """Nothing calls back into the run any more: it is freed when nobody holds it."""
+        self.store.unbind()
+        if self._asking is not None:
+            self._asking.close()
+        self.bus.set_router(None)
+        self.bus.set_after_dispatch(None)
+
+    def suspend(self) -> None:
+        """Record nothing more (no ``harness:end``), so a resume reruns what is in flight.
+
+        Then cancel the run's task: it flushes the log and raises ``RunSuspendedError``.
+        """
+        if self._end_payload is not None or self.suspended:
+            return
+        self.suspended = True
+        self._recorder = None
+        self.closed = True
+        self.outside.stop()
+
+    def duration_ms(self) -> float:
+        """Milliseconds since the run began."""
+        return round((time.perf_counter() - self._started) * 1000, 3)
+
+    def result(self) -> RunResult:
+        """Build the :class:`RunResult` (call after :meth:`execute`)."""
+        by_agent = {agent_run.name: agent_run.launched for agent_run in self.agents}
+        state = self.store.snapshot()
+        if self.graph.single:
+            output = self.agents[0].last_output
+        elif self.end_signal is not None and isinstance(self.graph.end_when, str):
+            output = self.end_signal.payload
+        else:
+            output = state
+        assert self.status is not None
+        assert self._end_payload is not None
+        return RunResult(
+            status=self.status,
+            output=output,
+            state=state,
+            signals=self.bus.history,
+            error=self.error,
+            metrics=RunMetrics(
+                duration_ms=self._end_payload["duration_ms"],
+                activations=self.scheduler.activations,
+                activations_by_agent=by_agent,
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                cost_usd=round(self.cost_usd, 6),
+            ),
+            run_id=self.run_id,
+            reason=self.reason,
+            graph=self.graph.name,
+            requests=Fingerprints(self.requests),
+            failures=tuple(self.failures),
+            children=self.extras.children,
+        )
+
+    # -- stopping ----------------------------------------------------------------
+
+    def _set_status(
+        self, status: RunStatus, reason: str, error: BaseException | None = None
+    ) -> None:
+        if self.status is None:
+            self.status, self.reason, self.error = status, reason, error
+
+    def stop(
+        self,
+        status: RunStatus,
+        reason: str,
+        *,
+        error: BaseException | None = None,
+        cancel: bool = True,
+    ) -> None:
+        """End the run: no new activations; in-flight ones cancelled if ``cancel``."""
+        self._set_status(status, reason, error)
+        self.ending = True
+        self.close()
+        if cancel:
+            self.scheduler.cancel_all()
+
+    def close(self) -> None:
+        """Accept no more input; a live run finishes once in-flight work is done."""
+        self.closed = True
+        if self._wake is not None:
+            self._wake.set()
+
+    def _on_timeout(self) -> None:
+        timeout = self.options.timeout
+        self.stop(
+            "timeout",
+            f"timed out after {timeout}s",
+            error=RunTimeoutError(
+                f"The run exceeded its timeout of {timeout}s; in-flight activations were "
+                "cancelled. Raise timeout= or make the slow agents faster."
+            ),
+        )
+
+    def release(self, activation: Activation) -> None:
+        """Account for a finished activation (and start what was queued behind it)."""
+        self.scheduler.release(activation)
+
+    def completion_turn(self, activation: Activation) -> Turn | None:
+        """During a replay, when a handler activation may finish: in its recorded turn."""
+        replay = self.replay
+        if not isinstance(replay, ReplayProvider):
+            return None
+        return replay.completion_turn(activation.agent_run.name, activation.index)
+
+    def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
+        """Count an agent's failure (``signal``); stop the run if ``fail_fast``."""
+        self.failures.append(AgentFailure(agent_run.name, exc, signal.id))
+        log(
+            "reactor.run",
+            "warning",
+            "agent failed",
+            agent=agent_run.name,
+            run_id=self.run_id,
+            error=repr(exc),
+        )
+        if self.options.fail_fast:
+            self.stop(
+                "failed",
+                f"agent {agent_run.name!r} failed: {type(exc).__name__}: {exc}",
+                error=exc,
+            )
+
+    # -- after each signal -------------------------------------------------------
+
+    def _after_dispatch(self, signal: Signal) -> None:
+        self.outside.after_dispatch()
+        check = self._end_check
+        if check is not None and not self.ending:
+            try:
+                met = check(signal)
+            except Exception as exc:
+                self.stop("failed", f"end_when raised {type(exc).__name__}: {exc}", error=exc)
+            else:
+                if met:
+                    self._end(signal)
+        self.scheduler.start_pending()
+
+    def _end(self, signal: Signal) -> None:
+        self.end_signal = signal
+        reason = f"end_when held after {signal.name}"
+        self.bus.emit(HARNESS_ENDING, {"reason": reason}, source="harness", cause=signal)
+        self.stop("ended", reason, cancel=self.options.on_end == "cancel")

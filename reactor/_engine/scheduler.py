@@ -1,0 +1,320 @@
+"""From triggers to running activations: guards, concurrency modes, limits, tasks.
+
+Each agent's ``activate_on`` patterns are a bus subscription whose handler evaluates
+the guard while the trigger is dispatched and records a pending activation. After the
+trigger has been dispatched to everyone (so the store reflects it), the run's
+after-dispatch hook checks ``end_when`` and then hands the pending activations to
+:meth:`Scheduler.start_pending`, which starts, queues or skips each according to the
+agent's ``concurrency`` and the run's limits. Activations are tasks the scheduler
+owns: ``async with scheduler.attached(main):`` runs them and waits for them, as a
+``TaskGroup`` would (without one per run: thousands of runs may be in flight).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from reactor._activation.agentrun import Activation, AgentRun
+from reactor._engine.result import RunStatus, loop_limit_error
+from reactor._recording.log import causal_chain
+from reactor._signals.names import error_info
+from reactor._signals.signal import Signal
+
+if TYPE_CHECKING:
+    from reactor._activation.activator import Activator
+    from reactor._activation.resume import ResumePlan
+    from reactor._engine.options import RunOptions
+    from reactor._signals.bus import SignalBus
+
+__all__ = ["Scheduler", "SchedulerHost"]
+
+
+class SchedulerHost(Protocol):
+    """What the scheduler needs of its run."""
+
+    @property
+    def bus(self) -> SignalBus:
+        """The run's bus."""
+        ...
+
+    @property
+    def options(self) -> RunOptions:
+        """The run's options (limits, ``on_end``)."""
+        ...
+
+    @property
+    def ending(self) -> bool:
+        """Whether the run takes no new activations."""
+        ...
+
+    @property
+    def reason(self) -> str:
+        """Why the run is stopping, once it is."""
+        ...
+
+    def stop(
+        self,
+        status: RunStatus,
+        reason: str,
+        *,
+        error: BaseException | None = None,
+        cancel: bool = True,
+    ) -> None:
+        """End the run."""
+        ...
+
+    def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
+        """Handle an agent's failure (``signal`` is its ``agent:<name>:failed``)."""
+        ...
+
+
+class Scheduler:
+    """Starts, queues, skips and cancels the activations of one run."""
+
+    def __init__(self, host: SchedulerHost, agents: Sequence[AgentRun], activator: Activator):
+        self.host = host
+        self.agents = agents
+        self.activator = activator
+        self.activations = 0
+        self.pending: list[tuple[AgentRun, Signal]] = []
+        self.inflight: dict[asyncio.Task[None], Activation] = {}
+        self._deferred: list[tuple[Activation, Coroutine[Any, Any, None]]] | None = None
+        self._open = False
+        self._main: asyncio.Task[Any] | None = None
+        self._tasks = 0  # activation tasks not finished yet
+        self._idle: asyncio.Future[None] | None = None  # set when _tasks drops to 0
+        self._error: BaseException | None = None
+
+    # -- running the tasks (like a TaskGroup) ------------------------------------
+
+    def attached(self, main: asyncio.Task[Any] | None) -> Scheduler:
+        """Use as ``async with scheduler.attached(main):``; ``main`` is the run's task.
+
+        Inside, activations start as tasks (those launched before start now); on the
+        way out it waits for every one of them. If the block is cancelled (or an
+        activation fails with a ``BaseException``), the activations are cancelled and
+        waited for, then the cancellation (or the exception) goes on.
+        """
+        self._main = main
+        return self
+
+    async def __aenter__(self) -> None:
+        self._open = True
+        deferred, self._deferred = self._deferred, None
+        for activation, coroutine in deferred or ():
+            self._spawn(activation, coroutine)
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        cancelled = kind is not None and issubclass(kind, asyncio.CancelledError)
+        if kind is not None:
+            self.cancel_all()
+        while self._tasks:
+            self._idle = asyncio.get_running_loop().create_future()
+            try:
+                await self._idle
+            except asyncio.CancelledError:
+                if not cancelled:
+                    cancelled = True
+                    self.cancel_all()
+        self._idle = None
+        self._open = False
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        if cancelled and kind is None:
+            raise asyncio.CancelledError
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks -= 1
+        error = None if task.cancelled() else task.exception()
+        if error is not None and self._error is None:
+            # Only a BaseException gets here (activate absorbs the agents' Exceptions):
+            # the run stops, and once its activations are done the error goes on.
+            self._error = error
+            self.host.stop("failed", f"an activation raised {type(error).__name__}", error=error)
+        idle = self._idle
+        if not self._tasks and idle is not None and not idle.done():
+            idle.set_result(None)
+
+    # -- triggers ----------------------------------------------------------------
+
+    def trigger(self, agent_run: AgentRun, signal: Signal) -> None:
+        """``signal`` matched the agent's ``activate_on``: check it may run, then queue it.
+
+        Called while the signal is dispatched, so the guard sees the state it caused.
+        """
+        if self.host.ending:
+            self.skip(agent_run, signal, "ended")
+            return
+        agent = agent_run.agent
+        limit = agent.max_activations
+        if limit is not None and agent_run.launched >= limit:
+            self.skip(agent_run, signal, "limit")
+            return
+        if agent.when is not None:
+            try:
+                passed = self.activator.allowed(agent_run, signal)
+            except Exception as exc:
+                self._guard_failed(agent_run, signal, exc)
+                return
+            if not passed:
+                self.skip(agent_run, signal, "guard")
+                return
+        self.pending.append((agent_run, signal))
+
+    def resume(self, plan: ResumePlan) -> None:
+        """Pick up a resumed run's work: rerun what was in flight, then what was undecided.
+
+        The counters go on from the log (limits count over the whole run). An activation
+        that was in flight runs again under its recorded ``activated`` signal (there is
+        no second one); a signal that some agent had not decided on is dispatched to it
+        again, in ``seq`` order.
+        """
+        self.activations = plan.activations
+        by_name = {agent_run.name: agent_run for agent_run in self.agents}
+        for agent_run in self.agents:
+            agent_run.launched = plan.launched.get(agent_run.name, 0)
+        for flight in plan.in_flight:
+            agent_run = by_name[flight.agent]
+            agent_run.running += 1
+            activation = Activation(agent_run, flight.trigger, flight.signal, flight.answers)
+            activation.index = flight.index
+            self._start(activation)
+        for signal, agent in plan.undecided:
+            self.trigger(by_name[agent], signal)
+        self.start_pending()
+
+    def start_pending(self) -> None:
+        """Start (or queue, or skip) the activations the last signal asked for."""
+        pending = self.pending
+        if pending:
+            batch = pending.copy()
+            pending.clear()
+            for agent_run, trigger in batch:
+                self.request(agent_run, trigger)
+
+    # -- activations -------------------------------------------------------------
+
+    def request(self, agent_run: AgentRun, trigger: Signal) -> None:
+        """Start an activation, or queue or skip it by the agent's ``concurrency``."""
+        mode = agent_run.agent.concurrency
+        if self.host.ending:
+            self.skip(agent_run, trigger, "ended")
+        elif agent_run.running == 0 or mode == "parallel":
+            self._launch(agent_run, trigger)
+        elif mode == "skip":
+            self.skip(agent_run, trigger, "busy")
+        else:
+            queue = agent_run.queue
+            if queue is None:
+                queue = agent_run.queue = deque()
+            while mode == "latest" and queue:
+                self.skip(agent_run, queue.popleft(), "superseded")
+            queue.append(trigger)
+
+    def _launch(self, agent_run: AgentRun, trigger: Signal) -> None:
+        host = self.host
+        main = self._main
+        if host.ending or (main is not None and main.cancelling()):
+            self.skip(agent_run, trigger, "ended")
+            return
+        agent = agent_run.agent
+        if agent.max_activations is not None and agent_run.launched >= agent.max_activations:
+            self.skip(agent_run, trigger, "limit")
+            return
+        options = host.options
+        depth = trigger.depth + 1
+        if options.max_activations is not None and self.activations >= options.max_activations:
+            self._loop_limit("max_activations", options.max_activations, agent_run, trigger)
+            return
+        if options.max_depth is not None and depth > options.max_depth:
+            self._loop_limit("max_depth", options.max_depth, agent_run, trigger)
+            return
+        self.activations += 1
+        agent_run.launched += 1
+        agent_run.running += 1
+        signal = host.bus.publish(
+            agent_run.activated,
+            {"agent": agent_run.name, "trigger": trigger.name},
+            agent_run.name,
+            trigger.id,
+            depth,
+        )
+        self._start(Activation(agent_run, trigger, signal))
+
+    def _start(self, activation: Activation) -> None:
+        coroutine = self.activator.activate(activation)
+        if not self._open:
+            if self._deferred is None:
+                self._deferred = []
+            self._deferred.append((activation, coroutine))
+        else:
+            self._spawn(activation, coroutine)
+
+    def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
+        context = self.activator.task_context(activation)
+        task = asyncio.get_running_loop().create_task(coroutine, context=context)
+        task.add_done_callback(self._finished, context=context)
+        self._tasks += 1
+        activation.task = task
+        self.inflight[task] = activation
+        if self.host.ending and self.host.options.on_end == "cancel":
+            self._cancel(task, activation)
+
+    def cancel_all(self) -> None:
+        """Cancel every in-flight activation but the calling one."""
+        current = asyncio.current_task() if self._main is not None else None
+        for task, activation in list(self.inflight.items()):
+            if task is not current:
+                self._cancel(task, activation)
+
+    def _cancel(self, task: asyncio.Task[None], activation: Activation) -> None:
+        task.cancel()
+        if not activation.started:
+            # A task cancelled before its first step never runs its body, so account
+            # for it here: it was announced (activated) and must be closed too.
+            agent_run = activation.agent_run
+            self.host.bus.emit(
+                agent_run.cancelled,
+                {"agent": agent_run.name, "reason": self.host.reason, "duration_ms": 0.0},
+                source=agent_run.name,
+                cause=activation.signal,
+            )
+            self.release(activation)
+
+    def release(self, activation: Activation) -> None:
+        """Account for a finished activation and start the next queued trigger, if any."""
+        agent_run = activation.agent_run
+        agent_run.running -= 1
+        if activation.task is not None:
+            self.inflight.pop(activation.task, None)
+        queue = agent_run.queue
+        if queue and agent_run.running == 0:
+            self.request(agent_run, queue.popleft())
+
+    def skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
+        """Emit ``agent:<name>:skipped`` for ``trigger``."""
+        self.host.bus.emit(
+            agent_run.skipped,
+            {"agent": agent_run.name, "trigger": trigger.name, "reason": reason},
+            source="harness",
+            cause=trigger,
+        )
+
+    def _guard_failed(self, agent_run: AgentRun, trigger: Signal, exc: Exception) -> None:
+        signal = self.host.bus.emit(
+            agent_run.failed,
+            {"agent": agent_run.name, "error": error_info(exc), "duration_ms": 0.0},
+            source=agent_run.name,
+            cause=trigger,
+        )
+        self.host.failed(agent_run, exc, signal)
+
+    def _loop_limit(self, limit: str, value: int, agent_run: AgentRun, trigger: Signal) -> None:
+        chain = causal_chain(self.host.bus.history, trigger)
+        error = loop_limit_error(limit, value, chain, agent_run.name)
+        self.skip(agent_run, trigger, "limit")
+        self.host.stop("loop_limit", str(error), error=error)

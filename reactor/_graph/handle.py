@@ -1,0 +1,226 @@
+"""RunHandle: a live run you can watch, feed, close, abort and await."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from reactor._signals.diagnostics import log
+from reactor._signals.frozen import freeze_payload
+from reactor._signals.names import HARNESS_END, inbox_signal, reserved_namespace
+from reactor._signals.signal import Signal
+from reactor._signals.stream import SignalStream
+from reactor.exceptions import AgentNotFoundError, RunClosedError, SignalNameError
+
+if TYPE_CHECKING:
+    from reactor._agents.asking import PendingPrompt
+    from reactor._engine.result import RunResult
+    from reactor._engine.run import Run
+
+__all__ = ["Channel", "RunHandle"]
+
+_CHANNEL_GRACE = 2.0
+"""Seconds channels get to finish after their run ends, before they are cancelled."""
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """Something attached to a live run: it watches its signals and sends it commands.
+
+    ``graph.start(..., channels=[ConsoleChannel()])`` runs ``await
+    channel.attach(handle)`` beside the run; it should return once the run has ended
+    (``handle.signals()`` ends with ``harness:end``). A channel shows the run through
+    its signals and never prints around the log; it answers prompts with
+    ``handle.reply``, and may ``send``, ``send_to`` or ``abort``.
+    """
+
+    async def attach(self, handle: RunHandle) -> None:
+        """Serve the run until it ends."""
+        ...
+
+
+class RunHandle:
+    """A run started with ``graph.start(...)``.
+
+    ::
+
+        handle = graph.start(input=..., provider=p)
+        handle.send("market:tick", {"price": 101.5})
+        async for signal in handle.signals():
+            ...
+        result = await handle.result()
+    """
+
+    def __init__(
+        self, run: Run, task: asyncio.Task[RunResult], channels: Sequence[Channel] = ()
+    ) -> None:
+        self._run = run
+        self._task = task
+        self._channels = [
+            asyncio.get_running_loop().create_task(
+                _serve(channel, self), name=f"reactor {run.run_id} {type(channel).__name__}"
+            )
+            for channel in channels
+        ]
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._run.run_id
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has finished."""
+        return self._task.done()
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the run is recorded to a signal store (so it can be suspended and resumed)."""
+        return self._run.options.record is not None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the run takes no more input (closed, ending, ended or aborted)."""
+        return self._run.closed
+
+    def signals(self) -> SignalStream:
+        """Every signal of the run from its start, then live ones until ``harness:end``."""
+        return self._run.bus.signals("**", until=HARNESS_END, history=True)
+
+    def send(self, name: str, payload: Any = None) -> Signal:
+        """Inject a signal from outside the graph (``source="user"``).
+
+        Raises:
+            SignalNameError: ``name`` is in a namespace only the runtime emits
+                (``harness:``, ``agent:``, ``state:``, ``provider:``, ``tool:``, ...).
+            RunClosedError: The run was closed, has ended or was aborted.
+        """
+        namespace = reserved_namespace(name)
+        if namespace is not None:
+            raise SignalNameError(
+                f"Cannot send {name!r}: '{namespace}:' signals come from the runtime only, "
+                "so outside input cannot forge an agent's result or a state change. Send "
+                "your own names (declare them with reactive(external=[...])), change the "
+                "state through the store, and answer prompts with reply().",
+                name=name,
+            )
+        run = self._run
+        if run.closed:
+            state = run.status or "closing"
+            raise RunClosedError(
+                f"Run {run.run_id} takes no more input ({state}); send signals before "
+                "close(), end_when or abort()."
+            )
+        return run.bus.publish(name, freeze_payload(payload), "user", None, 0)
+
+    def send_to(self, agent: str, payload: Any = None) -> Signal:
+        """Send a message to one agent: ``inbox:<agent>``, which only that agent receives.
+
+        The agent gets it as an activation if it activates on ``inbox:<agent>``, else
+        from ``await ctx.receive()``.
+
+        Raises:
+            AgentNotFoundError: The graph has no such agent.
+            RunClosedError: The run takes no more input.
+        """
+        names = [agent_run.name for agent_run in self._run.agents]
+        if agent not in names:
+            raise AgentNotFoundError(
+                f"Run {self.run_id} has no agent {agent!r} (agents: {', '.join(names)}); "
+                "send_to takes the name of one of them.",
+                agent=agent,
+            )
+        return self.send(inbox_signal(agent), payload)
+
+    def prompts(self) -> list[PendingPrompt]:
+        """The questions the run is waiting on a person to answer, oldest first."""
+        return self._run.asking.pending()
+
+    def reply(self, prompt_id: str, answer: Any, *, source: str = "user") -> None:
+        """Answer a pending prompt: emits ``session:reply`` and resumes the asker.
+
+        ``source`` is who answered (``"user"``, or a user id in a service).
+
+        Raises:
+            PromptNotFoundError: No pending prompt has that id (unknown, answered, or
+                timed out).
+            ReplyValidationError: The answer is not one of the prompt's choices, or
+                does not fit its ``output``; the prompt stays pending.
+        """
+        self._run.asking.reply(prompt_id, answer, source=source)
+
+    def close(self) -> None:
+        """Accept no more input; the run finishes once in-flight work is done."""
+        self._run.close()
+
+    def abort(self, reason: str = "aborted") -> None:
+        """Stop now: cancel in-flight activations (their provider calls too)."""
+        self._run.stop("aborted", reason)
+
+    async def suspend(self) -> None:
+        """Stop the run without ending it, to resume it later (a deploy, a shutdown).
+
+        As if its process had stopped, but cleanly: nothing more is recorded (no
+        ``harness:end``), in-flight activations are dropped and the log is flushed; the
+        run stays ``running`` (or ``waiting``) in its store, and
+        ``graph.resume(run_id, record=store)`` continues it, running again what was in
+        flight. Awaiting :meth:`result` afterwards raises
+        :class:`~reactor.RunSuspendedError`.
+
+        Raises:
+            RunClosedError: The run is not recorded (there would be nothing to resume).
+        """
+        run = self._run
+        if run.options.record is None:
+            raise RunClosedError(
+                f"Run {self.run_id} is not recorded, so it cannot be suspended and resumed "
+                "later; start it with record=a signal store, or abort() it."
+            )
+        if self._task.done():
+            return
+        run.suspend()
+        if not run.suspended:  # it has just ended
+            return
+        self._task.cancel()
+        await asyncio.wait([self._task])
+        await run.flush_recording()  # also when the task was cancelled before it ran
+        await self._close_channels()
+
+    async def result(self) -> RunResult:
+        """Wait for the run to finish and return its result.
+
+        Raises:
+            RunSuspendedError: The run was suspended (:meth:`suspend`).
+        """
+        try:
+            return await self._task
+        finally:
+            if self._task.done():
+                await self._close_channels()
+
+    async def _close_channels(self) -> None:
+        current = asyncio.current_task()  # a channel that suspends or awaits the run
+        channels = [task for task in self._channels if task is not current]
+        self._channels = []
+        if channels:
+            _, late = await asyncio.wait(channels, timeout=_CHANNEL_GRACE)
+            for task in late:
+                task.cancel()
+
+    def __await__(self) -> Generator[Any, None, RunResult]:
+        return self.result().__await__()
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else ("closed" if self.closed else "open")
+        return f"<RunHandle {self.run_id} {state}>"
+
+
+async def _serve(channel: Channel, handle: RunHandle) -> None:
+    """Run one channel; its failure is logged, never the run's."""
+    try:
+        await channel.attach(handle)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log("reactor.run", "error", "channel failed", channel=repr(channel), error=repr(exc))

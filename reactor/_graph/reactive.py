@@ -1,0 +1,376 @@
+"""reactive() builds a graph from agents and state; run(), start() and run_reactive() run it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Unpack
+
+from reactor._activation.resume import ResumePlan
+from reactor._agents.agent import Agent
+from reactor._engine.options import OPTION_NAMES, RunKwargs, RunOptions
+from reactor._engine.result import RunResult
+from reactor._engine.routes import routes_of
+from reactor._engine.run import Run
+from reactor._graph.handle import Channel, RunHandle
+from reactor._graph.origin import Origin
+from reactor._graph.shape import GraphShape, shape_of
+from reactor._graph.validate import Declarations, find_cycles, problems, state_schema
+from reactor._signals.patterns import Pattern, normalize_patterns
+from reactor.exceptions import (
+    AgentConfigError,
+    CycleWarning,
+    GraphValidationError,
+    RunFinishedError,
+)
+from stores import create_store
+
+if TYPE_CHECKING:
+    from reactor.typing import EndCondition
+
+__all__ = ["Reactive", "reactive", "run_reactive"]
+
+
+class Reactive:
+    """A validated graph of agents over a state; create one with :func:`reactive`.
+
+    Attributes:
+        name: The graph's name (used in logs and recordings).
+        agents: Agents by name.
+        state: The state spec each run builds its store from.
+        end_when: When a run ends before quiescence (callable or pattern), if ever.
+        external: Patterns of signals that arrive from outside (``handle.send``).
+        warnings: Cycle warnings found at build time.
+    """
+
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        *,
+        state: Any,
+        end_when: EndCondition | None,
+        external: tuple[Pattern, ...],
+        name: str | None,
+        defaults: Mapping[str, Any],
+        single: bool = False,
+        origin: Origin | None = None,
+        naming_problems: Iterable[str] = (),
+    ) -> None:
+        self.agents = dict(agents)
+        self.state = state
+        self.end_when = end_when
+        self.external = external
+        self.name = name
+        self.single = single
+        self._defaults = dict(defaults)
+        self._origin = origin or Origin(None, None)
+        self._declarations = Declarations(
+            agents=self.agents,
+            state=state_schema(create_store(state)),
+            external=external,
+            single=single,
+        )
+        found = [*naming_problems, *problems(self._declarations)]
+        if found:
+            raise GraphValidationError(found, graph=name)
+        self.warnings: tuple[str, ...] = tuple(
+            f"Agents form a cycle: {' -> '.join(cycle)}. Loops can be intentional; "
+            "max_depth and max_activations bound them, and a guard (when=) or end_when "
+            "ends them."
+            for cycle in find_cycles(self._declarations)
+        )
+        for message in self.warnings:
+            warnings.warn(message, CycleWarning, stacklevel=3)
+
+    def _options(self, overrides: Mapping[str, Any]) -> RunOptions:
+        unknown = set(overrides) - OPTION_NAMES
+        if unknown:
+            raise TypeError(
+                f"Unknown run option(s): {', '.join(sorted(unknown))}. "
+                f"Run options are: {', '.join(sorted(OPTION_NAMES))}."
+            )
+        merged = {**self._defaults, **overrides}
+        replay = merged.get("replay")
+        if replay is not None and "input" not in overrides:
+            # A replay re-runs the recorded input, unless this run gives another.
+            merged["input"] = getattr(replay, "recording", replay).input
+        return RunOptions(**merged)
+
+    def _run(
+        self, options: Mapping[str, Any], *, live: bool = False, run_id: str | None = None
+    ) -> Run:
+        if run_id is not None:
+            options = {**options, "run_id": run_id}
+        run_options = self._options(options)
+        target, target_hash = self._origin.describe(self, run_options.target)
+        plan = self._plan(run_options) if run_options.resume is not None else None
+        if plan is not None and "input" not in options:
+            run_options = dataclasses.replace(run_options, input=plan.input)
+        return Run(
+            self, run_options, live=live, target=target, target_hash=target_hash, resume=plan
+        )
+
+    def _plan(self, options: RunOptions) -> ResumePlan:
+        assert options.resume is not None
+        assert options.record is not None
+        recording = options.record.load(options.resume)
+        if recording.complete:
+            raise RunFinishedError(
+                f"Run {recording.run_id} has already ended ({recording.status}); only a run "
+                "that stopped before its harness:end can be resumed. Start a new run, or "
+                "replay this one with run(replay=...).",
+                run_id=recording.run_id,
+                status=recording.status,
+            )
+        agents = list(self.agents.values())
+        return ResumePlan.read(recording, list(self.agents), routes_of(self, agents))
+
+    async def resume(
+        self, run_id: str, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]
+    ) -> RunResult:
+        """Continue a recorded run that stopped before its end (its process died, say).
+
+        Give ``record=``, the signal store the run was recorded in (it is required).
+        The run keeps its id and goes on recording after its last ``seq``, starting
+        with ``harness:resumed``. What the log says finished never runs again; what was
+        in flight runs again, with provider calls that were answered answered from the
+        log; signals that were not yet dispatched are. See ``docs/durability.md``.
+
+        Raises:
+            RunNotFoundError: ``record`` has no run ``run_id``.
+            RunFinishedError: The run has already ended.
+        """
+        merged: RunKwargs = {**options, "resume": run_id}
+        return await self.run(channels=channels, **merged)
+
+    def resume_sync(
+        self, run_id: str, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]
+    ) -> RunResult:
+        """:meth:`resume` from synchronous code."""
+        merged: RunKwargs = {**options, "resume": run_id}
+        return self.run_sync(channels=channels, **merged)
+
+    async def run(
+        self,
+        *,
+        channels: Sequence[Channel] = (),
+        run_id: str | None = None,
+        **options: Unpack[RunKwargs],
+    ) -> RunResult:
+        """Run the graph until quiescence, ``end_when``, a failure, a limit or timeout.
+
+        Returns the :class:`RunResult`; failures are in ``result.status`` and
+        ``result.error``, not raised. ``channels`` are attached to the run while it
+        runs (``ConsoleChannel()`` shows it in the terminal and answers its prompts).
+        ``run_id`` names the new run when the caller must know it before it starts (a
+        job queue does); by default it is a fresh ``run_<16 hex>``.
+        """
+        if channels:
+            handle = self.start(channels=channels, keep_open=False, run_id=run_id, **options)
+            return await handle.result()
+        run = self._run(options, run_id=run_id)
+        run.begin()
+        return await run.execute()
+
+    def run_sync(
+        self,
+        *,
+        raise_on_error: bool = False,
+        channels: Sequence[Channel] = (),
+        run_id: str | None = None,
+        **options: Unpack[RunKwargs],
+    ) -> RunResult:
+        """Run from synchronous code (scripts, notebooks without a loop).
+
+        Args:
+            raise_on_error: Raise ``result.error`` if the run stopped on one.
+            channels: Attached to the run, as for :meth:`run`.
+            run_id: The new run's id, as for :meth:`run`.
+            **options: Run options, as for :meth:`run`.
+
+        Raises:
+            RuntimeError: Called while an event loop is running (use ``await run()``).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError(
+                "run_sync() cannot be used inside a running event loop; use "
+                "`await graph.run(...)` there."
+            )
+        result = asyncio.run(self.run(channels=channels, run_id=run_id, **options))
+        if raise_on_error and result.error is not None:
+            raise result.error
+        return result
+
+    def start(
+        self,
+        *,
+        channels: Sequence[Channel] = (),
+        keep_open: bool = True,
+        run_id: str | None = None,
+        **options: Unpack[RunKwargs],
+    ) -> RunHandle:
+        """Start a live run and return its :class:`RunHandle` (call from async code).
+
+        A started run stays open for ``handle.send()`` at quiescence until
+        ``end_when`` holds, it times out, or it is closed or aborted. With
+        ``keep_open=False`` it ends at quiescence, as :meth:`run` does, and the handle
+        takes input (``send``, ``reply``, ``abort``, ``suspend``) while it runs. Await
+        ``handle.result()`` (or abort it): the handle owns the run's task.
+        ``channels`` are attached to the run (see :class:`reactor.Channel`);
+        ``run_id`` names it, as for :meth:`run`.
+        """
+        loop = asyncio.get_running_loop()
+        run = self._run(options, live=keep_open, run_id=run_id)
+        run.begin()
+        task = loop.create_task(run.execute(), name=f"reactor {run.run_id}")
+        return RunHandle(run, task, channels)
+
+    def shape(self, *, observed: Mapping[str, Iterable[str]] | None = None) -> GraphShape:
+        """The graph as data: agents, signals, and the edges between them.
+
+        Args:
+            observed: State keys each agent was seen writing (in recorded runs), drawn
+                as ``observed`` edges where they are not declared.
+        """
+        return shape_of(self._declarations, observed)
+
+    def to_mermaid(self) -> str:
+        """Draw the graph (agents, and the signals between them) as a Mermaid flowchart."""
+        return self.shape().to_mermaid()
+
+    def __repr__(self) -> str:
+        return f"<Reactive {self.name or '(unnamed)'} agents={list(self.agents)}>"
+
+
+def reactive(
+    agents: Mapping[str, Agent] | Iterable[Agent],
+    *,
+    state: Any = None,
+    end_when: EndCondition | None = None,
+    external: Pattern | Iterable[Pattern] = (),
+    name: str | None = None,
+    **defaults: Unpack[RunKwargs],
+) -> Reactive:
+    """Build a graph: agents that react to signals, over one state.
+
+    Args:
+        agents: ``{name: agent}`` (agents are named after their keys) or a list of
+            named agents.
+        state: What each run's store is made from: a ``Store`` class or instance, a
+            pydantic model class or instance, a dict, or a factory.
+        end_when: End the run when ``end_when(run)`` holds after a signal (``run.state``,
+            ``run.signal``, ``run.signals``), or when a signal matches this pattern.
+        external: Patterns of signals sent from outside the graph (``handle.send``).
+        name: The graph's name.
+        **defaults: Default run options (see :class:`RunKwargs`).
+
+    Raises:
+        GraphValidationError: Every problem found, each with a hint.
+        AgentConfigError: An agent is unnamed in a list, or not an agent.
+    """
+    named, found = _name_agents(agents)
+    external_patterns = normalize_patterns(external) if external else ()
+    if isinstance(end_when, str):
+        normalize_patterns(end_when)
+    unknown = set(defaults) - OPTION_NAMES
+    if unknown:
+        raise TypeError(
+            f"Unknown run option(s) for reactive(): {', '.join(sorted(unknown))}. "
+            f"Run options are: {', '.join(sorted(OPTION_NAMES))}."
+        )
+    RunOptions(**defaults)  # validate the defaults now
+    return Reactive(
+        named,
+        state=state,
+        end_when=end_when,
+        external=external_patterns,
+        name=name,
+        defaults=defaults,
+        origin=_caller(),
+        naming_problems=found,
+    )
+
+
+def _name_agents(
+    agents: Mapping[str, Agent] | Iterable[Agent],
+) -> tuple[dict[str, Agent], list[str]]:
+    """Agents by name, and the problems of naming them (reported with the others)."""
+    named: dict[str, Agent] = {}
+    found: list[str] = []
+    items = agents.items() if isinstance(agents, Mapping) else ((None, a) for a in agents)
+    for key, agent in items:
+        if not isinstance(agent, Agent):
+            raise AgentConfigError(
+                f"{agent!r} is not an agent; build agents with reactor.agent(...).",
+                agent=key,
+            )
+        name = key or agent.name
+        if name is None:
+            raise AgentConfigError(
+                "An agent in the list has no name; give it name= or pass agents as a dict "
+                "{name: agent}.",
+            )
+        if key is not None and agent.name is not None and agent.name != key:
+            found.append(
+                f"The agent under key {key!r} is named {agent.name!r}. Hint: use the same "
+                "name, or leave name= out and let the key name it."
+            )
+        if name in named:
+            found.append(f"Two agents are named {name!r}. Hint: give each agent its own name.")
+        try:
+            named[name] = agent if agent.name == name else agent.named(name)
+        except AgentConfigError as exc:
+            found.append(str(exc))
+            named[name] = dataclasses.replace(agent, name=name, problems=())
+    if not named:
+        found.append("The graph has no agents. Hint: pass agents={'name': agent(...)}.")
+    return named, found
+
+
+async def run_reactive(
+    agent: Agent | None = None,
+    /,
+    *,
+    agents: Mapping[str, Agent] | Iterable[Agent] | None = None,
+    state: Any = None,
+    end_when: EndCondition | None = None,
+    external: Pattern | Iterable[Pattern] = (),
+    name: str | None = None,
+    **options: Unpack[RunKwargs],
+) -> RunResult:
+    """Run one agent, or a graph, in one call.
+
+    ``await run_reactive(analyst, input="...", provider=p)`` runs a single agent
+    (``result.output`` is its last output); ``await run_reactive(agents={...},
+    state=..., provider=p)`` builds and runs a graph (``result.output`` is the final
+    state, or the payload of the signal a pattern ``end_when`` matched).
+    """
+    if (agent is None) == (agents is None):
+        raise TypeError("Pass one agent positionally, or agents={...}, but not both.")
+    if agent is not None:
+        graph = Reactive(
+            {agent.name or "agent": agent.named(agent.name or "agent")},
+            state=state,
+            end_when=end_when,
+            external=normalize_patterns(external) if external else (),
+            name=name or agent.name,
+            defaults={},
+            single=True,
+        )
+    else:
+        assert agents is not None
+        graph = reactive(agents, state=state, end_when=end_when, external=external, name=name)
+    return await graph.run(**options)
+
+
+def _caller() -> Origin:
+    """The module that called ``reactive()``: where the graph will be found later."""
+    frame = sys._getframe(2)
+    return Origin(frame.f_globals.get("__name__"), frame.f_globals.get("__file__"))

@@ -1,0 +1,417 @@
+"""An LLM call on a bus: render, ask the provider, stream, validate, retry.
+
+For an LLM agent: render ``system`` and ``prompt``, build a :class:`ProviderRequest`,
+stream the provider's events onto the bus as signals, take the output from the
+``End`` event, and validate it against the agent's ``output`` model, sending the model
+its validation error and asking again, up to ``output_retries`` times. Handler code
+calls models the same way through ``ctx.provider`` (:class:`RunProvider`), and
+``agent.prompt()`` through :meth:`ModelCall.converse`, in a run or on a bus of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pydantic
+
+from reactor._agents.output import OutputSpec, feedback, summarize_errors
+from reactor._agents.skills import Skill, system_with_skills
+from reactor._agents.templates import Template, render, to_json
+from reactor._providers.base import (
+    End,
+    Message,
+    Provider,
+    ProviderEvent,
+    ProviderRequest,
+    TextComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from reactor._providers.hooks import NO_HOOKS, Hooks
+from reactor._providers.tools import Tool
+from reactor._signals.names import (
+    PROVIDER_END,
+    PROVIDER_ERROR,
+    PROVIDER_START,
+    TEXT_COMPLETE,
+    TEXT_DELTA,
+    THINKING_DELTA,
+    TOOL_CALL,
+    TOOL_RESULT,
+    error_info,
+)
+from reactor.exceptions import NoProviderError, OutputValidationError, ProviderError
+
+if TYPE_CHECKING:
+    from reactor._signals.bus import SignalBus
+
+__all__ = [
+    "Answers",
+    "CallSite",
+    "ModelAgent",
+    "ModelCall",
+    "RunProvider",
+    "no_provider",
+]
+
+
+class Answers(Protocol):
+    """A resumed activation's recorded answers (``reactor._activation.resume.RecordedAnswers``)."""
+
+    def answer(self, request: ProviderRequest) -> End | None:
+        """The recorded answer to ``request``, if it was answered before the stop."""
+        ...
+
+    def tools(self, tools: Sequence[Tool]) -> tuple[Tool, ...]:
+        """``tools`` whose recorded calls return their recorded results."""
+        ...
+
+
+class ModelAgent(Protocol):
+    """What a model call reads of an agent (:class:`reactor.Agent`)."""
+
+    @property
+    def system_template(self) -> Template | None:
+        """Its system prompt, compiled."""
+        ...
+
+    @property
+    def prompt_template(self) -> Template | None:
+        """Its prompt, compiled."""
+        ...
+
+    @property
+    def output_spec(self) -> OutputSpec | None:
+        """What its output must be."""
+        ...
+
+    @property
+    def output_retries(self) -> int:
+        """How often an invalid answer is sent back."""
+        ...
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """Its Python tools."""
+        ...
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """Model options."""
+        ...
+
+    @property
+    def hooks(self) -> Hooks:
+        """Its hooks (``before_tool`` / ``after_tool`` included)."""
+        ...
+
+    @property
+    def skills(self) -> tuple[Skill, ...]:
+        """Skills added to its system prompt."""
+        ...
+
+
+class CallSite(Protocol):
+    """What a model call needs of the run it streams into."""
+
+    @property
+    def bus(self) -> SignalBus:
+        """Where the call's events are emitted."""
+        ...
+
+    def record_request(self, request: ProviderRequest) -> None:
+        """Keep what the provider was asked (for recordings and diffs)."""
+        ...
+
+    def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
+        """Add a call's tokens and cost to the run's metrics."""
+        ...
+
+
+class ModelCall:
+    """Runs agents' prompts on providers, each event becoming a signal of the run."""
+
+    def __init__(self, site: CallSite) -> None:
+        self.site = site
+
+    def call_model(
+        self,
+        agent: ModelAgent,
+        name: str,
+        provider: Provider | None,
+        context: Mapping[str, Any],
+        answers: Answers | None = None,
+        extra_tools: tuple[Tool, ...] = (),
+    ) -> Coroutine[Any, Any, Any]:
+        """Render now; return the call to await: ask, validate, retry with feedback.
+
+        ``answers`` (a resumed activation's) answers the requests that were answered
+        before, without calling the provider or signalling the call again. (Not a
+        coroutine itself: one frame fewer for every call in flight.)
+        """
+        if provider is None:
+            raise no_provider(name)
+        system = (
+            render(agent.system_template, context, agent=name, field="system prompt")
+            if agent.system_template is not None
+            else None
+        )
+        assert agent.prompt_template is not None
+        prompt = render(agent.prompt_template, context, agent=name, field="prompt")
+        return self.converse(
+            provider,
+            name=name,
+            system=system_with_skills(system, agent.skills),
+            messages=(Message("user", prompt),),
+            spec=agent.output_spec,
+            retries=agent.output_retries,
+            tools=(*agent.tools, *extra_tools) if extra_tools else agent.tools,
+            options=agent.options,
+            hooks=agent.hooks,
+            answers=answers,
+        )
+
+    async def converse(
+        self,
+        provider: Provider,
+        *,
+        name: str,
+        system: str | None,
+        messages: Sequence[Message],
+        spec: OutputSpec | None,
+        retries: int,
+        tools: Sequence[Tool] = (),
+        options: Mapping[str, Any],
+        hooks: Hooks = NO_HOOKS,
+        answers: Answers | None = None,
+        on_end: Callable[[End], object] | None = None,
+    ) -> Any:
+        """Ask until the answer validates against ``spec``, at most ``retries + 1`` times.
+
+        Each invalid answer goes back to the model with the validation errors.
+
+        Raises:
+            OutputValidationError: The last answer did not validate either.
+        """
+        turns = tuple(messages)
+        prompt = turns[0].content
+        attempts = retries + 1 if spec is not None else 1
+        for attempt in range(1, attempts + 1):
+            request = ProviderRequest.build(
+                agent=name,
+                system=system,
+                prompt=prompt,
+                messages=turns,
+                output_schema=spec.schema if spec is not None else None,
+                tools=tools if answers is None else answers.tools(tools),
+                options=options,
+                pre_tool_use=hooks.pre_tool_use,
+                post_tool_use=hooks.post_tool_use,
+            )
+            end = answers.answer(request) if answers is not None else None
+            if end is None:
+                # The call itself, each event signalled (see _SignalledCall). Not a
+                # coroutine of its own: one frame fewer for every call in flight.
+                call = _SignalledCall(self.site, provider, request, name)
+                async with call as events:
+                    async for event in events:
+                        call.event(event)
+                    end = call.ended()
+            if on_end is not None:
+                on_end(end)
+            raw = end.output
+            if spec is None:
+                return raw
+            try:
+                return spec.validate(raw)
+            except pydantic.ValidationError as exc:
+                if attempt == attempts:
+                    raise OutputValidationError(
+                        f"Agent {name!r}: the output did not match {spec.name} after "
+                        f"{attempts} attempt{'s' if attempts > 1 else ''}: "
+                        f"{summarize_errors(exc)}. Make the prompt clearer about the format, or "
+                        "raise output_retries.",
+                        agent=name,
+                        output=raw,
+                        errors=[dict(e) for e in exc.errors(include_url=False)],
+                    ) from exc
+                turns = (
+                    *turns,
+                    Message("assistant", raw if isinstance(raw, str) else to_json(raw)),
+                    Message("user", feedback(exc)),
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def relay(
+        self, provider: Provider, request: ProviderRequest, name: str
+    ) -> AsyncIterator[ProviderEvent]:
+        """One call, each event signalled and streamed to the caller as it comes."""
+        call = _SignalledCall(self.site, provider, request, name)
+        async with call as events:
+            async for event in events:
+                call.event(event)
+                yield event
+            call.ended()
+
+
+class _SignalledCall:
+    """One provider call as signals.
+
+    ``provider:start`` comes first, then a signal per event, and ``provider:end``
+    (with the usage, the cost and the duration, which the run's metrics add up) or
+    ``provider:error`` last. ``async with call as events:`` iterates the provider's
+    stream; leaving the block on an error signals it, and the stream is closed.
+    """
+
+    __slots__ = ("end", "events", "name", "provider", "site", "started")
+
+    def __init__(
+        self, site: CallSite, provider: Provider, request: ProviderRequest, name: str
+    ) -> None:
+        self.site, self.provider, self.name = site, provider, name
+        self.end: End | None = None
+        site.record_request(request)
+        model_for = getattr(provider, "model_for", None)
+        model = (
+            model_for(request)
+            if model_for is not None
+            else request.options.get("model") or getattr(provider, "model", None)
+        )
+        site.bus.emit(
+            PROVIDER_START,
+            {"agent": name, "model": model, "request_hash": request.request_hash},
+            source=name,
+        )
+        self.started = time.perf_counter()
+        self.events = provider.stream(request)
+
+    def event(self, event: ProviderEvent) -> None:
+        """Signal one event of the stream."""
+        emit, name = self.site.bus.emit, self.name
+        if isinstance(event, TextDelta):
+            emit(TEXT_DELTA, {"agent": name, "content": event.content}, source=name)
+        elif isinstance(event, ThinkingDelta):
+            emit(THINKING_DELTA, {"agent": name, "content": event.content}, source=name)
+        elif isinstance(event, TextComplete):
+            emit(TEXT_COMPLETE, {"agent": name, "content": event.content}, source=name)
+        elif isinstance(event, ToolCall):
+            payload = {"agent": name, "id": event.id, "name": event.name}
+            emit(TOOL_CALL, {**payload, "input": event.input}, source=name)
+        elif isinstance(event, ToolResult):
+            payload = {"agent": name, "id": event.id, "name": event.name}
+            emit(
+                TOOL_RESULT, {**payload, "result": event.result, "error": event.error}, source=name
+            )
+        elif isinstance(event, End):
+            self.end = event
+            usage = event.usage
+            self.site.count_usage(usage, event.cost_usd)
+            emit(
+                PROVIDER_END,
+                {
+                    "agent": name,
+                    "output": event.output,
+                    "usage": usage.to_dict(),
+                    "cost_usd": event.cost_usd,
+                    "stop_reason": event.stop_reason,
+                    "duration_ms": since(self.started),
+                },
+                source=name,
+            )
+        else:
+            raise ProviderError(
+                f"Provider {type(self.provider).__name__} yielded {event!r}, which is not a "
+                "provider event (TextDelta, ThinkingDelta, TextComplete, ToolCall, "
+                "ToolResult or End).",
+                agent=name,
+            )
+
+    def ended(self) -> End:
+        """The call's ``End``.
+
+        Raises:
+            ProviderError: The stream finished without one.
+        """
+        if self.end is None:
+            raise ProviderError(
+                f"Provider {type(self.provider).__name__} finished without an End event for "
+                f"agent {self.name!r}; a stream must end with End(output=...).",
+                agent=self.name,
+            )
+        return self.end
+
+    async def __aenter__(self) -> AsyncIterator[ProviderEvent]:
+        return self.events
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if isinstance(exc, Exception):  # not a cancellation
+            self.failed(exc)
+        close = getattr(self.events, "aclose", None)
+        if close is not None:
+            await close()
+
+    def failed(self, exc: Exception) -> None:
+        """Signal the call's failure."""
+        self.site.bus.emit(
+            PROVIDER_ERROR,
+            {
+                "agent": self.name,
+                "error": error_info(exc),
+                "retryable": bool(getattr(exc, "retryable", False)),
+            },
+            source=self.name,
+        )
+
+
+class RunProvider:
+    """The provider ``ctx.provider`` gives handler code.
+
+    It calls the agent's provider through the run, so each call is signalled
+    (``provider:start`` ... ``provider:end``, caused by the activation), counted in the
+    run's metrics, recorded, and answered from the recording during a replay.
+    """
+
+    def __init__(self, calls: ModelCall, target: Provider, answers: Answers | None = None) -> None:
+        self._calls = calls
+        self.target = target
+        self._answers = answers
+
+    @property
+    def model(self) -> str | None:
+        """The model of the provider behind it."""
+        return getattr(self.target, "model", None)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream ``request`` through the run (a call answered before a resume, from the log)."""
+        recorded = self._answers.answer(request) if self._answers is not None else None
+        if recorded is not None:
+            yield recorded
+            return
+        async for event in self._calls.relay(self.target, request, request.agent):
+            yield event
+
+    def __repr__(self) -> str:
+        return f"<provider {self.target!r} through the run>"
+
+
+def no_provider(name: str) -> NoProviderError:
+    """The error of an agent that has a prompt but no provider anywhere."""
+    return NoProviderError(
+        f"Agent {name!r} has no provider: it has a prompt, so it needs a model to run "
+        "on. Pass provider= to run()/run_reactive() (e.g. "
+        "ScriptedProvider({...}) offline, AnthropicProvider() for Claude), or to "
+        "agent(...) for this agent only.",
+        agent=name,
+    )
+
+
+def since(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()`` reading)."""
+    return round((time.perf_counter() - started) * 1000, 3)

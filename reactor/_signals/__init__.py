@@ -1,0 +1,12 @@
+"""Signals: the bottom layer, which every other room uses and which uses none of them.
+
+``names`` (every signal name and payload shape: constants, builders, TypedDicts),
+``signal`` (the immutable :class:`Signal`), ``patterns`` (glob patterns over names),
+``bus`` (the :class:`SignalBus` on blinker: FIFO dispatch, causality), ``stream``
+(signals as async iterators), ``payloads`` (the payload of each signal, as types),
+``frozen`` (the read-only containers payloads and snapshots are made of),
+``diagnostics`` (the library's own log lines).
+
+May use: the standard library, blinker, pydantic, structlog and
+:mod:`reactor.exceptions`. Nothing above it.
+"""

@@ -1,0 +1,271 @@
+"""The shape of each signal's payload, by name (the names are in ``reactor._signals.names``).
+
+Documentation as types: what ``signal.payload`` holds for each signal the library
+emits. ``agent:<name>:<event>`` payloads are ``Agent*``, ``state:<key>:<event>``
+payloads ``State*``, and so on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from reactor._signals.names import ErrorInfo
+
+__all__ = [
+    "ActorPayload",
+    "AgentActivated",
+    "AgentCancelled",
+    "AgentCompleted",
+    "AgentFailed",
+    "AgentSkipped",
+    "CapabilityDenied",
+    "HarnessEnd",
+    "HarnessEnding",
+    "HarnessResumed",
+    "HarnessStart",
+    "ObjectChanged",
+    "PromptEnd",
+    "ProviderEnd",
+    "ProviderErrorPayload",
+    "ProviderStart",
+    "SessionAbort",
+    "SessionPrompt",
+    "SessionReply",
+    "SessionTimeout",
+    "SpanPayload",
+    "StateChanged",
+    "StateItems",
+    "SuggestionPayload",
+    "TextPayload",
+    "ToolCallPayload",
+    "ToolResultPayload",
+]
+
+
+class HarnessStart(TypedDict):
+    """``harness:start``: the run's input and initial state."""
+
+    input: Any
+    state: Any
+
+
+class HarnessResumed(TypedDict):
+    """``harness:resumed``: the last ``seq`` recorded before the run stopped."""
+
+    from_seq: int
+
+
+class HarnessEnding(TypedDict):
+    """``harness:ending``: why the run stops taking new work."""
+
+    reason: str
+
+
+class HarnessEnd(TypedDict):
+    """``harness:end``: how the run ended."""
+
+    status: str
+    reason: str
+    duration_ms: float
+    activations: int
+    failures: int
+
+
+class AgentActivated(TypedDict):
+    """``agent:<name>:activated``: the trigger's name."""
+
+    agent: str
+    trigger: str
+
+
+class AgentSkipped(TypedDict):
+    """``agent:<name>:skipped``: ``reason`` is guard, busy, ended, limit or superseded."""
+
+    agent: str
+    trigger: str
+    reason: str
+
+
+class AgentCompleted(TypedDict):
+    """``agent:<name>:completed``: the validated output."""
+
+    agent: str
+    output: Any
+    duration_ms: float
+
+
+class AgentFailed(TypedDict):
+    """``agent:<name>:failed``: the error that failed the activation."""
+
+    agent: str
+    error: ErrorInfo
+    duration_ms: float
+
+
+class AgentCancelled(TypedDict):
+    """``agent:<name>:cancelled``: why the run cancelled the activation."""
+
+    agent: str
+    reason: str
+    duration_ms: float
+
+
+class StateChanged(TypedDict):
+    """``state:<key>:changed``: old and new value, who wrote, which paths changed."""
+
+    key: str
+    old: Any
+    new: Any
+    actor: str
+    paths: list[str]
+
+
+class StateItems(TypedDict):
+    """``state:<key>:added`` / ``:removed``: the items a list gained or lost."""
+
+    key: str
+    items: list[Any]
+    actor: str
+
+
+class SessionPrompt(TypedDict):
+    """``session:prompt``: a question to a person; ``schema`` is the answer's, if typed."""
+
+    prompt_id: str
+    agent: str
+    question: str
+    choices: list[str] | None
+    schema: dict[str, Any] | None
+
+
+class SessionReply(TypedDict):
+    """``session:reply``: the validated answer (as JSON data) to a prompt."""
+
+    prompt_id: str
+    answer: Any
+
+
+class SessionAbort(TypedDict):
+    """``session:abort``: the run was stopped through its inbox; it ends ``aborted``."""
+
+    reason: str
+
+
+class SessionTimeout(TypedDict):
+    """``session:timeout``: a prompt that nobody answered in time."""
+
+    prompt_id: str
+
+
+class SpanPayload(TypedDict):
+    """``phase:*`` and ``task:*``; ``duration_ms`` and ``error`` are ``None`` at the start."""
+
+    name: str
+    agent: str
+    duration_ms: float | None
+    error: ErrorInfo | None
+
+
+class ProviderStart(TypedDict):
+    """``provider:start``: which agent asks which model, and the request's hash."""
+
+    agent: str
+    model: str | None
+    request_hash: str
+
+
+class TextPayload(TypedDict):
+    """``text:delta``, ``thinking:delta`` and ``text:complete``."""
+
+    agent: str
+    content: str
+
+
+class ToolCallPayload(TypedDict):
+    """``tool:call``: the model asked for a tool."""
+
+    agent: str
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultPayload(TypedDict):
+    """``tool:result``: what went back to the model."""
+
+    agent: str
+    id: str
+    name: str
+    result: Any
+    error: str | None
+
+
+class ProviderEnd(TypedDict):
+    """``provider:end``: the answer, its usage and cost, why the model stopped."""
+
+    agent: str
+    output: Any
+    usage: dict[str, int]
+    cost_usd: float | None
+    stop_reason: str | None
+    duration_ms: float
+
+
+class ProviderErrorPayload(TypedDict):
+    """``provider:error``: the failure, and whether trying again may help."""
+
+    agent: str
+    error: ErrorInfo
+    retryable: bool
+
+
+class PromptEnd(TypedDict):
+    """``prompt:end``: the validated output (or the error), its usage, cost and duration."""
+
+    agent: str
+    output: Any
+    error: ErrorInfo | None
+    usage: dict[str, int]
+    cost_usd: float | None
+    duration_ms: float
+
+
+class ActorPayload(TypedDict):
+    """Who made a change: ``{"type": "user" | "agent", "id": ...}``."""
+
+    type: str
+    id: str
+
+
+class ObjectChanged(TypedDict):
+    """``object:<Type>:<event>``: the object after the change, and what changed."""
+
+    id: str
+    type: str
+    version: int
+    event: str
+    data: dict[str, Any]
+    changes: dict[str, Any]
+    actor: ActorPayload
+
+
+class SuggestionPayload(TypedDict):
+    """``suggestion:created|approved|rejected``: which suggestion, and who resolved it."""
+
+    id: str
+    agent: str
+    object_id: str | None
+    status: str
+    reasoning: str
+    operations: int
+    actor: ActorPayload | None
+
+
+class CapabilityDenied(TypedDict):
+    """``capability:denied``: the agent, the operation and the type it was refused."""
+
+    agent: str
+    operation: str
+    type: str
+    object_id: str | None
+    reason: str

@@ -1,0 +1,69 @@
+"""``/api/agents``: the agents of the service, their rows, schedules and manual runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fastapi
+import pydantic
+
+from reactor.service._api.base import Caller, Service, authenticate
+from reactor.service._reactions.definitions import AgentChanges, AgentDefinition, AgentRecord
+
+__all__ = ["RunStarted", "router"]
+
+router = fastapi.APIRouter(
+    prefix="/api/agents", tags=["agents"], dependencies=[fastapi.Depends(authenticate)]
+)
+
+
+class RunInput(pydantic.BaseModel):
+    """The input of a run (``input`` in templates)."""
+
+    input: Any = None
+
+
+class RunStarted(pydantic.BaseModel):
+    """A run was started: follow it at ``/api/runs/{run_id}`` (and ``/events``)."""
+
+    run_id: str
+
+
+@router.get("")
+async def list_agents(service: Service) -> list[AgentRecord]:
+    """Every agent: those of the code and those defined by their rows."""
+    return await service.catalog.records()
+
+
+@router.post("", status_code=201)
+async def create_agent(definition: AgentDefinition, service: Service) -> AgentRecord:
+    """Define a prompt agent by its row; it is scheduled or reacts at once."""
+    return await service.catalog.create(definition)
+
+
+@router.get("/{name}")
+async def get_agent(name: str, service: Service) -> AgentRecord:
+    """One agent, with ``next_run_at`` (null when it is not scheduled)."""
+    return await service.catalog.record(name)
+
+
+@router.patch("/{name}")
+async def update_agent(name: str, changes: AgentChanges, service: Service) -> AgentRecord:
+    """Change an agent's row: a new ``cron_schedule`` or ``enabled`` applies at once."""
+    return await service.catalog.update(name, changes)
+
+
+@router.delete("/{name}")
+async def delete_agent(name: str, service: Service) -> AgentRecord:
+    """Delete an agent defined by its row (one defined in code can only be disabled)."""
+    return await service.catalog.delete(name)
+
+
+@router.post("/{name}/run", status_code=202)
+async def run_agent(
+    name: str, service: Service, user: Caller, body: RunInput | None = None
+) -> RunStarted:
+    """Run an agent now, with ``input``; answers at once with the run's id."""
+    given = body.input if body is not None else None
+    run_id = await service.run_agent(name, given, trigger="manual", user=user.id)
+    return RunStarted(run_id=run_id)

@@ -1,0 +1,159 @@
+"""The HTTP app of a service: ``create_app(service)`` is a FastAPI app that owns it.
+
+The app's lifespan runs the service (``async with service:``: migrations, agents,
+dispatcher, stuck-job detector, scheduler, resumed runs). Stopping takes two steps,
+so that a server can begin the second as soon as it is told to stop: :meth:`Lifecycle.stop`
+stops taking work (streams end, the scheduler and dispatcher pause, new runs are
+refused with 503) and gives what is in flight ``grace`` seconds; the lifespan's end
+waits for that, then exits the service (unfinished runs are held for the next start,
+the log is flushed).
+
+The OpenAPI description is at ``/openapi.json`` and its Swagger UI at ``/docs``, served
+from the package's own copy (no CDN: it works offline). ``/healthz`` answers without a
+token, for process managers and load balancers. The web UI (:mod:`reactor.service.web`)
+is served from ``/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+
+import fastapi
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+from reactor._signals.diagnostics import log
+from reactor.service._api.access import Tokens
+from reactor.service._api.agents import router as agents_router
+from reactor.service._api.base import State, install_errors
+from reactor.service._api.objects import objects_router, suggestions_router
+from reactor.service._api.runs import router as runs_router
+from reactor.service._api.stream import router as events_router
+from reactor.service._api.stream import ws_router
+from reactor.service._hosting.service import ReactionService
+from reactor.service.web import install_web
+
+__all__ = ["Lifecycle", "create_app"]
+
+_DESCRIPTION = """\
+Objects, reaction agents, scheduled agents and runs of a reactor service.
+
+Every `/api` route needs `Authorization: Bearer <token>` (tokens map to user ids; the
+user is the actor of object changes, replies and approvals). Errors are
+`{"error": ..., "detail": ...}` with 401, 404, 409, 422 or 503.
+"""
+
+
+class Lifecycle:
+    """Stops a served service in two steps (see the module's docstring).
+
+    Args:
+        service: The service the app runs.
+        grace: Seconds in-flight work is given to finish once stopping begins.
+    """
+
+    def __init__(self, service: ReactionService, grace: float) -> None:
+        self.service = service
+        self.grace = grace
+        self.stopping = asyncio.Event()
+        self.held: list[str] = []
+        self._draining: asyncio.Task[list[str]] | None = None
+
+    def stop(self) -> None:
+        """Stop taking work, and give what is in flight ``grace`` seconds (call it once or more)."""
+        if self._draining is None and self.service.running:
+            log("reactor.service", "info", "stopping", grace_s=self.grace)
+            self.stopping.set()
+            self._draining = asyncio.get_running_loop().create_task(self.service.drain(self.grace))
+
+    async def stopped(self) -> list[str]:
+        """Wait until stopping is done; the ids of the runs held for the next start."""
+        self.stop()
+        if self._draining is not None:
+            self.held = await self._draining
+        return self.held
+
+
+def create_app(
+    service: ReactionService,
+    *,
+    tokens: Tokens | Mapping[str, str] | None = None,
+    grace: float = 30.0,
+) -> fastapi.FastAPI:
+    """A FastAPI app serving ``service``'s HTTP API; it runs the service while it is served.
+
+    Args:
+        service: The service (not started: the app's lifespan starts it).
+        tokens: The API's bearer tokens (``{token: user_id}``). Without any, every
+            request acts as the user ``local``: serve it on a loopback address only.
+        grace: Seconds in-flight work is given when the app stops.
+    """
+    access = tokens if isinstance(tokens, Tokens) else Tokens(tokens)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: fastapi.FastAPI) -> AsyncIterator[None]:
+        lifecycle = Lifecycle(service, grace)
+        app.state.reactor = State(service, access, lifecycle.stopping)
+        app.state.lifecycle = lifecycle
+        async with service:
+            log(
+                "reactor.service",
+                "info",
+                "service started",
+                agents=len(service.catalog.agents),
+                scheduled=len(service.cron.scheduled()),
+                resumed=len(service.live),
+            )
+            try:
+                yield
+            finally:
+                held = await lifecycle.stopped()
+                log("reactor.service", "info", "service stopped", held_runs=len(held))
+
+    app = fastapi.FastAPI(
+        title="reactor service",
+        description=_DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    install_errors(app)
+    for router in (
+        agents_router,
+        objects_router,
+        suggestions_router,
+        runs_router,
+        events_router,
+        ws_router,
+    ):
+        app.include_router(router)
+    _docs(app)
+    install_web(app, service.db)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """Whether the service runs (no token needed)."""
+        lifecycle: Lifecycle = app.state.lifecycle
+        return {"status": "stopping" if lifecycle.stopping.is_set() else "ok"}
+
+    return app
+
+
+def _docs(app: fastapi.FastAPI) -> None:
+    """Swagger UI at ``/docs``, from the assets shipped in the ``swagger-ui-bundle`` package."""
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount("/docs/assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title="reactor service: API",
+            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css",
+            swagger_favicon_url="/docs/assets/favicon-32x32.png",
+        )

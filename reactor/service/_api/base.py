@@ -1,0 +1,188 @@
+"""What every route of the HTTP API shares: the caller, the service, and JSON errors.
+
+Every error is ``{"error": <kind>, "detail": <what to do>}`` with its status: 401
+(no or a wrong token), 404 (unknown), 409 (conflict with the current state), 422
+(invalid input, FastAPI's own validation included) and 503 (the service is stopping).
+The library's errors map to these by kind, so a route raises what the service raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any
+
+import fastapi
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+from starlette.requests import HTTPConnection
+
+from reactor.exceptions import (
+    AgentConfigError,
+    AgentConflictError,
+    AgentNotFoundError,
+    CapabilityError,
+    ObjectNotFoundError,
+    ObjectValidationError,
+    PromptNotFoundError,
+    ReactorError,
+    ReplyValidationError,
+    RunClosedError,
+    RunFinishedError,
+    RunNotFoundError,
+    RunSuspendedError,
+    ServiceConfigError,
+    ServiceStateError,
+    SignalNameError,
+    SuggestionNotFoundError,
+    SuggestionResolvedError,
+)
+from reactor.service._api.access import LOCAL_USER, Tokens
+from reactor.service._hosting.service import ReactionService
+from reactor.service._objects.values import User
+
+__all__ = [
+    "ApiError",
+    "Caller",
+    "Service",
+    "State",
+    "authenticate",
+    "error_response",
+    "install_errors",
+    "state_of",
+    "user_of",
+]
+
+KINDS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    422: "invalid",
+    500: "internal",
+    503: "unavailable",
+}
+"""The ``error`` of each status."""
+
+STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
+    (ObjectNotFoundError, 404),
+    (SuggestionNotFoundError, 404),
+    (AgentNotFoundError, 404),
+    (RunNotFoundError, 404),
+    (PromptNotFoundError, 404),
+    (SuggestionResolvedError, 409),
+    (AgentConflictError, 409),
+    (RunFinishedError, 409),
+    (RunClosedError, 409),
+    (RunSuspendedError, 409),
+    (CapabilityError, 409),
+    (ServiceStateError, 503),
+    (ObjectValidationError, 422),
+    (AgentConfigError, 422),
+    (SignalNameError, 422),
+    (ReplyValidationError, 422),
+    (ServiceConfigError, 422),
+)
+"""The status of each error the service raises on purpose (the first match wins)."""
+
+
+class ApiError(Exception):
+    """An HTTP error of the API, answered as ``{error, detail}``."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def error_response(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The JSON answer of an error."""
+    kind = KINDS.get(status, "error")
+    return JSONResponse({"error": kind, "detail": detail}, status_code=status, headers=headers)
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc if part not in ("body", "query", "path")) or "body"
+
+
+def install_errors(app: fastapi.FastAPI) -> None:
+    """Answer every error as ``{error, detail}``."""
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: fastapi.Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return error_response(exc.status, exc.detail, headers)
+
+    @app.exception_handler(ReactorError)
+    async def reactor_error(request: fastapi.Request, exc: ReactorError) -> JSONResponse:
+        status = next((code for kind, code in STATUSES if isinstance(exc, kind)), 500)
+        return error_response(status, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: fastapi.Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [f"{_location(tuple(e['loc']))}: {e['msg']}" for e in exc.errors()]
+        return error_response(422, f"The request is invalid: {'; '.join(problems)}.")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: fastapi.Request, exc: HTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return error_response(exc.status_code, detail, dict(exc.headers or {}) or None)
+
+
+@dataclasses.dataclass
+class State:
+    """What the app keeps: the service, the tokens, whether it is stopping."""
+
+    service: ReactionService
+    tokens: Tokens
+    stopping: Any  # an asyncio.Event, made in the server's event loop
+
+
+def state_of(conn: HTTPConnection) -> State:
+    """The app's :class:`State`."""
+    state: State = conn.app.state.reactor
+    return state
+
+
+def _service(request: fastapi.Request) -> ReactionService:
+    return state_of(request).service
+
+
+_bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer <token>`.")
+
+
+def user_of(conn: HTTPConnection, token: str | None) -> User:
+    """The user a bearer token stands for.
+
+    Raises:
+        ApiError: 401, when tokens are configured and this is none of them.
+    """
+    tokens = state_of(conn).tokens
+    if not tokens:
+        return User(LOCAL_USER)
+    if not token:
+        raise ApiError(
+            401, "This route needs an API token: send the header `Authorization: Bearer <token>`."
+        )
+    user = tokens.user(token)
+    if user is None:
+        raise ApiError(401, "The API token is not valid; ask the operator for one.")
+    return user
+
+
+def authenticate(
+    request: fastapi.Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, fastapi.Depends(_bearer)],
+) -> User:
+    """The calling user: a dependency of every ``/api`` route."""
+    return user_of(request, credentials.credentials if credentials is not None else None)
+
+
+Caller = Annotated[User, fastapi.Depends(authenticate)]
+"""The calling user (the route answers 401 without a valid token)."""
+
+Service = Annotated[ReactionService, fastapi.Depends(_service)]
+"""The service the app serves."""

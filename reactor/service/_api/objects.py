@@ -1,0 +1,117 @@
+"""``/api/objects``, ``/api/suggestions``, ``/api/processing-log``: data and decisions.
+
+Every change made here is the calling user's: objects are created, updated and deleted
+as ``User(<id>)``, and suggestions are approved or rejected by them (an approved
+suggestion's changes are still the agent's, with ``approved_by`` the user).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import fastapi
+import pydantic
+
+from reactor.service._api.base import Caller, Service, authenticate
+from reactor.service._objects.changes import (
+    EntryStatus,
+    ProcessingEntry,
+    Suggestion,
+    SuggestionStatus,
+)
+from reactor.service._objects.values import StoredObject
+
+__all__ = ["objects_router", "suggestions_router"]
+
+objects_router = fastapi.APIRouter(
+    prefix="/api/objects", tags=["objects"], dependencies=[fastapi.Depends(authenticate)]
+)
+suggestions_router = fastapi.APIRouter(
+    prefix="/api", tags=["suggestions"], dependencies=[fastapi.Depends(authenticate)]
+)
+
+Limit = Annotated[int, fastapi.Query(ge=1, le=10_000, description="At most this many.")]
+
+
+class NewObject(pydantic.BaseModel):
+    """An object to create."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    type: str = pydantic.Field(min_length=1, description="Its type (``Person``).")
+    data: dict[str, Any] = pydantic.Field(description="Its fields.")
+
+
+class ObjectChanges(pydantic.BaseModel):
+    """Fields to change (the others are kept)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    data: dict[str, Any]
+
+
+@objects_router.get("")
+async def list_objects(
+    service: Service, type: str | None = None, limit: Limit = 1000
+) -> list[StoredObject]:
+    """Objects (of ``type``, or all), oldest first."""
+    return await service.objects.list(type, limit=limit)
+
+
+@objects_router.post("", status_code=201)
+async def create_object(body: NewObject, service: Service, user: Caller) -> StoredObject:
+    """Create an object as the calling user; its reactions follow."""
+    return await service.objects.create(body.type, body.data, actor=user)
+
+
+@objects_router.get("/{object_id}")
+async def get_object(
+    object_id: str, service: Service, version: Annotated[int | None, fastapi.Query(ge=1)] = None
+) -> StoredObject:
+    """An object, now or as it was at ``version``."""
+    return await service.objects.get(object_id, version=version)
+
+
+@objects_router.patch("/{object_id}")
+async def update_object(
+    object_id: str, body: ObjectChanges, service: Service, user: Caller
+) -> StoredObject:
+    """Change some fields of an object as the calling user (its version grows by one)."""
+    return await service.objects.update(object_id, body.data, actor=user)
+
+
+@objects_router.delete("/{object_id}")
+async def delete_object(object_id: str, service: Service, user: Caller) -> StoredObject:
+    """Delete an object as the calling user; answers with it as it was."""
+    return await service.objects.delete(object_id, actor=user)
+
+
+@suggestions_router.get("/suggestions")
+async def list_suggestions(
+    service: Service, status: SuggestionStatus | None = None
+) -> list[Suggestion]:
+    """Suggestions, newest first (``pending``, ``completed``, ``rejected``, or all)."""
+    return await service.suggestions(status)
+
+
+@suggestions_router.post("/suggestions/{suggestion_id}/approve")
+async def approve(suggestion_id: str, service: Service, user: Caller) -> Suggestion:
+    """Apply a pending suggestion, as its agent, approved by the calling user (409 if resolved)."""
+    return await service.approve(suggestion_id, actor=user)
+
+
+@suggestions_router.post("/suggestions/{suggestion_id}/reject")
+async def reject(suggestion_id: str, service: Service, user: Caller) -> Suggestion:
+    """Reject a pending suggestion; nothing changes (409 if it was resolved already)."""
+    return await service.reject(suggestion_id, actor=user)
+
+
+@suggestions_router.get("/processing-log", tags=["processing log"])
+async def processing_log(
+    service: Service,
+    agent: str | None = None,
+    object_id: str | None = None,
+    status: EntryStatus | None = None,
+) -> list[ProcessingEntry]:
+    """What each reaction agent was given and what became of it, oldest first."""
+    return await service.processing_log(agent=agent, object_id=object_id, status=status)

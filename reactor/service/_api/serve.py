@@ -1,0 +1,167 @@
+"""``reactor serve``: a service's HTTP API on uvicorn, stopped gracefully on SIGTERM.
+
+Settings are read once (:class:`ServeSettings`): the command line, then the
+environment, then defaults.
+
+| variable | meaning | default |
+|---|---|---|
+| ``REACTOR_API_TOKENS`` | ``token:user`` pairs, comma-separated | none |
+| ``REACTOR_API_TOKENS_FILE`` | a file of ``token:user`` lines | none |
+| ``REACTOR_SERVICE_DB`` | the service's database URL | ``sqlite:///.reactor/app.db`` |
+
+On SIGTERM (or Ctrl-C) the service stops taking work, gives in-flight reactions and
+runs ``grace`` seconds, holds the runs still going (they resume at the next start),
+flushes the log, and the process exits with status 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import FrameType
+
+import fastapi
+import pydantic
+import uvicorn
+
+from reactor._signals.diagnostics import log
+from reactor.exceptions import ServiceConfigError
+from reactor.service._api.access import Tokens
+from reactor.service._api.app import Lifecycle, create_app
+from reactor.service._hosting.service import ReactionService
+from reactor.service._objects.db import DEFAULT_URL
+
+__all__ = ["ServeSettings", "is_loopback", "serve"]
+
+
+class ServeSettings(pydantic.BaseModel):
+    """How ``reactor serve`` runs: where it listens, its database, its tokens, its grace.
+
+    Attributes:
+        host: The address to listen on; anything but a loopback address needs tokens.
+        port: The port.
+        db: The service's database URL.
+        grace: Seconds in-flight work is given on SIGTERM.
+        tokens: ``token:user`` pairs (``REACTOR_API_TOKENS``).
+        tokens_file: A file of ``token:user`` lines (``REACTOR_API_TOKENS_FILE``).
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = pydantic.Field(default=8000, ge=0, le=65535)
+    db: str = DEFAULT_URL
+    grace: float = pydantic.Field(default=30.0, ge=0)
+    tokens: str | None = pydantic.Field(default=None, repr=False)
+    tokens_file: Path | None = None
+
+    @classmethod
+    def read(
+        cls, given: Mapping[str, object], environ: Mapping[str, str] | None = None
+    ) -> ServeSettings:
+        """The settings from ``given`` (options that were set), then the environment."""
+        env = os.environ if environ is None else environ
+        fields: dict[str, object] = {
+            "tokens": env.get("REACTOR_API_TOKENS") or None,
+            "tokens_file": env.get("REACTOR_API_TOKENS_FILE") or None,
+            "db": env.get("REACTOR_SERVICE_DB") or DEFAULT_URL,
+        }
+        fields.update({key: value for key, value in given.items() if value is not None})
+        return cls.model_validate(fields)
+
+    def api_tokens(self) -> Tokens:
+        """Every configured token.
+
+        Raises:
+            ServiceConfigError: A tokens file cannot be read, or an entry is malformed.
+        """
+        sets = [Tokens.parse(self.tokens)] if self.tokens else []
+        if self.tokens_file is not None:
+            sets.append(Tokens.read(self.tokens_file))
+        return Tokens.combine(sets)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, with stopping begun at the signal and no signal raised again afterwards.
+
+    uvicorn re-raises a caught SIGTERM once it has shut down (so the process dies of
+    it); a service that stopped gracefully exits with status 0 instead.
+    """
+
+    def __init__(self, config: uvicorn.Config, app: fastapi.FastAPI) -> None:
+        super().__init__(config)
+        self.served = app
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]
+        self.loop = asyncio.get_running_loop()
+        await super().serve(sockets)  # type: ignore[arg-type]
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        originals = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        lifecycle: Lifecycle | None = getattr(self.served.state, "lifecycle", None)
+        if lifecycle is not None and self.loop is not None:
+            self.loop.call_soon_threadsafe(lifecycle.stop)
+
+
+def serve(service: ReactionService, settings: ServeSettings) -> int:
+    """Serve ``service`` until SIGTERM or Ctrl-C; the exit status.
+
+    Raises:
+        ServiceConfigError: A non-loopback ``host`` and no tokens, or unreadable tokens.
+    """
+    tokens = settings.api_tokens()
+    if not tokens and not is_loopback(settings.host):
+        raise ServiceConfigError(
+            f"Refusing to serve on {settings.host} without API tokens: anyone who can reach "
+            "it could act as any user. Set REACTOR_API_TOKENS='token:user,...' or "
+            "--tokens-file, or listen on 127.0.0.1."
+        )
+    if not tokens:
+        log(
+            "reactor.service",
+            "warning",
+            "no API tokens: every request acts as the user 'local' (loopback only)",
+            host=settings.host,
+        )
+    app = create_app(service, tokens=tokens, grace=settings.grace)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        lifespan="on",
+        timeout_graceful_shutdown=max(int(settings.grace), 1),
+        log_level="info",
+    )
+    server = _Server(config, app)
+    asyncio.run(server.serve())
+    return 0 if server.started else 1

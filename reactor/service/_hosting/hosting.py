@@ -1,0 +1,226 @@
+"""The runs half of a service: where runs are recorded, how they start, stop and resume.
+
+:class:`RunHost` is the one place the service starts runs from (the API, schedules,
+resumption after a restart); it refuses new runs while the service stops, and on the
+way out holds those still running so that they resume at the next start. With a job
+queue (``REACTOR_REDIS_URL``) it only queues them: workers execute them (reactions
+too), and resume those a dead worker left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from reactor._providers.base import Provider
+from reactor._recording.info import RunInfo, new_run_id
+from reactor._recording.memory import MemorySignalStore
+from reactor._recording.sqlite import SQLiteSignalStore
+from reactor._recording.store import SignalStore
+from reactor._signals.diagnostics import log
+from reactor.exceptions import AgentConflictError, ServiceStateError
+from reactor.service._hosting.launch import RunRequest, Runs
+from reactor.service._hosting.live import ServiceRecord
+from reactor.service._objects.db import Database
+from reactor.service._reactions.catalog import AgentCatalog
+from reactor.service._reactions.dispatcher import HandOff
+from reactor.service._scaleout.leases import claim_tick
+from reactor.service._scaleout.queue import JobQueue, QueueSettings
+
+if TYPE_CHECKING:
+    from reactor._recording.postgres import PostgresSignalStore
+
+__all__ = ["RunHost", "close_record", "default_record"]
+
+
+async def default_record(db: Database) -> tuple[SignalStore, bool]:
+    """A signal store in ``db`` (in memory for an in-memory one); whether it is owned."""
+    if db.path is not None:
+        return SQLiteSignalStore(db.path), True
+    if db.dialect == "postgresql":
+        from reactor._recording.postgres import PostgresSignalStore  # psycopg's pool: only here
+
+        url = db.driver_url.set(drivername="postgresql").render_as_string(hide_password=False)
+        store: PostgresSignalStore = await asyncio.to_thread(PostgresSignalStore, url)
+        return store, True
+    return MemorySignalStore(), False
+
+
+async def close_record(record: SignalStore | None, owned: SignalStore | None) -> None:
+    """Close the store a service opened (``owned``), or make the one it was given durable."""
+    if owned is not None:
+        await asyncio.to_thread(getattr(owned, "close"))  # noqa: B009 (the stores it opens have one)
+    elif record is not None:
+        try:
+            await asyncio.to_thread(record.flush)
+        except Exception as exc:  # the store reports what it lost
+            log("reactor.service", "error", "runs not recorded", error=repr(exc))
+
+
+class RunHost:
+    """Starts the service's runs and stops them (see the module's docstring).
+
+    Args:
+        runs: The graphs and agents runs are made of, and the live runs.
+        catalog: The agents, and whether each is enabled.
+        provider: The provider of the runs' model calls.
+    """
+
+    def __init__(self, runs: Runs, catalog: AgentCatalog, provider: Provider | None) -> None:
+        self.runs = runs
+        self.catalog = catalog
+        self.provider = provider
+        self.record: ServiceRecord | None = None
+        self.queue: JobQueue | None = None
+        self.stopping = False
+        self._group: asyncio.TaskGroup | None = None
+        self._changed: Callable[[], None] = lambda: None
+
+    def open(
+        self, group: asyncio.TaskGroup, record: SignalStore, changed: Callable[[], None]
+    ) -> None:
+        """Start runs in ``group``, recorded to ``record``; ``changed`` when one ends."""
+        self._group, self._changed = group, changed
+        self.record = ServiceRecord(record)
+        self.stopping = False
+        if self.queue is None and (settings := QueueSettings.from_env()) is not None:
+            self.queue = JobQueue(settings)
+
+    @property
+    def handoff(self) -> HandOff | None:
+        """Where reactions go with a job queue: to the workers (else None: run here)."""
+        return None if self.queue is None else self.queue.enqueue_reactions
+
+    async def queued(self, run_id: str) -> RunInfo | None:
+        """A run queued and not started by a worker yet, as ``queued`` (else None)."""
+        return None if self.queue is None else await self.queue.queued(run_id)
+
+    async def queued_runs(self, limit: int) -> list[RunInfo]:
+        """The runs queued and not started by a worker yet, newest first."""
+        return [] if self.queue is None else await self.queue.queued_runs(limit)
+
+    async def aclose(self) -> None:
+        """Close the connections to the job queue, if there is one."""
+        if self.queue is not None:
+            queue, self.queue = self.queue, None
+            await queue.aclose()
+
+    def close(self) -> list[str]:
+        """Take no more runs, and hold the live ones (they resume at the next start)."""
+        self.stopping = True
+        held = self.runs.hold(self.record)
+        self._group = None
+        return held
+
+    async def submit(self, request: RunRequest, what: str) -> str:
+        """Start ``request``; return its run id once it has begun.
+
+        Raises:
+            ServiceStateError: The service is not running, or is stopping.
+            ServiceConfigError: No graph has that name.
+            AgentNotFoundError: No agent has that name.
+        """
+        if self._group is None:
+            raise ServiceStateError(
+                f"service.{what}() needs the service running: use `async with service:`."
+            )
+        if self.stopping:
+            raise ServiceStateError(
+                f"The service is stopping: it starts no new runs (service.{what}()); try "
+                "again once it has started again."
+            )
+        if self.queue is not None:
+            if request.resume is None and request.run_id is None:
+                request = dataclasses.replace(request, run_id=new_run_id())
+            run_id = request.resume or request.run_id
+            assert run_id is not None
+            await self.runs.started(request, run_id)
+            await self.queue.enqueue(request)
+            return run_id
+        return await self.execute(request)
+
+    async def execute(self, request: RunRequest) -> str:
+        """Start ``request`` in this process; return its run id once it has begun."""
+        assert self._group is not None
+        run_id = await self.runs.submit(
+            self._group, request, provider=self.provider, record=self.record, done=self._changed
+        )
+        await self.runs.started(request, run_id)
+        return run_id
+
+    async def run_agent(self, request: RunRequest) -> str:
+        """Start an agent's run, if it may run now.
+
+        Raises:
+            AgentNotFoundError: The service has no agent of that name.
+            AgentConflictError: It is disabled, or it is a reaction agent.
+            ServiceStateError: The service is not running, or is stopping.
+        """
+        name = request.name
+        agent = self.catalog.agent(name)
+        if agent.reaction is not None:
+            raise AgentConflictError(
+                f"Agent {name!r} is a reaction agent: it runs when its objects change, so "
+                "change an object (POST /api/objects) to run it."
+            )
+        if not self.catalog.enabled.get(name, True):
+            raise AgentConflictError(
+                f'Agent {name!r} is disabled; enable it first (PATCH {{"enabled": true}}).'
+            )
+        return await self.submit(request, "run_agent")
+
+    def abort(self, run_id: str, reason: str, user: str) -> bool:
+        """Stop a run executing here (it ends ``aborted``); return whether it was here."""
+        aborted = self.runs.abort(run_id, reason)
+        if aborted:
+            log("reactor.service", "info", "run aborted", run_id=run_id, reason=reason, user=user)
+        return aborted
+
+    async def scheduled(self, name: str) -> None:
+        """A cron agent's time has come: run it (a failure to start is logged, not raised).
+
+        Each tick is claimed in the database first: of several serving processes, one
+        runs it.
+        """
+        try:
+            if not await claim_tick(self.runs.db, name):
+                log("reactor.service", "info", "scheduled run taken elsewhere", agent=name)
+                return
+            run_id = await self.run_agent(RunRequest("agent", name, trigger="cron"))
+        except Exception as exc:  # the scheduler must go on: say why this one did not run
+            log("reactor.service", "error", "scheduled run not started", agent=name, error=str(exc))
+        else:
+            log("reactor.service", "info", "scheduled run started", agent=name, run_id=run_id)
+
+    async def resume(self) -> list[str]:
+        """Continue the runs the service started that did not finish; return their ids.
+
+        With a job queue the workers do it: a job stays queued until its run has ended.
+        """
+        record = self.record
+        assert record is not None
+        if self.queue is not None:
+            return []
+        found = await asyncio.to_thread(
+            lambda: [*record.runs(status="running"), *record.runs(status="waiting")]
+        )
+        resumed = []
+        for info in sorted(found, key=lambda info: info.started_at):
+            request = RunRequest.resuming(info)
+            if request is None:
+                continue
+            try:
+                resumed.append(await self.submit(request, "resume"))
+            except Exception as exc:  # its graph or agent is gone: the run stays as it is
+                log(
+                    "reactor.service",
+                    "error",
+                    "run not resumed",
+                    run_id=info.run_id,
+                    error=str(exc),
+                )
+            else:
+                log("reactor.service", "info", "run resumed", run_id=info.run_id)
+        return resumed

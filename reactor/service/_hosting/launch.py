@@ -1,0 +1,317 @@
+"""Every run the service starts goes through here: graphs by name, agents, resumed runs.
+
+A :class:`RunRequest` says what to run (a registered graph or an agent, its input, what
+started it and for whom); :meth:`Runs.submit` starts it as a recorded run in the
+service's task group and returns its id once it has begun. The request is plain data,
+so that a queue of jobs can carry it instead; what executes here is kept apart in
+:attr:`Runs.live` (run id -> :class:`LiveRun`), while the store knows every run.
+
+Runs of agents also get a row of ``agent_runs`` (``trigger`` ``manual``, ``cron`` or
+``api``), written when they start and completed when they end. Runs are tagged
+``service=<graph|agent>:<name>`` (and ``trigger``, ``user``), which is how a restarted
+service finds the unfinished ones it should resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from reactor._agents.agent import Agent
+from reactor._graph.reactive import Reactive, reactive
+from reactor._providers.base import Provider
+from reactor._recording.info import RunInfo
+from reactor._signals.diagnostics import log
+from reactor.exceptions import ServiceConfigError
+from reactor.service._hosting.live import RunFeed, ServiceRecord
+from reactor.service._objects.db import Database
+from reactor.service._objects.schema import agent_runs
+
+__all__ = ["SERVICE_TAG", "LiveRun", "RunRequest", "Runs"]
+
+SERVICE_TAG = "service"
+"""The tag naming what a service run runs: ``graph:<name>`` or ``agent:<name>``."""
+
+Kind = Literal["graph", "agent"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """What to run: everything a job queue would need to carry.
+
+    Attributes:
+        kind: ``graph`` (registered with ``graphs=``) or ``agent`` (by name).
+        name: The graph's or the agent's name.
+        input: The run's input.
+        trigger: What started it: ``api``, ``manual``, ``cron``.
+        user: Who asked for it (the API's user id), if anyone.
+        resume: The id of an unfinished run to continue instead of starting one.
+        tags: More tags for the recording.
+        run_id: The new run's id, when it was chosen before it started (a queued job).
+    """
+
+    kind: Kind
+    name: str
+    input: Any = None
+    trigger: str = "api"
+    user: str | None = None
+    resume: str | None = None
+    tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    run_id: str | None = None
+
+    def run_tags(self) -> dict[str, str]:
+        """The recording's tags: what it runs, what started it, for whom."""
+        tags = {**self.tags, SERVICE_TAG: f"{self.kind}:{self.name}", "trigger": self.trigger}
+        if self.user is not None:
+            tags["user"] = self.user
+        return tags
+
+    @classmethod
+    def resuming(cls, info: RunInfo) -> RunRequest | None:
+        """The request that continues an unfinished run the service started (else None)."""
+        kind, _, name = info.tags.get(SERVICE_TAG, "").partition(":")
+        if kind not in ("graph", "agent") or not name:
+            return None
+        return cls(
+            "graph" if kind == "graph" else "agent",
+            name,
+            trigger=info.tags.get("trigger", "api"),
+            user=info.tags.get("user"),
+            resume=info.run_id,
+            tags=dict(info.tags),
+        )
+
+
+@dataclasses.dataclass
+class LiveRun:
+    """A run executing in this process: its request, its feed of signals, its task."""
+
+    run_id: str
+    request: RunRequest
+    feed: RunFeed
+    task: asyncio.Task[None]
+    started_at: datetime
+
+
+class Runs:
+    """Starts the service's runs and keeps those executing here.
+
+    Args:
+        graphs: The graphs started by name.
+        agents: Looks an agent up by name (raises when there is none).
+        db: Where ``agent_runs`` is.
+
+    Raises:
+        ServiceConfigError: A value of ``graphs`` is not a graph.
+    """
+
+    def __init__(
+        self, graphs: Mapping[str, Reactive], agents: Callable[[str], Agent], db: Database
+    ) -> None:
+        for name, graph in graphs.items():
+            if not isinstance(graph, Reactive):
+                raise ServiceConfigError(
+                    f"graphs must map names to graphs built with reactor.reactive(...); "
+                    f"{name!r} is {graph!r}."
+                )
+        self.graphs = dict(graphs)
+        self.live: dict[str, LiveRun] = {}
+        self.aborting: dict[str, str] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._agents = agents
+        self.db = db
+        self._single: dict[str, tuple[Agent, Reactive]] = {}
+
+    def graph(self, request: RunRequest) -> Reactive:
+        """The graph a request runs (an agent runs as a graph of itself).
+
+        Raises:
+            ServiceConfigError: No graph has that name.
+            AgentNotFoundError: No agent has that name.
+        """
+        if request.kind == "graph":
+            graph = self.graphs.get(request.name)
+            if graph is None:
+                known = ", ".join(sorted(self.graphs)) or "none"
+                raise ServiceConfigError(
+                    f"No graph named {request.name!r} (the service has: {known}); register "
+                    "graphs with ReactionService(graphs={name: graph})."
+                )
+            return graph
+        agent = self._agents(request.name)
+        cached = self._single.get(request.name)
+        if cached is None or cached[0] is not agent:
+            cached = (agent, reactive({request.name: agent}, name=request.name))
+            self._single[request.name] = cached
+        return cached[1]
+
+    async def submit(
+        self,
+        group: asyncio.TaskGroup,
+        request: RunRequest,
+        *,
+        provider: Provider | None,
+        record: ServiceRecord | None,
+        done: Callable[[], None],
+    ) -> str:
+        """Start ``request`` in ``group``; return the run's id once it has begun.
+
+        Raises:
+            ServiceConfigError: No graph has that name.
+            AgentNotFoundError: No agent has that name.
+            RunNotFoundError: The run to resume is not in the store.
+            RunFinishedError: The run to resume has ended.
+        """
+        graph = self.graph(request)
+        feed = RunFeed()
+        task = group.create_task(self._run(graph, request, feed, provider, record))
+        self.tasks.add(task)
+
+        def finished(task: asyncio.Task[None]) -> None:
+            self.tasks.discard(task)
+            feed.end()
+            if feed.started.done() and not feed.started.cancelled():
+                self.live.pop(feed.started.result(), None)
+            done()
+
+        task.add_done_callback(finished)
+        run_id = await feed.started
+        if not task.done():
+            self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC))
+        return run_id
+
+    async def _run(
+        self,
+        graph: Reactive,
+        request: RunRequest,
+        feed: RunFeed,
+        provider: Provider | None,
+        record: ServiceRecord | None,
+    ) -> None:
+        started = datetime.now(UTC)
+        try:
+            result = await graph.run(
+                input=request.input,
+                provider=provider,
+                record=record,
+                reporters=[feed],
+                tags=request.run_tags(),
+                resume=request.resume,
+                run_id=None if request.resume else request.run_id,
+            )
+        except asyncio.CancelledError:
+            run_id = feed.started.result() if feed.started.done() else None
+            reason = self.aborting.pop(run_id, None) if run_id else None
+            if reason is None:  # held, or the service is going: the run resumes later
+                raise
+            if request.kind == "agent":
+                await self._agent_run(request, run_id or "", started, "aborted", None, reason)
+            return
+        except Exception as exc:  # options the run refused: the caller hears of it
+            if not feed.started.done():
+                feed.started.set_exception(exc)
+            else:
+                log("reactor.service", "error", "run failed", run=request.name, error=repr(exc))
+            return
+        finally:
+            if not feed.started.done():
+                feed.started.cancel()
+        if not result.ok:
+            log(
+                "reactor.service",
+                "warning",
+                "run did not complete",
+                run=f"{request.kind}:{request.name}",
+                run_id=result.run_id,
+                status=result.status,
+                reason=result.reason,
+            )
+        if request.kind == "agent":
+            error = result.error or (result.failures[0].error if result.failures else None)
+            await self._agent_run(
+                request, result.run_id, started, result.status, None if error is None else error
+            )
+
+    async def started(self, request: RunRequest, run_id: str) -> None:
+        """Write the ``agent_runs`` row of an agent's run as it starts (once per run)."""
+        if request.kind != "agent":
+            return
+        try:
+            async with self.db.write() as conn:
+                exists = await conn.scalar(
+                    sa.select(agent_runs.c.id).where(agent_runs.c.run_id == run_id)
+                )
+                if exists is None:
+                    await conn.execute(
+                        agent_runs.insert().values(
+                            agent=request.name, run_id=run_id, trigger=request.trigger,
+                            status="running", started_at=datetime.now(UTC),
+                        )
+                    )  # fmt: skip
+        except sa.exc.IntegrityError:
+            pass  # the run finished first and wrote its row
+
+    async def _agent_run(
+        self,
+        request: RunRequest,
+        run_id: str,
+        started: datetime,
+        status: str,
+        error: BaseException | None,
+        reason: str | None = None,
+    ) -> None:
+        values = {
+            "status": status,
+            "finished_at": datetime.now(UTC),
+            "error": reason if error is None else f"{type(error).__name__}: {error}",
+        }
+        for _ in range(2):  # the row of its start may be written meanwhile: then update it
+            try:
+                async with self.db.write() as conn:
+                    changed = await conn.execute(
+                        agent_runs.update().where(agent_runs.c.run_id == run_id).values(**values)
+                    )
+                    if not changed.rowcount:
+                        await conn.execute(
+                            agent_runs.insert().values(
+                                agent=request.name, run_id=run_id, trigger=request.trigger,
+                                started_at=started, **values,
+                            )
+                        )  # fmt: skip
+                return
+            except sa.exc.IntegrityError:
+                continue
+            except Exception as exc:  # the run is recorded; only its row is missing
+                log(
+                    "reactor.service",
+                    "error",
+                    "agent run not logged",
+                    run_id=run_id,
+                    error=repr(exc),
+                )
+                return
+
+    def abort(self, run_id: str, reason: str) -> bool:
+        """Stop a live run (it ends ``aborted``); return whether it was live here."""
+        live = self.live.get(run_id)
+        if live is None or live.task.done():
+            return False
+        self.aborting[run_id] = reason
+        live.task.cancel()
+        return True
+
+    def hold(self, record: ServiceRecord | None) -> list[str]:
+        """Stop every live run without ending it in the log (it resumes at the next start)."""
+        held = sorted(self.live)
+        for run_id in held:
+            if record is not None:
+                record.hold(run_id)
+            live = self.live[run_id]
+            live.feed.end()  # watchers see no harness:end: the run has not ended
+            live.task.cancel()
+        return held

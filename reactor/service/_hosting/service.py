@@ -1,0 +1,450 @@
+"""ReactionService: reaction agents on an object store, with their log and suggestions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from reactor._agents.agent import Agent
+from reactor._graph.reactive import Reactive
+from reactor._providers.base import Provider
+from reactor._recording.store import SignalStore
+from reactor._signals.bus import SignalBus, Subscription
+from reactor._signals.diagnostics import log
+from reactor._signals.names import OBJECT_SIGNALS
+from reactor.exceptions import IdleTimeoutError, ServiceConfigError, ServiceStateError
+from reactor.service._hosting.hosting import RunHost, close_record, default_record
+from reactor.service._hosting.launch import LiveRun, RunRequest, Runs
+from reactor.service._objects.changes import ProcessingEntry, Suggestion
+from reactor.service._objects.db import Database
+from reactor.service._objects.objects import ObjectStore
+from reactor.service._objects.processing import ProcessingLog
+from reactor.service._objects.suggestions import Suggestions
+from reactor.service._objects.values import AgentActor, ObjectEvent, User, actor_from_context
+from reactor.service._reactions import resolve as _resolve
+from reactor.service._reactions.catalog import AgentCatalog
+from reactor.service._reactions.cron import CronJobs
+from reactor.service._reactions.dispatcher import Dispatcher
+from reactor.service._reactions.reaction import ReactionServices
+from reactor.service._reactions.registry import ReactionAgent, named_agents, register
+from stores import current_actor
+
+__all__ = ["ReactionService"]
+
+
+class ReactionService:
+    """Runs reaction agents when objects change, scheduled agents and runs by name.
+
+    ::
+
+        service = ReactionService(objects=objects, agents={"enrich": enrich}, provider=p)
+        async with service:        # the dispatcher, the stuck-job detector, the scheduler
+            await objects.create("Person", {"name": "Ada"}, actor=User("u1"))
+            await service.idle()
+            for suggestion in await service.suggestions(status="pending"):
+                await service.approve(suggestion.id, actor=User("u1"))
+
+    The dispatcher follows the store's change events (every stored one: those made
+    before the service started too, and by other processes) and gives each to the
+    agents whose ``reaction=`` matches, as a ``pending`` entry of the processing log;
+    each entry is then processed as a recorded run of the agent. How far each agent
+    got is kept in the database, so a restarted service goes on where it stopped and
+    an event is never lost; the log's unique index makes an event delivered twice
+    (by a restart, ``dispatch``, or a second process) run once per agent.
+
+    Agents are those given here (written as rows of ``agents`` at start) and those
+    defined by rows alone (:attr:`catalog`, the HTTP API); enabled cron agents run on
+    their schedules. Every run the service starts (:meth:`submit`, :meth:`run_agent`,
+    the scheduler) is recorded; one still unfinished when the service stops is
+    resumed when it starts again.
+
+    Args:
+        objects: The object store whose changes the agents react to.
+        agents: Agents by name (or named agents). Those with ``reaction=`` react;
+            every one is written as a row of ``agents`` when the service starts.
+        graphs: Whole graphs to start by name (:meth:`submit`).
+        provider: The provider of the agents' model calls (unless an agent has its own).
+        record: Where runs are recorded: by default a signal store in the same
+            database (SQLite or PostgreSQL; in memory for an in-memory database).
+        db: Another database for the service's own tables (default: the store's).
+        stuck_after: Seconds after which an entry still ``processing`` is ``abandoned``.
+        stuck_check_every: Seconds between two runs of the stuck-job detector.
+        max_running: Reactions running at once in this process.
+        poll_every: Seconds between two looks for changes made by other processes
+            (changes made through ``objects`` wake the dispatcher at once).
+
+    Raises:
+        AgentConfigError: An agent is defined badly (a reaction agent with
+            ``activate_on``, too: the service starts it).
+        ServiceConfigError: Another option is unusable.
+    """
+
+    def __init__(
+        self,
+        *,
+        objects: ObjectStore,
+        agents: Mapping[str, Agent] | Iterable[Agent] = (),
+        graphs: Mapping[str, Reactive] | None = None,
+        provider: Provider | None = None,
+        record: SignalStore | None = None,
+        db: str | None = None,
+        stuck_after: float = 300.0,
+        stuck_check_every: float = 60.0,
+        max_running: int = 64,
+        poll_every: float = 1.0,
+    ) -> None:
+        if not isinstance(objects, ObjectStore):
+            raise ServiceConfigError(f"objects must be an ObjectStore, got {objects!r}.")
+        for name, value in (
+            ("stuck_after", stuck_after),
+            ("stuck_check_every", stuck_check_every),
+            ("poll_every", poll_every),
+            ("max_running", max_running),
+        ):
+            if not isinstance(value, int | float) or value <= 0:
+                raise ServiceConfigError(f"{name} must be a positive number, got {value!r}.")
+        self.objects = objects
+        self.agents = named_agents(agents)
+        self.reactions = {
+            name: ReactionAgent.of(name, agent)
+            for name, agent in self.agents.items()
+            if agent.reaction is not None
+        }
+        self.db = Database(db) if db is not None else objects.db
+        self.provider = provider
+        self.record = record
+        self.cron = CronJobs(lambda name: self.host.scheduled(name))
+        self.catalog = AgentCatalog(self.db, self.agents, self.cron, self._set_reaction)
+        self.runs = Runs(graphs or {}, self.catalog.agent, self.db)
+        self.host = RunHost(self.runs, self.catalog, provider)
+        self.stuck_after = float(stuck_after)
+        self.stuck_check_every = float(stuck_check_every)
+        self.poll_every = float(poll_every)
+        self.log = ProcessingLog(self.db)
+        self.suggestion_store = Suggestions(self.db)
+        self._max_running = int(max_running)
+        self._owned_record: SignalStore | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._loops: list[asyncio.Task[None]] = []
+        self._subscription: Subscription | None = None
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Event()
+
+    @property
+    def bus(self) -> SignalBus:
+        """Where ``object:*``, ``suggestion:*`` and ``capability:denied`` are emitted."""
+        return self.objects.bus
+
+    @property
+    def running(self) -> bool:
+        """Whether the service is started (inside ``async with service:``)."""
+        return self._group is not None
+
+    @property
+    def live(self) -> Mapping[str, LiveRun]:
+        """The runs executing in this process, by id (the store has every run)."""
+        return self.runs.live
+
+    # -- lifetime ------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._group is not None:
+            raise ServiceStateError("The service is running already; enter it once.")
+        await self.objects.open()
+        await self.db.open()
+        if self.record is None:
+            self.record, owned = await default_record(self.db)
+            self._owned_record = self.record if owned else None
+        await register(self.db, self.agents)
+        loaded = await self.catalog.load()
+        order = [*(name for name in self.agents if name in loaded), *sorted(loaded)]
+        live = {name: ReactionAgent.of(name, loaded[name]) for name in dict.fromkeys(order)}
+        self.reactions.update(live)
+        cursors = await self.log.cursors(live)
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        self._group = group
+        self.host.open(group, self.record, self._poke)
+        services = ReactionServices(self.objects, self.suggestion_store, self.provider, self.record)
+        dispatcher = Dispatcher(
+            services, self.log, live, cursors, group, max_running=self._max_running,
+            changed=self._poke, handoff=self.host.handoff,
+        )  # fmt: skip
+        self._dispatcher = dispatcher
+        self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())
+        for loop in (dispatcher.process(), self._detect(), self._follow()):
+            self._loops.append(group.create_task(loop))
+        self._finishing = group.create_task(dispatcher.finishes.run())
+        self.cron.start()
+        await self.host.resume()
+        return self
+
+    async def drain(self, grace: float) -> list[str]:
+        """Stop taking work; let what is in flight finish for up to ``grace`` seconds.
+
+        New events are no longer dispatched, schedules no longer fire and new runs are
+        refused. Reactions still running after ``grace`` go back to ``pending`` when
+        the service exits; runs still running are stopped without ending, so their
+        logs show them unfinished and the next start resumes them. Returns the ids of
+        those runs.
+        """
+        self.host.stopping = True
+        self.cron.pause()
+        for task in self._loops:
+            task.cancel()
+        dispatcher = self._dispatcher
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace):
+                await self._until(
+                    lambda: not self.runs.tasks and (dispatcher is None or not dispatcher.active)
+                )
+        return self.host.close()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        group, dispatcher = self._group, self._dispatcher
+        if group is None or dispatcher is None:
+            return
+        try:
+            self.cron.stop()
+            self.host.close()
+            for task in [*self._loops, *dispatcher.active.values(), self._finishing]:
+                task.cancel()
+            await group.__aexit__(None, None, None)
+        finally:
+            self._group = self._dispatcher = None
+            self._loops.clear()
+            if self._subscription is not None:
+                self._subscription.cancel()
+            with contextlib.suppress(Exception):  # a dead database cannot take them back
+                await self.log.release(dispatcher.taken)  # taken up again at the next start
+            await close_record(self.record, self._owned_record)
+            await self.host.aclose()
+            if self._owned_record is not None:
+                self.record = self._owned_record = None
+
+    def _running(self, what: str) -> Dispatcher:
+        if self._group is None or self._dispatcher is None:
+            raise ServiceStateError(
+                f"service.{what}() needs the service running: use `async with service:`."
+            )
+        return self._dispatcher
+
+    def _poke(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def _until(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            await self._changed.wait()
+
+    # -- dispatching ---------------------------------------------------------------
+
+    async def _follow(self) -> None:
+        """Dispatch new events as they are stored (woken at once, or every poll)."""
+        dispatcher = self._dispatcher
+        assert dispatcher is not None
+        while True:
+            try:
+                while await dispatcher.next_batch():
+                    pass
+            except Exception as exc:  # a database hiccup: try again at the next poll
+                log("reactor.service", "error", "dispatch failed", error=repr(exc))
+            dispatcher.nudge()  # work another process logged, or gave back
+            self._poke()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_every):
+                    await self._wake.wait()
+            self._wake.clear()
+
+    async def dispatch(self, event: ObjectEvent) -> list[ProcessingEntry]:
+        """Deliver one stored event again, as a redelivering queue would.
+
+        Each matching agent gets an entry: ``pending`` (then processed), or
+        ``skipped`` when the agent has the same (object, version, event) pending,
+        processing or completed already.
+
+        Raises:
+            ServiceStateError: The service is not running.
+        """
+        return await self._running("dispatch").dispatch(event)
+
+    # -- stuck entries -------------------------------------------------------------
+
+    async def _detect(self) -> None:
+        while True:
+            await asyncio.sleep(self.stuck_check_every)
+            try:
+                await self.detect_stuck()
+            except Exception as exc:
+                log("reactor.service", "error", "stuck-job detection failed", error=repr(exc))
+
+    async def detect_stuck(self) -> list[ProcessingEntry]:
+        """Mark entries ``processing`` for longer than ``stuck_after`` as ``abandoned``.
+
+        The detector does it every ``stuck_check_every`` seconds; a reaction of this
+        process that is abandoned is cancelled. Returns the entries it marked.
+        """
+        await self.db.open()
+        abandoned = await self.log.abandon_stuck(timedelta(seconds=self.stuck_after))
+        for entry in abandoned:
+            log(
+                "reactor.service",
+                "warning",
+                "reaction abandoned",
+                agent=entry.agent,
+                object_id=entry.object_id,
+                version=entry.object_version,
+                entry=entry.id,
+            )
+            if self._dispatcher is not None:
+                self._dispatcher.cancel(entry.id)
+        return abandoned
+
+    # -- waiting, reading ----------------------------------------------------------
+
+    async def idle(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 (the documented API)
+        """Wait until every stored event is dispatched and no reaction or run is in flight.
+
+        Raises:
+            IdleTimeoutError: Still busy after ``timeout`` seconds.
+            ServiceStateError: The service is not running.
+        """
+        dispatcher = self._running("idle")
+        latest = 0
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    latest = await self.objects.last_event_id()
+                    self._wake.set()
+                    dispatcher.nudge()
+                    await self._until(functools.partial(self._settled, latest))
+                    if await self.objects.last_event_id() == latest:
+                        return
+        except TimeoutError:
+            raise IdleTimeoutError(
+                f"The service was still busy after {timeout:g} s: {len(dispatcher.active)} "
+                f"reactions and {len(self.runs.tasks)} runs in flight, events dispatched "
+                f"through {dispatcher.position} of {latest}. Wait longer, or look at "
+                "service.processing_log(status='processing')."
+            ) from None
+
+    def _settled(self, latest: int) -> bool:
+        dispatcher = self._dispatcher
+        if dispatcher is None:
+            return True
+        caught_up = not dispatcher.agents or dispatcher.position >= latest
+        return caught_up and dispatcher.settled and not self.runs.tasks
+
+    async def processing_log(
+        self, *, agent: str | None = None, object_id: str | None = None, status: str | None = None
+    ) -> list[ProcessingEntry]:
+        """Entries of the processing log, oldest first, filtered by any of the three."""
+        await self.db.open()
+        return await self.log.entries(agent=agent, object_id=object_id, status=status)
+
+    async def suggestions(self, status: str | None = None) -> list[Suggestion]:
+        """Suggestions, newest first (``pending``, ``completed``, ``rejected``, or all)."""
+        await self.db.open()
+        return await self.suggestion_store.list(status)
+
+    # -- resolving suggestions -----------------------------------------------------
+
+    async def approve(
+        self, suggestion_id: str, *, actor: User | AgentActor | None = None
+    ) -> Suggestion:
+        """Apply a pending suggestion's changes, attributed to its agent; mark it ``completed``.
+
+        The changes are checked against the agent's capabilities again and applied in
+        one transaction, as ``AgentActor(agent)`` with ``approved_by=actor``; if they
+        cannot be (an object was deleted meanwhile), nothing changes and the
+        suggestion stays pending.
+
+        Raises:
+            SuggestionNotFoundError: No suggestion has that id.
+            SuggestionResolvedError: It was approved or rejected already.
+            CapabilityError: A change is outside the agent's capabilities.
+            ObjectNotFoundError: A change names an object that no longer exists.
+        """
+        who = actor if actor is not None else actor_from_context(current_actor())
+        await self.db.open()
+        agents = {**self.agents, **self.catalog.agents}
+        return await _resolve.approve(
+            self.objects, self.suggestion_store, agents, suggestion_id, who
+        )
+
+    async def reject(
+        self, suggestion_id: str, *, actor: User | AgentActor | None = None
+    ) -> Suggestion:
+        """Mark a pending suggestion ``rejected``; nothing changes.
+
+        Raises:
+            SuggestionNotFoundError: No suggestion has that id.
+            SuggestionResolvedError: It was approved or rejected already.
+        """
+        who = actor if actor is not None else actor_from_context(current_actor())
+        await self.db.open()
+        return await _resolve.reject(self.objects, self.suggestion_store, suggestion_id, who)
+
+    # -- runs ----------------------------------------------------------------------
+
+    async def submit(self, graph: str, input: Any = None, *, user: str | None = None) -> str:
+        """Start a registered graph as a recorded run; return its ``run_id`` at once.
+
+        Raises:
+            ServiceConfigError: No graph has that name.
+            ServiceStateError: The service is not running, or is stopping.
+        """
+        return await self.host.submit(RunRequest("graph", graph, input, "api", user), "submit")
+
+    async def run_agent(
+        self,
+        name: str,
+        input: Any = None,
+        *,
+        trigger: Literal["manual", "cron", "api"] = "manual",
+        user: str | None = None,
+    ) -> str:
+        """Run one agent (as a graph of itself), recorded, with a row in ``agent_runs``.
+
+        Raises:
+            AgentNotFoundError: The service has no agent of that name.
+            AgentConflictError: It is disabled, or it is a reaction agent (those run
+                when their objects change).
+            ServiceStateError: The service is not running, or is stopping.
+        """
+        return await self.host.run_agent(RunRequest("agent", name, input, trigger, user))
+
+    async def _set_reaction(
+        self, name: str, agent: Agent | None, how: Literal["keep", "new", "gone"]
+    ) -> None:
+        """Start or stop dispatching to a reaction agent (it was changed through the catalog)."""
+        dispatcher = self._dispatcher
+        if agent is None or agent.reaction is None:
+            if dispatcher is not None:
+                dispatcher.remove(name)
+            if how == "gone":
+                await self.log.forget_cursor(name)
+            return
+        target = ReactionAgent.of(name, agent)
+        self.reactions[name] = target
+        cursor = await self.log.stored_cursor(name)
+        if cursor is None or how == "new":
+            cursor = await self.objects.last_event_id()  # from now on, not the past
+            await self.log.set_cursor(name, cursor)
+        if dispatcher is not None:
+            dispatcher.add(target, cursor)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<ReactionService {state} agents={sorted(self.agents)} objects={self.objects!r}>"

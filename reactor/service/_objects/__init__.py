@@ -1,0 +1,12 @@
+"""Objects in the database: typed objects, their events, the processing log, suggestions.
+
+``db`` (one database: URL, async engine, transactions, migrations), ``schema`` (the
+tables, as SQLAlchemy Core), ``rows`` (rows as values), ``values`` (actors, stored
+objects, events), ``changes`` (what agents propose: :class:`Changes` and its
+operations; processing entries and suggestions), ``objects`` (:class:`ObjectStore`),
+``processing`` (the processing log), ``suggestions`` (the ``suggestions`` table),
+``batch`` (many small concurrent writes as one transaction).
+
+May use: the engine's lower rooms (``_signals``, ``_agents`` for reaction settings)
+and :mod:`reactor.exceptions`. Nothing else of the service.
+"""

@@ -1,0 +1,182 @@
+"""What reaction agents propose, and what the service keeps about their work.
+
+An agent proposes :class:`Changes`: its reasoning and a list of operations
+(:class:`Create`, :class:`Update`, :class:`Delete`, each tagged ``op`` in JSON so a
+model can answer with them). The service applies them, or keeps them as a
+:class:`Suggestion` for a person; every event an agent is given is a
+:class:`ProcessingEntry` of the processing log.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import pydantic
+
+from reactor.service._objects.values import Actor
+
+__all__ = [
+    "Changes",
+    "Create",
+    "Delete",
+    "EntryStatus",
+    "Operation",
+    "ProcessingEntry",
+    "Suggestion",
+    "SuggestionStatus",
+    "Update",
+]
+
+EntryStatus = Literal["pending", "processing", "completed", "failed", "skipped", "abandoned"]
+SuggestionStatus = Literal["pending", "completed", "rejected"]
+
+
+class _Operation(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+
+class Create(_Operation):
+    """Create an object: ``Create("Company", {"name": "Acme"})``.
+
+    Attributes:
+        type: The new object's type.
+        data: Its fields.
+        id: Leave it empty: the store gives one (set when an agent's ``ctx.objects.create``
+            is suggested, so the id it was shown is the one an approval creates).
+    """
+
+    op: Literal["create"] = "create"
+    type: str
+    data: dict[str, Any] = {}
+    id: str | None = None
+
+    def __init__(
+        self, type: str | None = None, data: dict[str, Any] | None = None, /, **fields: Any
+    ) -> None:
+        if type is not None:
+            fields["type"] = type
+        if data is not None:
+            fields["data"] = data
+        super().__init__(**fields)
+
+
+class Update(_Operation):
+    """Update an object's fields (the others are kept): ``Update(id, {"email": ...})``."""
+
+    op: Literal["update"] = "update"
+    id: str
+    data: dict[str, Any]
+
+    def __init__(
+        self, id: str | None = None, data: dict[str, Any] | None = None, /, **fields: Any
+    ) -> None:
+        if id is not None:
+            fields["id"] = id
+        if data is not None:
+            fields["data"] = data
+        super().__init__(**fields)
+
+
+class Delete(_Operation):
+    """Delete an object: ``Delete(id)``."""
+
+    op: Literal["delete"] = "delete"
+    id: str
+
+    def __init__(self, id: str | None = None, /, **fields: Any) -> None:
+        if id is not None:
+            fields["id"] = id
+        super().__init__(**fields)
+
+
+Operation = Annotated[Create | Update | Delete, pydantic.Field(discriminator="op")]
+"""One change, tagged by ``op``: ``create``, ``update`` or ``delete``."""
+
+
+class Changes(pydantic.BaseModel):
+    """What a reaction agent proposes: give it as the agent's ``output=``.
+
+    Attributes:
+        reasoning: Why: shown to the person who approves a suggestion.
+        mode: For a ``hybrid`` agent, whether to apply the operations at once
+            (``execute``) or suggest them (``suggest``, the default); other agents'
+            execution mode decides and this is ignored.
+        operations: The changes, applied in order and all or nothing.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    reasoning: str = ""
+    mode: Literal["execute", "suggest"] = "suggest"
+    operations: tuple[Operation, ...] = ()
+
+
+class Suggestion(pydantic.BaseModel):
+    """Changes an agent proposed in ``suggest`` mode, waiting for a person.
+
+    Attributes:
+        id: Its id (``sug_...``).
+        agent: The agent that proposed it (its changes are attributed to it).
+        object_id: The object whose change the agent reacted to.
+        changes: The operations to apply if approved.
+        reasoning: The agent's reasoning.
+        status: ``pending``, ``completed`` (approved and applied) or ``rejected``.
+        run_id: The recorded run that proposed it.
+        created_at: When it was made (UTC).
+        resolved_at: When it was approved or rejected.
+        resolved_by: Who approved or rejected it.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    id: str
+    agent: str
+    object_id: str | None
+    changes: tuple[Operation, ...]
+    reasoning: str
+    status: SuggestionStatus = "pending"
+    run_id: str | None = None
+    created_at: datetime
+    resolved_at: datetime | None = None
+    resolved_by: Actor | None = None
+
+    @property
+    def approved_by(self) -> Actor | None:
+        """Who approved it (``None`` unless it was approved)."""
+        return self.resolved_by if self.status == "completed" else None
+
+
+class ProcessingEntry(pydantic.BaseModel):
+    """One object event given to one agent: a row of the processing log.
+
+    Attributes:
+        id: Its position in the log.
+        agent: The agent.
+        object_id: The object whose change it is.
+        object_version: The object's version in that event.
+        event_type: ``created``, ``updated`` or ``deleted``.
+        event_id: The :class:`ObjectEvent` it is for.
+        status: ``pending`` -> ``processing`` -> ``completed`` or ``failed``;
+            ``skipped`` when the same (agent, object, version, event) was already
+            pending, processing or completed; ``abandoned`` when it was processing
+            for longer than the service's ``stuck_after``.
+        error: Why it failed (or was skipped or abandoned).
+        run_id: The recorded run of the reaction.
+        created_at: When the event was dispatched (UTC).
+        updated_at: When the status last changed (UTC).
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    id: int
+    agent: str
+    object_id: str
+    object_version: int
+    event_type: str
+    event_id: int
+    status: EntryStatus
+    error: str | None = None
+    run_id: str | None = None
+    created_at: datetime
+    updated_at: datetime

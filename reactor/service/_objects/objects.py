@@ -1,0 +1,411 @@
+"""ObjectStore: typed objects in a database, each change stored as an event and emitted."""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self
+
+import pydantic
+import pydantic_core
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from reactor._agents.reaction import type_name_problem
+from reactor._signals.bus import SignalBus
+from reactor._signals.frozen import freeze_payload
+from reactor.exceptions import ObjectNotFoundError, ObjectValidationError, ServiceConfigError
+from reactor.service._objects.changes import Create, Delete, Operation, Update
+from reactor.service._objects.db import DEFAULT_URL, Database, describe_url
+from reactor.service._objects.rows import event_from_row, object_from_row
+from reactor.service._objects.schema import object_events, objects
+from reactor.service._objects.values import (
+    AgentActor,
+    EventKind,
+    ObjectEvent,
+    StoredObject,
+    User,
+    actor_from_context,
+)
+from stores import current_actor
+
+__all__ = ["ObjectStore"]
+
+Types = Iterable[type[pydantic.BaseModel]] | Mapping[str, type[pydantic.BaseModel]]
+
+
+class ObjectStore:
+    """Typed objects in SQLite or PostgreSQL: ``create``, ``get``, ``update``, ``delete``.
+
+    Every change is one transaction that writes the object and an :class:`ObjectEvent`
+    (the log reactions are dispatched from), then emits ``object:<Type>:<event>`` on
+    :attr:`bus`. A change by an agent is attributed to it without saying so: the actor
+    defaults to the one running now (``stores.current_actor()``: ``AgentActor(name)``
+    inside an agent, else ``User("user")``)::
+
+        async with ObjectStore("sqlite:///.reactor/app.db", types=[Person]) as objects:
+            ada = await objects.create("Person", {"name": "Ada"}, actor=User("u1"))
+            ada = await objects.update(ada.id, {"email": "ada@x.org"}, actor=User("u1"))
+
+    The tables are created (and migrated) when it opens: ``async with``, or on first
+    use (then ``await objects.close()`` when done).
+
+    Args:
+        url: ``sqlite:///path`` (the default is ``.reactor/app.db``), or
+            ``postgresql://user@host:port/dbname``.
+        types: pydantic models whose objects are validated, named by their class
+            names (or ``{"Person": Person}``). Objects of other types are stored as
+            they are given, as long as they are JSON objects.
+        bus: Where changes are emitted (a new bus by default).
+
+    Raises:
+        ServiceConfigError: The URL or a type is unusable.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, types: Types = (), bus: SignalBus | None = None):
+        self.db = Database(url)
+        self.types = _registered(types)
+        self.bus = bus if bus is not None else SignalBus(history_limit=1000)
+
+    @property
+    def url(self) -> str:
+        """The database's URL."""
+        return self.db.url
+
+    # -- lifetime ------------------------------------------------------------------
+
+    async def open(self) -> Self:
+        """Connect, and create or migrate the tables (once; later calls return at once).
+
+        Raises:
+            DatabaseError: The database cannot be reached or migrated.
+        """
+        await self.db.open()
+        return self
+
+    async def close(self) -> None:
+        """Close the database's connections."""
+        await self.db.close()
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- changes -------------------------------------------------------------------
+
+    async def create(
+        self, type: str, data: Mapping[str, Any], *, actor: User | AgentActor | None = None
+    ) -> StoredObject:
+        """Store a new object (version 1) and emit ``object:<type>:created``.
+
+        Raises:
+            ObjectValidationError: ``data`` does not fit the type; nothing was stored.
+        """
+        (event,) = await self.apply([Create(type, self._fields(type, data))], actor=actor)
+        return event.object
+
+    async def update(
+        self, id: str, data: Mapping[str, Any], *, actor: User | AgentActor | None = None
+    ) -> StoredObject:
+        """Change some fields of an object (the others are kept); its version grows by one.
+
+        Raises:
+            ObjectNotFoundError: No object has that id.
+            ObjectValidationError: The result does not fit the type; nothing changed.
+        """
+        (event,) = await self.apply([Update(id, self._fields("object", data))], actor=actor)
+        return event.object
+
+    async def delete(self, id: str, *, actor: User | AgentActor | None = None) -> StoredObject:
+        """Delete an object and emit ``object:<type>:deleted``; return it as it was.
+
+        Raises:
+            ObjectNotFoundError: No object has that id.
+        """
+        (event,) = await self.apply([Delete(id)], actor=actor)
+        return event.object
+
+    async def apply(
+        self,
+        operations: Sequence[Operation],
+        *,
+        actor: User | AgentActor | None = None,
+        approved_by: User | AgentActor | None = None,
+    ) -> builtins.list[ObjectEvent]:
+        """Apply several changes in one transaction: all of them, or (on an error) none.
+
+        Args:
+            operations: :class:`Create`, :class:`Update` and :class:`Delete`, in order.
+            actor: Who makes them (by default, who is running now).
+            approved_by: Who approved them, when they were an agent's suggestion.
+
+        Returns:
+            The stored events, in order.
+
+        Raises:
+            ObjectNotFoundError: An update or delete names an unknown object.
+            ObjectValidationError: Some data does not fit its type.
+        """
+        who = actor if actor is not None else actor_from_context(current_actor())
+        await self.open()
+        prepared = [self._prepare(op) for op in operations]
+        async with self.db.write(ordered=True) as conn:
+            now = datetime.now(UTC)
+            events = [await self._apply_one(conn, op, who, approved_by, now) for op in prepared]
+        for event in events:
+            self.bus.publish(event.name, freeze_payload(event.payload()), str(who), None, 0)
+        return events
+
+    def validate(self, type: str, data: Any) -> dict[str, Any]:
+        """``data`` as it would be stored as a ``type``: validated, as JSON data.
+
+        Raises:
+            ObjectValidationError: It does not fit.
+        """
+        problem = type_name_problem(type)
+        if problem is not None:
+            raise ObjectValidationError(
+                f"Cannot store the object: {problem}.", type=str(type), errors=[]
+            )
+        data = self._fields(type, data)
+        model = self.types.get(type)
+        if model is None:
+            try:
+                jsonable = pydantic_core.to_jsonable_python(dict(data))
+            except pydantic_core.PydanticSerializationError as exc:
+                raise ObjectValidationError(
+                    f"{type} data cannot be stored as JSON ({exc}); give plain JSON values.",
+                    type=type,
+                    errors=[],
+                ) from None
+            assert isinstance(jsonable, dict)
+            return jsonable
+        try:
+            return model.model_validate(dict(data)).model_dump(mode="json")
+        except pydantic.ValidationError as exc:
+            errors = exc.errors(include_url=False, include_context=False)
+            listed = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']} (got {e.get('input')!r})"
+                for e in errors
+            )
+            raise ObjectValidationError(
+                f"{type} data is invalid: {listed}. Nothing was stored; fix the data (or the "
+                f"{model.__name__} model).",
+                type=type,
+                errors=[dict(e) for e in errors],
+            ) from None
+
+    @staticmethod
+    def _fields(type: str, data: Any) -> dict[str, Any]:
+        if not isinstance(data, Mapping):
+            raise ObjectValidationError(
+                f"{type} data must be a JSON object (a dict of fields), got "
+                f"{builtins.type(data).__name__}.",
+                type=type,
+                errors=[],
+            )
+        return dict(data)
+
+    def _prepare(self, op: Operation) -> Operation:
+        if isinstance(op, Create):
+            return op.model_copy(update={"data": self.validate(op.type, op.data)})
+        return op
+
+    async def _apply_one(
+        self,
+        conn: AsyncConnection,
+        op: Operation,
+        actor: User | AgentActor,
+        approved_by: User | AgentActor | None,
+        now: datetime,
+    ) -> ObjectEvent:
+        event: EventKind
+        if isinstance(op, Create):
+            object_id = op.id or new_object_id()
+            if op.id is not None and await self._row(conn, op.id) is not None:
+                raise ObjectValidationError(
+                    f"An object with id {op.id!r} exists already; leave Create.id empty.",
+                    type=op.type,
+                    errors=[],
+                )
+            type, version, data, old, created = op.type, 1, op.data, {}, now
+            event = "created"
+            await conn.execute(
+                objects.insert().values(
+                    id=object_id, type=type, version=1, data=data, actor_type=actor.type,
+                    actor_id=actor.id, created_at=now, updated_at=now,
+                )
+            )  # fmt: skip
+        else:
+            row = await self._row(conn, op.id)
+            if row is None:
+                raise _not_found(op.id, self.url)
+            object_id, type, old, created = row.id, row.type, dict(row.data), row.created_at
+            if isinstance(op, Update):
+                data, version, event = (
+                    self.validate(type, {**old, **op.data}),
+                    row.version + 1,
+                    "updated",
+                )
+                await conn.execute(
+                    objects.update()
+                    .where(objects.c.id == object_id)
+                    .values(
+                        version=version, data=data, actor_type=actor.type, actor_id=actor.id,
+                        updated_at=now,
+                    )
+                )  # fmt: skip
+            else:
+                data, version, event = old, row.version, "deleted"
+                await conn.execute(objects.delete().where(objects.c.id == object_id))
+        changes = _changes(old, {} if event == "deleted" else data)
+        event_id = await conn.scalar(
+            object_events.insert()
+            .values(
+                object_id=object_id, object_type=type, version=version, event=event, data=data,
+                changes=changes, actor_type=actor.type, actor_id=actor.id,
+                approved_by_type=approved_by.type if approved_by else None,
+                approved_by_id=approved_by.id if approved_by else None,
+                object_created_at=created, created_at=now,
+            )
+            .returning(object_events.c.event_id)
+        )  # fmt: skip
+        assert isinstance(event_id, int)
+        return ObjectEvent(
+            event_id=event_id, id=object_id, type=type, version=version, event=event, data=data,
+            changes=changes, actor=actor, approved_by=approved_by, timestamp=now,
+            object_created_at=created,
+        )  # fmt: skip
+
+    @staticmethod
+    async def _row(conn: AsyncConnection, object_id: str) -> sa.Row[Any] | None:
+        result = await conn.execute(sa.select(objects).where(objects.c.id == object_id))
+        return result.first()
+
+    # -- reading -------------------------------------------------------------------
+
+    async def get(self, id: str, *, version: int | None = None) -> StoredObject:
+        """The object, now or as it was at ``version`` (from its events; also once deleted).
+
+        Raises:
+            ObjectNotFoundError: No object has that id (or never had that version).
+        """
+        await self.open()
+        async with self.db.read() as conn:
+            if version is None:
+                row = await self._row(conn, id)
+                if row is None:
+                    raise _not_found(id, self.url)
+                return object_from_row(row)
+            found = await conn.execute(
+                sa.select(object_events)
+                .where(object_events.c.object_id == id, object_events.c.version == version)
+                .order_by(object_events.c.event_id)
+                .limit(1)
+            )
+            event_row = found.first()
+        if event_row is None:
+            raise ObjectNotFoundError(
+                f"Object {id!r} has no version {version} in {describe_url(self.url)}.",
+                object_id=id,
+            )
+        return event_from_row(event_row).object
+
+    async def list(
+        self, type: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[StoredObject]:
+        """Objects (of ``type``, or all), oldest first."""
+        await self.open()
+        query = sa.select(objects).order_by(objects.c.created_at, objects.c.id).limit(limit)
+        if type is not None:
+            query = query.where(objects.c.type == type)
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [object_from_row(row) for row in rows]
+
+    async def events(
+        self,
+        object_id: str | None = None,
+        since: int | datetime | None = None,
+        *,
+        limit: int | None = None,
+        ids: Iterable[int] | None = None,
+    ) -> builtins.list[ObjectEvent]:
+        """Stored changes in the order they were made.
+
+        Args:
+            object_id: Only this object's.
+            since: Only those after this ``event_id``, or after this time.
+            limit: At most this many.
+            ids: Only the events with these ids.
+        """
+        await self.open()
+        query = sa.select(object_events).order_by(object_events.c.event_id).limit(limit)
+        if ids is not None:
+            query = query.where(object_events.c.event_id.in_(sorted(set(ids))))
+        if object_id is not None:
+            query = query.where(object_events.c.object_id == object_id)
+        if isinstance(since, datetime):
+            query = query.where(object_events.c.created_at > since)
+        elif since is not None:
+            query = query.where(object_events.c.event_id > since)
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [event_from_row(row) for row in rows]
+
+    async def last_event_id(self) -> int:
+        """The id of the newest stored event (0 when there is none)."""
+        await self.open()
+        async with self.db.read() as conn:
+            found = await conn.scalar(sa.select(sa.func.max(object_events.c.event_id)))
+        return int(found or 0)
+
+    def __repr__(self) -> str:
+        return f"<ObjectStore {describe_url(self.url)} types={sorted(self.types)}>"
+
+
+def new_object_id() -> str:
+    """A fresh object id."""
+    return f"obj_{uuid.uuid4().hex}"
+
+
+def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """Each top-level field whose value differs: ``{"old": ..., "new": ...}``."""
+    return {
+        key: {"old": old.get(key), "new": new.get(key)}
+        for key in dict.fromkeys([*old, *new])
+        if old.get(key) != new.get(key) or (key in old) != (key in new)
+    }
+
+
+def _not_found(object_id: str, url: str) -> ObjectNotFoundError:
+    return ObjectNotFoundError(
+        f"No object {object_id!r} in {describe_url(url)} (it may have been deleted); "
+        "list the objects with objects.list().",
+        object_id=object_id,
+    )
+
+
+def _registered(types: Types) -> dict[str, type[pydantic.BaseModel]]:
+    items = types.items() if isinstance(types, Mapping) else ((t.__name__, t) for t in types)
+    registered: dict[str, type[pydantic.BaseModel]] = {}
+    for name, model in items:
+        problem = type_name_problem(name)
+        if problem is not None:
+            raise ServiceConfigError(f"Cannot register the type: {problem}.")
+        if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
+            raise ServiceConfigError(
+                f"types must be pydantic models (or {{name: model}}), got {model!r} for {name!r}."
+            )
+        registered[name] = model
+    return registered

@@ -1,0 +1,400 @@
+"""The processing log: which object events each agent was given, and what became of them.
+
+Every transition is a conditional statement, so the database decides races between
+processes: an entry is claimed (``pending`` -> ``processing``) by one process only,
+and finished only from ``processing`` (an entry the stuck-job detector marked
+``abandoned`` stays so). A duplicate (agent, object, version, event) is refused by the
+partial unique index ``uq_processing_log_active`` while one is pending, processing or
+completed, and logged as ``skipped``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from reactor.service._objects.changes import EntryStatus, ProcessingEntry
+from reactor.service._objects.db import Database
+from reactor.service._objects.rows import entry_from_row
+from reactor.service._objects.schema import (
+    ACTIVE_PREDICATE,
+    agent_runs,
+    processing_log,
+    reaction_cursors,
+)
+from reactor.service._objects.values import ObjectEvent
+
+__all__ = ["Claim", "Finished", "ProcessingLog"]
+
+_KEY = ("agent", "object_id", "object_version", "event_type")
+_ACTIVE = sa.text(ACTIVE_PREDICATE)
+"""The unique index's predicate, as literal SQL: PostgreSQL matches ``ON CONFLICT ... WHERE``
+to the partial index only when it sees the values (a prepared statement's parameters
+would hide them)."""
+_IN_FLIGHT = processing_log.c.status.in_(("pending", "processing"))
+_CHUNK = 500
+"""Most ids in one ``IN (...)`` list."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One event for one agent, to be logged.
+
+    An ``exclusive`` agent (``concurrency="skip"``) also drops an event for an object
+    version it has in flight under another event type.
+    """
+
+    agent: str
+    event: ObjectEvent
+    exclusive: bool = False
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How one reaction ended: its entry's outcome and its agent run."""
+
+    entry_id: int
+    agent: str
+    status: EntryStatus
+    error: str | None
+    run_id: str | None
+    run_status: str
+    started_at: datetime
+    finished_at: datetime
+
+
+class ProcessingLog:
+    """The ``processing_log`` table of one database, and the agents' dispatch cursors."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _insert(self) -> Any:
+        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
+        return dialect.insert(processing_log)
+
+    async def claim(
+        self, claims: Sequence[Claim], cursors: Mapping[str, int] | None = None
+    ) -> list[ProcessingEntry]:
+        """Log each claim as ``pending``, or ``skipped`` when it is taken; one transaction.
+
+        Args:
+            claims: The (agent, event) pairs, in dispatch order.
+            cursors: Agents' new dispatch positions, written in the same transaction.
+
+        Returns:
+            The new entries, in the order of ``claims``.
+        """
+        now = datetime.now(UTC)
+        async with self.db.write() as conn:
+            busy = await self._in_flight(conn, [c for c in claims if c.exclusive])
+            fresh: list[tuple[int, dict[str, Any]]] = []
+            skipped: list[tuple[int, dict[str, Any]]] = []
+            for index, claim in enumerate(claims):
+                event = claim.event
+                row = {
+                    "agent": claim.agent, "object_id": event.id, "object_version": event.version,
+                    "event_type": event.event, "event_id": event.event_id, "status": "pending",
+                    "error": None, "created_at": now, "updated_at": now,
+                }  # fmt: skip
+                triple = (claim.agent, event.id, event.version)
+                kinds = busy.setdefault(triple, set()) if claim.exclusive else set()
+                if kinds and event.event not in kinds:  # the same event is a duplicate instead
+                    skipped.append((index, {**row, "status": "skipped", "error": _BUSY}))
+                else:
+                    kinds.add(event.event)
+                    fresh.append((index, row))
+            placed: dict[int, ProcessingEntry] = {}
+            if fresh:
+                inserted = await conn.execute(
+                    self._insert()
+                    .on_conflict_do_nothing(index_elements=list(_KEY), index_where=_ACTIVE)
+                    .returning(*processing_log.c),
+                    [row for _, row in fresh],
+                )
+                by_key = {_key(entry): entry for entry in map(entry_from_row, inserted)}
+                for index, row in fresh:
+                    entry = by_key.pop(_key(row), None)
+                    if entry is None:  # taken already (or earlier in this batch)
+                        skipped.append((index, {**row, "status": "skipped", "error": _DUPLICATE}))
+                    else:
+                        placed[index] = entry
+            if skipped:
+                skipped.sort(key=lambda item: item[0])
+                inserted = await conn.execute(
+                    processing_log.insert().returning(*processing_log.c),
+                    [row for _, row in skipped],
+                )
+                entries = sorted(map(entry_from_row, inserted), key=lambda entry: entry.id)
+                placed.update(zip((index for index, _ in skipped), entries, strict=True))
+            if cursors:
+                await self._advance(conn, cursors, now)
+        return [placed[index] for index in sorted(placed)]
+
+    async def _in_flight(
+        self, conn: AsyncConnection, claims: Sequence[Claim]
+    ) -> dict[tuple[str, str, int], set[str]]:
+        """The event types in flight per (agent, object, version) of exclusive claims."""
+        busy: dict[tuple[str, str, int], set[str]] = {}
+        if not claims:
+            return busy
+        object_ids = sorted({c.event.id for c in claims})
+        for start in range(0, len(object_ids), _CHUNK):
+            rows = await conn.execute(
+                sa.select(
+                    processing_log.c.agent,
+                    processing_log.c.object_id,
+                    processing_log.c.object_version,
+                    processing_log.c.event_type,
+                ).where(
+                    _IN_FLIGHT, processing_log.c.object_id.in_(object_ids[start : start + _CHUNK])
+                )
+            )
+            for row in rows:
+                busy.setdefault((row.agent, row.object_id, row.object_version), set()).add(
+                    row.event_type
+                )
+        return busy
+
+    async def take(self, agents: Iterable[str], limit: int) -> list[ProcessingEntry]:
+        """Start the oldest ``pending`` entries of ``agents`` (at most ``limit``).
+
+        They move to ``processing`` in one statement, so that of several processes
+        taking work at once each entry goes to one (on PostgreSQL the others skip the
+        rows being taken instead of waiting for them). Returns them, oldest first.
+        """
+        names = sorted(agents)
+        if not names or limit < 1:
+            return []
+        oldest = (
+            sa.select(processing_log.c.id)
+            .where(processing_log.c.status == "pending", processing_log.c.agent.in_(names))
+            .order_by(processing_log.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        async with self.db.write() as conn:
+            rows = await conn.execute(
+                processing_log.update()
+                .where(processing_log.c.id.in_(oldest), processing_log.c.status == "pending")
+                .values(status="processing", updated_at=datetime.now(UTC))
+                .returning(*processing_log.c)
+            )
+            return sorted(map(entry_from_row, rows), key=lambda entry: entry.id)
+
+    async def take_one(self, entry_id: int, *, in_order: bool) -> ProcessingEntry | None:
+        """Start one entry (a queued job's): ``pending``, or ``processing`` by a dead worker.
+
+        The caller holds the entry's lease, so an entry still ``processing`` was left by
+        a worker that died: it is taken again (at least once for what was in flight).
+        With ``in_order`` (a ``queue`` agent) it is taken only once no earlier entry of
+        its agent and object is pending or processing. Returns it, or None when it
+        cannot be taken (now or ever: see its status).
+        """
+        earlier = processing_log.alias("earlier")
+        query = processing_log.update().where(processing_log.c.id == entry_id, _IN_FLIGHT)
+        if in_order:
+            query = query.where(
+                ~sa.exists().where(
+                    earlier.c.agent == processing_log.c.agent,
+                    earlier.c.object_id == processing_log.c.object_id,
+                    earlier.c.id < processing_log.c.id,
+                    earlier.c.status.in_(("pending", "processing")),
+                )
+            )
+        async with self.db.write() as conn:
+            row = (
+                await conn.execute(
+                    query.values(status="processing", updated_at=datetime.now(UTC)).returning(
+                        *processing_log.c
+                    )
+                )
+            ).first()
+        return None if row is None else entry_from_row(row)
+
+    async def finish(self, outcomes: Sequence[Finished]) -> set[int]:
+        """Record how reactions ended, and their agent runs, in one transaction.
+
+        Only entries still ``processing`` change (one the stuck-job detector marked
+        ``abandoned`` stays so); returns the ids of those that did.
+        """
+        async with self.db.write() as conn:
+            return await self._finish(conn, outcomes, datetime.now(UTC))
+
+    @staticmethod
+    async def _finish(
+        conn: AsyncConnection, outcomes: Sequence[Finished], now: datetime
+    ) -> set[int]:
+        ids = sorted(o.entry_id for o in outcomes)
+        live: set[int] = set()
+        for start in range(0, len(ids), _CHUNK):
+            rows = await conn.execute(
+                sa.select(processing_log.c.id)
+                .where(processing_log.c.id.in_(ids[start : start + _CHUNK]))
+                .where(processing_log.c.status == "processing")
+                .with_for_update()
+            )
+            live.update(rows.scalars())
+        done = [o for o in outcomes if o.entry_id in live]
+        if done:
+            await conn.execute(
+                processing_log.update()
+                .where(processing_log.c.id == sa.bindparam("entry"))
+                .values(
+                    status=sa.bindparam("new_status"),
+                    error=sa.bindparam("new_error"),
+                    run_id=sa.bindparam("new_run_id"),
+                    updated_at=now,
+                ),
+                [
+                    {
+                        "entry": o.entry_id,
+                        "new_status": o.status,
+                        "new_error": o.error,
+                        "new_run_id": o.run_id,
+                    }
+                    for o in done
+                ],
+            )
+        runs = [
+            {
+                "agent": o.agent,
+                "run_id": o.run_id,
+                "trigger": "reaction",
+                "status": o.run_status,
+                "started_at": o.started_at,
+                "finished_at": o.finished_at,
+                "error": o.error,
+            }
+            for o in outcomes
+            if o.run_id is not None
+        ]
+        if runs:
+            await conn.execute(agent_runs.insert(), runs)
+        return live
+
+    async def release(self, entry_ids: Iterable[int]) -> None:
+        """Put entries this process was processing back to ``pending`` (for a later start)."""
+        ids = sorted(entry_ids)
+        if not ids:
+            return
+        async with self.db.write() as conn:
+            for start in range(0, len(ids), _CHUNK):
+                await conn.execute(
+                    processing_log.update()
+                    .where(processing_log.c.id.in_(ids[start : start + _CHUNK]))
+                    .where(processing_log.c.status == "processing")
+                    .values(status="pending", updated_at=datetime.now(UTC))
+                )
+
+    async def abandon_stuck(self, older_than: timedelta) -> list[ProcessingEntry]:
+        """Mark entries ``processing`` for longer than ``older_than`` as ``abandoned``."""
+        now = datetime.now(UTC)
+        limit = now - older_than
+        message = (
+            f"processing for more than {older_than.total_seconds():g} s (stuck_after): the "
+            "process may have died; dispatch the event again to retry"
+        )
+        async with self.db.write() as conn:
+            rows = await conn.execute(
+                processing_log.update()
+                .where(processing_log.c.status == "processing")
+                .where(processing_log.c.updated_at < limit)
+                .values(status="abandoned", error=message, updated_at=now)
+                .returning(*processing_log.c)
+            )
+            return sorted((entry_from_row(row) for row in rows), key=lambda e: e.id)
+
+    async def entries(
+        self,
+        *,
+        agent: str | None = None,
+        object_id: str | None = None,
+        status: str | None = None,
+        ids: Iterable[int] | None = None,
+        agents: Iterable[str] | None = None,
+    ) -> list[ProcessingEntry]:
+        """Entries, oldest first, filtered by any of agent(s), object, status and ids."""
+        query = sa.select(processing_log).order_by(processing_log.c.id)
+        if agent is not None:
+            query = query.where(processing_log.c.agent == agent)
+        if agents is not None:
+            query = query.where(processing_log.c.agent.in_(sorted(agents)))
+        if object_id is not None:
+            query = query.where(processing_log.c.object_id == object_id)
+        if status is not None:
+            query = query.where(processing_log.c.status == status)
+        if ids is not None:
+            query = query.where(processing_log.c.id.in_(sorted(ids)))
+        async with self.db.read() as conn:
+            return [entry_from_row(row) for row in await conn.execute(query)]
+
+    async def in_flight(self, agents: Iterable[str]) -> int:
+        """How many entries of ``agents`` are pending or processing."""
+        async with self.db.read() as conn:
+            found = await conn.scalar(
+                sa.select(sa.func.count())
+                .select_from(processing_log)
+                .where(_IN_FLIGHT, processing_log.c.agent.in_(sorted(agents)))
+            )
+        return int(found or 0)
+
+    async def cursors(self, agents: Iterable[str]) -> dict[str, int]:
+        """Each agent's dispatch position; a new agent starts at 0 (every stored event)."""
+        names = sorted(set(agents))
+        if not names:
+            return {}
+        async with self.db.read() as conn:
+            rows = await conn.execute(
+                sa.select(reaction_cursors).where(reaction_cursors.c.agent.in_(names))
+            )
+            found = {row.agent: int(row.event_id) for row in rows}
+        return {name: found.get(name, 0) for name in names}
+
+    async def stored_cursor(self, agent: str) -> int | None:
+        """The agent's stored dispatch position (``None`` for an agent never dispatched to)."""
+        async with self.db.read() as conn:
+            found = await conn.scalar(
+                sa.select(reaction_cursors.c.event_id).where(reaction_cursors.c.agent == agent)
+            )
+        return None if found is None else int(found)
+
+    async def set_cursor(self, agent: str, event_id: int) -> None:
+        """Start an agent at ``event_id``: it is given the events after it (never earlier)."""
+        async with self.db.write() as conn:
+            await self._advance(conn, {agent: event_id}, datetime.now(UTC))
+
+    async def forget_cursor(self, agent: str) -> None:
+        """Forget an agent's position (it was deleted; one made again starts afresh)."""
+        async with self.db.write() as conn:
+            await conn.execute(reaction_cursors.delete().where(reaction_cursors.c.agent == agent))
+
+    async def _advance(
+        self, conn: AsyncConnection, cursors: Mapping[str, int], now: datetime
+    ) -> None:
+        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
+        rows = [{"agent": a, "event_id": e, "updated_at": now} for a, e in sorted(cursors.items())]
+        insert = dialect.insert(reaction_cursors).values(rows)
+        await conn.execute(
+            insert.on_conflict_do_update(
+                index_elements=["agent"],
+                set_={"event_id": insert.excluded.event_id, "updated_at": now},
+                where=reaction_cursors.c.event_id < insert.excluded.event_id,
+            )
+        )
+
+
+def _key(entry: ProcessingEntry | Mapping[str, Any]) -> tuple[Any, ...]:
+    if isinstance(entry, ProcessingEntry):
+        return (entry.agent, entry.object_id, entry.object_version, entry.event_type)
+    return tuple(entry[k] for k in _KEY)
+
+
+_DUPLICATE = "the same event for this object version is pending, processing or completed"
+_BUSY = "the agent is processing this object version (concurrency='skip')"

@@ -1,0 +1,173 @@
+"""The values the object store hands out: actors, stored objects and their events.
+
+All are frozen pydantic models: they serialize as the JSON the HTTP API and the
+signals carry, and a value read once cannot change behind its reader's back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import pydantic
+
+from reactor._agents.reaction import ObjectEvent as EventKind
+from reactor._signals.names import agent_actor, object_signal
+from reactor._signals.payloads import ActorPayload, ObjectChanged
+
+__all__ = [
+    "Actor",
+    "AgentActor",
+    "EventKind",
+    "ObjectEvent",
+    "StoredObject",
+    "User",
+    "actor_from_context",
+]
+
+_AGENT_PREFIX = agent_actor("")
+_USER_PREFIX = "user:"
+
+
+class _Actor(pydantic.BaseModel):
+    """Who made a change; ``User("u1")`` and ``AgentActor("enrich")`` take the id first."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+    type: str
+    id: str = pydantic.Field(min_length=1)
+
+    def payload(self) -> ActorPayload:
+        """``{"type": ..., "id": ...}``, as in signals and the HTTP API."""
+        return {"type": self.type, "id": self.id}
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.id}"
+
+
+class User(_Actor):
+    """A person (or a program acting for one), by id: ``User("u1")``."""
+
+    type: Literal["user"] = "user"
+
+    def __init__(self, id: str | None = None, /, **data: Any) -> None:
+        if id is not None:
+            data["id"] = id
+        super().__init__(**data)
+
+
+class AgentActor(_Actor):
+    """An agent, by name: changes an agent makes are attributed to ``AgentActor(name)``."""
+
+    type: Literal["agent"] = "agent"
+
+    def __init__(self, id: str | None = None, /, **data: Any) -> None:
+        if id is not None:
+            data["id"] = id
+        super().__init__(**data)
+
+
+Actor = Annotated[User | AgentActor, pydantic.Field(discriminator="type")]
+"""A user or an agent; stored and sent as ``{"type": "user" | "agent", "id": ...}``."""
+
+
+def actor_from_context(actor: str) -> User | AgentActor:
+    """The actor of a ``stores.current_actor()`` string.
+
+    ``agent:<name>`` (what every activation runs as) is ``AgentActor(name)``;
+    ``user:<id>`` is ``User(id)``; anything else (``"user"`` outside agents, or an
+    ``acting_as("system")`` label) is a ``User`` of that id.
+    """
+    if actor.startswith(_AGENT_PREFIX) and len(actor) > len(_AGENT_PREFIX):
+        return AgentActor(actor[len(_AGENT_PREFIX) :])
+    if actor.startswith(_USER_PREFIX) and len(actor) > len(_USER_PREFIX):
+        return User(actor[len(_USER_PREFIX) :])
+    return User(actor)
+
+
+class StoredObject(pydantic.BaseModel):
+    """An object as stored: its type, data and version, and who changed it last.
+
+    Attributes:
+        id: Its id (``obj_...``), given by the store.
+        type: Its type name (``"Person"``).
+        version: 1 when created, one more at each update.
+        data: Its fields, as JSON data (validated by the type's model when the type
+            was registered).
+        actor: Who made this version.
+        created_at: When it was created (UTC).
+        updated_at: When this version was made (UTC).
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    id: str
+    type: str
+    version: int
+    data: dict[str, Any]
+    actor: Actor
+    created_at: datetime
+    updated_at: datetime
+
+
+class ObjectEvent(pydantic.BaseModel):
+    """One stored change of an object; dispatched as ``object:<Type>:<event>``.
+
+    Attributes:
+        event_id: Its position in the store's log of changes (increasing).
+        id: The object's id.
+        type: The object's type.
+        version: The object's version after the change (a ``deleted`` event carries
+            the version that was deleted).
+        event: ``created``, ``updated`` or ``deleted``.
+        data: The object's data after the change (for ``deleted``, its last data).
+        changes: Each top-level field that changed: ``{"old": ..., "new": ...}``.
+        actor: Who made the change.
+        approved_by: Who approved it, when it was an agent's suggestion.
+        timestamp: When it was stored (UTC).
+        object_created_at: When the object was created (UTC).
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    event_id: int
+    id: str
+    type: str
+    version: int
+    event: EventKind
+    data: dict[str, Any]
+    changes: dict[str, Any]
+    actor: Actor
+    approved_by: Actor | None = None
+    timestamp: datetime
+    object_created_at: datetime
+
+    @property
+    def object(self) -> StoredObject:
+        """The object as this event left it (for ``deleted``: as it was deleted)."""
+        return StoredObject(
+            id=self.id,
+            type=self.type,
+            version=self.version,
+            data=self.data,
+            actor=self.actor,
+            created_at=self.object_created_at,
+            updated_at=self.timestamp,
+        )
+
+    @property
+    def name(self) -> str:
+        """The signal name: ``object:<type>:<event>``."""
+        return object_signal(self.type, self.event)
+
+    def payload(self) -> ObjectChanged:
+        """The signal payload: ``{id, type, version, event, data, changes, actor}``."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "version": self.version,
+            "event": self.event,
+            "data": self.data,
+            "changes": self.changes,
+            "actor": self.actor.payload(),
+        }

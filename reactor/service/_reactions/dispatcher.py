@@ -1,0 +1,349 @@
+"""The dispatcher and the processor: from stored change events to finished reactions.
+
+Two independent halves meet in the processing log, so that either could run in
+another process (issue: workers):
+
+* **dispatching** follows the object store's events by id (each agent's position,
+  its cursor, is kept in the database) and logs each event for the agents whose
+  reaction matches: a ``pending`` entry, or ``skipped`` (one transaction a batch);
+* **processing** takes the oldest pending entries of its agents as slots free up
+  (``pending`` -> ``processing`` in one statement: each goes to one taker, whatever
+  the number of processes), runs each as a reaction (:func:`react`), and records
+  how they ended, many in one transaction (:class:`Batcher`).
+
+With a job queue the serving process only dispatches: it hands each pending entry to
+the queue (``handoff``) and follows the log until the workers have processed them;
+a worker processes the entry its job names (:meth:`Dispatcher.run_entry`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+
+from reactor._signals.diagnostics import log
+from reactor.service._objects.batch import Batcher
+from reactor.service._objects.changes import ProcessingEntry
+from reactor.service._objects.processing import Claim, Finished, ProcessingLog
+from reactor.service._objects.values import AgentActor, ObjectEvent
+from reactor.service._reactions.reaction import ReactionServices, react
+from reactor.service._reactions.registry import ReactionAgent
+
+__all__ = ["Dispatcher"]
+
+BATCH = 500
+"""Events read (and logged in one transaction) at a time."""
+
+FOLLOW_EVERY = 0.2
+"""Seconds between two looks at the log while queued entries are in flight."""
+
+HandOff = Callable[[list[ProcessingEntry]], Awaitable[None]]
+
+
+class Dispatcher:
+    """Dispatches the events of one object store to some agents, and processes them.
+
+    Args:
+        services: What reactions need (the object store among them).
+        log: The processing log.
+        agents: The enabled reaction agents, by name.
+        cursors: Each agent's position (the last event id dispatched to it).
+        group: The task group that owns every task.
+        max_running: Reactions running at once.
+        changed: Called whenever work is logged, starts or ends (waiters look again).
+        handoff: Queues pending entries for workers instead of processing them here.
+    """
+
+    def __init__(
+        self,
+        services: ReactionServices,
+        log: ProcessingLog,
+        agents: Mapping[str, ReactionAgent],
+        cursors: Mapping[str, int],
+        group: asyncio.TaskGroup,
+        *,
+        max_running: int,
+        changed: Callable[[], None],
+        handoff: HandOff | None = None,
+    ) -> None:
+        self.services = services
+        self.log = log
+        self.agents = dict(agents)
+        self.cursors = dict(cursors)
+        self.active: dict[int, asyncio.Task[None]] = {}
+        self.taken: set[int] = set()
+        self.drained = False
+        self._group = group
+        self._max_running = max_running
+        self._changed = changed
+        self._work = asyncio.Event()
+        self._logged = 0
+        self._lanes: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self.finishes: Batcher[Finished, bool] = Batcher(self._finish_batch)
+        self.handoff = handoff
+        self.unsent: list[ProcessingEntry] = []
+        self.queued = 0  # entries pending or processing elsewhere, as last seen
+        self._resend = True
+
+    @property
+    def position(self) -> int:
+        """The last event id every agent has been given (0 before any)."""
+        return min(self.cursors.values(), default=0)
+
+    @property
+    def settled(self) -> bool:
+        """Whether no logged work is left to take and none is running (here or queued)."""
+        queued = self.unsent or self.queued
+        return (self.drained or not self.agents) and not self.active and not queued
+
+    def add(self, target: ReactionAgent, cursor: int) -> None:
+        """Dispatch to ``target`` too, from the event after ``cursor`` (it was enabled)."""
+        self.cursors[target.name] = cursor
+        self.agents[target.name] = target
+        self._resend = True
+        self.nudge()
+
+    def remove(self, name: str) -> None:
+        """Dispatch nothing more to ``name`` (it was disabled or deleted)."""
+        self.agents.pop(name, None)
+        self.cursors.pop(name, None)
+
+    # -- dispatching ---------------------------------------------------------------
+
+    def claims(self, event: ObjectEvent) -> list[Claim]:
+        """The agents ``event`` activates, as claims to log."""
+        actor = event.actor.id if isinstance(event.actor, AgentActor) else None
+        return [
+            Claim(name, event, exclusive=target.reaction.concurrency == "skip")
+            for name, target in self.agents.items()
+            if target.reaction.matches(event.type, event.event, actor, name)
+        ]
+
+    async def next_batch(self) -> bool:
+        """Log the next events after the cursors; return whether more may follow."""
+        if not self.agents:
+            return False
+        events = await self.services.objects.events(since=self.position, limit=BATCH)
+        if not events:
+            return False
+        claims = [
+            claim
+            for event in events
+            for claim in self.claims(event)
+            if self.cursors[claim.agent] < event.event_id
+        ]
+        through = dict.fromkeys(self.agents, events[-1].event_id)
+        entries = await self.log.claim(claims, through)
+        self.cursors.update({name: at for name, at in through.items() if name in self.agents})
+        self._more_work(entries)
+        return len(events) == BATCH
+
+    async def dispatch(self, event: ObjectEvent) -> list[ProcessingEntry]:
+        """Deliver one event (again): log it for the matching agents."""
+        entries = await self.log.claim(self.claims(event))
+        self._more_work(entries)
+        return entries
+
+    def _more_work(self, entries: list[ProcessingEntry]) -> None:
+        pending = [entry for entry in entries if entry.status == "pending"]
+        if pending:
+            if self.handoff is not None:
+                self.unsent += pending
+            self._logged += 1
+            self.drained = False
+            self._work.set()
+        self._changed()
+
+    # -- processing ----------------------------------------------------------------
+
+    async def process(self) -> None:
+        """Take pending entries as slots free up, and run each in a task; until cancelled.
+
+        With ``handoff``, queue them instead (those pending from before first).
+        """
+        if self.handoff is not None:
+            await self._hand_off(self.handoff)
+        while True:
+            await self._work.wait()
+            self._work.clear()
+            free = self._max_running - len(self.active)
+            if free <= 0 or (self.active and free < self._max_running // 4):
+                continue  # wait for more slots: fewer, larger transactions
+            logged = self._logged
+            try:
+                entries = await self.log.take(self.agents, free)
+                events = {
+                    event.event_id: event
+                    for event in await self.services.objects.events(
+                        ids={entry.event_id for entry in entries}
+                    )
+                }
+            except Exception as exc:  # a database hiccup: look again later
+                log("reactor.service", "error", "cannot take work", error=repr(exc))
+                await asyncio.sleep(1.0)
+                self._work.set()
+                continue
+            for entry in entries:
+                self._start(entry, events.get(entry.event_id))
+            if len(entries) == free:
+                self._work.set()  # there may be more
+            elif logged == self._logged:
+                self.drained = True
+            self._changed()
+
+    async def _hand_off(self, handoff: HandOff) -> None:
+        """Queue pending entries, then follow them until no more are pending or processing."""
+        while True:
+            logged = self._logged
+            try:
+                if self._resend:  # what is pending from before (or for an agent enabled again)
+                    self._resend = False
+                    earlier = await self.log.entries(status="pending", agents=self.agents)
+                    known = {entry.id for entry in earlier}
+                    self.unsent = [*earlier, *(e for e in self.unsent if e.id not in known)]
+                while self.unsent:
+                    batch = self.unsent[:BATCH]
+                    await handoff(batch)
+                    del self.unsent[: len(batch)]
+                self.queued = await self.log.in_flight(self.agents)
+            except Exception as exc:  # Redis or the database is away: try again soon
+                self._resend = True
+                log("reactor.service", "error", "cannot queue reactions", error=repr(exc))
+                await asyncio.sleep(1.0)
+                continue
+            self.drained = not self.queued and logged == self._logged
+            self._changed()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FOLLOW_EVERY if self.queued else None):
+                    await self._work.wait()
+            self._work.clear()
+
+    async def run_entry(self, entry_id: int, patience: float) -> bool:
+        """Process the entry a queued job names; False if it waited past ``patience`` or stopped.
+
+        Taken as :meth:`ProcessingLog.take_one` says; an entry that cannot be taken
+        (processed, skipped or abandoned already, or of an agent not here) is done with,
+        one whose agent processes in order waits for the earlier ones of its object.
+        """
+        deadline = asyncio.get_running_loop().time() + patience
+        while True:
+            found = await self.log.entries(ids=[entry_id])
+            if not found or found[0].agent not in self.agents:
+                return True
+            target = self.agents[found[0].agent]
+            entry = await self.log.take_one(
+                entry_id, in_order=target.reaction.concurrency == "queue"
+            )
+            if entry is not None:
+                break
+            waiting = found[0].status in ("pending", "processing")  # for earlier ones
+            if not waiting or asyncio.get_running_loop().time() > deadline:
+                return not waiting
+            await asyncio.sleep(FOLLOW_EVERY)
+        events = await self.services.objects.events(ids={entry.event_id})
+        task = self._start(entry, events[0] if events else None)
+        with contextlib.suppress(asyncio.CancelledError):  # cancelled: the worker stops
+            await asyncio.shield(task)
+        return not task.cancelled()
+
+    def _start(self, entry: ProcessingEntry, event: ObjectEvent | None) -> asyncio.Task[None]:
+        """Process a taken entry in a task of the group (``active`` until it ends)."""
+        self.taken.add(entry.id)
+        task = self._group.create_task(self._process(entry, event))
+        self.active[entry.id] = task
+        task.add_done_callback(functools.partial(self._done, entry.id))
+        return task
+
+    def nudge(self) -> None:
+        """Look for work now (it may have been logged by another process)."""
+        self.drained = False
+        self._work.set()
+
+    def cancel(self, entry_id: int) -> bool:
+        """Stop processing an entry here (it was abandoned); return whether it ran here."""
+        task = self.active.get(entry_id)
+        if task is None:
+            return False
+        self.taken.discard(entry_id)
+        task.cancel()
+        return True
+
+    def _done(self, entry_id: int, task: asyncio.Task[None]) -> None:
+        self.active.pop(entry_id, None)
+        self._work.set()
+        self._changed()
+
+    async def _process(self, entry: ProcessingEntry, event: ObjectEvent | None) -> None:
+        """Process one taken entry; nothing it meets stops the service."""
+        started = datetime.now(UTC)
+        try:
+            finished = await self._react(entry, event, started)
+            if not await self.finishes.submit(finished):
+                log(
+                    "reactor.service",
+                    "warning",
+                    "reaction finished after it was abandoned",
+                    agent=entry.agent,
+                    object_id=entry.object_id,
+                    entry=entry.id,
+                )
+            self.taken.discard(entry.id)
+        except Exception as exc:  # the database failed around the reaction; log, go on
+            log(
+                "reactor.service",
+                "error",
+                "reaction not recorded",
+                agent=entry.agent,
+                object_id=entry.object_id,
+                entry=entry.id,
+                error=repr(exc),
+            )
+
+    async def _react(
+        self, entry: ProcessingEntry, event: ObjectEvent | None, started: datetime
+    ) -> Finished:
+        target = self.agents.get(entry.agent)
+        try:
+            if target is None:
+                raise LookupError(f"the agent {entry.agent!r} was disabled or deleted meanwhile")
+            if event is None:
+                raise LookupError(f"the object event {entry.event_id} is not stored")
+            if target.reaction.concurrency != "queue":
+                return await react(self.services, target, entry.id, event)
+            async with self._lane(entry):
+                return await react(self.services, target, entry.id, event)
+        except Exception as exc:  # not the agent's failure (that is in its run)
+            return Finished(
+                entry.id, entry.agent, "failed", f"{type(exc).__name__}: {exc}", None,
+                "failed", started, datetime.now(UTC),
+            )  # fmt: skip
+
+    @contextlib.asynccontextmanager
+    async def _lane(self, entry: ProcessingEntry) -> AsyncIterator[None]:
+        """One object's events for one ``queue`` agent: one at a time, in order."""
+        key = (entry.agent, entry.object_id)
+        lock, users = self._lanes.get(key, (asyncio.Lock(), 0))
+        self._lanes[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._lanes[key]
+            if users == 1:
+                del self._lanes[key]
+            else:
+                self._lanes[key] = (lock, users - 1)
+
+    async def _finish_batch(self, outcomes: list[Finished]) -> list[bool]:
+        """Many reactions' outcomes in one transaction, after their runs are durable."""
+        record = self.services.record
+        if record is not None:
+            try:
+                await asyncio.to_thread(record.flush)
+            except Exception as exc:  # the store reports what it lost; the log goes on
+                log("reactor.service", "error", "runs not recorded", error=repr(exc))
+        done = await self.log.finish(outcomes)
+        return [outcome.entry_id in done for outcome in outcomes]

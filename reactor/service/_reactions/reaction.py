@@ -1,0 +1,202 @@
+"""One reaction: one object event processed by one agent, as a recorded run.
+
+:func:`react` is the unit of work that a dispatcher (this process's, or a queue's
+worker) calls once it has claimed a processing-log entry: it runs the agent's
+one-agent graph with the object in scope, then applies or suggests the changes the
+agent proposed, according to its execution mode. It never raises for the agent's
+own failures: they are the returned :class:`Finished`'s error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+from reactor._agents.reaction import Capabilities
+from reactor._engine.result import RunResult
+from reactor._providers.base import Provider
+from reactor._recording.info import RunInfo
+from reactor._recording.store import SignalStore
+from reactor._signals.diagnostics import log
+from reactor._signals.frozen import freeze_payload
+from reactor._signals.names import SUGGESTION_CREATED, agent_actor, agent_event
+from reactor._signals.payloads import SuggestionPayload
+from reactor.exceptions import CapabilityError, ObjectNotFoundError, ObjectValidationError
+from reactor.service._objects.changes import Changes, Create, EntryStatus, Operation, Suggestion
+from reactor.service._objects.objects import ObjectStore
+from reactor.service._objects.processing import Finished
+from reactor.service._objects.suggestions import Suggestions
+from reactor.service._objects.values import AgentActor, ObjectEvent, User
+from reactor.service._reactions.registry import ReactionAgent
+from reactor.service._reactions.view import AgentObjects, check_capability
+
+__all__ = ["ReactionServices", "announce", "check_all", "react", "suggestion_payload"]
+
+_REFUSED = (CapabilityError, ObjectNotFoundError, ObjectValidationError)
+"""Errors of applying an agent's changes: the entry fails, the service goes on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReactionServices:
+    """What reactions need: the objects, the suggestions, a provider, a signal store."""
+
+    objects: ObjectStore
+    suggestions: Suggestions
+    provider: Provider | None
+    record: SignalStore | None
+
+
+class _Recorder:
+    """Records a reaction's run to a signal store, as ``record=`` would.
+
+    The store is made durable by the dispatcher, once for a batch of reactions
+    (before their entries are completed), instead of once per run.
+    """
+
+    patterns = ("**",)
+
+    def __init__(self, store: SignalStore) -> None:
+        self._store = store
+        self.on_signal = store.append
+
+    def start(self, info: RunInfo) -> None:
+        self._store.start_run(info)
+
+
+async def react(
+    services: ReactionServices, target: ReactionAgent, entry_id: int, event: ObjectEvent
+) -> Finished:
+    """Run ``target`` on ``event`` (as a recorded run) and settle its proposed changes."""
+    agent = target.agent
+    view = AgentObjects(services.objects, target.name, agent.capabilities, agent.execution_mode)
+    started = datetime.now(UTC)
+    record = services.record
+    result = await target.graph.run(
+        input=event.payload(),
+        provider=services.provider,
+        reporters=() if record is None else (_Recorder(record),),
+        scope={"object": event.object, "objects": view, "event": event},
+        tags={"reaction": target.name, "object": event.id, "event": event.name},
+    )
+    if record is not None:
+        for digest, fingerprint in result.requests.items():
+            record.record_request(result.run_id, digest, dict(fingerprint))
+
+    def finished(status: EntryStatus, error: BaseException | None) -> Finished:
+        return Finished(
+            entry_id=entry_id,
+            agent=target.name,
+            status=status,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+            run_id=result.run_id,
+            run_status=result.status if status == "completed" or result.error else "failed",
+            started_at=started,
+            finished_at=datetime.now(UTC),
+        )
+
+    failure = result.error or (result.failures[0].error if result.failures else None)
+    if failure is not None:
+        return finished("failed", failure)
+    try:
+        await _settle(services, target, view, _output(result, target.name), event, result.run_id)
+    except _REFUSED as exc:
+        log(
+            "reactor.service",
+            "warning",
+            "reaction changes refused",
+            agent=target.name,
+            object_id=event.id,
+            error=str(exc),
+        )
+        return finished("failed", exc)
+    return finished("completed", None)
+
+
+def _output(result: RunResult, agent: str) -> Any:
+    """The agent's last output (its ``agent:<name>:completed`` payload)."""
+    completed = agent_event(agent, "completed")
+    for signal in reversed(result.signals):
+        if signal.name == completed and isinstance(signal.payload, dict):
+            return signal.payload.get("output")
+    return None
+
+
+async def _settle(
+    services: ReactionServices,
+    target: ReactionAgent,
+    view: AgentObjects,
+    output: Any,
+    event: ObjectEvent,
+    run_id: str,
+) -> None:
+    """Apply or suggest what the agent proposed: the changes it held and its output."""
+    operations: list[Operation] = list(view.held)
+    reasoning = ""
+    mode = target.agent.execution_mode
+    if isinstance(output, Changes):
+        operations += output.operations
+        reasoning = output.reasoning
+    if mode == "hybrid":
+        mode = output.mode if isinstance(output, Changes) else "suggest"
+    if not operations:
+        return
+    await check_all(services.objects, target.name, target.agent.capabilities, operations)
+    if mode == "execute":
+        await services.objects.apply(operations, actor=AgentActor(target.name))
+        return
+    suggestion = await services.suggestions.add(
+        agent=target.name,
+        object_id=event.id,
+        operations=operations,
+        reasoning=reasoning,
+        run_id=run_id,
+    )
+    announce(services.objects, SUGGESTION_CREATED, suggestion, None)
+
+
+async def check_all(
+    objects: ObjectStore, agent: str, capabilities: Capabilities, operations: list[Operation]
+) -> None:
+    """Check every operation before any is applied or suggested.
+
+    Updates and deletes of objects that an earlier operation creates take its type.
+
+    Raises:
+        CapabilityError: One of them is outside the agent's capabilities.
+        ObjectNotFoundError: An update or delete names an unknown object.
+    """
+    created: dict[str, str] = {}
+    for op in operations:
+        if isinstance(op, Create):
+            check_capability(objects, agent, capabilities, "create", op.type)
+            if op.id is not None:
+                created[op.id] = op.type
+            continue
+        type = created.get(op.id) or (await objects.get(op.id)).type
+        check_capability(objects, agent, capabilities, op.op, type, op.id)
+
+
+def suggestion_payload(
+    suggestion: Suggestion, actor: User | AgentActor | None
+) -> SuggestionPayload:
+    """The payload of ``suggestion:*`` signals."""
+    return {
+        "id": suggestion.id,
+        "agent": suggestion.agent,
+        "object_id": suggestion.object_id,
+        "status": suggestion.status,
+        "reasoning": suggestion.reasoning,
+        "operations": len(suggestion.changes),
+        "actor": None if actor is None else actor.payload(),
+    }
+
+
+def announce(
+    objects: ObjectStore, name: str, suggestion: Suggestion, actor: User | AgentActor | None
+) -> None:
+    """Emit a ``suggestion:*`` signal on the store's bus."""
+    source = str(actor) if actor is not None else agent_actor(suggestion.agent)
+    objects.bus.publish(
+        name, freeze_payload(suggestion_payload(suggestion, actor)), source, None, 0
+    )

@@ -1,0 +1,60 @@
+"""Approving and rejecting suggestions: a person's decision, applied as the agent's change."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from reactor._agents.agent import Agent
+from reactor._signals.names import SUGGESTION_APPROVED, SUGGESTION_REJECTED
+from reactor.service._objects.changes import Suggestion
+from reactor.service._objects.objects import ObjectStore
+from reactor.service._objects.suggestions import Suggestions
+from reactor.service._objects.values import AgentActor, User
+from reactor.service._reactions.reaction import announce, check_all
+
+__all__ = ["approve", "reject"]
+
+
+async def approve(
+    objects: ObjectStore,
+    suggestions: Suggestions,
+    agents: Mapping[str, Agent],
+    suggestion_id: str,
+    who: User | AgentActor,
+) -> Suggestion:
+    """Apply a pending suggestion's changes as its agent, approved by ``who``.
+
+    The move to ``completed`` comes first (a conditional update: of two approvals,
+    one wins); if the changes cannot be applied, it goes back to ``pending``.
+
+    Raises:
+        SuggestionNotFoundError: No suggestion has that id.
+        SuggestionResolvedError: It was approved or rejected already.
+        CapabilityError: A change is outside the agent's capabilities.
+        ObjectNotFoundError: A change names an object that no longer exists.
+    """
+    suggestion = await suggestions.resolve(suggestion_id, "completed", who)
+    try:
+        agent = agents.get(suggestion.agent)
+        if agent is not None:
+            await check_all(objects, suggestion.agent, agent.capabilities, list(suggestion.changes))
+        await objects.apply(suggestion.changes, actor=AgentActor(suggestion.agent), approved_by=who)
+    except BaseException:
+        await suggestions.resolve(suggestion_id, "pending", who, only_from="completed")
+        raise
+    announce(objects, SUGGESTION_APPROVED, suggestion, who)
+    return suggestion
+
+
+async def reject(
+    objects: ObjectStore, suggestions: Suggestions, suggestion_id: str, who: User | AgentActor
+) -> Suggestion:
+    """Mark a pending suggestion ``rejected``; nothing changes.
+
+    Raises:
+        SuggestionNotFoundError: No suggestion has that id.
+        SuggestionResolvedError: It was approved or rejected already.
+    """
+    suggestion = await suggestions.resolve(suggestion_id, "rejected", who)
+    announce(objects, SUGGESTION_REJECTED, suggestion, who)
+    return suggestion

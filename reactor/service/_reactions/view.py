@@ -1,0 +1,164 @@
+"""``ctx.objects`` in a reaction: the object store as one agent, within its capabilities."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from reactor._agents.reaction import Capabilities, ExecutionMode
+from reactor._signals.diagnostics import log
+from reactor._signals.frozen import freeze_payload
+from reactor._signals.names import CAPABILITY_DENIED, agent_actor
+from reactor._signals.payloads import CapabilityDenied
+from reactor.exceptions import CapabilityError
+from reactor.service._objects.changes import Create, Delete, Operation, Update
+from reactor.service._objects.objects import ObjectStore, new_object_id
+from reactor.service._objects.values import AgentActor, ObjectEvent, StoredObject
+
+__all__ = ["AgentObjects", "check_capability"]
+
+OperationName = Literal["create", "update", "delete"]
+
+
+def check_capability(
+    objects: ObjectStore,
+    agent: str,
+    capabilities: Capabilities,
+    operation: OperationName,
+    type: str,
+    object_id: str | None = None,
+) -> None:
+    """Refuse a change outside the agent's capabilities, before anything changes.
+
+    A refusal is logged at error level (with the agent, the operation and the type)
+    and emitted as ``capability:denied`` on the store's bus.
+
+    Raises:
+        CapabilityError: The change is not allowed.
+    """
+    reason = capabilities.denies(operation, type)
+    if reason is None:
+        return
+    log(
+        "reactor.service",
+        "error",
+        "capability denied",
+        agent=agent,
+        operation=operation,
+        type=type,
+        object_id=object_id,
+        reason=reason,
+    )
+    payload: CapabilityDenied = {
+        "agent": agent,
+        "operation": operation,
+        "type": type,
+        "object_id": object_id,
+        "reason": reason,
+    }
+    objects.bus.publish(CAPABILITY_DENIED, freeze_payload(payload), agent_actor(agent), None, 0)
+    target = f" {object_id}" if object_id else ""
+    raise CapabilityError(
+        f"Agent {agent!r} may not {operation} the {type} object{target}: {reason}. Nothing "
+        "was changed; widen the agent's capabilities=Capabilities(...) if it should.",
+        agent=agent,
+        operation=operation,
+        type=type,
+    )
+
+
+class AgentObjects:
+    """The object store as a reaction agent sees it (``ctx.objects``).
+
+    Reads go to the store. Changes are checked against the agent's capabilities
+    (a refused one raises :class:`~reactor.exceptions.CapabilityError` before anything
+    changes) and attributed to ``AgentActor(agent)``. In ``execute`` mode they are
+    applied at once; in ``suggest`` and ``hybrid`` modes they are held, and returned
+    as they would be: the service makes them a suggestion (or, for a ``hybrid`` agent
+    whose output says ``mode="execute"``, applies them) when the agent is done.
+
+    Attributes:
+        store: The object store.
+        agent: The agent's name.
+        capabilities: What it may change.
+        mode: Its execution mode.
+        held: The changes held for a suggestion, in order.
+    """
+
+    def __init__(
+        self, store: ObjectStore, agent: str, capabilities: Capabilities, mode: ExecutionMode
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.capabilities = capabilities
+        self.mode = mode
+        self.held: builtins.list[Operation] = []
+
+    @property
+    def actor(self) -> AgentActor:
+        """Who the changes are attributed to."""
+        return AgentActor(self.agent)
+
+    def _check(self, operation: OperationName, type: str, object_id: str | None = None) -> None:
+        check_capability(self.store, self.agent, self.capabilities, operation, type, object_id)
+
+    async def get(self, id: str, *, version: int | None = None) -> StoredObject:
+        """The object (see :meth:`ObjectStore.get`)."""
+        return await self.store.get(id, version=version)
+
+    async def list(
+        self, type: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[StoredObject]:
+        """Objects (see :meth:`ObjectStore.list`)."""
+        return await self.store.list(type, limit=limit)
+
+    async def events(
+        self, object_id: str | None = None, since: int | datetime | None = None
+    ) -> builtins.list[ObjectEvent]:
+        """Stored changes (see :meth:`ObjectStore.events`)."""
+        return await self.store.events(object_id, since)
+
+    async def create(self, type: str, data: Mapping[str, Any]) -> StoredObject:
+        """Create an object as the agent (or hold the creation for a suggestion)."""
+        self._check("create", type)
+        if self.mode == "execute":
+            return await self.store.create(type, data, actor=self.actor)
+        stored = self.store.validate(type, data)
+        now = datetime.now(UTC)
+        created = StoredObject(
+            id=new_object_id(), type=type, version=1, data=stored, actor=self.actor,
+            created_at=now, updated_at=now,
+        )  # fmt: skip
+        self.held.append(Create(type, stored, id=created.id))
+        return created
+
+    async def update(self, id: str, data: Mapping[str, Any]) -> StoredObject:
+        """Update an object as the agent (or hold the update for a suggestion)."""
+        current = await self.store.get(id)
+        self._check("update", current.type, id)
+        if self.mode == "execute":
+            return await self.store.update(id, data, actor=self.actor)
+        merged = self.store.validate(current.type, {**current.data, **data})
+        self.held.append(Update(id, dict(data)))
+        return current.model_copy(
+            update={
+                "version": current.version + 1,
+                "data": merged,
+                "actor": self.actor,
+                "updated_at": datetime.now(UTC),
+            }
+        )
+
+    async def delete(self, id: str) -> StoredObject:
+        """Delete an object as the agent (or hold the deletion for a suggestion)."""
+        current = await self.store.get(id)
+        self._check("delete", current.type, id)
+        if self.mode == "execute":
+            return await self.store.delete(id, actor=self.actor)
+        self.held.append(Delete(id))
+        return current
+
+    def __repr__(self) -> str:
+        return f"<AgentObjects agent={self.agent!r} mode={self.mode} held={len(self.held)}>"

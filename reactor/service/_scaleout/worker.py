@@ -1,0 +1,270 @@
+"""``reactor worker``: executes the service's runs from the job queue.
+
+A worker opens the service's database and signal store (not its dispatcher or
+schedules), then takes jobs from the Redis stream with taskiq's receiver, ``concurrency``
+at a time. For each job it:
+
+1. drops it (acknowledged) if its run has ``harness:end`` in the log: a duplicate;
+2. takes the run's lease in the database, or puts the job back unacknowledged when a
+   live worker holds it (a long run whose job was reclaimed by idle time);
+3. starts the run as the job says, or resumes it when the log already has it (a job a
+   dead worker left: what completed is not repeated);
+4. acknowledges the job once the run has ended, and gives the lease back.
+
+A reaction's job names a processing-log entry: the worker leases it the same way,
+takes it (``pending``, or ``processing`` when the worker that had it died), runs the
+reaction and records how it ended, as the serving process would without a queue. An
+entry of a ``queue`` agent waits for the earlier ones of its object.
+
+Its heartbeat is a Redis key (``reactor:worker:<id>``) naming its runs, renewed with
+the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, gives
+the runs in flight ``grace`` seconds, then holds the rest unfinished and
+unacknowledged: another worker resumes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+from redis.asyncio import Redis
+from taskiq import Context, TaskiqDepends
+from taskiq.receiver import Receiver
+
+from reactor._signals.diagnostics import log
+from reactor.exceptions import ReactorError, RunNotFoundError
+from reactor.service._hosting.hosting import close_record, default_record
+from reactor.service._hosting.service import ReactionService
+from reactor.service._objects.schema import agents
+from reactor.service._reactions.dispatcher import Dispatcher
+from reactor.service._reactions.reaction import ReactionServices
+from reactor.service._reactions.registry import ReactionAgent, register
+from reactor.service._scaleout.leases import Leases
+from reactor.service._scaleout.queue import (
+    QUEUED_KEYS,
+    REACTION,
+    TASK,
+    WORKER_KEYS,
+    JobBroker,
+    QueueSettings,
+    request_of,
+)
+
+__all__ = ["Worker", "live_workers"]
+
+_CONTEXT: Any = TaskiqDepends()
+"""taskiq gives a job's function its context (to acknowledge the job) through this."""
+
+
+class Worker:
+    """Executes queued runs of ``service`` (see the module's docstring).
+
+    Args:
+        service: The application's service: its graphs, agents, provider, database.
+        settings: The queue (``QueueSettings.from_env()`` in ``reactor worker``).
+        concurrency: Runs executed at once.
+        grace: Seconds runs in flight get to finish on shutdown.
+    """
+
+    def __init__(
+        self,
+        service: ReactionService,
+        settings: QueueSettings,
+        *,
+        concurrency: int = 8,
+        grace: float = 30.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be 1 or more, got {concurrency}.")
+        self.service, self.settings = service, settings
+        self.concurrency, self.grace = concurrency, grace
+        self.id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.broker = JobBroker(settings, consumer=self.id)
+        self.leases = Leases(service.db, self.id, settings.reclaim_after)
+        self.running: dict[str, float] = {}  # run id -> when it started here
+        self._agents_mark: tuple[Any, ...] = ()  # the agents' rows when last read
+        self.executed = 0
+
+        async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
+            await self._job(job, context)
+
+        self.broker.register_task(run_job, task_name=TASK, ack_type="manual")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Execute jobs until ``stop`` is set, then drain (see the module's docstring)."""
+        service = self.service
+        await service.objects.open()
+        await service.db.open()
+        record, owned = (service.record, False) if service.record else (None, True)
+        if record is None:
+            record, _ = await default_record(service.db)
+        await register(service.db, service.agents)
+        services = ReactionServices(
+            service.objects, service.suggestion_store, service.provider, record
+        )
+        receiver = Receiver(
+            self.broker,
+            max_async_tasks=self.concurrency,
+            wait_tasks_timeout=self.grace,
+            ack_type=None,
+        )
+        try:
+            async with asyncio.TaskGroup() as group:
+                service.host.open(group, record, lambda: None)
+                self.reactions = Dispatcher(
+                    services, service.log, {}, {}, group,
+                    max_running=self.concurrency, changed=lambda: None,
+                )  # fmt: skip
+                await self._read_agents()
+                finishing = group.create_task(self.reactions.finishes.run())
+                beat = group.create_task(self._heartbeat())
+                log("reactor.worker", "info", "worker started", worker=self.id)
+                await receiver.listen(stop)
+                service.host.close()  # runs still going are held: their jobs stay pending
+                for task in self.reactions.active.values():
+                    task.cancel()  # taken up again by whoever gets their jobs
+                await asyncio.sleep(0)  # let them unwind before the batcher stops
+                finishing.cancel()
+                beat.cancel()
+        finally:
+            with contextlib.suppress(Exception):
+                await self._forget()
+            await self.broker.shutdown()
+            await close_record(record, record if owned else None)
+            await service.objects.close()
+            await service.db.close()
+            log("reactor.worker", "info", "worker stopped", worker=self.id, runs=self.executed)
+
+    async def _read_agents(self, *, if_changed: bool = False) -> None:
+        """Read the agents from the database again (``if_changed``: only if rows changed)."""
+        async with self.service.db.read() as conn:
+            found = await conn.execute(sa.select(sa.func.count(), sa.func.max(agents.c.updated_at)))
+            mark = tuple(found.one())
+        if if_changed and mark == self._agents_mark:
+            return
+        self._agents_mark = mark
+        loaded = await self.service.catalog.load()
+        self.reactions.agents = {name: ReactionAgent.of(name, a) for name, a in loaded.items()}
+
+    async def _job(self, job: dict[str, Any], context: Context = _CONTEXT) -> None:
+        if REACTION in job:
+            await self._reaction(int(job[REACTION]), str(job.get("agent")), context)
+            return
+        request = request_of(job)
+        run_id = request.resume or request.run_id
+        if run_id is None:
+            await context.ack()
+            return
+        record = self.service.host.record
+        assert record is not None
+        try:
+            info = (await asyncio.to_thread(record.load, run_id)).info
+        except RunNotFoundError:
+            info = None
+        if info is not None and info.complete:
+            await context.ack()  # it ended: a job delivered twice is harmless
+            await self._unqueue(run_id)
+            return
+        if not await self._lease(run_id):
+            return  # leave the job pending, to be looked at again
+        self.running[run_id] = time.time()
+        try:
+            if info is not None and request.resume is None:
+                request = request.__class__(**{**job, "resume": run_id, "run_id": None})
+            await self._execute(run_id, request)
+        except ReactorError as exc:  # its graph or agent is not in this app: it never will be
+            log("reactor.worker", "error", "job dropped", run_id=run_id, error=str(exc))
+            await self._unqueue(run_id)  # it never will start
+        finally:
+            self.running.pop(run_id, None)
+            await self.leases.give_back(run_id)
+        if not self.service.host.stopping:
+            self.executed += 1
+            await context.ack()
+
+    async def _lease(self, key: str) -> bool:
+        """Lease a run (or a reaction) to this worker; False if it executes already.
+
+        Here (its job reclaimed by idle time from this very worker: the delivery
+        executing it acknowledges it) or on another live worker.
+        """
+        return key not in self.running and await self.leases.take(key)
+
+    async def _reaction(self, entry_id: int, agent: str, context: Context) -> None:
+        reactions = self.reactions
+        if agent not in reactions.agents:  # made or enabled since: read the agents again
+            await self._read_agents()
+        key = f"reaction:{entry_id}"
+        if not await self._lease(key):
+            return  # leave the job pending
+        self.running[key] = time.time()
+        try:
+            settled = await reactions.run_entry(entry_id, patience=self.settings.reclaim_after)
+        finally:
+            self.running.pop(key, None)
+            await self.leases.give_back(key)
+        if settled and not self.service.host.stopping:
+            self.executed += 1
+            await context.ack()
+
+    async def _unqueue(self, run_id: str) -> None:
+        """The run is no longer waiting in the queue: it has a log (or never will)."""
+        async with Redis(connection_pool=self.broker.connection_pool) as redis:
+            await redis.delete(QUEUED_KEYS + run_id)
+
+    async def _execute(self, run_id: str, request: Any) -> None:
+        host = self.service.host
+        await host.execute(request)
+        if host.record is not None:  # its start is in the store now: the API finds it there
+            await asyncio.to_thread(host.record.flush)
+        await self._unqueue(run_id)
+        live = host.runs.live.get(run_id)
+        if live is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(live.task)
+
+    async def _heartbeat(self) -> None:
+        """Renew the leases of the runs here and this worker's key in Redis; reread agents."""
+        every = max(0.2, self.settings.reclaim_after / 3)
+        ttl = max(2, int(self.settings.reclaim_after * 2))
+        started = time.time()
+        async with Redis.from_url(self.settings.url) as redis:
+            while True:
+                await self.leases.renew(list(self.running))
+                try:  # agents changed through the API since the last look
+                    await self._read_agents(if_changed=True)
+                except Exception as exc:
+                    log("reactor.worker", "error", "cannot read the agents", error=repr(exc))
+                value = {
+                    "id": self.id,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "concurrency": self.concurrency,
+                    "started_at": started,
+                    "runs": sorted(self.running),
+                    "executed": self.executed,
+                }
+                await redis.set(WORKER_KEYS + self.id, json.dumps(value), ex=ttl)
+                await asyncio.sleep(every)
+
+    async def _forget(self) -> None:
+        async with Redis.from_url(self.settings.url) as redis:
+            await redis.delete(WORKER_KEYS + self.id)
+
+
+async def live_workers(settings: QueueSettings) -> list[dict[str, Any]]:
+    """The workers whose heartbeat is fresh: id, host, pid, concurrency, runs, started."""
+    found = []
+    async with Redis.from_url(settings.url) as redis:
+        async for key in redis.scan_iter(match=WORKER_KEYS + "*"):
+            value = await redis.get(key)
+            if value is not None:
+                found.append(json.loads(value))
+    return sorted(found, key=lambda worker: str(worker["id"]))
