@@ -11,7 +11,8 @@ from pydantic import BaseModel
 
 from bench._runner import Row, best_of_pair, micros, timed
 from reactor import Signal
-from reactor._signals.frozen import FrozenDict, FrozenList
+from reactor._signals.frozen import FrozenDict
+from reactor._signals.views import ListView
 from stores import Store, action
 
 ACTIONS = 100_000
@@ -65,7 +66,7 @@ def _emission(n: int) -> float:
     seen: list[Signal] = []
     store.subscribe("state:price:changed", seen.append)
     emit = store.bus.emit
-    paths = FrozenList(["price"])
+    paths = ListView(["price"])
 
     def work() -> None:
         for i in range(1, n + 1):

@@ -10,8 +10,8 @@ For each top-level key whose value changed, in key order:
   ``state:<key>:removed`` ``{key, items, actor}`` if items were removed (old - new).
   Items compare by value, so reordering a list adds and removes nothing.
 
-Payloads are read-only: the dict and its ``paths`` refuse mutation, and ``old``,
-``new`` and ``items`` are read-only views of the committed values.
+Payloads are read-only: the dict refuses mutation, and ``paths``, ``old``, ``new``
+and ``items`` are read-only views (``ListView`` for lists, as in every payload).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from reactor._signals.frozen import FrozenDict, FrozenList
+from reactor._signals.frozen import FrozenDict
 from reactor._signals.names import state_event
+from reactor._signals.views import SCALARS, ListView, readonly
 from stores._diff import changed_paths, list_delta
-from stores._views import SCALARS, readonly
 
 __all__ = ["ABSENT", "Change", "announce"]
 
@@ -40,7 +40,7 @@ class _KeySignals(NamedTuple):
     changed: str
     added: str
     removed: str
-    whole: FrozenList  # the paths of a value replaced whole: [key]; immutable, so shared
+    whole: ListView  # the paths of a value replaced whole: [key]; immutable, so shared
 
 
 def announce(emit: Emit, changes: Iterable[Change], actor: str) -> None:
@@ -52,7 +52,7 @@ def announce(emit: Emit, changes: Iterable[Change], actor: str) -> None:
         if old is ABSENT or type(old) in SCALARS or type(new) in SCALARS:
             paths = signals.whole
         else:
-            paths = FrozenList(changed_paths(old, new, key))
+            paths = ListView(changed_paths(old, new, key))
         payload = FrozenDict(
             key=key,
             old=None if old is ABSENT else readonly(old),
@@ -78,5 +78,5 @@ def _signals_of(key: str) -> _KeySignals:
         state_event(key, "changed"),
         state_event(key, "added"),
         state_event(key, "removed"),
-        FrozenList([key]),
+        ListView([key]),
     )

@@ -6,8 +6,8 @@ from typing import Any
 
 import pydantic
 
+from reactor._signals.views import unwrap
 from stores._store import Store
-from stores._views import unwrap
 
 __all__ = ["create_store"]
 

@@ -21,9 +21,9 @@ from typing import Any, NoReturn
 
 import pydantic
 
+from reactor._signals.views import SCALARS, is_view, readonly
 from reactor.exceptions import StoreError
 from stores._validation import apply_model
-from stores._views import SCALARS, is_view, readonly
 
 __all__ = ["DictDraft", "Draft", "ListDraft", "ModelDraft", "draft_of", "undraft"]
 

@@ -12,12 +12,12 @@ from reactor._signals.bus import SignalBus, Subscription
 from reactor._signals.frozen import FrozenDict, freeze
 from reactor._signals.patterns import Pattern, validate_name
 from reactor._signals.signal import to_jsonable
+from reactor._signals.views import SCALARS, readonly, unwrap
 from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
 from stores._announce import ABSENT, Change, announce
 from stores._draft import DictDraft, ModelDraft, undraft
 from stores._transaction import Transaction, in_transaction, writer
 from stores._validation import apply_model, model_rules, validation_error
-from stores._views import SCALARS, readonly, unwrap
 
 __all__ = ["Store", "StoreBinding", "StoreSubscription"]
 

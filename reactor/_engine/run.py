@@ -36,6 +36,7 @@ from reactor._recording.info import RunInfo, new_run_id, normalize_tags
 from reactor._recording.recording import Recording
 from reactor._signals.bus import SignalBus
 from reactor._signals.diagnostics import log
+from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import (
     HARNESS_END,
     HARNESS_ENDING,
@@ -170,7 +171,7 @@ class Run:
         else:
             self.bus.emit(
                 HARNESS_START,
-                {"input": self.options.input, "state": self.store.snapshot()},
+                freeze_payload({"input": self.options.input, "state": self.store.snapshot()}),
                 source="harness",
             )
         self.outside.watch(self.run_id)

@@ -1,10 +1,18 @@
 """Immutable containers for snapshots and signal payloads.
 
 ``store.snapshot()`` is memoized per committed version, so the same object is handed
-to every caller until the next write; a signal's payload is handed to every
-subscriber. These ``dict`` and ``list`` subclasses make that safe: they serialize,
-compare and type-check as plain containers, and refuse mutation.
-``copy.deepcopy()`` returns plain, mutable containers.
+to every caller until the next write: it is made of :class:`FrozenDict` and
+:class:`FrozenList`, ``dict`` and ``list`` subclasses that serialize, compare and
+type-check as plain containers and refuse mutation.
+
+A signal's payload is handed to every subscriber, and the payloads of state signals
+show committed values without copying them. So that one payload never mixes two
+kinds of read-only containers, every payload follows one rule: the payload itself is
+a read-only ``dict`` (:class:`FrozenDict`), and every list inside it is a
+:class:`~reactor._signals.views.ListView` and every mapping a
+:class:`~reactor._signals.views.DictView`, the same read-only views ``store.state``
+hands out. ``copy.deepcopy()`` of any of them returns plain, mutable containers, and
+:meth:`Signal.to_json` writes them as JSON.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from typing import Any, NoReturn
 
 import pydantic
 
+from reactor._signals.views import DictView, ListView, ModelView
 from reactor.exceptions import ReadOnlyStateError
 
 __all__ = [
@@ -20,7 +29,6 @@ __all__ = [
     "FrozenList",
     "freeze",
     "freeze_payload",
-    "register_immutable",
     "thaw",
 ]
 
@@ -102,42 +110,49 @@ _IMMUTABLE: tuple[type[Any], ...] = (
     type(None),
     FrozenDict,
     FrozenList,
+    ModelView,
+    DictView,
+    ListView,
 )
-
-
-def register_immutable(kind: type[Any]) -> None:
-    """Let payloads hold ``kind`` as is: its instances cannot change (read-only views)."""
-    global _IMMUTABLE
-    _IMMUTABLE = (*_IMMUTABLE, kind)
 
 
 def freeze_payload(value: Any) -> Any:
     """A payload nobody can change after it was emitted, the emitter included.
 
-    Dicts and lists become their frozen twins (recursively), tuples and sets are
-    rebuilt around frozen items, and a pydantic model is copied: the emitter keeps the
-    original, subscribers and the log get a value of their own. Immutable values and
-    read-only views pass as they are; other objects are assumed not to change.
+    A dict becomes a :class:`FrozenDict` whose lists and mappings, at any depth, are
+    read-only views over copies of their own (``ListView``, ``DictView``); a list at
+    the top becomes a ``ListView``. Tuples and sets are rebuilt around frozen items,
+    and a pydantic model is copied: the emitter keeps the original, subscribers and
+    the log get a value of their own. Immutable values and read-only views pass as
+    they are; other objects are assumed not to change.
     """
-    if isinstance(value, _IMMUTABLE):
-        return value
     if isinstance(value, dict):
         frozen = FrozenDict()
         for key, item in value.items():
-            dict.__setitem__(frozen, key, freeze_payload(item))
+            dict.__setitem__(frozen, key, _nested(item))
         return frozen
+    return _nested(value)
+
+
+def _nested(value: Any) -> Any:
+    if isinstance(value, _IMMUTABLE):
+        if type(value) is FrozenList:  # a snapshot's list, inside a payload
+            return ListView(value)
+        if type(value) is FrozenDict:
+            return DictView(value)
+        return value
+    if isinstance(value, dict):
+        return DictView({key: _nested(item) for key, item in value.items()})
     if isinstance(value, list):
-        items = FrozenList()
-        list.extend(items, (freeze_payload(item) for item in value))
-        return items
+        return ListView([_nested(item) for item in value])
     if isinstance(value, tuple):
         return (
-            type(value)(*map(freeze_payload, value))
+            type(value)(*map(_nested, value))
             if hasattr(value, "_fields")
-            else tuple(map(freeze_payload, value))
+            else tuple(map(_nested, value))
         )
     if isinstance(value, set | frozenset):
-        return frozenset(map(freeze_payload, value))
+        return frozenset(map(_nested, value))
     if isinstance(value, pydantic.BaseModel):
         return value.model_copy(deep=True)
     return value

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import copy
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -188,3 +188,45 @@ def test_signal_payloads_refuse_mutation() -> None:
         "actor": "user",
     }
     assert copy.deepcopy(changed.payload)["paths"] == ["positions"]
+
+
+def _containers(value: Any, found: set[str]) -> set[str]:
+    """The names of the container types at any depth of ``value``."""
+    if isinstance(value, str | bytes | int | float | type(None) | BaseModel):
+        return found
+    found.add(type(value).__name__)
+    items = value.values() if isinstance(value, Mapping) else value
+    for item in items:
+        _containers(item, found)
+    return found
+
+
+def test_every_list_in_a_payload_is_one_read_only_type() -> None:
+    store = Store[Any]({"trades": [{"qty": 1, "tags": ["a"]}], "limits": {"caps": [1, 2]}})
+    signals: list[Signal] = []
+    store.subscribe("state:**", signals.append)
+    with store.transaction() as draft:
+        draft["trades"].append({"qty": 2, "tags": ["b"]})
+        draft["limits"] = {"caps": [3]}
+    kinds: set[str] = set()
+    for signal in signals:
+        _containers(dict(signal.payload), kinds)
+    assert sorted(kinds) == ["DictView", "ListView", "dict"]
+
+
+async def test_emitted_payloads_and_the_start_signal_follow_the_same_rule() -> None:
+    from reactor import ScriptedProvider, agent, reactive
+
+    def emit(ctx: Any) -> None:
+        ctx.emit("order:placed", {"legs": [{"fills": [1, 2]}], "meta": {"ids": ["x"]}})
+
+    graph = reactive(
+        agents={"placer": agent(run=emit, activate_on=["harness:start"], emits=["order:placed"])},
+        state={"book": [{"levels": [1]}]},
+    )
+    result = await graph.run(input={"symbols": ["AAPL"]}, provider=ScriptedProvider({}))
+    for name in ("order:placed", "harness:start"):
+        (signal,) = [s for s in result.signals if s.name == name]
+        kinds = _containers(dict(signal.payload), set())
+        assert kinds <= {"dict", "DictView", "ListView"}, (name, kinds)
+        assert "ListView" in kinds

@@ -24,7 +24,6 @@ from typing import Any, NoReturn
 
 import pydantic
 
-from reactor._signals.frozen import register_immutable
 from reactor._signals.signal import register_json_unwrapper
 from reactor.exceptions import ReadOnlyStateError
 
@@ -391,4 +390,3 @@ _VIEWS: frozenset[type[Any]] = frozenset({ModelView, DictView, ListView})
 
 for _view in _VIEWS:
     register_json_unwrapper(_view, lambda view: view._target)
-    register_immutable(_view)
