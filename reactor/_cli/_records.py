@@ -8,7 +8,7 @@ import sys
 
 from reactor._cli._base import db_path, open_db
 from reactor._cli._output import Output
-from reactor._cli._render import clean, run_json, runs_table, show_view
+from reactor._cli._render import clean, runs_table, show_view
 
 __all__ = ["cmd_diff", "cmd_runs", "cmd_show"]
 
@@ -19,7 +19,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         infos = store.runs(graph=args.graph, tag=args.tag, status=args.status, limit=args.limit)
     if args.json:
         for info in infos:
-            print(json.dumps(run_json(info)))
+            print(json.dumps(info.to_dict()))
         return 0
     out = Output(plain=args.plain)
     if infos:

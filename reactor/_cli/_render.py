@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from reactor._recording.info import RunInfo
@@ -39,12 +39,10 @@ __all__ = [
     "Table",
     "clean",
     "cost_of",
-    "iso",
     "money",
     "plain_show",
     "plain_tree",
     "rich_console",
-    "run_json",
     "runs_table",
     "show_view",
     "status_text",
@@ -88,13 +86,6 @@ def when(timestamp: float | None) -> str:
     if not timestamp:
         return "-"
     return datetime.fromtimestamp(timestamp).isoformat(sep=" ", timespec="seconds")
-
-
-def iso(timestamp: float | None) -> str | None:
-    """A UNIX time as ISO 8601 in UTC, for JSON (the form signals use)."""
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="microseconds")
 
 
 def money(cost: float | None) -> str:
@@ -145,14 +136,6 @@ def runs_table(infos: Sequence[RunInfo]) -> Table:
         tuple(rows),
         right=frozenset({4, 5}),
     )
-
-
-def run_json(info: RunInfo) -> dict[str, Any]:
-    """A run as JSON data, with times in ISO 8601 (as everywhere else)."""
-    data = info.to_dict()
-    data["started_at"] = iso(info.started_at)
-    data["ended_at"] = iso(info.ended_at)
-    return data
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from reactor._signals.names import SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
@@ -84,8 +85,18 @@ class RunInfo:
         return self.status not in (None, "queued", "running", "waiting")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form."""
-        return {**dataclasses.asdict(self), "tags": dict(self.tags), "complete": self.complete}
+        """JSON-able form; times in ISO 8601, UTC (as a serialized signal's)."""
+        return {
+            **dataclasses.asdict(self),
+            "tags": dict(self.tags),
+            "started_at": _iso(self.started_at),
+            "ended_at": None if self.ended_at is None else _iso(self.ended_at),
+            "complete": self.complete,
+        }
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
 
 
 def open_status(signals: Iterable[Any]) -> str:

@@ -79,7 +79,7 @@ async def test_suggest_stores_a_suggestion_and_changes_nothing(url: str) -> None
         "pending",
     )
     assert suggestion.reasoning == "Ada worked with Babbage."
-    assert suggestion.changes == employer_of(ada.id).operations
+    assert suggestion.operations == employer_of(ada.id).operations
     assert suggestion.run_id == entry.run_id
     assert entry.status == "completed"
     assert [(s.name, s.payload["id"], s.payload["operations"]) for s in seen] == [
@@ -123,7 +123,7 @@ async def test_hybrid_suggests_unless_the_output_says_execute(url: str) -> None:
         ada = await objects.create("Person", {"name": "Ada"})
         await service.idle(timeout=10)
         (suggestion,) = await service.suggestions()
-    assert suggestion.changes == (Delete(ada.id),)
+    assert suggestion.operations == (Delete(ada.id),)
     assert provider.requests[0].output_schema is not None
 
 
@@ -242,7 +242,7 @@ async def test_changes_made_through_ctx_objects_are_suggested_in_suggest_mode(ur
     assert company.id == held_company.id
     assert (held_person.version, held_person.data["employer"]) == (2, "Acme")
     assert person.data == held_person.data
-    assert pending.changes == (
+    assert pending.operations == (
         Create("Company", {"name": "Acme", "domain": None}, id=held_company.id),
         Update(ada.id, {"employer": "Acme"}),
     )
@@ -351,3 +351,24 @@ async def test_changes_with_a_forbidden_operation_apply_none_of_them(url: str, m
     assert re.match(
         r"^CapabilityError: Agent 'merge' may not delete the Person object", entry.error
     )
+
+
+def test_a_suggestions_operations_keep_their_old_name_as_a_deprecated_alias() -> None:
+    from datetime import UTC, datetime
+
+    from reactor.service import Suggestion
+
+    made = Suggestion(
+        id="sug_1",
+        agent="enrich",
+        object_id="obj_1",
+        changes=[Delete("obj_1")],
+        reasoning="",
+        created_at=datetime.now(UTC),
+    )
+    assert made.operations == (Delete("obj_1"),)
+    with pytest.warns(
+        DeprecationWarning, match=r"^Suggestion\.changes is now Suggestion\.operations"
+    ):
+        assert made.changes == made.operations
+    assert "changes" not in made.model_dump()

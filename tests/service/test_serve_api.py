@@ -338,3 +338,51 @@ def test_a_prompt_is_answered_over_the_api_by_the_calling_user(
     (done,) = [s for s in signals if s["name"] == "agent:approve:completed"]
     assert done["payload"]["output"] == "yes"
     assert signals[-1]["payload"]["status"] == "completed"
+
+
+def _times(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Every ``*_at`` and ``timestamp`` value in a JSON document, with its path."""
+    found: list[tuple[str, Any]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if (key.endswith("_at") or key == "timestamp") and item is not None:
+                found.append((f"{path}.{key}", item))
+            found.extend(_times(item, f"{path}.{key}"))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(_times(item, f"{path}[{index}]"))
+    return found
+
+
+def test_every_time_the_api_answers_is_iso_8601_utc(server: Server, api: httpx2.Client) -> None:
+    from datetime import datetime, timedelta
+
+    lin = ok(api.post("/api/objects", json={"type": "Person", "data": {"name": "Lin"}}), 201)
+    run_id = ok(api.post("/api/runs", json={"graph": "approval", "input": "v9"}), 202)["run_id"]
+    wait_for(lambda: ok(api.get(f"/api/runs/{run_id}"))["prompts"])
+    wait_for(lambda: [s for s in ok(api.get("/api/suggestions")) if s["object_id"] == lin["id"]])
+    documents = {
+        path: ok(api.get(path))
+        for path in (
+            "/api/runs",
+            f"/api/runs/{run_id}",
+            "/api/agents",
+            "/api/objects",
+            "/api/suggestions",
+            "/api/processing-log",
+        )
+    }
+    times = [found for path, body in documents.items() for found in _times(body, path)]
+    assert {path.rsplit(".", 1)[1] for path, _ in times} >= {
+        "started_at",
+        "asked_at",
+        "timestamp",
+        "created_at",
+        "updated_at",
+    }
+    for path, value in times:
+        assert isinstance(value, str), f"{path} is {value!r}, not ISO 8601"
+        assert datetime.fromisoformat(value).utcoffset() == timedelta(0), path
+    suggestion = documents["/api/suggestions"][0]
+    assert "operations" in suggestion
+    assert "changes" not in suggestion

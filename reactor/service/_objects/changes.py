@@ -9,6 +9,7 @@ model can answer with them). The service applies them, or keeps them as a
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -119,7 +120,10 @@ class Suggestion(pydantic.BaseModel):
         id: Its id (``sug_...``).
         agent: The agent that proposed it (its changes are attributed to it).
         object_id: The object whose change the agent reacted to.
-        changes: The operations to apply if approved.
+        operations: The operations to apply if approved (the same word as
+            :attr:`Changes.operations`; ``changes``, its name before, is accepted
+            when constructing one and readable as a deprecated property for this
+            release).
         reasoning: The agent's reasoning.
         status: ``pending``, ``completed`` (approved and applied) or ``rejected``.
         run_id: The recorded run that proposed it.
@@ -133,13 +137,26 @@ class Suggestion(pydantic.BaseModel):
     id: str
     agent: str
     object_id: str | None
-    changes: tuple[Operation, ...]
+    operations: tuple[Operation, ...] = pydantic.Field(
+        validation_alias=pydantic.AliasChoices("operations", "changes")
+    )
     reasoning: str
     status: SuggestionStatus = "pending"
     run_id: str | None = None
     created_at: datetime
     resolved_at: datetime | None = None
     resolved_by: Actor | None = None
+
+    @property
+    def changes(self) -> tuple[Operation, ...]:
+        """Deprecated: the old name of :attr:`operations` (removed in the next release)."""
+        warnings.warn(
+            "Suggestion.changes is now Suggestion.operations (the word Changes uses); "
+            "the old name goes away in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.operations
 
     @property
     def approved_by(self) -> Actor | None:

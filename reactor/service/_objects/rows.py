@@ -91,7 +91,7 @@ def suggestion_from_row(row: sa.Row[Any]) -> Suggestion:
         id=row.id,
         agent=row.agent,
         object_id=row.object_id,
-        changes=operations_adapter.validate_python(row.changes),
+        operations=operations_adapter.validate_python(row.changes),
         reasoning=row.reasoning,
         status=row.status,
         run_id=row.run_id,

@@ -187,7 +187,7 @@ def suggestion_payload(
         "object_id": suggestion.object_id,
         "status": suggestion.status,
         "reasoning": suggestion.reasoning,
-        "operations": len(suggestion.changes),
+        "operations": len(suggestion.operations),
         "actor": None if actor is None else actor.payload(),
     }
 

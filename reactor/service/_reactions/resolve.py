@@ -37,8 +37,12 @@ async def approve(
     try:
         agent = agents.get(suggestion.agent)
         if agent is not None:
-            await check_all(objects, suggestion.agent, agent.capabilities, list(suggestion.changes))
-        await objects.apply(suggestion.changes, actor=AgentActor(suggestion.agent), approved_by=who)
+            await check_all(
+                objects, suggestion.agent, agent.capabilities, list(suggestion.operations)
+            )
+        await objects.apply(
+            suggestion.operations, actor=AgentActor(suggestion.agent), approved_by=who
+        )
     except BaseException:
         await suggestions.resolve(suggestion_id, "pending", who, only_from="completed")
         raise

@@ -43,7 +43,7 @@ async def _current(service: ReactionService, object_id: str) -> dict[str, Any] |
 async def _proposed(service: ReactionService, suggestion: Suggestion) -> list[dict[str, Any]]:
     """Each operation of a suggestion, with its diff against the object as it is now."""
     shown = []
-    for operation in suggestion.changes:
+    for operation in suggestion.operations:
         current = None if isinstance(operation, Create) else await _current(service, operation.id)
         target = operation.type if isinstance(operation, Create) else operation.id
         shown.append(
