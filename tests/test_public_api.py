@@ -155,6 +155,50 @@ PUBLIC_API = {
         "scripted_provider",
         "to_python",
     },
+    "reactor.exceptions": {
+        "AgentConfigError",
+        "AgentConflictError",
+        "AgentNotFoundError",
+        "CapabilityError",
+        "CycleWarning",
+        "DatabaseError",
+        "GraphValidationError",
+        "HandlerError",
+        "IdleTimeoutError",
+        "LoopLimitError",
+        "MCPServerError",
+        "NoProviderError",
+        "ObjectNotFoundError",
+        "ObjectValidationError",
+        "OutputValidationError",
+        "PatternError",
+        "PromptError",
+        "PromptNotFoundError",
+        "PromptTimeoutError",
+        "ProviderError",
+        "ReactorError",
+        "ReadOnlyStateError",
+        "RecordingError",
+        "ReplayMismatchError",
+        "ReplyValidationError",
+        "RunClosedError",
+        "RunFinishedError",
+        "RunNotFoundError",
+        "RunSuspendedError",
+        "RunTimeoutError",
+        "ScriptExhaustedError",
+        "ServiceConfigError",
+        "ServiceError",
+        "ServiceStateError",
+        "SignalNameError",
+        "StateKeyError",
+        "StateValidationError",
+        "StoreError",
+        "SuggestionNotFoundError",
+        "SuggestionResolvedError",
+        "TemplateError",
+        "TransactionError",
+    },
     "reactor.service": {
         "Actor",
         "AgentActor",
@@ -252,3 +296,15 @@ def test_every_error_descends_from_reactor_error_and_a_builtin() -> None:
             builtin_bases = [b for b in error.__mro__ if b.__module__ == "builtins"]
             assert builtin_bases[0] is not Exception, f"{error.__name__} has no builtin peer"
         assert error.__name__ in (reactor.exceptions.__doc__ or "")
+
+
+@pytest.mark.parametrize("package", sorted(PUBLIC_API))
+def test_public_names_import_from_their_package_in_a_fresh_interpreter(package: str) -> None:
+    """``from <package> import <name>`` works for each public name, whatever moved inside."""
+    import subprocess
+    import sys
+
+    names = ", ".join(sorted(PUBLIC_API[package]))
+    code = f"from {package} import {names}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
