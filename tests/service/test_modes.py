@@ -358,13 +358,15 @@ def test_a_suggestions_operations_keep_their_old_name_as_a_deprecated_alias() ->
 
     from reactor.service import Suggestion
 
-    made = Suggestion(
-        id="sug_1",
-        agent="enrich",
-        object_id="obj_1",
-        changes=[Delete("obj_1")],
-        reasoning="",
-        created_at=datetime.now(UTC),
+    made = Suggestion.model_validate(
+        {
+            "id": "sug_1",
+            "agent": "enrich",
+            "object_id": "obj_1",
+            "changes": [{"op": "delete", "id": "obj_1"}],
+            "reasoning": "",
+            "created_at": datetime.now(UTC),
+        }
     )
     assert made.operations == (Delete("obj_1"),)
     with pytest.warns(
