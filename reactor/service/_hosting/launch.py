@@ -195,8 +195,11 @@ class Runs:
     ) -> None:
         started = datetime.now(UTC)
         try:
+            # A resumed run takes its recorded input (``run`` reads it from the log
+            # when no ``input=`` is given); a new one the request's.
+            given: dict[str, Any] = {} if request.resume else {"input": request.input}
             result = await graph.run(
-                input=request.input,
+                **given,
                 provider=provider,
                 record=record,
                 reporters=[feed],
