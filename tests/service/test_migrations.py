@@ -232,7 +232,8 @@ def test_a_database_url_the_service_cannot_use_is_one_line(
     assert main(["db", "upgrade", "--db", url]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "postgresql://user@host:5432/dbname" in err and "Traceback" not in err
+    assert "postgresql://user@host:5432/dbname" in err
+    assert "Traceback" not in err
 
 
 def test_reactor_db_needs_an_action(capsys: pytest.CaptureFixture[str]) -> None:

@@ -153,7 +153,7 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
             "no API tokens: every request acts as the user 'local' (loopback only)",
             host=settings.host,
         )
-    app = create_app(service, tokens=tokens, grace=settings.grace)
+    app = create_app(service, tokens=tokens, grace=settings.grace, bind=settings.host)
     config = uvicorn.Config(
         app,
         host=settings.host,

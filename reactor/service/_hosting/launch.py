@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -308,9 +308,25 @@ class Runs:
         live.task.cancel()
         return True
 
-    def hold(self, record: ServiceRecord | None) -> list[str]:
-        """Stop every live run without ending it in the log (it resumes at the next start)."""
-        held = sorted(self.live)
+    def hold_waiting(self, record: ServiceRecord | None, grace: float, reactions: int) -> list[str]:
+        """Hold the runs that wait for a person at once (they live in the log); say what is left.
+
+        The others are given ``grace`` seconds: the log names them, so a stop that takes
+        long says why.
+        """
+        waiting = [run_id for run_id, live in self.live.items() if live.feed.waiting]
+        held = self.hold(record, only=waiting)
+        busy = sorted(set(self.live) - set(held))
+        if busy or reactions:
+            log(
+                "reactor.service", "info", "waiting for work in flight", grace_s=grace,
+                runs=",".join(busy) or "-", reactions=reactions, held_waiting=len(held),
+            )  # fmt: skip
+        return held
+
+    def hold(self, record: ServiceRecord | None, only: Collection[str] | None = None) -> list[str]:
+        """Stop live runs (``only`` these) without ending them in the log: they resume later."""
+        held = sorted(self.live if only is None else set(only) & set(self.live))
         for run_id in held:
             if record is not None:
                 record.hold(run_id)

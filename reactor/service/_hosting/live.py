@@ -12,17 +12,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any
 
 from reactor._recording.inbox import Posted
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
-from reactor._signals.names import HARNESS_END
+from reactor._signals.names import HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.signal import Signal
 
 __all__ = ["FeedItem", "RunFeed", "ServiceRecord"]
+
+_PROMPTS = frozenset((SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT))
 
 FeedItem = tuple[int, str, str]
 """One signal of a feed: its ``seq``, its name, and its JSON text."""
@@ -40,6 +42,7 @@ class RunFeed:
         self.items: list[FeedItem] = []
         self.started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.ended = False
+        self.asking: set[Any] = set()  # prompts asked and not yet answered
         self._watchers: set[asyncio.Queue[FeedItem | None]] = set()
 
     @property
@@ -56,6 +59,12 @@ class RunFeed:
         """Keep the signal and pass it to every watcher (this runs during dispatch)."""
         if self.ended:
             return
+        if signal.name in _PROMPTS and isinstance(signal.payload, dict | Mapping):
+            prompt_id = signal.payload.get("prompt_id")
+            if signal.name == SESSION_PROMPT:
+                self.asking.add(prompt_id)
+            else:
+                self.asking.discard(prompt_id)
         item = (signal.seq, signal.name, signal.to_json())
         self.items.append(item)
         for queue in list(self._watchers):
@@ -94,6 +103,11 @@ class RunFeed:
                 yield item
         finally:
             self._watchers.discard(queue)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the run waits for a person (a prompt is pending): it can be held at once."""
+        return bool(self.asking)
 
     @property
     def watchers(self) -> int:
