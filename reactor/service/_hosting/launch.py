@@ -15,6 +15,7 @@ service finds the unfinished ones it should resume.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from reactor._agents.agent import Agent
+from reactor._engine.result import RunResult
 from reactor._graph.reactive import Reactive, reactive
 from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo
@@ -198,15 +200,18 @@ class Runs:
             # A resumed run takes its recorded input (``run`` reads it from the log
             # when no ``input=`` is given); a new one the request's.
             given: dict[str, Any] = {} if request.resume else {"input": request.input}
-            result = await graph.run(
-                **given,
-                provider=provider,
-                record=record,
-                reporters=[feed],
-                tags=request.run_tags(),
-                resume=request.resume,
-                run_id=None if request.resume else request.run_id,
+            running = asyncio.ensure_future(
+                graph.run(
+                    **given,
+                    provider=provider,
+                    record=record,
+                    reporters=[feed],
+                    tags=request.run_tags(),
+                    resume=request.resume,
+                    run_id=None if request.resume else request.run_id,
+                )
             )
+            result = await self._unless_held(running, feed, record)
         except asyncio.CancelledError:
             run_id = feed.started.result() if feed.started.done() else None
             reason = self.aborting.pop(run_id, None) if run_id else None
@@ -239,6 +244,29 @@ class Runs:
             await self._agent_run(
                 request, result.run_id, started, result.status, None if error is None else error
             )
+
+    async def _unless_held(
+        self,
+        running: asyncio.Future[RunResult],
+        feed: RunFeed,
+        record: ServiceRecord | None,
+    ) -> RunResult:
+        """The run's result; cancelled from outside, the run is held first, never ended.
+
+        Only a caller's ``abort`` ends a run ``aborted``: a cancellation for any other
+        reason (a shutdown, a task group whose sibling failed on a lost connection) is
+        an infrastructure fault, so the log must show the run unfinished, to resume.
+        """
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            run_id = feed.started.result() if feed.started.done() else None
+            if run_id is not None and run_id not in self.aborting and record is not None:
+                record.hold(run_id)
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await running
+            raise
 
     async def started(self, request: RunRequest, run_id: str) -> None:
         """Write the ``agent_runs`` row of an agent's run as it starts (once per run)."""

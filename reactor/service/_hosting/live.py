@@ -125,6 +125,9 @@ class ServiceRecord:
     def __init__(self, store: SignalStore) -> None:
         self.store = store
         self._held: set[str] = set()
+        self.fence: Callable[[str], bool] | None = None
+        """Whether this process may still write for a run (a worker's lease); a run it
+        may not is held at once: nothing more of it is recorded here."""
 
     def hold(self, run_id: str) -> None:
         """Record nothing more of ``run_id`` (it is being stopped, to resume later)."""
@@ -135,9 +138,19 @@ class ServiceRecord:
         self.store.start_run(info)
 
     def append(self, signal: Signal) -> None:
-        """Record a signal, unless its run is held."""
-        if signal.run_id not in self._held:
+        """Record a signal, unless its run is held (or fenced off: then it is held)."""
+        if self._writes(signal.run_id):
             self.store.append(signal)
+
+    def _writes(self, run_id: str | None) -> bool:
+        if run_id is None:
+            return True
+        if run_id in self._held:
+            return False
+        if self.fence is not None and not self.fence(run_id):
+            self._held.add(run_id)
+            return False
+        return True
 
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
         """Keep what a provider call was asked, unless the run is held."""
@@ -177,7 +190,7 @@ class ServiceRecord:
 
     def deliver(self, message_id: str, signal: Signal) -> None:
         """Record a posted message's delivery, unless the run is held (it comes again)."""
-        if signal.run_id not in self._held:
+        if self._writes(signal.run_id):
             self.store.deliver(message_id, signal)
 
     def watch_inbox(self, run_id: str, deliver: Callable[[Posted], None]) -> Callable[[], None]:

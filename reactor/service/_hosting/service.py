@@ -298,18 +298,13 @@ class ReactionService:
     async def detect_stuck(self) -> list[ProcessingEntry]:
         """Mark entries ``processing`` for longer than ``stuck_after`` as ``abandoned``.
 
-        The detector does it every ``stuck_check_every`` seconds; a reaction of this
-        process that is abandoned is cancelled. Returns the entries it marked.
+        The detector does it every ``stuck_check_every`` s (this process's are cancelled).
         """
         await self.db.open()
         return await self.upkeep.detect_stuck(self.stuck_after)
 
     async def retry(self, entry_id: int) -> ProcessingEntry:
-        """Process a ``failed`` or ``abandoned`` entry again (its attempts start anew).
-
-        Raises:
-            RetryRefused: No such entry, another status, or the event is taken already.
-        """
+        """Process a ``failed`` or ``abandoned`` entry again (its attempts start anew)."""
         await self.db.open()
         entry = await self.upkeep.owners.retry(entry_id)
         self._more([entry])
