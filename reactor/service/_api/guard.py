@@ -149,7 +149,7 @@ class Guard:
             if parts.netloc.lower() != host.lower() or not self.settings.allows(parts.netloc):
                 return (
                     403,
-                    f"Refused a request from another site ({origin}): state changes come "
+                    f"Refused a cross-site request (CSRF) from {origin}: state changes come "
                     "from the service's own pages or from API clients that send no Origin.",
                 )
         elif origin == "null":
