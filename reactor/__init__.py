@@ -51,6 +51,7 @@ from reactor.exceptions import (
     SignalNameError,
     SuggestionNotFoundError,
     SuggestionResolvedError,
+    SuggestionStaleError,
     TemplateError,
 )
 
@@ -225,6 +226,7 @@ __all__ = [
     "Subscription",
     "SuggestionNotFoundError",
     "SuggestionResolvedError",
+    "SuggestionStaleError",
     "TemplateError",
     "TextComplete",
     "TextDelta",

@@ -132,7 +132,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     service = app_service(args.app, settings.db, given_db=args.db is not None)
     log_to_stderr()
-    return serve(service, settings)
+    try:
+        return serve(service, settings)
+    except ServiceConfigError as exc:  # the port is taken: said before anything started
+        raise CommandError(str(exc)) from None
 
 
 def log_to_stderr() -> None:

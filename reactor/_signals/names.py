@@ -37,6 +37,7 @@ __all__ = [
     "PROVIDER_ERROR",
     "PROVIDER_EVENTS",
     "PROVIDER_START",
+    "REACTION_LOOP",
     "REFLECTION_END",
     "REFLECTION_START",
     "RESERVED_NAMESPACES",
@@ -144,7 +145,10 @@ SUGGESTION_CREATED = "suggestion:created"
 SUGGESTION_APPROVED = "suggestion:approved"
 SUGGESTION_REJECTED = "suggestion:rejected"
 CAPABILITY_DENIED = "capability:denied"
-SERVICE_SIGNALS = (OBJECT_SIGNALS, "suggestion:*", CAPABILITY_DENIED)
+REACTION_LOOP = "reaction:loop"
+"""An object event caused by a chain of reactions deeper than the service allows: not
+dispatched (payload: the event's id, object, type, version, and the ``chain``)."""
+SERVICE_SIGNALS = (OBJECT_SIGNALS, "suggestion:*", CAPABILITY_DENIED, REACTION_LOOP)
 """Patterns of everything the object store and the service emit."""
 
 

@@ -7,7 +7,7 @@ payloads ``State*``, and so on.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from reactor._signals.names import ErrorInfo
 
@@ -19,6 +19,7 @@ __all__ = [
     "AgentFailed",
     "AgentSkipped",
     "CapabilityDenied",
+    "CausePayload",
     "HarnessEnd",
     "HarnessEnding",
     "HarnessResumed",
@@ -247,6 +248,16 @@ class ObjectChanged(TypedDict):
     data: dict[str, Any]
     changes: dict[str, Any]
     actor: ActorPayload
+    cause: NotRequired[CausePayload | None]
+
+
+class CausePayload(TypedDict):
+    """The reaction that made an object change: ``{run_id, agent, depth, chain}``."""
+
+    run_id: str
+    agent: str
+    depth: int
+    chain: list[str]
 
 
 class SuggestionPayload(TypedDict):

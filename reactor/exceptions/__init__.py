@@ -37,7 +37,8 @@ leaf also subclasses the builtin it resembles, so code that already catches
     │   ├── ServiceConfigError(ValueError)       the service or a store is misconfigured
     │   ├── ServiceStateError(RuntimeError)      the service is not running (or already is)
     │   ├── SuggestionNotFoundError(LookupError) no suggestion has that id
-    │   └── SuggestionResolvedError(RuntimeError) a suggestion was already approved or rejected
+    │   ├── SuggestionResolvedError(RuntimeError) a suggestion was already approved or rejected
+    │   └── SuggestionStaleError(RuntimeError)  a suggestion's object changed since
     ├── SignalNameError(ValueError)       a signal name is malformed
     ├── StoreError                        a state store refused an operation
     │   ├── ReadOnlyStateError(TypeError)     state read from a store was mutated
@@ -111,6 +112,7 @@ from reactor.exceptions._service import (
     ServiceStateError,
     SuggestionNotFoundError,
     SuggestionResolvedError,
+    SuggestionStaleError,
 )
 
 __all__ = [
@@ -154,6 +156,7 @@ __all__ = [
     "StoreError",
     "SuggestionNotFoundError",
     "SuggestionResolvedError",
+    "SuggestionStaleError",
     "TemplateError",
     "TransactionError",
 ]

@@ -97,3 +97,29 @@ class SuggestionNotFoundError(ServiceError, LookupError):
 
 class SuggestionResolvedError(ServiceError, RuntimeError):
     """A suggestion was already approved or rejected: each is resolved once."""
+
+
+class SuggestionStaleError(ServiceError, RuntimeError):
+    """A suggestion's object changed since the agent saw it: approve it with ``force``.
+
+    Attributes:
+        suggestion_id: The suggestion.
+        object_id: Its object.
+        based_on: The object's version the suggestion was based on.
+        current: The object's version now.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        suggestion_id: str = "",
+        object_id: str = "",
+        based_on: int | None = None,
+        current: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.suggestion_id = suggestion_id
+        self.object_id = object_id
+        self.based_on = based_on
+        self.current = current

@@ -44,6 +44,7 @@ from reactor.exceptions import (
     ServiceStateError,
     SuggestionNotFoundError,
     SuggestionResolvedError,
+    SuggestionStaleError,
 )
 from reactor.service._api.app import create_app
 from reactor.service._hosting.service import ReactionService
@@ -90,6 +91,7 @@ __all__ = [
     "Suggestion",
     "SuggestionNotFoundError",
     "SuggestionResolvedError",
+    "SuggestionStaleError",
     "Update",
     "User",
     "create_app",

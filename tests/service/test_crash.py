@@ -1,4 +1,4 @@
-"""A service process killed mid-reaction: its entry is abandoned, then processed again."""
+"""A service process killed mid-reaction: its entry is taken again, up to max_attempts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import sys
 import textwrap
 from typing import Any
 
+import pytest
+
 from reactor import AgentContext, agent
 from reactor.service import ObjectStore, Reaction, ReactionService
+from reactor.service._objects.owners import RetryRefused
 from tests.service.support import TYPES, Recorder
 
 HANGING_SERVICE = textwrap.dedent(
@@ -34,7 +37,8 @@ HANGING_SERVICE = textwrap.dedent(
 )
 
 
-async def test_a_killed_process_leaves_an_entry_the_detector_abandons(url: str) -> None:
+async def _killed_mid_reaction(url: str) -> str:
+    """A service process that takes Ada's reaction and is killed (SIGKILL) in it; her id."""
     async with ObjectStore(url, types=TYPES) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
     process = await asyncio.create_subprocess_exec(
@@ -52,7 +56,11 @@ async def test_a_killed_process_leaves_an_entry_the_detector_abandons(url: str) 
     finally:
         process.send_signal(signal.SIGKILL)
         await process.wait()
+    return ada.id
 
+
+async def test_a_reaction_cut_off_by_a_crash_is_taken_again_at_once(url: str) -> None:
+    ada = await _killed_mid_reaction(url)
     seen = Recorder()
 
     async def enrich(ctx: AgentContext[Any]) -> None:
@@ -61,22 +69,39 @@ async def test_a_killed_process_leaves_an_entry_the_detector_abandons(url: str) 
     agents = {"enrich": agent(run=enrich, reaction=Reaction())}
     async with (
         ObjectStore(url, types=TYPES) as objects,
-        ReactionService(
-            objects=objects, agents=agents, stuck_after=0.5, stuck_check_every=0.1
-        ) as service,
+        ReactionService(objects=objects, agents=agents, stuck_after=3600) as service,
     ):
-        (stuck,) = await service.processing_log()
-        assert stuck.status == "processing"  # the dead process's: not this one's to redo
-        for _ in range(100):
-            (entry,) = await service.processing_log()
-            if entry.status == "abandoned":
-                break
-            await asyncio.sleep(0.05)
-        assert entry.status == "abandoned"
+        await service.idle(timeout=30)
+        (entry,) = await service.processing_log()
+    assert (entry.status, entry.attempts) == ("completed", 2)
+    assert [c["id"] for c in seen.calls] == [ada]
+
+
+async def test_past_max_attempts_it_fails_with_the_reason_and_is_retried_by_hand(
+    url: str,
+) -> None:
+    ada = await _killed_mid_reaction(url)
+    seen = Recorder()
+
+    async def enrich(ctx: AgentContext[Any]) -> None:
+        seen(ctx)
+
+    agents = {"enrich": agent(run=enrich, reaction=Reaction())}
+    async with (
+        ObjectStore(url, types=TYPES) as objects,
+        ReactionService(objects=objects, agents=agents, max_attempts=1) as service,
+    ):
+        await service.idle(timeout=30)
+        (entry,) = await service.processing_log()
+        assert (entry.status, entry.attempts) == ("failed", 1)
+        assert entry.error is not None
+        assert "stopped; gave up after 1 attempts (max_attempts=1)" in entry.error
         assert seen.calls == []
-        (event,) = await objects.events()
-        await service.dispatch(event)
-        await service.idle(timeout=10)
-        log = await service.processing_log()
-    assert [e.status for e in log] == ["abandoned", "completed"]
-    assert [c["id"] for c in seen.calls] == [ada.id]
+        again = await service.retry(entry.id)
+        assert (again.status, again.attempts) == ("pending", 0)
+        await service.idle(timeout=30)
+        (entry,) = await service.processing_log()
+        assert (entry.status, entry.attempts) == ("completed", 1)
+        with pytest.raises(RetryRefused):
+            await service.retry(entry.id)  # completed: nothing to retry
+    assert [c["id"] for c in seen.calls] == [ada]

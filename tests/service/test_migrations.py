@@ -47,6 +47,7 @@ COLUMNS = {
         "approved_by_id",
         "object_created_at",
         "created_at",
+        "cause",
     },
     "agents": {
         "name",
@@ -85,6 +86,8 @@ COLUMNS = {
         "run_id",
         "created_at",
         "updated_at",
+        "attempts",
+        "owner",
     },
     "suggestions": {
         "id",
@@ -98,11 +101,14 @@ COLUMNS = {
         "resolved_at",
         "resolved_by_type",
         "resolved_by_id",
+        "object_version",
     },
     "reaction_cursors": {"agent", "event_id", "updated_at"},
-    "run_leases": {"run_id", "worker", "heartbeat_at"},
+    "run_leases": {"run_id", "worker", "heartbeat_at", "epoch"},
     "cron_ticks": {"agent", "tick_at", "claimed_at"},
     "web_sessions": {"id_hash", "user_id", "csrf", "created_at", "used_at"},
+    "prompt_replies": {"run_id", "prompt_id", "answer", "answered_by", "answered_at", "message_id"},
+    "service_processes": {"id", "heartbeat_at"},
 }
 
 
@@ -127,7 +133,7 @@ def inspect_schema(conn: sa.Connection) -> dict[str, Any]:
 
 
 async def migrated(url: str) -> dict[str, Any]:
-    assert await upgrade_database(url) == "0003"
+    assert await upgrade_database(url) == "0004"
     engine = create_async_engine(Database(url).driver_url)
     try:
         async with engine.connect() as conn:
@@ -163,10 +169,10 @@ async def test_json_columns_are_jsonb_on_postgresql(postgres_url: str) -> None:
 
 
 async def test_upgrading_again_changes_nothing(url: str) -> None:
-    assert await upgrade_database(url) == "0003"
+    assert await upgrade_database(url) == "0004"
     async with ObjectStore(url) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
-    assert await upgrade_database(url) == "0003"
+    assert await upgrade_database(url) == "0004"
     async with ObjectStore(url) as objects:
         assert (await objects.get(ada.id)).data == {"name": "Ada"}
 
@@ -190,7 +196,7 @@ def test_reactor_db_upgrade_migrates_the_database(
     assert main(["db", "upgrade", "--db", url]) == 0
     assert main(["db", "upgrade", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{url}: the tables are at revision 0003 (the newest)."] * 2
+    assert out == [f"{url}: the tables are at revision 0004 (the newest)."] * 2
 
 
 def test_reactor_db_upgrade_takes_a_file_path(
@@ -208,6 +214,26 @@ def test_reactor_db_upgrade_reports_a_bad_url(capsys: pytest.CaptureFixture[str]
         "sqlite:///path/to/file.db (aiosqlite) or postgresql://user@host:5432/dbname "
         "(psycopg 3).\n"
     )
+
+
+def test_reactor_db_upgrade_takes_a_postgres_url_as_postgresql(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    short = postgres_url.replace("postgresql://", "postgres://", 1)
+    assert short.startswith("postgres://")
+    assert main(["db", "upgrade", "--db", short]) == 0
+    assert "revision 0004" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("url", ["http://localhost/app", "postgresql+asyncpg://h/app"])
+def test_a_database_url_the_service_cannot_use_is_one_line(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["db", "upgrade", "--db", url]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "postgresql://user@host:5432/dbname" in err
+    assert "Traceback" not in err
 
 
 def test_reactor_db_needs_an_action(capsys: pytest.CaptureFixture[str]) -> None:

@@ -191,6 +191,7 @@ async def test_each_change_is_emitted_once_committed(url: str) -> None:
         "data": {"name": "Ada", "email": "ada@x.org", "employer": None},
         "changes": {"email": {"old": None, "new": "ada@x.org"}},
         "actor": {"type": "agent", "id": "enrich"},
+        "cause": None,
     }
     assert seen[1].source == "agent:enrich"
     with pytest.raises(TypeError):

@@ -159,6 +159,20 @@ def test_a_killed_workers_runs_are_finished_by_another_and_nothing_repeats(
         # What the victim left unfinished (its heartbeat may name a run it has ended since).
         taken = [run_id for run_id, log in recordings(db, held).items() if not log.complete]
         assert taken, "the victim was killed with no run in flight"
+        # A step whose effect happened but whose completion the log had not yet recorded
+        # when its process died may run again (at least once); one the log shows
+        # completed never does. On a busy machine the victim can have started runs
+        # after its last heartbeat (so they are not in ``held``) and be killed between
+        # ``first``'s note and its recorded completion: those are the only repeats allowed.
+        noted = set((tmp_path / "steps.log").read_text().split())
+        with PostgresSignalStore(db) as store:
+            started = {info.run_id for info in store.runs()}
+        at_kill = recordings(db, sorted(started & set(run_ids)))
+        in_flight = {
+            run_id
+            for run_id, log in at_kill.items()
+            if run_id in noted and "agent:first:completed" not in [s.name for s in log.signals]
+        }
 
         wait_for(lambda: ended(db, run_ids), 60, "every run to end")
         logs = recordings(db, run_ids)
@@ -168,8 +182,11 @@ def test_a_killed_workers_runs_are_finished_by_another_and_nothing_repeats(
     for log in logs.values():
         assert [s.name for s in log.signals].count("harness:end") == 1
     executions = (tmp_path / "steps.log").read_text().split()
-    assert len(executions) == 40
     assert set(executions) == set(run_ids)
+    repeated = {run_id for run_id in run_ids if executions.count(run_id) > 1}
+    in_flight |= {run_id for run_id in noted if run_id not in at_kill}  # no log yet at the kill
+    assert repeated <= in_flight, "a step the log showed completed ran again"
+    assert all(executions.count(run_id) <= 2 for run_id in run_ids)
     for run_id in taken:  # the survivor resumed what the victim had started
         assert "harness:resumed" in [s.name for s in logs[run_id].signals]
         assert [s.name for s in logs[run_id].signals].count("agent:first:completed") == 1

@@ -9,7 +9,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.service.server import BOB, Server, serving, wait_for
+from tests.service.server import ALICE, BOB, Server, serving, wait_for
 
 
 @pytest.fixture(
@@ -294,6 +294,45 @@ def test_signals_reach_a_live_run_and_ended_runs_take_no_more(api: httpx2.Client
     assert detail.startswith(f"Run {run_id} has ended (completed)")
 
 
+def test_a_signal_name_the_run_cannot_take_is_refused_at_once(api: httpx2.Client) -> None:
+    run_id = ok(api.post("/api/runs", json={"graph": "relay", "input": {"seconds": 5}}), 202)[
+        "run_id"
+    ]
+    for name in ("Trade Approved!", "a::b", "trade:*"):
+        detail = error(api.post(f"/api/runs/{run_id}/signals", json={"name": name}), 422)
+        assert detail.startswith(f"Invalid signal name {name!r}")
+    ok(api.post(f"/api/runs/{run_id}/signals", json={"name": "go"}), 202)
+    wait_for(lambda: ok(api.get(f"/api/runs/{run_id}"))["info"]["status"] == "completed")
+    run = ok(api.get(f"/api/runs/{run_id}"))
+    assert [s["name"] for s in run["signals"] if s["name"] == "echoed"] == ["echoed"]
+
+
+def test_of_replies_sent_at_once_the_first_is_taken_and_the_others_told_who(
+    server: Server, api: httpx2.Client
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    run_id = ok(api.post("/api/runs", json={"graph": "approval", "input": "v3"}), 202)["run_id"]
+    (prompt,) = wait_for(lambda: ok(api.get(f"/api/runs/{run_id}"))["prompts"])
+    reply = f"/api/runs/{run_id}/prompts/{prompt['prompt_id']}/reply"
+
+    def send(index: int) -> httpx2.Response:
+        with server.client(ALICE if index % 2 else BOB) as client:
+            return client.post(reply, json={"answer": "yes" if index % 3 else "no"})
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(send, range(20)))
+    assert sorted(r.status_code for r in answers) == [200] + [409] * 19
+    (first,) = [r.json() for r in answers if r.status_code == 200]
+    for refused in (r.json() for r in answers if r.status_code == 409):
+        assert f"was answered by {first['answered_by']} at" in refused["detail"]
+    assert ok(api.get(f"/api/runs/{run_id}"))["prompts"] == []  # decided: no longer open
+    wait_for(lambda: ok(api.get(f"/api/runs/{run_id}"))["info"]["status"] == "completed")
+    signals = ok(api.get(f"/api/runs/{run_id}"))["signals"]
+    (done,) = [s for s in signals if s["name"] == "agent:approve:completed"]
+    assert done["payload"]["output"] == first["answer"]
+
+
 def test_a_live_run_is_aborted_and_listed(api: httpx2.Client) -> None:
     run_id = ok(api.post("/api/runs", json={"graph": "nap", "input": {"seconds": 60}}), 202)[
         "run_id"
@@ -330,7 +369,10 @@ def test_a_prompt_is_answered_over_the_api_by_the_calling_user(
     assert detail == "The answer 'maybe' is not one of the choices: 'yes', 'no'."
     error(api.post(f"/api/runs/{run_id}/prompts/p_nope/reply", json={"answer": "yes"}), 404)
     with server.client(BOB) as bob:
-        ok(bob.post(reply, json={"answer": "yes"}), 202)
+        taken = ok(bob.post(reply, json={"answer": "yes"}))
+    assert (taken["answer"], taken["answered_by"]) == ("yes", "bob")
+    detail = error(api.post(reply, json={"answer": "no"}), 409)
+    assert detail.startswith(f"Prompt {prompt['prompt_id']!r} of run {run_id} was answered by bob")
     with api.sse(f"/api/runs/{run_id}/events") as source:
         signals = [json.loads(event.data) for event in source]
     (answered,) = [s for s in signals if s["name"] == "session:reply"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 import fastapi
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -29,6 +29,7 @@ from reactor._signals.diagnostics import log
 from reactor.service._api.access import Tokens
 from reactor.service._api.agents import router as agents_router
 from reactor.service._api.base import State, install_errors
+from reactor.service._api.guard import Guard, GuardSettings
 from reactor.service._api.objects import objects_router, suggestions_router
 from reactor.service._api.runs import router as runs_router
 from reactor.service._api.stream import router as events_router
@@ -82,6 +83,8 @@ def create_app(
     *,
     tokens: Tokens | Mapping[str, str] | None = None,
     grace: float = 30.0,
+    bind: str | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> fastapi.FastAPI:
     """A FastAPI app serving ``service``'s HTTP API; it runs the service while it is served.
 
@@ -90,8 +93,15 @@ def create_app(
         tokens: The API's bearer tokens (``{token: user_id}``). Without any, every
             request acts as the user ``local``: serve it on a loopback address only.
         grace: Seconds in-flight work is given when the app stops.
+        bind: The address it is served on (a host it answers to).
+        allowed_hosts: More host names it answers to (besides ``localhost``, the
+            loopback addresses and ``REACTOR_ALLOWED_HOSTS``).
+
+    Raises:
+        ServiceConfigError: ``REACTOR_MAX_BODY`` is not a positive number.
     """
     access = tokens if isinstance(tokens, Tokens) else Tokens(tokens)
+    guard = GuardSettings.read(bind, allowed_hosts)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: fastapi.FastAPI) -> AsyncIterator[None]:
@@ -121,6 +131,7 @@ def create_app(
         redoc_url=None,
     )
     install_errors(app)
+    app.add_middleware(Guard, settings=guard)
     for router in (
         agents_router,
         objects_router,

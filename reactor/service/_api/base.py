@@ -12,6 +12,7 @@ import dataclasses
 from typing import Annotated, Any
 
 import fastapi
+import sqlalchemy as sa
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -37,6 +38,7 @@ from reactor.exceptions import (
     SignalNameError,
     SuggestionNotFoundError,
     SuggestionResolvedError,
+    SuggestionStaleError,
 )
 from reactor.service._api.access import LOCAL_USER, Tokens
 from reactor.service._hosting.service import ReactionService
@@ -74,6 +76,7 @@ STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
     (RunNotFoundError, 404),
     (PromptNotFoundError, 404),
     (SuggestionResolvedError, 409),
+    (SuggestionStaleError, 409),
     (AgentConflictError, 409),
     (RunFinishedError, 409),
     (RunClosedError, 409),
@@ -87,6 +90,33 @@ STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
     (ServiceConfigError, 422),
 )
 """The status of each error the service raises on purpose (the first match wins)."""
+
+
+RETRY_AFTER = 5
+"""Seconds a client is told to wait while the database is unreachable (``Retry-After``)."""
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database (or the signal store's) cannot be reached."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, sa.exc.OperationalError | sa.exc.InterfaceError):
+            return True
+        if isinstance(current, sa.exc.DBAPIError) and current.connection_invalidated:
+            return True
+        kind = type(current)
+        if kind.__module__.startswith("psycopg") and kind.__name__ in (
+            "OperationalError",
+            "InterfaceError",
+            "PoolTimeout",
+        ):
+            return True
+        if isinstance(current, ConnectionError | TimeoutError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class ApiError(Exception):
@@ -125,6 +155,17 @@ def install_errors(app: fastapi.FastAPI) -> None:
     async def invalid(request: fastapi.Request, exc: RequestValidationError) -> JSONResponse:
         problems = [f"{_location(tuple(e['loc']))}: {e['msg']}" for e in exc.errors()]
         return error_response(422, f"The request is invalid: {'; '.join(problems)}.")
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: fastapi.Request, exc: Exception) -> JSONResponse:
+        if unreachable(exc):
+            return error_response(
+                503,
+                "The service's database cannot be reached right now; nothing was changed. "
+                f"Try again in {RETRY_AFTER} seconds.",
+                {"Retry-After": str(RETRY_AFTER)},
+            )
+        return error_response(500, "The service failed on this request; see its log.")
 
     @app.exception_handler(HTTPException)
     async def http_error(request: fastapi.Request, exc: HTTPException) -> JSONResponse:

@@ -12,16 +12,19 @@ from typing import Annotated, Any
 import fastapi
 import pydantic
 
-from reactor.service._api.base import Caller, Service, authenticate
+from reactor._signals.diagnostics import log
+from reactor.service._api.base import ApiError, Caller, Service, authenticate
+from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import (
     EntryStatus,
     ProcessingEntry,
     Suggestion,
     SuggestionStatus,
 )
-from reactor.service._objects.values import StoredObject
+from reactor.service._objects.owners import RetryRefused
+from reactor.service._objects.values import StoredObject, User
 
-__all__ = ["objects_router", "suggestions_router"]
+__all__ = ["objects_router", "retry_entry", "suggestions_router"]
 
 objects_router = fastapi.APIRouter(
     prefix="/api/objects", tags=["objects"], dependencies=[fastapi.Depends(authenticate)]
@@ -95,9 +98,15 @@ async def list_suggestions(
 
 
 @suggestions_router.post("/suggestions/{suggestion_id}/approve")
-async def approve(suggestion_id: str, service: Service, user: Caller) -> Suggestion:
-    """Apply a pending suggestion, as its agent, approved by the calling user (409 if resolved)."""
-    return await service.approve(suggestion_id, actor=user)
+async def approve(
+    suggestion_id: str, service: Service, user: Caller, force: bool = False
+) -> Suggestion:
+    """Apply a pending suggestion, as its agent, approved by the calling user.
+
+    409 if it was resolved already, or if its object changed since the version it was
+    based on (``object_version``) unless ``?force=true``.
+    """
+    return await service.approve(suggestion_id, actor=user, force=force)
 
 
 @suggestions_router.post("/suggestions/{suggestion_id}/reject")
@@ -115,3 +124,34 @@ async def processing_log(
 ) -> list[ProcessingEntry]:
     """What each reaction agent was given and what became of it, oldest first."""
     return await service.processing_log(agent=agent, object_id=object_id, status=status)
+
+
+@suggestions_router.post("/processing-log/{entry_id}/retry", tags=["processing log"])
+async def retry(entry_id: int, service: Service, user: Caller) -> ProcessingEntry:
+    """Process a ``failed`` or ``abandoned`` entry again (404 unknown, 409 another status)."""
+    return await retry_entry(service, entry_id, user)
+
+
+async def retry_entry(service: ReactionService, entry_id: int, user: User) -> ProcessingEntry:
+    """Retry an entry as ``user`` (the API's and the web UI's button).
+
+    Raises:
+        ApiError: 404 when there is no such entry, 409 when it cannot be retried.
+    """
+    try:
+        entry = await service.retry(entry_id)
+    except RetryRefused as refused:
+        if refused.status is None:
+            raise ApiError(404, f"No processing-log entry {entry_id}.") from None
+        if refused.status == "duplicate":
+            raise ApiError(
+                409,
+                f"Entry {entry_id}'s event is pending, processing or completed for its agent "
+                "in another entry already; nothing to retry.",
+            ) from None
+        raise ApiError(
+            409,
+            f"Entry {entry_id} is {refused.status}: only a failed or abandoned entry is retried.",
+        ) from None
+    log("reactor.service", "info", "reaction retried", entry=entry_id, user=user.id)
+    return entry

@@ -1,29 +1,36 @@
 """``/api/runs``: recorded runs, starting graphs, and commands to a run (signals, replies, abort).
 
 Commands go through the run's durable inbox (``store.post``), so they reach it wherever
-it executes: live in this process (within a poll interval), or when it is resumed. A
-reply is checked against the prompts the log shows pending first: an unknown or
-answered prompt is a 404, an answer outside the prompt's choices a 422.
+it executes: live in this process (within a poll interval), or when it is resumed.
+Every answer is decided before it is given: a reply is checked against the prompts the
+log shows (an unknown prompt is a 404, an answer outside the prompt's choices a 422),
+then the first reply to a prompt wins in the database (``prompt_replies``), across
+processes: it gets 200 with the accepted answer, every later one 409 naming who
+answered. A signal whose name the run could never take is a 422 at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
 import fastapi
 import pydantic
 
+from reactor._recording.inbox import check_posted
 from reactor._recording.info import RunInfo, matches_filters
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
 from reactor._signals.names import SESSION_ABORT, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._signals.patterns import validate_name
 from reactor._signals.signal import Signal
 from reactor.exceptions import RunNotFoundError
 from reactor.service._api.agents import RunStarted
 from reactor.service._api.base import ApiError, Caller, Service, authenticate
 from reactor.service._hosting.service import ReactionService
+from reactor.service._objects.replies import PromptReplies, ReplyDecision
 from reactor.service._objects.values import User
 
 __all__ = [
@@ -79,6 +86,17 @@ class Posted(pydantic.BaseModel):
     message_id: str
 
 
+class Answered(pydantic.BaseModel):
+    """The reply was accepted: it is the prompt's answer, on its way to the run."""
+
+    run_id: str
+    prompt_id: str
+    answer: Any
+    answered_by: str
+    answered_at: str
+    message_id: str | None = None
+
+
 class Aborted(pydantic.BaseModel):
     """The run was stopped, or (``message_id``) asked to stop where it executes."""
 
@@ -109,17 +127,29 @@ async def load_run(service: ReactionService, run_id: str) -> Recording:
         return Recording(queued, ())
 
 
-def pending_prompts(signals: Iterable[Signal]) -> list[dict[str, Any]]:
-    """The prompts the log shows asked and not yet answered, in asking order."""
+def pending_prompts(
+    signals: Iterable[Signal], *, keep_answered: bool = False
+) -> list[dict[str, Any]]:
+    """The prompts the log shows asked and not yet answered, in asking order.
+
+    With ``keep_answered``, every prompt asked (answered ones too).
+    """
     pending: dict[str, dict[str, Any]] = {}
     for signal in signals:
         payload = signal.payload if isinstance(signal.payload, Mapping) else {}
         prompt_id = payload.get("prompt_id")
         if signal.name == SESSION_PROMPT and isinstance(prompt_id, str):
             pending[prompt_id] = {**payload, "asked_at": signal.to_dict()["timestamp"]}
-        elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT):
+        elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT) and not keep_answered:
             pending.pop(str(prompt_id), None)
     return list(pending.values())
+
+
+async def open_prompts(service: ReactionService, run_id: str, signals: Iterable[Signal]) -> Any:
+    """The pending prompts, less those whose reply is decided and on its way to the run."""
+    prompts = pending_prompts(signals)
+    decided = await PromptReplies(service.db).of_run(run_id, [p["prompt_id"] for p in prompts])
+    return [prompt for prompt in prompts if prompt["prompt_id"] not in decided]
 
 
 async def _open_run(service: ReactionService, run_id: str) -> Recording:
@@ -132,26 +162,56 @@ async def _open_run(service: ReactionService, run_id: str) -> Recording:
 async def post_signal(
     service: ReactionService, run_id: str, name: str, payload: Any, user: User
 ) -> str:
-    """Queue a signal for a run; return the message's id."""
+    """Queue a signal for a run; return the message's id.
+
+    Raises:
+        SignalNameError: The name is not a signal name, or one only the runtime emits
+            (422, before anything is queued).
+    """
+    validate_name(name)
+    check_posted(name)
     await _open_run(service, run_id)
     store = _store(service)
     return await asyncio.to_thread(store.post, run_id, name, payload, source=str(user))
 
 
+def _answered(run_id: str, prompt_id: str, signals: Iterable[Signal]) -> str | None:
+    """Who the log says answered the prompt (``None`` while it is pending)."""
+    for signal in signals:
+        payload = signal.payload if isinstance(signal.payload, Mapping) else {}
+        if payload.get("prompt_id") != prompt_id:
+            continue
+        if signal.name == SESSION_REPLY:
+            return f"answered by {signal.source or 'someone'} at {signal.to_dict()['timestamp']}"
+        if signal.name == SESSION_TIMEOUT:
+            return "timed out"
+    return None
+
+
 async def reply(
     service: ReactionService, run_id: str, prompt_id: str, answer: Any, user: User
-) -> str:
-    """Answer a pending prompt of a run, as ``user``; return the message's id."""
-    recording = await _open_run(service, run_id)
-    prompt = next(
-        (p for p in pending_prompts(recording.signals) if p["prompt_id"] == prompt_id), None
-    )
+) -> ReplyDecision:
+    """Answer a pending prompt of a run, as ``user``; the accepted reply (see the module)."""
+    recording = await load_run(service, run_id)
+    asked = pending_prompts(recording.signals, keep_answered=True)
+    prompt = next((p for p in asked if p["prompt_id"] == prompt_id), None)
+    if prompt is None and recording.complete:
+        raise ApiError(409, f"Run {run_id} has ended ({recording.status}); it takes no more input.")
     if prompt is None:
         raise ApiError(
             404,
-            f"Run {run_id} has no pending prompt {prompt_id!r} (unknown, or answered "
-            f"already); see GET /api/runs/{run_id} for its pending prompts.",
+            f"Run {run_id} has no prompt {prompt_id!r}; see GET /api/runs/{run_id} for its "
+            "pending prompts.",
         )
+    replies = PromptReplies(service.db)
+    decided = (await replies.of_run(run_id, [prompt_id])).get(prompt_id)
+    if decided is not None:
+        raise ApiError(409, _taken(decided))
+    how = _answered(run_id, prompt_id, recording.signals)
+    if how is not None:
+        raise ApiError(409, f"Prompt {prompt_id!r} of run {run_id} was {how}; it takes one answer.")
+    if recording.complete:
+        raise ApiError(409, f"Run {run_id} has ended ({recording.status}); it takes no more input.")
     choices = prompt.get("choices")
     if choices and answer not in choices:
         listed = ", ".join(map(repr, choices))
@@ -161,8 +221,27 @@ async def reply(
             422, "This prompt asks for an object matching its schema; send a JSON object."
         )
     store = _store(service)
+    decision = await replies.decide(run_id, prompt_id, answer, user.id)
+    if not decision.accepted:
+        raise ApiError(409, _taken(decision))
     message = {"prompt_id": prompt_id, "answer": answer}
-    return await asyncio.to_thread(store.post, run_id, SESSION_REPLY, message, source=str(user))
+    try:
+        posted = await asyncio.to_thread(
+            store.post, run_id, SESSION_REPLY, message, source=str(user)
+        )
+    except BaseException:
+        await replies.withdraw(run_id, prompt_id)  # not given after all: the prompt is open
+        raise
+    await replies.delivered(run_id, prompt_id, posted)
+    return dataclasses.replace(decision, message_id=posted)
+
+
+def _taken(decision: ReplyDecision) -> str:
+    return (
+        f"Prompt {decision.prompt_id!r} of run {decision.run_id} was answered by "
+        f"{decision.answered_by} at {decision.answered_at.isoformat()} with "
+        f"{decision.answer!r}; it takes one answer."
+    )
 
 
 async def abort_run(service: ReactionService, run_id: str, reason: str, user: User) -> str | None:
@@ -236,7 +315,7 @@ async def get_run(run_id: str, service: Service) -> dict[str, Any]:
     return {
         "info": {**recording.info.to_dict(), "live": run_id in service.live},
         "state": recording.state,
-        "prompts": pending_prompts(recording.signals),
+        "prompts": await open_prompts(service, run_id, recording.signals),
         "signals": [signal.to_dict() for signal in recording.signals],
     }
 
@@ -247,12 +326,25 @@ async def send_signal(run_id: str, body: SendSignal, service: Service, user: Cal
     return Posted(message_id=await post_signal(service, run_id, body.name, body.payload, user))
 
 
-@router.post("/{run_id}/prompts/{prompt_id}/reply", status_code=202)
+@router.post("/{run_id}/prompts/{prompt_id}/reply")
 async def reply_to_prompt(
     run_id: str, prompt_id: str, body: Reply, service: Service, user: Caller
-) -> Posted:
-    """Answer a pending prompt as the calling user."""
-    return Posted(message_id=await reply(service, run_id, prompt_id, body.answer, user))
+) -> Answered:
+    """Answer a pending prompt as the calling user.
+
+    200 with the accepted answer for the first valid reply; 409 naming who answered
+    for every later one (also one a moment later, on another process); 404 for a
+    prompt the run never asked.
+    """
+    decision = await reply(service, run_id, prompt_id, body.answer, user)
+    return Answered(
+        run_id=run_id,
+        prompt_id=prompt_id,
+        answer=decision.answer,
+        answered_by=decision.answered_by,
+        answered_at=decision.answered_at.isoformat(),
+        message_id=decision.message_id,
+    )
 
 
 @router.post("/{run_id}/abort")

@@ -21,6 +21,7 @@ import contextlib
 import ipaddress
 import os
 import signal
+import socket
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -153,7 +154,7 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
             "no API tokens: every request acts as the user 'local' (loopback only)",
             host=settings.host,
         )
-    app = create_app(service, tokens=tokens, grace=settings.grace)
+    app = create_app(service, tokens=tokens, grace=settings.grace, bind=settings.host)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -162,6 +163,31 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
         timeout_graceful_shutdown=max(int(settings.grace), 1),
         log_level="info",
     )
+    listening = _bind(settings.host, settings.port)  # before the service starts anything
     server = _Server(config, app)
-    asyncio.run(server.serve())
+    try:
+        asyncio.run(server.serve(sockets=[listening]))
+    finally:
+        listening.close()
     return 0 if server.started else 1
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound first: a port in use is said before anything starts.
+
+    Raises:
+        ServiceConfigError: The address cannot be bound (in use, or not this machine's).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise ServiceConfigError(
+            f"Cannot listen on {host}:{port} ({exc.strerror or exc}); stop what uses the "
+            "port, or choose another with --port."
+        ) from None
+    listening.set_inheritable(True)
+    return listening

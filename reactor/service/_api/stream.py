@@ -172,8 +172,14 @@ async def _command(
         prompt_id = message.get("prompt_id")
         if not isinstance(prompt_id, str) or "answer" not in message:
             raise ApiError(422, 'A "reply" command needs a "prompt_id" and an "answer".')
-        sent = await reply(service, run_id, prompt_id, message["answer"], user)
-        return {"type": "ok", "command": kind, "message_id": sent}
+        taken = await reply(service, run_id, prompt_id, message["answer"], user)
+        return {
+            "type": "ok",
+            "command": kind,
+            "message_id": taken.message_id,
+            "answer": taken.answer,
+            "answered_by": taken.answered_by,
+        }
     reason = str(message.get("reason") or "aborted through the API")
     posted = await abort_run(service, run_id, reason, user)
     return {"type": "ok", "command": kind, "reason": reason, "message_id": posted}

@@ -15,14 +15,16 @@ service finds the unfinished ones it should resume.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 import sqlalchemy as sa
 
 from reactor._agents.agent import Agent
+from reactor._engine.result import RunResult
 from reactor._graph.reactive import Reactive, reactive
 from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo
@@ -195,15 +197,21 @@ class Runs:
     ) -> None:
         started = datetime.now(UTC)
         try:
-            result = await graph.run(
-                input=request.input,
-                provider=provider,
-                record=record,
-                reporters=[feed],
-                tags=request.run_tags(),
-                resume=request.resume,
-                run_id=None if request.resume else request.run_id,
+            # A resumed run takes its recorded input (``run`` reads it from the log
+            # when no ``input=`` is given); a new one the request's.
+            given: dict[str, Any] = {} if request.resume else {"input": request.input}
+            running = asyncio.ensure_future(
+                graph.run(
+                    **given,
+                    provider=provider,
+                    record=record,
+                    reporters=[feed],
+                    tags=request.run_tags(),
+                    resume=request.resume,
+                    run_id=None if request.resume else request.run_id,
+                )
             )
+            result = await self._unless_held(running, feed, record)
         except asyncio.CancelledError:
             run_id = feed.started.result() if feed.started.done() else None
             reason = self.aborting.pop(run_id, None) if run_id else None
@@ -236,6 +244,29 @@ class Runs:
             await self._agent_run(
                 request, result.run_id, started, result.status, None if error is None else error
             )
+
+    async def _unless_held(
+        self,
+        running: asyncio.Future[RunResult],
+        feed: RunFeed,
+        record: ServiceRecord | None,
+    ) -> RunResult:
+        """The run's result; cancelled from outside, the run is held first, never ended.
+
+        Only a caller's ``abort`` ends a run ``aborted``: a cancellation for any other
+        reason (a shutdown, a task group whose sibling failed on a lost connection) is
+        an infrastructure fault, so the log must show the run unfinished, to resume.
+        """
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            run_id = feed.started.result() if feed.started.done() else None
+            if run_id is not None and run_id not in self.aborting and record is not None:
+                record.hold(run_id)
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await running
+            raise
 
     async def started(self, request: RunRequest, run_id: str) -> None:
         """Write the ``agent_runs`` row of an agent's run as it starts (once per run)."""
@@ -305,9 +336,25 @@ class Runs:
         live.task.cancel()
         return True
 
-    def hold(self, record: ServiceRecord | None) -> list[str]:
-        """Stop every live run without ending it in the log (it resumes at the next start)."""
-        held = sorted(self.live)
+    def hold_waiting(self, record: ServiceRecord | None, grace: float, reactions: int) -> list[str]:
+        """Hold the runs that wait for a person at once (they live in the log); say what is left.
+
+        The others are given ``grace`` seconds: the log names them, so a stop that takes
+        long says why.
+        """
+        waiting = [run_id for run_id, live in self.live.items() if live.feed.waiting]
+        held = self.hold(record, only=waiting)
+        busy = sorted(set(self.live) - set(held))
+        if busy or reactions:
+            log(
+                "reactor.service", "info", "waiting for work in flight", grace_s=grace,
+                runs=",".join(busy) or "-", reactions=reactions, held_waiting=len(held),
+            )  # fmt: skip
+        return held
+
+    def hold(self, record: ServiceRecord | None, only: Collection[str] | None = None) -> list[str]:
+        """Stop live runs (``only`` these) without ending them in the log: they resume later."""
+        held = sorted(self.live if only is None else set(only) & set(self.live))
         for run_id in held:
             if record is not None:
                 record.hold(run_id)

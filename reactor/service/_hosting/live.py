@@ -12,17 +12,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any
 
 from reactor._recording.inbox import Posted
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
-from reactor._signals.names import HARNESS_END
+from reactor._signals.names import HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.signal import Signal
 
 __all__ = ["FeedItem", "RunFeed", "ServiceRecord"]
+
+_PROMPTS = frozenset((SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT))
 
 FeedItem = tuple[int, str, str]
 """One signal of a feed: its ``seq``, its name, and its JSON text."""
@@ -40,6 +42,7 @@ class RunFeed:
         self.items: list[FeedItem] = []
         self.started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.ended = False
+        self.asking: set[Any] = set()  # prompts asked and not yet answered
         self._watchers: set[asyncio.Queue[FeedItem | None]] = set()
 
     @property
@@ -56,6 +59,12 @@ class RunFeed:
         """Keep the signal and pass it to every watcher (this runs during dispatch)."""
         if self.ended:
             return
+        if signal.name in _PROMPTS and isinstance(signal.payload, dict | Mapping):
+            prompt_id = signal.payload.get("prompt_id")
+            if signal.name == SESSION_PROMPT:
+                self.asking.add(prompt_id)
+            else:
+                self.asking.discard(prompt_id)
         item = (signal.seq, signal.name, signal.to_json())
         self.items.append(item)
         for queue in list(self._watchers):
@@ -96,6 +105,11 @@ class RunFeed:
             self._watchers.discard(queue)
 
     @property
+    def waiting(self) -> bool:
+        """Whether the run waits for a person (a prompt is pending): it can be held at once."""
+        return bool(self.asking)
+
+    @property
     def watchers(self) -> int:
         """How many watchers are attached."""
         return len(self._watchers)
@@ -111,6 +125,9 @@ class ServiceRecord:
     def __init__(self, store: SignalStore) -> None:
         self.store = store
         self._held: set[str] = set()
+        self.fence: Callable[[str], bool] | None = None
+        """Whether this process may still write for a run (a worker's lease); a run it
+        may not is held at once: nothing more of it is recorded here."""
 
     def hold(self, run_id: str) -> None:
         """Record nothing more of ``run_id`` (it is being stopped, to resume later)."""
@@ -121,9 +138,19 @@ class ServiceRecord:
         self.store.start_run(info)
 
     def append(self, signal: Signal) -> None:
-        """Record a signal, unless its run is held."""
-        if signal.run_id not in self._held:
+        """Record a signal, unless its run is held (or fenced off: then it is held)."""
+        if self._writes(signal.run_id):
             self.store.append(signal)
+
+    def _writes(self, run_id: str | None) -> bool:
+        if run_id is None:
+            return True
+        if run_id in self._held:
+            return False
+        if self.fence is not None and not self.fence(run_id):
+            self._held.add(run_id)
+            return False
+        return True
 
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
         """Keep what a provider call was asked, unless the run is held."""
@@ -163,7 +190,7 @@ class ServiceRecord:
 
     def deliver(self, message_id: str, signal: Signal) -> None:
         """Record a posted message's delivery, unless the run is held (it comes again)."""
-        if signal.run_id not in self._held:
+        if self._writes(signal.run_id):
             self.store.deliver(message_id, signal)
 
     def watch_inbox(self, run_id: str, deliver: Callable[[Posted], None]) -> Callable[[], None]:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -20,9 +19,11 @@ from reactor._signals.names import OBJECT_SIGNALS
 from reactor.exceptions import IdleTimeoutError, ServiceConfigError, ServiceStateError
 from reactor.service._hosting.hosting import RunHost, close_record, default_record
 from reactor.service._hosting.launch import LiveRun, RunRequest, Runs
+from reactor.service._hosting.upkeep import Upkeep, switch_reaction
 from reactor.service._objects.changes import ProcessingEntry, Suggestion
 from reactor.service._objects.db import Database
 from reactor.service._objects.objects import ObjectStore
+from reactor.service._objects.owners import Owners, process_id
 from reactor.service._objects.processing import ProcessingLog
 from reactor.service._objects.suggestions import Suggestions
 from reactor.service._objects.values import AgentActor, ObjectEvent, User, actor_from_context
@@ -77,6 +78,9 @@ class ReactionService:
         max_running: Reactions running at once in this process.
         poll_every: Seconds between two looks for changes made by other processes
             (changes made through ``objects`` wake the dispatcher at once).
+        max_reaction_depth: The deepest chain of reactions whose changes are
+            dispatched (a loop of agents updating each other's objects stops there).
+        max_attempts: Takes of a reaction cut off by a crash before it is ``failed``.
 
     Raises:
         AgentConfigError: An agent is defined badly (a reaction agent with
@@ -97,15 +101,17 @@ class ReactionService:
         stuck_check_every: float = 60.0,
         max_running: int = 64,
         poll_every: float = 1.0,
+        max_reaction_depth: int = 8,
+        max_attempts: int = 3,
     ) -> None:
         if not isinstance(objects, ObjectStore):
             raise ServiceConfigError(f"objects must be an ObjectStore, got {objects!r}.")
-        for name, value in (
-            ("stuck_after", stuck_after),
-            ("stuck_check_every", stuck_check_every),
-            ("poll_every", poll_every),
-            ("max_running", max_running),
-        ):
+        numbers = {
+            "stuck_after": stuck_after, "stuck_check_every": stuck_check_every,
+            "poll_every": poll_every, "max_running": max_running,
+            "max_reaction_depth": max_reaction_depth, "max_attempts": max_attempts,
+        }  # fmt: skip
+        for name, value in numbers.items():
             if not isinstance(value, int | float) or value <= 0:
                 raise ServiceConfigError(f"{name} must be a positive number, got {value!r}.")
         self.objects = objects
@@ -122,10 +128,12 @@ class ReactionService:
         self.catalog = AgentCatalog(self.db, self.agents, self.cron, self._set_reaction)
         self.runs = Runs(graphs or {}, self.catalog.agent, self.db)
         self.host = RunHost(self.runs, self.catalog, provider)
-        self.stuck_after = float(stuck_after)
-        self.stuck_check_every = float(stuck_check_every)
-        self.poll_every = float(poll_every)
+        self.stuck_after, self.stuck_check_every = float(stuck_after), float(stuck_check_every)
+        self.poll_every, self.max_reaction_depth = float(poll_every), int(max_reaction_depth)
         self.log = ProcessingLog(self.db)
+        self.log.owner = process_id()
+        owners = Owners(self.db, self.log.owner)
+        self.upkeep = Upkeep(self.log, owners, int(max_attempts), self._cancel, self._more)
         self.suggestion_store = Suggestions(self.db)
         self._max_running = int(max_running)
         self._owned_record: SignalStore | None = None
@@ -174,14 +182,17 @@ class ReactionService:
         services = ReactionServices(self.objects, self.suggestion_store, self.provider, self.record)
         dispatcher = Dispatcher(
             services, self.log, live, cursors, group, max_running=self._max_running,
-            changed=self._poke, handoff=self.host.handoff,
+            changed=self._poke, handoff=self.host.handoff, max_depth=self.max_reaction_depth,
         )  # fmt: skip
         self._dispatcher = dispatcher
         self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())
-        for loop in (dispatcher.process(), self._detect(), self._follow()):
+        detecting = self.upkeep.detecting(self.stuck_after, self.stuck_check_every)
+        for loop in (dispatcher.process(), detecting, self._follow(), self.upkeep.beating(True)):
             self._loops.append(group.create_task(loop))
         self._finishing = group.create_task(dispatcher.finishes.run())
         self.cron.start()
+        with contextlib.suppress(Exception):  # the loop says why, and tries again
+            await self.upkeep.beat()  # what dead processes left is taken up before idle()
         await self.host.resume()
         return self
 
@@ -199,12 +210,14 @@ class ReactionService:
         for task in self._loops:
             task.cancel()
         dispatcher = self._dispatcher
+        reactions = 0 if dispatcher is None else len(dispatcher.active)
+        held = self.runs.hold_waiting(self.host.record, grace, reactions)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
                 await self._until(
                     lambda: not self.runs.tasks and (dispatcher is None or not dispatcher.active)
                 )
-        return self.host.close()
+        return [*held, *self.host.close()]
 
     async def __aexit__(
         self,
@@ -228,6 +241,7 @@ class ReactionService:
                 self._subscription.cancel()
             with contextlib.suppress(Exception):  # a dead database cannot take them back
                 await self.log.release(dispatcher.taken)  # taken up again at the next start
+                await self.upkeep.owners.leave()
             await close_record(self.record, self._owned_record)
             await self.host.aclose()
             if self._owned_record is not None:
@@ -279,37 +293,30 @@ class ReactionService:
         """
         return await self._running("dispatch").dispatch(event)
 
-    # -- stuck entries -------------------------------------------------------------
-
-    async def _detect(self) -> None:
-        while True:
-            await asyncio.sleep(self.stuck_check_every)
-            try:
-                await self.detect_stuck()
-            except Exception as exc:
-                log("reactor.service", "error", "stuck-job detection failed", error=repr(exc))
+    # -- stuck and cut-off entries -------------------------------------------------
 
     async def detect_stuck(self) -> list[ProcessingEntry]:
         """Mark entries ``processing`` for longer than ``stuck_after`` as ``abandoned``.
 
-        The detector does it every ``stuck_check_every`` seconds; a reaction of this
-        process that is abandoned is cancelled. Returns the entries it marked.
+        The detector does it every ``stuck_check_every`` s (this process's are cancelled).
         """
         await self.db.open()
-        abandoned = await self.log.abandon_stuck(timedelta(seconds=self.stuck_after))
-        for entry in abandoned:
-            log(
-                "reactor.service",
-                "warning",
-                "reaction abandoned",
-                agent=entry.agent,
-                object_id=entry.object_id,
-                version=entry.object_version,
-                entry=entry.id,
-            )
-            if self._dispatcher is not None:
-                self._dispatcher.cancel(entry.id)
-        return abandoned
+        return await self.upkeep.detect_stuck(self.stuck_after)
+
+    async def retry(self, entry_id: int) -> ProcessingEntry:
+        """Process a ``failed`` or ``abandoned`` entry again (its attempts start anew)."""
+        await self.db.open()
+        entry = await self.upkeep.owners.retry(entry_id)
+        self._more([entry])
+        return entry
+
+    def _cancel(self, entry_id: int) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.cancel(entry_id)
+
+    def _more(self, entries: list[ProcessingEntry]) -> None:  # back to pending: take them
+        if self._dispatcher is not None:
+            self._dispatcher.more_work(entries)
 
     # -- waiting, reading ----------------------------------------------------------
 
@@ -361,18 +368,19 @@ class ReactionService:
     # -- resolving suggestions -----------------------------------------------------
 
     async def approve(
-        self, suggestion_id: str, *, actor: User | AgentActor | None = None
+        self, suggestion_id: str, *, actor: User | AgentActor | None = None, force: bool = False
     ) -> Suggestion:
         """Apply a pending suggestion's changes, attributed to its agent; mark it ``completed``.
 
         The changes are checked against the agent's capabilities again and applied in
         one transaction, as ``AgentActor(agent)`` with ``approved_by=actor``; if they
-        cannot be (an object was deleted meanwhile), nothing changes and the
-        suggestion stays pending.
+        cannot be (an object was deleted meanwhile, or changed since the agent saw it
+        and ``force`` is not set), nothing changes and the suggestion stays pending.
 
         Raises:
             SuggestionNotFoundError: No suggestion has that id.
             SuggestionResolvedError: It was approved or rejected already.
+            SuggestionStaleError: Its object changed since (approve with ``force=True``).
             CapabilityError: A change is outside the agent's capabilities.
             ObjectNotFoundError: A change names an object that no longer exists.
         """
@@ -380,7 +388,7 @@ class ReactionService:
         await self.db.open()
         agents = {**self.agents, **self.catalog.agents}
         return await _resolve.approve(
-            self.objects, self.suggestion_store, agents, suggestion_id, who
+            self.objects, self.suggestion_store, agents, suggestion_id, who, force=force
         )
 
     async def reject(
@@ -429,21 +437,13 @@ class ReactionService:
         self, name: str, agent: Agent | None, how: Literal["keep", "new", "gone"]
     ) -> None:
         """Start or stop dispatching to a reaction agent (it was changed through the catalog)."""
-        dispatcher = self._dispatcher
-        if agent is None or agent.reaction is None:
-            if dispatcher is not None:
-                dispatcher.remove(name)
-            if how == "gone":
-                await self.log.forget_cursor(name)
-            return
-        target = ReactionAgent.of(name, agent)
-        self.reactions[name] = target
-        cursor = await self.log.stored_cursor(name)
-        if cursor is None or how == "new":
-            cursor = await self.objects.last_event_id()  # from now on, not the past
-            await self.log.set_cursor(name, cursor)
-        if dispatcher is not None:
-            dispatcher.add(target, cursor)
+        found = await switch_reaction(self.log, self.objects, name, agent, how)
+        if found is not None:
+            self.reactions[name] = found[0]
+        if self._dispatcher is not None and found is None:
+            self._dispatcher.remove(name)
+        elif self._dispatcher is not None and found is not None:
+            self._dispatcher.add(*found)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

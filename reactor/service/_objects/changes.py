@@ -120,6 +120,8 @@ class Suggestion(pydantic.BaseModel):
         id: Its id (``sug_...``).
         agent: The agent that proposed it (its changes are attributed to it).
         object_id: The object whose change the agent reacted to.
+        object_version: That object's version the agent saw: approving the suggestion
+            after the object changed is refused (``SuggestionStaleError``) unless forced.
         operations: The operations to apply if approved (the same word as
             :attr:`Changes.operations`; ``changes``, its name before, is accepted
             when constructing one and readable as a deprecated property for this
@@ -137,6 +139,7 @@ class Suggestion(pydantic.BaseModel):
     id: str
     agent: str
     object_id: str | None
+    object_version: int | None = None
     operations: tuple[Operation, ...] = pydantic.Field(
         validation_alias=pydantic.AliasChoices("operations", "changes")
     )
@@ -176,12 +179,15 @@ class ProcessingEntry(pydantic.BaseModel):
         event_id: The :class:`ObjectEvent` it is for.
         status: ``pending`` -> ``processing`` -> ``completed`` or ``failed``;
             ``skipped`` when the same (agent, object, version, event) was already
-            pending, processing or completed; ``abandoned`` when it was processing
-            for longer than the service's ``stuck_after``.
+            pending, processing or completed, or when the event was caused by a
+            chain of reactions deeper than ``max_reaction_depth``; ``abandoned`` when
+            it was processing for longer than the service's ``stuck_after``.
         error: Why it failed (or was skipped or abandoned).
         run_id: The recorded run of the reaction.
         created_at: When the event was dispatched (UTC).
         updated_at: When the status last changed (UTC).
+        attempts: How often it was taken to be processed (an entry whose process
+            died is taken again, up to the service's ``max_attempts``).
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -197,3 +203,4 @@ class ProcessingEntry(pydantic.BaseModel):
     run_id: str | None = None
     created_at: datetime
     updated_at: datetime
+    attempts: int = 0

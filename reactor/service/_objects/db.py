@@ -47,29 +47,36 @@ def describe_url(url: str) -> str:
         return url
 
 
+ACCEPTED_SCHEMES = (
+    "sqlite:///path/to/file.db (aiosqlite) or postgresql://user@host:5432/dbname (psycopg 3)"
+)
+"""What a database URL may look like (``postgres://`` is taken as ``postgresql://``)."""
+
+_SQLITE_DRIVERS = ("", "pysqlite", "aiosqlite")
+_POSTGRES_DRIVERS = ("", "psycopg", "psycopg2")
+
+
 def _driver_url(url: str) -> sa.URL:
-    """The SQLAlchemy URL of ``url`` with the async driver this package uses."""
+    """The SQLAlchemy URL of ``url`` with the async driver this package uses.
+
+    The scheme is read from the text (no dialect is loaded), so an unusable URL is one
+    line naming the accepted schemes, never a traceback of SQLAlchemy's plugin loader.
+    """
     if "://" not in url:
         url = f"sqlite:///{url}"  # a bare path is an SQLite file
     try:
         parsed = sa.make_url(url)
-    except sa.exc.ArgumentError as exc:
+    except sa.exc.ArgumentError:
         raise ServiceConfigError(
-            f"Cannot read the database URL {url!r} ({exc}); use sqlite:///path/to/file.db "
-            "or postgresql://user@host:5432/dbname."
+            f"Cannot read the database URL {describe_url(url)!r}; use {ACCEPTED_SCHEMES}."
         ) from None
-    backend = parsed.get_backend_name()
-    if backend == "sqlite" and parsed.get_driver_name() in ("pysqlite", "aiosqlite"):
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend == "sqlite" and driver in _SQLITE_DRIVERS:
         return parsed.set(drivername="sqlite+aiosqlite")
-    if backend in ("postgresql", "postgres") and parsed.get_driver_name() in (
-        "psycopg2",
-        "psycopg",
-        "",
-    ):
+    if backend in ("postgresql", "postgres") and driver in _POSTGRES_DRIVERS:
         return parsed.set(drivername="postgresql+psycopg")
     raise ServiceConfigError(
-        f"Unsupported database URL {describe_url(url)!r}: use sqlite:///path/to/file.db "
-        "(aiosqlite) or postgresql://user@host:5432/dbname (psycopg 3)."
+        f"Unsupported database URL {describe_url(url)!r}: use {ACCEPTED_SCHEMES}."
     )
 
 

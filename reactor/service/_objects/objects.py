@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
@@ -23,6 +23,7 @@ from reactor.service._objects.db import DEFAULT_URL, Database, describe_url
 from reactor.service._objects.rows import event_from_row, object_from_row
 from reactor.service._objects.schema import object_events, objects
 from reactor.service._objects.values import (
+    CURRENT_CAUSE,
     AgentActor,
     EventKind,
     ObjectEvent,
@@ -141,6 +142,8 @@ class ObjectStore:
         *,
         actor: User | AgentActor | None = None,
         approved_by: User | AgentActor | None = None,
+        expect: Mapping[str, int] | None = None,
+        stale: Callable[[int | None], Exception] | None = None,
     ) -> builtins.list[ObjectEvent]:
         """Apply several changes in one transaction: all of them, or (on an error) none.
 
@@ -148,6 +151,10 @@ class ObjectStore:
             operations: :class:`Create`, :class:`Update` and :class:`Delete`, in order.
             actor: Who makes them (by default, who is running now).
             approved_by: Who approved them, when they were an agent's suggestion.
+            expect: Versions objects must be at (``{id: version}``), checked in the
+                same transaction: otherwise nothing is applied and ``stale(current)``
+                is raised (``current`` is ``None`` for a deleted object).
+            stale: Makes the error of an unmet ``expect``.
 
         Returns:
             The stored events, in order.
@@ -161,6 +168,12 @@ class ObjectStore:
         prepared = [self._prepare(op) for op in operations]
         async with self.db.write(ordered=True) as conn:
             now = datetime.now(UTC)
+            for object_id, version in (expect or {}).items():
+                current = await conn.scalar(
+                    sa.select(objects.c.version).where(objects.c.id == object_id)
+                )
+                if current != version:
+                    raise (stale or _version_error)(current)
             events = [await self._apply_one(conn, op, who, approved_by, now) for op in prepared]
         for event in events:
             self.bus.publish(event.name, freeze_payload(event.payload()), str(who), None, 0)
@@ -269,6 +282,7 @@ class ObjectStore:
                 data, version, event = old, row.version, "deleted"
                 await conn.execute(objects.delete().where(objects.c.id == object_id))
         changes = _changes(old, {} if event == "deleted" else data)
+        cause = CURRENT_CAUSE.get()  # the reaction making it, if one is
         event_id = await conn.scalar(
             object_events.insert()
             .values(
@@ -277,6 +291,7 @@ class ObjectStore:
                 approved_by_type=approved_by.type if approved_by else None,
                 approved_by_id=approved_by.id if approved_by else None,
                 object_created_at=created, created_at=now,
+                cause=None if cause is None else cause.payload(),
             )
             .returning(object_events.c.event_id)
         )  # fmt: skip
@@ -284,7 +299,7 @@ class ObjectStore:
         return ObjectEvent(
             event_id=event_id, id=object_id, type=type, version=version, event=event, data=data,
             changes=changes, actor=actor, approved_by=approved_by, timestamp=now,
-            object_created_at=created,
+            object_created_at=created, cause=cause,
         )  # fmt: skip
 
     @staticmethod
@@ -372,6 +387,14 @@ class ObjectStore:
 
     def __repr__(self) -> str:
         return f"<ObjectStore {describe_url(self.url)} types={sorted(self.types)}>"
+
+
+def _version_error(current: int | None) -> Exception:
+    return ObjectValidationError(
+        f"The object is at version {current} (or deleted); nothing was applied.",
+        type="object",
+        errors=[],
+    )
 
 
 def new_object_id() -> str:

@@ -53,6 +53,7 @@ class Claim:
     agent: str
     event: ObjectEvent
     exclusive: bool = False
+    refused: str | None = None  # why it is logged ``skipped`` at once (a reaction loop)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class ProcessingLog:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.owner: str | None = None  # the process taking entries: see ``Owners``
 
     def _insert(self) -> Any:
         dialect = postgresql if self.db.dialect == "postgresql" else sqlite
@@ -105,7 +107,9 @@ class ProcessingLog:
                 }  # fmt: skip
                 triple = (claim.agent, event.id, event.version)
                 kinds = busy.setdefault(triple, set()) if claim.exclusive else set()
-                if kinds and event.event not in kinds:  # the same event is a duplicate instead
+                if claim.refused is not None:
+                    skipped.append((index, {**row, "status": "skipped", "error": claim.refused}))
+                elif kinds and event.event not in kinds:  # the same event is a duplicate instead
                     skipped.append((index, {**row, "status": "skipped", "error": _BUSY}))
                 else:
                     kinds.add(event.event)
@@ -183,7 +187,7 @@ class ProcessingLog:
             rows = await conn.execute(
                 processing_log.update()
                 .where(processing_log.c.id.in_(oldest), processing_log.c.status == "pending")
-                .values(status="processing", updated_at=datetime.now(UTC))
+                .values(**self._taken())
                 .returning(*processing_log.c)
             )
             return sorted(map(entry_from_row, rows), key=lambda entry: entry.id)
@@ -210,13 +214,18 @@ class ProcessingLog:
             )
         async with self.db.write() as conn:
             row = (
-                await conn.execute(
-                    query.values(status="processing", updated_at=datetime.now(UTC)).returning(
-                        *processing_log.c
-                    )
-                )
+                await conn.execute(query.values(**self._taken()).returning(*processing_log.c))
             ).first()
         return None if row is None else entry_from_row(row)
+
+    def _taken(self) -> dict[str, Any]:
+        """What taking an entry writes: ``processing``, by whom, one attempt more."""
+        return {
+            "status": "processing",
+            "updated_at": datetime.now(UTC),
+            "owner": self.owner,
+            "attempts": processing_log.c.attempts + 1,
+        }
 
     async def finish(self, outcomes: Sequence[Finished]) -> set[int]:
         """Record how reactions ended, and their agent runs, in one transaction.

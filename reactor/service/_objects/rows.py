@@ -8,7 +8,13 @@ import pydantic
 import sqlalchemy as sa
 
 from reactor.service._objects.changes import Operation, ProcessingEntry, Suggestion
-from reactor.service._objects.values import AgentActor, ObjectEvent, StoredObject, User
+from reactor.service._objects.values import (
+    AgentActor,
+    Cause,
+    ObjectEvent,
+    StoredObject,
+    User,
+)
 
 __all__ = [
     "actor_from_row",
@@ -65,6 +71,7 @@ def event_from_row(row: sa.Row[Any]) -> ObjectEvent:
         approved_by=actor_from_row(row.approved_by_type, row.approved_by_id),
         timestamp=row.created_at,
         object_created_at=row.object_created_at,
+        cause=None if row.cause is None else Cause.model_validate(row.cause),
     )
 
 
@@ -82,6 +89,7 @@ def entry_from_row(row: sa.Row[Any]) -> ProcessingEntry:
         run_id=row.run_id,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        attempts=row.attempts,
     )
 
 
@@ -91,6 +99,7 @@ def suggestion_from_row(row: sa.Row[Any]) -> Suggestion:
         id=row.id,
         agent=row.agent,
         object_id=row.object_id,
+        object_version=row.object_version,
         operations=operations_adapter.validate_python(row.changes),
         reasoning=row.reasoning,
         status=row.status,

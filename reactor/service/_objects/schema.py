@@ -32,8 +32,10 @@ __all__ = [
     "object_events",
     "objects",
     "processing_log",
+    "prompt_replies",
     "reaction_cursors",
     "run_leases",
+    "service_processes",
     "suggestions",
     "web_sessions",
 ]
@@ -114,6 +116,7 @@ object_events = sa.Table(
     sa.Column("approved_by_id", sa.String(200)),
     sa.Column("object_created_at", Timestamp, nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("cause", JSONType),  # the reaction that made it: run_id, agent, depth, chain
     sa.CheckConstraint(_in("event", _EVENTS), name="event"),
     sa.Index(None, "object_id", "version"),
 )
@@ -169,6 +172,8 @@ processing_log = sa.Table(
     sa.Column("run_id", sa.String(64)),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("owner", sa.String(200)),  # the process processing it
     sa.CheckConstraint(_in("status", _STATUSES), name="status"),
     sa.Index(
         "uq_processing_log_active",
@@ -199,6 +204,7 @@ suggestions = sa.Table(
     sa.Column("resolved_at", Timestamp),
     sa.Column("resolved_by_type", sa.String(16)),
     sa.Column("resolved_by_id", sa.String(200)),
+    sa.Column("object_version", sa.Integer),  # the object's version it was based on
     sa.CheckConstraint(_in("status", ("pending", "completed", "rejected")), name="status"),
     sa.Index(None, "status", "created_at"),
 )
@@ -218,9 +224,33 @@ run_leases = sa.Table(
     sa.Column("run_id", sa.String(64), primary_key=True),
     sa.Column("worker", sa.String(200), nullable=False),
     sa.Column("heartbeat_at", Timestamp, nullable=False),
+    sa.Column("epoch", sa.Integer, nullable=False, server_default=sa.text("1")),
 )
 """Which worker executes a run (scale-out): a live worker renews ``heartbeat_at``; a
-lease whose heartbeat is older than the reclaim time is taken over."""
+lease whose heartbeat is older than the reclaim time is taken over, and its ``epoch``
+(the fencing token) grows, so the worker that lost it can tell."""
+
+prompt_replies = sa.Table(
+    "prompt_replies",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("prompt_id", sa.String(200), primary_key=True),
+    sa.Column("answer", JSONType),
+    sa.Column("answered_by", sa.String(200), nullable=False),
+    sa.Column("answered_at", Timestamp, nullable=False),
+    sa.Column("message_id", sa.String(64)),
+)
+"""The reply accepted for each prompt answered through the service: the primary key
+decides, in one statement and across processes, which of two replies is first."""
+
+service_processes = sa.Table(
+    "service_processes",
+    metadata,
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("heartbeat_at", Timestamp, nullable=False),
+)
+"""The serving processes and their heartbeats: a processing-log entry whose owner has
+no fresh heartbeat here was left by a process that died."""
 
 cron_ticks = sa.Table(
     "cron_ticks",

@@ -36,12 +36,14 @@ class Suggestions:
         operations: Sequence[Operation],
         reasoning: str,
         run_id: str | None,
+        object_version: int | None = None,
     ) -> Suggestion:
         """Store a pending suggestion and return it."""
         suggestion = Suggestion(
             id=f"sug_{uuid.uuid4().hex}",
             agent=agent,
             object_id=object_id,
+            object_version=object_version,
             operations=tuple(operations),
             reasoning=reasoning,
             run_id=run_id,
@@ -53,6 +55,7 @@ class Suggestions:
                     id=suggestion.id,
                     agent=agent,
                     object_id=object_id,
+                    object_version=object_version,
                     changes=operations_adapter.dump_python(suggestion.operations, mode="json"),
                     reasoning=reasoning,
                     status="pending",

@@ -6,6 +6,7 @@ signals carry, and a value read once cannot change behind its reader's back.
 
 from __future__ import annotations
 
+import contextvars
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -13,11 +14,13 @@ import pydantic
 
 from reactor._agents.reaction import ObjectEvent as EventKind
 from reactor._signals.names import agent_actor, object_signal
-from reactor._signals.payloads import ActorPayload, ObjectChanged
+from reactor._signals.payloads import ActorPayload, CausePayload, ObjectChanged
 
 __all__ = [
+    "CURRENT_CAUSE",
     "Actor",
     "AgentActor",
+    "Cause",
     "EventKind",
     "ObjectEvent",
     "StoredObject",
@@ -110,6 +113,55 @@ class StoredObject(pydantic.BaseModel):
     updated_at: datetime
 
 
+class Cause(pydantic.BaseModel):
+    """The reaction that made an object change: which run of which agent, how deep.
+
+    Attributes:
+        run_id: The reaction's recorded run.
+        agent: The reaction agent.
+        depth: How many reactions lead to this change (1: a reaction to a change
+            nobody's reaction made).
+        chain: The agents of those reactions, first to last.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    run_id: str
+    agent: str
+    depth: int
+    chain: tuple[str, ...] = ()
+
+    def payload(self) -> CausePayload:
+        """``{run_id, agent, depth, chain}``, as stored and in signals."""
+        return {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "depth": self.depth,
+            "chain": list(self.chain),
+        }
+
+    def spelled(self) -> str:
+        """The chain as it reads: ``a -> b -> a``."""
+        return " -> ".join(self.chain or (self.agent,))
+
+    @classmethod
+    def after(cls, event: ObjectEvent | None, run_id: str, agent: str) -> Cause:
+        """The cause of what ``agent``'s run ``run_id`` changes, reacting to ``event``."""
+        before = event.cause if event is not None else None
+        depth = 1 if before is None else before.depth + 1
+        chain = (*(before.chain if before is not None else ()), agent)
+        return cls(run_id=run_id, agent=agent, depth=depth, chain=chain[-_CHAIN_KEPT:])
+
+
+_CHAIN_KEPT = 64
+"""Agents of a chain kept (a chain longer than any depth limit needs no more)."""
+
+CURRENT_CAUSE: contextvars.ContextVar[Cause | None] = contextvars.ContextVar(
+    "reactor_reaction_cause", default=None
+)
+"""The reaction running in this context: what it changes records it as its cause."""
+
+
 class ObjectEvent(pydantic.BaseModel):
     """One stored change of an object; dispatched as ``object:<Type>:<event>``.
 
@@ -141,6 +193,7 @@ class ObjectEvent(pydantic.BaseModel):
     approved_by: Actor | None = None
     timestamp: datetime
     object_created_at: datetime
+    cause: Cause | None = None
 
     @property
     def object(self) -> StoredObject:
@@ -170,4 +223,5 @@ class ObjectEvent(pydantic.BaseModel):
             "data": self.data,
             "changes": self.changes,
             "actor": self.actor.payload(),
+            "cause": None if self.cause is None else self.cause.payload(),
         }

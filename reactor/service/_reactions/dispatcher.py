@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 
 from reactor._signals.diagnostics import log
+from reactor._signals.frozen import freeze_payload
+from reactor._signals.names import REACTION_LOOP, agent_actor
 from reactor.service._objects.batch import Batcher
 from reactor.service._objects.changes import ProcessingEntry
 from reactor.service._objects.processing import Claim, Finished, ProcessingLog
@@ -55,6 +58,9 @@ class Dispatcher:
         max_running: Reactions running at once.
         changed: Called whenever work is logged, starts or ends (waiters look again).
         handoff: Queues pending entries for workers instead of processing them here.
+        max_depth: The deepest chain of reactions whose changes are dispatched: an
+            event caused deeper is logged ``skipped`` (a loop), with a warning and
+            ``reaction:loop``.
     """
 
     def __init__(
@@ -68,7 +74,9 @@ class Dispatcher:
         max_running: int,
         changed: Callable[[], None],
         handoff: HandOff | None = None,
+        max_depth: int = 8,
     ) -> None:
+        self.max_depth = max_depth
         self.services = services
         self.log = log
         self.agents = dict(agents)
@@ -116,11 +124,41 @@ class Dispatcher:
     def claims(self, event: ObjectEvent) -> list[Claim]:
         """The agents ``event`` activates, as claims to log."""
         actor = event.actor.id if isinstance(event.actor, AgentActor) else None
-        return [
+        claims = [
             Claim(name, event, exclusive=target.reaction.concurrency == "skip")
             for name, target in self.agents.items()
             if target.reaction.matches(event.type, event.event, actor, name)
         ]
+        cause = event.cause
+        if not claims or cause is None or cause.depth <= self.max_depth:
+            return claims
+        refused = (
+            f"reaction loop: {cause.spelled()} ... made this change at depth {cause.depth}, "
+            f"past max_reaction_depth={self.max_depth}; it is not dispatched (break the "
+            "loop, e.g. with a guard, or raise ReactionService(max_reaction_depth=...))"
+        )
+        log(
+            "reactor.service",
+            "warning",
+            "reaction loop cut",
+            object_id=event.id,
+            version=event.version,
+            chain=cause.spelled(),
+            depth=cause.depth,
+        )
+        payload = {
+            "event_id": event.event_id,
+            "object_id": event.id,
+            "type": event.type,
+            "version": event.version,
+            "depth": cause.depth,
+            "chain": list(cause.chain),
+            "agents": [claim.agent for claim in claims],
+        }
+        self.services.objects.bus.publish(
+            REACTION_LOOP, freeze_payload(payload), agent_actor(cause.agent), None, 0
+        )
+        return [dataclasses.replace(claim, refused=refused) for claim in claims]
 
     async def next_batch(self) -> bool:
         """Log the next events after the cursors; return whether more may follow."""
@@ -138,16 +176,17 @@ class Dispatcher:
         through = dict.fromkeys(self.agents, events[-1].event_id)
         entries = await self.log.claim(claims, through)
         self.cursors.update({name: at for name, at in through.items() if name in self.agents})
-        self._more_work(entries)
+        self.more_work(entries)
         return len(events) == BATCH
 
     async def dispatch(self, event: ObjectEvent) -> list[ProcessingEntry]:
         """Deliver one event (again): log it for the matching agents."""
         entries = await self.log.claim(self.claims(event))
-        self._more_work(entries)
+        self.more_work(entries)
         return entries
 
-    def _more_work(self, entries: list[ProcessingEntry]) -> None:
+    def more_work(self, entries: list[ProcessingEntry]) -> None:
+        """Entries were logged (or went back to) ``pending``: take them, or queue them."""
         pending = [entry for entry in entries if entry.status == "pending"]
         if pending:
             if self.handoff is not None:

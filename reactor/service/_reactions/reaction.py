@@ -16,7 +16,7 @@ from typing import Any
 from reactor._agents.reaction import Capabilities
 from reactor._engine.result import RunResult
 from reactor._providers.base import Provider
-from reactor._recording.info import RunInfo
+from reactor._recording.info import RunInfo, new_run_id
 from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
@@ -27,7 +27,7 @@ from reactor.service._objects.changes import Changes, Create, EntryStatus, Opera
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.processing import Finished
 from reactor.service._objects.suggestions import Suggestions
-from reactor.service._objects.values import AgentActor, ObjectEvent, User
+from reactor.service._objects.values import CURRENT_CAUSE, AgentActor, Cause, ObjectEvent, User
 from reactor.service._reactions.registry import ReactionAgent
 from reactor.service._reactions.view import AgentObjects, check_capability
 
@@ -71,6 +71,25 @@ async def react(
     agent = target.agent
     view = AgentObjects(services.objects, target.name, agent.capabilities, agent.execution_mode)
     started = datetime.now(UTC)
+    run_id = new_run_id()
+    # What this reaction changes (through ctx.objects or its output) names it as its
+    # cause, one step deeper than the event it reacts to: loops are cut at a depth.
+    caused = CURRENT_CAUSE.set(Cause.after(event, run_id, target.name))
+    try:
+        return await _react(services, target, entry_id, event, view, started, run_id)
+    finally:
+        CURRENT_CAUSE.reset(caused)
+
+
+async def _react(
+    services: ReactionServices,
+    target: ReactionAgent,
+    entry_id: int,
+    event: ObjectEvent,
+    view: AgentObjects,
+    started: datetime,
+    run_id: str,
+) -> Finished:
     record = services.record
     result = await target.graph.run(
         input=event.payload(),
@@ -78,6 +97,7 @@ async def react(
         reporters=() if record is None else (_Recorder(record),),
         scope={"object": event.object, "objects": view, "event": event},
         tags={"reaction": target.name, "object": event.id, "event": event.name},
+        run_id=run_id,
     )
     if record is not None:
         for digest, fingerprint in result.requests.items():
@@ -148,6 +168,7 @@ async def _settle(
     suggestion = await services.suggestions.add(
         agent=target.name,
         object_id=event.id,
+        object_version=event.version,
         operations=operations,
         reasoning=reasoning,
         run_id=run_id,

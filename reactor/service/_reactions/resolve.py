@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from reactor._agents.agent import Agent
 from reactor._signals.names import SUGGESTION_APPROVED, SUGGESTION_REJECTED
+from reactor.exceptions import SuggestionStaleError
 from reactor.service._objects.changes import Suggestion
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.suggestions import Suggestions
@@ -21,17 +22,23 @@ async def approve(
     agents: Mapping[str, Agent],
     suggestion_id: str,
     who: User | AgentActor,
+    *,
+    force: bool = False,
 ) -> Suggestion:
     """Apply a pending suggestion's changes as its agent, approved by ``who``.
 
     The move to ``completed`` comes first (a conditional update: of two approvals,
-    one wins); if the changes cannot be applied, it goes back to ``pending``.
+    one wins); if the changes cannot be applied (or, unless ``force``, the object
+    changed since the version the suggestion was based on), it goes back to
+    ``pending``. The version is checked again in the transaction that applies the
+    changes, so a change made in between is caught too.
 
     Raises:
         SuggestionNotFoundError: No suggestion has that id.
         SuggestionResolvedError: It was approved or rejected already.
         CapabilityError: A change is outside the agent's capabilities.
         ObjectNotFoundError: A change names an object that no longer exists.
+        SuggestionStaleError: The object changed since (and ``force`` is not set).
     """
     suggestion = await suggestions.resolve(suggestion_id, "completed", who)
     try:
@@ -40,14 +47,34 @@ async def approve(
             await check_all(
                 objects, suggestion.agent, agent.capabilities, list(suggestion.operations)
             )
+        expected = None
+        if not force and suggestion.object_id is not None and suggestion.object_version:
+            expected = {suggestion.object_id: suggestion.object_version}
         await objects.apply(
-            suggestion.operations, actor=AgentActor(suggestion.agent), approved_by=who
+            suggestion.operations,
+            actor=AgentActor(suggestion.agent),
+            approved_by=who,
+            expect=expected,
+            stale=lambda found: _stale(suggestion, found),
         )
     except BaseException:
         await suggestions.resolve(suggestion_id, "pending", who, only_from="completed")
         raise
     announce(objects, SUGGESTION_APPROVED, suggestion, who)
     return suggestion
+
+
+def _stale(suggestion: Suggestion, current: int | None) -> SuggestionStaleError:
+    now = "was deleted" if current is None else f"is at version {current} now"
+    return SuggestionStaleError(
+        f"Suggestion {suggestion.id!r} was based on version {suggestion.object_version} of "
+        f"object {suggestion.object_id!r}, which {now}: look at the object again, then "
+        "approve anyway (force=True, ?force=true) or reject it.",
+        suggestion_id=suggestion.id,
+        object_id=suggestion.object_id or "",
+        based_on=suggestion.object_version,
+        current=current,
+    )
 
 
 async def reject(

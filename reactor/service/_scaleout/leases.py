@@ -10,6 +10,7 @@ of several serving processes whose schedulers fire at the same minute, one runs 
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
@@ -23,7 +24,14 @@ TICKS_KEPT = timedelta(days=1)
 
 
 class Leases:
-    """The leases of one worker: take, renew and give back runs.
+    """The leases of one worker: take, renew and give back runs, fenced by epochs.
+
+    Each lease has an epoch (a fencing token) that grows when another worker takes it
+    over. The worker remembers the epoch it took and when it last proved the lease
+    its own (:meth:`owns`): a lease not renewed within ``ttl`` may have been taken over
+    meanwhile (a stalled process: GC, SIGSTOP, a slow disk), so what would be written
+    under it is refused until a renewal shows it was not, and a renewal that finds it
+    taken names the run so that the worker stops it at once.
 
     Args:
         db: The service's database.
@@ -33,46 +41,75 @@ class Leases:
 
     def __init__(self, db: Database, worker: str, ttl: float) -> None:
         self.db, self.worker, self.ttl = db, worker, timedelta(seconds=ttl)
+        self.epochs: dict[str, int] = {}  # run id -> the epoch this worker holds
+        self._proved: dict[str, float] = {}  # run id -> when it was last proved (monotonic)
+
+    def owns(self, run_id: str) -> bool:
+        """Whether this worker may still write for ``run_id`` (see the class docstring)."""
+        proved = self._proved.get(run_id)
+        return proved is not None and time.monotonic() - proved < self.ttl.total_seconds()
 
     async def take(self, run_id: str) -> bool:
         """Lease ``run_id`` to this worker; False if another live worker holds it."""
-        now = datetime.now(UTC)
+        now, began = datetime.now(UTC), time.monotonic()
+        mine = run_leases.c.worker == self.worker
         async with self.db.write() as conn:
-            taken = await conn.execute(
-                run_leases.update()
-                .where(
-                    run_leases.c.run_id == run_id,
-                    sa.or_(
-                        run_leases.c.worker == self.worker,
-                        run_leases.c.heartbeat_at < now - self.ttl,
-                    ),
+            row = (
+                await conn.execute(
+                    run_leases.update()
+                    .where(
+                        run_leases.c.run_id == run_id,
+                        sa.or_(mine, run_leases.c.heartbeat_at < now - self.ttl),
+                    )
+                    .values(
+                        worker=self.worker,
+                        heartbeat_at=now,
+                        epoch=sa.case((mine, run_leases.c.epoch), else_=run_leases.c.epoch + 1),
+                    )
+                    .returning(run_leases.c.epoch)
                 )
-                .values(worker=self.worker, heartbeat_at=now)
-            )
-            if taken.rowcount:
+            ).first()
+            if row is not None:
+                self.epochs[run_id], self._proved[run_id] = int(row.epoch), began
                 return True
         try:
             async with self.db.write() as conn:
                 await conn.execute(
-                    run_leases.insert().values(run_id=run_id, worker=self.worker, heartbeat_at=now)
+                    run_leases.insert().values(
+                        run_id=run_id, worker=self.worker, heartbeat_at=now, epoch=1
+                    )
                 )
         except sa.exc.IntegrityError:
             return False  # held, and its holder's heartbeat is fresh
+        self.epochs[run_id], self._proved[run_id] = 1, began
         return True
 
-    async def renew(self, run_ids: list[str]) -> None:
-        """Renew the heartbeat of this worker's leases of ``run_ids``."""
+    async def renew(self, run_ids: list[str]) -> list[str]:
+        """Renew this worker's leases of ``run_ids``; the ones it no longer holds."""
         if not run_ids:
-            return
+            return []
+        began = time.monotonic()
         async with self.db.write() as conn:
-            await conn.execute(
+            rows = await conn.execute(
                 run_leases.update()
                 .where(run_leases.c.run_id.in_(run_ids), run_leases.c.worker == self.worker)
                 .values(heartbeat_at=datetime.now(UTC))
+                .returning(run_leases.c.run_id, run_leases.c.epoch)
             )
+            held = {row.run_id: int(row.epoch) for row in rows}
+        lost = []
+        for run_id in run_ids:
+            if run_id in held and held[run_id] == self.epochs.get(run_id, held[run_id]):
+                self._proved[run_id] = began
+            else:
+                lost.append(run_id)
+                self._proved.pop(run_id, None)
+        return lost
 
     async def give_back(self, run_id: str) -> None:
-        """End this worker's lease of ``run_id``."""
+        """End this worker's lease of ``run_id`` (if it still holds it)."""
+        self._proved.pop(run_id, None)
+        self.epochs.pop(run_id, None)
         async with self.db.write() as conn:
             await conn.execute(
                 run_leases.delete().where(

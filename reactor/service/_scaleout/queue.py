@@ -13,19 +13,26 @@ Without the variable everything runs in the serving process.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import json
 import os
+import random
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from taskiq import AckableMessage
 from taskiq.kicker import AsyncKicker
 from taskiq_redis import RedisStreamBroker
 
 from reactor._recording.info import RunInfo
+from reactor._signals.diagnostics import log
 from reactor.exceptions import ServiceConfigError
 from reactor.service._hosting.launch import RunRequest
 from reactor.service._objects.changes import ProcessingEntry
@@ -54,6 +61,9 @@ WORKER_KEYS = "reactor:worker:"
 """Prefix of the workers' heartbeat keys: ``reactor:worker:<id>``, a JSON value."""
 QUEUED_KEYS = "reactor:queued:"
 """Prefix of the keys of runs queued and not started yet: ``reactor:queued:<run id>``."""
+BACKOFF_FIRST = 0.2
+BACKOFF_MAX = 10.0
+"""Seconds before the first reconnection to Redis, and the most between two."""
 QUEUED_FOR = 7 * 24 * 3600
 """Seconds a queued run's key lives at most (a job no worker can take stays visible)."""
 
@@ -123,6 +133,42 @@ class JobBroker(RedisStreamBroker):
         )
 
     async def listen(self) -> AsyncGenerator[AckableMessage, None]:
+        """Jobs, for ever: a lost connection to Redis is retried with backoff, logged."""
+        failures = 0
+        while True:
+            try:
+                async for message in self._listen():
+                    if failures:
+                        log("reactor.worker", "info", "redis reconnected", after=failures)
+                        failures = 0
+                    yield message
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                failures += 1
+                wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** min(failures - 1, 8))
+                wait *= 0.5 + random.random()  # jitter: workers do not reconnect in step
+                log(
+                    "reactor.worker",
+                    "warning",
+                    "redis connection lost; reconnecting",
+                    attempt=failures,
+                    retry_in_s=round(wait, 2),
+                    error=repr(exc),
+                )
+                await asyncio.sleep(wait)
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                # Redis came back without its data (no persistence): make the stream and
+                # the group again; the database re-queues what was lost.
+                log("reactor.worker", "warning", "job stream lost; making it again")
+                await self._make_group()
+
+    async def _make_group(self) -> None:
+        async with Redis(connection_pool=self.connection_pool) as redis:
+            with contextlib.suppress(ResponseError):  # made meanwhile by another worker
+                await redis.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+
+    async def _listen(self) -> AsyncGenerator[AckableMessage, None]:
         async with Redis(connection_pool=self.connection_pool) as redis:
             while True:
                 # Jobs idle for too long first (their workers died), one at a time and

@@ -42,6 +42,7 @@ from reactor._signals.diagnostics import log
 from reactor.exceptions import ReactorError, RunNotFoundError
 from reactor.service._hosting.hosting import close_record, default_record
 from reactor.service._hosting.service import ReactionService
+from reactor.service._objects.owners import Owners
 from reactor.service._objects.schema import agents
 from reactor.service._reactions.dispatcher import Dispatcher
 from reactor.service._reactions.reaction import ReactionServices
@@ -88,9 +89,12 @@ class Worker:
         self.id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.broker = JobBroker(settings, consumer=self.id)
         self.leases = Leases(service.db, self.id, settings.reclaim_after)
+        self.owners = Owners(service.db, self.id)
+        service.log.owner = self.id  # the processing-log entries it takes are its own
         self.running: dict[str, float] = {}  # run id -> when it started here
         self._agents_mark: tuple[Any, ...] = ()  # the agents' rows when last read
         self.executed = 0
+        self.lost: set[str] = set()  # runs stopped here because another worker took them
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
             await self._job(job, context)
@@ -118,6 +122,8 @@ class Worker:
         try:
             async with asyncio.TaskGroup() as group:
                 service.host.open(group, record, lambda: None)
+                assert service.host.record is not None
+                service.host.record.fence = self._may_write
                 self.reactions = Dispatcher(
                     services, service.log, {}, {}, group,
                     max_running=self.concurrency, changed=lambda: None,
@@ -185,6 +191,9 @@ class Worker:
         finally:
             self.running.pop(run_id, None)
             await self.leases.give_back(run_id)
+        if run_id in self.lost:  # its new holder executes it and acknowledges the job
+            self.lost.discard(run_id)
+            return
         if not self.service.host.stopping:
             self.executed += 1
             await context.ack()
@@ -210,6 +219,9 @@ class Worker:
         finally:
             self.running.pop(key, None)
             await self.leases.give_back(key)
+        if key in self.lost:
+            self.lost.discard(key)
+            return
         if settled and not self.service.host.stopping:
             self.executed += 1
             await context.ack()
@@ -233,26 +245,78 @@ class Worker:
     async def _heartbeat(self) -> None:
         """Renew the leases of the runs here and this worker's key in Redis; reread agents."""
         every = max(0.2, self.settings.reclaim_after / 3)
-        ttl = max(2, int(self.settings.reclaim_after * 2))
         started = time.time()
+        failing: set[str] = set()  # what failed on the last beat (said once, until it works)
+
+        def trouble(what: str, exc: BaseException | None) -> None:
+            if exc is None and what in failing:
+                failing.discard(what)
+                log("reactor.worker", "info", f"{what} reachable again", worker=self.id)
+            elif exc is not None and what not in failing:
+                failing.add(what)
+                log("reactor.worker", "warning", f"{what} unreachable", error=repr(exc))
+
         async with Redis.from_url(self.settings.url) as redis:
             while True:
-                await self.leases.renew(list(self.running))
+                try:
+                    lost = await self.leases.renew(list(self.running))
+                    await self.owners.beat()
+                except Exception as exc:  # the database is away: the runs go on meanwhile
+                    trouble("database", exc)
+                else:
+                    trouble("database", None)
+                    self._lost(lost)
                 try:  # agents changed through the API since the last look
                     await self._read_agents(if_changed=True)
                 except Exception as exc:
                     log("reactor.worker", "error", "cannot read the agents", error=repr(exc))
-                value = {
-                    "id": self.id,
-                    "host": socket.gethostname(),
-                    "pid": os.getpid(),
-                    "concurrency": self.concurrency,
-                    "started_at": started,
-                    "runs": sorted(self.running),
-                    "executed": self.executed,
-                }
-                await redis.set(WORKER_KEYS + self.id, json.dumps(value), ex=ttl)
+                try:
+                    await self._beat(redis, started)
+                except Exception as exc:  # Redis is away: jobs wait, runs go on
+                    trouble("redis", exc)
+                else:
+                    trouble("redis", None)
                 await asyncio.sleep(every)
+
+    async def _beat(self, redis: Redis, started: float) -> None:
+        """This worker's key in Redis: what ``reactor workers`` shows."""
+        ttl = max(2, int(self.settings.reclaim_after * 2))
+        value = {
+            "id": self.id,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "concurrency": self.concurrency,
+            "started_at": started,
+            "runs": sorted(self.running),
+            "executed": self.executed,
+        }
+        await redis.set(WORKER_KEYS + self.id, json.dumps(value), ex=ttl)
+
+    def _may_write(self, run_id: str) -> bool:
+        """Whether a run executing here may still record: its lease is proved ours."""
+        if run_id not in self.running or self.leases.owns(run_id):
+            return True
+        self._lost([run_id])
+        return False
+
+    def _lost(self, keys: list[str]) -> None:
+        """Leases found taken (or unproved past their time): stop those runs here at once."""
+        host = self.service.host
+        for key in keys:
+            if key not in self.running:
+                continue
+            log(
+                "reactor.worker",
+                "warning",
+                "lease lost; stopping the run here (another worker has it)",
+                run=key,
+                worker=self.id,
+            )
+            self.lost.add(key)
+            if key.startswith("reaction:"):
+                self.reactions.cancel(int(key.removeprefix("reaction:")))
+            else:
+                host.runs.hold(host.record, only=[key])
 
     async def _forget(self) -> None:
         async with Redis.from_url(self.settings.url) as redis:

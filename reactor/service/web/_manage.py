@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reactor.exceptions import ObjectNotFoundError, ReactorError
+from reactor.service._api.base import ApiError
+from reactor.service._api.objects import retry_entry
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import Create, EntryStatus, Suggestion, SuggestionStatus
 from reactor.service._reactions.definitions import AgentChanges
@@ -52,13 +54,27 @@ async def _proposed(service: ReactionService, suggestion: Suggestion) -> list[di
     return shown
 
 
+async def _version(service: ReactionService, suggestion: Suggestion) -> dict[str, Any]:
+    """The version of the suggestion's object now, and whether it moved since."""
+    if suggestion.object_id is None or not suggestion.object_version:
+        return {"current_version": None, "stale": False}
+    try:
+        current: int | None = (await service.objects.get(suggestion.object_id)).version
+    except ObjectNotFoundError:
+        current = None
+    return {"current_version": current, "stale": current != suggestion.object_version}
+
+
 @router.get("/suggestions")
 async def suggestions(request: Request, session: SignedIn, status: Filter = "pending") -> Response:
     """Suggestions (pending ones by default) with their reasoning and changes."""
     service = service_of(request)
     chosen = status if status in get_args(SuggestionStatus) else None
     found = await service.suggestions(chosen)
-    items = [{"s": s, "operations": await _proposed(service, s)} for s in found]
+    items = [
+        {"s": s, "operations": await _proposed(service, s), **await _version(service, s)}
+        for s in found
+    ]
     return page(
         request,
         "suggestions.html",
@@ -71,11 +87,12 @@ async def suggestions(request: Request, session: SignedIn, status: Filter = "pen
 
 @router.post("/suggestions/{suggestion_id}/{decision}")
 async def decide(request: Request, suggestion_id: str, decision: str, session: Checked) -> Response:
-    """Approve or reject a pending suggestion as the signed-in user."""
+    """Approve (also anyway: ``approve-anyway``) or reject a suggestion as the signed-in user."""
     service = service_of(request)
     try:
-        if decision == "approve":
-            await service.approve(suggestion_id, actor=session.user)
+        if decision in ("approve", "approve-anyway"):
+            force = decision == "approve-anyway"
+            await service.approve(suggestion_id, actor=session.user, force=force)
         elif decision == "reject":
             await service.reject(suggestion_id, actor=session.user)
         else:
@@ -83,7 +100,7 @@ async def decide(request: Request, suggestion_id: str, decision: str, session: C
     except ReactorError as exc:
         session.notify("error", str(exc))
     else:
-        done = "approved and applied" if decision == "approve" else "rejected"
+        done = "rejected" if decision == "reject" else "approved and applied"
         session.notify("ok", f"Suggestion {suggestion_id} was {done}.")
     return back("/suggestions")
 
@@ -126,6 +143,18 @@ async def edit_agent(
     else:
         session.notify("ok", f"Agent {name} was saved.")
     return back("/agents")
+
+
+@router.post("/processing-log/{entry_id}/retry")
+async def retry(request: Request, entry_id: int, session: Checked) -> Response:
+    """Process a failed or abandoned entry again, as the signed-in user asked."""
+    try:
+        await retry_entry(service_of(request), entry_id, session.user)
+    except ApiError as exc:
+        session.notify("error", exc.detail)
+    else:
+        session.notify("ok", f"Entry {entry_id} will be processed again.")
+    return back("/processing-log")
 
 
 @router.get("/processing-log")

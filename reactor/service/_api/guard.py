@@ -1,0 +1,216 @@
+"""What every request passes before it reaches a route: hosts, origins, bodies.
+
+A service without tokens trusts its callers to be on this machine; a web page in a
+browser is on this machine too. So, with tokens or without:
+
+* ``Host`` must name the service (its bind address, ``localhost``, a loopback
+  address, or one of ``REACTOR_ALLOWED_HOSTS``): a DNS-rebinding page that reaches
+  ``127.0.0.1`` under its own name gets ``403``;
+* a state-changing request (``POST``, ``PUT``, ``PATCH``, ``DELETE``) and a WebSocket
+  whose ``Origin`` (else ``Referer``) is another site's gets ``403``;
+* a body sent to ``/api`` must be ``Content-Type: application/json`` (``415``), so
+  that no form or ``text/plain`` request another page can make is read as JSON;
+* a body over ``REACTOR_MAX_BODY`` bytes (default 1 MiB) gets ``413`` before it is
+  read whole.
+
+| variable | meaning | default |
+|---|---|---|
+| ``REACTOR_ALLOWED_HOSTS`` | more host names it answers to, comma-separated (``*``: any) | none |
+| ``REACTOR_MAX_BODY`` | the largest request body, in bytes | ``1048576`` |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from reactor.exceptions import ServiceConfigError
+
+__all__ = ["ALLOWED_HOSTS_ENV", "MAX_BODY_ENV", "Guard", "GuardSettings"]
+
+ALLOWED_HOSTS_ENV = "REACTOR_ALLOWED_HOSTS"
+MAX_BODY_ENV = "REACTOR_MAX_BODY"
+DEFAULT_MAX_BODY = 1024 * 1024
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+_CHANGING = frozenset(("POST", "PUT", "PATCH", "DELETE"))
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardSettings:
+    """The hosts the service answers to and the largest body it reads.
+
+    Attributes:
+        hosts: Host names (no port), lower case; ``*`` allows any.
+        max_body: Bytes.
+    """
+
+    hosts: frozenset[str]
+    max_body: int = DEFAULT_MAX_BODY
+
+    @classmethod
+    def read(
+        cls,
+        bind: str | None = None,
+        extra: Iterable[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> GuardSettings:
+        """The settings for a service bound to ``bind``, from ``REACTOR_*`` variables.
+
+        Raises:
+            ServiceConfigError: ``REACTOR_MAX_BODY`` is not a positive whole number.
+        """
+        env = os.environ if env is None else env
+        listed = [h.strip() for h in env.get(ALLOWED_HOSTS_ENV, "").split(",")]
+        hosts = {*LOCAL_HOSTS, *extra, *(h for h in listed if h)}
+        if bind and bind not in ("0.0.0.0", "::"):  # a wildcard bind names no host
+            hosts.add(bind)
+        text = env.get(MAX_BODY_ENV, "").strip()
+        try:
+            max_body = int(text) if text else DEFAULT_MAX_BODY
+        except ValueError:
+            max_body = 0
+        if max_body < 1:
+            raise ServiceConfigError(
+                f"{MAX_BODY_ENV} must be a positive number of bytes, got {text!r}."
+            )
+        return cls(frozenset(_bare(h) for h in hosts), max_body)
+
+    def allows(self, host: str) -> bool:
+        """Whether a ``Host`` header (with or without its port) names this service."""
+        return "*" in self.hosts or _bare(_host_only(host)) in self.hosts
+
+
+def _bare(host: str) -> str:
+    return host.strip().strip("[]").lower()
+
+
+def _host_only(value: str) -> str:
+    """``example.com:8000`` -> ``example.com``; ``[::1]:8000`` -> ``::1``."""
+    value = value.strip()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class Guard:
+    """The ASGI middleware that enforces :class:`GuardSettings` (see the module)."""
+
+    def __init__(self, app: ASGIApp, settings: GuardSettings) -> None:
+        self.app, self.settings = app, settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        problem = self._refused(scope, headers)
+        if problem is not None:
+            await _answer(scope, send, *problem)
+            return
+        if scope["type"] == "http" and scope["method"] in _CHANGING:
+            try:
+                receive = await self._bounded(headers, receive)
+            except _TooLarge:
+                limit = self.settings.max_body
+                await _answer(
+                    scope,
+                    send,
+                    413,
+                    f"The request body is over {limit} bytes ({MAX_BODY_ENV}); send less, "
+                    "or ask the operator to raise the limit.",
+                )
+                return
+        await self.app(scope, receive, send)
+
+    def _refused(self, scope: Scope, headers: Mapping[str, str]) -> tuple[int, str] | None:
+        host = headers.get("host", "")
+        if not self.settings.allows(host):
+            return (
+                403,
+                f"This service does not answer to the host {host!r}; the operator can "
+                f"allow it with {ALLOWED_HOSTS_ENV}.",
+            )
+        changing = scope["type"] == "websocket" or scope["method"] in _CHANGING
+        if not changing:
+            return None
+        origin = headers.get("origin") or headers.get("referer")
+        if origin and origin != "null":
+            parts = urlsplit(origin)
+            if parts.netloc.lower() != host.lower() or not self.settings.allows(parts.netloc):
+                return (
+                    403,
+                    f"Refused a cross-site request (CSRF) from {origin}: state changes come "
+                    "from the service's own pages or from API clients that send no Origin.",
+                )
+        elif origin == "null":
+            return 403, "Refused a request from an opaque origin (Origin: null)."
+        if scope["type"] == "http" and str(scope["path"]).startswith("/api/"):
+            length = headers.get("content-length")
+            has_body = (length is not None and length.strip() != "0") or (
+                "transfer-encoding" in headers
+            )
+            kind = headers.get("content-type", "").split(";")[0].strip().lower()
+            if has_body and kind != "application/json":
+                return (
+                    415,
+                    f"The API reads JSON: send the body with Content-Type: application/json "
+                    f"(got {kind or 'none'!r}).",
+                )
+        return None
+
+    async def _bounded(self, headers: Mapping[str, str], receive: Receive) -> Receive:
+        """The body read whole (up to the limit), handed to the app as it was sent."""
+        limit = self.settings.max_body
+        length = headers.get("content-length", "")
+        if length.strip().isdigit() and int(length) > limit:
+            raise _TooLarge
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                chunks.clear()
+                return _replay([message], receive)
+            body = message.get("body", b"")
+            size += len(body)
+            if size > limit:
+                raise _TooLarge
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        first: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        return _replay([first], receive)
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    async def replayed() -> Message:
+        if messages:
+            return messages.pop(0)
+        return await receive()
+
+    return replayed
+
+
+async def _answer(scope: Scope, send: Send, status: int, detail: str) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008, "reason": detail[:120]})
+        return
+    kinds = {403: "forbidden", 413: "too_large", 415: "unsupported_media_type"}
+    body = json.dumps({"error": kinds.get(status, "error"), "detail": detail}).encode()
+    head: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    message: dict[str, Any] = {"type": "http.response.start", "status": status, "headers": head}
+    await send(message)
+    await send({"type": "http.response.body", "body": body})

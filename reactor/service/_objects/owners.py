@@ -1,0 +1,197 @@
+"""Who processes what: the heartbeats of serving processes, and retrying what the dead left.
+
+Each process that takes processing-log entries (``reactor serve``, a worker) writes its
+id on the entries it takes (``owner``) and a heartbeat in ``service_processes``. An
+entry still ``processing`` whose owner is gone (its heartbeat is stale, or it ran on
+this host and its process no longer exists) was cut off by a crash: it goes back to
+``pending`` to be taken again, at once rather than after ``stuck_after``, and each
+take counts an attempt; past ``max_attempts`` it is ``failed`` with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+
+from reactor.exceptions import ServiceError
+from reactor.service._objects.changes import ProcessingEntry
+from reactor.service._objects.db import Database
+from reactor.service._objects.rows import entry_from_row
+from reactor.service._objects.schema import processing_log, service_processes
+
+__all__ = ["BEAT_EVERY", "Owners", "RetryRefused", "process_id"]
+
+BEAT_EVERY = 5.0
+"""Seconds between two heartbeats of a process."""
+STALE_AFTER = timedelta(seconds=4 * BEAT_EVERY)
+"""A heartbeat older than this is a process that is gone."""
+
+_OWNER = re.compile(r"^(?P<host>.*)[-:](?P<pid>\d+)[-:][0-9a-f]+$")
+_HOST = socket.gethostname()
+
+
+def process_id() -> str:
+    """A fresh id for this process: ``host:pid:random``."""
+    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _dead_here(owner: str) -> bool:
+    """Whether ``owner`` ran on this host in a process that no longer exists."""
+    found = _OWNER.match(owner)
+    if found is None or found["host"] != _HOST:
+        return False
+    pid = int(found["pid"])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class RetryRefused(ServiceError, RuntimeError):
+    """An entry cannot be retried (see ``status``: ``None`` when there is no such entry)."""
+
+    def __init__(self, status: str | None) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class Owners:
+    """The heartbeats of one database's processes (see the module's docstring).
+
+    Args:
+        db: The service's database.
+        me: This process's id (the ``owner`` it writes on what it takes).
+    """
+
+    def __init__(self, db: Database, me: str) -> None:
+        self.db, self.me = db, me
+
+    async def beat(self) -> None:
+        """Say this process is alive."""
+        now = datetime.now(UTC)
+        async with self.db.write() as conn:
+            changed = await conn.execute(
+                service_processes.update()
+                .where(service_processes.c.id == self.me)
+                .values(heartbeat_at=now)
+            )
+            if not changed.rowcount:
+                await conn.execute(service_processes.insert().values(id=self.me, heartbeat_at=now))
+            await conn.execute(
+                service_processes.delete().where(
+                    service_processes.c.heartbeat_at < now - 10 * STALE_AFTER
+                )
+            )
+
+    async def leave(self) -> None:
+        """This process stops: forget its heartbeat."""
+        async with self.db.write() as conn:
+            await conn.execute(service_processes.delete().where(service_processes.c.id == self.me))
+
+    async def retry_orphans(self, max_attempts: int) -> list[ProcessingEntry]:
+        """Put entries whose owner is gone back to ``pending`` (``failed`` past the limit).
+
+        Returns the entries changed, as they are now.
+        """
+        now = datetime.now(UTC)
+        async with self.db.read() as conn:
+            rows = await conn.execute(
+                sa.select(
+                    processing_log.c.id, processing_log.c.owner, processing_log.c.attempts
+                ).where(
+                    processing_log.c.status == "processing",
+                    processing_log.c.owner.is_not(None),
+                    processing_log.c.owner != self.me,
+                )
+            )
+            taken = rows.all()
+            if not taken:
+                return []
+            alive = set(
+                (
+                    await conn.execute(
+                        sa.select(service_processes.c.id).where(
+                            service_processes.c.heartbeat_at >= now - STALE_AFTER
+                        )
+                    )
+                ).scalars()
+            )
+        gone = [row for row in taken if row.owner not in alive or _dead_here(row.owner)]
+        changed: list[ProcessingEntry] = []
+        for row in gone:
+            failed = row.attempts >= max_attempts
+            error = (
+                f"the process processing it ({row.owner}) stopped; gave up after "
+                f"{row.attempts} attempts (max_attempts={max_attempts}); retry it with "
+                "POST /api/processing-log/{id}/retry".replace("{id}", str(row.id))
+                if failed
+                else f"the process processing it ({row.owner}) stopped; taken again "
+                f"(attempt {row.attempts + 1} of {max_attempts})"
+            )
+            async with self.db.write() as conn:
+                found = (
+                    await conn.execute(
+                        processing_log.update()
+                        .where(
+                            processing_log.c.id == row.id,
+                            processing_log.c.status == "processing",
+                            processing_log.c.owner == row.owner,
+                        )
+                        .values(
+                            status="failed" if failed else "pending",
+                            owner=None,
+                            error=error,
+                            updated_at=datetime.now(UTC),
+                        )
+                        .returning(*processing_log.c)
+                    )
+                ).first()
+            if found is not None:
+                changed.append(entry_from_row(found))
+        return changed
+
+    async def retry(self, entry_id: int) -> ProcessingEntry:
+        """Put a ``failed`` or ``abandoned`` entry back to ``pending``, its attempts anew.
+
+        Raises:
+            RetryRefused: There is no such entry, it is in another status, or the same
+                event is pending, processing or completed for its agent already.
+        """
+        try:
+            async with self.db.write() as conn:
+                found = (
+                    await conn.execute(
+                        processing_log.update()
+                        .where(
+                            processing_log.c.id == entry_id,
+                            processing_log.c.status.in_(("failed", "abandoned")),
+                        )
+                        .values(
+                            status="pending",
+                            owner=None,
+                            attempts=0,
+                            error=None,
+                            updated_at=datetime.now(UTC),
+                        )
+                        .returning(*processing_log.c)
+                    )
+                ).first()
+        except sa.exc.IntegrityError:
+            raise RetryRefused("duplicate") from None
+        if found is not None:
+            return entry_from_row(found)
+        async with self.db.read() as conn:
+            status = await conn.scalar(
+                sa.select(processing_log.c.status).where(processing_log.c.id == entry_id)
+            )
+        raise RetryRefused(None if status is None else str(status))

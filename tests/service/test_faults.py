@@ -1,0 +1,97 @@
+"""The service under faults, through a real `reactor serve`: restarts, hostile browsers, limits."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from tests.service.server import ALICE, free_port, serve_command, serving, wait_for
+
+
+def _run(api: httpx2.Client, run_id: str) -> dict[str, Any]:
+    response = api.get(f"/api/runs/{run_id}")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_a_waiting_approval_survives_restarts_and_sigterm_does_not_wait_for_it(
+    tmp_path: Path,
+) -> None:
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    log = tmp_path / "server.log"
+    with serving(db, log, grace=30) as server, server.client() as api:
+        run_id = api.post("/api/runs", json={"graph": "approval", "input": "AAPL"}).json()["run_id"]
+        wait_for(lambda: _run(api, run_id)["prompts"])
+        began = time.monotonic()
+        assert server.stop(timeout=60) == 0
+        assert time.monotonic() - began < 15, server.output()  # not the 30 s grace
+    for _ in range(2):  # any number of restarts
+        with serving(db, log) as again, again.client() as api:
+            run = wait_for(lambda: _run(api, run_id)["prompts"] and _run(api, run_id))
+            assert run["info"]["status"] == "waiting"
+            (prompt,) = run["prompts"]
+            assert prompt["question"] == "Ship AAPL?"
+    with serving(db, log) as last, last.client() as api:
+        (prompt,) = wait_for(lambda: _run(api, run_id)["prompts"])
+        reply = f"/api/runs/{run_id}/prompts/{prompt['prompt_id']}/reply"
+        taken = api.post(reply, json={"answer": "yes"})
+        assert taken.status_code == 200, taken.text
+        wait_for(lambda: _run(api, run_id)["info"]["status"] == "completed")
+        signals = _run(api, run_id)["signals"]
+        (done,) = [s for s in signals if s["name"] == "agent:approve:completed"]
+        assert done["payload"]["output"] == "yes"
+        assert [s["name"] for s in signals].count("harness:end") == 1
+
+
+def test_hostile_browsers_and_oversized_bodies_are_refused(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    with serving(db, tmp_path / "server.log") as server, server.client() as api:
+        port = server.url.rsplit(":", 1)[1]
+        rebound = api.get("/api/runs", headers={"Host": f"evil.example:{port}"})
+        assert rebound.status_code == 403
+        assert "does not answer to the host 'evil.example" in rebound.json()["detail"]
+        assert api.get("/api/runs", headers={"Host": f"localhost:{port}"}).status_code == 200
+        person = {"type": "Person", "data": {"name": "Eve"}}
+        for header in ("Origin", "Referer"):
+            cross = api.post(
+                "/api/objects", json=person, headers={header: "https://evil.example/page"}
+            )
+            assert cross.status_code == 403, cross.text
+        own = api.post("/api/objects", json=person, headers={"Origin": server.url})
+        assert own.status_code == 201, own.text
+        plain = api.post(
+            "/api/objects", content=b'{"type": "Person", "data": {}}',
+            headers={"Content-Type": "text/plain"},
+        )  # fmt: skip
+        assert plain.status_code == 415
+        huge = api.post(
+            "/api/objects", json={"type": "Person", "data": {"name": "x" * (2 * 1024 * 1024)}}
+        )
+        assert huge.status_code == 413
+        assert "REACTOR_MAX_BODY" in huge.json()["detail"]
+        assert api.get("/api/objects").status_code == 200  # nothing of them was stored
+        assert [o["data"]["name"] for o in api.get("/api/objects").json()] == ["Eve"]
+
+
+def test_serve_says_the_port_is_taken_before_starting_anything(tmp_path: Path) -> None:
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        done = subprocess.run(
+            serve_command("--db", f"sqlite:///{tmp_path / 'app.db'}", "--port", str(port)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "REACTOR_API_TOKENS": f"{ALICE}:alice"},
+        )
+    assert done.returncode != 0
+    assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "service started" not in done.stderr
+    assert not (tmp_path / "app.db").exists()
