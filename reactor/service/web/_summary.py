@@ -25,7 +25,7 @@ from reactor._signals.signal import Signal
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 
 __all__ = [
-    "SERVICE_TAGS",
+    "ROUTINE_TAGS",
     "AgentMetrics",
     "Answer",
     "DiffLine",
@@ -40,8 +40,8 @@ __all__ = [
     "totals",
 ]
 
-SERVICE_TAGS = frozenset({"service", "trigger", "user"})
-"""The tags a service gives every run it starts: they tell nothing one run from another."""
+ROUTINE_TAGS = frozenset({"service", "trigger", "user", "reaction"})
+"""Tags a service gives its runs that the list shows already (the graph or agent, who)."""
 LABEL_LENGTH = 80
 """Characters of a run's label at most."""
 
@@ -219,18 +219,29 @@ def _brief(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
+def _inner(value: Any) -> str:
+    """A value inside an input object: a list or an object is only counted."""
+    if isinstance(value, Mapping):
+        return "{…}"
+    if isinstance(value, list | tuple):
+        return f"[{len(value)} item{'' if len(value) == 1 else 's'}]"
+    return _brief(value)
+
+
 def label(tags: Mapping[str, str], input: Any) -> str:
     """What tells a run from another: its own tags, else a short summary of its input.
 
-    The tags every service run has (:data:`SERVICE_TAGS`) are left out. An input
-    object reads ``key=value, ...``; ``""`` when the run has neither.
+    The tags the list shows otherwise (:data:`ROUTINE_TAGS`) are left out. An input
+    object reads ``key=value, ...`` (lists and objects in it only counted: ``prices=[8
+    items]``); ``""`` when the run has neither.
     """
-    own = [f"{key}={value}" if value else key for key, value in tags.items()
-           if key not in SERVICE_TAGS]  # fmt: skip
+    own = [
+        f"{key}={value}" if value else key for key, value in tags.items() if key not in ROUTINE_TAGS
+    ]
     if own:
         text = " ".join(own)
     elif isinstance(input, Mapping):
-        text = ", ".join(f"{key}={_brief(value)}" for key, value in input.items())
+        text = ", ".join(f"{key}={_inner(value)}" for key, value in input.items())
     elif input is None:
         text = ""
     else:
