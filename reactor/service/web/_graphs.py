@@ -44,13 +44,12 @@ RECENT = 5
 Field = Annotated[str, fastapi.Form()]
 
 
-def drawing_of(request: Request, name: str, graph: Reactive) -> Drawing:
+def drawing_of(request: Request, graph: Reactive) -> Drawing:
     """``graph`` drawn (once: a graph does not change while it is served)."""
     drawings = web_of(request).drawings
-    key = (name, id(graph))
-    found = drawings.get(key)
+    found = drawings.get(graph)
     if found is None:
-        found = drawings[key] = draw(graph.shape())
+        found = drawings[graph] = draw(graph.shape())
     return found
 
 
@@ -71,7 +70,7 @@ def _graph_of_run(service: ReactionService, info: RunInfo) -> Reactive | None:
 def run_drawing(request: Request, info: RunInfo) -> Drawing | None:
     """The drawing of the graph a run runs, if this service knows it."""
     graph = _graph_of_run(service_of(request), info)
-    return None if graph is None else drawing_of(request, graph.name or "", graph)
+    return None if graph is None else drawing_of(request, graph)
 
 
 @router.get("/graphs")
@@ -105,7 +104,7 @@ async def _graph_page(
         code,
         name=name,
         graph=graph,
-        drawing=drawing_of(request, name, graph),
+        drawing=drawing_of(request, graph),
         active=(),
         recent=recent,
         given=given,

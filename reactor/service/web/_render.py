@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import time
+import weakref
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import resources
@@ -23,6 +24,7 @@ import jinja2
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from reactor._graph.reactive import Reactive
 from reactor.service._api.base import state_of
 from reactor.service._hosting.service import ReactionService
 from reactor.service.web._drawing import Drawing
@@ -123,8 +125,10 @@ class Web:
     templates: jinja2.Environment = dataclasses.field(default_factory=_environment)
     totals: dict[str, tuple[int, float | None, str]] = dataclasses.field(default_factory=dict)
     """Tokens, cost and label of the runs that have ended (they no longer change), by run id."""
-    drawings: dict[tuple[str, int], Drawing] = dataclasses.field(default_factory=dict)
-    """Graphs drawn, by name and graph (a graph does not change: it is drawn once)."""
+    drawings: weakref.WeakKeyDictionary[Reactive, Drawing] = dataclasses.field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+    """Graphs drawn (a graph does not change: it is drawn once, and forgotten with it)."""
 
 
 def web_of(conn: HTTPConnection) -> Web:
