@@ -309,3 +309,24 @@ def test_what_a_run_was_given_is_escaped_wherever_it_is_shown(
         assert "<img src=x" not in html
     label = "&lt;img src=x onerror=alert(1)&gt;=&lt;script&gt;alert(2)&lt;/script&gt;"
     assert label in visitor.get("/runs/rows").text
+
+
+def test_a_schedule_given_to_a_manual_agent_makes_it_a_cron_agent_and_clearing_it_manual(
+    visitor: httpx2.Client, server: Server
+) -> None:
+    csrf = signed_in(visitor)
+    saved = visitor.post(
+        "/agents/helper", data={"csrf": csrf, "cron_schedule": "0 4 * * *", "enabled": "on"}
+    )
+    assert saved.status_code == 303
+    assert "Agent helper was saved." in visitor.get("/agents").text
+    scheduled = agent(server, "helper")
+    assert (scheduled["trigger_type"], scheduled["cron_schedule"]) == ("cron", "0 4 * * *")
+    assert scheduled["next_run_at"].endswith("T04:00:00Z")
+    visitor.post("/agents/helper", data={"csrf": csrf, "cron_schedule": "", "enabled": "on"})
+    cleared = agent(server, "helper")
+    assert (cleared["trigger_type"], cleared["cron_schedule"], cleared["next_run_at"]) == (
+        "manual",
+        None,
+        None,
+    )
