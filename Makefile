@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PACKAGES := reactor stores migration
 
-.PHONY: demo test lint typecheck pytest bench bench-peers clean
+.PHONY: demo test lint typecheck pytest bench bench-peers screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ $(CHROMIUM):
 
 pytest: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
+
+# The web UI's screenshots in docs/images/ (docs/web.md), taken by the same Playwright
+# and Chromium as the browser tests; the workers page needs redis-server too.
+screenshots: $(STAMP) $(CHROMIUM)
+	command -v redis-server >/dev/null || $(SUDO) apt-get install -y --no-install-recommends redis-server
+	$(PY) docs/images/make_screenshots.py
 
 bench: $(STAMP)
 	$(PY) -m bench --write BENCHMARKS.md

@@ -8,15 +8,10 @@ from typing import Any
 
 import httpx2
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from tests.service.browser import CHROMIUM
-from tests.service.server import ALICE, Server, serving, wait_for
-
-WAIT_MS = 15_000
-"""Every wait of the browser is bounded: a step that does not happen fails the test."""
-
-expect.set_options(timeout=WAIT_MS)
+from tests.service.browsing import WAIT_MS, chromium, ok, open_page, sign_in, signed_in, start
+from tests.service.server import ALICE, BOB, Server, serving, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +23,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox"], timeout=WAIT_MS * 2
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
@@ -44,38 +33,11 @@ def api(server: Server) -> Iterator[httpx2.Client]:
         yield client
 
 
-def open_page(browser: Browser, server: Server, width: int = 1280) -> Page:
-    context = browser.new_context(base_url=server.url, viewport={"width": width, "height": 900})
-    context.set_default_timeout(WAIT_MS)
-    return context.new_page()
-
-
-def sign_in(page: Page, token: str = ALICE) -> None:
-    page.goto("/")
-    page.get_by_label("Token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
-
-
 @pytest.fixture
 def page(browser: Browser, server: Server) -> Iterator[Page]:
     """A signed-in page of its own browser context (its own cookies)."""
-    opened = open_page(browser, server)
-    sign_in(opened)
-    try:
+    with signed_in(browser, server) as opened:
         yield opened
-    finally:
-        opened.context.close()
-
-
-def ok(response: httpx2.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json()
-
-
-def start(api: httpx2.Client, graph: str, given: Any = None) -> str:
-    run_id: str = ok(api.post("/api/runs", json={"graph": graph, "input": given}), 202)["run_id"]
-    return run_id
 
 
 def test_pages_need_a_sign_in_and_a_token_signs_in_with_the_keyboard(
@@ -155,21 +117,65 @@ def test_a_run_fills_in_while_its_page_is_open(page: Page, api: httpx2.Client) -
     assert page.evaluate("window.stillTheSamePage") is True
 
 
-def test_a_prompt_answered_through_the_form_lets_the_run_complete(
-    page: Page, api: httpx2.Client
+def test_reply_waits_for_a_choice_and_the_page_then_shows_who_answered(
+    browser: Browser, server: Server, api: httpx2.Client
 ) -> None:
     run_id = start(api, "approval", "v3")
-    page.goto(f"/runs/{run_id}")
-    form = page.locator("form.prompt")
-    expect(form).to_contain_text("Ship v3?")
-    form.get_by_label("Answer").select_option("yes")
-    form.get_by_role("button", name="Reply").click()
-    expect(page.get_by_role("status")).to_contain_text("Your answer was sent")
-    expect(page.locator("#run-status")).to_have_text("completed")
-    expect(page.locator("form.prompt")).to_have_count(0)
-    signals = ok(api.get(f"/api/runs/{run_id}"))["signals"]
+    with signed_in(browser, server, BOB) as page:
+        page.goto(f"/runs/{run_id}")
+        form = page.locator("form.prompt")
+        expect(form).to_contain_text("Ship v3?")
+        reply = form.get_by_role("button", name="Reply")
+        expect(reply).to_be_disabled()
+        for choice in ("yes", "no"):
+            expect(form.get_by_label(choice)).not_to_be_checked()
+        form.get_by_label("yes").check()
+        expect(reply).to_be_enabled()
+        reply.click()
+        expect(page.get_by_role("status")).to_contain_text("Your answer was sent")
+        expect(page.locator("#run-status")).to_have_text("completed")
+        expect(page.locator("form.prompt")).to_have_count(0)
+        answered = page.locator("#answered li")
+        expect(answered).to_contain_text("Ship v3?")
+        expect(answered).to_contain_text("yes")
+        expect(answered).to_contain_text("answered by user:bob")
+        signals = ok(api.get(f"/api/runs/{run_id}"))["signals"]
+        (asked,) = [s["id"] for s in signals if s["name"] == "session:prompt"]
+        under = page.locator(f'#tree details[data-id="{asked}"] > ul > li')
+        expect(under).to_contain_text(["session:reply"])
     (answer,) = [s for s in signals if s["name"] == "session:reply"]
-    assert (answer["payload"]["answer"], answer["source"]) == ("yes", "user:alice")
+    assert (answer["payload"]["answer"], answer["source"]) == ("yes", "user:bob")
+
+
+def test_the_runs_filters_narrow_the_list_and_stay_in_the_address(
+    page: Page, api: httpx2.Client, server: Server
+) -> None:
+    mine = start(api, "nap", {"ticker": "AAPL", "seconds": 0})
+    with server.client(BOB) as bobs_api:
+        bobs = start(bobs_api, "nap", {"ticker": "NVDA", "seconds": 0})
+    for run_id in (mine, bobs):
+        wait_for(lambda run_id=run_id: ok(api.get(f"/api/runs/{run_id}"))["info"]["complete"])
+    page.goto("/runs")
+    expect(page.locator("tr", has=page.get_by_role("link", name=bobs))).to_contain_text(
+        "ticker=NVDA"
+    )
+    expect(page.locator("tr", has=page.get_by_role("link", name=mine))).to_contain_text(
+        "ticker=AAPL, seconds=0 by alice"
+    )
+    page.get_by_label("Graph").select_option("nap")
+    page.get_by_label("Tag").fill("user=bob")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_role("link", name=mine)).to_have_count(0)
+    expect(page.get_by_role("link", name=bobs)).to_be_visible()
+    assert "graph=nap" in page.url
+    assert "tag=user%3Dbob" in page.url
+    page.goto("/runs?graph=nap&status=completed&tag=user=alice")
+    expect(page.get_by_role("link", name=mine)).to_be_visible()
+    expect(page.get_by_role("link", name=bobs)).to_have_count(0)
+    expect(page.get_by_label("Tag")).to_have_value("user=alice")
+    expect(page.get_by_label("Status")).to_have_value("completed")
+    page.goto("/runs?graph=count")
+    expect(page.get_by_role("link", name=mine)).to_have_count(0)
 
 
 def test_a_suggestion_approved_with_the_button_changes_the_object(
@@ -217,16 +223,57 @@ def test_an_agents_schedule_edited_on_the_page_moves_its_next_run(
     assert ok(api.get("/api/agents/nightly"))["next_run_at"] is None
 
 
+def test_a_reaction_agent_shows_what_it_reacts_to_and_no_schedule(page: Page) -> None:
+    page.goto("/agents")
+    enrich = page.locator("#agent-enrich")
+    filters = enrich.get_by_label("What enrich reacts to")
+    expect(filters).to_contain_text("Person")
+    expect(filters).to_contain_text("created")
+    expect(enrich.get_by_label("Schedule (cron)")).to_have_count(0)
+    expect(enrich.get_by_role("button", name="Run enrich now")).to_have_count(0)
+    expect(page.locator("#agent-helper").get_by_label("Schedule (cron)")).to_be_visible()
+
+
+def test_a_manual_agent_runs_from_the_agents_page(page: Page, api: httpx2.Client) -> None:
+    page.goto("/agents")
+    helper = page.locator("#agent-helper")
+    helper.get_by_label("Input (JSON, optional)").fill('{"ticket": 7}')
+    helper.get_by_role("button", name="Run helper now").click()
+    page.wait_for_url("**/runs/run_*")
+    run_id = page.url.rsplit("/", 1)[1]
+    expect(page.get_by_role("status")).to_contain_text(f"Run {run_id} of agent helper")
+    expect(page.locator("#run-status")).to_have_text("completed")
+    info = ok(api.get(f"/api/runs/{run_id}"))["info"]
+    assert (info["graph"], info["tags"]["trigger"], info["tags"]["user"]) == (
+        "helper",
+        "manual",
+        "alice",
+    )
+
+
 def test_a_form_without_its_csrf_token_is_refused(page: Page, api: httpx2.Client) -> None:
     page.goto("/agents")
-    page.locator("#agent-helper input[name=csrf]").evaluate("field => field.value = 'forged'")
+    csrf = page.locator("#agent-helper form.agent-form input[name=csrf]")
+    csrf.evaluate("field => field.value = 'forged'")
     page.locator("#enabled-helper").uncheck()
     page.get_by_role("button", name="Save helper").click()
     expect(page.get_by_role("heading", name="Refused")).to_be_visible()
     assert ok(api.get("/api/agents/helper"))["enabled"] is True
 
 
-@pytest.mark.parametrize("path", ["/runs", "/run", "/suggestions", "/agents", "/processing-log"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/runs",
+        "/run",
+        "/graphs",
+        "/graphs/relay",
+        "/suggestions",
+        "/agents",
+        "/processing-log",
+        "/workers",
+    ],
+)
 def test_pages_fit_a_375_pixel_wide_screen(
     browser: Browser, server: Server, api: httpx2.Client, path: str
 ) -> None:

@@ -11,9 +11,20 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.service.server import ALICE, Server, serving
+from tests.service.server import ALICE, Server, serving, wait_for
 
-PAGES = ["/runs", "/runs/rows", "/runs/run_x", "/suggestions", "/agents", "/processing-log"]
+PAGES = [
+    "/runs",
+    "/runs/rows",
+    "/runs/run_x",
+    "/graphs",
+    "/graphs/count",
+    "/suggestions",
+    "/agents",
+    "/processing-log",
+    "/workers",
+    "/workers/rows",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +71,15 @@ def test_every_page_sends_a_browser_without_a_session_to_the_sign_in_form(
 
 
 @pytest.mark.parametrize(
-    "path", ["/sign-out", "/runs/run_x/abort", "/suggestions/sug_x/approve", "/agents/helper"]
+    "path",
+    [
+        "/sign-out",
+        "/runs/run_x/abort",
+        "/suggestions/sug_x/approve",
+        "/agents/helper",
+        "/agents/helper/run",
+        "/graphs/count/runs",
+    ],
 )
 def test_every_form_needs_a_session(visitor: httpx2.Client, path: str) -> None:
     response = visitor.post(path, data={"csrf": "x"})
@@ -185,3 +204,129 @@ def test_a_runs_events_stream_to_a_signed_in_browser(
     assert (names[0], names[-1]) == ("harness:start", "harness:end")
     assert visitor.get("/runs/run_nope").status_code == 404
     assert visitor.get("/runs/run_nope/events").status_code == 404
+
+
+def runs_of(server: Server, graph: str) -> list[Any]:
+    with server.client() as api:
+        listed: list[Any] = api.get("/api/runs", params={"graph": graph}).json()
+        return listed
+
+
+def finished(server: Server, run_id: str) -> Any:
+    """The run's info once it has ended."""
+    with server.client() as api:
+
+        def ended() -> Any:
+            info = api.get(f"/api/runs/{run_id}").json()["info"]
+            return info if info["complete"] else None
+
+        return wait_for(ended)
+
+
+def test_input_that_is_not_json_starts_nothing_and_is_shown_again_with_what_is_wrong(
+    visitor: httpx2.Client, server: Server
+) -> None:
+    csrf = signed_in(visitor)
+    before = len(runs_of(server, "count"))
+    response = visitor.post("/graphs/count/runs", data={"csrf": csrf, "input": '{"n": <b>'})
+    assert response.status_code == 422
+    assert "The input is not JSON (Expecting value at line 1, column 7)" in response.text
+    assert "{&#34;n&#34;: &lt;b&gt;</textarea>" in response.text
+    assert len(runs_of(server, "count")) == before
+    assert visitor.post("/graphs/nope/runs", data={"csrf": csrf}).status_code == 404
+    assert visitor.get("/graphs/nope").status_code == 404
+
+
+def test_the_start_form_starts_the_graph_as_the_signed_in_user(
+    visitor: httpx2.Client, server: Server
+) -> None:
+    csrf = signed_in(visitor)
+    response = visitor.post("/graphs/count/runs", data={"csrf": csrf, "input": "1"})
+    assert response.status_code == 303
+    run_id = response.headers["location"].removeprefix("/runs/")
+    info = finished(server, run_id)
+    assert (info["graph"], info["status"], info["tags"]["user"]) == ("count", "completed", "alice")
+
+
+def test_a_reply_without_a_choice_is_refused_and_the_prompt_stays_pending(
+    visitor: httpx2.Client, server: Server
+) -> None:
+    csrf = signed_in(visitor)
+    with server.client() as api:
+        run_id = api.post("/api/runs", json={"graph": "approval", "input": "v9"}).json()["run_id"]
+        prompts = wait_for(lambda: api.get(f"/api/runs/{run_id}").json()["prompts"])
+        data = {"csrf": csrf, "prompt_id": prompts[0]["prompt_id"]}
+        for sent in (data, {**data, "answer": ""}):
+            assert visitor.post(f"/runs/{run_id}/reply", data=sent).status_code == 303
+            page = visitor.get(f"/runs/{run_id}").text
+            assert "Choose an answer before replying; nothing was sent." in page
+        assert api.get(f"/api/runs/{run_id}").json()["prompts"] == prompts
+        assert 'name="answer" value="yes" required>' in page
+        assert "checked" not in page.split('class="prompt')[1].split("</form>")[0]
+        api.post(f"/api/runs/{run_id}/abort")
+
+
+def test_without_a_job_queue_the_workers_page_says_runs_execute_here(
+    visitor: httpx2.Client,
+) -> None:
+    signed_in(visitor)
+    page = visitor.get("/workers").text
+    assert "Runs execute in this process" in page
+    assert "REACTOR_REDIS_URL" in page
+
+
+def test_a_cost_is_a_price_or_unknown_never_a_dash(visitor: httpx2.Client, server: Server) -> None:
+    signed_in(visitor)
+    with server.client() as api:
+        definition = {"name": "summariser", "prompt": "Sum up {{ input }}."}
+        assert api.post("/api/agents", json=definition).status_code == 201
+        priced = api.post("/api/agents/summariser/run", json={"input": "x"}).json()["run_id"]
+        free = api.post("/api/runs", json={"graph": "count", "input": 1}).json()["run_id"]
+    finished(server, priced)
+    finished(server, free)
+    rows = visitor.get("/runs/rows").text
+    costs = dict(
+        re.findall(r'href="/runs/(run_\w+)".*?data-label="Cost">([^<]*)</td>', rows, re.DOTALL)
+    )
+    assert (costs[priced], costs[free]) == ("unknown", "$0.0000")
+    assert set(costs.values()) <= {"unknown"} | {c for c in costs.values() if c.startswith("$")}
+    run = visitor.get(f"/runs/{priced}").text
+    assert "<dt>Cost</dt><dd>unknown</dd>" in run
+    assert '<td data-label="Cost">unknown</td>' in run
+
+
+def test_what_a_run_was_given_is_escaped_wherever_it_is_shown(
+    visitor: httpx2.Client, server: Server
+) -> None:
+    signed_in(visitor)
+    attack = {"<img src=x onerror=alert(1)>": "<script>alert(2)</script>"}
+    with server.client() as api:
+        run_id = api.post("/api/runs", json={"graph": "nap", "input": attack}).json()["run_id"]
+    finished(server, run_id)
+    for path in ("/runs", "/runs/rows", f"/runs/{run_id}"):
+        html = visitor.get(path).text
+        assert "<script>alert" not in html
+        assert "<img src=x" not in html
+    label = "&lt;img src=x onerror=alert(1)&gt;=&lt;script&gt;alert(2)&lt;/script&gt;"
+    assert label in visitor.get("/runs/rows").text
+
+
+def test_a_schedule_given_to_a_manual_agent_makes_it_a_cron_agent_and_clearing_it_manual(
+    visitor: httpx2.Client, server: Server
+) -> None:
+    csrf = signed_in(visitor)
+    saved = visitor.post(
+        "/agents/helper", data={"csrf": csrf, "cron_schedule": "0 4 * * *", "enabled": "on"}
+    )
+    assert saved.status_code == 303
+    assert "Agent helper was saved." in visitor.get("/agents").text
+    scheduled = agent(server, "helper")
+    assert (scheduled["trigger_type"], scheduled["cron_schedule"]) == ("cron", "0 4 * * *")
+    assert scheduled["next_run_at"].endswith("T04:00:00Z")
+    visitor.post("/agents/helper", data={"csrf": csrf, "cron_schedule": "", "enabled": "on"})
+    cleared = agent(server, "helper")
+    assert (cleared["trigger_type"], cleared["cron_schedule"], cleared["next_run_at"]) == (
+        "manual",
+        None,
+        None,
+    )

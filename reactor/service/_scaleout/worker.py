@@ -289,6 +289,7 @@ class Worker:
             "started_at": started,
             "runs": sorted(self.running),
             "executed": self.executed,
+            "beat_at": time.time(),
         }
         await redis.set(WORKER_KEYS + self.id, json.dumps(value), ex=ttl)
 
@@ -324,7 +325,7 @@ class Worker:
 
 
 async def live_workers(settings: QueueSettings) -> list[dict[str, Any]]:
-    """The workers whose heartbeat is fresh: id, host, pid, concurrency, runs, started."""
+    """The workers whose heartbeat is fresh: id, host, pid, concurrency, runs, started, beat."""
     found = []
     async with Redis.from_url(settings.url) as redis:
         async for key in redis.scan_iter(match=WORKER_KEYS + "*"):

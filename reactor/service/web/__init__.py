@@ -1,9 +1,11 @@
-"""The web UI of ``reactor serve``: runs live, prompts, suggestions, agents, the log.
+"""The web UI of ``reactor serve``: runs live, graphs drawn, prompts, suggestions, agents.
 
 Server-rendered pages (Jinja2 templates, one stylesheet, one small script, all shipped
-in the package: nothing comes from a CDN) on top of the same service objects as the
-HTTP API. :func:`install_web` adds them to an app: the sign-in form at ``/``, then
-``/runs``, ``/runs/{run_id}``, ``/suggestions``, ``/agents`` and ``/processing-log``.
+in the package: nothing comes from a CDN; graphs are laid out and drawn as SVG on the
+server) on top of the same service objects as the HTTP API. :func:`install_web` adds
+them to an app: the sign-in form at ``/``, then ``/runs``, ``/runs/{run_id}``,
+``/graphs``, ``/graphs/{name}``, ``/suggestions``, ``/agents``, ``/processing-log`` and
+``/workers``.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reactor.service._objects.db import Database
+from reactor.service.web._agents import router as agents_router
 from reactor.service.web._auth import router as auth_router
+from reactor.service.web._graphs import router as graphs_router
 from reactor.service.web._manage import router as manage_router
 from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page
 from reactor.service.web._runs import router as runs_router
 from reactor.service.web._sessions import Sessions
+from reactor.service.web._workers import router as workers_router
 
 __all__ = ["install_web"]
 
@@ -30,7 +35,14 @@ def install_web(app: fastapi.FastAPI, db: Database | None = None) -> None:
     app.state.web = Web(Sessions(db))
     static = resources.files("reactor.service.web") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
-    for router in (auth_router, runs_router, manage_router):
+    for router in (
+        auth_router,
+        runs_router,
+        graphs_router,
+        agents_router,
+        manage_router,
+        workers_router,
+    ):
         app.include_router(router)
 
     @app.exception_handler(SignInNeeded)

@@ -1,14 +1,12 @@
-"""The pages of what people decide and watch: suggestions, agents, the processing log.
+"""The pages of what people decide and watch: suggestions and the processing log.
 
 A suggestion shows its agent's reasoning and its operations as a diff against the
 objects as they are now; approving or rejecting it is the signed-in user's decision.
-The agents page edits an agent's schedule and whether it is enabled, through the same
-catalog as ``PATCH /api/agents/{name}`` (the scheduler follows at once).
+(The agents page is :mod:`._agents`.)
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any, get_args
 
 import fastapi
@@ -20,7 +18,6 @@ from reactor.service._api.base import ApiError
 from reactor.service._api.objects import retry_entry
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import Create, EntryStatus, Suggestion, SuggestionStatus
-from reactor.service._reactions.definitions import AgentChanges
 from reactor.service.web._render import Checked, SignedIn, back, page, service_of
 from reactor.service.web._summary import operation_diff
 
@@ -28,11 +25,7 @@ __all__ = ["router"]
 
 router = fastapi.APIRouter(include_in_schema=False)
 
-LAST_RUNS = 3
-"""Runs the agents page shows per agent."""
-
 Filter = Annotated[str | None, fastapi.Query()]
-Field = Annotated[str, fastapi.Form()]
 
 
 async def _current(service: ReactionService, object_id: str) -> dict[str, Any] | None:
@@ -103,46 +96,6 @@ async def decide(request: Request, suggestion_id: str, decision: str, session: C
         done = "rejected" if decision == "reject" else "approved and applied"
         session.notify("ok", f"Suggestion {suggestion_id} was {done}.")
     return back("/suggestions")
-
-
-@router.get("/agents")
-async def agents(request: Request, session: SignedIn) -> Response:
-    """Every agent: trigger, schedule, enabled, next run, last runs."""
-    service = service_of(request)
-    records = await service.catalog.records()
-    store = service.record
-    last: dict[str, list[Any]] = {}
-    for record in records:
-        last[record.name] = (
-            await asyncio.to_thread(store.runs, graph=record.name, limit=LAST_RUNS)
-            if store is not None
-            else []
-        )
-    return page(request, "agents.html", session, agents=records, last=last)
-
-
-@router.post("/agents/{name}")
-async def edit_agent(
-    request: Request,
-    name: str,
-    session: Checked,
-    cron_schedule: Field = "",
-    enabled: Field = "",
-) -> Response:
-    """Change an agent's schedule and whether it is enabled (applied at once)."""
-    service = service_of(request)
-    try:
-        record = await service.catalog.record(name)
-        changes: dict[str, Any] = {"enabled": enabled == "on"}
-        schedule = cron_schedule.strip() or None
-        if schedule != record.cron_schedule:
-            changes["cron_schedule"] = schedule
-        await service.catalog.update(name, AgentChanges(**changes))
-    except ReactorError as exc:
-        session.notify("error", str(exc))
-    else:
-        session.notify("ok", f"Agent {name} was saved.")
-    return back("/agents")
 
 
 @router.post("/processing-log/{entry_id}/retry")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
+import weakref
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import resources
@@ -22,8 +24,10 @@ import jinja2
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from reactor._graph.reactive import Reactive
 from reactor.service._api.base import state_of
 from reactor.service._hosting.service import ReactionService
+from reactor.service.web._drawing import Drawing
 from reactor.service.web._sessions import COOKIE, Session, Sessions, same_origin, tokens_match
 
 __all__ = [
@@ -34,6 +38,7 @@ __all__ = [
     "Web",
     "back",
     "form_session",
+    "json_field",
     "page",
     "signed_in",
     "web_of",
@@ -60,8 +65,15 @@ def _seconds(value: float | None) -> str:
 
 
 def _money(value: float | None) -> str:
-    """Dollars, or ``-`` when a price is unknown (an unknown price is not a zero)."""
-    return "-" if value is None else f"${value:.4f}"
+    """Dollars, or ``unknown`` when a price is unknown (an unknown price is not a zero)."""
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+def _ago(value: float | None) -> str:
+    """How long ago a moment (UNIX seconds) was, in whole seconds."""
+    if value is None:
+        return "-"
+    return f"{max(0.0, time.time() - value):.0f} s ago"
 
 
 def _json(value: Any, indent: int | None = 2) -> str:
@@ -73,6 +85,24 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def json_field(text: str) -> Any:
+    """The JSON value a form's field holds (``None`` when it is left empty).
+
+    Raises:
+        ValueError: It is not JSON; the message says where, and what to write.
+    """
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"The input is not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}). "
+            'Write a JSON value, e.g. {"symbol": "NVDA"}, 42 or "text", or leave it empty '
+            "for none."
+        ) from None
+
+
 def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.FunctionLoader(lambda name: (_TEMPLATES / name).read_text()),
@@ -81,7 +111,9 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update(when=_when, seconds=_seconds, money=_money, json=_json, short=_short)
+    environment.filters.update(
+        when=_when, seconds=_seconds, money=_money, json=_json, short=_short, ago=_ago
+    )
     return environment
 
 
@@ -91,8 +123,12 @@ class Web:
 
     sessions: Sessions = dataclasses.field(default_factory=Sessions)
     templates: jinja2.Environment = dataclasses.field(default_factory=_environment)
-    totals: dict[str, tuple[int, float | None]] = dataclasses.field(default_factory=dict)
-    """Tokens and cost of the runs that have ended (they no longer change), by run id."""
+    totals: dict[str, tuple[int, float | None, str]] = dataclasses.field(default_factory=dict)
+    """Tokens, cost and label of the runs that have ended (they no longer change), by run id."""
+    drawings: weakref.WeakKeyDictionary[Reactive, Drawing] = dataclasses.field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+    """Graphs drawn (a graph does not change: it is drawn once, and forgotten with it)."""
 
 
 def web_of(conn: HTTPConnection) -> Web:

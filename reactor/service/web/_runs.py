@@ -31,8 +31,17 @@ from reactor.service._api.runs import (
 )
 from reactor.service._api.stream import event_stream
 from reactor.service._hosting.service import ReactionService
+from reactor.service.web._graphs import run_drawing
 from reactor.service.web._render import Checked, SignedIn, back, page, service_of, web_of
-from reactor.service.web._summary import agent_metrics, causal_tree, shown, totals
+from reactor.service.web._summary import (
+    active_agents,
+    agent_metrics,
+    answered_prompts,
+    causal_tree,
+    label,
+    shown,
+    totals,
+)
 
 __all__ = ["STATUSES", "router"]
 
@@ -50,20 +59,25 @@ def _problem(exc: Exception) -> str:
     return exc.detail if isinstance(exc, ApiError) else str(exc)
 
 
-async def _rows(request: Request, graph: str | None, status: str | None) -> list[dict[str, Any]]:
+async def _rows(
+    request: Request, graph: str | None, status: str | None, tag: str | None
+) -> list[dict[str, Any]]:
     service = service_of(request)
     if service.record is None:
         return []
-    infos = await listed_runs(service, graph=graph or None, status=status or None, limit=LISTED)
+    infos = await listed_runs(
+        service, graph=graph or None, status=status or None, tag=tag or None, limit=LISTED
+    )
     known = web_of(request).totals
     rows = []
     for info in infos:
         counted = known.get(info.run_id)
         if counted is None:
             try:
-                counted = totals((await load_run(service, info.run_id)).signals)
+                recording = await load_run(service, info.run_id)
+                counted = (*totals(recording.signals), label(info.tags, recording.input))
             except ReactorError:
-                counted = (0, None)
+                counted = (0, None, label(info.tags, None))
             if info.complete:
                 if len(known) >= REMEMBERED:
                     del known[next(iter(known))]
@@ -75,6 +89,8 @@ async def _rows(request: Request, graph: str | None, status: str | None) -> list
                 "duration": max(0.0, end - info.started_at) if info.started_at else None,
                 "tokens": counted[0],
                 "cost": counted[1],
+                "label": counted[2],
+                "by": info.tags.get("user"),
                 "live": info.run_id in service.live,
             }
         )
@@ -91,28 +107,39 @@ Filter = Annotated[str | None, fastapi.Query()]
 
 @router.get("/runs")
 async def runs(
-    request: Request, session: SignedIn, graph: Filter = None, status: Filter = None
+    request: Request,
+    session: SignedIn,
+    graph: Filter = None,
+    status: Filter = None,
+    tag: Filter = None,
 ) -> Response:
-    """The runs, newest first, filtered by graph and status."""
+    """The runs, newest first, filtered by graph, status and tag (``key`` or ``key=value``)."""
     return page(
         request,
         "runs.html",
         session,
-        rows=await _rows(request, graph, status),
+        rows=await _rows(request, graph, status, tag),
         graphs=_graphs(service_of(request), graph),
         statuses=STATUSES,
         graph=graph or "",
         status=status or "",
+        tag=tag or "",
+        filtered=bool(graph or status or tag),
     )
 
 
 @router.get("/runs/rows")
 async def run_rows(
-    request: Request, session: SignedIn, graph: Filter = None, status: Filter = None
+    request: Request,
+    session: SignedIn,
+    graph: Filter = None,
+    status: Filter = None,
+    tag: Filter = None,
 ) -> Response:
     """The rows of the list alone, for the script that keeps it up to date."""
-    rows = await _rows(request, graph, status)
-    return page(request, "run_rows.html", session, fragment=True, rows=rows)
+    rows = await _rows(request, graph, status, tag)
+    filtered = bool(graph or status or tag)
+    return page(request, "run_rows.html", session, fragment=True, rows=rows, filtered=filtered)
 
 
 async def _details(request: Request, recording: Recording, at: int | None) -> dict[str, Any]:
@@ -132,7 +159,10 @@ async def _details(request: Request, recording: Recording, at: int | None) -> di
         "live": recording.run_id in service_of(request).live,
         "prompts": prompts,
         "prompts_key": ",".join(p["prompt_id"] for p in prompts) + f";{info.complete}",
+        "answered": answered_prompts(signals),
         "metrics": agent_metrics(signals),
+        "drawing": run_drawing(request, info),
+        "active": active_agents(signals),
         "tree": causal_tree(signals),
         "at": chosen,
         "last": last,
@@ -191,13 +221,20 @@ Field = Annotated[str, fastapi.Form()]
 async def reply_form(
     request: Request, run_id: str, session: Checked, prompt_id: Field, answer: Field = ""
 ) -> Response:
-    """Answer a pending prompt (a JSON object when the prompt has a schema)."""
+    """Answer a pending prompt (a JSON object when the prompt has a schema).
+
+    A prompt with choices takes one of them: a form sent without a choice is refused
+    (nothing is sent to the run), so no answer is ever given by default.
+    """
     service = service_of(request)
     try:
         recording = await load_run(service, run_id)
         prompt = next(
             (p for p in pending_prompts(recording.signals) if p["prompt_id"] == prompt_id), {}
         )
+        if prompt.get("choices") and not answer:
+            session.notify("error", "Choose an answer before replying; nothing was sent.")
+            return back(f"/runs/{run_id}")
         given: Any = json.loads(answer) if prompt.get("schema") is not None else answer
         await reply(service, run_id, prompt_id, given, session.user)
     except ValueError:

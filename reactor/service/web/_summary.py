@@ -1,7 +1,8 @@
 """What the pages show of a run's log: totals, per-agent metrics, the causal tree, diffs.
 
 Everything here is computed from the recorded signals (the log is the truth), so a
-page of a finished run and of one still executing are built the same way.
+page of a finished run and of one still executing are built the same way: the agents
+active now, the prompts answered and by whom, a label that tells one run from another.
 """
 
 from __future__ import annotations
@@ -11,20 +12,38 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reactor._signals.names import DELTAS, PROVIDER_END, parse_agent_event
+from reactor._signals.names import (
+    DELTAS,
+    HARNESS_END,
+    PROVIDER_END,
+    SESSION_PROMPT,
+    SESSION_REPLY,
+    SESSION_TIMEOUT,
+    parse_agent_event,
+)
 from reactor._signals.signal import Signal
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 
 __all__ = [
+    "ROUTINE_TAGS",
     "AgentMetrics",
+    "Answer",
     "DiffLine",
     "Node",
+    "active_agents",
     "agent_metrics",
+    "answered_prompts",
     "causal_tree",
+    "label",
     "operation_diff",
     "shown",
     "totals",
 ]
+
+ROUTINE_TAGS = frozenset({"service", "trigger", "user", "reaction"})
+"""Tags a service gives its runs that the list shows already (the graph or agent, who)."""
+LABEL_LENGTH = 80
+"""Characters of a run's label at most."""
 
 
 def shown(signal: Signal) -> bool:
@@ -103,14 +122,131 @@ class Node:
     children: list[Node] = dataclasses.field(default_factory=list)
 
 
+def _payload(signal: Signal) -> Mapping[str, Any]:
+    return signal.payload if isinstance(signal.payload, Mapping) else {}
+
+
 def causal_tree(signals: Sequence[Signal]) -> list[Node]:
-    """The run's signals as a forest: each under the signal that caused it (deltas left out)."""
+    """The run's signals as a forest: each under the signal that caused it (deltas left out).
+
+    A reply comes from outside the run (nothing in it caused the answer), so it hangs
+    under the ``session:prompt`` it answers, where a reader looks for it.
+    """
     nodes = {signal.id: Node(signal) for signal in signals if shown(signal)}
+    prompts: dict[Any, Node] = {}
     roots: list[Node] = []
     for node in nodes.values():
-        parent = nodes.get(node.signal.caused_by or "")
+        signal = node.signal
+        parent = nodes.get(signal.caused_by or "")
+        if signal.name == SESSION_PROMPT:
+            prompts[_payload(signal).get("prompt_id")] = node
+        elif parent is None and signal.name in (SESSION_REPLY, SESSION_TIMEOUT):
+            parent = prompts.get(_payload(signal).get("prompt_id"))
         (parent.children if parent is not None else roots).append(node)
     return roots
+
+
+def active_agents(signals: Iterable[Signal]) -> set[str]:
+    """The agents activated and not finished yet (none once the run has ended).
+
+    An agent is active from its ``agent:<name>:activated`` until as many
+    ``completed``, ``failed`` or ``cancelled`` signals of its own have followed.
+    """
+    running: dict[str, int] = {}
+    for signal in signals:
+        if signal.name == HARNESS_END:
+            return set()
+        parsed = parse_agent_event(signal.name)
+        if parsed is None:
+            continue
+        name, event = parsed
+        if event == "activated":
+            running[name] = running.get(name, 0) + 1
+        elif event in ("completed", "failed", "cancelled"):
+            running[name] = running.get(name, 0) - 1
+    return {name for name, count in running.items() if count > 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """A prompt that is settled: answered (by whom, with what) or timed out.
+
+    Attributes:
+        prompt_id: The prompt.
+        question: What was asked.
+        agent: The agent that asked.
+        answer: The answer (``None`` when nobody answered in time).
+        by: Who answered: the reply's source (``user:bob``); ``None`` on a timeout.
+        seq: The reply's (or the timeout's) number in the log.
+    """
+
+    prompt_id: str
+    question: str
+    agent: str
+    answer: Any
+    by: str | None
+    seq: int
+
+
+def answered_prompts(signals: Iterable[Signal]) -> list[Answer]:
+    """The prompts answered or timed out, in the order they were settled."""
+    asked: dict[Any, Mapping[str, Any]] = {}
+    settled: list[Answer] = []
+    for signal in signals:
+        payload = _payload(signal)
+        prompt_id = payload.get("prompt_id")
+        if signal.name == SESSION_PROMPT:
+            asked[prompt_id] = payload
+        elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT) and prompt_id in asked:
+            prompt = asked.pop(prompt_id)
+            reply = signal.name == SESSION_REPLY
+            settled.append(
+                Answer(
+                    prompt_id=str(prompt_id),
+                    question=str(prompt.get("question") or ""),
+                    agent=str(prompt.get("agent") or ""),
+                    answer=payload.get("answer") if reply else None,
+                    by=signal.source if reply else None,
+                    seq=signal.seq,
+                )
+            )
+    return settled
+
+
+def _brief(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def _inner(value: Any) -> str:
+    """A value inside an input object: a list or an object is only counted."""
+    if isinstance(value, Mapping):
+        return "{…}"
+    if isinstance(value, list | tuple):
+        return f"[{len(value)} item{'' if len(value) == 1 else 's'}]"
+    return _brief(value)
+
+
+def label(tags: Mapping[str, str], input: Any) -> str:
+    """What tells a run from another: its own tags, else a short summary of its input.
+
+    The tags the list shows otherwise (:data:`ROUTINE_TAGS`) are left out. An input
+    object reads ``key=value, ...`` (lists and objects in it only counted: ``prices=[8
+    items]``); ``""`` when the run has neither.
+    """
+    own = [
+        f"{key}={value}" if value else key for key, value in tags.items() if key not in ROUTINE_TAGS
+    ]
+    if own:
+        text = " ".join(own)
+    elif isinstance(input, Mapping):
+        text = ", ".join(f"{key}={_inner(value)}" for key, value in input.items())
+    elif input is None:
+        text = ""
+    else:
+        text = _brief(input)
+    return text if len(text) <= LABEL_LENGTH else text[: LABEL_LENGTH - 1] + "…"
 
 
 @dataclasses.dataclass(frozen=True)

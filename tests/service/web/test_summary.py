@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import pytest
+
 from reactor import Signal
 from reactor.service import Create, Delete, Update
 from reactor.service.web._summary import (
+    Answer,
     DiffLine,
+    active_agents,
     agent_metrics,
+    answered_prompts,
     causal_tree,
+    label,
     operation_diff,
     totals,
 )
@@ -69,3 +75,80 @@ def test_a_create_adds_every_field_and_a_delete_removes_them() -> None:
         DiffLine("+", 'name: "Acme"')
     ]
     assert operation_diff(Delete("obj_1"), {"name": "Acme"}) == [DiffLine("-", 'name: "Acme"')]
+
+
+def _prompt(prompt_id: str, seq: int, caused_by: str = "s2") -> Signal:
+    payload = {"prompt_id": prompt_id, "agent": "approve", "question": "Ship?", "choices": ["y"]}
+    return Signal("session:prompt", payload, id=f"p{seq}", seq=seq, caused_by=caused_by)
+
+
+def test_a_reply_hangs_under_the_prompt_it_answers() -> None:
+    start = Signal("harness:start", id="s1", seq=1)
+    asked = Signal("agent:approve:activated", id="s2", seq=2, caused_by="s1")
+    prompt = _prompt("prompt_3", 3)
+    answer = {"prompt_id": "prompt_3", "answer": "y"}
+    reply = Signal("session:reply", answer, id="s4", seq=4, source="user:bob")
+    (root,) = causal_tree([start, asked, prompt, reply])
+    (activation,) = root.children
+    (shown_prompt,) = activation.children
+    assert [node.signal for node in shown_prompt.children] == [reply]
+
+
+def test_a_reply_to_no_known_prompt_stays_a_root() -> None:
+    reply = Signal("session:reply", {"prompt_id": "gone", "answer": "y"}, id="s1", seq=1)
+    assert [node.signal for node in causal_tree([reply])] == [reply]
+
+
+def test_an_agent_is_active_from_its_activation_until_it_finishes() -> None:
+    signals = [
+        Signal("harness:start"),
+        Signal("agent:a:activated"),
+        Signal("agent:b:activated"),
+        Signal("agent:b:activated"),
+        Signal("agent:c:activated"),
+    ]
+    assert active_agents(signals) == {"a", "b", "c"}
+    signals += [Signal("agent:a:completed"), Signal("agent:b:failed"), Signal("agent:c:cancelled")]
+    assert active_agents(signals) == {"b"}
+    assert active_agents([*signals, Signal("harness:end")]) == set()
+
+
+def test_answered_prompts_say_who_answered_and_what() -> None:
+    reply = Signal("session:reply", {"prompt_id": "p1", "answer": "y"}, seq=5, source="user:bob")
+    timeout = Signal("session:timeout", {"prompt_id": "p2"}, seq=6)
+    answered = answered_prompts(
+        [_prompt("p1", 1), _prompt("p2", 2), _prompt("p3", 3), reply, timeout]
+    )
+    assert answered == [
+        Answer("p1", "Ship?", "approve", "y", "user:bob", 5),
+        Answer("p2", "Ship?", "approve", None, None, 6),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tags", "given", "expected"),
+    [
+        pytest.param({"desk": "fx", "service": "graph:g"}, {"a": 1}, "desk=fx", id="own-tags"),
+        pytest.param({"nightly": ""}, None, "nightly", id="bare-tag"),
+        pytest.param(
+            {"reaction": "enrich", "object": "obj_1", "event": "object:Person:created"},
+            {"id": "obj_1"},
+            "object=obj_1 event=object:Person:created",
+            id="reaction",
+        ),
+        pytest.param(
+            {"service": "graph:g", "trigger": "api", "user": "bob"},
+            {"symbol": "NVDA", "qty": 10, "limits": [1, 2], "one": [3], "risk": {"max": 1}},
+            "symbol=NVDA, qty=10, limits=[2 items], one=[1 item], risk={…}",
+            id="input-object",
+        ),
+        pytest.param({}, "v3", "v3", id="input-text"),
+        pytest.param({}, ["a", 1], '["a",1]', id="input-list"),
+        pytest.param({}, None, "", id="nothing"),
+        pytest.param({}, "x" * 200, "x" * 79 + "…", id="shortened"),
+    ],
+)
+def test_a_runs_label_is_its_own_tags_or_its_input(
+    tags: dict[str, str], given: object, expected: str
+) -> None:
+    assert label(tags, given) == expected

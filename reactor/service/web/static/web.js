@@ -1,6 +1,7 @@
 // reactor's web UI: the few things a server-rendered page cannot do by itself.
-// The runs list refreshes its rows; a run's page follows the run over Server-Sent
-// Events, adds each signal to the timeline and refreshes the parts that change.
+// Lists (runs, workers) refresh their rows; a run's page follows the run over
+// Server-Sent Events, adds each signal to the timeline and refreshes the parts that
+// change; a prompt's Reply waits for a choice; a JSON field says what is wrong as you type.
 "use strict";
 
 const DELTAS = new Set(["text:delta", "thinking:delta"]);
@@ -12,7 +13,7 @@ function fetchHtml(url) {
   );
 }
 
-function keepRunsFresh(body) {
+function keepFresh(body) {
   let shown = body.innerHTML;
   const refresh = () =>
     fetchHtml(body.dataset.refresh).then((html) => {
@@ -46,8 +47,8 @@ function timelineItem(run, signal) {
 function replaceDetails(holder, html) {
   const fresh = document.createElement("div");
   fresh.innerHTML = html;
-  const closed = new Set(
-    [...holder.querySelectorAll("details:not([open])")].map((d) => d.dataset.id),
+  const folded = new Map(
+    [...holder.querySelectorAll("details[data-id]")].map((d) => [d.dataset.id, d.open]),
   );
   for (const section of fresh.querySelectorAll(":scope > section[id]")) {
     const old = holder.querySelector(`:scope > section#${section.id}`);
@@ -58,7 +59,7 @@ function replaceDetails(holder, html) {
     old.replaceWith(section);
   }
   for (const details of holder.querySelectorAll("details[data-id]")) {
-    if (closed.has(details.dataset.id)) details.open = false;
+    if (folded.has(details.dataset.id)) details.open = folded.get(details.dataset.id);
   }
 }
 
@@ -92,9 +93,38 @@ function followRun(timeline) {
   };
 }
 
+// A prompt with choices is answered only once one is picked: none is chosen for you.
+function enableReply(event) {
+  const choice = event.target;
+  if (!(choice instanceof HTMLInputElement) || choice.type !== "radio") return;
+  const button = choice.form && choice.form.querySelector("button[data-needs-choice]");
+  if (button && choice.checked) button.disabled = false;
+}
+
+function checkJson(field) {
+  const problem = document.getElementById(`${field.id}-problem`);
+  let message = "";
+  if (field.value.trim() !== "") {
+    try {
+      JSON.parse(field.value);
+    } catch (error) {
+      message = `Not JSON yet: ${error.message}`;
+    }
+  }
+  field.setCustomValidity(message);
+  if (problem) problem.textContent = message;
+}
+
+document.addEventListener("change", enableReply);
+document.addEventListener("input", (event) => {
+  if (event.target instanceof HTMLTextAreaElement && "json" in event.target.dataset) {
+    checkJson(event.target);
+  }
+});
+
 document.addEventListener("DOMContentLoaded", () => {
-  const rows = document.getElementById("run-rows");
-  if (rows) keepRunsFresh(rows);
+  for (const rows of document.querySelectorAll("tbody[data-refresh]")) keepFresh(rows);
+  for (const field of document.querySelectorAll("textarea[data-json]")) checkJson(field);
   const timeline = document.getElementById("timeline");
   if (timeline && !timeline.dataset.complete) followRun(timeline);
 });

@@ -1,0 +1,87 @@
+"""The agents page: every agent, when it runs, its last runs; change it, or run it now.
+
+What each agent can change follows its trigger, as the catalog behind
+``PATCH /api/agents/{name}`` does (the scheduler follows at once): a manual or cron
+agent has a schedule (giving one makes it a cron agent, clearing it a manual one) and
+an enabled switch; a reaction agent shows the object events it reacts to (its filter)
+and only its enabled switch, since whether it reacts is not a schedule. A manual or cron
+agent can be run now, with a JSON input, as ``POST /api/agents/{name}/run`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import fastapi
+from starlette.requests import Request
+from starlette.responses import Response
+
+from reactor.exceptions import ReactorError
+from reactor.service._reactions.definitions import AgentChanges
+from reactor.service.web._render import Checked, SignedIn, back, json_field, page, service_of
+
+__all__ = ["router"]
+
+router = fastapi.APIRouter(include_in_schema=False)
+
+LAST_RUNS = 3
+"""Runs the agents page shows per agent."""
+
+Field = Annotated[str, fastapi.Form()]
+
+
+@router.get("/agents")
+async def agents(request: Request, session: SignedIn) -> Response:
+    """Every agent: trigger (a reaction's filter), schedule, enabled, next run, last runs."""
+    service = service_of(request)
+    records = await service.catalog.records()
+    store = service.record
+    last: dict[str, list[Any]] = {}
+    for record in records:
+        last[record.name] = (
+            await asyncio.to_thread(store.runs, graph=record.name, limit=LAST_RUNS)
+            if store is not None
+            else []
+        )
+    return page(request, "agents.html", session, agents=records, last=last)
+
+
+@router.post("/agents/{name}")
+async def edit_agent(
+    request: Request,
+    name: str,
+    session: Checked,
+    cron_schedule: Field = "",
+    enabled: Field = "",
+) -> Response:
+    """Change an agent's schedule (not a reaction agent's) and whether it is enabled."""
+    service = service_of(request)
+    try:
+        record = await service.catalog.record(name)
+        changes: dict[str, Any] = {"enabled": enabled == "on"}
+        schedule = cron_schedule.strip() or None
+        if record.trigger_type != "reaction" and schedule != record.cron_schedule:
+            changes["cron_schedule"] = schedule
+            changes["trigger_type"] = "manual" if schedule is None else "cron"
+        await service.catalog.update(name, AgentChanges(**changes))
+    except ReactorError as exc:
+        session.notify("error", str(exc))
+    else:
+        session.notify("ok", f"Agent {name} was saved.")
+    return back("/agents")
+
+
+@router.post("/agents/{name}/run")
+async def run_agent(request: Request, name: str, session: Checked, input: Field = "") -> Response:
+    """Run an agent now with the JSON ``input``, as the signed-in user; open the run."""
+    try:
+        given = json_field(input)
+        run_id = await service_of(request).run_agent(
+            name, given, trigger="manual", user=session.user.id
+        )
+    except (ValueError, ReactorError) as exc:
+        session.notify("error", f"Agent {name} was not run: {exc}")
+        return back("/agents")
+    session.notify("ok", f"Run {run_id} of agent {name} was started.")
+    return back(f"/runs/{run_id}")

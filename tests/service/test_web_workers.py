@@ -1,0 +1,90 @@
+"""The workers page of a service that queues its runs: real Redis, PostgreSQL and a worker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from playwright.sync_api import Browser, expect
+
+from tests.service.browsing import WAIT_MS, chromium, ok, signed_in, start
+from tests.service.server import Server, serving
+
+REDIS = os.environ.get("REACTOR_TEST_REDIS", "redis://127.0.0.1:6379")
+APP = "tests.service.queued:make_service"
+
+
+@pytest.fixture
+def redis_url(worker_id: str) -> Iterator[str]:
+    """A Redis database of this test process's own (as the scale-out tests'), flushed."""
+    number = 8 + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
+    url = f"{REDIS}/{number}"
+    client = redis.Redis.from_url(url, socket_connect_timeout=5)
+    try:
+        client.flushdb()
+    except redis.ConnectionError as exc:
+        pytest.fail(f"Redis is not reachable at {REDIS} ({exc}); start it as .ci/run does.")
+    yield url
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def queued(redis_url: str, postgres_url: str, tmp_path: Path) -> Iterator[Server]:
+    """``reactor serve`` that only queues its runs (``REACTOR_REDIS_URL`` set)."""
+    env = {"REACTOR_REDIS_URL": redis_url, "REACTOR_RECLAIM_AFTER": "2"}
+    with serving(postgres_url, tmp_path / "server.log", app=APP, env=env) as server:
+        yield server
+
+
+@pytest.fixture
+def worker(queued: Server, redis_url: str, postgres_url: str, tmp_path: Path) -> Iterator[int]:
+    """One ``reactor worker`` process (its pid), killed at the end."""
+    env = {
+        **os.environ,
+        "REACTOR_REDIS_URL": redis_url,
+        "REACTOR_RECLAIM_AFTER": "2",
+        "REACTOR_SERVICE_DB": postgres_url,
+    }
+    command = [sys.executable, "-m", "reactor", "worker", "--app", APP, "--concurrency", "3"]
+    with (tmp_path / "worker.log").open("wb") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.mark.timeout(120)
+def test_the_workers_page_lists_each_live_worker_and_the_runs_it_holds(
+    browser: Browser, queued: Server, worker: int
+) -> None:
+    with signed_in(browser, queued) as page, queued.client() as api:
+        page.goto("/workers")
+        row = page.locator("#worker-rows tr", has_text=f"-{worker}-")
+        expect(row).to_be_visible(timeout=WAIT_MS * 2)  # the table follows the heartbeats
+        expect(row.locator('[data-label="PID"]')).to_have_text(str(worker))
+        expect(row.locator('[data-label="Runs held"]')).to_contain_text("0 of 3")
+        expect(row.locator('[data-label="Last heartbeat (UTC)"]')).to_contain_text(" s ago")
+        run_id = start(api, "steps", {"seconds": 4})
+        expect(row.locator('[data-label="Runs held"]')).to_contain_text("1 of 3")
+        held = row.get_by_role("link", name=run_id)
+        expect(held).to_be_visible()
+        held.click()
+        expect(page.locator("#run-status")).to_have_text("completed", timeout=WAIT_MS * 2)
+        assert ok(api.get(f"/api/runs/{run_id}"))["info"]["status"] == "completed"
+        page.goto("/workers")
+        expect(page.locator("#in-process")).to_have_count(0)
+        expect(row.locator('[data-label="Runs held"]')).to_contain_text("0 of 3")
