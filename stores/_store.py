@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar, cast, get_args
 import pydantic
 
 from reactor._signals.bus import SignalBus, Subscription
+from reactor._signals.door import check_payload
 from reactor._signals.frozen import FrozenDict, freeze
 from reactor._signals.patterns import Pattern, validate_name
 from reactor._signals.signal import to_jsonable
@@ -196,14 +197,21 @@ class Store(Generic[StateT]):
 
         The draft is a copy-on-write image of the state (typed like it). On a clean
         exit the changes are validated and committed, then signalled; if the block
-        raises, nothing changes. A transaction opened inside another on the same
+        raises, nothing changes (so too when a value is one the log cannot hold:
+        :class:`~reactor.PayloadError`). A transaction opened inside another on the same
         store (an action calling an action) joins the outer one: signals follow the
         outermost commit, and if the inner one fails the outer one cannot commit.
         """
         return Transaction(self, actor)
 
     def set(self, key: str, value: Any, *, actor: str | None = None) -> None:
-        """Set one top-level key (validated against the model)."""
+        """Set one top-level key (validated against the model).
+
+        Raises:
+            StateValidationError: The value does not validate; nothing changed.
+            PayloadError: The log cannot hold the value (a lone surrogate, ``NaN``, a
+                type with no JSON form); nothing changed.
+        """
         if in_transaction(self):
             with self.transaction(actor=actor) as draft:
                 _assign(draft, key, value)
@@ -242,6 +250,8 @@ class Store(Generic[StateT]):
             new = {**current, **written}
         changes = self._changes(current, new, written)
         if changes:
+            for key, _, value in changes:  # before the commit: a refused write changes nothing
+                check_payload(value, f"state.{key}")
             self._state = new
             self._version += 1
             announce(self.bus.emit, changes, actor)

@@ -33,6 +33,7 @@ from reactor._prompts.session import session_output
 from reactor._providers.hooks import NO_HOOKS
 from reactor._signals.bus import set_current_signal
 from reactor._signals.diagnostics import log
+from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import error_info
 from stores import actor_context
@@ -409,6 +410,7 @@ class Activator:
                 signal=name,
                 hint=f"add {name!r} to the agent's emits=[...] so the graph knows about it",
             )
+        check_payload(payload, "payload")
         return self.services.bus.emit(name, freeze_payload(payload), source=ctx.agent)
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from reactor._signals.diagnostics import log
+from reactor._signals.door import check_payload
 from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, reserved_namespace
 from reactor.exceptions import SignalNameError
 
@@ -58,11 +59,15 @@ def new_message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:16]}"
 
 
-def check_posted(name: str) -> None:
-    """Refuse names only the runtime emits (``session:reply`` and ``session:abort`` excepted).
+def check_posted(name: str, payload: Any = None) -> None:
+    """Refuse names only the runtime emits, and payloads the log cannot hold.
+
+    ``session:reply`` and ``session:abort`` may be posted: they answer a prompt and stop
+    a run.
 
     Raises:
         SignalNameError: ``name`` is reserved.
+        PayloadError: The log cannot hold ``payload``.
     """
     namespace = reserved_namespace(name)
     if namespace is not None and name not in (REPLY, ABORT):
@@ -72,6 +77,7 @@ def check_posted(name: str) -> None:
             f"{ABORT!r} {{reason}} to stop the run.",
             name=name,
         )
+    check_payload(payload, "payload")
 
 
 Deliver = Callable[[Posted], None]

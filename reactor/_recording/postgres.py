@@ -172,9 +172,10 @@ class PostgresSignalStore(SignalStoreBase):
 
         Raises:
             SignalNameError: ``name`` is one only the runtime emits.
+            PayloadError: The log cannot hold ``payload`` (nothing is posted).
             RecordingError: The database cannot be reached.
         """
-        check_posted(name)
+        check_posted(name, payload)
         message_id = new_message_id()
         data = None if payload is None else pydantic_core.to_json(payload).decode()
         try:

@@ -163,9 +163,10 @@ class SQLiteSignalStore(SignalStoreBase):
 
         Raises:
             SignalNameError: ``name`` is one only the runtime emits.
+            PayloadError: The log cannot hold ``payload`` (nothing is posted).
             RecordingError: The store is read-only.
         """
-        check_posted(name)
+        check_posted(name, payload)
         if self.readonly:
             raise RecordingError(f"The signal store {self.path} is open read-only.")
         message_id = new_message_id()

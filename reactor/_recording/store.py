@@ -151,6 +151,7 @@ class SignalStoreBase:
         Raises:
             SignalNameError: ``name`` is one only the runtime emits (``session:reply``
                 and ``session:abort`` excepted: they answer a prompt, stop the run).
+            PayloadError: The log cannot hold ``payload`` (nothing is posted).
             NotImplementedError: This store keeps no inbox.
         """
         raise NotImplementedError(f"{type(self).__name__} keeps no inbox.")

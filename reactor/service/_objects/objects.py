@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from reactor._agents.reaction import type_name_problem
 from reactor._signals.bus import SignalBus
+from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
 from reactor.exceptions import ObjectNotFoundError, ObjectValidationError, ServiceConfigError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
@@ -110,6 +111,8 @@ class ObjectStore:
 
         Raises:
             ObjectValidationError: ``data`` does not fit the type; nothing was stored.
+            PayloadError: The log cannot hold ``data`` (a lone surrogate, ``NaN``, a
+                type with no JSON form); nothing was stored.
         """
         (event,) = await self.apply([Create(type, self._fields(type, data))], actor=actor)
         return event.object
@@ -122,6 +125,7 @@ class ObjectStore:
         Raises:
             ObjectNotFoundError: No object has that id.
             ObjectValidationError: The result does not fit the type; nothing changed.
+            PayloadError: The log cannot hold ``data``; nothing changed.
         """
         (event,) = await self.apply([Update(id, self._fields("object", data))], actor=actor)
         return event.object
@@ -214,11 +218,14 @@ class ObjectStore:
                 type=type,
                 errors=[],
             )
+        check_payload(data, "data")  # what the log cannot hold is refused at the door
         return dict(data)
 
     def _prepare(self, op: Operation) -> Operation:
         if isinstance(op, Create):
             return op.model_copy(update={"data": self.validate(op.type, op.data)})
+        if isinstance(op, Update):
+            self._fields("object", op.data)
         return op
 
     async def _apply_one(
