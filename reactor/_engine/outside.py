@@ -95,7 +95,12 @@ class OutsideInput:
         """Deliver the messages waiting for the run, then those posted while it runs."""
         if self.record is None:
             return
-        for message in self.record.undelivered([run_id]):
+        try:
+            waiting = self.record.undelivered([run_id])
+        except Exception as exc:  # the store is away: its watch delivers them once it is back
+            log("reactor.inbox", "warning", "inbox read failed", run_id=run_id, error=repr(exc))
+            waiting = []
+        for message in waiting:
             self.deliver(message)
         self._unwatch = self.record.watch_inbox(run_id, self.deliver)
 

@@ -34,6 +34,7 @@ from reactor._engine.subruns import RunExtras
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, new_run_id, normalize_tags
 from reactor._recording.recording import Recording
+from reactor._recording.store import flush_run
 from reactor._signals.bus import SignalBus
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
@@ -46,7 +47,7 @@ from reactor._signals.names import (
     inbox_agent,
 )
 from reactor._signals.signal import Signal
-from reactor.exceptions import RecordingError, RunSuspendedError, RunTimeoutError
+from reactor.exceptions import RunSuspendedError, RunTimeoutError
 from stores import Store, create_store
 
 if TYPE_CHECKING:
@@ -237,14 +238,12 @@ class Run:
         return self.result()
 
     async def flush_recording(self) -> None:
-        """Wait until the recording store has written every signal of the run."""
+        """Wait until the store has written the run; a run not fully written fails."""
         record = self.options.record
-        if record is None:
-            return
-        try:
-            await asyncio.to_thread(record.flush)
-        except RecordingError as exc:
-            log("reactor.run", "error", "recording incomplete", run_id=self.run_id, error=str(exc))
+        error = None if record is None else await flush_run(record, self.run_id)
+        if error is not None and not self.suspended:  # a suspended run's log is a prefix
+            self.status, self.error = "failed", error
+            self.reason = f"recording failed: {error.unwritten} signals were not written"
 
     # -- services of the activations (see reactor._activation.activator.RunServices) --------
 

@@ -124,6 +124,7 @@ class InboxWatch:
         return unwatch
 
     def _poll(self) -> None:
+        failing = False
         while True:
             with self._lock:
                 watching = dict(self._watchers)
@@ -133,8 +134,13 @@ class InboxWatch:
             try:
                 messages = self._fetch(list(watching))
             except Exception as exc:  # a store being closed, or briefly unavailable
-                log("reactor.inbox", "warning", "inbox poll failed", error=repr(exc))
-                messages = []
+                if not failing:  # once per outage, not once per poll
+                    log("reactor.inbox", "warning", "inbox poll failed", error=repr(exc))
+                failing, messages = True, []
+            else:
+                if failing:
+                    log("reactor.inbox", "info", "inbox poll resumed")
+                failing = False
             for message in messages:
                 target = watching.get(message.run_id)
                 if target is not None:
