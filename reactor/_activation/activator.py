@@ -56,10 +56,6 @@ class Turn(Protocol):
         """Wait until what was recorded before the activation finished is replayed."""
         ...
 
-    def done(self) -> None:
-        """The activation finished."""
-        ...
-
 
 class RunExtras(Protocol):
     """A run's MCP servers and child runs (``reactor._engine.subruns.RunExtras``)."""
@@ -325,8 +321,6 @@ class Activator:
             )
             services.failed(agent_run, exc, failure)
         finally:
-            if turn is not None:
-                turn.done()
             services.release(activation)
 
     def context_provider(self, ctx: AgentContext[Any], key: object) -> Provider | None:

@@ -154,6 +154,8 @@ class Run:
                 start = getattr(reporter, "start", None)
                 if start is not None:
                     start(info)
+        if isinstance(self.replay, ReplayProvider):
+            self.replay.follow(self.bus)  # recorded events go in their recorded turns
         self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
         self._recorder = self.outside.recorder()
         self.bus.set_router(self._route)

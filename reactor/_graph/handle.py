@@ -195,7 +195,8 @@ class RunHandle:
             except TimeoutError:
                 raise PromptTimeoutError(
                     f"Run {self.run_id} asked nothing within {timeout}s; wait longer "
-                    "(timeout=None waits until a prompt or the end of the run)."
+                    "(timeout=None waits until a prompt or the end of the run).",
+                    prompt_id="",
                 ) from None
             finally:
                 subscription.cancel()

@@ -229,8 +229,9 @@ def write_with_retry(pool: ConnectionPool[Any], batch: Batch, retry_for: float) 
                 with pool.connection(timeout=min(left, 1.0)) as conn:
                     write(conn, batch)
             except PoolTimeout:
+                conninfo = pool.conninfo if isinstance(pool.conninfo, str) else pool.conninfo()
                 with psycopg.connect(
-                    pool.conninfo, autocommit=True, connect_timeout=max(1, math.ceil(left))
+                    conninfo, autocommit=True, connect_timeout=max(1, math.ceil(left))
                 ) as own:
                     write(own, batch)
             return

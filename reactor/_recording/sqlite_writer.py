@@ -126,7 +126,8 @@ def _write_until_done(
             transient = "locked" in str(exc) or "busy" in str(exc)
             if not transient or store is None or (store.closing and waited > 10.0):
                 failures.lose(rows.counts(), exc)
-                return _closed(conn)
+                _closed(conn)
+                return None
             if not warned:
                 warned = True
                 log(
@@ -142,7 +143,8 @@ def _write_until_done(
             pause = min(pause * 2, _MAX_PAUSE)
         except Exception as exc:
             failures.lose(rows.counts(), exc)
-            return _closed(_rolled_back(conn))
+            _closed(_rolled_back(conn))
+            return None
 
 
 def _rolled_back(conn: sqlite3.Connection | None) -> sqlite3.Connection | None:
@@ -152,7 +154,8 @@ def _rolled_back(conn: sqlite3.Connection | None) -> sqlite3.Connection | None:
     try:
         conn.execute("ROLLBACK")
     except sqlite3.Error:
-        return _closed(conn)
+        _closed(conn)
+        return None
     return conn
 
 

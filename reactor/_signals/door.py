@@ -64,10 +64,11 @@ def check_payload(value: Any, where: str) -> None:
     kind = type(value)
     if value is None or kind is bool or kind is int or (kind is str and value.isascii()):
         return
+    encoded: bytes | None = None
     try:
         encoded = pydantic_core.to_json(value, fallback=_strict_fallback)
     except Exception:  # what failed is found by the walk below
-        encoded = None
+        pass
     else:
         if b"NaN" not in encoded and b"Infinity" not in encoded:
             return
