@@ -11,6 +11,7 @@ import pydantic
 from reactor._signals.bus import SignalBus, Subscription
 from reactor._signals.door import check_payload
 from reactor._signals.frozen import FrozenDict, freeze
+from reactor._signals.offloop import on_loop
 from reactor._signals.patterns import Pattern, validate_name
 from reactor._signals.signal import to_jsonable
 from reactor._signals.views import SCALARS, readonly, unwrap
@@ -240,7 +241,15 @@ class Store(Generic[StateT]):
             self._write(written, actor)
 
     def _write(self, written: dict[str, Any], actor: str) -> None:
-        """Validate ``written`` (top-level keys) into a new state; commit and signal it."""
+        """Validate ``written`` (top-level keys) into a new state; commit and signal it.
+
+        From a handler's worker thread, the commit runs on the run's loop (which owns
+        the state and its bus), one commit at a time.
+        """
+        off = on_loop()
+        if off is not None:
+            off.call(self._write, written, actor)
+            return
         current = self._state
         if self._is_model:
             new = apply_model(current, written, "")

@@ -103,7 +103,7 @@ class Run:
         self.failures: list[AgentFailure] = []
         self.input_tokens = resume.input_tokens if resume else 0
         self.output_tokens = resume.output_tokens if resume else 0
-        self.cost_usd = resume.cost_usd if resume else 0.0
+        self.cost_usd: float | None = resume.cost_usd if resume else 0.0
         self._main: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -281,8 +281,8 @@ class Run:
         """Add a provider call's tokens and cost to the run's metrics."""
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
-        if cost_usd:
-            self.cost_usd += cost_usd
+        known = self.cost_usd is not None and cost_usd is not None  # unknown stays unknown
+        self.cost_usd = self.cost_usd + cost_usd if known else None  # type: ignore[operator]
 
     def _finish(self) -> None:
         if self._end_payload is not None:
@@ -349,7 +349,7 @@ class Run:
                 activations_by_agent=by_agent,
                 input_tokens=self.input_tokens,
                 output_tokens=self.output_tokens,
-                cost_usd=round(self.cost_usd, 6),
+                cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6),
             ),
             run_id=self.run_id,
             reason=self.reason,

@@ -73,6 +73,7 @@ class Reactive:
             state=state_schema(create_store(state)),
             external=external,
             single=single,
+            scope=frozenset(self._defaults.get("scope") or ()),
         )
         found = [*naming_problems, *problems(self._declarations)]
         if found:
