@@ -10,7 +10,7 @@ from reactor._signals.diagnostics import log
 from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import HARNESS_END, SESSION_PROMPT, inbox_signal, reserved_namespace
-from reactor._signals.patterns import Pattern
+from reactor._signals.patterns import Pattern, normalize_patterns
 from reactor._signals.signal import Signal
 from reactor._signals.stream import SignalStream
 from reactor.exceptions import (
@@ -99,8 +99,12 @@ class RunHandle:
             pattern: Only signals whose name matches it (as ``SignalBus.signals``);
                 the stream still ends at ``harness:end``. ``None``: every signal.
         """
-        return self._run.bus.signals(
-            "**" if pattern is None else pattern, until=HARNESS_END, history=True
+        bus = self._run.bus
+        if pattern is None:
+            return bus.signals("**", until=HARNESS_END, history=True)
+        wanted = normalize_patterns(pattern)
+        return SignalStream(
+            bus, (*wanted, HARNESS_END), until=HARNESS_END, history=True, keep=wanted
         )
 
     def send(self, name: str, payload: Any = None) -> Signal:
