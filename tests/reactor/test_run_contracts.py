@@ -58,14 +58,18 @@ async def test_next_prompt_waits_for_a_question_and_raises_once_the_run_ends() -
 
     handle = reactive({"asker": agent(run=asker)}).start()
     answers = iter(["a", "b"])
-    asked = []
-    with pytest.raises(RunFinishedError, match=r"^Run run_\w+ ended \(completed\) without"):
-        while True:
+    asked: list[str] = []
+
+    async def answer_all() -> None:
+        while True:  # as the docs do: until the run ends
             prompt = await handle.next_prompt(timeout=5)
             asked.append(prompt.question)
             handle.reply(prompt.prompt_id, next(answers))
             if len(asked) == 2:
                 handle.close()
+
+    with pytest.raises(RunFinishedError, match=r"^Run run_\w+ ended \(completed\) without"):
+        await answer_all()
     assert asked == ["First?", "Second?"]
     assert (await handle.result()).status == "completed"
 
