@@ -343,7 +343,7 @@ async def test_run_handlers_without_any_provider_see_none() -> None:
     ("when", "prompt", "message"),
     [
         pytest.param(
-            "state.typo",
+            "state['ty' ~ 'po']",  # a key built at run time: no build-time check sees it
             "x",
             r"^Agent 'a': the when expression uses 'typo', which is not defined \(dict has no",
             id="guard-typo",

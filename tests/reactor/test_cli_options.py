@@ -245,8 +245,8 @@ def test_an_unknown_price_is_unknown_not_a_zero(project: Path) -> None:
         "TOKENS",
         "COST",
     ]
-    assert agents[1].split()[-2:] == ["3/1", "-"]
-    assert agents[-1].split() == ["total", "3", "6/2", "-"]
+    assert agents[1].split()[-2:] == ["3/1", "unknown"]
+    assert agents[-1].split() == ["total", "3", "6/2", "unknown"]
 
 
 def test_cancelled_activations_have_their_column(project: Path) -> None:

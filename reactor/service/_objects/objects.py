@@ -175,6 +175,7 @@ class ObjectStore:
 
         Raises:
             ObjectValidationError: It does not fit.
+            PayloadError: The log cannot hold it (a lone surrogate, ``NaN``).
         """
         problem = type_name_problem(type)
         if problem is not None:
@@ -193,9 +194,10 @@ class ObjectStore:
                     errors=[],
                 ) from None
             assert isinstance(jsonable, dict)
+            check_payload(jsonable, "data")  # what the log cannot hold is refused here
             return jsonable
         try:
-            return model.model_validate(dict(data)).model_dump(mode="json")
+            stored = model.model_validate(dict(data)).model_dump(mode="json")
         except pydantic.ValidationError as exc:
             errors = exc.errors(include_url=False, include_context=False)
             listed = "; ".join(
@@ -208,6 +210,8 @@ class ObjectStore:
                 type=type,
                 errors=[dict(e) for e in errors],
             ) from None
+        check_payload(stored, "data")
+        return stored
 
     @staticmethod
     def _fields(type: str, data: Any) -> dict[str, Any]:
@@ -218,14 +222,11 @@ class ObjectStore:
                 type=type,
                 errors=[],
             )
-        check_payload(data, "data")  # what the log cannot hold is refused at the door
         return dict(data)
 
     def _prepare(self, op: Operation) -> Operation:
         if isinstance(op, Create):
             return op.model_copy(update={"data": self.validate(op.type, op.data)})
-        if isinstance(op, Update):
-            self._fields("object", op.data)
         return op
 
     async def _apply_one(
