@@ -123,7 +123,8 @@ class Batch:
         """Take a signal; ``False`` if it is not written (its run's recording failed)."""
         run_id = signal.run_id or "unbound"
         failures = self.failures
-        if failures.lost(run_id):
+        marked = failures.failed  # empty unless a write failed: one truth test
+        if marked and run_id in marked:
             failures.drop(run_id)
             return False
         payload = signal.payload

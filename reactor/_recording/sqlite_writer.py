@@ -192,15 +192,16 @@ class _Rows:
 
     def _add(self, entry: Any) -> None:
         failures = self.failures
+        marked = failures.failed  # empty unless a write failed: one truth test
         item = entry.signal if type(entry) is Delivery else entry
         if type(item) is Signal:
             run_id = item.run_id or "unbound"
-            if failures.lost(run_id):
+            if marked and run_id in marked:
                 failures.drop(run_id)
                 return
             payload = item.payload
             try:
-                data = None if payload is None else _encode(payload)
+                data = None if payload is None else _to_json(payload, fallback=_fallback).decode()
             except Exception as exc:  # a value the log cannot hold: this run fails here
                 failures.lose({run_id: 1}, exc, store=False)
                 return
@@ -259,8 +260,7 @@ class _Rows:
         _write_rows(conn, self)
 
 
-def _encode(payload: Any) -> str:
-    return pydantic_core.to_json(payload, fallback=json_fallback).decode()
+_to_json, _fallback = pydantic_core.to_json, json_fallback
 
 
 def _write_rows(conn: sqlite3.Connection, rows: _Rows) -> None:

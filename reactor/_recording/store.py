@@ -246,13 +246,13 @@ class WriteFailures:
     def __init__(self, where: str) -> None:
         self.where = where
         self._lock = threading.Lock()
-        self._runs: dict[str, list[Any]] = {}  # run id -> [signals not written, error]
+        self.failed: dict[str, list[Any]] = {}  # run id -> [signals not written, error]
         self._failing: BaseException | None = None
         self._lost_while_failing = 0
 
     def lost(self, run_id: str) -> bool:
         """Whether ``run_id``'s recording has failed (its later signals are dropped)."""
-        return run_id in self._runs
+        return run_id in self.failed
 
     def lose(self, counts: Mapping[str, int], error: BaseException, *, store: bool = True) -> None:
         """Count signals of these runs as not written because of ``error``; mark the runs.
@@ -262,9 +262,9 @@ class WriteFailures:
         """
         with self._lock:
             for run_id, count in counts.items():
-                entry = self._runs.get(run_id)
+                entry = self.failed.get(run_id)
                 if entry is None:
-                    self._runs[run_id] = [count, error]
+                    self.failed[run_id] = [count, error]
                 else:
                     entry[0] += count
             first = self._failing is None
@@ -285,7 +285,7 @@ class WriteFailures:
     def drop(self, run_id: str) -> None:
         """Count one more signal of a failed run as not written (it is not written)."""
         with self._lock:
-            entry = self._runs.get(run_id)
+            entry = self.failed.get(run_id)
             if entry is not None:
                 entry[0] += 1
 
@@ -301,7 +301,7 @@ class WriteFailures:
     def error_for(self, run_id: str) -> RecordingError | None:
         """The error of ``run_id``'s recording, if it failed (asked once, when it ends)."""
         with self._lock:
-            entry = self._runs.pop(run_id, None)
+            entry = self.failed.pop(run_id, None)
         if entry is None:
             return None
         count, error = entry
