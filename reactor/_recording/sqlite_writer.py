@@ -180,8 +180,45 @@ class _Rows:
         self.per_run: dict[str, int] = {}
         self.prompts: dict[str, int] = {}
         self.touched: set[str] = set()
+        # One pass with everything in locals: this loop is the writer's hot path, and
+        # every signal a run emits goes through it (contending for the GIL with the run).
+        failures = self.failures
+        marked = failures.failed  # empty unless a write failed: one truth test
+        append, per_run, to_json = self.signals.append, self.per_run, _to_json
         for entry in batch:
-            self._add(entry)
+            item = entry.signal if type(entry) is Delivery else entry
+            if type(item) is not Signal:
+                self._other(item)
+                continue
+            run_id = item.run_id or "unbound"
+            if marked and run_id in marked:
+                failures.drop(run_id)
+                continue
+            payload = item.payload
+            try:
+                data = None if payload is None else to_json(payload, fallback=_fallback).decode()
+            except Exception as exc:  # a value the log cannot hold: this run fails here
+                failures.lose({run_id: 1}, exc, store=False)
+                continue
+            if type(entry) is Delivery:
+                self.delivered.append((item.seq, entry.message_id))
+            name = item.name
+            append(
+                (
+                    run_id,
+                    item.seq,
+                    item.id,
+                    name,
+                    data,
+                    item.timestamp,
+                    item.source,
+                    item.caused_by,
+                    item.depth,
+                )
+            )
+            per_run[run_id] = per_run.get(run_id, 0) + 1
+            if name in _NOTED:
+                self._note(item, run_id, name, payload)
 
     def __bool__(self) -> bool:
         return bool(self.signals or self.runs or self.requests)
@@ -190,60 +227,34 @@ class _Rows:
         """Signals per run in these rows (a run registered without signals counts 0)."""
         return {**dict.fromkeys(self.touched, 0), **self.per_run}
 
-    def _add(self, entry: Any) -> None:
-        failures = self.failures
-        marked = failures.failed  # empty unless a write failed: one truth test
-        item = entry.signal if type(entry) is Delivery else entry
-        if type(item) is Signal:
-            run_id = item.run_id or "unbound"
-            if marked and run_id in marked:
-                failures.drop(run_id)
-                return
-            payload = item.payload
-            try:
-                data = None if payload is None else _to_json(payload, fallback=_fallback).decode()
-            except Exception as exc:  # a value the log cannot hold: this run fails here
-                failures.lose({run_id: 1}, exc, store=False)
-                return
-            if type(entry) is Delivery:
-                self.delivered.append((entry.signal.seq, entry.message_id))
-            self.signals.append(
+    def _note(self, item: Signal, run_id: str, name: str, payload: Any) -> None:
+        """What a run's row keeps of its start, end and pending prompts."""
+        if name == HARNESS_START:
+            self.starts.append((run_id, item.timestamp))
+        elif name == HARNESS_END and isinstance(payload, dict):
+            failed = payload.get("failures")
+            self.ends.append(
                 (
-                    run_id,
-                    item.seq,
-                    item.id,
-                    item.name,
-                    data,
                     item.timestamp,
-                    item.source,
-                    item.caused_by,
-                    item.depth,
+                    payload.get("status"),
+                    payload.get("reason"),
+                    failed if isinstance(failed, int) else 0,
+                    run_id,
                 )
             )
-            self.per_run[run_id] = self.per_run.get(run_id, 0) + 1
-            name = item.name
-            if name == HARNESS_START:
-                self.starts.append((run_id, item.timestamp))
-            elif name == HARNESS_END and isinstance(payload, dict):
-                failed = payload.get("failures")
-                self.ends.append(
-                    (
-                        item.timestamp,
-                        payload.get("status"),
-                        payload.get("reason"),
-                        failed if isinstance(failed, int) else 0,
-                        run_id,
-                    )
-                )
-            elif name == SESSION_PROMPT:
-                self.prompts[run_id] = self.prompts.get(run_id, 0) + 1
-            elif name in (SESSION_REPLY, SESSION_TIMEOUT):
-                self.prompts[run_id] = self.prompts.get(run_id, 0) - 1
-        elif isinstance(item, RunInfo):
-            if not failures.lost(item.run_id):
+        elif name == SESSION_PROMPT:
+            self.prompts[run_id] = self.prompts.get(run_id, 0) + 1
+        else:  # a reply or a timeout
+            self.prompts[run_id] = self.prompts.get(run_id, 0) - 1
+
+    def _other(self, item: Any) -> None:
+        """A run registered, or a provider request kept (unless the run failed)."""
+        lost = self.failures.lost
+        if isinstance(item, RunInfo):
+            if not lost(item.run_id):
                 self.runs.append(item)
                 self.touched.add(item.run_id)
-        elif type(item) is Request and not failures.lost(item.run_id):
+        elif type(item) is Request and not lost(item.run_id):
             fingerprint = item.fingerprint
             self.requests.append(
                 (
@@ -261,6 +272,7 @@ class _Rows:
 
 
 _to_json, _fallback = pydantic_core.to_json, json_fallback
+_NOTED = frozenset({HARNESS_START, HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT})
 
 
 def _write_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
