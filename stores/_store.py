@@ -226,6 +226,10 @@ class Store(Generic[StateT]):
         self, changes: Mapping[str, Any] | None = None, /, *, actor: str | None = None, **kw: Any
     ) -> None:
         """Set several top-level keys in one transaction: ``store.update(a=1, b=2)``."""
+        off = on_loop()
+        if off is not None:  # from a sync handler's thread: the whole write on the loop
+            off.call(lambda: self.update(changes, actor=actor, **kw))
+            return
         merged = {**(changes or {}), **kw}
         with self.transaction(actor=actor) as draft:
             for key, value in merged.items():
@@ -238,19 +242,25 @@ class Store(Generic[StateT]):
     def _commit(self, draft: Any, actor: str) -> None:
         written = draft._updates() if self._is_model else _dict_updates(draft)
         if written:
-            self._write(written, actor)
+            self._write(written, actor, draft._base)
 
-    def _write(self, written: dict[str, Any], actor: str) -> None:
+    def _write(
+        self, written: dict[str, Any], actor: str, base: Any = None, checked: bool = False
+    ) -> None:
         """Validate ``written`` (top-level keys) into a new state; commit and signal it.
 
         From a handler's worker thread, the commit runs on the run's loop (which owns
-        the state and its bus), one commit at a time.
+        the state and its bus), one commit at a time; a transaction's draft was taken
+        in the thread from ``base``, so a key someone else changed since is a conflict,
+        never a lost update.
         """
         off = on_loop()
         if off is not None:
-            off.call(self._write, written, actor)
+            off.call(self._write, written, actor, base, True)
             return
         current = self._state
+        if checked and base is not None and base is not current:
+            self._check_unchanged(base, current, written)
         if self._is_model:
             new = apply_model(current, written, "")
             if model_rules(type(new)).model_validators:
@@ -264,6 +274,18 @@ class Store(Generic[StateT]):
             self._state = new
             self._version += 1
             announce(self.bus.emit, changes, actor)
+
+    def _check_unchanged(self, base: Any, current: Any, written: dict[str, Any]) -> None:
+        """Refuse a thread's commit over a key another writer changed since its draft."""
+        before, now = self._fields(base), self._fields(current)
+        changed = [key for key in written if before.get(key, ABSENT) is not now.get(key, ABSENT)]
+        if changed:
+            raise TransactionError(
+                f"The transaction was not committed: {', '.join(map(repr, changed))} changed "
+                "while it was open in a worker thread (a sync handler), so committing it "
+                "would lose that change; the state is unchanged. Write through an @action "
+                "(it runs whole on the run's loop), or retry the transaction."
+            )
 
     def _changes(self, current: Any, new: Any, written: dict[str, Any]) -> list[Change]:
         """Return the written keys whose values differ, in the order of the state's keys.

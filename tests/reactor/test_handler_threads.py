@@ -8,9 +8,12 @@ import time
 from typing import Any
 
 import structlog
+from pydantic import BaseModel
 
 from reactor import AgentContext, RunTimeoutError, agent, reactive
+from reactor.exceptions import TransactionError
 from reactor.testing import signal_names as names
+from stores import Store, action
 
 
 async def test_a_blocking_handler_does_not_stop_the_timeout_or_a_parallel_agent() -> None:
@@ -113,3 +116,45 @@ async def test_an_abandoned_thread_can_no_longer_change_the_run() -> None:
     assert "too:late" not in names(result.signals)
     assert outcome
     assert outcome[0].startswith("The handler of agent 'late' was abandoned")
+
+
+async def test_actions_from_parallel_threads_never_lose_each_others_changes() -> None:
+    class Parts(BaseModel):
+        parts: list[str] = []
+
+    class PartsStore(Store[Parts]):
+        @action
+        def add(self, draft: Parts, part: str) -> None:
+            time.sleep(0.02)  # both threads inside their action at once
+            draft.parts.append(part)
+
+    def collect(ctx: AgentContext) -> None:
+        ctx.store.add(ctx.agent)
+
+    graph = reactive({name: agent(run=collect) for name in ("a", "b", "c")}, state=PartsStore)
+    result = await graph.run()
+    assert result.status == "completed"
+    assert sorted(result.state["parts"]) == ["a", "b", "c"]
+
+
+async def test_a_transaction_in_a_thread_over_a_changed_key_is_refused_not_lost() -> None:
+    started, go = threading.Event(), threading.Event()
+
+    def slow(ctx: AgentContext) -> None:
+        with ctx.store.transaction() as draft:
+            draft["count"] = draft["count"] + 1
+            started.set()
+            go.wait(3)
+
+    async def fast(ctx: AgentContext) -> None:
+        await asyncio.to_thread(started.wait, 3)
+        ctx.store.set("count", 10)
+        go.set()
+
+    result = await reactive(
+        {"slow": agent(run=slow), "fast": agent(run=fast)}, state={"count": 0}
+    ).run()
+    assert result.state["count"] == 10  # the other write kept, the stale one refused
+    (failure,) = result.failures
+    assert isinstance(failure.error, TransactionError)
+    assert "'count' changed while it was open in a worker thread" in str(failure.error)
