@@ -138,6 +138,18 @@ class SignalStoreBase:
         """
         return None
 
+    def watch_recording(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
+        """Have ``failed()`` called (from the writer's thread) if ``run_id``'s recording fails.
+
+        The run stops at once rather than going on with effects its log would not
+        show. Returns a function that stops watching. A store whose writes cannot
+        fail behind the caller's back (they raise) never calls it.
+        """
+        failures = getattr(self, "_failures", None)
+        if isinstance(failures, WriteFailures):
+            return failures.watch(run_id, failed)
+        return _nothing
+
     def load(self, run_id: str) -> Recording:
         """Return a recorded run."""
         raise NotImplementedError
@@ -249,6 +261,17 @@ class WriteFailures:
         self.failed: dict[str, list[Any]] = {}  # run id -> [signals not written, error]
         self._failing: BaseException | None = None
         self._lost_while_failing = 0
+        self._watchers: dict[str, Callable[[], None]] = {}
+
+    def watch(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
+        """Call ``failed()`` once ``run_id``'s recording fails; return the unwatch."""
+        self._watchers[run_id] = failed
+
+        def unwatch() -> None:
+            if self._watchers.get(run_id) is failed:
+                del self._watchers[run_id]
+
+        return unwatch
 
     def lost(self, run_id: str) -> bool:
         """Whether ``run_id``'s recording has failed (its later signals are dropped)."""
@@ -260,11 +283,13 @@ class WriteFailures:
         ``store`` is whether writing itself failed (until a write succeeds again),
         rather than one value that could not be encoded.
         """
+        newly = []
         with self._lock:
             for run_id, count in counts.items():
                 entry = self.failed.get(run_id)
                 if entry is None:
                     self.failed[run_id] = [count, error]
+                    newly.append(run_id)
                 else:
                     entry[0] += count
             first = self._failing is None
@@ -272,6 +297,10 @@ class WriteFailures:
                 self._lost_while_failing += sum(counts.values())
                 if first:
                     self._failing = error
+        for run_id in newly:
+            watcher = self._watchers.pop(run_id, None)
+            if watcher is not None:
+                watcher()
         if first:
             log(
                 "reactor.recording",
@@ -302,6 +331,7 @@ class WriteFailures:
         """The error of ``run_id``'s recording, if it failed (asked once, when it ends)."""
         with self._lock:
             entry = self.failed.pop(run_id, None)
+            self._watchers.pop(run_id, None)
         if entry is None:
             return None
         count, error = entry
@@ -337,3 +367,7 @@ async def flush_run(record: SignalStore, run_id: str) -> RecordingError | None:
     asked = getattr(record, "recording_error", None)
     error = asked(run_id) if asked is not None else None
     return error if isinstance(error, RecordingError) else None
+
+
+def _nothing() -> None:
+    """Stop watching what was never watched."""
