@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast, get_args
 
@@ -12,14 +11,15 @@ from reactor._signals.bus import SignalBus, Subscription
 from reactor._signals.door import check_payload
 from reactor._signals.frozen import FrozenDict, freeze
 from reactor._signals.offloop import on_loop
-from reactor._signals.patterns import Pattern, validate_name
+from reactor._signals.patterns import Pattern
 from reactor._signals.signal import to_jsonable
-from reactor._signals.views import SCALARS, readonly, unwrap
-from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
+from reactor._signals.views import readonly, unwrap
+from reactor.exceptions import StateKeyError, TransactionError
 from stores._announce import ABSENT, Change, announce
 from stores._draft import DictDraft, ModelDraft, undraft
 from stores._transaction import Transaction, in_transaction, writer
 from stores._validation import apply_model, model_rules, validation_error
+from stores._writes import assign, check_key, copied, dict_updates
 
 __all__ = ["Store", "StoreBinding", "StoreSubscription"]
 
@@ -86,8 +86,8 @@ class Store(Generic[StateT]):
             self._state: Any = initial.model_copy(deep=True)
         elif isinstance(initial, dict):
             for key in initial:
-                _check_key(key)
-            self._state = _copied(initial)
+                check_key(key)
+            self._state = copied(initial)
         else:
             raise TypeError(
                 f"A store holds a pydantic model instance or a dict, got {initial!r}. "
@@ -167,8 +167,8 @@ class Store(Generic[StateT]):
                 raise validation_error("", "", exc) from exc
         else:
             for key in data:
-                _check_key(key)
-            self._state = _copied(dict(data))
+                check_key(key)
+            self._state = copied(dict(data))
         self._version += 1
 
     @property
@@ -215,11 +215,11 @@ class Store(Generic[StateT]):
         """
         if in_transaction(self):
             with self.transaction(actor=actor) as draft:
-                _assign(draft, key, value)
+                assign(draft, key, value)
             return
         # A key written on its own needs no draft: this is the commit of one.
         if not self._is_model and key not in self._state:
-            _check_key(key)
+            check_key(key)
         self._write({key: undraft(value)}, writer(actor))
 
     def update(
@@ -233,14 +233,14 @@ class Store(Generic[StateT]):
         merged = {**(changes or {}), **kw}
         with self.transaction(actor=actor) as draft:
             for key, value in merged.items():
-                _assign(draft, key, value)
+                assign(draft, key, value)
 
     def _draft(self) -> Any:
         state = self._state
         return ModelDraft(state, "") if self._is_model else DictDraft(state, "")
 
     def _commit(self, draft: Any, actor: str) -> None:
-        written = draft._updates() if self._is_model else _dict_updates(draft)
+        written = draft._updates() if self._is_model else dict_updates(draft)
         if written:
             self._write(written, actor, draft._base)
 
@@ -417,49 +417,3 @@ class StoreBinding:
 
     def __exit__(self, *exc_info: object) -> None:
         self.store.unbind()
-
-
-def _dict_updates(draft: DictDraft) -> dict[str, Any]:
-    """Return the keys a dict draft wrote, with their finalized values."""
-    finalized, base = draft._finalize(), draft._base
-    if finalized is base:
-        return {}
-    deleted = [key for key in base if key not in finalized]
-    if deleted:
-        raise StoreError(
-            f"Cannot delete top-level key {deleted[0]!r}: a store's keys are its "
-            "schema. Set the key to None instead."
-        )
-    updates = {k: v for k, v in finalized.items() if k not in base or v is not base[k]}
-    for key in updates.keys() - base.keys():
-        _check_key(key)
-    return updates
-
-
-def _copied(value: Any) -> Any:
-    """A deep copy of a dict state: plain data copied directly, anything else deep-copied."""
-    kind = type(value)
-    if kind in SCALARS:
-        return value
-    if kind is dict:
-        return {key: _copied(item) for key, item in value.items()}
-    if kind is list:
-        return [_copied(item) for item in value]
-    return copy.deepcopy(value)
-
-
-def _assign(draft: Any, key: str, value: Any) -> None:
-    if isinstance(draft, DictDraft):
-        draft[key] = value
-    else:
-        setattr(draft, key, value)
-
-
-def _check_key(key: object) -> None:
-    if not isinstance(key, str) or ":" in key:
-        raise SignalNameError(
-            f"State key {key!r} cannot be part of a signal name: keys are strings without "
-            "':' (each key emits state:<key>:changed).",
-            name=key,
-        )
-    validate_name(key)
