@@ -18,22 +18,39 @@ import resource
 import subprocess
 import sys
 import time
+from typing import Any
 
 from bench._runner import Row, peak_rss_kb
-from reactor import Reactive, ScriptedProvider, agent, reactive, untune_collector
+from reactor import (
+    AgentContext,
+    Reactive,
+    ScriptedProvider,
+    agent,
+    reactive,
+    untune_collector,
+)
 
 LATENCY = 0.05
 SIZES = (1_000, 5_000, 10_000)
 TARGET = "<= 1/10 of LangGraph; <= 20 KB per run; flat within 1.5x"
 
 
+async def _join(ctx: AgentContext[Any]) -> Any:
+    return ctx.state.a + ctx.state.b
+
+
 def small_graph() -> Reactive:
+    """Two model calls and a join.
+
+    The join's handler is async, as users who care about overhead write code that
+    does not block (a plain ``def`` would run in a worker thread).
+    """
     return reactive(
         {
             "a": agent(prompt="a", updates="a"),
             "b": agent(prompt="b", updates="b"),
             "join": agent(
-                run=lambda ctx: ctx.state.a + ctx.state.b,
+                run=_join,
                 activate_on=["state:a:changed", "state:b:changed"],
                 when="state.a is not none and state.b is not none",
                 updates="joined",

@@ -29,11 +29,11 @@ TARGET = 2_000.0
 ON_UPDATES = Reaction(types=["Account"], events=["updated"], concurrency="parallel")
 
 
-def audit(ctx: AgentContext[Any]) -> int:
+async def audit(ctx: AgentContext[Any]) -> int:
     return len(ctx.object.data)
 
 
-def score(ctx: AgentContext[Any]) -> int:
+async def score(ctx: AgentContext[Any]) -> int:
     return int(ctx.object.data["balance"]) % 7
 
 

@@ -25,11 +25,11 @@ PER_TICK = 4  # tick, agent:count:activated, state:n:changed, agent:count:comple
 
 
 def long_graph(ticks: int) -> Reactive:
-    def ticker(ctx: AgentContext[Any]) -> None:
+    async def ticker(ctx: AgentContext[Any]) -> None:
         for i in range(ticks):
             ctx.emit("tick", i)
 
-    def count(ctx: AgentContext[Any]) -> int:
+    async def count(ctx: AgentContext[Any]) -> int:
         return int(ctx.state.n) + 1
 
     return reactive(

@@ -45,7 +45,7 @@ async def _ticks(ctx: AgentContext[Any]) -> int:
     return count
 
 
-def _note(ctx: AgentContext[Any]) -> int:
+async def _note(ctx: AgentContext[Any]) -> int:
     return len(ctx.object.data.get("text", ""))
 
 

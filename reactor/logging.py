@@ -198,7 +198,7 @@ class MetricsReporter:
         self.durations: defaultdict[str, list[float]] = defaultdict(list)
         self.input_tokens: Counter[str] = Counter()
         self.output_tokens: Counter[str] = Counter()
-        self.cost_usd: defaultdict[str, float] = defaultdict(float)
+        self.cost_usd: defaultdict[str, float | None] = defaultdict(float)
         self.provider_calls: Counter[str] = Counter()
         self.provider_errors: Counter[str] = Counter()
         self.tool_calls: Counter[str] = Counter()
@@ -224,7 +224,9 @@ class MetricsReporter:
             self.provider_calls[agent] += 1
             self.input_tokens[agent] += int(usage.get("input_tokens", 0))
             self.output_tokens[agent] += int(usage.get("output_tokens", 0))
-            self.cost_usd[agent] += float(payload.get("cost_usd") or 0.0)
+            cost, spent = payload.get("cost_usd"), self.cost_usd[agent]
+            known = spent is not None and isinstance(cost, int | float)
+            self.cost_usd[agent] = spent + cost if known else None  # unknown stays unknown
         elif name == PROVIDER_ERROR:
             self.provider_errors[str(payload.get("agent"))] += 1
         elif name == TOOL_CALL:
@@ -245,7 +247,7 @@ class MetricsReporter:
                 "activations": sum(self.activations.values()),
                 "input_tokens": sum(self.input_tokens.values()),
                 "output_tokens": sum(self.output_tokens.values()),
-                "cost_usd": round(sum(self.cost_usd.values()), 6),
+                "cost_usd": _total(self.cost_usd.values()),
                 "provider_errors": sum(self.provider_errors.values()),
                 "tool_calls": dict(self.tool_calls),
             },
@@ -267,7 +269,7 @@ class MetricsReporter:
             "provider_calls": self.provider_calls[agent],
             "input_tokens": self.input_tokens[agent],
             "output_tokens": self.output_tokens[agent],
-            "cost_usd": round(self.cost_usd[agent], 6),
+            "cost_usd": _total([self.cost_usd[agent]]),
         }
 
     def __str__(self) -> str:
@@ -281,12 +283,26 @@ class MetricsReporter:
             tokens = f"{row['input_tokens']}/{row['output_tokens']}"
             lines.append(
                 f"{agent:<16} {row['activations']:>5} {row['completed']:>4} {row['failed']:>4} "
-                f"{row['duration_ms']['mean']:>9.1f} {tokens:>15} ${row['cost_usd']:>9.4f}"
+                f"{row['duration_ms']['mean']:>9.1f} {tokens:>15} {_money(row['cost_usd']):>10}"
             )
         totals = data["totals"]
         tokens = f"{totals['input_tokens']}/{totals['output_tokens']}"
         lines.append(
             f"{'total':<16} {totals['activations']:>5} {'':>4} {'':>4} {'':>9} "
-            f"{tokens:>15} ${totals['cost_usd']:>9.4f}"
+            f"{tokens:>15} {_money(totals['cost_usd']):>10}"
         )
         return "\n".join(lines)
+
+
+def _total(costs: Iterable[float | None]) -> float | None:
+    """The sum of ``costs``, or ``None`` if any is unknown (never a guessed zero)."""
+    total = 0.0
+    for cost in costs:
+        if cost is None:
+            return None
+        total += cost
+    return round(total, 6)
+
+
+def _money(cost: float | None) -> str:
+    return "unknown" if cost is None else f"${cost:.4f}"

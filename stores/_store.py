@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast, get_args
 
 import pydantic
 
 from reactor._signals.bus import SignalBus, Subscription
+from reactor._signals.door import check_payload
 from reactor._signals.frozen import FrozenDict, freeze
-from reactor._signals.patterns import Pattern, validate_name
+from reactor._signals.offloop import on_loop
+from reactor._signals.patterns import Pattern
 from reactor._signals.signal import to_jsonable
-from reactor._signals.views import SCALARS, readonly, unwrap
-from reactor.exceptions import SignalNameError, StateKeyError, StoreError, TransactionError
+from reactor._signals.views import readonly, unwrap
+from reactor.exceptions import StateKeyError, TransactionError
 from stores._announce import ABSENT, Change, announce
 from stores._draft import DictDraft, ModelDraft, undraft
 from stores._transaction import Transaction, in_transaction, writer
 from stores._validation import apply_model, model_rules, validation_error
+from stores._writes import assign, check_key, copied, dict_updates
 
 __all__ = ["Store", "StoreBinding", "StoreSubscription"]
 
@@ -84,8 +86,8 @@ class Store(Generic[StateT]):
             self._state: Any = initial.model_copy(deep=True)
         elif isinstance(initial, dict):
             for key in initial:
-                _check_key(key)
-            self._state = _copied(initial)
+                check_key(key)
+            self._state = copied(initial)
         else:
             raise TypeError(
                 f"A store holds a pydantic model instance or a dict, got {initial!r}. "
@@ -165,8 +167,8 @@ class Store(Generic[StateT]):
                 raise validation_error("", "", exc) from exc
         else:
             for key in data:
-                _check_key(key)
-            self._state = _copied(dict(data))
+                check_key(key)
+            self._state = copied(dict(data))
         self._version += 1
 
     @property
@@ -196,44 +198,69 @@ class Store(Generic[StateT]):
 
         The draft is a copy-on-write image of the state (typed like it). On a clean
         exit the changes are validated and committed, then signalled; if the block
-        raises, nothing changes. A transaction opened inside another on the same
+        raises, nothing changes (so too when a value is one the log cannot hold:
+        :class:`~reactor.PayloadError`). A transaction opened inside another on the same
         store (an action calling an action) joins the outer one: signals follow the
         outermost commit, and if the inner one fails the outer one cannot commit.
         """
         return Transaction(self, actor)
 
     def set(self, key: str, value: Any, *, actor: str | None = None) -> None:
-        """Set one top-level key (validated against the model)."""
+        """Set one top-level key (validated against the model).
+
+        Raises:
+            StateValidationError: The value does not validate; nothing changed.
+            PayloadError: The log cannot hold the value (a lone surrogate, ``NaN``, a
+                type with no JSON form); nothing changed.
+        """
         if in_transaction(self):
             with self.transaction(actor=actor) as draft:
-                _assign(draft, key, value)
+                assign(draft, key, value)
             return
         # A key written on its own needs no draft: this is the commit of one.
         if not self._is_model and key not in self._state:
-            _check_key(key)
+            check_key(key)
         self._write({key: undraft(value)}, writer(actor))
 
     def update(
         self, changes: Mapping[str, Any] | None = None, /, *, actor: str | None = None, **kw: Any
     ) -> None:
         """Set several top-level keys in one transaction: ``store.update(a=1, b=2)``."""
+        off = on_loop()
+        if off is not None:  # from a sync handler's thread: the whole write on the loop
+            off.call(lambda: self.update(changes, actor=actor, **kw))
+            return
         merged = {**(changes or {}), **kw}
         with self.transaction(actor=actor) as draft:
             for key, value in merged.items():
-                _assign(draft, key, value)
+                assign(draft, key, value)
 
     def _draft(self) -> Any:
         state = self._state
         return ModelDraft(state, "") if self._is_model else DictDraft(state, "")
 
     def _commit(self, draft: Any, actor: str) -> None:
-        written = draft._updates() if self._is_model else _dict_updates(draft)
+        written = draft._updates() if self._is_model else dict_updates(draft)
         if written:
-            self._write(written, actor)
+            self._write(written, actor, draft._base)
 
-    def _write(self, written: dict[str, Any], actor: str) -> None:
-        """Validate ``written`` (top-level keys) into a new state; commit and signal it."""
+    def _write(
+        self, written: dict[str, Any], actor: str, base: Any = None, checked: bool = False
+    ) -> None:
+        """Validate ``written`` (top-level keys) into a new state; commit and signal it.
+
+        From a handler's worker thread, the commit runs on the run's loop (which owns
+        the state and its bus), one commit at a time; a transaction's draft was taken
+        in the thread from ``base``, so a key someone else changed since is a conflict,
+        never a lost update.
+        """
+        off = on_loop()
+        if off is not None:
+            off.call(self._write, written, actor, base, True)
+            return
         current = self._state
+        if checked and base is not None and base is not current:
+            self._check_unchanged(base, current, written)
         if self._is_model:
             new = apply_model(current, written, "")
             if model_rules(type(new)).model_validators:
@@ -242,9 +269,23 @@ class Store(Generic[StateT]):
             new = {**current, **written}
         changes = self._changes(current, new, written)
         if changes:
+            for key, _, value in changes:  # before the commit: a refused write changes nothing
+                check_payload(value, f"state.{key}")
             self._state = new
             self._version += 1
             announce(self.bus.emit, changes, actor)
+
+    def _check_unchanged(self, base: Any, current: Any, written: dict[str, Any]) -> None:
+        """Refuse a thread's commit over a key another writer changed since its draft."""
+        before, now = self._fields(base), self._fields(current)
+        changed = [key for key in written if before.get(key, ABSENT) is not now.get(key, ABSENT)]
+        if changed:
+            raise TransactionError(
+                f"The transaction was not committed: {', '.join(map(repr, changed))} changed "
+                "while it was open in a worker thread (a sync handler), so committing it "
+                "would lose that change; the state is unchanged. Write through an @action "
+                "(it runs whole on the run's loop), or retry the transaction."
+            )
 
     def _changes(self, current: Any, new: Any, written: dict[str, Any]) -> list[Change]:
         """Return the written keys whose values differ, in the order of the state's keys.
@@ -376,49 +417,3 @@ class StoreBinding:
 
     def __exit__(self, *exc_info: object) -> None:
         self.store.unbind()
-
-
-def _dict_updates(draft: DictDraft) -> dict[str, Any]:
-    """Return the keys a dict draft wrote, with their finalized values."""
-    finalized, base = draft._finalize(), draft._base
-    if finalized is base:
-        return {}
-    deleted = [key for key in base if key not in finalized]
-    if deleted:
-        raise StoreError(
-            f"Cannot delete top-level key {deleted[0]!r}: a store's keys are its "
-            "schema. Set the key to None instead."
-        )
-    updates = {k: v for k, v in finalized.items() if k not in base or v is not base[k]}
-    for key in updates.keys() - base.keys():
-        _check_key(key)
-    return updates
-
-
-def _copied(value: Any) -> Any:
-    """A deep copy of a dict state: plain data copied directly, anything else deep-copied."""
-    kind = type(value)
-    if kind in SCALARS:
-        return value
-    if kind is dict:
-        return {key: _copied(item) for key, item in value.items()}
-    if kind is list:
-        return [_copied(item) for item in value]
-    return copy.deepcopy(value)
-
-
-def _assign(draft: Any, key: str, value: Any) -> None:
-    if isinstance(draft, DictDraft):
-        draft[key] = value
-    else:
-        setattr(draft, key, value)
-
-
-def _check_key(key: object) -> None:
-    if not isinstance(key, str) or ":" in key:
-        raise SignalNameError(
-            f"State key {key!r} cannot be part of a signal name: keys are strings without "
-            "':' (each key emits state:<key>:changed).",
-            name=key,
-        )
-    validate_name(key)

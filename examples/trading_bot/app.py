@@ -70,14 +70,19 @@ approve it or reject it, with a short note.
 ```"""
 
 
-def record_market(ctx: AgentContext) -> MarketData:
-    """Take the run's input into the state (validated as MarketData)."""
+async def record_market(ctx: AgentContext) -> MarketData:
+    """Take the run's input into the state (validated as MarketData).
+
+    ``async``, though it awaits nothing: it does not block, so it runs on the event
+    loop at once, before the analysts start (a plain ``def`` would run in a worker
+    thread, for code that blocks).
+    """
     market = MarketData.model_validate(ctx.input)
     ctx.store.record_market(market)
     return market
 
 
-def execute(ctx: AgentContext) -> Execution:
+async def execute(ctx: AgentContext) -> Execution:
     """A paper broker: fill the approved proposal at its limit price."""
     proposal = ctx.state.proposal
     execution = Execution(

@@ -3,7 +3,8 @@
 ``activator`` (:class:`Activator`: runs one activation behind the small
 ``RunServices`` protocol the engine satisfies), ``agentrun`` (per-run bookkeeping of
 agents and their activations), ``resume`` (what a resumed run takes from its log:
-answers, tool results, decisions already made).
+answers, tool results, decisions already made), ``threads`` (synchronous handlers and
+``on_output`` in worker threads, off the event loop).
 
 May use: the agents, prompts, providers and recording rooms, :mod:`stores` and
 ``_signals``. Never the engine or the graph: they call down into it.

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import inspect
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from reactor._activation.agentrun import Activation, AgentRun
+from reactor._activation.threads import call_code
 from reactor._agents.asking import Asking
 from reactor._agents.context import AgentContext
 from reactor._agents.env import set_env
@@ -33,8 +33,10 @@ from reactor._prompts.session import session_output
 from reactor._providers.hooks import NO_HOOKS
 from reactor._signals.bus import set_current_signal
 from reactor._signals.diagnostics import log
+from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import error_info
+from reactor._signals.offloop import on_loop
 from stores import actor_context
 
 if TYPE_CHECKING:
@@ -53,10 +55,6 @@ class Turn(Protocol):
 
     async def wait(self) -> None:
         """Wait until what was recorded before the activation finished is replayed."""
-        ...
-
-    def done(self) -> None:
-        """The activation finished."""
         ...
 
 
@@ -259,6 +257,7 @@ class Activator:
                 ctx = self.context(agent_run, activation.trigger, activation)
                 # What a handler returns is its own: the log gets a copy nobody can change.
                 output = freeze_payload(await _handled(agent.run, ctx, turn))
+                check_payload(output, "output")
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
             elif agent.ask_template is not None:
@@ -292,9 +291,7 @@ class Activator:
                 services.store.set(agent.updates, OutputSpec.state_value(output))
             if agent.on_output is not None:
                 ctx = ctx or self.context(agent_run, activation.trigger, activation)
-                result = agent.on_output(ctx, output)
-                if inspect.isawaitable(result):
-                    await result
+                await call_code(agent.on_output, ctx, output, agent=name, what="on_output")
             emitted = ctx.emitted if ctx is not None else None
             for signal_name in agent.emits:
                 if emitted is None or signal_name not in emitted:
@@ -324,8 +321,6 @@ class Activator:
             )
             services.failed(agent_run, exc, failure)
         finally:
-            if turn is not None:
-                turn.done()
             services.release(activation)
 
     def context_provider(self, ctx: AgentContext[Any], key: object) -> Provider | None:
@@ -392,6 +387,9 @@ class Activator:
 
     def context_emit(self, ctx: AgentContext[Any], key: object, name: str, payload: Any) -> Signal:
         """Emit from an agent's code (``ctx.emit``), noting names it did not declare."""
+        off = on_loop()
+        if off is not None:  # from a handler's worker thread: emit on the run's loop
+            return off.call(self.context_emit, ctx, key, name, payload)
         agent_run, _ = _owner(key)
         if name in agent_run.agent.emits:
             if ctx.emitted is None:
@@ -409,17 +407,16 @@ class Activator:
                 signal=name,
                 hint=f"add {name!r} to the agent's emits=[...] so the graph knows about it",
             )
+        check_payload(payload, "payload")
         return self.services.bus.emit(name, freeze_payload(payload), source=ctx.agent)
 
 
 async def _handled(
     run: Callable[[AgentContext[Any]], Any], ctx: AgentContext[Any], turn: Turn | None
 ) -> Any:
-    """Run a handler; in a replay, finish (or fail) in its recorded turn."""
+    """Run a handler (a sync one in a worker thread); in a replay, finish in its turn."""
     try:
-        output = run(ctx)
-        if inspect.isawaitable(output):
-            output = await output
+        output = await call_code(run, ctx, agent=ctx.agent, what="handler")
     except asyncio.CancelledError:
         raise
     except Exception:

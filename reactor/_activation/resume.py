@@ -136,7 +136,7 @@ class ResumePlan:
     mailboxes: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0
 
     @property
     def run_id(self) -> str:
@@ -167,7 +167,8 @@ class ResumePlan:
         answers: dict[str, RecordedAnswers] = {}
         calls: dict[str, Any] = {}  # tool call id -> arguments
         open_calls: dict[str | None, str] = {}  # activation id -> request hash
-        spent = [0, 0, 0.0]  # input tokens, output tokens, cost
+        spent = [0, 0]  # input tokens, output tokens
+        cost_usd: float | None = 0.0  # None once a call's cost is unknown
         asked: dict[str, tuple[str, Signal]] = {}  # prompt id -> (activation id, prompt)
         outcomes: dict[str, Mapping[str, Any] | None] = {}  # prompt id -> reply (None: timeout)
         last_finished: dict[str, int] = {}  # agent -> seq of its last finished activation
@@ -206,7 +207,9 @@ class ResumePlan:
                 usage = payload.get("usage") or {}
                 spent[0] += int(usage.get("input_tokens", 0))
                 spent[1] += int(usage.get("output_tokens", 0))
-                spent[2] += float(payload.get("cost_usd") or 0.0)
+                cost = payload.get("cost_usd")
+                known = cost_usd is not None and isinstance(cost, int | float)
+                cost_usd = cost_usd + cost if known else None  # type: ignore[operator]
                 end = End(
                     output=payload.get("output"),
                     usage=Usage(
@@ -271,7 +274,7 @@ class ResumePlan:
             undecided=undecided,
             input_tokens=int(spent[0]),
             output_tokens=int(spent[1]),
-            cost_usd=float(spent[2]),
+            cost_usd=cost_usd,
             pending_prompts=pending,
             mailboxes=mailboxes,
         )

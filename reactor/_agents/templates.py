@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import jinja2
+import jinja2.meta
 import jinja2.nodes
 import pydantic
 import pydantic_core
@@ -34,6 +35,7 @@ __all__ = [
     "render",
     "state_references",
     "to_json",
+    "top_level_names",
 ]
 
 CONTEXT_NAMES = ("state", "input", "signal", "agent", "run_id")
@@ -209,6 +211,22 @@ def state_references(source: str, *, expression: bool = False) -> list[str]:
         elif isinstance(node.arg, jinja2.nodes.Const) and isinstance(node.arg.value, str):
             found.append(node.arg.value)
     return list(dict.fromkeys(found))
+
+
+def top_level_names(source: str, *, expression: bool = False) -> list[str]:
+    """The names a template (or expression) reads that it does not define itself.
+
+    Jinja's own globals (``range``, ``loop`` ...) and names the template sets are not
+    counted; what is left must come from the context (``input``, ``state`` ...) or a
+    run's ``scope``.
+    """
+    text = f"{{{{ {source} }}}}" if expression else source
+    try:
+        tree = _ENV.parse(text)
+    except jinja2.TemplateSyntaxError:
+        return []
+    names = jinja2.meta.find_undeclared_variables(tree) - set(_ENV.globals)
+    return sorted(names)
 
 
 def render(

@@ -89,8 +89,8 @@ def when(timestamp: float | None) -> str:
 
 
 def money(cost: float | None) -> str:
-    """Dollars, or ``-`` when a price is unknown: an unknown price is not a zero."""
-    return "-" if cost is None else f"${cost:.4f}"
+    """Dollars, or ``unknown`` when a price is: an unknown price is not a zero."""
+    return "unknown" if cost is None else f"${cost:.4f}"
 
 
 def status_text(status: str | None, failures: int = 0) -> str:

@@ -15,6 +15,7 @@ Two kinds of signals enter a run from outside its graph:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -73,6 +74,7 @@ class OutsideInput:
         self._delivering: dict[int, str] = {}  # seq -> message id, until recorded
         self._seen: set[str] | None = None  # ids of delivered messages (most runs: none)
         self._unwatch: Callable[[], None] | None = None
+        self._unfollow: Callable[[], None] | None = None
         self._aborted = False
         self._replayed = _outside_of(replay) if replay is not None else []
 
@@ -95,8 +97,14 @@ class OutsideInput:
         """Deliver the messages waiting for the run, then those posted while it runs."""
         if self.record is None:
             return
-        for message in self.record.undelivered([run_id]):
+        try:
+            waiting = self.record.undelivered([run_id])
+        except Exception as exc:  # the store is away: its watch delivers them once it is back
+            log("reactor.inbox", "warning", "inbox read failed", run_id=run_id, error=repr(exc))
+            waiting = []
+        for message in waiting:
             self.deliver(message)
+        self._follow_recording(run_id)
         self._unwatch = self.record.watch_inbox(run_id, self.deliver)
 
     def stop(self) -> None:
@@ -104,6 +112,28 @@ class OutsideInput:
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
+        if self._unfollow is not None:
+            self._unfollow()
+            self._unfollow = None
+
+    def _follow_recording(self, run_id: str) -> None:
+        """Stop the run as soon as its recording fails: no effects the log cannot show."""
+        follow = getattr(self.record, "watch_recording", None)
+        if follow is None:
+            return
+        loop = asyncio.get_running_loop()
+        host = self.host
+
+        def stop() -> None:
+            with contextlib.suppress(ReferenceError):  # the run is already gone
+                if not host.ending:
+                    host.stop("failed", "recording failed: its signals could not be written")
+
+        def failed() -> None:  # called by the store's writer thread
+            with contextlib.suppress(RuntimeError):  # the run's loop has closed
+                loop.call_soon_threadsafe(stop)
+
+        self._unfollow = follow(run_id, failed)
 
     def deliver(self, message: Posted) -> None:
         """Emit a posted message (once: a message seen again is ignored).

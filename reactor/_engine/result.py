@@ -79,7 +79,9 @@ class RunMetrics:
         activations_by_agent: The same, per agent.
         input_tokens: Provider input tokens, summed.
         output_tokens: Provider output tokens, summed.
-        cost_usd: Provider cost, summed (0.0 if providers report none).
+        cost_usd: Provider cost, summed; ``None`` when any call's cost is unknown (a
+            model without a price: an unknown price is never a guessed zero), ``0.0``
+            when no call was made.
     """
 
     duration_ms: float
@@ -87,7 +89,7 @@ class RunMetrics:
     activations_by_agent: Mapping[str, int]
     input_tokens: int
     output_tokens: int
-    cost_usd: float
+    cost_usd: float | None
 
 
 @dataclasses.dataclass(frozen=True, repr=False)

@@ -34,6 +34,7 @@ from reactor._engine.subruns import RunExtras
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo, new_run_id, normalize_tags
 from reactor._recording.recording import Recording
+from reactor._recording.store import flush_run
 from reactor._signals.bus import SignalBus
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
@@ -46,7 +47,7 @@ from reactor._signals.names import (
     inbox_agent,
 )
 from reactor._signals.signal import Signal
-from reactor.exceptions import RecordingError, RunSuspendedError, RunTimeoutError
+from reactor.exceptions import RunSuspendedError, RunTimeoutError
 from stores import Store, create_store
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class Run:
         self.failures: list[AgentFailure] = []
         self.input_tokens = resume.input_tokens if resume else 0
         self.output_tokens = resume.output_tokens if resume else 0
-        self.cost_usd = resume.cost_usd if resume else 0.0
+        self.cost_usd: float | None = resume.cost_usd if resume else 0.0
         self._main: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -153,6 +154,8 @@ class Run:
                 start = getattr(reporter, "start", None)
                 if start is not None:
                     start(info)
+        if isinstance(self.replay, ReplayProvider):
+            self.replay.follow(self.bus)  # recorded events go in their recorded turns
         self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
         self._recorder = self.outside.recorder()
         self.bus.set_router(self._route)
@@ -237,14 +240,12 @@ class Run:
         return self.result()
 
     async def flush_recording(self) -> None:
-        """Wait until the recording store has written every signal of the run."""
+        """Wait until the store has written the run; a run not fully written fails."""
         record = self.options.record
-        if record is None:
-            return
-        try:
-            await asyncio.to_thread(record.flush)
-        except RecordingError as exc:
-            log("reactor.run", "error", "recording incomplete", run_id=self.run_id, error=str(exc))
+        error = None if record is None else await flush_run(record, self.run_id)
+        if error is not None and not self.suspended:  # a suspended run's log is a prefix
+            self.status, self.error = "failed", error
+            self.reason = f"recording failed: {error.unwritten} signals were not written"
 
     # -- services of the activations (see reactor._activation.activator.RunServices) --------
 
@@ -280,8 +281,8 @@ class Run:
         """Add a provider call's tokens and cost to the run's metrics."""
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
-        if cost_usd:
-            self.cost_usd += cost_usd
+        known = self.cost_usd is not None and cost_usd is not None  # unknown stays unknown
+        self.cost_usd = self.cost_usd + cost_usd if known else None  # type: ignore[operator]
 
     def _finish(self) -> None:
         if self._end_payload is not None:
@@ -348,7 +349,7 @@ class Run:
                 activations_by_agent=by_agent,
                 input_tokens=self.input_tokens,
                 output_tokens=self.output_tokens,
-                cost_usd=round(self.cost_usd, 6),
+                cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6),
             ),
             run_id=self.run_id,
             reason=self.reason,

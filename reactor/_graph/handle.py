@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from reactor._signals.diagnostics import log
+from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
-from reactor._signals.names import HARNESS_END, inbox_signal, reserved_namespace
+from reactor._signals.names import HARNESS_END, SESSION_PROMPT, inbox_signal, reserved_namespace
+from reactor._signals.patterns import Pattern, normalize_patterns
 from reactor._signals.signal import Signal
 from reactor._signals.stream import SignalStream
-from reactor.exceptions import AgentNotFoundError, RunClosedError, SignalNameError
+from reactor.exceptions import (
+    AgentNotFoundError,
+    PromptTimeoutError,
+    RunClosedError,
+    RunFinishedError,
+    SignalNameError,
+)
 
 if TYPE_CHECKING:
     from reactor._agents.asking import PendingPrompt
@@ -84,9 +92,20 @@ class RunHandle:
         """Whether the run takes no more input (closed, ending, ended or aborted)."""
         return self._run.closed
 
-    def signals(self) -> SignalStream:
-        """Every signal of the run from its start, then live ones until ``harness:end``."""
-        return self._run.bus.signals("**", until=HARNESS_END, history=True)
+    def signals(self, pattern: Pattern | None = None) -> SignalStream:
+        """Every signal of the run from its start, then live ones until ``harness:end``.
+
+        Args:
+            pattern: Only signals whose name matches it (as ``SignalBus.signals``);
+                the stream still ends at ``harness:end``. ``None``: every signal.
+        """
+        bus = self._run.bus
+        if pattern is None:
+            return bus.signals("**", until=HARNESS_END, history=True)
+        wanted = normalize_patterns(pattern)
+        return SignalStream(
+            bus, (*wanted, HARNESS_END), until=HARNESS_END, history=True, keep=wanted
+        )
 
     def send(self, name: str, payload: Any = None) -> Signal:
         """Inject a signal from outside the graph (``source="user"``).
@@ -95,6 +114,7 @@ class RunHandle:
             SignalNameError: ``name`` is in a namespace only the runtime emits
                 (``harness:``, ``agent:``, ``state:``, ``provider:``, ``tool:``, ...).
             RunClosedError: The run was closed, has ended or was aborted.
+            PayloadError: The log cannot hold ``payload`` (nothing is sent).
         """
         namespace = reserved_namespace(name)
         if namespace is not None:
@@ -112,6 +132,7 @@ class RunHandle:
                 f"Run {run.run_id} takes no more input ({state}); send signals before "
                 "close(), end_when or abort()."
             )
+        check_payload(payload, "payload")
         return run.bus.publish(name, freeze_payload(payload), "user", None, 0)
 
     def send_to(self, agent: str, payload: Any = None) -> Signal:
@@ -123,6 +144,7 @@ class RunHandle:
         Raises:
             AgentNotFoundError: The graph has no such agent.
             RunClosedError: The run takes no more input.
+            PayloadError: The log cannot hold ``payload`` (nothing is sent).
         """
         names = [agent_run.name for agent_run in self._run.agents]
         if agent not in names:
@@ -137,6 +159,53 @@ class RunHandle:
         """The questions the run is waiting on a person to answer, oldest first."""
         return self._run.asking.pending()
 
+    async def next_prompt(self, timeout: float | None = None) -> PendingPrompt:  # noqa: ASYNC109
+        """Wait for a question to answer: the oldest pending prompt, once there is one.
+
+        ::
+
+            while True:
+                prompt = await handle.next_prompt()  # RunFinishedError once it ends
+                handle.reply(prompt.prompt_id, answer_for(prompt))
+
+        Args:
+            timeout: Seconds to wait at most (``None``: until a prompt or the end).
+
+        Raises:
+            RunFinishedError: The run ended (or failed) before asking anything more.
+            PromptTimeoutError: No prompt came within ``timeout`` seconds.
+        """
+        run, loop = self._run, asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            pending = run.asking.pending() if not self._task.done() else []
+            if pending:
+                return pending[0]
+            if self._task.done():
+                raise RunFinishedError(
+                    f"Run {self.run_id} ended ({run.status or 'stopped'}) without a pending "
+                    "prompt; await handle.result() for its outcome.",
+                    run_id=self.run_id,
+                    status=run.status,
+                )
+            woken = asyncio.Event()
+            wake = _waker(woken)
+            subscription = run.bus.subscribe([SESSION_PROMPT, HARNESS_END], wake)
+            self._task.add_done_callback(wake)
+            try:
+                left = None if deadline is None else deadline - loop.time()
+                async with asyncio.timeout(left):
+                    await woken.wait()
+            except TimeoutError:
+                raise PromptTimeoutError(
+                    f"Run {self.run_id} asked nothing within {timeout}s; wait longer "
+                    "(timeout=None waits until a prompt or the end of the run).",
+                    prompt_id="",
+                ) from None
+            finally:
+                subscription.cancel()
+                self._task.remove_done_callback(wake)
+
     def reply(self, prompt_id: str, answer: Any, *, source: str = "user") -> None:
         """Answer a pending prompt: emits ``session:reply`` and resumes the asker.
 
@@ -147,7 +216,9 @@ class RunHandle:
                 timed out).
             ReplyValidationError: The answer is not one of the prompt's choices, or
                 does not fit its ``output``; the prompt stays pending.
+            PayloadError: The log cannot hold ``answer``; the prompt stays pending.
         """
+        check_payload(answer, "answer")
         self._run.asking.reply(prompt_id, answer, source=source)
 
     def close(self) -> None:
@@ -214,6 +285,15 @@ class RunHandle:
     def __repr__(self) -> str:
         state = "done" if self.done else ("closed" if self.closed else "open")
         return f"<RunHandle {self.run_id} {state}>"
+
+
+def _waker(event: asyncio.Event) -> Callable[[object], None]:
+    """A callback (a bus handler, a task's done callback) that sets ``event``."""
+
+    def wake(_: object) -> None:
+        event.set()
+
+    return wake
 
 
 async def _serve(channel: Channel, handle: RunHandle) -> None:

@@ -19,6 +19,7 @@ from reactor._graph.handle import Channel, RunHandle
 from reactor._graph.origin import Origin
 from reactor._graph.shape import GraphShape, shape_of
 from reactor._graph.validate import Declarations, find_cycles, problems, state_schema
+from reactor._signals.door import check_payload
 from reactor._signals.patterns import Pattern, normalize_patterns
 from reactor.exceptions import (
     AgentConfigError,
@@ -72,6 +73,7 @@ class Reactive:
             state=state_schema(create_store(state)),
             external=external,
             single=single,
+            scope=frozenset(self._defaults.get("scope") or ()),
         )
         found = [*naming_problems, *problems(self._declarations)]
         if found:
@@ -97,6 +99,8 @@ class Reactive:
         if replay is not None and "input" not in overrides:
             # A replay re-runs the recorded input, unless this run gives another.
             merged["input"] = getattr(replay, "recording", replay).input
+        else:
+            check_payload(merged.get("input"), "input")  # before anything is emitted
         return RunOptions(**merged)
 
     def _run(

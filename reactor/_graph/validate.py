@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from reactor._agents.agent import Agent
-from reactor._agents.templates import state_references
+from reactor._agents.templates import CONTEXT_NAMES, state_references, top_level_names
 from reactor._signals.names import (
     AGENT_EVENTS,
     HARNESS_END,
@@ -60,18 +60,21 @@ class StateSchema:
         keys: The keys, or ``None`` when new keys may appear at run time.
         list_keys: Keys whose value may be a list (``None``: unknown).
         name: How messages name the state (its model, or "the state").
+        dict_keys: A dict state's keys at the start (it may gain keys that agents
+            declare they write); ``None`` for a model.
     """
 
     keys: tuple[str, ...] | None
     list_keys: frozenset[str] | None
     name: str
+    dict_keys: tuple[str, ...] | None = None
 
 
 def state_schema(store: Store[Any]) -> StateSchema:
     """The keys a graph's state has, from the store each run will start with."""
     model = store.model_type
     if model is None:
-        return StateSchema(None, None, "the state")
+        return StateSchema(None, None, "the state", store.keys())
     if model.model_config.get("extra") == "allow":
         return StateSchema(None, None, model.__name__)
     lists = frozenset(
@@ -101,6 +104,7 @@ class Declarations:
     state: StateSchema
     external: tuple[Pattern, ...]
     single: bool = False
+    scope: frozenset[str] = frozenset()
     _listeners: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     def emitted_by(self, name: str, *, normal_only: bool = False) -> list[str]:
@@ -116,6 +120,15 @@ class Declarations:
         for key in written_keys(agent):
             names.extend(state_event(key, event) for event in STATE_EVENTS)
         return names
+
+    @cached_property
+    def state_keys(self) -> tuple[str, ...] | None:
+        """The keys the state can have: a model's, or a dict's and those agents write."""
+        state = self.state
+        if state.keys is not None or state.dict_keys is None:
+            return state.keys
+        written = [key for agent in self.agents.values() for key in written_keys(agent)]
+        return tuple(dict.fromkeys([*state.dict_keys, *written]))
 
     @cached_property
     def known(self) -> dict[str, str]:
@@ -190,7 +203,45 @@ def problems(decl: Declarations) -> list[str]:
             # Run on its own, an agent may list signals its usual graph would send.
             found = [p for p in found if not p.startswith(f"Agent {name!r} activates on")]
         found.extend(_key_problems(name, agent, decl.state))
+        found.extend(_template_problems(name, agent, decl))
     return found
+
+
+def _reads(agent: Agent) -> list[tuple[str, str, bool]]:
+    """The templates an agent renders: (field, source, whether an expression)."""
+    reads = [("prompt", agent.prompt_text, False), ("system prompt", agent.system, False)]
+    reads.append(("ask", agent.ask, False))
+    if isinstance(agent.when, str):
+        reads.append(("when expression", agent.when, True))
+    return [(field, source, expr) for field, source, expr in reads if isinstance(source, str)]
+
+
+def _template_problems(name: str, agent: Agent, decl: Declarations) -> Iterable[str]:
+    """Names a template reads that nothing defines, and a dict state's unknown keys.
+
+    A name that resembles no defined one may come from a run's ``scope=`` (given at
+    run time), so only a near miss of a defined name is a problem: a misspelling.
+    """
+    defined = [*CONTEXT_NAMES, *sorted(decl.scope)]
+    dict_keys = decl.state_keys if decl.state.keys is None else None
+    for field_name, source, expression in _reads(agent):
+        for word in top_level_names(source, expression=expression):
+            if word not in defined and difflib.get_close_matches(word, defined, n=1):
+                yield (
+                    f"Agent {name!r}: the {field_name} reads {word!r}, which is not defined "
+                    f"(templates read {', '.join(defined)}). Hint: "
+                    f"{_did_you_mean(word, defined)}fix the name, or pass it in scope=."
+                )
+        if dict_keys is None:
+            continue
+        for key in state_references(source, expression=expression):
+            if key not in dict_keys:
+                yield (
+                    f"Agent {name!r}: the {field_name} reads state.{key}, which the state "
+                    f"does not have (keys: {', '.join(dict_keys)}). Hint: "
+                    f"{_did_you_mean(key, dict_keys)}fix the name, add the key to the "
+                    "state, or declare the agent that writes it (updates=, writes=)."
+                )
 
 
 def _activation_problem(agent: str, pattern: Pattern, decl: Declarations) -> str | None:
@@ -210,6 +261,14 @@ def _activation_problem(agent: str, pattern: Pattern, decl: Declarations) -> str
             "on_end= and end_when= to control how a run finishes."
         )
     state = parse_state_event(str(pattern)) if is_exact(pattern) else None
+    dict_keys = decl.state_keys if decl.state.keys is None else None
+    if state is not None and dict_keys is not None and state[0] not in dict_keys:
+        return (
+            f"Agent {agent!r} activates on {pattern!r}, but the state has no key "
+            f"{state[0]!r} and no agent writes it (keys: {', '.join(dict_keys) or 'none'}), "
+            f"so it would never run. Hint: {_did_you_mean(state[0], dict_keys)}fix the "
+            "key, or declare the agent that writes it (updates=, writes=)."
+        )
     lists = decl.state.list_keys
     if state is not None and state[1] != "changed" and lists is not None:
         key = state[0]
@@ -236,12 +295,7 @@ def _key_problems(name: str, agent: Agent, state: StateSchema) -> Iterable[str]:
                 f"{', '.join(keys)}). Hint: {_did_you_mean(key, keys)}add the field to the "
                 f"state model, or change {how}=."
             )
-    reads = [("prompt", agent.prompt_text, False), ("system prompt", agent.system, False)]
-    if isinstance(agent.when, str):
-        reads.append(("when expression", agent.when, True))
-    for field_name, source, expression in reads:
-        if not isinstance(source, str):
-            continue
+    for field_name, source, expression in _reads(agent):
         for key in state_references(source, expression=expression):
             if key not in keys:
                 yield (

@@ -217,6 +217,7 @@ class ModelCall:
             if end is None:
                 # The call itself, each event signalled (see _SignalledCall). Not a
                 # coroutine of its own: one frame fewer for every call in flight.
+                await _turn_to_start(provider, request)
                 call = _SignalledCall(self.site, provider, request, name)
                 async with call as events:
                     async for event in events:
@@ -251,12 +252,20 @@ class ModelCall:
         self, provider: Provider, request: ProviderRequest, name: str
     ) -> AsyncIterator[ProviderEvent]:
         """One call, each event signalled and streamed to the caller as it comes."""
+        await _turn_to_start(provider, request)
         call = _SignalledCall(self.site, provider, request, name)
         async with call as events:
             async for event in events:
                 call.event(event)
                 yield event
             call.ended()
+
+
+async def _turn_to_start(provider: Provider, request: ProviderRequest) -> None:
+    """During a replay, wait until ``provider:start`` comes in its recorded turn."""
+    turn = getattr(provider, "turn_to_start", None)
+    if turn is not None:
+        await turn(request)
 
 
 class _SignalledCall:

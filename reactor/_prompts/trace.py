@@ -35,7 +35,7 @@ class Trace:
         requests: What the providers were asked, by request hash.
         input_tokens: Tokens sent, over every call.
         output_tokens: Tokens received.
-        cost_usd: What the calls cost, where providers know it.
+        cost_usd: What the calls cost; ``None`` once any call's cost is unknown.
     """
 
     def __init__(self) -> None:
@@ -44,7 +44,7 @@ class Trace:
         self.requests: dict[str, ProviderRequest] = {}
         self.input_tokens = 0
         self.output_tokens = 0
-        self.cost_usd = 0.0
+        self.cost_usd: float | None = 0.0
 
     @property
     def signals(self) -> tuple[Signal, ...]:
@@ -63,8 +63,8 @@ class Trace:
         """Add a call's tokens and cost."""
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
-        if cost_usd:
-            self.cost_usd += cost_usd
+        known = self.cost_usd is not None and cost_usd is not None  # unknown stays unknown
+        self.cost_usd = self.cost_usd + cost_usd if known else None  # type: ignore[operator]
 
     def __repr__(self) -> str:
         return f"<Trace {self.trace_id} {len(self.signals)} signals>"

@@ -33,6 +33,7 @@ from reactor._signals.names import (
     TOOL_RESULT,
     parse_agent_event,
 )
+from reactor._signals.signal import Signal
 from reactor.exceptions import ProviderError, ReplayMismatchError
 
 __all__ = ["ReplayProvider"]
@@ -45,6 +46,7 @@ class _Call:
     agent: str
     request_hash: str
     model: str | None
+    start: Step
     events: list[_Step] = dataclasses.field(default_factory=list)
 
 
@@ -68,10 +70,6 @@ class Turn:
         """Wait until everything recorded before the activation finished is replayed."""
         await self._order.wait(self._step, self._agent)
 
-    def done(self) -> None:
-        """The activation finished: let what was recorded after it go."""
-        self._order.done(self._step)
-
 
 class ReplayProvider:
     """Answers each request with the recorded answer to the same request.
@@ -88,10 +86,11 @@ class ReplayProvider:
             anyway, and the difference is logged.
         fallback: A provider to ask when no recorded answer matches; its answer
             becomes part of the new run (and of its recording, if it is recorded).
-        order_timeout: Concurrent calls stream their events in the order they were
-            recorded (so joins see the same states and the log has the same order); an
-            event waits at most this many seconds for the events recorded before it, in
-            case the runs diverged. ``0`` disables the ordering.
+        order_timeout: Concurrent calls stream their events, and handlers finish, in
+            the order they were recorded, so the replayed log equals the recording
+            signal for signal (for any number of parallel agents and any recorded
+            timing); an event waits at most this many seconds for the signals recorded
+            before it, in case the runs diverged. ``0`` disables the ordering.
 
     Attributes:
         misses: Requests that had no recorded answer.
@@ -120,8 +119,15 @@ class ReplayProvider:
             self._calls.setdefault((call.agent, call.request_hash), []).append(call)
             self._by_agent.setdefault(call.agent, []).append(call)
         self._completions = _handler_completions(recording)
-        steps: list[Step] = [step for call in calls for step in call.events]
-        self._order = Sequencer([*steps, *self._completions.values()], order_timeout)
+        self._order = Sequencer(order_timeout)
+
+    def follow(self, bus: Any) -> None:
+        """Order this replay by ``bus``, the replayed run's (the run calls it at its start).
+
+        Each recorded event is released once the run has emitted every signal
+        recorded before it.
+        """
+        bus.subscribe("**", self._order.follow(lambda: bus.last_seq))
 
     def model_for(self, request: ProviderRequest) -> str | None:
         """The model the matching recorded call reported (for ``provider:start``)."""
@@ -131,6 +137,18 @@ class ReplayProvider:
         if index < len(calls):
             return calls[index].model
         return getattr(self.fallback, "model", None)
+
+    async def turn_to_start(self, request: ProviderRequest) -> None:
+        """Wait until the run has emitted what was recorded before this call started.
+
+        The run calls it before it emits ``provider:start``, so that concurrent agents
+        start their calls in the recorded order too.
+        """
+        key = (request.agent, request.request_hash)
+        calls = self._calls.get(key, [])
+        index = self._seen[key]
+        if index < len(calls):
+            await self._order.wait(calls[index].start, request.agent)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Stream the recorded answer to ``request``."""
@@ -145,11 +163,7 @@ class ReplayProvider:
         else:
             self.misses.append(request)
             if self.fallback is not None:
-                # The recorded call this request replaces will not be replayed: let
-                # what was recorded after it go.
-                replaced = self._nearest(request.agent, position)
-                for step in replaced.events if replaced is not None else ():
-                    self._order.done(step)
+                self._order.diverged = True  # the log differs from here on: no ordering
                 async for event in self.fallback.stream(request):
                     yield event
                 return
@@ -167,20 +181,17 @@ class ReplayProvider:
             call = nearest
         for step in call.events:
             await self._order.wait(step, call.agent)
-            try:
-                if step.error is not None:
-                    raise _replayed_error(step.error, call.agent)
-                assert step.event is not None
-                yield step.event
-            finally:
-                self._order.done(step)
+            if step.error is not None:
+                raise _replayed_error(step.error, call.agent)
+            assert step.event is not None
+            yield step.event
 
     def completion_turn(self, agent: str, nth: int) -> Turn | None:
         """The turn of ``agent``'s ``nth`` activation (from 1) to finish, if recorded.
 
         A handler agent calls no provider, so nothing else holds it to the recorded
         order: the activation waits for this turn before it finishes (its ``updates``,
-        ``emits`` and ``completed``), and marks it done after.
+        ``emits`` and ``completed``).
         """
         step = self._completions.get((agent, nth))
         return None if step is None else Turn(self._order, step, agent)
@@ -234,7 +245,9 @@ def _index(recording: Recording) -> list[_Call]:
     for signal in recording.signals:
         name, payload = signal.name, signal.payload
         if name == PROVIDER_START:
-            started = _Call(payload["agent"], payload["request_hash"], payload.get("model"))
+            started = _Call(
+                payload["agent"], payload["request_hash"], payload.get("model"), Step(signal.seq)
+            )
             open_calls[signal.caused_by] = started
             calls.append(started)
             continue
@@ -281,12 +294,19 @@ _USAGE = frozenset(field.name for field in dataclasses.fields(Usage))
 
 
 def _handler_completions(recording: Recording) -> dict[tuple[str, int], Step]:
-    """When each activation that called no provider finished: ``(agent, nth)`` -> step."""
+    """When each activation that called no provider finished: ``(agent, nth)`` -> step.
+
+    The step waits for the last signal recorded before the activation's own closing
+    run of signals (its ``updates``, ``emits``, ``completed`` and what they caused):
+    whatever other agents did before it finished.
+    """
+    signals = recording.signals
+    by_id = {signal.id: signal for signal in signals}
     activated: dict[str, tuple[str, int]] = {}
     counts: Counter[str] = Counter()
     called: set[str] = set()
     found: dict[tuple[str, int], Step] = {}
-    for signal in recording.signals:
+    for index, signal in enumerate(signals):
         parsed = parse_agent_event(signal.name)
         if parsed is not None and parsed[1] == "activated":
             counts[parsed[0]] += 1
@@ -299,8 +319,25 @@ def _handler_completions(recording: Recording) -> dict[tuple[str, int], Step]:
             and signal.caused_by in activated
             and signal.caused_by not in called
         ):
-            found[activated[signal.caused_by]] = Step(signal.seq)
+            root = signal.caused_by
+            before = index - 1
+            while before >= 0 and _descends(signals[before], root, by_id):
+                before -= 1
+            after = signals[before].seq if before >= 0 else 0
+            found[activated[root]] = Step(signal.seq, after)
     return found
+
+
+def _descends(signal: Signal, root: str, by_id: Mapping[str, Signal]) -> bool:
+    """Whether ``signal`` is ``root`` or was caused, at any remove, by it."""
+    seen = 0
+    current: Signal | None = signal
+    while current is not None and seen < 10_000:
+        if current.id == root:
+            return True
+        current = by_id.get(current.caused_by or "")
+        seen += 1
+    return False
 
 
 _ERROR_TYPES: dict[str, type[ProviderError]] = {"ProviderError": ProviderError}

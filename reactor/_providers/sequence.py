@@ -1,18 +1,25 @@
-"""Replaying concurrent work in its recorded order.
+"""Replaying concurrent work in its recorded order, signal for signal.
 
 A replay answers providers from the log at once, but the agents of a run are
-concurrent: if a recorded model answer came after a handler finished (the handler was
-faster than the model then), replaying the answer at once would reverse them, and a
-join through the state would see another state. The :class:`Sequencer` holds each
-*step* (an event of a provider call, or a handler activation finishing) until every step
-recorded before it has been replayed, so the replay keeps the recorded order.
+concurrent: if the replay let each recorded answer go as soon as it was asked for,
+one agent would stream its whole answer before the next agent even started, where
+the recording interleaved them (their latencies overlapped), and a handler that
+finished before a model answered would finish after it. The :class:`Sequencer`
+holds each *step* (an event of a provider call, a tool result, a handler activation
+finishing) until the replayed run has emitted every signal recorded before it: a
+step waits for the bus to reach the ``seq`` recorded just before it. Everything
+between steps is the run's own deterministic work (dispatch, activations starting,
+``provider:start``), which fills the gaps in the same order as when it was recorded,
+so the replayed log equals the recording signal for signal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable
+import heapq
+from collections.abc import Callable
+from typing import Any
 
 from reactor._signals.diagnostics import log
 
@@ -21,60 +28,82 @@ __all__ = ["Sequencer", "Step"]
 
 @dataclasses.dataclass(eq=False)
 class Step:
-    """One recorded step, by the ``seq`` of its signal."""
+    """One recorded step: it goes once the replay has emitted signal ``after``.
+
+    Attributes:
+        seq: The ``seq`` of the signal the step emits (for a handler, of its
+            ``completed``).
+        after: The ``seq`` that must be emitted first (by default ``seq - 1``).
+    """
 
     seq: int
-    rank: int = 0  # position among all steps, by seq
-    done: bool = False
+    after: int = -1
+
+    def __post_init__(self) -> None:
+        if self.after < 0:
+            self.after = self.seq - 1
 
 
 class Sequencer:
-    """Lets steps go in their recorded order.
+    """Lets steps go in their recorded order, watching the replayed run's ``seq``.
 
     Args:
-        steps: Every step to order (their ``rank`` is set here).
-        timeout: How long a step waits for earlier ones (a replay that diverged never
-            brings them); ``0`` lets every step go at once.
+        timeout: How long a step waits for the signals recorded before it (a replay
+            that diverged never brings them); ``0`` lets every step go at once. After
+            a timeout the replay has diverged, and no step waits any more.
     """
 
-    def __init__(self, steps: Iterable[Step], timeout: float) -> None:
-        self.steps = sorted(steps, key=lambda step: step.seq)
-        for rank, step in enumerate(self.steps):
-            step.rank = rank
+    def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self.frontier = 0  # rank of the first step not replayed yet
-        self._waiting: dict[int, list[asyncio.Future[None]]] = {}
+        self.diverged = False
+        self._last_seq: Callable[[], int] | None = None
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._count = 0
+
+    def follow(self, last_seq: Callable[[], int]) -> Callable[[Any], None]:
+        """Watch a run: ``last_seq`` reads its bus; subscribe the returned handler to ``**``.
+
+        Following a new run forgets the previous one (a replay provider may be reused).
+        """
+        self._last_seq = last_seq
+        self.diverged = False
+        self._wake_all()
+        return self._emitted
 
     async def wait(self, step: Step, agent: str) -> None:
-        """Wait until every step recorded before ``step`` is done."""
-        if self.timeout <= 0 or self.frontier >= step.rank:
+        """Wait until the replayed run has emitted the signal recorded before ``step``."""
+        last_seq = self._last_seq
+        if self.timeout <= 0 or self.diverged or last_seq is None or last_seq() >= step.after:
             return
         waiter = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(step.rank, []).append(waiter)
+        self._count += 1
+        heapq.heappush(self._waiting, (step.after, self._count, waiter))
         try:
             await asyncio.wait_for(waiter, self.timeout)
         except TimeoutError:
-            log(
-                "reactor.replay",
-                "warning",
-                "replay order not reproduced",
-                agent=agent,
-                hint="the run diverged from the recording; work recorded earlier never came",
-            )
-            for earlier in self.steps[: step.rank]:
-                earlier.done = True
-            self._advance()
+            if not self.diverged:
+                self.diverged = True
+                log(
+                    "reactor.replay",
+                    "warning",
+                    "replay order not reproduced",
+                    agent=agent,
+                    hint="the run diverged from the recording; work recorded earlier never came",
+                )
+            self._wake_all()
 
-    def done(self, step: Step) -> None:
-        """Mark ``step`` replayed, letting the next ones go."""
-        step.done = True
-        self._advance()
+    def _emitted(self, _: Any) -> None:
+        waiting, last_seq = self._waiting, self._last_seq
+        if not waiting or last_seq is None:
+            return
+        reached = last_seq()
+        while waiting and waiting[0][0] <= reached:
+            _, _, waiter = heapq.heappop(waiting)
+            if not waiter.done():
+                waiter.set_result(None)
 
-    def _advance(self) -> None:
-        steps = self.steps
-        while self.frontier < len(steps) and steps[self.frontier].done:
-            self.frontier += 1
-        for rank in [r for r in self._waiting if r <= self.frontier]:
-            for waiter in self._waiting.pop(rank):
-                if not waiter.done():
-                    waiter.set_result(None)
+    def _wake_all(self) -> None:
+        while self._waiting:
+            _, _, waiter = heapq.heappop(self._waiting)
+            if not waiter.done():
+                waiter.set_result(None)

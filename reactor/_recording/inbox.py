@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from reactor._signals.diagnostics import log
+from reactor._signals.door import check_payload
 from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, reserved_namespace
 from reactor.exceptions import SignalNameError
 
@@ -58,11 +59,15 @@ def new_message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:16]}"
 
 
-def check_posted(name: str) -> None:
-    """Refuse names only the runtime emits (``session:reply`` and ``session:abort`` excepted).
+def check_posted(name: str, payload: Any = None) -> None:
+    """Refuse names only the runtime emits, and payloads the log cannot hold.
+
+    ``session:reply`` and ``session:abort`` may be posted: they answer a prompt and stop
+    a run.
 
     Raises:
         SignalNameError: ``name`` is reserved.
+        PayloadError: The log cannot hold ``payload``.
     """
     namespace = reserved_namespace(name)
     if namespace is not None and name not in (REPLY, ABORT):
@@ -72,6 +77,7 @@ def check_posted(name: str) -> None:
             f"{ABORT!r} {{reason}} to stop the run.",
             name=name,
         )
+    check_payload(payload, "payload")
 
 
 Deliver = Callable[[Posted], None]
@@ -118,6 +124,7 @@ class InboxWatch:
         return unwatch
 
     def _poll(self) -> None:
+        failing = False
         while True:
             with self._lock:
                 watching = dict(self._watchers)
@@ -127,8 +134,13 @@ class InboxWatch:
             try:
                 messages = self._fetch(list(watching))
             except Exception as exc:  # a store being closed, or briefly unavailable
-                log("reactor.inbox", "warning", "inbox poll failed", error=repr(exc))
-                messages = []
+                if not failing:  # once per outage, not once per poll
+                    log("reactor.inbox", "warning", "inbox poll failed", error=repr(exc))
+                failing, messages = True, []
+            else:
+                if failing:
+                    log("reactor.inbox", "info", "inbox poll resumed")
+                failing = False
             for message in messages:
                 target = watching.get(message.run_id)
                 if target is not None:

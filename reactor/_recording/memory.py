@@ -100,7 +100,7 @@ class MemorySignalStore(SignalStoreBase):
 
     def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
         """Queue a signal for a run; return the message's id (see :class:`SignalStore`)."""
-        check_posted(name)
+        check_posted(name, payload)
         message = Posted(new_message_id(), run_id, name, to_jsonable(payload), source, time.time())
         with self._lock:
             self._inbox.append(message)

@@ -6,7 +6,6 @@ import atexit
 import queue
 import threading
 import time
-import weakref
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -26,8 +25,7 @@ from reactor._recording.postgres_db import (
 )
 from reactor._recording.postgres_writer import STOP, Delivery, Request, write_loop
 from reactor._recording.recording import Recording
-from reactor._recording.store import SignalStoreBase
-from reactor._signals.diagnostics import log
+from reactor._recording.store import SignalStoreBase, WriteFailures
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
@@ -52,7 +50,10 @@ class PostgresSignalStore(SignalStoreBase):
     a writer thread takes queued signals in batches and writes each batch in one
     transaction (``COPY``), so dispatch never waits on the network and a crash loses
     at most what was still queued. A write that fails because the database is
-    briefly unavailable is retried on a fresh connection from the store's pool.
+    briefly unavailable is retried on a fresh connection from the store's pool; one
+    that still fails after ``retry_for`` seconds fails the runs being written (they end
+    ``failed`` with a :class:`~reactor.RecordingError` counting their unwritten
+    signals), and the store records the next runs as soon as the database is back.
 
     The tables are prefixed ``reactor_`` (the database may hold other tables) and
     versioned; opening the store creates or upgrades them under an advisory lock.
@@ -101,8 +102,7 @@ class PostgresSignalStore(SignalStoreBase):
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self._reported = False
+        self._failures = WriteFailures(self._shown)
         self._closed = False
 
     # -- writing -------------------------------------------------------------------
@@ -120,7 +120,7 @@ class PostgresSignalStore(SignalStoreBase):
                             self._queue,
                             self.batch_size,
                             self.retry_for,
-                            weakref.ref(self),
+                            self._failures,
                         ),
                         name=f"reactor-recorder {self._shown}",
                         daemon=True,
@@ -144,9 +144,6 @@ class PostgresSignalStore(SignalStoreBase):
         When ``max_backlog`` signals are queued, waits until the writer has taken half
         of them: backpressure, so a stalled database cannot exhaust memory.
         """
-        if self._error is not None:
-            self._report()
-            return
         if self._writer is None:
             self._ensure_writer()
         queued = self._queue
@@ -156,9 +153,6 @@ class PostgresSignalStore(SignalStoreBase):
 
     def deliver(self, message_id: str, signal: Signal) -> None:
         """Queue a posted message's signal; it is written with the message's delivery."""
-        if self._error is not None:
-            self._report()
-            return
         self._ensure_writer()
         self._queue.put(Delivery(message_id, signal))
         if self._queue.qsize() > self.max_backlog:
@@ -172,9 +166,10 @@ class PostgresSignalStore(SignalStoreBase):
 
         Raises:
             SignalNameError: ``name`` is one only the runtime emits.
+            PayloadError: The log cannot hold ``payload`` (nothing is posted).
             RecordingError: The database cannot be reached.
         """
-        check_posted(name)
+        check_posted(name, payload)
         message_id = new_message_id()
         data = None if payload is None else pydantic_core.to_json(payload).decode()
         try:
@@ -194,7 +189,8 @@ class PostgresSignalStore(SignalStoreBase):
         """Messages posted to these runs and not yet delivered, in posting order."""
         if not run_ids:
             return []
-        with self._pool.connection() as conn:
+        # A run starting while the database is away waits briefly, not a pool's 30 s.
+        with self._pool.connection(timeout=2.0) as conn:
             rows = conn.execute(
                 "SELECT message_id, run_id, name, payload::text, source, posted_at "
                 "FROM reactor_inbox WHERE delivered_seq IS NULL AND run_id = ANY(%s) "
@@ -216,10 +212,7 @@ class PostgresSignalStore(SignalStoreBase):
     def _wait_for_room(self) -> None:
         writer = self._writer
         while (
-            self._queue.qsize() > self.max_backlog // 2
-            and self._error is None
-            and writer is not None
-            and writer.is_alive()
+            self._queue.qsize() > self.max_backlog // 2 and writer is not None and writer.is_alive()
         ):
             time.sleep(0.001)
 
@@ -229,38 +222,24 @@ class PostgresSignalStore(SignalStoreBase):
         self._queue.put(Request(run_id, request_hash, fingerprint))
 
     def flush(self) -> None:
-        """Block until everything appended so far is committed.
+        """Block until everything appended so far is written, or has failed to be.
 
         While the database is unreachable this waits for the writer's retries (up to
-        ``retry_for`` seconds), so that a flush that returns means the signals are there.
-
-        Raises:
-            RecordingError: Writing failed (the database stayed unreachable for
-                ``retry_for`` seconds, a table was dropped, a permission revoked).
+        ``retry_for`` seconds), so that a flush that returns means the signals are
+        there, or their runs' :meth:`recording_error` says why not.
         """
         if self._writer is not None and self._writer.is_alive():
             done = threading.Event()
             self._queue.put(done)
             done.wait()
-        if self._error is not None:
-            raise RecordingError(
-                f"Recording to {self._shown} failed ({describe(self._error)}); signals "
-                "appended since were not recorded: fix the database and open a new store."
-            ) from self._error
 
-    def _failed(self, error: BaseException) -> None:
-        self._error = error
+    def recording_error(self, run_id: str) -> RecordingError | None:
+        """Why ``run_id``'s recording is incomplete, after a flush.
 
-    def _report(self) -> None:
-        if not self._reported:
-            self._reported = True
-            log(
-                "reactor.recording",
-                "error",
-                "recording failed; later signals are not recorded",
-                database=self._shown,
-                error=repr(self._error),
-            )
+        The database stayed unreachable for ``retry_for`` seconds, a table was
+        dropped, a permission revoked.
+        """
+        return self._failures.error_for(run_id)
 
     def close(self) -> None:
         """Write what is queued, stop the writer and close the connections."""

@@ -5,25 +5,29 @@ time, gathers them into a :class:`Batch` and writes the batch as one transaction
 (signals by ``COPY``). A write that fails because the database is unreachable, or
 because the server gave up on a transaction (deadlock, serialization), is retried
 with backoff on a fresh connection for ``retry_for`` seconds; the batch is kept in
-memory meanwhile, so nothing in it is lost. Each kind of queued item has its own
-branch in :meth:`Batch.add` and its own step in :func:`write`.
+memory meanwhile, so nothing in it is lost. A write that still fails fails the runs
+of that batch, not the store: :class:`WriteFailures` marks them (nothing more of
+theirs is written, and what is not written is counted), and the next batch is tried
+afresh, so the store records again as soon as the database is back. Each kind of
+queued item has its own branch in :meth:`Batch.add` and its own step in :func:`write`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import queue
 import threading
 import time
-import weakref
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
 import pydantic_core
 from psycopg import errors
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reactor._recording.info import RunInfo
+from reactor._recording.store import WriteFailures
 from reactor._signals.names import HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.signal import Signal, json_fallback
 
@@ -54,12 +58,6 @@ class Request:
     fingerprint: dict[str, Any]
 
 
-class WriteOwner(Protocol):
-    """What the writer thread reports to: the store that owns it."""
-
-    def _failed(self, error: BaseException) -> None: ...
-
-
 class Batch:
     """What one transaction writes, gathered from queued items in queue order.
 
@@ -72,9 +70,12 @@ class Batch:
         ends: Each run's ``harness:end`` (ended_at, status, reason, failures).
         waiting: Flushes to release once the batch is written (or has failed).
         stop: Whether :data:`STOP` was taken.
+        touched: The runs with rows in the batch.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, failures: WriteFailures) -> None:
+        self.failures = failures
+        self.touched: set[str] = set()
         self.signals: list[tuple[Any, ...]] = []
         self.runs: dict[str, RunInfo] = {}
         self.requests: list[tuple[str, str, str, str]] = []
@@ -94,14 +95,19 @@ class Batch:
         if type(item) is Signal:
             self._signal(item)
         elif type(item) is Delivery:
-            self._signal(item.signal)
-            self.delivered.append((item.signal.seq, item.message_id))
+            if self._signal(item.signal):
+                self.delivered.append((item.signal.seq, item.message_id))
         elif isinstance(item, RunInfo):
-            self.runs[item.run_id] = item
+            if not self.failures.lost(item.run_id):
+                self.runs[item.run_id] = item
+                self.touched.add(item.run_id)
         elif isinstance(item, Request):
+            if self.failures.lost(item.run_id):
+                return
             fingerprint = pydantic_core.to_json(item.fingerprint, fallback=json_fallback)
             agent = str(item.fingerprint.get("agent"))
             self.requests.append((item.run_id, item.request_hash, agent, fingerprint.decode()))
+            self.touched.add(item.run_id)
         elif isinstance(item, threading.Event):
             self.waiting.append(item)
         elif item is STOP:
@@ -109,18 +115,31 @@ class Batch:
         else:
             raise TypeError(f"The signal store's writer cannot write {item!r}.")
 
-    def _signal(self, signal: Signal) -> None:
+    def per_run(self) -> dict[str, int]:
+        """Signals per run in the batch (a run registered without signals counts 0)."""
+        return {**dict.fromkeys(self.touched, 0), **self.counts}
+
+    def _signal(self, signal: Signal) -> bool:
+        """Take a signal; ``False`` if it is not written (its run's recording failed)."""
         run_id = signal.run_id or "unbound"
+        failures = self.failures
+        marked = failures.failed  # empty unless a write failed: one truth test
+        if marked and run_id in marked:
+            failures.drop(run_id)
+            return False
         payload = signal.payload
+        try:
+            data = None if payload is None else _encode(payload)
+        except Exception as exc:  # a value the log cannot hold: this run fails here
+            failures.lose({run_id: 1}, exc, store=False)
+            return False
         self.signals.append(
             (
                 run_id,
                 signal.seq,
                 signal.id,
                 signal.name,
-                None
-                if payload is None
-                else pydantic_core.to_json(payload, fallback=json_fallback).decode(),
+                data,
                 signal.timestamp,
                 signal.source,
                 signal.caused_by,
@@ -138,13 +157,18 @@ class Batch:
         elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT):
             self.prompts[run_id] = self.prompts.get(run_id, 0) - 1
         if signal.name == HARNESS_END and isinstance(payload, dict):
-            failures = payload.get("failures")
+            failed = payload.get("failures")
             self.ends[run_id] = (
                 signal.timestamp,
                 payload.get("status"),
                 payload.get("reason"),
-                failures if isinstance(failures, int) else 0,
+                failed if isinstance(failed, int) else 0,
             )
+        return True
+
+
+def _encode(payload: Any) -> str:
+    return pydantic_core.to_json(payload, fallback=json_fallback).decode()
 
 
 def write_loop(
@@ -152,32 +176,24 @@ def write_loop(
     items: queue.SimpleQueue[object],
     batch_size: int,
     retry_for: float,
-    owner: weakref.ref[WriteOwner],
+    failures: WriteFailures,
 ) -> None:
     """Drain the queue in batches until :data:`STOP`; each batch is one transaction.
 
-    After a write fails for good, later items are not written (a recording stays a
-    prefix of its run, never a log with a hole in it), but flushes are still released.
+    A batch that fails for good fails its runs (see :class:`WriteFailures`); later
+    batches are written as usual, and flushes are always released.
     """
-    failed = False
     while True:
-        batch = Batch()
-        problem: Exception | None = None
+        batch = Batch(failures)
         for item in _take(items, batch_size):
-            try:
-                batch.add(item)
-            except Exception as exc:  # a payload that cannot be serialized
-                problem = problem or exc
-        if not failed and problem is None and batch:
+            batch.add(item)
+        if batch:
             try:
                 write_with_retry(pool, batch, retry_for)
             except Exception as exc:
-                problem = exc
-        if not failed and problem is not None:
-            failed = True
-            store = owner()
-            if store is not None:
-                store._failed(problem)
+                failures.lose(batch.per_run(), exc)
+            else:
+                failures.wrote()
         for done in batch.waiting:
             done.set()
         if batch.stop:
@@ -200,14 +216,25 @@ def write_with_retry(pool: ConnectionPool[Any], batch: Batch, retry_for: float) 
 
     ``OperationalError`` covers what passes: a lost connection, a server restarting,
     a deadlock or serialization failure, no connection to be had from the pool.
-    Anything else (a table dropped, a permission revoked) fails at once.
+    Anything else (a table dropped, a permission revoked) fails at once. When the
+    pool has no connection to give (after an outage it reconnects on its own, slowly
+    backing off), the batch goes through a connection of its own, so recording
+    resumes as soon as the database is back.
     """
     deadline = time.monotonic() + retry_for
     delay = _BACKOFF_FIRST
     while True:
+        left = max(0.1, deadline - time.monotonic())
         try:
-            with pool.connection(timeout=max(0.1, deadline - time.monotonic())) as conn:
-                write(conn, batch)
+            try:
+                with pool.connection(timeout=min(left, 1.0)) as conn:
+                    write(conn, batch)
+            except PoolTimeout:
+                conninfo = pool.conninfo if isinstance(pool.conninfo, str) else pool.conninfo()
+                with psycopg.connect(
+                    conninfo, autocommit=True, connect_timeout=max(1, math.ceil(left))
+                ) as own:
+                    write(own, batch)
             return
         except psycopg.OperationalError:
             left = deadline - time.monotonic()

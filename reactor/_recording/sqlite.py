@@ -27,8 +27,7 @@ from reactor._recording.sqlite_db import (
     migrate,
 )
 from reactor._recording.sqlite_writer import STOP, Delivery, Request, write_loop
-from reactor._recording.store import SignalStoreBase
-from reactor._signals.diagnostics import log
+from reactor._recording.store import SignalStoreBase, WriteFailures
 from reactor._signals.signal import Signal, json_fallback
 from reactor.exceptions import RecordingError, RunNotFoundError
 
@@ -49,9 +48,12 @@ class SQLiteSignalStore(SignalStoreBase):
     waits on the disk. The queue is bounded: when it is full (the disk is slower than
     the run, or the database is locked by another process), ``append`` waits, so a
     crash loses at most that many signals and memory stays bounded. A locked database
-    is retried until it is released, keeping the signals. Safe to open from several
-    processes (WAL; writers wait on each other's locks). The schema is versioned
-    (``PRAGMA user_version``).
+    is retried until it is released, keeping the signals. Any other write failure (a
+    full disk, an I/O error) fails the runs being written, which end ``failed`` with
+    a :class:`~reactor.RecordingError` counting their unwritten signals; the store
+    reopens its connection and records the next runs as soon as the cause is gone.
+    Safe to open from several processes (WAL; writers wait on each other's locks).
+    The schema is versioned (``PRAGMA user_version``).
 
     Args:
         path: The database file (parents are created). ``.reactor/runs.db`` by default.
@@ -95,8 +97,7 @@ class SQLiteSignalStore(SignalStoreBase):
             migrate(self._read, self.path)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_backlog)
         self._writer: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self._reported = False
+        self._failures = WriteFailures(str(self.path))
         self._closed = False
         self.closing = False
 
@@ -121,6 +122,7 @@ class SQLiteSignalStore(SignalStoreBase):
                             self.batch_size,
                             weakref.ref(self),
                             self.timeout,
+                            self._failures,
                         ),
                         name=f"reactor-recorder {self.path.name}",
                         daemon=True,
@@ -135,9 +137,6 @@ class SQLiteSignalStore(SignalStoreBase):
 
     def append(self, signal: Signal) -> None:
         """Queue one signal for writing (never blocks on disk)."""
-        if self._error is not None:
-            self._report()
-            return
         if self._writer is None:
             self._ensure_writer()
         self._queue.put(signal)  # waits while max_backlog signals are queued
@@ -149,9 +148,6 @@ class SQLiteSignalStore(SignalStoreBase):
 
     def deliver(self, message_id: str, signal: Signal) -> None:
         """Queue a posted message's signal; it is written with the message's delivery."""
-        if self._error is not None:
-            self._report()
-            return
         self._ensure_writer()
         self._queue.put(Delivery(message_id, signal))
 
@@ -163,9 +159,10 @@ class SQLiteSignalStore(SignalStoreBase):
 
         Raises:
             SignalNameError: ``name`` is one only the runtime emits.
+            PayloadError: The log cannot hold ``payload`` (nothing is posted).
             RecordingError: The store is read-only.
         """
-        check_posted(name)
+        check_posted(name, payload)
         if self.readonly:
             raise RecordingError(f"The signal store {self.path} is open read-only.")
         message_id = new_message_id()
@@ -195,33 +192,19 @@ class SQLiteSignalStore(SignalStoreBase):
         ]
 
     def flush(self) -> None:
-        """Block until everything appended so far is committed.
+        """Block until everything appended so far is written, or has failed to be.
 
-        Raises:
-            RecordingError: The writer failed (disk full, database locked for too long).
+        A run whose signals could not be written learns it from
+        :meth:`recording_error`; the store itself goes on recording other runs.
         """
         if self._writer is not None and self._writer.is_alive():
             done = threading.Event()
             self._queue.put(done)
             done.wait()
-        if self._error is not None:
-            raise RecordingError(
-                f"Recording to {self.path} failed: {type(self._error).__name__}: {self._error}."
-            ) from self._error
 
-    def _failed(self, error: BaseException) -> None:
-        self._error = error
-
-    def _report(self) -> None:
-        if not self._reported:
-            self._reported = True
-            log(
-                "reactor.recording",
-                "error",
-                "recording failed; later signals are not recorded",
-                path=str(self.path),
-                error=repr(self._error),
-            )
+    def recording_error(self, run_id: str) -> RecordingError | None:
+        """Why ``run_id``'s recording is incomplete (disk full, I/O error), after a flush."""
+        return self._failures.error_for(run_id)
 
     def close(self) -> None:
         """Flush, stop the writer and close the database."""

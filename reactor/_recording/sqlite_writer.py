@@ -6,10 +6,16 @@ locked or busy (another process holds it longer than SQLite's busy timeout), the
 is kept and written again after a growing pause: the run's signals wait in memory, the
 queue fills, and ``append`` waits too (backpressure), so nothing is dropped and memory
 stays bounded; when the lock is released, recording catches up.
+
+Any other failure (a full disk, an I/O error, a value that cannot be encoded) fails
+the runs of that batch, not the store: :class:`WriteFailures` marks them and counts
+what of theirs is not written, the connection is closed, and the next batch opens a
+new one, so the store records again as soon as the cause is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import sqlite3
@@ -23,6 +29,7 @@ import pydantic_core
 
 from reactor._recording.info import RunInfo
 from reactor._recording.sqlite_db import connect
+from reactor._recording.store import WriteFailures
 from reactor._signals.diagnostics import log
 from reactor._signals.names import (
     HARNESS_END,
@@ -42,11 +49,9 @@ _MAX_PAUSE = 2.0
 
 
 class WriteOwner(Protocol):
-    """What the writer thread reports to: the store that owns it."""
+    """What the writer thread asks of the store that owns it."""
 
     closing: bool
-
-    def _failed(self, error: BaseException) -> None: ...
 
 
 class Request(NamedTuple):
@@ -70,9 +75,10 @@ def write_loop(
     batch_size: int,
     owner: weakref.ref[WriteOwner],
     timeout: float,
+    failures: WriteFailures,
 ) -> None:
     """Drain the queue in batches; each batch is one transaction, retried while locked."""
-    conn = connect(path, timeout)
+    conn: sqlite3.Connection | None = None
     try:
         while True:
             batch = [items.get()]
@@ -81,35 +87,47 @@ def write_loop(
                     batch.append(items.get_nowait())
                 except queue.Empty:
                     break
-            _write_until_done(conn, batch, owner, path)
+            conn = _write_until_done(conn, batch, owner, path, timeout, failures)
             for item in batch:
                 if isinstance(item, threading.Event):
                     item.set()
             if any(item is STOP for item in batch):
                 return
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
 
 
 def _write_until_done(
-    conn: sqlite3.Connection, batch: list[Any], owner: weakref.ref[WriteOwner], path: Path
-) -> None:
+    conn: sqlite3.Connection | None,
+    batch: list[Any],
+    owner: weakref.ref[WriteOwner],
+    path: Path,
+    timeout: float,
+    failures: WriteFailures,
+) -> sqlite3.Connection | None:
+    """Write ``batch``; return the connection to use next (``None``: open a new one)."""
     pause, waited, warned = 0.05, 0.0, False
+    rows = _Rows(batch, failures)
+    if not rows:
+        return conn
     while True:
         try:
-            _write_batch(conn, batch)
+            if conn is None:
+                conn = connect(path, timeout)
+            rows.write(conn)
+            failures.wrote()
             if warned:
                 log("reactor.recording", "warning", "recording resumed", path=str(path))
-            return
+            return conn
         except sqlite3.OperationalError as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            conn = _rolled_back(conn)
             store = owner()
             transient = "locked" in str(exc) or "busy" in str(exc)
             if not transient or store is None or (store.closing and waited > 10.0):
-                if store is not None:
-                    store._failed(exc)
-                return
+                failures.lose(rows.counts(), exc)
+                _closed(conn)
+                return None
             if not warned:
                 warned = True
                 log(
@@ -123,69 +141,122 @@ def _write_until_done(
             time.sleep(pause)
             waited += pause
             pause = min(pause * 2, _MAX_PAUSE)
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            store = owner()
-            if store is not None:
-                store._failed(exc)
-            return
+        except Exception as exc:
+            failures.lose(rows.counts(), exc)
+            _closed(_rolled_back(conn))
+            return None
 
 
-def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
-    signals: list[tuple[Any, ...]] = []
-    runs: list[RunInfo] = []
-    requests: list[tuple[str, str, str, str]] = []
-    ends: list[tuple[Any, ...]] = []
-    starts: list[tuple[str, float]] = []
-    delivered: list[tuple[int, str]] = []
-    counts: dict[str, int] = {}
-    prompts: dict[str, int] = {}
-    to_json = pydantic_core.to_json
-    for entry in batch:
-        item = entry.signal if type(entry) is Delivery else entry
-        if type(entry) is Delivery:
-            delivered.append((entry.signal.seq, entry.message_id))
-        if type(item) is Signal:
+def _rolled_back(conn: sqlite3.Connection | None) -> sqlite3.Connection | None:
+    """``conn`` out of its transaction, or ``None`` if it cannot be (it is dropped)."""
+    if conn is None or not conn.in_transaction:
+        return conn
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        _closed(conn)
+        return None
+    return conn
+
+
+def _closed(conn: sqlite3.Connection | None) -> None:
+    """Close ``conn`` after a failure: the next batch opens a fresh one."""
+    if conn is not None:
+        with contextlib.suppress(sqlite3.Error):  # already broken: nothing to release
+            conn.close()
+
+
+class _Rows:
+    """A batch made into rows; signals of runs whose recording failed are counted out."""
+
+    def __init__(self, batch: list[Any], failures: WriteFailures) -> None:
+        self.failures = failures
+        self.signals: list[tuple[Any, ...]] = []
+        self.runs: list[RunInfo] = []
+        self.requests: list[tuple[str, str, str, str]] = []
+        self.ends: list[tuple[Any, ...]] = []
+        self.starts: list[tuple[str, float]] = []
+        self.delivered: list[tuple[int, str]] = []
+        self.per_run: dict[str, int] = {}
+        self.prompts: dict[str, int] = {}
+        self.touched: set[str] = set()
+        # One pass with everything in locals: this loop is the writer's hot path, and
+        # every signal a run emits goes through it (contending for the GIL with the run).
+        failures = self.failures
+        marked = failures.failed  # empty unless a write failed: one truth test
+        append, per_run, to_json = self.signals.append, self.per_run, _to_json
+        for entry in batch:
+            item = entry.signal if type(entry) is Delivery else entry
+            if type(item) is not Signal:
+                self._other(item)
+                continue
             run_id = item.run_id or "unbound"
+            if marked and run_id in marked:
+                failures.drop(run_id)
+                continue
             payload = item.payload
-            signals.append(
+            try:
+                data = None if payload is None else to_json(payload, fallback=_fallback).decode()
+            except Exception as exc:  # a value the log cannot hold: this run fails here
+                failures.lose({run_id: 1}, exc, store=False)
+                continue
+            if type(entry) is Delivery:
+                self.delivered.append((item.seq, entry.message_id))
+            name = item.name
+            append(
                 (
                     run_id,
                     item.seq,
                     item.id,
-                    item.name,
-                    None if payload is None else to_json(payload, fallback=json_fallback).decode(),
+                    name,
+                    data,
                     item.timestamp,
                     item.source,
                     item.caused_by,
                     item.depth,
                 )
             )
-            counts[run_id] = counts.get(run_id, 0) + 1
-            name = item.name
-            if name == HARNESS_START:
-                starts.append((run_id, item.timestamp))
-            elif name == HARNESS_END and isinstance(payload, dict):
-                failures = payload.get("failures")
-                ends.append(
-                    (
-                        item.timestamp,
-                        payload.get("status"),
-                        payload.get("reason"),
-                        failures if isinstance(failures, int) else 0,
-                        run_id,
-                    )
+            per_run[run_id] = per_run.get(run_id, 0) + 1
+            if name in _NOTED:
+                self._note(item, run_id, name, payload)
+
+    def __bool__(self) -> bool:
+        return bool(self.signals or self.runs or self.requests)
+
+    def counts(self) -> dict[str, int]:
+        """Signals per run in these rows (a run registered without signals counts 0)."""
+        return {**dict.fromkeys(self.touched, 0), **self.per_run}
+
+    def _note(self, item: Signal, run_id: str, name: str, payload: Any) -> None:
+        """What a run's row keeps of its start, end and pending prompts."""
+        if name == HARNESS_START:
+            self.starts.append((run_id, item.timestamp))
+        elif name == HARNESS_END and isinstance(payload, dict):
+            failed = payload.get("failures")
+            self.ends.append(
+                (
+                    item.timestamp,
+                    payload.get("status"),
+                    payload.get("reason"),
+                    failed if isinstance(failed, int) else 0,
+                    run_id,
                 )
-            elif name == SESSION_PROMPT:
-                prompts[run_id] = prompts.get(run_id, 0) + 1
-            elif name in (SESSION_REPLY, SESSION_TIMEOUT):
-                prompts[run_id] = prompts.get(run_id, 0) - 1
-        elif isinstance(item, RunInfo):
-            runs.append(item)
-        elif type(item) is Request:
+            )
+        elif name == SESSION_PROMPT:
+            self.prompts[run_id] = self.prompts.get(run_id, 0) + 1
+        else:  # a reply or a timeout
+            self.prompts[run_id] = self.prompts.get(run_id, 0) - 1
+
+    def _other(self, item: Any) -> None:
+        """A run registered, or a provider request kept (unless the run failed)."""
+        lost = self.failures.lost
+        if isinstance(item, RunInfo):
+            if not lost(item.run_id):
+                self.runs.append(item)
+                self.touched.add(item.run_id)
+        elif type(item) is Request and not lost(item.run_id):
             fingerprint = item.fingerprint
-            requests.append(
+            self.requests.append(
                 (
                     item.run_id,
                     item.request_hash,
@@ -193,6 +264,21 @@ def _write_batch(conn: sqlite3.Connection, batch: list[Any]) -> None:
                     json.dumps(fingerprint),
                 )
             )
+            self.touched.add(item.run_id)
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        """Write the rows in one transaction."""
+        _write_rows(conn, self)
+
+
+_to_json, _fallback = pydantic_core.to_json, json_fallback
+_NOTED = frozenset({HARNESS_START, HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT})
+
+
+def _write_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
+    signals, runs, requests = rows.signals, rows.runs, rows.requests
+    ends, starts, delivered = rows.ends, rows.starts, rows.delivered
+    counts, prompts = rows.per_run, rows.prompts
     if not (signals or runs or requests):
         return
     conn.execute("BEGIN")

@@ -5,7 +5,10 @@
 ``bus`` (the :class:`SignalBus` on blinker: FIFO dispatch, causality), ``stream``
 (signals as async iterators), ``payloads`` (the payload of each signal, as types),
 ``frozen`` (the read-only containers payloads and snapshots are made of),
-``diagnostics`` (the library's own log lines).
+``diagnostics`` (the library's own log lines), ``door`` (the check every value
+entering a run or a store passes: :class:`~reactor.PayloadError` for what the log
+cannot hold), ``offloop`` (calls from a handler's worker thread, run on the run's
+loop).
 
 May use: the standard library, blinker, pydantic, structlog and
 :mod:`reactor.exceptions`. Nothing above it.

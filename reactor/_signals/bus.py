@@ -19,6 +19,8 @@ Design notes (why it looks like this):
   ``emit`` reads it to fill ``caused_by`` and ``depth`` (the runtime sets it inside
   activations too). The runtime's hooks (router, after-dispatch) run without it, as
   setting it costs more than dispatching a signal nobody subscribed to: they name causes.
+* A subscriber that raises is logged, and ``bus:handler_error`` says so, except on the
+  last signal of a run (``harness:end`` stays last) or on that error signal itself.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any, Self, cast
 import blinker
 
 from reactor._signals.diagnostics import log
-from reactor._signals.names import BUS_HANDLER_ERROR, error_info
+from reactor._signals.names import BUS_HANDLER_ERROR, HARNESS_END, error_info
 from reactor._signals.patterns import (
     Matcher,
     Pattern,
@@ -48,18 +50,13 @@ from reactor._signals.stream import SignalStream
 from reactor.exceptions import HandlerError
 
 __all__ = [
-    "Handler",
-    "SignalBus",
-    "Subscription",
-    "current_signal",
-    "pop_cause",
-    "push_cause",
+    "Handler", "SignalBus", "Subscription", "current_signal", "pop_cause", "push_cause",
     "set_current_signal",
-]
+]  # fmt: skip
 
 Handler = Callable[[Signal], object]
 """A signal subscriber: called synchronously with each matching signal."""
-
+_SILENT = frozenset({BUS_HANDLER_ERROR, HARNESS_END})
 _CURRENT: contextvars.ContextVar[Signal | None] = contextvars.ContextVar(
     "reactor_current_signal", default=None
 )
@@ -290,7 +287,7 @@ class SignalBus:
             signal_id=signal.id,
             exc_info=exc,
         )
-        if signal.name != BUS_HANDLER_ERROR:
+        if signal.name not in _SILENT:
             self.emit(
                 BUS_HANDLER_ERROR,
                 {

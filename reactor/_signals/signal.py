@@ -195,6 +195,14 @@ def register_json_unwrapper(kind: type[Any], unwrap: Callable[[Any], Any]) -> No
     _UNWRAPPERS.append((kind, unwrap))
 
 
+def unwrapper_of(value: Any) -> Callable[[Any], Any] | None:
+    """The registered function that gives ``value``'s serialized stand-in, if any."""
+    for kind, unwrap in _UNWRAPPERS:
+        if isinstance(value, kind):
+            return unwrap
+    return None
+
+
 def json_fallback(value: Any) -> Any:
     """Serialize what pydantic does not know: registered wrappers, else ``repr``."""
     for kind, unwrap in _UNWRAPPERS:

@@ -51,9 +51,12 @@ class SignalStream:
         *,
         until: Pattern | None,
         history: bool,
+        keep: tuple[Pattern, ...] | None = None,
     ) -> None:
         self._queue: asyncio.Queue[Signal | None] = asyncio.Queue()
         self._until = compile_pattern(until) if until is not None else None
+        # Received only to end the stream (``until`` outside the patterns): not yielded.
+        self._keep = None if keep is None else [compile_pattern(p) for p in keep]
         self._closed = False
         self._floor = 0
         if history:
@@ -74,14 +77,17 @@ class SignalStream:
         return self
 
     async def __anext__(self) -> Signal:
-        if self._closed:
-            raise StopAsyncIteration
-        signal = await self._queue.get()
-        if signal is None:  # closed while waiting
-            raise StopAsyncIteration
-        if self._until is not None and self._until(signal.name):
-            self.close()
-        return signal
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            signal = await self._queue.get()
+            if signal is None:  # closed while waiting
+                raise StopAsyncIteration
+            if self._until is not None and self._until(signal.name):
+                self.close()
+            keep = self._keep
+            if keep is None or any(matches(signal.name) for matches in keep):
+                return signal
 
     def close(self) -> None:
         """Stop the stream; iteration ends after signals already yielded."""

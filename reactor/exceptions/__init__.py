@@ -14,6 +14,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── MCPServerError(RuntimeError)      an MCP server failed to start or to list its tools
     ├── OutputValidationError(ValueError) an agent's output never matched its model
     ├── PatternError(ValueError)          a signal pattern cannot be compiled
+    ├── PayloadError(ValueError)          a value cannot enter the log (path named)
     ├── PromptError                       a question to a person cannot be answered
     │   ├── PromptNotFoundError(LookupError)  no pending prompt has that id
     │   ├── PromptTimeoutError(TimeoutError)  nobody answered in time
@@ -78,6 +79,7 @@ from reactor.exceptions._engine import (
     NoProviderError,
     OutputValidationError,
     PatternError,
+    PayloadError,
     PromptError,
     PromptNotFoundError,
     PromptTimeoutError,
@@ -132,6 +134,7 @@ __all__ = [
     "ObjectValidationError",
     "OutputValidationError",
     "PatternError",
+    "PayloadError",
     "PromptError",
     "PromptNotFoundError",
     "PromptTimeoutError",

@@ -16,6 +16,7 @@ __all__ = [
     "NoProviderError",
     "OutputValidationError",
     "PatternError",
+    "PayloadError",
     "PromptError",
     "PromptNotFoundError",
     "PromptTimeoutError",
@@ -61,6 +62,23 @@ class PatternError(ReactorError, ValueError):
     def __init__(self, message: str, *, pattern: object = None) -> None:
         super().__init__(message)
         self.pattern = pattern
+
+
+class PayloadError(ReactorError, ValueError):
+    """A value cannot enter the log: nothing was emitted or stored.
+
+    Raised where a value enters a run or a store (run input, ``send``, ``send_to``,
+    ``reply``, ``store.post``, ``ctx.emit``, store writes, object data) when the log
+    could not hold it: a string with a lone surrogate, ``NaN`` or ``Infinity``, or a
+    type with no JSON form.
+
+    Attributes:
+        path: Where the bad value is, e.g. ``input.items[3].name``.
+    """
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class SignalNameError(ReactorError, ValueError):
@@ -269,7 +287,18 @@ class ReplayMismatchError(ProviderError):
 
 
 class RecordingError(ReactorError, RuntimeError):
-    """A signal store cannot read or write (not a reactor database, disk full, ...)."""
+    """A signal store cannot read or write (not a reactor database, disk full, ...).
+
+    A run whose recording failed ends ``failed`` with this error as ``result.error``.
+
+    Attributes:
+        unwritten: How many of the run's signals were not written (``None`` when the
+            error is not about a run's recording).
+    """
+
+    def __init__(self, message: str, *, unwritten: int | None = None) -> None:
+        super().__init__(message)
+        self.unwritten = unwritten
 
 
 class RunNotFoundError(ReactorError, LookupError):

@@ -321,7 +321,7 @@ async def test_run_handlers_call_models_through_the_run() -> None:
     for signal in result.select("provider:*") + result.select("text:*"):
         assert signal.caused_by == activated.id
     assert result.metrics.output_tokens > 0
-    assert result.metrics.cost_usd > 0
+    assert (result.metrics.cost_usd or 0.0) > 0
     replayed = await run_reactive(
         agent(name="summarizer", run=summarize), replay=store.load(result.run_id)
     )
@@ -343,7 +343,7 @@ async def test_run_handlers_without_any_provider_see_none() -> None:
     ("when", "prompt", "message"),
     [
         pytest.param(
-            "state.typo",
+            "state['ty' ~ 'po']",  # a key built at run time: no build-time check sees it
             "x",
             r"^Agent 'a': the when expression uses 'typo', which is not defined \(dict has no",
             id="guard-typo",

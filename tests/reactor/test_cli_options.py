@@ -227,9 +227,9 @@ def test_times_are_iso_8601_in_json(project: Path) -> None:
     assert started <= ended
 
 
-def test_an_unknown_price_is_a_dash_not_a_zero(project: Path) -> None:
+def test_an_unknown_price_is_unknown_not_a_zero(project: Path) -> None:
     ran = reactor_cli(project, "run", "desk:graph", "--quiet")
-    assert " · cost - · " in ran.stdout
+    assert " · cost unknown · " in ran.stdout
     assert "$0.0000" not in ran.stdout
     shown = reactor_cli(project, "show", "last").stdout
     agents = shown.split("\nAgents\n")[1].split("\n\n")[0].splitlines()
@@ -245,8 +245,8 @@ def test_an_unknown_price_is_a_dash_not_a_zero(project: Path) -> None:
         "TOKENS",
         "COST",
     ]
-    assert agents[1].split()[-2:] == ["3/1", "-"]
-    assert agents[-1].split() == ["total", "3", "6/2", "-"]
+    assert agents[1].split()[-2:] == ["3/1", "unknown"]
+    assert agents[-1].split() == ["total", "3", "6/2", "unknown"]
 
 
 def test_cancelled_activations_have_their_column(project: Path) -> None:

@@ -68,10 +68,14 @@ def test_external_patterns_and_state_signals_satisfy_activations() -> None:
     assert set(graph.agents) == {"listener", "watcher", "auditor", "logger"}
 
 
-def test_dict_state_accepts_any_state_key() -> None:
-    reactive(
-        {"w": agent(run=lambda ctx: 1, activate_on="state:anything:changed", updates="x")}, state={}
-    )
+def test_dict_state_accepts_any_key_an_agent_writes_and_refuses_the_others() -> None:
+    writer = agent(run=lambda ctx: 1, updates="x")
+    reactive({"w": writer, "r": agent(run=lambda ctx: 1, activate_on="state:x:changed")}, state={})
+    with pytest.raises(GraphValidationError, match=r"has no key 'anything' and no agent"):
+        reactive(
+            {"w": writer, "r": agent(run=lambda ctx: 1, activate_on="state:anything:changed")},
+            state={},
+        )
 
 
 def test_duplicate_and_mismatched_names_are_reported() -> None:

@@ -168,11 +168,25 @@ def test_what_a_store_keeps_loads_the_same_whatever_the_payloads(
     assert signal_store.load(run_id).signals == tuple(signals)
 
 
-def test_a_payload_that_cannot_be_written_fails_flush(signal_store: SignalStoreBase) -> None:
-    signal_store.append(Signal("harness:start", None, seq=1, run_id="run_bad"))
+def test_a_payload_that_cannot_be_written_fails_its_run_and_not_the_store(
+    signal_store: SignalStoreBase,
+) -> None:
+    signal_store.append(Signal("note:a", None, seq=1, run_id="run_bad"))
     signal_store.append(Signal("note:x", "half a pair: \ud800", seq=2, run_id="run_bad"))
-    with pytest.raises(RecordingError, match=r"^Recording to .* failed"):
-        signal_store.flush()
+    signal_store.append(Signal("note:y", "after it", seq=3, run_id="run_bad"))
+    signal_store.append(Signal("note:a", None, seq=1, run_id="run_good"))
+    signal_store.flush()
+    error = signal_store.recording_error("run_bad")
+    assert isinstance(error, RecordingError)
+    assert error.unwritten == 2
+    assert str(error).startswith("Recording run run_bad to ")
+    assert "2 of its signals were not written" in str(error)
+    assert signal_store.recording_error("run_bad") is None  # told once
+    assert signal_store.recording_error("run_good") is None
+    # The log of the failed run stays a prefix; the store records the next run.
+    assert [s.seq for s in signal_store.load("run_bad").signals] == [1]
+    signal_store.append(Signal("note:a", None, seq=1, run_id="run_next"))
+    assert [s.seq for s in signal_store.load("run_next").signals] == [1]
 
 
 async def test_run_ids_resolve_from_prefixes_and_last(signal_store: SignalStoreBase) -> None:

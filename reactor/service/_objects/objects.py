@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from reactor._agents.reaction import type_name_problem
 from reactor._signals.bus import SignalBus
+from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
 from reactor.exceptions import ObjectNotFoundError, ObjectValidationError, ServiceConfigError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
@@ -111,6 +112,8 @@ class ObjectStore:
 
         Raises:
             ObjectValidationError: ``data`` does not fit the type; nothing was stored.
+            PayloadError: The log cannot hold ``data`` (a lone surrogate, ``NaN``, a
+                type with no JSON form); nothing was stored.
         """
         (event,) = await self.apply([Create(type, self._fields(type, data))], actor=actor)
         return event.object
@@ -123,6 +126,7 @@ class ObjectStore:
         Raises:
             ObjectNotFoundError: No object has that id.
             ObjectValidationError: The result does not fit the type; nothing changed.
+            PayloadError: The log cannot hold ``data``; nothing changed.
         """
         (event,) = await self.apply([Update(id, self._fields("object", data))], actor=actor)
         return event.object
@@ -184,6 +188,7 @@ class ObjectStore:
 
         Raises:
             ObjectValidationError: It does not fit.
+            PayloadError: The log cannot hold it (a lone surrogate, ``NaN``).
         """
         problem = type_name_problem(type)
         if problem is not None:
@@ -202,9 +207,10 @@ class ObjectStore:
                     errors=[],
                 ) from None
             assert isinstance(jsonable, dict)
+            check_payload(jsonable, "data")  # what the log cannot hold is refused here
             return jsonable
         try:
-            return model.model_validate(dict(data)).model_dump(mode="json")
+            stored = model.model_validate(dict(data)).model_dump(mode="json")
         except pydantic.ValidationError as exc:
             errors = exc.errors(include_url=False, include_context=False)
             listed = "; ".join(
@@ -217,6 +223,8 @@ class ObjectStore:
                 type=type,
                 errors=[dict(e) for e in errors],
             ) from None
+        check_payload(stored, "data")
+        return stored
 
     @staticmethod
     def _fields(type: str, data: Any) -> dict[str, Any]:

@@ -1,0 +1,148 @@
+"""The check at the door: only values the log can hold enter a run or a store.
+
+Every value that comes in from outside a run's own code (run input, ``send``,
+``send_to``, ``reply``, ``store.post``, ``ctx.emit``, store writes, object data) is
+checked here once, where it enters; the code behind the door trusts it. A value the
+log cannot hold (a lone surrogate, ``NaN`` or ``Infinity``, a type with no JSON form)
+raises :class:`~reactor.exceptions.PayloadError` naming the path of the first bad
+value, before anything is emitted or stored, so one bad value never reaches a signal
+store, where it would fail a whole batch of other runs' signals.
+
+The check serializes the value once (pydantic's Rust encoder, with the project's own
+encoders: the read-only state views); only when that fails, or when the output could
+hold ``NaN``/``Infinity``, does it walk the value to find the path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+import pydantic_core
+
+from reactor._signals.signal import unwrapper_of
+from reactor.exceptions import PayloadError
+
+__all__ = ["check_payload"]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ADVICE = (
+    "Nothing was emitted or stored. Pass JSON-compatible data: valid Unicode text, "
+    "finite numbers, and dicts, lists, numbers, strings, booleans, None, pydantic "
+    "models or dataclasses (convert other objects first)."
+)
+
+
+class _NoJSONForm(Exception):
+    """A value the project's encoders do not know."""
+
+
+def _strict_fallback(value: Any) -> Any:
+    unwrap = unwrapper_of(value)
+    if unwrap is None:
+        raise _NoJSONForm(type(value).__name__)
+    return unwrap(value)
+
+
+def check_payload(value: Any, where: str) -> None:
+    """Raise :class:`PayloadError` if the log cannot hold ``value``.
+
+    Args:
+        value: What enters (a payload, an input, a state value, object data).
+        where: The name of the value in the message's path (``input``, ``payload``,
+            ``state.items``, ``data``).
+
+    Raises:
+        PayloadError: A string with a lone surrogate, ``NaN``/``Infinity``, or a value
+            with no JSON form; the message names its path.
+    """
+    kind = type(value)
+    if value is None or kind is bool or kind is int or (kind is str and value.isascii()):
+        return
+    encoded: bytes | None = None
+    try:
+        encoded = pydantic_core.to_json(value, fallback=_strict_fallback)
+    except Exception:  # what failed is found by the walk below
+        pass
+    else:
+        if b"NaN" not in encoded and b"Infinity" not in encoded:
+            return
+    found = _find(value, where, 0)
+    if found is None:
+        if encoded is not None:
+            return  # "NaN" inside a string, not a number
+        found = (where, "a value with no JSON form")
+    path, reason = found
+    raise PayloadError(f"{path} cannot be recorded: it is {reason}. {_ADVICE}", path=path)
+
+
+def _key_path(path: str, key: Any) -> str:
+    if isinstance(key, str) and _IDENTIFIER.match(key):
+        return f"{path}.{key}"
+    return f"{path}[{key!r}]"
+
+
+def _find(value: Any, path: str, depth: int) -> tuple[str, str] | None:
+    """The path of the first value the log cannot hold, and why, or ``None``."""
+    if depth > 200:
+        return (path, "nested too deeply (over 200 levels)")
+    if value is None or isinstance(value, bool | int):
+        return None
+    if isinstance(value, str):
+        return _bad_text(value, path)
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, f"{value!r}, which JSON cannot hold")
+    unwrap = unwrapper_of(value)
+    if unwrap is not None:
+        return _find(unwrap(value), path, depth + 1)
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str):
+                bad_key = _bad_text(key, f"{path} (a key)")
+                if bad_key is not None:
+                    return bad_key
+            elif not isinstance(key, int | float | bool | enum.Enum) and key is not None:
+                return (f"{path} (a key)", f"a {type(key).__name__} key; keys must be strings")
+            found = _find(item, _key_path(path, key), depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list | tuple | set | frozenset):
+        for index, item in enumerate(value):
+            found = _find(item, f"{path}[{index}]", depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, pydantic.BaseModel):
+        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        return _find({**fields, **(value.model_extra or {})}, path, depth + 1)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+        return _find(fields, path, depth + 1)
+    if isinstance(value, enum.Enum):
+        return _find(value.value, path, depth + 1)
+    if isinstance(value, bytes | bytearray):
+        try:
+            bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return (path, f"bytes that are not UTF-8 (at index {exc.start}); send text")
+        return None
+    try:
+        pydantic_core.to_json(value)
+    except Exception:
+        return (path, f"of type {type(value).__name__}, which has no JSON form")
+    return None
+
+
+def _bad_text(text: str, path: str) -> tuple[str, str] | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = text[exc.start]
+        return (path, f"a string with a lone surrogate ({char!r} at index {exc.start})")
+    return None
