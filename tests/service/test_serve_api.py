@@ -428,3 +428,20 @@ def test_every_time_the_api_answers_is_iso_8601_utc(server: Server, api: httpx2.
     suggestion = documents["/api/suggestions"][0]
     assert "operations" in suggestion
     assert "changes" not in suggestion
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        pytest.param('{"type": "Person", "data": {"score": NaN}}', "score", id="nan"),
+        pytest.param('{"type": "Person", "data": {"name": "\\ud800"}}', "name", id="surrogate"),
+    ],
+)
+def test_values_the_log_cannot_hold_are_422_and_nothing_is_stored(
+    api: httpx2.Client, body: str, where: str
+) -> None:
+    before = len(ok(api.get("/api/objects")))
+    response = api.post("/api/objects", content=body, headers={"Content-Type": "application/json"})
+    detail = error(response, 422)
+    assert where in detail
+    assert len(ok(api.get("/api/objects"))) == before
