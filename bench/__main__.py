@@ -8,13 +8,25 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from bench import bus, many, reactions, recording, resume, runtime, serve, stores, workers
+from bench import (
+    bus,
+    many,
+    reactions,
+    recording,
+    resume,
+    runtime,
+    serve,
+    stores,
+    telemetry,
+    workers,
+)
 from bench._runner import Row, render, write_section
 
 WORKLOADS = {
     "bus": bus.run,
     "stores": stores.run,
     "runtime": runtime.run,
+    "telemetry": telemetry.run,
     "recording": recording.run,
     "resume": resume.run,
     "many": many.run,

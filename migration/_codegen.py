@@ -110,7 +110,12 @@ def to_python(spec: FlowSource, *, registry: RegistrySource | None = None) -> st
         lines += ["", f"# The body of foreach node {owner!r}: it runs these nodes once per item."]
         for member in body:
             lines += _step(flow_spec.node(member), 0)
-    lines += ["", "agents = {"]
+    lines += [
+        "",
+        "agents = {",
+        "    # The flow's phase: it starts the nodes and ends when they have resolved.",
+        '    "flow": flow.phase(),',
+    ]
     for node in flow_spec.nodes:
         if flow_spec.scopes.scope_of(node.id) is None:
             lines += _agent(node, flow)

@@ -6,7 +6,7 @@ import warnings
 from typing import Any
 
 from migration._edge import check_types
-from migration._flow import Flow
+from migration._flow import FLOW_AGENT, Flow
 from migration._registry import RegistrySource, registry_of
 from migration._spec import FlowSource, FlowSpec
 from reactor import CycleWarning, Reactive, reactive
@@ -24,7 +24,9 @@ def harness_to_reactive(
 ) -> Reactive:
     """Turn an edge-based flow into an equivalent reactive graph.
 
-    Each node becomes an agent that activates on its predecessors' ``node:<id>:done``
+    The flow runs as a phase (``Run Flow``, the ``flow`` agent's) and each node as an
+    agent whose every resolution is a task (``node:<id>``), as the old kernel showed
+    them. Each node's agent activates on its predecessors' ``node:<id>:done``
     signals, behind a join guard that lets it run exactly once per resolution, even
     when predecessors finish concurrently; independent branches run concurrently.
     Node outputs (and skip and failure markers) are in the run's state under
@@ -56,7 +58,7 @@ def harness_to_reactive(
     for warning in flow_spec.order_warnings():
         log("migration", "warning", "unordered read", flow=flow_spec.name, hint=warning)
     flow = Flow.from_spec(flow_spec, registry=types)
-    agents = {}
+    agents = {FLOW_AGENT: flow.phase()}
     for node in flow_spec.nodes:
         work = node.agent if node.agent is not None else node.type
         step: dict[str, Any] = {

@@ -1,9 +1,16 @@
 """Flow: the edges of a migrated flow, as activations, guards and state.
 
-Every top-level node becomes one agent (see :meth:`Flow.agent`):
+The flow itself is one agent, ``flow`` (see :meth:`Flow.phase`): its activation is
+the flow's phase, ``Run Flow``, as the old kernel ran a flow inside
+``phase("Run Flow")``; the phase ends once every top-level node has resolved, and the
+nodes without predecessors start on its ``phase:start``, so everything the nodes do
+hangs under the phase in the causal tree. Every top-level node becomes one agent (see
+:meth:`Flow.agent`), and each resolution of it is a task, ``node:<id>``:
 
-* it activates on ``node:<pred>:done`` of each predecessor (``harness:start`` when it
-  has none), and on ``node:<x>:done`` of the nodes that can re-open it through a loop;
+* it activates on ``node:<pred>:done`` of each predecessor (on ``harness:start`` and
+  ``phase:start`` when it has none: the flow's phase when the graph has the ``flow``
+  agent, the run's start in graphs written without it), and on ``node:<x>:done`` of
+  the nodes that can re-open it through a loop;
 * its guard (:meth:`Flow.ready`) reads the run's state when the trigger is dispatched
   and lets exactly one trigger through per resolution: all incoming edges resolved,
   the node not resolved yet, and the trigger the last predecessor to resolve (or the
@@ -21,6 +28,7 @@ does). The ledger (``state["flow"]``) is described in :mod:`migration._ledger`.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,9 +50,17 @@ from migration._spec import FlowSpec
 from migration._values import apply_writes, binding_context
 from migration._when import When, check_when
 from reactor import Agent, AgentContext, RunKwargs, agent
+from reactor._signals.names import HARNESS_START, span_event, state_event
+from reactor._signals.signal import Signal
 from reactor.typing import Provider
 
-__all__ = ["Flow", "done_signal"]
+__all__ = ["FLOW_AGENT", "FLOW_PHASE", "Flow", "done_signal"]
+
+FLOW_AGENT = "flow"
+"""The agent that runs a flow's phase (no node can be called ``flow``: it is reserved)."""
+FLOW_PHASE = "Run Flow"
+"""The name of the phase a flow runs in, as the old kernel named it."""
+PHASE_START = span_event("phase", "start")
 
 StepWork = str | Agent | NodeFunction
 """What a node does: a registry type name, an agent, or a node function."""
@@ -65,6 +81,7 @@ class Flow:
                     edges=[{"from": "draft", "to": "check"}])
         graph = reactive(
             {
+                "flow": flow.phase(),  # the flow's phase; its nodes start in it
                 "draft": flow.agent("draft", "claude.agent", input={"prompt": "..."}),
                 "check": flow.agent("check", my_check, input={"text": "{{draft.text}}"}),
             },
@@ -128,6 +145,7 @@ class Flow:
         self.initial_state = dict(state or {})
         self.topology = self.structure.topology
         self._steps: dict[str, tuple[NodeSpec, NodeRegistry]] = {}
+        self._phased = False
 
     @classmethod
     def from_spec(cls, spec: FlowSpec, *, registry: NodeRegistry | None = None) -> Flow:
@@ -149,7 +167,10 @@ class Flow:
         """The signals ``node``'s agent activates on."""
         self._top_level(node)
         topology = self.topology
-        names = [done_signal(p) for p in topology.predecessors(node)] or ["harness:start"]
+        names = [done_signal(p) for p in topology.predecessors(node)] or [
+            HARNESS_START,
+            PHASE_START,
+        ]
         if topology.loops_in[node]:
             reopeners = [*sorted(topology.body[node], key=topology.position.__getitem__)]
             reopeners += topology.loop_sources(node)
@@ -163,8 +184,10 @@ class Flow:
         predecessors = self.topology.predecessors(node)
 
         def ready(ctx: AgentContext) -> bool:
-            ledger = ctx.store.snapshot()["flow"]
             trigger = trigger_of(ctx.signal.name)
+            if trigger is None and not self._starts(ctx.signal):
+                return False
+            ledger = ctx.store.snapshot()["flow"]
             if node in ledger["looped"]:
                 return bool(ledger["looped"][node] == trigger)
             done = ledger["done"]
@@ -259,10 +282,64 @@ class Flow:
                     f"Node {node!r} is in the body of foreach node {owner!r}, which runs it "
                     "once per item; it has no agent of its own."
                 )
-            return await self._settle(spec, ctx)
+            async with ctx.task(f"node:{node}"):
+                return await self._settle(spec, ctx)
 
         run.__qualname__ = f"step[{node}]"
         return run
+
+    def phase(self) -> Agent:
+        """The ``flow`` agent: the flow's phase, from ``harness:start`` until it resolves.
+
+        ``reactive({"flow": flow.phase(), **node_agents}, ...)``. It opens the phase
+        ``Run Flow``, emits ``flow:start`` in it (the nodes without predecessors
+        activate on it), and completes the phase when every top-level node has
+        resolved and no loop is waiting to re-open one; a run that stops before (a
+        failure, a timeout, an abort) fails the phase. Once a flow has made its phase,
+        its nodes without predecessors start on the phase's ``phase:start``, not on
+        ``harness:start``: put the agent in the graph.
+        """
+        top_level = [n for n in self.nodes if self.structure.scopes.scope_of(n) is None]
+
+        def resolved(ledger: Mapping[str, Any]) -> bool:
+            done = ledger["done"]
+            return (
+                not ledger["pending"]
+                and not ledger["looped"]
+                and all(node in done for node in top_level)
+            )
+
+        async def run_flow(ctx: AgentContext) -> None:
+            finished = asyncio.Event()
+
+            def check(signal: object = None) -> None:
+                if resolved(ctx.store.snapshot()["flow"]):
+                    finished.set()
+
+            subscription = ctx.store.subscribe(state_event("flow", "changed"), check)
+            try:
+                async with ctx.phase(FLOW_PHASE):
+                    check()
+                    await finished.wait()
+            finally:
+                subscription.cancel()
+
+        run_flow.__qualname__ = f"phase[{self.name}]"
+        self._phased = True
+        return agent(name=FLOW_AGENT, run=run_flow, activate_on=[HARNESS_START])
+
+    def _starts(self, signal: Signal) -> bool:
+        """Whether ``signal`` starts the flow: its phase's start, or (no phase) the run's."""
+        if signal.name == HARNESS_START:
+            return not self._phased
+        payload = signal.payload
+        return (
+            self._phased
+            and signal.name == PHASE_START
+            and isinstance(payload, Mapping)
+            and payload.get("name") == FLOW_PHASE
+            and payload.get("agent") == FLOW_AGENT
+        )
 
     def agent(self, node: str, work: StepWork, **step: Any) -> Agent:
         """``node``'s agent: ``agent(run=step, activate_on=triggers, when=ready, emits=done)``.
@@ -305,7 +382,7 @@ class Flow:
 
     def limits(self) -> RunKwargs:
         """``max_depth`` and ``max_activations`` large enough for every loop to run out."""
-        bound = self.topology.bound() + len(self.nodes)
+        bound = self.topology.bound() + len(self.nodes) + 1  # the flow's own agent
         return {"max_depth": bound, "max_activations": bound}
 
     def _known(self, node: str) -> None:

@@ -78,9 +78,17 @@ def step(current: Any, segment: str) -> Any:
 
 
 def lookup(context: Mapping[str, Any], path: str) -> Any:
-    """The value at dotted ``path``, or ``MISSING``; ``null`` counts as missing too."""
+    """The value at dotted ``path``, or ``MISSING``; ``null`` counts as missing too.
+
+    The old kernel read these paths with JavaScript property access, so ``length`` of
+    a list or a string is its length (``flow.input.files.length``), as it was there;
+    a mapping's own ``length`` key still wins.
+    """
     current: Any = context
     for segment in path.split("."):
+        if segment == "length" and isinstance(current, str | list | tuple):
+            current = len(current)
+            continue
         current = step(current, segment)
         if current is MISSING:
             return MISSING

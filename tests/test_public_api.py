@@ -203,6 +203,7 @@ PUBLIC_API = {
         "TemplateError",
         "TransactionError",
     },
+    "reactor.otel": {"OpenTelemetryReporter", "tracer_provider_from_env"},
     "reactor.service": {
         "Actor",
         "AgentActor",

@@ -276,6 +276,10 @@ class Run:
         record = self.options.record
         if record is not None:
             record.record_request(self.run_id, digest, request.fingerprint())
+        for reporter in self.options.reporters:
+            on_request = getattr(reporter, "on_request", None)
+            if on_request is not None:  # optional, as start() is: for their contents
+                on_request(self.run_id, request)
 
     def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
         """Add a provider call's tokens and cost to the run's metrics."""

@@ -32,7 +32,9 @@ class Reporter(Protocol):
     Pass reporters with ``graph.run(..., reporters=[...])``. ``on_signal`` runs
     synchronously during dispatch, so keep it fast (buffer, don't block). A reporter
     may also have ``start(info)``, called with the :class:`RunInfo` before the first
-    signal.
+    signal, and ``on_request(run_id, request)``, called with each distinct
+    :class:`ProviderRequest` a model is sent (once per request hash), before its
+    ``provider:start``.
     """
 
     @property

@@ -45,6 +45,9 @@ CONTEXT = binding_context(
         pytest.param("{{flow.input.empty | default:0}}", 0, id="null-is-missing"),
         pytest.param("{{check.value | default:true}}", False, id="present-false-beats-default"),
         pytest.param("no bindings", "no bindings", id="plain"),
+        # The old kernel read paths with JavaScript property access.
+        pytest.param("{{ facts.value.tags.length }}", 2, id="list-length"),
+        pytest.param("{{flow.input.name.length}} letters", "5 letters", id="string-length"),
     ],
 )
 def test_bindings_resolve(template: str, expected: Any) -> None:
@@ -144,3 +147,8 @@ def test_a_single_binding_keeps_any_json_value(value: Any) -> None:
 def test_json_equal_is_symmetric_and_reflexive(left: Any, right: Any) -> None:
     assert json_equal(left, left)
     assert json_equal(left, right) == json_equal(right, left)
+
+
+def test_a_mappings_own_length_key_wins_over_the_property() -> None:
+    context = binding_context({"page": {"length": "A4"}}, {})
+    assert resolve("{{flow.input.page.length}}", context) == "A4"

@@ -94,13 +94,15 @@ flow = Flow(
 )
 
 agents = {
+    # The flow's phase: it starts the nodes and ends when they have resolved.
+    "flow": flow.phase(),
     "facts": agent(
         run=flow.step(
             "facts",
             "constant",
             input={"value": {"city": "Lisbon", "country": "Portugal"}},
         ),
-        activate_on=["harness:start"],
+        activate_on=["harness:start", "phase:start"],
         when=flow.ready("facts"),
         emits=["node:facts:done"],
     ),
@@ -124,8 +126,8 @@ graph = reactive(
     name="flow-bindings",
     input={},
     fail_fast=True,
-    max_depth=4,
-    max_activations=4,
+    max_depth=5,
+    max_activations=5,
 )
 '''
 

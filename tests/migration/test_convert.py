@@ -87,7 +87,7 @@ async def test_independent_branches_overlap_and_the_join_runs_once() -> None:
     assert result.state["outputs"]["b"] == {"met": "c"}
     assert result.state["outputs"]["d"] == {"seen": ["c", "b"]}
     assert calls == ["d"]
-    assert result.metrics.activations_by_agent == {"a": 1, "b": 1, "c": 1, "d": 1}
+    assert result.metrics.activations_by_agent == {"flow": 1, "a": 1, "b": 1, "c": 1, "d": 1}
     skipped = [s.payload["reason"] for s in result.signals if s.name == "agent:d:skipped"]
     assert skipped == ["guard"]  # b's completion found c still unresolved
 
@@ -347,6 +347,7 @@ async def test_a_loop_edge_re_runs_its_body_until_it_converges() -> None:
     ledger = both.result.state["flow"]
     assert ledger["loops"] == {"check->inc": 2}
     assert both.result.metrics.activations_by_agent == {
+        "flow": 1,
         "start": 1,
         "inc": 3,
         "check": 3,
@@ -542,3 +543,37 @@ async def test_aborting_a_run_cancels_a_waiting_node() -> None:
     result = await handle.result()
     assert result.status == "aborted"
     assert result.state["outputs"] == {}
+
+
+async def test_a_migrated_flow_shows_as_a_phase_and_each_node_as_a_task() -> None:
+    spec = flow(
+        [node("fetch"), node("left"), node("right"), node("join")],
+        [("fetch", "left"), ("fetch", "right"), ("left", "join"), ("right", "join")],
+    )
+    result = await harness_to_reactive(spec).run()
+    assert result.status == "completed"
+    tree = result.event_tree()
+    (phase,) = [n for n in _descendants(tree, tree.root.id) if n.kind == "phase"]
+    assert (phase.name, phase.status) == ("Run Flow", "completed")
+    assert [a.name for a in tree.get_ancestors(phase.id)][-1] == "flow"  # the flow's agent
+    tasks = {
+        event.name: [a.name for a in tree.get_ancestors(event.id)]
+        for event in _descendants(tree, phase.id)
+        if event.kind == "task"
+    }
+    assert sorted(tasks) == ["node:fetch", "node:join", "node:left", "node:right"]
+    for name, ancestors in tasks.items():
+        assert "Run Flow" in ancestors, name
+        assert ancestors[-1] == name.removeprefix("node:"), ancestors  # under its activation
+    (ended,) = result.select("phase:complete")
+    last_task = max(s.seq for s in result.select("task:complete"))
+    assert ended.seq > last_task  # the phase ends once every node has resolved
+
+
+def _descendants(tree: Any, node_id: str) -> list[Any]:
+    found, stack = [], list(tree.get_children(node_id))
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        stack.extend(tree.get_children(child.id))
+    return found

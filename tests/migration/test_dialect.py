@@ -312,3 +312,17 @@ async def test_a_body_failure_names_the_body_node() -> None:
         "'boom' failed: FlowFailError: bad item. The flow stopped (policy.failFast)"
     )
     assert info.value.node == "each"
+
+
+async def test_a_list_length_binding_reads_as_the_old_kernel_read_it() -> None:
+    spec = flow(
+        [
+            node("count", input={"text": "{{ flow.input.files.length }} files"}),
+            node("size", "constant", input={"value": "{{flow.input.files.length}}"}),
+        ],
+        input={"files": ["a.py", "b.py", "c.py"]},
+    )
+    both = await run_both(spec)
+    assert both.edge["count"] == {"text": "3 files"}
+    assert both.edge["size"] == {"value": 3}
+    assert both.reactive == both.edge

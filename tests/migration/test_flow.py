@@ -80,7 +80,7 @@ def test_triggers_cover_predecessors_and_loop_reopeners() -> None:
             {"from": "review", "to": "work", "type": "loop", "maxIterations": 3},
         ],
     )
-    assert flow.triggers("start") == ["harness:start"]
+    assert flow.triggers("start") == ["harness:start", "phase:start"]
     assert flow.triggers("work") == [
         "node:start:done",
         "node:work:done",
@@ -89,7 +89,7 @@ def test_triggers_cover_predecessors_and_loop_reopeners() -> None:
     ]
     assert flow.triggers("ship") == ["node:review:done"]
     assert done_signal("ship") == "node:ship:done"
-    assert flow.limits() == {"max_depth": 4 + 3 * 3 + 4, "max_activations": 4 + 3 * 3 + 4}
+    assert flow.limits() == {"max_depth": 4 + 3 * 3 + 4 + 1, "max_activations": 4 + 3 * 3 + 4 + 1}
 
 
 def test_a_bad_policy_names_the_node() -> None:

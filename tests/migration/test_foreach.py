@@ -226,7 +226,7 @@ async def test_body_llm_calls_stream_through_the_run_by_node_id() -> None:
     both = await run_both(spec, provider=lambda: ScriptedProvider(default=lambda r: r.prompt))
     starts = [s.payload["agent"] for s in both.result.signals if s.name == "provider:start"]
     assert starts == ["ask", "ask"]
-    assert both.result.metrics.activations == 1
+    assert both.result.metrics.activations_by_agent == {"flow": 1, "each": 1}
 
 
 @pytest.mark.parametrize(
