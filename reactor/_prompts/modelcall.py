@@ -25,6 +25,7 @@ from reactor._providers.base import (
     Provider,
     ProviderEvent,
     ProviderRequest,
+    Retry,
     TextComplete,
     TextDelta,
     ThinkingDelta,
@@ -37,6 +38,7 @@ from reactor._providers.tools import Tool
 from reactor._signals.names import (
     PROVIDER_END,
     PROVIDER_ERROR,
+    PROVIDER_RETRY,
     PROVIDER_START,
     TEXT_COMPLETE,
     TEXT_DELTA,
@@ -316,6 +318,18 @@ class _SignalledCall:
             emit(
                 TOOL_RESULT, {**payload, "result": event.result, "error": event.error}, source=name
             )
+        elif isinstance(event, Retry):
+            emit(
+                PROVIDER_RETRY,
+                {
+                    "agent": name,
+                    "attempt": event.attempt,
+                    "wait_s": event.wait_s,
+                    "status": event.status,
+                    "error": event.error,
+                },
+                source=name,
+            )
         elif isinstance(event, End):
             self.end = event
             usage = event.usage
@@ -336,7 +350,7 @@ class _SignalledCall:
             raise ProviderError(
                 f"Provider {type(self.provider).__name__} yielded {event!r}, which is not a "
                 "provider event (TextDelta, ThinkingDelta, TextComplete, ToolCall, "
-                "ToolResult or End).",
+                "ToolResult, Retry or End).",
                 agent=name,
             )
 

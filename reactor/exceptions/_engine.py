@@ -245,6 +245,8 @@ class ProviderError(ReactorError, RuntimeError):
             connection errors, 5xx), as opposed to a request that is wrong (4xx).
         agent: The agent whose request failed, if known.
         status_code: The HTTP status, when the failure was an HTTP response.
+        retry_after: Seconds the API asked to wait before trying again
+            (``retry-after``), when it said.
     """
 
     def __init__(
@@ -254,11 +256,13 @@ class ProviderError(ReactorError, RuntimeError):
         retryable: bool = False,
         agent: str | None = None,
         status_code: int | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.agent = agent
         self.status_code = status_code
+        self.retry_after = retry_after
 
 
 class ReplayMismatchError(ProviderError):
