@@ -213,6 +213,11 @@ class AnthropicProvider:
         """The default model (what ``provider:start`` reports for agents without one)."""
         return str(self._defaults["model"])
 
+    def price_known(self, request: ProviderRequest) -> bool:
+        """Whether the model ``request`` would use has a price (budgets in USD need one)."""
+        model = request.options.get("model") or self._defaults["model"]
+        return price_of(str(model), self.prices) is not None
+
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Answer ``request`` on Claude, running the tool-use loop; end with one ``End``.
 
