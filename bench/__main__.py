@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench import (
     bus,
+    limits,
     many,
     reactions,
     recording,
@@ -27,6 +28,7 @@ WORKLOADS = {
     "stores": stores.run,
     "runtime": runtime.run,
     "telemetry": telemetry.run,
+    "limits": limits.run,
     "recording": recording.run,
     "resume": resume.run,
     "many": many.run,

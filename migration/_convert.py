@@ -6,7 +6,8 @@ import warnings
 from typing import Any
 
 from migration._edge import check_types
-from migration._flow import FLOW_AGENT, Flow
+from migration._flow import Flow
+from migration._phase import FLOW_AGENT
 from migration._registry import RegistrySource, registry_of
 from migration._spec import FlowSource, FlowSpec
 from reactor import CycleWarning, Reactive, reactive

@@ -1,16 +1,11 @@
 """Flow: the edges of a migrated flow, as activations, guards and state.
 
-The flow itself is one agent, ``flow`` (see :meth:`Flow.phase`): its activation is
-the flow's phase, ``Run Flow``, as the old kernel ran a flow inside
-``phase("Run Flow")``; the phase ends once every top-level node has resolved, and the
-nodes without predecessors start on its ``phase:start``, so everything the nodes do
-hangs under the phase in the causal tree. Every top-level node becomes one agent (see
-:meth:`Flow.agent`), and each resolution of it is a task, ``node:<id>``:
+The flow runs as a phase (the ``flow`` agent, :mod:`migration._phase`). Every
+top-level node becomes one agent (see :meth:`Flow.agent`), each resolution a task:
 
-* it activates on ``node:<pred>:done`` of each predecessor (on ``harness:start`` and
-  ``phase:start`` when it has none: the flow's phase when the graph has the ``flow``
-  agent, the run's start in graphs written without it), and on ``node:<x>:done`` of
-  the nodes that can re-open it through a loop;
+* it activates on ``node:<pred>:done`` of each predecessor (the flow's ``phase:start``
+  when it has none, or ``harness:start`` in a graph without the ``flow`` agent), and on
+  ``node:<x>:done`` of the nodes that can re-open it through a loop;
 * its guard (:meth:`Flow.ready`) reads the run's state when the trigger is dispatched
   and lets exactly one trigger through per resolution: all incoming edges resolved,
   the node not resolved yet, and the trigger the last predecessor to resolve (or the
@@ -28,7 +23,6 @@ does). The ledger (``state["flow"]``) is described in :mod:`migration._ledger`.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -44,23 +38,17 @@ from migration._ledger import new_ledger, record, trigger_of
 from migration._limits import check_shape
 from migration._models import AGENT_TYPE, FOREACH_TYPE, EdgeSpec, NodePolicy, NodeSpec
 from migration._node import Work, failure_message, registry_work, resolve_edges, settle
+from migration._phase import PHASE_START, phase_agent, starts_flow
 from migration._registry import NodeRegistry
 from migration._scheduler import body_runner
 from migration._spec import FlowSpec
 from migration._values import apply_writes, binding_context
 from migration._when import When, check_when
 from reactor import Agent, AgentContext, RunKwargs, agent
-from reactor._signals.names import HARNESS_START, span_event, state_event
-from reactor._signals.signal import Signal
+from reactor._signals.names import HARNESS_START
 from reactor.typing import Provider
 
-__all__ = ["FLOW_AGENT", "FLOW_PHASE", "Flow", "done_signal"]
-
-FLOW_AGENT = "flow"
-"""The agent that runs a flow's phase (no node can be called ``flow``: it is reserved)."""
-FLOW_PHASE = "Run Flow"
-"""The name of the phase a flow runs in, as the old kernel named it."""
-PHASE_START = span_event("phase", "start")
+__all__ = ["Flow", "done_signal"]
 
 StepWork = str | Agent | NodeFunction
 """What a node does: a registry type name, an agent, or a node function."""
@@ -185,7 +173,7 @@ class Flow:
 
         def ready(ctx: AgentContext) -> bool:
             trigger = trigger_of(ctx.signal.name)
-            if trigger is None and not self._starts(ctx.signal):
+            if trigger is None and not starts_flow(ctx.signal, phased=self._phased):
                 return False
             ledger = ctx.store.snapshot()["flow"]
             if node in ledger["looped"]:
@@ -289,57 +277,15 @@ class Flow:
         return run
 
     def phase(self) -> Agent:
-        """The ``flow`` agent: the flow's phase, from ``harness:start`` until it resolves.
+        """The ``flow`` agent: the flow's phase, ``Run Flow`` (see :func:`phase_agent`).
 
-        ``reactive({"flow": flow.phase(), **node_agents}, ...)``. It opens the phase
-        ``Run Flow``, emits ``flow:start`` in it (the nodes without predecessors
-        activate on it), and completes the phase when every top-level node has
-        resolved and no loop is waiting to re-open one; a run that stops before (a
-        failure, a timeout, an abort) fails the phase. Once a flow has made its phase,
-        its nodes without predecessors start on the phase's ``phase:start``, not on
-        ``harness:start``: put the agent in the graph.
+        ``reactive({"flow": flow.phase(), **node_agents}, ...)``. Once a flow has made
+        its phase, its nodes without predecessors start on the phase's ``phase:start``,
+        not on ``harness:start``: put the agent in the graph.
         """
         top_level = [n for n in self.nodes if self.structure.scopes.scope_of(n) is None]
-
-        def resolved(ledger: Mapping[str, Any]) -> bool:
-            done = ledger["done"]
-            return (
-                not ledger["pending"]
-                and not ledger["looped"]
-                and all(node in done for node in top_level)
-            )
-
-        async def run_flow(ctx: AgentContext) -> None:
-            finished = asyncio.Event()
-
-            def check(signal: object = None) -> None:
-                if resolved(ctx.store.snapshot()["flow"]):
-                    finished.set()
-
-            subscription = ctx.store.subscribe(state_event("flow", "changed"), check)
-            try:
-                async with ctx.phase(FLOW_PHASE):
-                    check()
-                    await finished.wait()
-            finally:
-                subscription.cancel()
-
-        run_flow.__qualname__ = f"phase[{self.name}]"
         self._phased = True
-        return agent(name=FLOW_AGENT, run=run_flow, activate_on=[HARNESS_START])
-
-    def _starts(self, signal: Signal) -> bool:
-        """Whether ``signal`` starts the flow: its phase's start, or (no phase) the run's."""
-        if signal.name == HARNESS_START:
-            return not self._phased
-        payload = signal.payload
-        return (
-            self._phased
-            and signal.name == PHASE_START
-            and isinstance(payload, Mapping)
-            and payload.get("name") == FLOW_PHASE
-            and payload.get("agent") == FLOW_AGENT
-        )
+        return phase_agent(self.name, top_level)
 
     def agent(self, node: str, work: StepWork, **step: Any) -> Agent:
         """``node``'s agent: ``agent(run=step, activate_on=triggers, when=ready, emits=done)``.

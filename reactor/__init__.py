@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from reactor.exceptions import (
     AgentConfigError,
     AgentNotFoundError,
+    BudgetExceededError,
     CapabilityError,
     CycleWarning,
     DatabaseError,
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
         agent,
     )
     from reactor._agents.asking import PendingPrompt
+    from reactor._agents.budget import Budget
     from reactor._agents.context import (
         AgentContext,
         RunView,
@@ -152,6 +154,8 @@ __all__ = [
     "AgentFailure",
     "AgentNotFoundError",
     "AnthropicProvider",
+    "Budget",
+    "BudgetExceededError",
     "CapabilityError",
     "Channel",
     "CollectorTuning",
@@ -257,6 +261,7 @@ _LAZY: dict[str, str] = {
     "AgentContext": "reactor._agents.context",
     "AgentFailure": "reactor._engine.result",
     "AnthropicProvider": "reactor._providers.anthropic",
+    "Budget": "reactor._agents.budget",
     "Deny": "reactor._providers.hooks",
     "Channel": "reactor._graph.handle",
     "CollectorTuning": "reactor._engine.collector",

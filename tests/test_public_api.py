@@ -12,6 +12,8 @@ import reactor.exceptions
 PUBLIC_API = {
     "reactor": {
         "Agent",
+        "Budget",
+        "BudgetExceededError",
         "AgentConfigError",
         "AgentContext",
         "AgentFailure",
@@ -161,6 +163,7 @@ PUBLIC_API = {
         "AgentConfigError",
         "AgentConflictError",
         "AgentNotFoundError",
+        "BudgetExceededError",
         "CapabilityError",
         "CycleWarning",
         "DatabaseError",

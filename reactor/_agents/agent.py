@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, Literal, Never, get_args
 import pydantic
 from typing_extensions import Unpack
 
+from reactor._agents.budget import Budget
 from reactor._agents.check import Checks, check_name, compile_guard, definition_error, given
 from reactor._agents.output import OutputSpec
 from reactor._agents.reaction import MODES, Capabilities, ExecutionMode, Reaction
+from reactor._agents.schedule import check_schedule
 from reactor._agents.skills import Skill
 from reactor._agents.templates import Expression, Template, compile_template
 from reactor._prompts.prompt import Prompt, PromptOverrides, agent_settings
@@ -85,6 +87,8 @@ class Agent:
     enable_cache: bool = False
     enable_reflection: bool = False
     max_reflections: int = 1
+    budget: Budget | None = None
+    schedule: str | None = None
 
     async def prompt(self, prompt: Prompt | str, /, **overrides: Unpack[PromptOverrides]) -> Any:
         """Ask this agent's model one question and return the typed answer.
@@ -190,6 +194,8 @@ def agent(
     enable_cache: bool = False,
     enable_reflection: bool = False,
     max_reflections: int = 1,
+    budget: Budget | None = None,
+    schedule: str | None = None,
     **unknown: Never,
 ) -> Agent:
     """Define an agent.
@@ -254,6 +260,11 @@ def agent(
         enable_cache: Make the system prompt a prompt-cache breakpoint.
         enable_reflection: After each answer, ask the model to check and correct it.
         max_reflections: How many times it may (with ``enable_reflection``).
+        budget: What its model calls may spend in a run (:class:`~reactor.Budget`); a
+            call that would start over it is not made and the run fails.
+        schedule: A 5-field cron expression (``"*/5 * * * *"``, UTC): a
+            :class:`~reactor.service.ReactionService` runs it on that schedule (the
+            service's row keeps the code's schedule unless changed over its API).
         **unknown: Nothing: a misspelt option (``activateOn=``) is reported with the
             option it probably meant.
 
@@ -347,6 +358,10 @@ def agent(
         checks.add(f"unknown execution_mode {execution_mode!r}; use one of {', '.join(MODES)}.")
     if capabilities is not None and not isinstance(given(capabilities), Capabilities):
         checks.add(f"capabilities must be a Capabilities(...), got {capabilities!r}.")
+    if budget is not None and not isinstance(given(budget), Budget):
+        checks.add(f"budget must be a Budget(usd=..., model_calls=...), got {budget!r}.")
+    if schedule is not None:
+        checks.attempt(lambda: check_schedule(schedule, reaction), ValueError, "")
     settings = checks.attempt(
         lambda: agent_settings(
             mcps, skills, hooks, env, enable_cache, enable_reflection, max_reflections
@@ -403,6 +418,8 @@ def agent(
         when_expression=when_expression,
         output_spec=spec,
         problems=tuple(checks.problems),
+        budget=budget,
+        schedule=schedule,
         **extra,
     )
 

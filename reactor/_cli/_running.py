@@ -30,6 +30,7 @@ from reactor._providers.replay import ReplayProvider
 from reactor._recording.recording import Recording
 from reactor._reporting.progress import ProgressReporter
 from reactor._signals.diagnostics import short_repr
+from reactor._signals.names import PROVIDER_START
 from reactor._signals.signal import to_jsonable
 from reactor.exceptions import RunSuspendedError
 
@@ -176,8 +177,9 @@ def summary(
     lines = [
         f"run {result.run_id} ({clean(result.graph or 'graph')}): "
         f"{status_text(result.status, len(result.failures))} - {clean(result.reason)}",
-        f"provider: {provider_words}",
     ]
+    if result.select(PROVIDER_START):  # a run of handlers only asked no model
+        lines.append(f"provider: {provider_words}")
     if state:
         lines.append("state: " + json.dumps(to_jsonable(result.state), indent=2, default=str))
     else:

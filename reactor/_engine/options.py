@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from reactor._agents.budget import Budget
 from reactor._agents.templates import CONTEXT_NAMES
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class RunOptions:
     resume: str | None = None
     parent_run_id: str | None = None
     run_id: str | None = None
+    budget: Budget | None = None
 
     def __post_init__(self) -> None:
         if self.on_end not in ("drain", "cancel"):
@@ -68,6 +70,10 @@ class RunOptions:
                     f"run_id must be 1-64 letters, digits, '_' or '-' (like "
                     f"'run_0123456789abcdef'), got {self.run_id!r}."
                 )
+        if self.budget is not None and not isinstance(self.budget, Budget):
+            raise TypeError(
+                f"budget must be a Budget(usd=..., model_calls=...), got {self.budget!r}."
+            )
         taken = sorted(set(self.scope or ()) & set(CONTEXT_NAMES))
         if taken:
             raise ValueError(
@@ -112,7 +118,8 @@ class RunKwargs(TypedDict, total=False):
     service gives reaction agents the object that changed and the object store);
     ``resume``: the id of a recorded run to continue (with ``record=`` its store; see
     :meth:`reactor.Reactive.resume`); ``parent_run_id``: the run this one is a child
-    of (``ctx.spawn`` sets it; stored in the run info).
+    of (``ctx.spawn`` sets it; stored in the run info); ``budget``: a
+    :class:`~reactor.Budget` the run's model calls may not start over.
     """
 
     input: Any
@@ -131,6 +138,7 @@ class RunKwargs(TypedDict, total=False):
     scope: Mapping[str, Any] | None
     resume: str | None
     parent_run_id: str | None
+    budget: Budget | None
 
 
 OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))

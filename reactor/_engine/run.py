@@ -24,6 +24,7 @@ from reactor._activation.agentrun import Activation, AgentRun
 from reactor._activation.resume import ResumePlan
 from reactor._agents.asking import Asking
 from reactor._engine.collector import run_finished, run_started
+from reactor._engine.costs import Costs
 from reactor._engine.options import RunOptions
 from reactor._engine.outside import OutsideInput
 from reactor._engine.result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
@@ -47,7 +48,7 @@ from reactor._signals.names import (
     inbox_agent,
 )
 from reactor._signals.signal import Signal
-from reactor.exceptions import RunSuspendedError, RunTimeoutError
+from reactor.exceptions import BudgetExceededError, RunSuspendedError, RunTimeoutError
 from stores import Store, create_store
 
 if TYPE_CHECKING:
@@ -62,11 +63,10 @@ class Run:
     # Thousands of runs may be in flight at once: slots keep each one small.
     __slots__ = (
         "__weakref__", "_asking", "_end_check", "_end_payload", "_main", "_recorder", "_routes",
-        "_started", "_timer", "_wake", "agents", "bus", "closed", "cost_usd", "end_signal",
-        "ending", "error", "extras", "failures", "graph", "input", "input_tokens", "live",
-        "options", "output_tokens", "outside", "provider", "reason", "replay", "requests",
-        "resumed", "run_id", "scheduler", "scope", "status", "store", "suspended", "target",
-        "target_hash",
+        "_started", "_timer", "_wake", "agents", "bus", "closed", "costs", "end_signal",
+        "ending", "error", "extras", "failures", "graph", "input", "live", "options", "outside",
+        "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope", "status",
+        "store", "suspended", "target", "target_hash",
     )  # fmt: skip
 
     def __init__(
@@ -101,9 +101,7 @@ class Run:
         self.closed = False
         self.end_signal: Signal | None = None
         self.failures: list[AgentFailure] = []
-        self.input_tokens = resume.input_tokens if resume else 0
-        self.output_tokens = resume.output_tokens if resume else 0
-        self.cost_usd: float | None = resume.cost_usd if resume else 0.0
+        self.costs = Costs.of_run(self.run_id, options, graph.agents.values(), resume)
         self._main: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -113,7 +111,6 @@ class Run:
         self.replay: ReplayProvider | None = (
             ReplayProvider(replay) if isinstance(replay, Recording) else replay
         )
-        self.requests: dict[str, ProviderRequest] = {}
         self.extras = RunExtras(self.bus, options, self.run_id)  # MCP servers, child runs
         # The run's parts reach it through a weak proxy: no cycle, so a finished run is
         # freed as soon as nobody holds it, not at the garbage collector's next pass.
@@ -269,24 +266,17 @@ class Run:
 
     def record_request(self, request: ProviderRequest) -> None:
         """Keep what a provider was asked, for the result and the recording (once per hash)."""
-        digest = request.request_hash
-        if digest in self.requests:
-            return
-        self.requests[digest] = request
-        record = self.options.record
-        if record is not None:
-            record.record_request(self.run_id, digest, request.fingerprint())
-        for reporter in self.options.reporters:
-            on_request = getattr(reporter, "on_request", None)
-            if on_request is not None:  # optional, as start() is: for their contents
-                on_request(self.run_id, request)
+        self.costs.record_request(request)
 
-    def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
+    def count_usage(
+        self, usage: Usage, cost_usd: float | None, agent: str = "", model: str | None = None
+    ) -> None:
         """Add a provider call's tokens and cost to the run's metrics."""
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        known = self.cost_usd is not None and cost_usd is not None  # unknown stays unknown
-        self.cost_usd = self.cost_usd + cost_usd if known else None  # type: ignore[operator]
+        self.costs.count_usage(usage, cost_usd, agent, model)
+
+    def check_budget(self, agent: str, provider: Provider, request: ProviderRequest) -> None:
+        """Refuse a model call that would start over the run's or the agent's budget."""
+        self.costs.check_budget(agent, provider, request)
 
     def _finish(self) -> None:
         if self._end_payload is not None:
@@ -351,14 +341,14 @@ class Run:
                 duration_ms=self._end_payload["duration_ms"],
                 activations=self.scheduler.activations,
                 activations_by_agent=by_agent,
-                input_tokens=self.input_tokens,
-                output_tokens=self.output_tokens,
-                cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6),
+                input_tokens=self.costs.input_tokens,
+                output_tokens=self.costs.output_tokens,
+                cost_usd=None if self.costs.cost_usd is None else round(self.costs.cost_usd, 6),
             ),
             run_id=self.run_id,
             reason=self.reason,
             graph=self.graph.name,
-            requests=Fingerprints(self.requests),
+            requests=Fingerprints(self.costs.requests),
             failures=tuple(self.failures),
             children=self.extras.children,
         )
@@ -425,7 +415,7 @@ class Run:
             run_id=self.run_id,
             error=repr(exc),
         )
-        if self.options.fail_fast:
+        if self.options.fail_fast or isinstance(exc, BudgetExceededError):
             self.stop(
                 "failed",
                 f"agent {agent_run.name!r} failed: {type(exc).__name__}: {exc}",

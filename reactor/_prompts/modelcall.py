@@ -25,6 +25,7 @@ from reactor._providers.base import (
     Provider,
     ProviderEvent,
     ProviderRequest,
+    Retry,
     TextComplete,
     TextDelta,
     ThinkingDelta,
@@ -37,6 +38,7 @@ from reactor._providers.tools import Tool
 from reactor._signals.names import (
     PROVIDER_END,
     PROVIDER_ERROR,
+    PROVIDER_RETRY,
     PROVIDER_START,
     TEXT_COMPLETE,
     TEXT_DELTA,
@@ -128,8 +130,14 @@ class CallSite(Protocol):
         """Keep what the provider was asked (for recordings and diffs)."""
         ...
 
-    def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
-        """Add a call's tokens and cost to the run's metrics."""
+    def count_usage(
+        self, usage: Usage, cost_usd: float | None, agent: str = "", model: str | None = None
+    ) -> None:
+        """Add ``agent``'s call's tokens and cost to the run's metrics."""
+        ...
+
+    def check_budget(self, agent: str, provider: Provider, request: ProviderRequest) -> None:
+        """Refuse (raise) a call that would start over a budget; else count it."""
         ...
 
 
@@ -217,6 +225,7 @@ class ModelCall:
             if end is None:
                 # The call itself, each event signalled (see _SignalledCall). Not a
                 # coroutine of its own: one frame fewer for every call in flight.
+                self.site.check_budget(name, provider, request)
                 await _turn_to_start(provider, request)
                 call = _SignalledCall(self.site, provider, request, name)
                 async with call as events:
@@ -252,6 +261,7 @@ class ModelCall:
         self, provider: Provider, request: ProviderRequest, name: str
     ) -> AsyncIterator[ProviderEvent]:
         """One call, each event signalled and streamed to the caller as it comes."""
+        self.site.check_budget(name, provider, request)
         await _turn_to_start(provider, request)
         call = _SignalledCall(self.site, provider, request, name)
         async with call as events:
@@ -316,10 +326,22 @@ class _SignalledCall:
             emit(
                 TOOL_RESULT, {**payload, "result": event.result, "error": event.error}, source=name
             )
+        elif isinstance(event, Retry):
+            emit(
+                PROVIDER_RETRY,
+                {
+                    "agent": name,
+                    "attempt": event.attempt,
+                    "wait_s": event.wait_s,
+                    "status": event.status,
+                    "error": event.error,
+                },
+                source=name,
+            )
         elif isinstance(event, End):
             self.end = event
             usage = event.usage
-            self.site.count_usage(usage, event.cost_usd)
+            self.site.count_usage(usage, event.cost_usd, name, event.model)
             emit(
                 PROVIDER_END,
                 {
@@ -336,7 +358,7 @@ class _SignalledCall:
             raise ProviderError(
                 f"Provider {type(self.provider).__name__} yielded {event!r}, which is not a "
                 "provider event (TextDelta, ThinkingDelta, TextComplete, ToolCall, "
-                "ToolResult or End).",
+                "ToolResult, Retry or End).",
                 agent=name,
             )
 

@@ -18,7 +18,7 @@ from reactor._recording.eventtree import EventTree
 from reactor._signals.bus import SignalBus
 
 if TYPE_CHECKING:
-    from reactor._providers.base import ProviderRequest, Usage
+    from reactor._providers.base import Provider, ProviderRequest, Usage
     from reactor._signals.signal import Signal
 
 __all__ = ["Standalone", "Trace", "current_trace", "trace"]
@@ -59,12 +59,17 @@ class Trace:
         """Keep what a provider was asked."""
         self.requests.setdefault(request.request_hash, request)
 
-    def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
+    def count_usage(
+        self, usage: Usage, cost_usd: float | None, agent: str = "", model: str | None = None
+    ) -> None:
         """Add a call's tokens and cost."""
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         known = self.cost_usd is not None and cost_usd is not None  # unknown stays unknown
         self.cost_usd = self.cost_usd + cost_usd if known else None  # type: ignore[operator]
+
+    def check_budget(self, agent: str, provider: Provider, request: ProviderRequest) -> None:
+        """No budget applies to prompts made outside a run."""
 
     def __repr__(self) -> str:
         return f"<Trace {self.trace_id} {len(self.signals)} signals>"
@@ -104,5 +109,10 @@ class Standalone:
     def record_request(self, request: Any) -> None:
         """Nothing keeps requests here."""
 
-    def count_usage(self, usage: Any, cost_usd: float | None) -> None:
+    def count_usage(
+        self, usage: Any, cost_usd: float | None, agent: str = "", model: str | None = None
+    ) -> None:
         """Nothing counts usage here."""
+
+    def check_budget(self, agent: str, provider: Any, request: Any) -> None:
+        """No budget applies here."""

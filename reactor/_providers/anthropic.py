@@ -27,6 +27,7 @@ from reactor._providers.anthropic_wire import (
     forced_answer,
     parse_json,
     refuses_structured_output,
+    request_params,
     stream_round,
     text_of,
     tool_result_block,
@@ -36,11 +37,13 @@ from reactor._providers.base import (
     End,
     ProviderEvent,
     ProviderRequest,
+    Retry,
     TextComplete,
     TextDelta,
     ToolCall,
     Usage,
 )
+from reactor._providers.limits import Limits, backoff
 from reactor._providers.pricing import DEFAULT_MODEL, ModelPrice, price_of
 from reactor._providers.toolrun import AfterTool, BeforeTool, execute_tool_calls
 from reactor._signals.diagnostics import log
@@ -60,10 +63,11 @@ _SETTINGS = frozenset(
         "cache_system",
         "structured_output",
         "stream_retries",
+        "max_retries",
     }
 )
 # Everything else messages.stream() accepts passes through unchanged (timeout included),
-# except what the provider builds from the request; max_retries is a client option.
+# except what the provider builds from the request.
 _REQUEST_OPTIONS = frozenset(inspect.signature(AsyncMessages.stream).parameters) - {
     "self",
     "messages",
@@ -72,7 +76,7 @@ _REQUEST_OPTIONS = frozenset(inspect.signature(AsyncMessages.stream).parameters)
     "output_format",
     *_SETTINGS,
 }
-_KNOWN = _SETTINGS | _REQUEST_OPTIONS | {"max_retries"}
+_KNOWN = _SETTINGS | _REQUEST_OPTIONS
 
 
 class AnthropicProvider:
@@ -116,20 +120,34 @@ class AnthropicProvider:
         stream_retries: How many times a response that fails after it started
             streaming (a retryable error: overload, a dropped connection) is asked
             again; the text already streamed is not repeated.
+        max_retries: How many times a request that fails before anything streamed is
+            asked again, when trying again may help (``429`` rate limited, ``529``
+            overloaded, other 5xx, 408, 409, a dropped connection). reactor retries, not
+            the SDK (a client's own retries are turned off): it waits what
+            ``retry-after`` asks (or a jittered exponential backoff, at most 60 s) and
+            announces each retry as ``provider:retry {attempt, wait_s, status}``, so
+            retries are in the log and replay reproduces them without waiting.
+        max_concurrency: At most this many requests in flight at once, shared by
+            every run that uses this provider in the process.
+        requests_per_minute: At most this many requests started per minute (a token
+            bucket: a second's worth may start at once), shared by every run that uses
+            this provider; with ``REACTOR_REDIS_URL`` set (workers), shared by every
+            process through a token bucket in that Redis.
+        rate_limit_url: The Redis that shares ``requests_per_minute``
+            (``REACTOR_REDIS_URL`` by default; ``""`` keeps the limit in the process).
         before_tool: ``before_tool(call)`` for every tool call, after the agent's own
             hook: return the call (changed or not) to run it, or ``None`` to block it.
         after_tool: ``after_tool(call, result)`` for every tool result, after the
             agent's own hook: return a replacement result, or ``None`` to keep it.
         prices: Prices per model id (a :class:`~reactor.ModelPrice` or an
             ``(input, output)`` USD-per-million pair), over :data:`reactor.model_prices`.
-        **options: ``max_retries`` and ``timeout`` for the SDK (its own retries with
-            backoff on 408/409/429/5xx and connection errors), or any other keyword of
+        **options: ``timeout`` for the SDK, or any other keyword of
             ``client.messages.stream()``: ``stop_sequences``, ``metadata``,
             ``tool_choice``, ``output_config`` (e.g. ``{"effort": "low"}``),
             ``service_tier``, ``extra_headers``, ``extra_body``...
 
-    Every setting but ``client``, the hooks and ``prices`` can also be given per agent,
-    in ``agent(..., options={...})``, and wins over the provider's.
+    Every setting but ``client``, the hooks, ``prices`` and the limits can also be given
+    per agent, in ``agent(..., options={...})``, and wins over the provider's.
 
     Raises:
         TypeError: An option is not one the provider or ``messages.stream()`` knows.
@@ -147,6 +165,10 @@ class AnthropicProvider:
         cache_system: bool = False,
         structured_output: Literal["auto", "native", "tool"] = "auto",
         stream_retries: int = 2,
+        max_retries: int = 2,
+        max_concurrency: int | None = None,
+        requests_per_minute: float | None = None,
+        rate_limit_url: str | None = None,
         before_tool: BeforeTool | None = None,
         after_tool: AfterTool | None = None,
         prices: Mapping[str, ModelPrice | tuple[float, float]] | None = None,
@@ -156,8 +178,8 @@ class AnthropicProvider:
         if unknown:
             raise TypeError(
                 f"AnthropicProvider() got unknown option{'s' if len(unknown) > 1 else ''} "
-                f"{', '.join(map(repr, unknown))}. It takes the settings above, max_retries, "
-                "timeout, and the keywords of client.messages.stream()."
+                f"{', '.join(map(repr, unknown))}. It takes the settings above, timeout, and "
+                "the keywords of client.messages.stream()."
             )
         self._client = client
         self._owned: tuple[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] | None = None
@@ -170,8 +192,14 @@ class AnthropicProvider:
             "cache_system": cache_system,
             "structured_output": structured_output,
             "stream_retries": stream_retries,
+            "max_retries": max_retries,
             **options,
         }
+        self.limits = Limits(
+            max_concurrency=max_concurrency,
+            requests_per_minute=requests_per_minute,
+            redis_url=rate_limit_url,
+        )
         self._tool_models: set[str] = set()  # models found to refuse native structured output
         self.before_tool = before_tool
         self.after_tool = after_tool
@@ -184,6 +212,11 @@ class AnthropicProvider:
     def model(self) -> str:
         """The default model (what ``provider:start`` reports for agents without one)."""
         return str(self._defaults["model"])
+
+    def price_known(self, request: ProviderRequest) -> bool:
+        """Whether the model ``request`` would use has a price (budgets in USD need one)."""
+        model = request.options.get("model") or self._defaults["model"]
+        return price_of(str(model), self.prices) is not None
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Answer ``request`` on Claude, running the tool-use loop; end with one ``End``.
@@ -201,8 +234,8 @@ class AnthropicProvider:
         """
         agent = request.agent
         settings = self._settings(request)
-        client = self._client_for(settings, agent)
-        params = _params(request, settings)
+        client = self._client_for(agent)
+        params = request_params(request, settings, _REQUEST_OPTIONS)
         mode = settings["structured_output"]
         forced = request.output_schema is not None and (
             mode == "tool" or (mode == "auto" and params["model"] in self._tool_models)
@@ -291,47 +324,67 @@ class AnthropicProvider:
         settings: Mapping[str, Any],
         agent: str,
     ) -> AsyncGenerator[ProviderEvent | APIMessage, None]:
-        """One round, tried again on a retryable failure after it started streaming.
+        """One round, within the provider's limits, tried again when it may pass.
 
-        What an attempt already streamed is not streamed again: text deltas resume
-        after the text shown so far, and completed texts and tool calls already
-        reported are skipped.
+        A failure before anything streamed is tried again ``max_retries`` times, one
+        after it started ``stream_retries`` times, each after :func:`backoff` (what
+        ``retry-after`` asks, or a jittered exponential wait) and announced as a
+        :class:`Retry` event. What an attempt already streamed is not streamed again:
+        text deltas resume after the text shown so far, and completed texts and tool
+        calls already reported are skipped.
         """
         shown = ""
         reported = 0  # TextComplete and ToolCall events already streamed
-        for attempt in range(settings["stream_retries"] + 1):
+        failures = restarts = 0
+        limits = self.limits
+        while True:
             text, seen, started = "", 0, False
             try:
-                async with contextlib.aclosing(stream_round(client, params, agent)) as events:
-                    async for item in events:
-                        started = True
-                        if isinstance(item, TextDelta):
-                            text += item.content
-                            if len(text) > len(shown):
-                                fresh, shown = text[len(shown) :], text
-                                yield TextDelta(fresh)
-                        elif isinstance(item, TextComplete | ToolCall):
-                            seen += 1
-                            if seen > reported:
-                                reported = seen
+                async with limits.slot() if limits.active else contextlib.nullcontext():
+                    round_events = stream_round(client, params, agent)
+                    async with contextlib.aclosing(round_events) as events:
+                        async for item in events:
+                            started = True
+                            if isinstance(item, TextDelta):
+                                text += item.content
+                                if len(text) > len(shown):
+                                    fresh, shown = text[len(shown) :], text
+                                    yield TextDelta(fresh)
+                            elif isinstance(item, TextComplete | ToolCall):
+                                seen += 1
+                                if seen > reported:
+                                    reported = seen
+                                    yield item
+                            else:
                                 yield item
-                        else:
-                            yield item
                 return
             except ProviderError as exc:
-                if not (exc.retryable and started) or attempt == settings["stream_retries"]:
+                if started:
+                    restarts += 1
+                    allowed = restarts <= settings["stream_retries"]
+                else:
+                    failures += 1
+                    allowed = failures <= settings["max_retries"]
+                if not (exc.retryable and allowed):
                     raise
+                attempt = failures + restarts
+                wait = round(backoff(attempt, exc.retry_after), 3)
                 log(
                     "reactor.anthropic",
                     "warning",
-                    "stream failed; retrying",
+                    "request failed; retrying",
                     agent=agent,
-                    attempt=attempt + 1,
+                    attempt=attempt,
+                    wait_s=wait,
+                    status=exc.status_code,
                     error=str(exc),
                 )
+                yield Retry(attempt, wait, exc.status_code, str(exc))
+            await asyncio.sleep(wait)
 
     async def aclose(self) -> None:
         """Close the client this provider created, if any (a given client is the caller's)."""
+        await self.limits.aclose()
         if self._owned is not None:
             _, client = self._owned
             self._owned = None
@@ -348,10 +401,13 @@ class AnthropicProvider:
             )
         return {**self._defaults, **request.options}
 
-    def _client_for(self, settings: Mapping[str, Any], agent: str) -> anthropic.AsyncAnthropic:
+    def _client_for(self, agent: str) -> anthropic.AsyncAnthropic:
         client = self._client if self._client is not None else self._own_client(agent)
-        if "max_retries" in settings:
-            return client.with_options(max_retries=settings["max_retries"])
+        # reactor retries itself, so that every retry is a provider:retry of the log.
+        if client.max_retries:
+            client = client.with_options(max_retries=0)
+        if self.limits.active and self.limits.requests_per_minute is not None:
+            self.limits.key = Limits.key_for(client.api_key or client.auth_token)
         return client
 
     def _own_client(self, agent: str) -> anthropic.AsyncAnthropic:
@@ -380,40 +436,3 @@ class AnthropicProvider:
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self.model!r})"
-
-
-def _params(request: ProviderRequest, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of ``messages.stream()``, without the messages."""
-    params = {name: value for name, value in settings.items() if name in _REQUEST_OPTIONS}
-    params["model"] = settings["model"]
-    params["max_tokens"] = settings["max_tokens"]
-    if request.system:
-        params["system"] = (
-            [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
-            if settings["cache_system"]
-            else request.system
-        )
-    if request.tools:
-        params["tools"] = [tool.definition() for tool in request.tools]
-    if settings["thinking"] is not None:
-        params["thinking"] = dict(settings["thinking"])
-    if settings["temperature"] is not None:
-        # anthropic 2.x dropped the parameter (API 2026-10-21 rejects it): send it raw.
-        params["extra_body"] = {
-            **(params.get("extra_body") or {}),
-            "temperature": settings["temperature"],
-        }
-    if request.output_schema is not None:
-        try:
-            schema = anthropic.transform_schema(request.output_schema)
-        except ValueError as exc:
-            raise ProviderError(
-                f"Agent {request.agent!r}: its output schema cannot be sent as a structured "
-                f"output format: {exc}",
-                agent=request.agent,
-            ) from exc
-        params["output_config"] = {
-            **(params.get("output_config") or {}),
-            "format": {"type": "json_schema", "schema": schema},
-        }
-    return params

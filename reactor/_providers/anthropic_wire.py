@@ -6,9 +6,11 @@ What :class:`~reactor.AnthropicProvider` needs to turn one streamed response of 
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
-from collections.abc import AsyncGenerator, Sequence
+import time
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 import anthropic
@@ -22,6 +24,7 @@ from anthropic.types import ThinkingDelta as APIThinkingDelta
 from reactor._agents.templates import to_json
 from reactor._providers.base import (
     ProviderEvent,
+    ProviderRequest,
     TextComplete,
     TextDelta,
     ThinkingDelta,
@@ -40,6 +43,8 @@ __all__ = [
     "parse_json",
     "provider_error",
     "refuses_structured_output",
+    "request_params",
+    "retry_after",
     "stream_round",
     "text_of",
     "tool_result_block",
@@ -119,8 +124,29 @@ def provider_error(exc: Exception, agent: str) -> ProviderError:
             retryable=retryable,
             agent=agent,
             status_code=status,
+            retry_after=retry_after(exc.response.headers) if status is not None else None,
         )
     return ProviderError(f"Agent {agent!r}: the Anthropic SDK failed: {exc}", agent=agent)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a response asks to wait before trying again, ``None`` when it does not say.
+
+    ``retry-after-ms`` (milliseconds) wins over ``retry-after`` (seconds, or an HTTP date).
+    """
+    try:
+        if "retry-after-ms" in headers:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def usage_of(message: APIMessage) -> Usage:
@@ -207,3 +233,45 @@ def forced_answer(message: APIMessage) -> dict[str, Any] | None:
         if isinstance(block, ToolUseBlock) and block.name == RESPOND:
             return dict(block.input)
     return None
+
+
+def request_params(
+    request: ProviderRequest, settings: Mapping[str, Any], passed: frozenset[str]
+) -> dict[str, Any]:
+    """The keyword arguments of ``messages.stream()``, without the messages.
+
+    ``passed`` are the settings that go to ``messages.stream()`` as they are.
+    """
+    params = {name: value for name, value in settings.items() if name in passed}
+    params["model"] = settings["model"]
+    params["max_tokens"] = settings["max_tokens"]
+    if request.system:
+        params["system"] = (
+            [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
+            if settings["cache_system"]
+            else request.system
+        )
+    if request.tools:
+        params["tools"] = [tool.definition() for tool in request.tools]
+    if settings["thinking"] is not None:
+        params["thinking"] = dict(settings["thinking"])
+    if settings["temperature"] is not None:
+        # anthropic 2.x dropped the parameter (API 2026-10-21 rejects it): send it raw.
+        params["extra_body"] = {
+            **(params.get("extra_body") or {}),
+            "temperature": settings["temperature"],
+        }
+    if request.output_schema is not None:
+        try:
+            schema = anthropic.transform_schema(request.output_schema)
+        except ValueError as exc:
+            raise ProviderError(
+                f"Agent {request.agent!r}: its output schema cannot be sent as a structured "
+                f"output format: {exc}",
+                agent=request.agent,
+            ) from exc
+        params["output_config"] = {
+            **(params.get("output_config") or {}),
+            "format": {"type": "json_schema", "schema": schema},
+        }
+    return params

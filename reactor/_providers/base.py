@@ -278,7 +278,25 @@ class End:
     model: str | None = None
 
 
-ProviderEvent = TextDelta | ThinkingDelta | TextComplete | ToolCall | ToolResult | End
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retry:
+    """The provider waits, then asks again (``provider:retry``): rate limited, overloaded...
+
+    Attributes:
+        attempt: Which retry this is (1 for the first).
+        wait_s: Seconds the provider waits before it (what ``retry-after`` asked, or
+            a jittered backoff).
+        status: The HTTP status of the failure (``429``, ``529``...), if it had one.
+        error: What failed.
+    """
+
+    attempt: int
+    wait_s: float
+    status: int | None = None
+    error: str = ""
+
+
+ProviderEvent = TextDelta | ThinkingDelta | TextComplete | ToolCall | ToolResult | Retry | End
 """Everything a provider's ``stream()`` may yield; it must end with one :class:`End`."""
 
 

@@ -12,6 +12,7 @@ from reactor._providers.base import (
     Provider,
     ProviderEvent,
     ProviderRequest,
+    Retry,
     TextComplete,
     TextDelta,
     ThinkingDelta,
@@ -25,6 +26,7 @@ from reactor._signals.diagnostics import log, short_repr
 from reactor._signals.names import (
     PROVIDER_END,
     PROVIDER_EVENTS,
+    PROVIDER_RETRY,
     PROVIDER_START,
     TEXT_COMPLETE,
     TEXT_DELTA,
@@ -268,6 +270,13 @@ def _index(recording: Recording) -> list[_Call]:
         elif name == TOOL_RESULT:
             step.event = ToolResult(
                 payload["id"], payload["name"], payload["result"], payload.get("error")
+            )
+        elif name == PROVIDER_RETRY:
+            step.event = Retry(
+                int(payload["attempt"]),
+                float(payload["wait_s"]),
+                payload.get("status"),
+                str(payload.get("error") or ""),
             )
         elif name == PROVIDER_END:
             usage = payload.get("usage") or {}

@@ -110,6 +110,10 @@ class ScriptedProvider:
         self.requests: list[ProviderRequest] = []
         self._keep_requests = keep_requests
 
+    def price_known(self, request: ProviderRequest) -> bool:
+        """Whether its answers are priced (``pricing=``): budgets in USD need a price."""
+        return self.pricing is not None
+
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Answer ``request`` from its agent's script."""
         requests, keep = self.requests, self._keep_requests

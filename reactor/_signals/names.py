@@ -36,6 +36,7 @@ __all__ = [
     "PROVIDER_END",
     "PROVIDER_ERROR",
     "PROVIDER_EVENTS",
+    "PROVIDER_RETRY",
     "PROVIDER_START",
     "REACTION_LOOP",
     "REFLECTION_END",
@@ -163,6 +164,7 @@ def object_signal(type: str, event: str) -> str:
 PROVIDER_START = "provider:start"
 PROVIDER_END = "provider:end"
 PROVIDER_ERROR = "provider:error"
+PROVIDER_RETRY = "provider:retry"
 TEXT_DELTA = "text:delta"
 THINKING_DELTA = "thinking:delta"
 TEXT_COMPLETE = "text:complete"
@@ -204,6 +206,7 @@ PROVIDER_EVENTS = frozenset(
         TOOL_RESULT,
         PROVIDER_END,
         PROVIDER_ERROR,
+        PROVIDER_RETRY,
     }
 )
 """What a provider call emits after its ``provider:start``."""
@@ -217,6 +220,7 @@ SYSTEM_SIGNALS = (
     PROVIDER_START,
     PROVIDER_END,
     PROVIDER_ERROR,
+    PROVIDER_RETRY,
     TEXT_DELTA,
     TEXT_COMPLETE,
     THINKING_DELTA,

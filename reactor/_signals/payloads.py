@@ -28,6 +28,7 @@ __all__ = [
     "PromptEnd",
     "ProviderEnd",
     "ProviderErrorPayload",
+    "ProviderRetryPayload",
     "ProviderStart",
     "SessionAbort",
     "SessionPrompt",
@@ -218,6 +219,16 @@ class ProviderErrorPayload(TypedDict):
     agent: str
     error: ErrorInfo
     retryable: bool
+
+
+class ProviderRetryPayload(TypedDict):
+    """``provider:retry``: the provider waits ``wait_s`` seconds, then asks again."""
+
+    agent: str
+    attempt: int
+    wait_s: float
+    status: int | None
+    error: str
 
 
 class PromptEnd(TypedDict):

@@ -8,6 +8,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── AgentConfigError(ValueError)      an agent definition is invalid
     │   └── NoProviderError               an LLM agent has no provider to run on
     ├── AgentNotFoundError(LookupError)   a run or the service has no agent of that name
+    ├── BudgetExceededError(RuntimeError) a model call would start over a run's or agent's budget
     ├── GraphValidationError(ValueError)  a graph has problems (all listed, with hints)
     ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
     ├── LoopLimitError(RuntimeError)      a run hit max_depth or max_activations
@@ -71,6 +72,7 @@ from __future__ import annotations
 from reactor.exceptions._engine import (
     AgentConfigError,
     AgentNotFoundError,
+    BudgetExceededError,
     CycleWarning,
     GraphValidationError,
     HandlerError,
@@ -121,6 +123,7 @@ __all__ = [
     "AgentConfigError",
     "AgentConflictError",
     "AgentNotFoundError",
+    "BudgetExceededError",
     "CapabilityError",
     "CycleWarning",
     "DatabaseError",

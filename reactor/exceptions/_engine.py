@@ -183,6 +183,37 @@ class AgentNotFoundError(ReactorError, LookupError):
         self.agent = agent
 
 
+class BudgetExceededError(ReactorError, RuntimeError):
+    """A model call would start over a budget: it was not made, and the run stopped.
+
+    Attributes:
+        budget: Which limit: ``usd``, ``input_tokens``, ``output_tokens`` or
+            ``model_calls``.
+        limit: The budget's value.
+        spent: What was spent when the call was refused (``None`` for a cost that is
+            unknown because a model has no price).
+        agent: The agent whose call was refused.
+        scope: ``run`` (the run's budget) or ``agent`` (the agent's own).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        budget: str,
+        limit: float,
+        spent: float | None,
+        agent: str,
+        scope: str,
+    ) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.limit = limit
+        self.spent = spent
+        self.agent = agent
+        self.scope = scope
+
+
 class GraphValidationError(ReactorError, ValueError):
     """A graph has problems; every one is listed, each with a hint.
 
@@ -245,6 +276,8 @@ class ProviderError(ReactorError, RuntimeError):
             connection errors, 5xx), as opposed to a request that is wrong (4xx).
         agent: The agent whose request failed, if known.
         status_code: The HTTP status, when the failure was an HTTP response.
+        retry_after: Seconds the API asked to wait before trying again
+            (``retry-after``), when it said.
     """
 
     def __init__(
@@ -254,11 +287,13 @@ class ProviderError(ReactorError, RuntimeError):
         retryable: bool = False,
         agent: str | None = None,
         status_code: int | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.agent = agent
         self.status_code = status_code
+        self.retry_after = retry_after
 
 
 class ReplayMismatchError(ProviderError):

@@ -93,11 +93,17 @@ def turn(*blocks: Text | Thinking | ToolUse | str, **fields: Any) -> Turn:
 
 @dataclasses.dataclass(frozen=True)
 class Failure:
-    """An HTTP error response, with the API's error body."""
+    """An HTTP error response, with the API's error body.
+
+    ``retry_after`` sends a ``retry-after`` header of that many seconds (a rate limit
+    that says how long to wait); without it the response asks for one millisecond
+    (``retry-after-ms: 1``), so retries in tests do not wait.
+    """
 
     status: int
     type: str
     message: str
+    retry_after: float | None = None
 
 
 @dataclasses.dataclass
@@ -153,11 +159,10 @@ class FakeAnthropic:
         """An :class:`~reactor.AnthropicProvider` whose requests come here.
 
         ``options`` are the provider's (``model``, ``max_tokens``, ``max_retries``,
-        ...); ``max_retries`` is given to the client (default 0, so errors show at
-        once).
+        ...); ``max_retries`` is 0 unless given, so errors show at once.
         """
-        retries = options.pop("max_retries", 0)
-        return AnthropicProvider(client=self.client(max_retries=retries), **options)
+        options.setdefault("max_retries", 0)
+        return AnthropicProvider(client=self.client(), **options)
 
     def client(self, *, max_retries: int = 0, **options: Any) -> anthropic.AsyncAnthropic:
         """A real SDK client whose every request comes here."""
@@ -185,19 +190,25 @@ class FakeAnthropic:
             reply = self.replies.pop(0)
         elif self.brain is not None:
             reply = self.brain(body)
-        else:
-            raise AssertionError(
-                f"FakeAnthropic has no reply left for request {len(self.requests)} "
-                f"(messages: {body.get('messages')!r}). Give it more replies, or a brain."
+        else:  # an answer the SDK shows as it is, not a transport failure
+            message = (
+                f"the fake endpoint has no reply left for request {len(self.requests)} "
+                f"(messages: {body.get('messages')!r}); give it more replies, or a brain"
             )
+            reply = Failure(400, "invalid_request_error", message)
         if isinstance(reply, str):
             reply = turn(reply)
         if isinstance(reply, Exception):
             raise reply
         if isinstance(reply, Failure):
             error = {"type": "error", "error": {"type": reply.type, "message": reply.message}}
-            # retry-after-ms keeps the SDK's retries of 429/5xx fast in tests
-            return httpx2.Response(reply.status, json=error, headers={"retry-after-ms": "1"})
+            # retry-after-ms keeps retries of 429/5xx fast in tests, unless asked otherwise
+            wait = (
+                {"retry-after": f"{reply.retry_after:g}"}
+                if reply.retry_after is not None
+                else {"retry-after-ms": "1"}
+            )
+            return httpx2.Response(reply.status, json=error, headers=wait)
         headers = {"content-type": "text/event-stream"}
         if isinstance(reply, Hang):
             return httpx2.Response(200, headers=headers, stream=_HangingStream(reply, body))

@@ -185,3 +185,13 @@ def test_migrate_check_compares_both_executors(project: Path) -> None:
         "tests.migration.nodes:registry",
     )
     assert registry.returncode == 0, registry.stdout + registry.stderr
+
+
+def test_a_run_that_asks_no_model_names_no_provider(project: Path) -> None:
+    (project / "handlers.py").write_text(
+        "from reactor import agent, reactive\n\n"
+        "graph = reactive({'double': agent(run=lambda ctx: 2 * (ctx.input or 1))}, name='h')\n"
+    )
+    result = reactor_cli(project, "run", "handlers:graph", "--input", "21", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert not [line for line in result.stdout.splitlines() if line.startswith("provider:")]

@@ -1,0 +1,148 @@
+"""What a run's model calls asked and spent: requests, tokens, cost, and their budgets.
+
+The run's half of :class:`~reactor._prompts.modelcall.CallSite`: each distinct request
+is kept (for the result, the recording and the reporters that want it), each call's
+usage and cost counted, and, when the run or one of its agents has a
+:class:`~reactor.Budget`, each call checked against it before it starts. A run with no
+budget pays nothing for budgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from reactor._activation.resume import ResumePlan
+from reactor._agents.agent import Agent
+from reactor._agents.budget import Budget, Spending, check_budget
+from reactor._engine.options import RunOptions
+from reactor._providers.base import Provider, ProviderRequest, Usage
+from reactor._recording.store import Reporter, SignalStore
+from reactor._signals.names import PROVIDER_END, PROVIDER_START
+from reactor._signals.signal import Signal
+
+__all__ = ["Costs"]
+
+
+class Costs:
+    """A run's requests, tokens and cost, and its budgets (see the module docstring).
+
+    Args:
+        run_id: The run.
+        record: The signal store the requests are recorded to, if any.
+        reporters: The run's reporters (those with ``on_request`` see each request).
+        budget: The run's budget.
+        agents: The graph's agents (their own budgets).
+        spent: What the run spent before (a resumed run's tokens and cost).
+        history: A resumed run's signals, to count what its budgets already spent.
+    """
+
+    __slots__ = (
+        "_agent_budgets", "_budget", "_by_agent", "_on_request", "_record", "_run_id",
+        "_spent", "cost_usd", "input_tokens", "output_tokens", "requests",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        record: SignalStore | None,
+        reporters: Sequence[Reporter],
+        budget: Budget | None,
+        agents: Iterable[Agent],
+        spent: tuple[int, int, float | None] = (0, 0, 0.0),
+        history: Sequence[Signal] = (),
+    ) -> None:
+        self._run_id = run_id
+        self._record = record
+        self._on_request = [
+            hook for hook in (getattr(r, "on_request", None) for r in reporters) if hook
+        ]
+        self.requests: dict[str, ProviderRequest] = {}
+        self.input_tokens, self.output_tokens, self.cost_usd = spent
+        self._budget = budget
+        self._agent_budgets: dict[str, Budget] = {
+            agent.name: agent.budget
+            for agent in agents
+            if agent.budget is not None and agent.name is not None
+        }
+        self._spent: Spending | None = None
+        self._by_agent: dict[str, Spending] = {}
+        if budget is not None or self._agent_budgets:
+            self._spent = Spending()
+            for signal in history:  # what a resumed run's calls spent before
+                self._count(signal)
+
+    @classmethod
+    def of_run(
+        cls, run_id: str, options: RunOptions, agents: Iterable[Agent], resume: ResumePlan | None
+    ) -> Costs:
+        """The costs of a run (a resumed one starts from what its log spent)."""
+        return cls(
+            run_id,
+            record=options.record,
+            reporters=options.reporters,
+            budget=options.budget,
+            agents=agents,
+            spent=(resume.input_tokens, resume.output_tokens, resume.cost_usd)
+            if resume is not None
+            else (0, 0, 0.0),
+            history=resume.recording.signals if resume is not None else (),
+        )
+
+    def record_request(self, request: ProviderRequest) -> None:
+        """Keep what a provider was asked, once per request hash."""
+        digest = request.request_hash
+        if digest in self.requests:
+            return
+        self.requests[digest] = request
+        if self._record is not None:
+            self._record.record_request(self._run_id, digest, request.fingerprint())
+        for on_request in self._on_request:
+            on_request(self._run_id, request)
+
+    def check_budget(self, agent: str, provider: Provider, request: ProviderRequest) -> None:
+        """Refuse ``agent``'s call if a budget is reached; else count the call.
+
+        Raises:
+            BudgetExceededError: The run's budget, or the agent's, is reached.
+        """
+        spent = self._spent
+        if spent is None:
+            return
+        own = self._agent_budgets.get(agent)
+        mine = self._by_agent.setdefault(agent, Spending())
+        known = getattr(provider, "price_known", None)
+        price_known = known(request) if known is not None else None
+        if self._budget is not None:
+            check_budget(self._budget, spent, agent=agent, scope="run", price_known=price_known)
+        if own is not None:
+            check_budget(own, mine, agent=agent, scope="agent", price_known=price_known)
+        spent.model_calls += 1
+        mine.model_calls += 1
+
+    def count_usage(
+        self, usage: Usage, cost_usd: float | None, agent: str = "", model: str | None = None
+    ) -> None:
+        """Add a call's tokens and cost (an unknown cost makes the total unknown)."""
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        known = self.cost_usd is not None and cost_usd is not None
+        self.cost_usd = self.cost_usd + cost_usd if known else None  # type: ignore[operator]
+        if self._spent is not None:
+            data = usage.to_dict()
+            self._spent.add(data, cost_usd, model)
+            self._by_agent.setdefault(agent, Spending()).add(data, cost_usd, model)
+
+    def _count(self, signal: Signal) -> None:
+        payload: Mapping[str, Any] = signal.payload if isinstance(signal.payload, Mapping) else {}
+        agent = str(payload.get("agent") or "")
+        assert self._spent is not None
+        mine = self._by_agent.setdefault(agent, Spending())
+        if signal.name == PROVIDER_START:
+            self._spent.model_calls += 1
+            mine.model_calls += 1
+        elif signal.name == PROVIDER_END:
+            usage = payload.get("usage") or {}
+            self._spent.add(usage, payload.get("cost_usd"), None)
+            mine.add(usage, payload.get("cost_usd"), None)
