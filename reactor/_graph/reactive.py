@@ -19,6 +19,7 @@ from reactor._graph.handle import Channel, RunHandle
 from reactor._graph.origin import Origin
 from reactor._graph.shape import GraphShape, shape_of
 from reactor._graph.validate import Declarations, find_cycles, problems, state_schema
+from reactor._recording.recording import Recording
 from reactor._signals.door import check_payload
 from reactor._signals.patterns import Pattern, normalize_patterns
 from reactor.exceptions import (
@@ -120,7 +121,9 @@ class Reactive:
     def _plan(self, options: RunOptions) -> ResumePlan:
         assert options.resume is not None
         assert options.record is not None
-        recording = options.record.load(options.resume)
+        # From the latest snapshot on: a resume reads the tail of a long log, not all of it.
+        load = getattr(options.record, "load_tail", None) or options.record.load
+        recording: Recording = load(options.resume)
         if recording.complete:
             raise RunFinishedError(
                 f"Run {recording.run_id} has already ended ({recording.status}); only a run "
