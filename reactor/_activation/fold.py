@@ -122,6 +122,11 @@ _OTHER, _STATE, _AGENT, _ASKED, _ANSWERED, _INBOX, _CALL, _END, _TOOL, _RESULT =
 _CAUSE, _GRAPH, _SNAPSHOT = range(10, 13)
 
 
+_Known = tuple[int, tuple[str, ...], tuple[Section, ...], tuple[str, ...]]
+"""For a name: its kind, (agent, event) for an agent's, the sections that want it, and
+the agents that decide on it (those its name activates, of the graph's known agents)."""
+
+
 def _kind(name: str) -> int:
     parsed = parse_state_event(name)
     if parsed is not None:
@@ -171,50 +176,57 @@ class LogFold:
         self.prompts: dict[str, Prompt] = {}  # prompt id -> question, in asking order
         self.tokens = [0, 0]  # input, output
         self.cost_usd: float | None = 0.0  # None once a call's cost is unknown
-        self.undecided: dict[str, tuple[Signal, list[str]]] = {}  # trigger id -> agents
+        self.undecided: dict[str, tuple[Signal, tuple[str, ...]]] = {}  # trigger -> agents
         self.mailboxes: dict[str, list[Any]] = {}  # messages no activation took
         self.sections: dict[str, Section] = {
             section.key: section for section in (make() for make in SECTIONS)
         }
         self._known: frozenset[str] | None = None  # agents that decide (None: all)
-        self._kinds: dict[str, int] = {}
+        self._names: dict[str, _Known] = {}
         self._batch: Sequence[Signal] = ()
         self._recent: dict[str, Signal] | None = None
-        self._wanting: dict[str, tuple[Section, ...]] = {}
 
     # -- folding -----------------------------------------------------------------
 
     def add(self, signals: Iterable[Signal]) -> None:
         """Fold ``signals`` (in ``seq`` order, after those folded before)."""
-        kinds, routes, agents = self._kinds, self.routes, self.agents
+        names, undecided, state = self._names, self.undecided, self.state
         self._batch = signals if isinstance(signals, Sequence) else ()
-        for signal in signals:
-            name = signal.name
-            kind = kinds.get(name)
-            if kind is None:
-                kind = kinds[name] = _kind(name)
+        last = None
+        for last in signals:
+            name = last.name
+            known = names.get(name)
+            if known is None:
+                known = self._learn(name)
+            kind, detail, wanting, deciding = known
             if kind == _STATE:
-                payload = signal.payload
-                self.state[payload["key"]] = payload["new"]
+                payload = last.payload
+                state[payload["key"]] = payload["new"]
             elif kind == _AGENT:
-                self._agent_event(signal)
-            elif kind == _SNAPSHOT:
-                pass
-            elif kind != _OTHER:
-                self._other(kind, signal)
-            if self.sections:
-                for section in self._sections_for(name):
-                    section.fold(signal)
-            indexes = routes(name)
-            if indexes:
-                known = self._known
-                deciding = [
-                    agents[index] for index in indexes if known is None or agents[index] in known
-                ]
-                if deciding:
-                    self.undecided[signal.id] = (signal, deciding)
-            self.seq = signal.seq
+                self._agent_event(last, *detail)
+            elif kind > _AGENT:
+                self._other(kind, last)
+                state = self.state  # harness:start sets it
+            if wanting:
+                for section in wanting:
+                    section.fold(last)
+            if deciding:
+                undecided[last.id] = (last, deciding)
+        if last is not None:
+            self.seq = last.seq
         self._batch, self._recent = (), None
+
+    def _learn(self, name: str) -> _Known:
+        """What the fold does with signals named ``name`` (learnt once per name)."""
+        kind = _kind(name)
+        detail = tuple(name.split(":")[1:]) if kind == _AGENT else ()
+        wanting = tuple(section for section in self.sections.values() if section.wants(name))
+        agents, known = self.agents, self._known
+        deciding = tuple(
+            agents[index] for index in self.routes(name) if known is None or agents[index] in known
+        )
+        found = self._names[name] = (kind, detail, wanting, deciding)
+        return found
 
     def _find(self, signal_id: str) -> Signal | None:
         """A signal of the batch being folded (a trigger the fold did not route)."""
@@ -232,14 +244,7 @@ class LogFold:
         if isinstance(fingerprints, Mapping):
             self.fingerprints = {str(k): dict(v) for k, v in fingerprints.items()}
             self._known = frozenset(self.fingerprints)
-
-    def _sections_for(self, name: str) -> tuple[Section, ...]:
-        found = self._wanting.get(name)
-        if found is None:
-            found = self._wanting[name] = tuple(
-                section for section in self.sections.values() if section.wants(name)
-            )
-        return found
+            self._names.clear()  # who decides on each name is learnt again
 
     def _owner(self, signal: Signal) -> str:
         """The activation ``signal`` was emitted in (through phases, tasks, prompts)."""
@@ -250,8 +255,7 @@ class LogFold:
             return cause
         return self.owners.get(cause, cause)
 
-    def _agent_event(self, signal: Signal) -> None:
-        agent, event = signal.name.split(":")[1:]
+    def _agent_event(self, signal: Signal, agent: str, event: str) -> None:
         cause = signal.caused_by
         trigger: Signal | None = None
         if event in _DECIDED and cause is not None:
@@ -259,8 +263,10 @@ class LogFold:
             if entry is not None:
                 trigger = entry[0]
                 if agent in entry[1]:
-                    entry[1].remove(agent)
-                    if not entry[1]:
+                    rest = tuple(other for other in entry[1] if other != agent)
+                    if rest:
+                        self.undecided[cause] = (trigger, rest)
+                    else:
                         del self.undecided[cause]
         if event == "activated":
             self.launched[agent] += 1

@@ -22,6 +22,7 @@ a :class:`~reactor._activation.fold.LogFold` that starts from the latest
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 from collections import Counter
@@ -177,7 +178,7 @@ class ResumePlan:
             fold = LogFold(agents, routes, recording.run_id)
             fold.add(signals)
         else:
-            fold = fold_from(snapshot.payload, agents, routes, recording.run_id)
+            fold = fold_from(snapshot.payload, agents, routes, recording.run_id, _finder(signals))
             fold.add([signal for signal in signals if signal.seq > fold.seq])
         return cls.of(recording, fold)
 
@@ -212,6 +213,16 @@ class ResumePlan:
             pending_prompts=pending,
             mailboxes={agent: list(box) for agent, box in fold.mailboxes.items() if box},
         )
+
+
+def _finder(signals: Sequence[Signal]) -> Callable[[int], Signal | None]:
+    """Find a signal of a log (in ``seq`` order) by its ``seq``."""
+
+    def find(seq: int) -> Signal | None:
+        index = bisect.bisect_left(signals, seq, key=lambda signal: signal.seq)
+        return signals[index] if index < len(signals) and signals[index].seq == seq else None
+
+    return find
 
 
 def _answers(flight: Flight, prompts: Mapping[str, Prompt]) -> RecordedAnswers:

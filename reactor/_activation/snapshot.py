@@ -10,12 +10,14 @@ one entry per extra section). Signals inside it are compact lists (:func:`encode
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reactor._activation.fold import Flight, LogFold, Prompt, Routes
 from reactor._providers.base import End, Usage
+from reactor._recording.log import needed_seqs
 from reactor._signals.signal import Signal, to_jsonable
+from reactor.exceptions import RecordingError
 
 __all__ = ["decode_signal", "encode_signal", "fold_from", "snapshot_of"]
 
@@ -68,12 +70,13 @@ def snapshot_of(fold: LogFold) -> dict[str, Any]:
         ],
         "tokens": list(fold.tokens),
         "cost_usd": fold.cost_usd,
-        "undecided": [[encode_signal(s), list(a)] for s, a in fold.undecided.values()],
+        "undecided": _runs([(s.seq, agents) for s, agents in fold.undecided.values()]),
         "mailboxes": to_jsonable(fold.mailboxes),
         "sections": {key: section.dump() for key, section in fold.sections.items()},
     }
     return {
         "seq": fold.seq,
+        "needs": [run[:3] for run in progress["undecided"]],
         "input": to_jsonable(fold.input),
         "state": to_jsonable(fold.state),
         "fingerprints": fold.fingerprints,
@@ -82,9 +85,20 @@ def snapshot_of(fold: LogFold) -> dict[str, Any]:
 
 
 def fold_from(
-    snapshot: Mapping[str, Any], agents: Sequence[str], routes: Routes, run_id: str | None
+    snapshot: Mapping[str, Any],
+    agents: Sequence[str],
+    routes: Routes,
+    run_id: str | None,
+    earlier: Callable[[int], Signal | None],
 ) -> LogFold:
-    """The fold a ``harness:snapshot`` payload holds, ready to fold what came after it."""
+    """The fold a ``harness:snapshot`` payload holds, ready to fold what came after it.
+
+    ``earlier(seq)`` finds a signal from before the snapshot that it names in ``needs``
+    (a trigger some agent had not decided on yet).
+
+    Raises:
+        RecordingError: A signal the snapshot needs is not in the log that was read.
+    """
     fold = LogFold(agents, routes, run_id)
     fold.seq = int(snapshot["seq"])
     fold.input = snapshot.get("input")
@@ -105,15 +119,44 @@ def fold_from(
         fold.prompts[prompt_id] = prompt
     fold.tokens = [int(n) for n in progress["tokens"]]
     fold.cost_usd = progress["cost_usd"]
-    for encoded, deciding in progress["undecided"]:
-        signal = decode_signal(encoded, run_id)
-        fold.undecided[signal.id] = (signal, list(deciding))
+    for first, step, count, deciding in progress["undecided"]:
+        for seq in needed_seqs([(first, step, count)]):
+            signal = earlier(seq)
+            if signal is None:
+                raise RecordingError(
+                    f"The snapshot of run {run_id} at signal {fold.seq} needs signal {seq}, "
+                    "which the log read does not have; load the whole run (store.load) "
+                    "to resume it."
+                )
+            fold.undecided[signal.id] = (signal, tuple(deciding))
     fold.mailboxes = {str(k): list(v) for k, v in progress["mailboxes"].items()}
     for key, data in (progress.get("sections") or {}).items():
         section = fold.sections.get(key)
         if section is not None:
             section.load(data)
     return fold
+
+
+def _runs(pending: Sequence[tuple[int, Sequence[str]]]) -> list[list[Any]]:
+    """``(seq, agents)`` in ``seq`` order as runs ``[first, step, count, agents]``.
+
+    A burst of triggers queued behind a busy agent (thousands of them, every few
+    signals) takes a few numbers, not a signal each.
+    """
+    runs: list[list[Any]] = []
+    last: list[Any] = [0, 0, 0, None]
+    for seq, agents in pending:
+        first, step, count, deciding = last
+        if deciding is agents or deciding == agents:
+            if count == 1:
+                last[1], last[2] = seq - first, 2
+                continue
+            if seq == first + step * count:
+                last[2] = count + 1
+                continue
+        last = [seq, 0, 1, agents]
+        runs.append(last)
+    return [[first, step, count, list(agents)] for first, step, count, agents in runs]
 
 
 def _dump_flight(flight: Flight) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from reactor._signals.names import DELTAS, HARNESS_SNAPSHOT, HARNESS_START, pars
 from reactor._signals.patterns import Pattern, compile_pattern
 from reactor._signals.signal import Signal, json_fallback, to_jsonable
 
-__all__ = ["SignalLog", "causal_chain", "latest_snapshot", "render_tree"]
+__all__ = ["SignalLog", "causal_chain", "latest_snapshot", "needed_seqs", "render_tree"]
 
 
 class SignalLog:
@@ -169,6 +169,16 @@ def latest_snapshot(signals: Sequence[Signal], at: int | None = None) -> Signal 
             if isinstance(covered, int) and (at is None or covered <= at):
                 return signal
     return None
+
+
+def needed_seqs(needs: Iterable[Sequence[int]]) -> list[int]:
+    """The earlier signals a snapshot needs: its ``needs`` runs ``[first, step, count]``.
+
+    A snapshot names the signals from before it that a resume takes up again (triggers
+    not decided yet) instead of holding copies of them; a store reading a run's tail
+    reads these too.
+    """
+    return [first + step * n for first, step, count in needs for n in range(count)]
 
 
 def causal_chain(signals: Sequence[Signal], target: Signal | str) -> list[Signal]:

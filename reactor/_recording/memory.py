@@ -11,7 +11,7 @@ from typing import Any
 
 from reactor._recording.inbox import Posted, check_posted, new_message_id
 from reactor._recording.info import RunInfo, matches_filters, open_status, prune_bounds
-from reactor._recording.log import latest_snapshot
+from reactor._recording.log import latest_snapshot, needed_seqs
 from reactor._recording.recording import Recording
 from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, SignalStoreBase, check_snapshot_every
 from reactor._signals.names import HARNESS_END
@@ -79,7 +79,9 @@ class MemorySignalStore(SignalStoreBase):
             raise RunNotFoundError(f"No recorded run {run_id!r} in this MemorySignalStore.")
         snapshot = latest_snapshot(signals)
         after = int(snapshot.payload["seq"]) if snapshot is not None else 0
-        tail = signals[bisect.bisect_right(signals, after, key=lambda s: s.seq) :]
+        needs = set(needed_seqs(snapshot.payload.get("needs") or ())) if snapshot else set()
+        tail = [s for s in signals if s.seq in needs]
+        tail += signals[bisect.bisect_right(signals, after, key=lambda s: s.seq) :]
         return Recording.from_signals(
             tail, info=self._info(run_id), requests=self._requests.get(run_id)
         )

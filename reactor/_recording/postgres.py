@@ -16,6 +16,7 @@ from psycopg_pool import ConnectionPool
 
 from reactor._recording.inbox import Posted, check_posted, new_message_id
 from reactor._recording.info import RunInfo, prune_bounds
+from reactor._recording.log import needed_seqs
 from reactor._recording.postgres_db import (
     Damaged,
     check_url,
@@ -330,18 +331,27 @@ class PostgresSignalStore(SignalStoreBase):
             RecordingError: A row of the run cannot be read.
         """
         found = self._query(
-            "SELECT (payload->>'seq')::bigint FROM reactor_signals WHERE run_id = %s AND "
-            f"name = '{HARNESS_SNAPSHOT}' ORDER BY seq DESC LIMIT 1",
+            "SELECT (payload->>'seq')::bigint, (payload->'needs')::text FROM reactor_signals "
+            f"WHERE run_id = %s AND name = '{HARNESS_SNAPSHOT}' ORDER BY seq DESC LIMIT 1",
             (run_id,),
         )
-        return self._load(run_id, int(found[0][0]) if found and found[0][0] else 0)
+        if not found or found[0][0] is None:
+            return self._load(run_id, 0)
+        needs = needed_seqs(pydantic_core.from_json(found[0][1])) if found[0][1] else []
+        return self._load(run_id, int(found[0][0]), needs)
 
-    def _load(self, run_id: str, after: int) -> Recording:
+    def _load(self, run_id: str, after: int, needs: list[int] | None = None) -> Recording:
+        columns = "seq, id, name, payload::text, timestamp, source, caused_by, depth"
         rows = self._query(
-            "SELECT seq, id, name, payload::text, timestamp, source, caused_by, depth "
-            "FROM reactor_signals WHERE run_id = %s AND seq > %s ORDER BY seq",
+            f"SELECT {columns} FROM reactor_signals WHERE run_id = %s AND seq > %s ORDER BY seq",
             (run_id, after),
         )
+        if needs:
+            rows[:0] = self._query(
+                f"SELECT {columns} FROM reactor_signals WHERE run_id = %s AND seq = ANY(%s) "
+                "ORDER BY seq",
+                (run_id, needs),
+            )
         info = self._infos("WHERE r.run_id = %s", (run_id,))
         if not rows and not info:
             raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")

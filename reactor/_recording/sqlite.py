@@ -19,6 +19,7 @@ import pydantic_core
 
 from reactor._recording.inbox import Posted, check_posted, new_message_id
 from reactor._recording.info import RunInfo, parse_tag, prune_bounds
+from reactor._recording.log import needed_seqs
 from reactor._recording.recording import Recording
 from reactor._recording.sqlite_db import (
     connect,
@@ -275,26 +276,36 @@ class SQLiteSignalStore(SignalStoreBase):
         """The run from its latest ``harness:snapshot`` on: what a resume reads.
 
         The signals after the one the snapshot was taken after (the snapshot among
-        them); the whole run when it has none. Found through an index of snapshots, so
+        them), and the earlier ones it names as still needed (triggers not decided
+        yet); the whole run when it has none. Found through an index of snapshots, so
         the time it takes does not grow with the length of the log.
 
         Raises:
             RunNotFoundError: No such run.
         """
         found = self._query(
-            "SELECT json_extract(payload, '$.seq') FROM signals WHERE run_id = ? AND "
-            f"name = '{HARNESS_SNAPSHOT}' ORDER BY seq DESC LIMIT 1",
+            "SELECT json_extract(payload, '$.seq'), json_extract(payload, '$.needs') "
+            f"FROM signals WHERE run_id = ? AND name = '{HARNESS_SNAPSHOT}' "
+            "ORDER BY seq DESC LIMIT 1",
             (run_id,),
         )
-        after = found[0][0] if found and isinstance(found[0][0], int) else 0
-        return self._load(run_id, after)
+        if not found or not isinstance(found[0][0], int):
+            return self._load(run_id, 0)
+        needs = needed_seqs(json.loads(found[0][1])) if found[0][1] else []
+        return self._load(run_id, found[0][0], needs)
 
-    def _load(self, run_id: str, after: int) -> Recording:
+    def _load(self, run_id: str, after: int, needs: list[int] | None = None) -> Recording:
+        columns = "seq, id, name, payload, timestamp, source, caused_by, depth"
         rows = self._query(
-            "SELECT seq, id, name, payload, timestamp, source, caused_by, depth FROM signals "
-            "WHERE run_id = ? AND seq > ? ORDER BY seq",
+            f"SELECT {columns} FROM signals WHERE run_id = ? AND seq > ? ORDER BY seq",
             (run_id, after),
         )
+        if needs:
+            rows[:0] = self._query(
+                f"SELECT {columns} FROM signals WHERE run_id = ? AND seq IN "
+                "(SELECT value FROM json_each(?)) ORDER BY seq",
+                (run_id, json.dumps(needs)),
+            )
         info = self._infos("WHERE r.run_id = ?", (run_id,))
         if not rows and not info:
             raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")

@@ -70,9 +70,12 @@ class HarnessSnapshot(TypedDict):
     ``state`` (the state then), ``input``, ``fingerprints``, and ``progress``: the
     activations in flight with their recorded answers, the signals some agent had not
     decided on yet, the questions pending, the agents' messages, the spent tokens.
+    ``needs`` names the earlier signals a resume takes up again (runs of seqs
+    ``[first, step, count]``): a store reading the run's tail reads them too.
     """
 
     seq: int
+    needs: list[list[int]]
     input: Any
     state: dict[str, Any]
     fingerprints: dict[str, dict[str, str]] | None
