@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench import (
     bus,
+    longlife,
     many,
     reactions,
     recording,
@@ -29,6 +30,7 @@ WORKLOADS = {
     "telemetry": telemetry.run,
     "recording": recording.run,
     "resume": resume.run,
+    "longlife": longlife.run,
     "many": many.run,
     "reactions": reactions.run,
     "serve": serve.run,
