@@ -206,7 +206,8 @@ class LogFold:
                 self._agent_event(last, *detail)
             elif kind > _AGENT:
                 self._other(kind, last)
-                state = self.state  # harness:start sets it
+                if kind == _GRAPH:  # a graph starts here: its own agents decide on it
+                    state, deciding = self.state, self._learn(name)[3]
             if wanting:
                 for section in wanting:
                     section.fold(last)

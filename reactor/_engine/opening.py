@@ -67,7 +67,10 @@ def announce(
     if record is not None:
         record.start_run(info)
         if forked is not None and resumed is not None:
-            for signal in resumed.recording.signals:
+            copied = resumed.recording
+            for digest, fingerprint in copied.requests.items():
+                record.record_request(run_id, digest, dict(fingerprint))
+            for signal in copied.signals:
                 record.append(signal)
     for reporter in reporters:
         start = getattr(reporter, "start", None)

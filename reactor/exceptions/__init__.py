@@ -8,6 +8,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── AgentConfigError(ValueError)      an agent definition is invalid
     │   └── NoProviderError               an LLM agent has no provider to run on
     ├── AgentNotFoundError(LookupError)   a run or the service has no agent of that name
+    ├── GraphChangedError(RuntimeError)   a run cannot resume: the graph changed what it did
     ├── GraphValidationError(ValueError)  a graph has problems (all listed, with hints)
     ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
     ├── LoopLimitError(RuntimeError)      a run hit max_depth or max_activations
@@ -72,6 +73,7 @@ from reactor.exceptions._engine import (
     AgentConfigError,
     AgentNotFoundError,
     CycleWarning,
+    GraphChangedError,
     GraphValidationError,
     HandlerError,
     LoopLimitError,
@@ -124,6 +126,7 @@ __all__ = [
     "CapabilityError",
     "CycleWarning",
     "DatabaseError",
+    "GraphChangedError",
     "GraphValidationError",
     "HandlerError",
     "IdleTimeoutError",
