@@ -115,6 +115,7 @@ if TYPE_CHECKING:
     from reactor._providers.scripted import ScriptedProvider
     from reactor._providers.tools import (
         Tool,
+        ToolContext,
         tool,
     )
     from reactor._recording.diff import Divergence
@@ -237,6 +238,7 @@ __all__ = [
     "ThinkingDelta",
     "Tool",
     "ToolCall",
+    "ToolContext",
     "ToolResult",
     "Trace",
     "Usage",
@@ -305,6 +307,7 @@ _LAZY: dict[str, str] = {
     "TextDelta": "reactor._providers.base",
     "ThinkingDelta": "reactor._providers.base",
     "Tool": "reactor._providers.tools",
+    "ToolContext": "reactor._providers.tools",
     "ToolCall": "reactor._providers.base",
     "ToolResult": "reactor._providers.base",
     "Trace": "reactor._prompts.trace",

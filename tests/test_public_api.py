@@ -105,6 +105,7 @@ PUBLIC_API = {
         "TextDelta",
         "ThinkingDelta",
         "Tool",
+        "ToolContext",
         "ToolCall",
         "ToolResult",
         "Usage",

@@ -87,7 +87,8 @@ class RecordedAnswers:
         run = tool.fn
 
         async def remembered(**arguments: Any) -> Any:
-            results = self._tools.get((tool.name, _key(arguments)))
+            given = {k: v for k, v in arguments.items() if k != tool.context_param}
+            results = self._tools.get((tool.name, _key(given)))
             if results:
                 result, error = results.pop(0)
                 if error is not None:
