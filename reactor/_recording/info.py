@@ -58,7 +58,9 @@ class RunInfo:
         ended_at: UNIX seconds, once ``harness:end`` was recorded.
         status: ``running`` until ``harness:end`` is recorded (``waiting`` while a
             question to a person is pending), then the final status from it; a
-            service shows a run still in its job queue as ``queued``.
+            service shows a run still in its job queue as ``queued``, and one it will
+            not resume by itself (its graph changed what its log says was done) as
+            ``blocked``, with the ``reason``.
         reason: Why it ended.
         signals: How many signals are recorded.
         target: Where the graph came from (``module:attribute`` or
@@ -88,7 +90,7 @@ class RunInfo:
     @property
     def complete(self) -> bool:
         """Whether the run's ``harness:end`` was recorded."""
-        return self.status not in (None, "queued", "running", "waiting")
+        return self.status not in (None, "queued", "running", "waiting", "blocked")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form; times in ISO 8601, UTC (as a serialized signal's)."""

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 
 __all__ = ["CronJobs", "cron_problem", "cron_trigger"]
 
@@ -144,6 +145,23 @@ class CronJobs:
             misfire_grace_time=60,
         )
         self._expressions[name] = expression
+
+    def daily(self, job: str, fire: Callable[[], Awaitable[object]]) -> None:
+        """Run ``fire()`` now and then every day (housekeeping, not an agent's schedule)."""
+
+        async def due() -> None:  # a coroutine function: APScheduler awaits it in the loop
+            await fire()
+
+        self._scheduler.add_job(
+            due,
+            IntervalTrigger(days=1, timezone=UTC),
+            id=job,
+            name=job,
+            replace_existing=True,
+            coalesce=True,
+            max_instances=1,
+            next_run_time=datetime.now(UTC),
+        )
 
     async def _due(self, name: str) -> None:
         """The job of every agent (a coroutine function: APScheduler awaits it in the loop)."""
