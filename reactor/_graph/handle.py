@@ -256,6 +256,8 @@ class RunHandle:
             return
         self._task.cancel()
         await asyncio.wait([self._task])
+        if not self._task.cancelled():
+            self._task.exception()  # RunSuspendedError: result() raises it, if awaited
         run.scheduler.drop_deferred()  # the task was cancelled before it started them
         await run.flush_recording()  # also when the task was cancelled before it ran
         await self._close_channels()

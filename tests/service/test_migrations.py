@@ -107,6 +107,7 @@ COLUMNS = {
     "run_leases": {"run_id", "worker", "heartbeat_at", "epoch"},
     "cron_ticks": {"agent", "tick_at", "claimed_at"},
     "web_sessions": {"id_hash", "user_id", "csrf", "created_at", "used_at"},
+    "blocked_runs": {"run_id", "reason", "blocked_at"},
     "prompt_replies": {"run_id", "prompt_id", "answer", "answered_by", "answered_at", "message_id"},
     "service_processes": {"id", "heartbeat_at"},
 }
