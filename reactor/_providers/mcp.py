@@ -139,9 +139,7 @@ class MCPTool(Tool):
     server: str = ""
     remote: str = ""
 
-    async def invoke(
-        self, arguments: Mapping[str, Any], context: ToolContext | None = None
-    ) -> Any:
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
         """Call the tool on its server (its arguments are checked there)."""
         return await self.fn(**dict(arguments))
 
