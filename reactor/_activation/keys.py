@@ -55,5 +55,5 @@ class ActivationKeys(ToolKeys):
     def next_key(self, tool: str) -> str:
         """The key of the next call of ``tool`` in this activation."""
         self._calls[tool] += 1
-        label = f"tool:{tool}:{self._calls[tool]}"
+        label = f"{tool}#{self._calls[tool]}"  # its nth call of that tool
         return idempotency_key(self._run_id, self._agent, self._seq, label)

@@ -29,6 +29,7 @@ from reactor._agents.context import AgentContext
 from reactor._agents.fingerprint import PARTS, fingerprints
 from reactor._agents.templates import render
 from reactor._engine.routes import routes_of
+from reactor._engine.runspec import GraphSpec
 from reactor._signals.names import HARNESS_START, parse_agent_event, parse_state_event
 from reactor._signals.signal import Signal, to_jsonable
 from reactor.exceptions import GraphChangedError, RunFinishedError
@@ -36,7 +37,6 @@ from stores import create_store
 
 if TYPE_CHECKING:
     from reactor._agents.agent import Agent
-    from reactor._graph.reactive import Reactive
     from reactor._recording.recording import Recording
     from reactor._recording.store import SignalStore
 
@@ -105,7 +105,7 @@ class Verdict:
 
 
 def resume_plan(
-    graph: Reactive, record: SignalStore, run_id: str, scope: Mapping[str, Any] | None = None
+    graph: GraphSpec, record: SignalStore, run_id: str, scope: Mapping[str, Any] | None = None
 ) -> tuple[ResumePlan, Verdict]:
     """Read run ``run_id``'s plan from its latest snapshot on, and check ``graph`` against it.
 
@@ -130,7 +130,7 @@ def resume_plan(
 
 
 def check_resume(
-    graph: Reactive,
+    graph: GraphSpec,
     plan: ResumePlan,
     whole: Recording | None = None,
     *,
@@ -174,7 +174,7 @@ def check_resume(
 
 
 def _guards_differ(
-    graph: Reactive, names: list[str], log: Recording, scope: Mapping[str, Any]
+    graph: GraphSpec, names: list[str], log: Recording, scope: Mapping[str, Any]
 ) -> dict[str, str]:
     """The agents whose new guard decides a recorded decision differently, and where.
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from reactor._activation.resume import ResumePlan
 from reactor._engine.opening import Forked, rebound
 from reactor._engine.routes import routes_of
+from reactor._engine.runspec import GraphSpec
 from reactor._recording.info import RunInfo, new_run_id
 from reactor._recording.recording import Recording
 from reactor._signals.names import HARNESS_END, HARNESS_ENDING
@@ -23,12 +24,11 @@ from stores import create_store
 
 if TYPE_CHECKING:
     from reactor._engine.options import RunOptions
-    from reactor._graph.reactive import Reactive
 
 __all__ = ["fork_plan"]
 
 
-def fork_plan(graph: Reactive, options: RunOptions) -> tuple[ResumePlan, Forked]:
+def fork_plan(graph: GraphSpec, options: RunOptions) -> tuple[ResumePlan, Forked]:
     """What a fork starts from: the source's log up to ``at``, read as a resume reads it.
 
     Raises:
