@@ -18,7 +18,6 @@ and has its own part of the snapshot; register it in :data:`SECTIONS`.
 from __future__ import annotations
 
 import copy
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -168,7 +167,7 @@ class LogFold:
         self.input: Any = None
         self.state: dict[str, Any] = {}
         self.fingerprints: dict[str, dict[str, str]] | None = None
-        self.launched: Counter[str] = Counter()
+        self.launched: dict[str, int] = {}
         self.flights: dict[str, Flight] = {}  # activated id -> its flight, in start order
         self.owners: dict[str, str] = {}  # id of a cause inside a flight -> activated id
         self.open_calls: dict[str, str] = {}  # activation -> request hash of its open call
@@ -257,34 +256,41 @@ class LogFold:
         return self.owners.get(cause, cause)
 
     def _agent_event(self, signal: Signal, agent: str, event: str) -> None:
+        # Every activation passes here three times (decided, activated, finished): the
+        # hot path of the fold, kept to a few dict operations.
         cause = signal.caused_by
         trigger: Signal | None = None
         if event in _DECIDED and cause is not None:
-            entry = self.undecided.get(cause)
+            undecided = self.undecided
+            entry = undecided.get(cause)
             if entry is not None:
-                trigger = entry[0]
-                if agent in entry[1]:
-                    rest = tuple(other for other in entry[1] if other != agent)
-                    if rest:
-                        self.undecided[cause] = (trigger, rest)
-                    else:
-                        del self.undecided[cause]
+                trigger, deciding = entry
+                if deciding == (agent,):
+                    del undecided[cause]
+                elif agent in deciding:
+                    undecided[cause] = (trigger, tuple(a for a in deciding if a != agent))
         if event == "activated":
-            self.launched[agent] += 1
+            launched = self.launched
+            index = launched[agent] = launched.get(agent, 0) + 1
             if trigger is None and cause is not None:
                 trigger = self._find(cause)
-            self.flights[signal.id] = Flight(agent, signal, trigger or signal, self.launched[agent])
-        elif event in _FINISHED and cause in self.flights:
-            self._finish(cause)
+            self.flights[signal.id] = Flight(agent, signal, trigger or signal, index)
+        elif event in _FINISHED and cause is not None:
+            flight = self.flights.pop(cause, None)
+            if flight is not None:
+                self._finish(cause, flight)
 
-    def _finish(self, activation: str) -> None:
-        flight = self.flights.pop(activation)
-        for owned in flight.owned:
-            self.owners.pop(owned, None)
-        for prompt_id in flight.prompts:
-            self.prompts.pop(prompt_id, None)
-        self.open_calls.pop(activation, None)
-        self.mailboxes.pop(flight.agent, None)  # what it had not taken is gone with it
+    def _finish(self, activation: str, flight: Flight) -> None:
+        if flight.owned:
+            for owned in flight.owned:
+                self.owners.pop(owned, None)
+        if flight.prompts:
+            for prompt_id in flight.prompts:
+                self.prompts.pop(prompt_id, None)
+        if self.open_calls:
+            self.open_calls.pop(activation, None)
+        if self.mailboxes:
+            self.mailboxes.pop(flight.agent, None)  # what it had not taken is gone with it
 
     def _other(self, kind: int, signal: Signal) -> None:
         payload = signal.payload if isinstance(signal.payload, Mapping) else {}

@@ -9,7 +9,6 @@ one entry per extra section). Signals inside it are compact lists (:func:`encode
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -105,7 +104,7 @@ def fold_from(
     fold.state = dict(snapshot.get("state") or {})
     fold.know(snapshot.get("fingerprints"))
     progress = snapshot.get("progress") or {}
-    fold.launched = Counter({str(k): int(v) for k, v in progress["launched"].items()})
+    fold.launched = {str(k): int(v) for k, v in progress["launched"].items()}
     for data in progress["flights"]:
         flight = _load_flight(data, run_id)
         fold.flights[flight.activated.id] = flight
