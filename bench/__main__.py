@@ -11,6 +11,7 @@ from pathlib import Path
 from bench import (
     bus,
     limits,
+    longlife,
     many,
     reactions,
     recording,
@@ -31,6 +32,7 @@ WORKLOADS = {
     "limits": limits.run,
     "recording": recording.run,
     "resume": resume.run,
+    "longlife": longlife.run,
     "many": many.run,
     "reactions": reactions.run,
     "serve": serve.run,

@@ -22,6 +22,7 @@ from reactor.exceptions import (
     CapabilityError,
     CycleWarning,
     DatabaseError,
+    GraphChangedError,
     GraphValidationError,
     HandlerError,
     IdleTimeoutError,
@@ -116,6 +117,7 @@ if TYPE_CHECKING:
     from reactor._providers.scripted import ScriptedProvider
     from reactor._providers.tools import (
         Tool,
+        ToolContext,
         tool,
     )
     from reactor._recording.diff import Divergence
@@ -167,6 +169,7 @@ __all__ = [
     "End",
     "EventNode",
     "EventTree",
+    "GraphChangedError",
     "GraphValidationError",
     "HandlerError",
     "Hooks",
@@ -239,6 +242,7 @@ __all__ = [
     "ThinkingDelta",
     "Tool",
     "ToolCall",
+    "ToolContext",
     "ToolResult",
     "Trace",
     "Usage",
@@ -308,6 +312,7 @@ _LAZY: dict[str, str] = {
     "TextDelta": "reactor._providers.base",
     "ThinkingDelta": "reactor._providers.base",
     "Tool": "reactor._providers.tools",
+    "ToolContext": "reactor._providers.tools",
     "ToolCall": "reactor._providers.base",
     "ToolResult": "reactor._providers.base",
     "Trace": "reactor._prompts.trace",

@@ -26,6 +26,7 @@ from reactor._signals.names import (
     DELTAS,
     HARNESS_END,
     HARNESS_ENDING,
+    HARNESS_FORKED,
     HARNESS_RESUMED,
     HARNESS_START,
     PROVIDER_END,
@@ -83,7 +84,7 @@ def configure(
     )
 
 
-_HARNESS = frozenset({HARNESS_START, HARNESS_ENDING, HARNESS_END, HARNESS_RESUMED})
+_HARNESS = frozenset({HARNESS_START, HARNESS_ENDING, HARNESS_END, HARNESS_RESUMED, HARNESS_FORKED})
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
@@ -96,7 +97,7 @@ def level_of(name: str) -> str:
     """The log level of a signal: errors, run and completion milestones, else debug.
 
     ``*:failed`` and ``*:error`` (and ``bus:handler_error``) are ``error``;
-    ``harness:*`` and ``agent:*:completed`` are ``info``; everything else ``debug``.
+    ``harness:*`` (snapshots aside) and ``agent:*:completed`` are ``info``; the rest ``debug``.
     """
     last = name.rpartition(":")[2]
     if last in ("failed", "error") or last.endswith("_error"):

@@ -15,7 +15,6 @@ or a hold.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from examples.trading_bot.models import (
@@ -31,7 +30,15 @@ from examples.trading_bot.scripted import SCENARIOS
 from examples.trading_bot.scripted import scripted_provider as _scripted
 from reactor import AgentContext, RunView, ScriptedProvider, agent, reactive
 
-__all__ = ["CONFIDENCE", "describe", "finished", "graph", "scripted_provider"]
+__all__ = [
+    "CONFIDENCE",
+    "PaperBroker",
+    "broker",
+    "describe",
+    "finished",
+    "graph",
+    "scripted_provider",
+]
 
 CONFIDENCE = 0.6
 """The trader acts only on an analysis at least this confident."""
@@ -82,17 +89,43 @@ async def record_market(ctx: AgentContext) -> MarketData:
     return market
 
 
+class PaperBroker:
+    """A paper broker that dedupes orders by ``client_order_id``, as real brokers do.
+
+    An order is placed once per ``client_order_id``; the same id again returns the
+    order already placed.
+
+    A resumed run runs again an activation its process was in when it died; with the
+    activation's idempotency key as ``client_order_id``, the broker sees the order
+    twice and places it once.
+    """
+
+    def __init__(self) -> None:
+        self.orders: dict[str, Execution] = {}
+
+    def place(self, proposal: TradeProposal, *, client_order_id: str) -> Execution:
+        """Fill the proposal at its limit price, unless this order was placed already."""
+        if proposal.action == "hold":
+            raise ValueError("A hold is not an order: the broker is sent buys and sells only.")
+        placed = self.orders.get(client_order_id)
+        if placed is None:
+            placed = self.orders[client_order_id] = Execution(
+                order_id=f"ord_{client_order_id[:10]}",
+                action=proposal.action,
+                quantity=proposal.quantity,
+                price=proposal.limit_price,
+                notional=round(proposal.quantity * proposal.limit_price, 2),
+            )
+        return placed
+
+
+broker = PaperBroker()
+"""Where ``executor`` sends its orders."""
+
+
 async def execute(ctx: AgentContext) -> Execution:
-    """A paper broker: fill the approved proposal at its limit price."""
-    proposal = ctx.state.proposal
-    execution = Execution(
-        # Derived from the order itself, so a replay books the same order.
-        order_id="ord_" + hashlib.sha256(proposal.model_dump_json().encode()).hexdigest()[:10],
-        action=proposal.action,
-        quantity=proposal.quantity,
-        price=proposal.limit_price,
-        notional=round(proposal.quantity * proposal.limit_price, 2),
-    )
+    """Send the approved proposal to the broker, keyed by this activation."""
+    execution = broker.place(ctx.state.proposal, client_order_id=ctx.idempotency_key("order"))
     ctx.store.record_execution(execution)
     return execution
 

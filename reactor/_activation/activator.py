@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from reactor._activation.agentrun import Activation, AgentRun
+from reactor._activation.keys import ActivationKeys, idempotency_key
 from reactor._activation.threads import call_code
 from reactor._agents.asking import Asking
 from reactor._agents.context import AgentContext
@@ -31,6 +32,7 @@ from reactor._prompts.modelcall import CallSite, ModelCall, RunProvider, since
 from reactor._prompts.prompting import enter_site
 from reactor._prompts.session import session_output
 from reactor._providers.hooks import NO_HOOKS
+from reactor._providers.tools import set_tool_keys
 from reactor._signals.bus import set_current_signal
 from reactor._signals.diagnostics import log
 from reactor._signals.door import check_payload
@@ -218,6 +220,8 @@ class Activator:
         else:
             enter_site((self._site, (agent_run, activation.answers)))
         set_env(agent_run.agent.env)
+        run_id = self.services.template_run_id
+        set_tool_keys(ActivationKeys(run_id, agent_run.name, activation.trigger.seq))
 
     # -- what agent.prompt() needs of the run (reactor._prompts.prompting.PromptSite) -------
 
@@ -380,6 +384,10 @@ class Activator:
         """``ctx.receive``: the next message in the agent's mailbox, waiting for one."""
         agent_run, _ = _owner(key)
         return await agent_run.mailbox().get(timeout)
+
+    def context_key(self, ctx: AgentContext[Any], label: str) -> str:
+        """``ctx.idempotency_key``: from the run, the agent, its trigger's seq, the label."""
+        return idempotency_key(self.services.template_run_id, ctx.agent, ctx.signal.seq, label)
 
     def context_span(self, ctx: AgentContext[Any], kind: str, name: str) -> Span:
         """``ctx.phase`` / ``ctx.task``."""

@@ -2,7 +2,9 @@
 
 A run's log holds every decision it made: each activation (``agent:<name>:activated``,
 caused by its trigger), how it ended (``completed``, ``failed``, ``cancelled``), each
-skip, each provider call and tool result. A :class:`ResumePlan` reads it back:
+skip, each provider call and tool result. A :class:`ResumePlan` reads it back, through
+a :class:`~reactor._activation.fold.LogFold` that starts from the latest
+``harness:snapshot`` (so a long run is read from its last snapshot on):
 
 * the state, rebuilt as ``state_at(last seq)``;
 * activations that finished: never run again (their effects are in the log);
@@ -20,34 +22,24 @@ skip, each provider call and tool result. A :class:`ResumePlan` reads it back:
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from reactor._activation.fold import Flight, LogFold, Prompt
+from reactor._activation.snapshot import fold_from
 from reactor._agents.asking import PendingPrompt, RecordedPrompt, recorded_prompt
-from reactor._providers.base import End, ProviderRequest, Usage
+from reactor._providers.base import End, ProviderRequest
 from reactor._providers.toolrun import RecordedToolError
 from reactor._providers.tools import Tool
+from reactor._recording.log import latest_snapshot
 from reactor._recording.recording import Recording
-from reactor._signals.names import (
-    PROVIDER_END,
-    PROVIDER_START,
-    SESSION_PROMPT,
-    SESSION_REPLY,
-    SESSION_TIMEOUT,
-    TOOL_CALL,
-    TOOL_RESULT,
-    inbox_agent,
-    parse_agent_event,
-)
 from reactor._signals.signal import Signal
 
 __all__ = ["InFlight", "RecordedAnswers", "ResumePlan"]
-
-_FINISHED = frozenset({"completed", "failed", "cancelled"})
-_DECIDED = frozenset({"activated", "skipped", "failed"})
 
 
 class RecordedAnswers:
@@ -95,7 +87,8 @@ class RecordedAnswers:
         run = tool.fn
 
         async def remembered(**arguments: Any) -> Any:
-            results = self._tools.get((tool.name, _key(arguments)))
+            given = {k: v for k, v in arguments.items() if k != tool.context_param}
+            results = self._tools.get((tool.name, _key(given)))
             if results:
                 result, error = results.pop(0)
                 if error is not None:
@@ -124,9 +117,16 @@ class InFlight:
 
 @dataclasses.dataclass
 class ResumePlan:
-    """What a resumed run restores and does before anything new."""
+    """What a resumed run restores and does before anything new.
+
+    Attributes:
+        recording: The log the plan was read from: the whole run, or its tail from the
+            latest ``harness:snapshot`` on (what a resume loads of a long run).
+        fold: What the log says, folded (a resumed run's recorder goes on from it).
+    """
 
     recording: Recording
+    fold: LogFold
     state: dict[str, Any]
     activations: int
     launched: dict[str, int]
@@ -151,130 +151,92 @@ class ResumePlan:
     @property
     def input(self) -> Any:
         """The run's recorded input."""
-        return self.recording.input
+        return self.fold.input
+
+    @property
+    def fingerprints(self) -> dict[str, dict[str, str]] | None:
+        """The agents of the graph that last ran the run, as recorded (``None``: unknown)."""
+        return self.fold.fingerprints
+
+    @property
+    def sections(self) -> Mapping[str, Any]:
+        """What the extra sections of the fold keep (see ``reactor._activation.fold``)."""
+        return self.fold.sections
 
     @classmethod
     def read(
         cls, recording: Recording, agents: Sequence[str], routes: Callable[[str], Sequence[int]]
     ) -> ResumePlan:
-        """Read a plan from a recording; ``routes(name)`` gives the agents a name triggers."""
+        """Read a plan from a recording; ``routes(name)`` gives the agents a name triggers.
+
+        The log is folded from its latest ``harness:snapshot`` on (from its start when
+        it has none), so a recording loaded from a snapshot (``store.load_tail``) is
+        enough.
+        """
         signals = recording.signals
-        by_id = {signal.id: signal for signal in signals}
-        decided: set[tuple[str, str]] = set()  # (trigger id, agent)
-        started: dict[str, tuple[str, Signal, int]] = {}  # activated id -> (agent, sig, nth)
-        finished: set[str] = set()
-        launched: Counter[str] = Counter()
-        answers: dict[str, RecordedAnswers] = {}
-        calls: dict[str, Any] = {}  # tool call id -> arguments
-        open_calls: dict[str | None, str] = {}  # activation id -> request hash
-        spent = [0, 0]  # input tokens, output tokens
-        cost_usd: float | None = 0.0  # None once a call's cost is unknown
-        asked: dict[str, tuple[str, Signal]] = {}  # prompt id -> (activation id, prompt)
-        outcomes: dict[str, Mapping[str, Any] | None] = {}  # prompt id -> reply (None: timeout)
-        last_finished: dict[str, int] = {}  # agent -> seq of its last finished activation
-        messages: list[Signal] = []  # inbox:<agent> signals
+        snapshot = latest_snapshot(signals)
+        if snapshot is None:
+            fold = LogFold(agents, routes, recording.run_id)
+            fold.add(signals)
+        else:
+            fold = fold_from(snapshot.payload, agents, routes, recording.run_id, _finder(signals))
+            fold.add([signal for signal in signals if signal.seq > fold.seq])
+        return cls.of(recording, fold)
 
-        def owner(signal: Signal) -> str:
-            """The activation a signal was emitted in (through phases and tasks)."""
-            cause = signal.caused_by
-            while cause is not None and cause not in started and cause in by_id:
-                cause = by_id[cause].caused_by
-            return cause or ""
-
-        for signal in signals:
-            name = signal.name
-            payload = signal.payload if isinstance(signal.payload, Mapping) else {}
-            parsed = parse_agent_event(name)
-            if parsed is not None:
-                agent, event = parsed
-                if event in _DECIDED and signal.caused_by is not None:
-                    decided.add((signal.caused_by, agent))
-                if event == "activated":
-                    launched[agent] += 1
-                    started[signal.id] = (agent, signal, launched[agent])
-                elif event in _FINISHED and signal.caused_by in started:
-                    finished.add(signal.caused_by)
-                    last_finished[agent] = signal.seq
-            elif name == SESSION_PROMPT:
-                asked[str(payload.get("prompt_id"))] = (owner(signal), signal)
-            elif name in (SESSION_REPLY, SESSION_TIMEOUT):
-                outcomes[str(payload.get("prompt_id"))] = payload if name == SESSION_REPLY else None
-            elif inbox_agent(name) is not None:
-                messages.append(signal)
-            elif name == PROVIDER_START:
-                open_calls[owner(signal)] = str(payload.get("request_hash"))
-            elif name == PROVIDER_END and owner(signal) in open_calls:
-                usage = payload.get("usage") or {}
-                spent[0] += int(usage.get("input_tokens", 0))
-                spent[1] += int(usage.get("output_tokens", 0))
-                cost = payload.get("cost_usd")
-                known = cost_usd is not None and isinstance(cost, int | float)
-                cost_usd = cost_usd + cost if known else None  # type: ignore[operator]
-                end = End(
-                    output=payload.get("output"),
-                    usage=Usage(
-                        int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
-                    ),
-                    cost_usd=payload.get("cost_usd"),
-                    stop_reason=payload.get("stop_reason"),
-                )
-                activation = owner(signal)
-                answers.setdefault(activation, RecordedAnswers()).add_end(
-                    open_calls.pop(activation), end
-                )
-            elif name == TOOL_CALL:
-                calls[str(payload.get("id"))] = payload.get("input")
-            elif name == TOOL_RESULT and str(payload.get("id")) in calls:
-                answers.setdefault(owner(signal), RecordedAnswers()).add_tool(
-                    str(payload.get("name")),
-                    calls[str(payload.get("id"))],
-                    payload.get("result"),
-                    payload.get("error"),
-                )
-        pending: list[PendingPrompt] = []
-        for prompt_id, (activation, prompt) in asked.items():
-            if activation in finished:
-                continue
-            if prompt_id in outcomes:
-                reply = outcomes[prompt_id]
-                recorded = recorded_prompt(prompt, reply, timed_out=reply is None)
-            else:
-                recorded = recorded_prompt(prompt, None, timed_out=False)
-                pending.append(recorded.prompt)
-            answers.setdefault(activation, RecordedAnswers()).prompts.append(recorded)
+    @classmethod
+    def of(cls, recording: Recording, fold: LogFold) -> ResumePlan:
+        """The plan of a log already folded (``fold`` is taken over, not copied)."""
+        current = set(fold.agents)
         in_flight = [
             InFlight(
-                agent,
-                activated,
-                by_id.get(activated.caused_by or "", activated),
-                nth,
-                answers.get(activated.id, RecordedAnswers()),
+                flight.agent,
+                flight.activated,
+                flight.trigger,
+                flight.index,
+                _answers(flight, fold.prompts),
             )
-            for key, (agent, activated, nth) in started.items()
-            if key not in finished
+            for flight in fold.flights.values()
+            if flight.agent in current
         ]
-        undecided: list[tuple[Signal, str]] = []
-        for signal in signals:
-            for index in routes(signal.name):
-                if (signal.id, agents[index]) not in decided:
-                    undecided.append((signal, agents[index]))
-        mailboxes: dict[str, list[Any]] = {}
-        for message in messages:
-            agent = inbox_agent(message.name) or ""
-            # What no activation took, or what one in flight took before the stop.
-            taken = agent not in agents or agents.index(agent) in routes(message.name)
-            if not taken and message.seq > last_finished.get(agent, 0):
-                mailboxes.setdefault(agent, []).append(message.payload)
+        asked = fold.prompts.values()
+        pending = [PendingPrompt.of(prompt.asked) for prompt in asked if not prompt.answered]
         return cls(
             recording=recording,
-            state=recording.state_at(signals[-1].seq if signals else 0),
-            activations=sum(launched.values()),
-            launched=dict(launched),
+            fold=fold,
+            state=fold.state_now(),
+            activations=sum(fold.launched.values()),
+            launched=dict(fold.launched),
             in_flight=in_flight,
-            undecided=undecided,
-            input_tokens=int(spent[0]),
-            output_tokens=int(spent[1]),
-            cost_usd=cost_usd,
+            undecided=[pair for pair in fold.undecided_pairs() if pair[1] in current],
+            input_tokens=fold.tokens[0],
+            output_tokens=fold.tokens[1],
+            cost_usd=fold.cost_usd,
             pending_prompts=pending,
-            mailboxes=mailboxes,
+            mailboxes={agent: list(box) for agent, box in fold.mailboxes.items() if box},
         )
+
+
+def _finder(signals: Sequence[Signal]) -> Callable[[int], Signal | None]:
+    """Find a signal of a log (in ``seq`` order) by its ``seq``."""
+
+    def find(seq: int) -> Signal | None:
+        index = bisect.bisect_left(signals, seq, key=lambda signal: signal.seq)
+        return signals[index] if index < len(signals) and signals[index].seq == seq else None
+
+    return find
+
+
+def _answers(flight: Flight, prompts: Mapping[str, Prompt]) -> RecordedAnswers:
+    """What a flight's log answered: provider calls, tool results, questions."""
+    answers = RecordedAnswers()
+    for digest, end in flight.ends:
+        answers.add_end(digest, end)
+    for name, arguments, result, error in flight.tools:
+        answers.add_tool(name, arguments, result, error)
+    for prompt_id in flight.prompts:
+        prompt = prompts.get(prompt_id)
+        if prompt is not None:
+            answers.prompts.append(
+                recorded_prompt(prompt.asked, prompt.reply, timed_out=prompt.timed_out)
+            )
+    return answers

@@ -61,6 +61,10 @@ class ContextOwner(Protocol):
         """A phase or task of the context's agent."""
         ...
 
+    def context_key(self, ctx: AgentContext[Any], label: str) -> str:
+        """The idempotency key of the context's activation and ``label``."""
+        ...
+
     async def context_spawn(
         self, ctx: AgentContext[Any], graph: Any, input: Any, options: Mapping[str, Any]
     ) -> Any:
@@ -213,6 +217,21 @@ class AgentContext(Generic[StateT, StoreT]):
             TimeoutError: No message came within ``timeout`` seconds.
         """
         return await self._owned("receive").context_receive(self, self._key, timeout)
+
+    def idempotency_key(self, label: str = "") -> str:
+        """A key that is the same every time this activation runs, for an effect outside.
+
+        Derived from the run, the agent, the ``seq`` of the signal that triggered the
+        activation, and ``label``: an activation that runs again (after a crash, on
+        resume) gets the same key, every other activation (or label) another. Give it
+        to the broker as ``client_order_id``, to a payment API as its idempotency
+        header, so that an effect asked for twice happens once::
+
+            broker.buy("AAPL", 10, client_order_id=ctx.idempotency_key("buy"))
+
+        ``label`` tells apart the effects of one activation (``"buy"``, ``"hedge"``).
+        """
+        return self._owned("make an idempotency key").context_key(self, label)
 
     def phase(self, name: str) -> Span:
         """``async with ctx.phase(name):`` a stage of the work, as ``phase:*`` signals."""

@@ -54,8 +54,13 @@ def script_target(ref: str) -> str:
     return ref
 
 
-def recorded_graph(info: RunInfo, command: str = "replay") -> tuple[ModuleType, Reactive]:
+def recorded_graph(
+    info: RunInfo, command: str = "replay", *, changed: bool = False
+) -> tuple[ModuleType, Reactive]:
     """Import the graph a recorded run names, if it is the user's own, unchanged code.
+
+    ``changed``: the file may have changed since the run (a resume or a fork goes on
+    with the code as it is now; the resume checks the graph against the run's log).
 
     Raises:
         CommandError: The recording names no graph, or one outside the current
@@ -79,10 +84,10 @@ def recorded_graph(info: RunInfo, command: str = "replay") -> tuple[ModuleType, 
             f"own project, so that a database from elsewhere cannot run code. If you trust "
             f"it, {hint}"
         )
-    if info.target_hash is None or file_hash(file) != info.target_hash:
-        changed = "no hash of it was recorded" if info.target_hash is None else "it has changed"
+    if not changed and (info.target_hash is None or file_hash(file) != info.target_hash):
+        what = "no hash of it was recorded" if info.target_hash is None else "it has changed"
         raise CommandError(
-            f"the recording of {run_id} names the graph {target!r}, but {changed} since the "
+            f"the recording of {run_id} names the graph {target!r}, but {what} since the "
             f"run ({file}); {hint} to replay on the code as it is now"
         )
     module, graph = load_graph(target if not _is_path(where) else f"{file}:{_split(target)[1]}")

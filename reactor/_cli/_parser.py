@@ -9,7 +9,7 @@ import reactor
 from reactor._cli._base import DB_ENV
 from reactor._cli._graphs import FORMATS, cmd_graph
 from reactor._cli._records import cmd_diff, cmd_runs, cmd_show
-from reactor._cli._running import cmd_replay, cmd_resume, cmd_run
+from reactor._cli._running import cmd_fork, cmd_replay, cmd_resume, cmd_run
 from reactor._cli._service import (
     DB_EXAMPLE,
     DB_SUMMARY,
@@ -182,8 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument(
         "--graph",
         metavar="MODULE:GRAPH",
-        help="the graph to resume on (default: the one recorded, if it is a file in this "
-        "directory that has not changed since)",
+        help="the graph to resume on (default: the one recorded, as its file in this "
+        "directory is now)",
     )
     resume.add_argument(
         "--provider",
@@ -191,9 +191,51 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("--timeout", type=_positive_float, help="seconds before the run is stopped")
     resume.add_argument("--state", action="store_true", help="print the whole final state")
+    resume.add_argument(
+        "--check",
+        action="store_true",
+        help="only say whether the graph as it is now can resume the run (exit 0) or "
+        "changed what its log says was done (exit 1); resume nothing",
+    )
+    resume.add_argument(
+        "--force",
+        action="store_true",
+        help="resume even if the graph changed what the run's log says was done",
+    )
     _interactive(resume)
     _run_output(resume)
     resume.set_defaults(handler=cmd_resume)
+
+    fork = command(
+        "fork",
+        "Start a new run from a recorded run's log up to a signal, and go on live.",
+        "reactor fork last --at 42 --set limit=5 --set 'note=\"try again\"'",
+    )
+    fork.add_argument("run", metavar="RUN", help="a run id, a unique prefix of one, or last")
+    fork.add_argument(
+        "--at", type=_positive_int, required=True, metavar="SEQ", help="the signal to fork at"
+    )
+    fork.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=JSON",
+        help="a state key's new value, as JSON (repeat it; written by the actor user)",
+    )
+    _db(fork, "the run database (the source run is read from it, the fork recorded to it)")
+    fork.add_argument(
+        "--graph",
+        metavar="MODULE:GRAPH",
+        help="the graph to go on with (default: the one recorded, as its file is now)",
+    )
+    fork.add_argument(
+        "--provider",
+        help="scripted (the module's `scripted_provider`), anthropic, or MODULE:ATTR",
+    )
+    fork.add_argument("--timeout", type=_positive_float, help="seconds before the run is stopped")
+    fork.add_argument("--state", action="store_true", help="print the whole final state")
+    _interactive(fork)
+    _run_output(fork)
+    fork.set_defaults(handler=cmd_fork)
 
     diff = command(
         "diff", "Show where two recorded runs first differ.", "reactor diff run_a1 run_b2"

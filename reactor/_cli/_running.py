@@ -1,4 +1,4 @@
-"""``reactor run``, ``replay`` and ``resume``: run a graph, record it, say what it did."""
+"""``reactor run``, ``replay``, ``resume`` and ``fork``: run a graph, record it, say what it did."""
 
 from __future__ import annotations
 
@@ -24,9 +24,11 @@ from reactor._cli._load import load_graph, provider, recorded_graph, script_targ
 from reactor._cli._output import Output
 from reactor._cli._render import clean, cost_of, money, status_text
 from reactor._engine.result import RunResult
+from reactor._graph.compat import resume_plan
 from reactor._graph.console import ConsoleChannel
 from reactor._graph.reactive import Reactive
 from reactor._providers.replay import ReplayProvider
+from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
 from reactor._reporting.progress import ProgressReporter
 from reactor._signals.diagnostics import short_repr
@@ -34,7 +36,7 @@ from reactor._signals.names import PROVIDER_START
 from reactor._signals.signal import to_jsonable
 from reactor.exceptions import RunSuspendedError
 
-__all__ = ["cmd_replay", "cmd_resume", "cmd_run", "summary"]
+__all__ = ["cmd_fork", "cmd_replay", "cmd_resume", "cmd_run", "summary"]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -108,16 +110,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    """Continue a recorded run that stopped before its end (exit 1 unless it went cleanly)."""
+    """Continue a recorded run that stopped before its end (exit 1 unless it went cleanly).
+
+    With ``--check``, only say whether the graph (the code as it is now) can resume it:
+    exit 0 if it can, 1 if it changed what the run's log says was done.
+    """
     with open_db(args) as reader:
         run_id = reader.resolve(args.run)
-        info = reader.load(run_id).info
-    if args.graph:
-        module, graph = load_graph(args.graph)
-    else:
-        module, graph = recorded_graph(info, "resume")
+        info = reader.load_tail(run_id).info
+        module, graph = _graph_of(args, info, "resume")
+        if args.check:
+            _, verdict = resume_plan(graph, reader, run_id)
+            Output(plain=args.plain).line(clean(verdict, newlines=True))
+            return 0 if verdict.compatible else 1
     chosen, words = provider(args.provider, module)
     options: dict[str, Any] = {"provider": chosen, "resume": run_id}
+    options["on_change"] = "force" if args.force else "fail"
     if args.timeout is not None:
         options["timeout"] = args.timeout
     store = writable_db(args)
@@ -128,6 +136,43 @@ def cmd_resume(args: argparse.Namespace) -> int:
         store.close()
     _print_summary(args, summary(result, words, db_path(args), state=args.state))
     return 0 if result.ok else 1
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """Start a new run from a recorded run's log up to a signal (exit 1 unless it went cleanly)."""
+    with open_db(args) as reader:
+        run_id = reader.resolve(args.run)
+        module, graph = _graph_of(args, reader.load_tail(run_id).info, "fork")
+    state: dict[str, Any] = {}
+    for assignment in args.set or ():
+        key, equals, value = assignment.partition("=")
+        if not equals or not key:
+            raise CommandError(f"--set takes KEY=JSON, e.g. --set limit=5, got {assignment!r}")
+        state[key] = json_argument(value, f"--set {key}")
+    chosen, words = provider(args.provider, module)
+    options: dict[str, Any] = {"provider": chosen, "fork": {"run_id": run_id, "at": args.at}}
+    options["fork"]["state"] = state
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
+    store = writable_db(args)
+    options["record"] = store
+    try:
+        result = _run(graph, args, options)
+    except ValueError as exc:  # the signal to fork at, or the state, does not fit
+        raise CommandError(str(exc).rstrip(".")) from None
+    finally:
+        store.close()
+    lines = summary(result, words, db_path(args), state=args.state)
+    lines.insert(1, f"forked from {run_id} at signal {args.at}")
+    _print_summary(args, lines)
+    return 0 if result.ok else 1
+
+
+def _graph_of(args: argparse.Namespace, info: RunInfo, command: str) -> tuple[Any, Reactive]:
+    """The graph ``--graph`` names, else the recorded one (the code as it is now)."""
+    if args.graph:
+        return load_graph(args.graph)
+    return recorded_graph(info, command, changed=True)
 
 
 def _run(graph: Reactive, args: argparse.Namespace, options: dict[str, Any]) -> RunResult:

@@ -1,4 +1,4 @@
-"""``reactor db upgrade`` and ``reactor serve``: the service, from the command line.
+"""``reactor db upgrade`` and ``prune``, ``reactor serve``: the service, from the command line.
 
 The service (SQLAlchemy, Alembic, FastAPI, uvicorn) is imported when a command of it
 runs, so the other commands start without it.
@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import os
 import sys
+from datetime import timedelta
 from typing import Any
 
 from reactor._cli._base import CommandError
@@ -29,8 +30,9 @@ __all__ = [
     "seconds_arg",
 ]
 
-DB_SUMMARY = "Create or migrate the database of objects and reactions."
+DB_SUMMARY = "Create or migrate the service's database; prune old recorded runs."
 DB_EXAMPLE = "reactor db upgrade --db postgresql://postgres@127.0.0.1:5432/app"
+PRUNE_EXAMPLE = "reactor db prune --older-than 30d --status completed --status failed --dry-run"
 DEFAULT_SERVICE_URL = "sqlite:///.reactor/app.db"
 """Where objects and reactions are kept unless told otherwise (``reactor.service``'s default)."""
 SERVE_SUMMARY = "Serve a reaction service over HTTP: agents, schedules, objects and runs."
@@ -40,7 +42,7 @@ SERVE_EXAMPLE = (
 
 
 def add_db_arguments(db: argparse.ArgumentParser) -> None:
-    """Give ``reactor db`` its actions (``upgrade``)."""
+    """Give ``reactor db`` its actions (``upgrade``, ``prune``)."""
     actions = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     upgrade = actions.add_parser(
         "upgrade",
@@ -58,15 +60,109 @@ def add_db_arguments(db: argparse.ArgumentParser) -> None:
         f"(default: {DEFAULT_SERVICE_URL})",
     )
 
+    prune = actions.add_parser(
+        "prune",
+        help="delete recorded runs that ended long enough ago (their signals, inbox, info)",
+        description=(
+            "Delete runs that ended before the given age, whole and in one transaction. "
+            "Runs still running or waiting are never deleted."
+        ),
+        epilog=f"Example:\n  {PRUNE_EXAMPLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prune.set_defaults(parser=prune)
+    prune.add_argument(
+        "--db",
+        metavar="URL",
+        default=DEFAULT_SERVICE_URL,
+        help="the database whose recorded runs to prune: sqlite:///path.db, a file path "
+        f"(.reactor/runs.db), or postgresql://... (default: {DEFAULT_SERVICE_URL})",
+    )
+    prune.add_argument(
+        "--older-than",
+        metavar="AGE",
+        required=True,
+        type=_duration_arg,
+        help="how long ago a run must have ended: 30d, 12h, 90m, 2w",
+    )
+    prune.add_argument(
+        "--status",
+        action="append",
+        metavar="STATUS",
+        help="the final statuses to delete (repeat it; `all` for any; default: completed)",
+    )
+    prune.add_argument(
+        "--keep-last",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep the N newest runs of each graph whatever their age (default: 0)",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="say how many runs would go, delete nothing"
+    )
+
+
+def _duration_arg(text: str) -> timedelta:
+    from reactor._recording.info import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
+
 
 def cmd_db(args: argparse.Namespace) -> int:
-    """``reactor db upgrade``: migrate the database and say which revision it is at."""
+    """``reactor db upgrade`` or ``prune``: migrate the database, or delete old runs."""
+    if args.db_command == "prune":
+        return _prune(args)
     from reactor.service import upgrade_database
     from reactor.service._objects.db import describe_url
 
     revision = asyncio.run(upgrade_database(args.db))
     print(f"{describe_url(args.db)}: the tables are at revision {revision} (the newest).")
     return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    """``reactor db prune``: delete the ended runs older than ``--older-than``."""
+    from reactor.service._hosting.hosting import default_record
+    from reactor.service._objects.db import Database, describe_url
+
+    statuses = args.status or ["completed"]
+    status = None if "all" in statuses else tuple(statuses)
+    store, _ = asyncio.run(default_record(Database(args.db)))
+    prune = getattr(store, "prune", None)
+    if prune is None:  # pragma: no cover - the stores default_record opens all can
+        raise CommandError(f"{describe_url(args.db)} keeps no runs to prune")
+    try:
+        count = prune(
+            older_than=args.older_than,
+            status=status,
+            keep_last=args.keep_last,
+            dry_run=args.dry_run,
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc).rstrip(".")) from None
+    finally:
+        getattr(store, "close", lambda: None)()
+    which = "any status" if status is None else ", ".join(status)
+    age = _age(args.older_than)
+    runs = f"{count} run{'s' if count != 1 else ''}"
+    if args.dry_run:
+        print(f"{describe_url(args.db)}: {runs} ({which}) ended more than {age} ago would go.")
+    else:
+        print(f"{describe_url(args.db)}: deleted {runs} ({which}) that ended more than {age} ago.")
+    return 0
+
+
+def _age(age: timedelta) -> str:
+    seconds = int(age.total_seconds())
+    for unit, size in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds} second{'s' if seconds != 1 else ''}"
 
 
 def seconds_arg(text: str) -> float:

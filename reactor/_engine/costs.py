@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from reactor._activation.fold import SECTIONS
 from reactor._activation.resume import ResumePlan
 from reactor._agents.agent import Agent
 from reactor._agents.budget import Budget, Spending, check_budget
@@ -21,7 +22,7 @@ from reactor._recording.store import Reporter, SignalStore
 from reactor._signals.names import PROVIDER_END, PROVIDER_START
 from reactor._signals.signal import Signal
 
-__all__ = ["Costs"]
+__all__ = ["Costs", "SpendingSection"]
 
 
 class Costs:
@@ -34,7 +35,8 @@ class Costs:
         budget: The run's budget.
         agents: The graph's agents (their own budgets).
         spent: What the run spent before (a resumed run's tokens and cost).
-        history: A resumed run's signals, to count what its budgets already spent.
+        spent_before: What a resumed run's log says its calls spent, by agent (what its
+            budgets count from).
     """
 
     __slots__ = (
@@ -51,7 +53,7 @@ class Costs:
         budget: Budget | None,
         agents: Iterable[Agent],
         spent: tuple[int, int, float | None] = (0, 0, 0.0),
-        history: Sequence[Signal] = (),
+        spent_before: SpendingSection | None = None,
     ) -> None:
         self._run_id = run_id
         self._record = record
@@ -69,9 +71,9 @@ class Costs:
         self._spent: Spending | None = None
         self._by_agent: dict[str, Spending] = {}
         if budget is not None or self._agent_budgets:
-            self._spent = Spending()
-            for signal in history:  # what a resumed run's calls spent before
-                self._count(signal)
+            before = spent_before if spent_before is not None else SpendingSection()
+            self._spent = before.run
+            self._by_agent = before.agents
 
     @classmethod
     def of_run(
@@ -87,7 +89,7 @@ class Costs:
             spent=(resume.input_tokens, resume.output_tokens, resume.cost_usd)
             if resume is not None
             else (0, 0, 0.0),
-            history=resume.recording.signals if resume is not None else (),
+            spent_before=resume.sections.get(SpendingSection.key) if resume is not None else None,
         )
 
     def record_request(self, request: ProviderRequest) -> None:
@@ -134,15 +136,48 @@ class Costs:
             self._spent.add(data, cost_usd, model)
             self._by_agent.setdefault(agent, Spending()).add(data, cost_usd, model)
 
-    def _count(self, signal: Signal) -> None:
+
+class SpendingSection:
+    """What a run's model calls spent, by agent, folded from its log (a fold section).
+
+    A resumed run's budgets count from it; it is part of every snapshot, so a resume
+    that reads only the tail of a long log still knows what was spent before.
+    """
+
+    key = "spending"
+
+    def __init__(self) -> None:
+        self.run = Spending()
+        self.agents: dict[str, Spending] = {}
+
+    def wants(self, name: str) -> bool:
+        """Model calls' starts and ends."""
+        return name in (PROVIDER_START, PROVIDER_END)
+
+    def fold(self, signal: Signal) -> None:
+        """Count one call's start, or its usage and cost."""
         payload: Mapping[str, Any] = signal.payload if isinstance(signal.payload, Mapping) else {}
         agent = str(payload.get("agent") or "")
-        assert self._spent is not None
-        mine = self._by_agent.setdefault(agent, Spending())
+        mine = self.agents.setdefault(agent, Spending())
         if signal.name == PROVIDER_START:
-            self._spent.model_calls += 1
+            self.run.model_calls += 1
             mine.model_calls += 1
-        elif signal.name == PROVIDER_END:
+        else:
             usage = payload.get("usage") or {}
-            self._spent.add(usage, payload.get("cost_usd"), None)
+            self.run.add(usage, payload.get("cost_usd"), None)
             mine.add(usage, payload.get("cost_usd"), None)
+
+    def dump(self) -> Any:
+        """The spending as JSON data."""
+        return {
+            "run": self.run.to_dict(),
+            "agents": {agent: spent.to_dict() for agent, spent in self.agents.items()},
+        }
+
+    def load(self, data: Any) -> None:
+        """Take back what :meth:`dump` gave."""
+        self.run = Spending.from_dict(data["run"])
+        self.agents = {agent: Spending.from_dict(d) for agent, d in data["agents"].items()}
+
+
+SECTIONS.append(SpendingSection)

@@ -43,6 +43,8 @@ class RunOptions:
     parent_run_id: str | None = None
     run_id: str | None = None
     budget: Budget | None = None
+    on_change: Literal["fail", "force"] = "fail"
+    fork: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.on_end not in ("drain", "cancel"):
@@ -62,6 +64,13 @@ class RunOptions:
             )
         if self.resume is not None and self.replay is not None:
             raise ValueError("A run resumes or replays, not both: give resume= or replay=.")
+        if self.on_change not in ("fail", "force"):
+            raise ValueError(
+                f"on_change must be 'fail' (refuse to resume on a changed graph) or 'force' "
+                f"(resume anyway), got {self.on_change!r}."
+            )
+        if self.fork is not None:
+            _check_fork(self.fork, self)
         if self.run_id is not None:
             if self.resume is not None:
                 raise ValueError("A resumed run keeps its id: give resume= or run_id=, not both.")
@@ -80,6 +89,29 @@ class RunOptions:
                 f"scope cannot define {', '.join(map(repr, taken))}: templates already have "
                 f"{', '.join(CONTEXT_NAMES)}. Choose other names."
             )
+
+
+def _check_fork(fork: Mapping[str, Any], options: RunOptions) -> None:
+    """A fork names its source run and a signal of it; it records, and only forks."""
+    example = "fork={'run_id': 'run_...', 'at': 42, 'state': {'key': 'value'}}"
+    if not isinstance(fork, Mapping) or not set(fork) <= {"run_id", "at", "state"}:
+        raise ValueError(f"fork must be a dict like {example}, got {fork!r}.")
+    run_id, at, state = fork.get("run_id"), fork.get("at"), fork.get("state")
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"fork needs the id of the run to fork ({example}), got {run_id!r}.")
+    if not isinstance(at, int) or isinstance(at, bool) or at < 1:
+        raise ValueError(f"fork's 'at' must be the seq of a signal (an integer >= 1), got {at!r}.")
+    if state is not None and not isinstance(state, Mapping):
+        raise ValueError(f"fork's 'state' must be a dict of key -> value, got {state!r}.")
+    if options.record is None:
+        raise ValueError(
+            "fork= needs record=: the signal store the source run is in, where the fork "
+            "is recorded too."
+        )
+    if options.resume is not None or options.replay is not None:
+        raise ValueError(
+            "A run forks, resumes or replays, only one: give fork=, resume= or replay=."
+        )
 
 
 def _check_reporter(reporter: object) -> None:
@@ -117,8 +149,12 @@ class RunKwargs(TypedDict, total=False):
     (``object`` and ``objects`` are also ``ctx.object`` and ``ctx.objects``; the
     service gives reaction agents the object that changed and the object store);
     ``resume``: the id of a recorded run to continue (with ``record=`` its store; see
-    :meth:`reactor.Reactive.resume`); ``parent_run_id``: the run this one is a child
-    of (``ctx.spawn`` sets it; stored in the run info); ``budget``: a
+    :meth:`reactor.Reactive.resume`); ``on_change``: what a resume does when the graph
+    changed since the run last ran in a way its log would not reproduce: ``"fail"``
+    (raise :class:`~reactor.GraphChangedError`) or ``"force"`` (go on); ``fork``: start
+    a new run from another's log up to a signal, ``{"run_id", "at", "state"}`` (see
+    :meth:`reactor.Reactive.fork`); ``parent_run_id``: the run this one is a child of
+    (``ctx.spawn`` sets it; stored in the run info); ``budget``: a
     :class:`~reactor.Budget` the run's model calls may not start over.
     """
 
@@ -139,6 +175,8 @@ class RunKwargs(TypedDict, total=False):
     resume: str | None
     parent_run_id: str | None
     budget: Budget | None
+    on_change: Literal["fail", "force"]
+    fork: Mapping[str, Any] | None
 
 
 OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(RunOptions))

@@ -21,32 +21,28 @@ from typing import TYPE_CHECKING, Any, cast
 
 from reactor._activation.activator import Activator, Turn
 from reactor._activation.agentrun import Activation, AgentRun
+from reactor._activation.fold import LogFold
 from reactor._activation.resume import ResumePlan
 from reactor._agents.asking import Asking
+from reactor._agents.fingerprint import fingerprints
 from reactor._engine.collector import run_finished, run_started
 from reactor._engine.costs import Costs
+from reactor._engine.opening import Forked, announce, first_signal
 from reactor._engine.options import RunOptions
 from reactor._engine.outside import OutsideInput
 from reactor._engine.result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
 from reactor._engine.routes import routes_of
 from reactor._engine.runspec import GraphSpec, end_check, watchers
 from reactor._engine.scheduler import Scheduler
+from reactor._engine.snapshots import snapshots_for
 from reactor._engine.subruns import RunExtras
 from reactor._providers.replay import ReplayProvider
-from reactor._recording.info import RunInfo, new_run_id, normalize_tags
+from reactor._recording.info import new_run_id
 from reactor._recording.recording import Recording
 from reactor._recording.store import flush_run
 from reactor._signals.bus import SignalBus
 from reactor._signals.diagnostics import log
-from reactor._signals.frozen import freeze_payload
-from reactor._signals.names import (
-    HARNESS_END,
-    HARNESS_ENDING,
-    HARNESS_RESUMED,
-    HARNESS_START,
-    INBOX_PREFIX,
-    inbox_agent,
-)
+from reactor._signals.names import HARNESS_END, HARNESS_ENDING, INBOX_PREFIX, inbox_agent
 from reactor._signals.signal import Signal
 from reactor.exceptions import BudgetExceededError, RunSuspendedError, RunTimeoutError
 from stores import Store, create_store
@@ -64,9 +60,9 @@ class Run:
     __slots__ = (
         "__weakref__", "_asking", "_end_check", "_end_payload", "_main", "_recorder", "_routes",
         "_started", "_timer", "_wake", "agents", "bus", "closed", "costs", "end_signal",
-        "ending", "error", "extras", "failures", "graph", "input", "live", "options", "outside",
-        "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope", "status",
-        "store", "suspended", "target", "target_hash",
+        "ending", "error", "extras", "failures", "forked", "graph", "input", "live", "options",
+        "outside", "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope",
+        "status", "store", "suspended", "target", "target_hash",
     )  # fmt: skip
 
     def __init__(
@@ -78,6 +74,7 @@ class Run:
         target: str | None = None,
         target_hash: str | None = None,
         resume: ResumePlan | None = None,
+        forked: Forked | None = None,
     ) -> None:
         self.graph = graph
         self.options = options
@@ -88,6 +85,7 @@ class Run:
         self.target = target or options.target
         self.target_hash = target_hash
         self.resumed = resume
+        self.forked = forked
         self.run_id = resume.run_id if resume else options.run_id or new_run_id()
         self.bus = SignalBus(options.history_limit, run_id=self.run_id)
         if resume is not None:
@@ -128,52 +126,40 @@ class Run:
     # -- lifecycle ---------------------------------------------------------------
 
     def begin(self) -> None:
-        """Wire the run and emit ``harness:start`` (synchronously)."""
+        """Wire the run and emit its first signal (synchronously)."""
         self._started = time.perf_counter()
         self.store.bind(self.bus)
-        resumed = self.resumed
+        resumed, forked, options = self.resumed, self.forked, self.options
         if resumed is not None:
             self.store.restore(resumed.state)
-        record, reporters = self.options.record, self.options.reporters
-        if record is not None or reporters:
-            info = RunInfo(
-                run_id=self.run_id,
-                graph=self.graph.name,
-                tags=normalize_tags(self.options.tags),
-                started_at=resumed.recording.info.started_at if resumed else time.time(),
-                target=self.target,
-                target_hash=self.target_hash,
-                parent_run_id=self.options.parent_run_id,
-            )
-            if record is not None:
-                record.start_run(info)
-            for reporter in reporters:
-                start = getattr(reporter, "start", None)
-                if start is not None:
-                    start(info)
+        origin = (self.target, self.target_hash)
+        announce(self.run_id, self.graph.name, options, origin, resumed, forked)
         if isinstance(self.replay, ReplayProvider):
             self.replay.follow(self.bus)  # recorded events go in their recorded turns
         self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
         self._recorder = self.outside.recorder()
+        replayed = self.replay.recording if isinstance(self.replay, ReplayProvider) else None
+        names = [agent_run.name for agent_run in self.agents]
+        fold = resumed.fold if resumed is not None else LogFold(names, self._routes, self.run_id)
+        snapshots = snapshots_for(self.bus, replayed, options.record, fold)
+        if snapshots is not None:
+            self._recorder = snapshots.recorder(self._recorder)
         self.bus.set_router(self._route)
-        for reporter in reporters:
+        for reporter in options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         for watcher in watchers():
             self.bus.subscribe("**", watcher)
         self.bus.set_after_dispatch(self._after_dispatch)
+        prints = fingerprints(self.graph.agents)
+        first_signal(self.bus, self.store, options, prints, resumed, forked)
         if resumed is not None:
-            self.bus.publish(HARNESS_RESUMED, {"from_seq": resumed.last_seq}, "harness", None, 0)
             self.asking.preload(resumed.pending_prompts)
             for agent_run in self.agents:
                 for message in resumed.mailboxes.get(agent_run.name, ()):
                     agent_run.mailbox().put(message)
             self.scheduler.resume(resumed)
-        else:
-            self.bus.emit(
-                HARNESS_START,
-                freeze_payload({"input": self.options.input, "state": self.store.snapshot()}),
-                source="harness",
-            )
+        if forked is not None and forked.state:
+            self.store.update(dict(forked.state), actor="user")
         self.outside.watch(self.run_id)
 
     def _route(self, signal: Signal) -> None:

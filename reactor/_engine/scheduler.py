@@ -107,6 +107,12 @@ class Scheduler:
         for activation, coroutine in deferred or ():
             self._spawn(activation, coroutine)
 
+    def drop_deferred(self) -> None:
+        """Forget the activations waiting for the run to start (it stopped before it did)."""
+        deferred, self._deferred = self._deferred, None
+        for _, coroutine in deferred or ():
+            coroutine.close()
+
     async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
         cancelled = kind is not None and issubclass(kind, asyncio.CancelledError)
         if kind is not None:

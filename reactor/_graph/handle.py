@@ -18,6 +18,7 @@ from reactor.exceptions import (
     PromptTimeoutError,
     RunClosedError,
     RunFinishedError,
+    RunSuspendedError,
     SignalNameError,
 )
 
@@ -255,6 +256,9 @@ class RunHandle:
             return
         self._task.cancel()
         await asyncio.wait([self._task])
+        if not self._task.cancelled():
+            self._task.exception()  # RunSuspendedError: result() raises it, if awaited
+        run.scheduler.drop_deferred()  # the task was cancelled before it started them
         await run.flush_recording()  # also when the task was cancelled before it ran
         await self._close_channels()
 
@@ -266,6 +270,16 @@ class RunHandle:
         """
         try:
             return await self._task
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._run.suspended and self._task.cancelled() and not (task and task.cancelling()):
+                raise RunSuspendedError(  # suspended before it had begun
+                    f"Run {self.run_id} was suspended: it stopped without ending, and its "
+                    "log says where. Resume it with graph.resume(run_id, record=store) "
+                    "(or `reactor resume RUN`) to get its result.",
+                    run_id=self.run_id,
+                ) from None
+            raise
         finally:
             if self._task.done():
                 await self._close_channels()

@@ -13,19 +13,20 @@ from reactor._activation.resume import ResumePlan
 from reactor._agents.agent import Agent
 from reactor._engine.options import OPTION_NAMES, RunKwargs, RunOptions
 from reactor._engine.result import RunResult
-from reactor._engine.routes import routes_of
 from reactor._engine.run import Run
+from reactor._graph.compat import resume_plan
+from reactor._graph.forking import fork_plan
 from reactor._graph.handle import Channel, RunHandle
 from reactor._graph.origin import Origin
 from reactor._graph.shape import GraphShape, shape_of
 from reactor._graph.validate import Declarations, find_cycles, problems, state_schema
+from reactor._signals.diagnostics import log
 from reactor._signals.door import check_payload
 from reactor._signals.patterns import Pattern, normalize_patterns
 from reactor.exceptions import (
     AgentConfigError,
     CycleWarning,
     GraphValidationError,
-    RunFinishedError,
 )
 from stores import create_store
 
@@ -111,26 +112,31 @@ class Reactive:
         run_options = self._options(options)
         target, target_hash = self._origin.describe(self, run_options.target)
         plan = self._plan(run_options) if run_options.resume is not None else None
+        forked = None
+        if run_options.fork is not None:
+            plan, forked = fork_plan(self, run_options)
         if plan is not None and "input" not in options:
             run_options = dataclasses.replace(run_options, input=plan.input)
         return Run(
-            self, run_options, live=live, target=target, target_hash=target_hash, resume=plan
+            self,
+            run_options,
+            live=live,
+            target=target,
+            target_hash=target_hash,
+            resume=plan,
+            forked=forked,
         )
 
     def _plan(self, options: RunOptions) -> ResumePlan:
         assert options.resume is not None
         assert options.record is not None
-        recording = options.record.load(options.resume)
-        if recording.complete:
-            raise RunFinishedError(
-                f"Run {recording.run_id} has already ended ({recording.status}); only a run "
-                "that stopped before its harness:end can be resumed. Start a new run, or "
-                "replay this one with run(replay=...).",
-                run_id=recording.run_id,
-                status=recording.status,
-            )
-        agents = list(self.agents.values())
-        return ResumePlan.read(recording, list(self.agents), routes_of(self, agents))
+        plan, verdict = resume_plan(self, options.record, options.resume, options.scope)
+        if not verdict.compatible:
+            if options.on_change == "fail":
+                raise verdict.error()
+            log("reactor.run", "warning", "resumed on a changed graph", run_id=plan.run_id,
+                changes="; ".join(f"{a}: {why}" for a, why in verdict.changes.items()))  # fmt: skip
+        return plan
 
     async def resume(
         self, run_id: str, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]
@@ -143,11 +149,44 @@ class Reactive:
         in flight runs again, with provider calls that were answered answered from the
         log; signals that were not yet dispatched are. See ``docs/durability.md``.
 
+        The graph may have changed since the run last ran: agents added, or changed but
+        never activated, are fine; an agent changed or removed that has recorded
+        activations, or a guard that now decides a recorded signal differently, raises
+        :class:`~reactor.GraphChangedError` unless ``on_change="force"``.
+
         Raises:
             RunNotFoundError: ``record`` has no run ``run_id``.
             RunFinishedError: The run has already ended.
+            GraphChangedError: The graph changed what the log says was done.
         """
         merged: RunKwargs = {**options, "resume": run_id}
+        return await self.run(channels=channels, **merged)
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        state: Mapping[str, Any] | None = None,
+        channels: Sequence[Channel] = (),
+        **options: Unpack[RunKwargs],
+    ) -> RunResult:
+        """Start a new run from run ``run_id``'s log up to signal ``at``, and go on live.
+
+        Give ``record=``, the store the source run is in (the fork is recorded there
+        too, with ``RunInfo.forked_from``). The new run's log begins with the source's
+        signals up to ``at``; what was in flight then runs again, its provider calls
+        answered from the log where the log has their answers (no model call for the
+        past). Then ``harness:forked {from_run_id, at}``, then ``state`` (key ->
+        value) written by the actor ``user``, then the run goes on. Same as
+        ``run(fork={"run_id": ..., "at": ..., "state": ...}, record=store)``.
+
+        Raises:
+            RunNotFoundError: ``record`` has no run ``run_id``.
+            ValueError: ``at`` is not one of its signals, or ``record`` is missing.
+            StateValidationError: ``state`` does not fit the graph's state.
+        """
+        merged: RunKwargs = {**options, "fork": {"run_id": run_id, "at": at, "state": state}}
         return await self.run(channels=channels, **merged)
 
     def resume_sync(

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import pydantic
 
 from reactor._providers.toolrun import ToolFailure
-from reactor._providers.tools import Tool
+from reactor._providers.tools import Tool, ToolContext
 from reactor._signals.names import MCP_CALL, MCP_CONNECT, MCP_ERROR, MCP_RESULT, error_info
 from reactor.exceptions import AgentConfigError, MCPServerError
 
@@ -139,7 +139,7 @@ class MCPTool(Tool):
     server: str = ""
     remote: str = ""
 
-    async def invoke(self, arguments: Mapping[str, Any]) -> Any:
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
         """Call the tool on its server (its arguments are checked there)."""
         return await self.fn(**dict(arguments))
 

@@ -11,7 +11,7 @@ from typing import TypeAlias
 
 from reactor._providers.base import ToolCall, ToolResult
 from reactor._providers.hooks import Deny, PostToolUse, PreToolUse, call_hook, from_before_tool
-from reactor._providers.tools import Tool
+from reactor._providers.tools import Tool, ToolContext, current_tool_keys
 from reactor._signals.signal import to_jsonable
 
 __all__ = [
@@ -70,8 +70,11 @@ async def execute_tool_calls(
     by_name = {tool.name: tool for tool in tools}
     checks = (*pre, *map(from_before_tool, before)) if before else tuple(pre)
     finishes = (*post, *after)
+    keys = current_tool_keys()
+    contexts = {id(call): keys.context(call.name, call.id) for call in calls}  # in call order
 
     async def run(call: ToolCall) -> ToolResult:
+        context = contexts[id(call)]
         result: ToolResult | None = None
         for check in checks:
             verdict = await call_hook(check, call)
@@ -91,7 +94,7 @@ async def execute_tool_calls(
                     "to replace its input."
                 )
         if result is None:
-            result = await _invoke(call, by_name.get(call.name), by_name)
+            result = await _invoke(call, by_name.get(call.name), by_name, context)
         for finish in finishes:
             replaced = await call_hook(finish, call, result)
             if replaced is not None:
@@ -107,14 +110,16 @@ async def execute_tool_calls(
     return [outcome for outcome in outcomes if isinstance(outcome, ToolResult)]
 
 
-async def _invoke(call: ToolCall, tool: Tool | None, tools: dict[str, Tool]) -> ToolResult:
+async def _invoke(
+    call: ToolCall, tool: Tool | None, tools: dict[str, Tool], context: ToolContext
+) -> ToolResult:
     if tool is None:
         known = ", ".join(tools) or "none"
         return ToolResult(
             call.id, call.name, None, error=f"Unknown tool {call.name!r} (tools: {known})."
         )
     try:
-        value = await tool.invoke(call.input)
+        value = await tool.invoke(call.input, context)
     except ToolFailure as exc:
         return ToolResult(call.id, call.name, None, error=exc.error)
     except (Exception, SystemExit) as exc:  # a tool that exits must not end the app

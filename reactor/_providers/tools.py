@@ -10,6 +10,7 @@ import functools
 import inspect
 import re
 import typing
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, overload
 
@@ -18,13 +19,91 @@ import pydantic
 from reactor._signals.diagnostics import log
 from reactor.exceptions import AgentConfigError
 
-__all__ = ["Tool", "as_tool", "tool"]
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolKeys",
+    "as_tool",
+    "current_tool_keys",
+    "set_tool_keys",
+    "tool",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="reactor-tool")
 """Where plain-function tools run: not the loop's default executor, which
 ``asyncio.run`` waits for on exit (a tool abandoned by a timeout must not hold it)."""
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolContext:
+    """What a tool is told of the call it serves: give it a parameter of this type.
+
+    ::
+
+        @tool
+        def place_order(symbol: str, quantity: int, call: ToolContext) -> str:
+            # (a docstring here describes the tool to the model)
+            return broker.buy(symbol, quantity, client_order_id=call.idempotency_key)
+
+    The parameter is not part of the tool's schema: the model never sees it.
+
+    Attributes:
+        tool: The tool's name.
+        call_id: The model's id of this call.
+        run_id: The run the call is made in (``None`` outside a run).
+        agent: The agent that made it (``None`` outside a run).
+        idempotency_key: The same every time this call is made again by the same
+            activation (after a crash, its nth call of this tool has the same key), and
+            different for every other call: what brokers' ``client_order_id`` and
+            payment APIs' idempotency headers are for.
+    """
+
+    tool: str
+    call_id: str
+    run_id: str | None
+    agent: str | None
+    idempotency_key: str
+
+
+class ToolKeys:
+    """Where the tool calls of an activation get their keys (the activation sets it)."""
+
+    __slots__ = ()
+
+    @property
+    def run_id(self) -> str | None:
+        """The run the calls are made in."""
+        return None
+
+    @property
+    def agent(self) -> str | None:
+        """The agent making them."""
+        return None
+
+    def next_key(self, tool: str) -> str:
+        """The key of the next call of ``tool`` (outside a run: a fresh one each time)."""
+        return uuid.uuid4().hex
+
+    def context(self, tool: str, call_id: str) -> ToolContext:
+        """The context of the next call of ``tool``."""
+        return ToolContext(tool, call_id, self.run_id, self.agent, self.next_key(tool))
+
+
+_KEYS: contextvars.ContextVar[ToolKeys | None] = contextvars.ContextVar(
+    "reactor_tool_keys", default=None
+)
+
+
+def set_tool_keys(keys: ToolKeys) -> None:
+    """Give the tool calls made in this context (an activation's task) their keys."""
+    _KEYS.set(keys)
+
+
+def current_tool_keys() -> ToolKeys:
+    """The keys of tool calls made here (outside an activation: fresh ones)."""
+    return _KEYS.get() or ToolKeys()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +119,7 @@ class Tool:
         description: What it does and when to use it, for the model.
         input_schema: JSON schema of its keyword arguments.
         fn: The function (sync or async).
+        context_param: The parameter that receives the :class:`ToolContext`, if any.
     """
 
     name: str
@@ -47,6 +127,7 @@ class Tool:
     input_schema: dict[str, Any]
     fn: Callable[..., Any] = dataclasses.field(repr=False)
     arguments: type[pydantic.BaseModel] = dataclasses.field(repr=False, compare=False)
+    context_param: str | None = None
 
     def definition(self) -> dict[str, Any]:
         """The tool as the model sees it: ``{name, description, input_schema}``."""
@@ -56,7 +137,7 @@ class Tool:
             "input_schema": self.input_schema,
         }
 
-    async def invoke(self, arguments: Mapping[str, Any]) -> Any:
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
         """Validate ``arguments`` against the schema and call the function.
 
         An ``async`` function is awaited. A plain function runs in a worker thread, so a
@@ -70,6 +151,8 @@ class Tool:
         """
         parsed = self.arguments.model_validate(dict(arguments))
         kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        if self.context_param is not None:
+            kwargs[self.context_param] = context or current_tool_keys().context(self.name, "")
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**kwargs)
         # The thread sees the caller's context: reactor.getenv reads the agent's env.
@@ -151,7 +234,11 @@ def _from_function(fn: Callable[..., Any], *, name: str | None, description: str
     except Exception:  # unresolvable forward references: fall back to no hints
         hints = {}
     fields: dict[str, Any] = {}
+    context_param = None
     for param in inspect.signature(fn).parameters.values():
+        if hints.get(param.name) is ToolContext:
+            context_param = param.name  # given by reactor, not by the model
+            continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise AgentConfigError(
                 f"Tool {tool_name!r} takes *{param.name}; tools take named parameters only, "
@@ -177,6 +264,7 @@ def _from_function(fn: Callable[..., Any], *, name: str | None, description: str
         input_schema=schema,
         fn=fn,
         arguments=arguments,
+        context_param=context_param,
     )
 
 

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from reactor._signals.diagnostics import short_repr
 from reactor._signals.names import (
+    HARNESS_SNAPSHOT,
+    HARNESS_START,
     PROVIDER_END,
     PROVIDER_ERROR,
     PROVIDER_EVENTS,
@@ -83,7 +85,10 @@ class Divergence:
 def _describe(signal: Signal | None) -> str:
     if signal is None:
         return "(no signal: the run ended here)"
-    payload = json.dumps(to_jsonable(signal.payload), sort_keys=True, default=str)
+    data = to_jsonable(signal.payload)
+    if signal.name == HARNESS_START and isinstance(data, dict):
+        data = {key: value for key, value in data.items() if key not in _CODE}
+    payload = json.dumps(data, sort_keys=True, default=str)
     if len(payload) > 300:
         payload = payload[:297] + "..."
     return f"{signal.name} [{signal.source}] {payload}"
@@ -252,7 +257,14 @@ def _difference(a: Signal, b: Signal, ignored: frozenset[str]) -> str | None:
         return "name"
     if a.source != b.source:
         return "source"
+    if a.name == HARNESS_SNAPSHOT:
+        return None  # what a resume needs, derived from the signals before it (compared)
+    if a.name == HARNESS_START:
+        ignored = ignored | _CODE  # the same behaviour from other code is the same run
     return json_difference(to_jsonable(a.payload), to_jsonable(b.payload), "payload", ignored)
+
+
+_CODE = frozenset({"fingerprints"})
 
 
 def json_difference(a: Any, b: Any, path: str, ignored: frozenset[str] = frozenset()) -> str | None:

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+import time
+from collections.abc import Collection, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reactor._signals.names import SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 
 __all__ = [
+    "ENDED",
     "RunInfo",
     "matches_filters",
     "new_run_id",
     "normalize_tags",
     "open_status",
+    "parse_duration",
     "parse_tag",
+    "prune_bounds",
 ]
 
 
@@ -54,7 +58,9 @@ class RunInfo:
         ended_at: UNIX seconds, once ``harness:end`` was recorded.
         status: ``running`` until ``harness:end`` is recorded (``waiting`` while a
             question to a person is pending), then the final status from it; a
-            service shows a run still in its job queue as ``queued``.
+            service shows a run still in its job queue as ``queued``, and one it will
+            not resume by itself (its graph changed what its log says was done) as
+            ``blocked``, with the ``reason``.
         reason: Why it ended.
         signals: How many signals are recorded.
         target: Where the graph came from (``module:attribute`` or
@@ -64,6 +70,7 @@ class RunInfo:
         target_hash: SHA-256 of the target's source file when the run started: a
             recorded target is imported again only if its file still has this hash.
         parent_run_id: The run that started this one with ``ctx.spawn``, if any.
+        forked_from: The run whose log this one began with (``graph.fork``), if any.
     """
 
     run_id: str
@@ -78,11 +85,12 @@ class RunInfo:
     target_hash: str | None = None
     failures: int = 0
     parent_run_id: str | None = None
+    forked_from: str | None = None
 
     @property
     def complete(self) -> bool:
         """Whether the run's ``harness:end`` was recorded."""
-        return self.status not in (None, "queued", "running", "waiting")
+        return self.status not in (None, "queued", "running", "waiting", "blocked")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form; times in ISO 8601, UTC (as a serialized signal's)."""
@@ -125,3 +133,51 @@ def matches_filters(
         if key not in info.tags or ("=" in tag and info.tags[key] != value):
             return False
     return True
+
+
+ENDED = ("completed", "ended", "failed", "aborted", "timeout", "loop_limit")
+"""The statuses a run ends with: only runs with one of them may be pruned."""
+
+
+def prune_bounds(
+    older_than: timedelta, status: Collection[str] | str | None, keep_last: int
+) -> tuple[float, tuple[str, ...] | None]:
+    """What ``prune`` was asked, checked: the cutoff (UNIX seconds) and the statuses.
+
+    Raises:
+        ValueError: ``older_than`` is not a duration >= 0, ``keep_last`` not a whole
+            number >= 0, or a status is not one a run ends with.
+    """
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        raise ValueError(
+            f"older_than must be a duration (datetime.timedelta(days=30)), got {older_than!r}."
+        )
+    if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
+        raise ValueError(f"keep_last must be a whole number >= 0, got {keep_last!r}.")
+    statuses = None if status is None else (status,) if isinstance(status, str) else tuple(status)
+    for given in statuses or ():
+        if given not in ENDED:
+            raise ValueError(
+                f"Cannot prune runs with status {given!r}: only ended runs are pruned "
+                f"(statuses {', '.join(ENDED)}); a run that has not ended never is."
+            )
+    return time.time() - older_than.total_seconds(), statuses
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """A duration written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
+
+    Raises:
+        ValueError: It is not a whole number followed by one of those units.
+    """
+    value = text.strip().lower() if isinstance(text, str) else ""
+    number, unit = value[:-1], value[-1:]
+    if unit not in _UNITS or not number.isdigit():
+        raise ValueError(
+            f"{text!r} is not a duration; write a whole number and a unit: 30d (days), "
+            "12h (hours), 90m (minutes), 45s (seconds) or 2w (weeks)."
+        )
+    return timedelta(seconds=int(number) * _UNITS[unit])

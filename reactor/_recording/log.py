@@ -8,7 +8,9 @@ JSON lines. :class:`reactor.RunResult` (a run that just finished) and
 
 from __future__ import annotations
 
+import bisect
 import copy
+import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -19,11 +21,11 @@ from reactor._recording.diff import VOLATILE, Divergence, first_divergence
 from reactor._recording.eventtree import EventTree
 from reactor._recording.info import RunInfo
 from reactor._signals.diagnostics import short_repr
-from reactor._signals.names import DELTAS, HARNESS_START, parse_state_event
+from reactor._signals.names import DELTAS, HARNESS_SNAPSHOT, HARNESS_START, parse_state_event
 from reactor._signals.patterns import Pattern, compile_pattern
 from reactor._signals.signal import Signal, json_fallback, to_jsonable
 
-__all__ = ["SignalLog", "causal_chain", "render_tree"]
+__all__ = ["SignalLog", "causal_chain", "latest_snapshot", "needed_seqs", "render_tree"]
 
 
 class SignalLog:
@@ -84,15 +86,23 @@ class SignalLog:
     def state_at(self, seq: int) -> dict[str, Any]:
         """Rebuild the state as it was right after signal ``seq`` was emitted.
 
-        Starts from the state in ``harness:start`` and applies the ``new`` value of
-        every ``state:<key>:changed`` up to ``seq``. The result is plain JSON data.
+        Starts from the latest ``harness:snapshot`` at or before ``seq`` (else from the
+        state in ``harness:start``) and applies the ``new`` value of every
+        ``state:<key>:changed`` after it, up to ``seq``: a long log is read from its
+        last snapshot on. The result is plain JSON data.
         """
-        start = next((s for s in self.signals if s.name == HARNESS_START), None)
-        initial = (
-            start.payload.get("state") if start and isinstance(start.payload, Mapping) else None
-        )
+        signals = self.signals
+        snapshot = latest_snapshot(signals, seq)
+        if snapshot is not None:
+            initial, after = snapshot.payload.get("state"), int(snapshot.payload["seq"])
+        else:
+            start = next((s for s in signals if s.name == HARNESS_START), None)
+            payload = start.payload if start is not None else None
+            initial = payload.get("state") if isinstance(payload, Mapping) else None
+            after = 0
         state: dict[str, Any] = copy.deepcopy(to_jsonable(initial or {}))
-        for signal in self.signals:
+        begin = bisect.bisect_right(signals, after, key=_seq) if after else 0
+        for signal in itertools.islice(signals, begin, None):
             if signal.seq > seq:
                 break
             parsed = parse_state_event(signal.name)
@@ -131,6 +141,44 @@ class SignalLog:
             for signal in self.signals
         )
         return "\n".join(lines) + "\n"
+
+
+def _seq(signal: Signal) -> int:
+    return signal.seq
+
+
+_SLACK = 64
+"""How far past its point a snapshot may come: it is queued behind what was emitted."""
+
+
+def latest_snapshot(signals: Sequence[Signal], at: int | None = None) -> Signal | None:
+    """The latest ``harness:snapshot`` of a log holding the run as it was at ``at`` or before.
+
+    ``signals`` are in ``seq`` order; ``at`` is the last signal by default.
+
+    A snapshot taken right after signal ``n`` says ``seq: n`` and comes a little after
+    it in the log, so the search starts just past ``at`` and walks back.
+    """
+    if not signals:
+        return None
+    end = len(signals) if at is None else bisect.bisect_right(signals, at, key=_seq)
+    for index in range(min(len(signals), end + _SLACK) - 1, -1, -1):
+        signal = signals[index]
+        if signal.name == HARNESS_SNAPSHOT and isinstance(signal.payload, Mapping):
+            covered = signal.payload.get("seq")
+            if isinstance(covered, int) and (at is None or covered <= at):
+                return signal
+    return None
+
+
+def needed_seqs(needs: Iterable[Sequence[int]]) -> list[int]:
+    """The earlier signals a snapshot needs: its ``needs`` runs ``[first, step, count]``.
+
+    A snapshot names the signals from before it that a resume takes up again (triggers
+    not decided yet) instead of holding copies of them; a store reading a run's tail
+    reads these too.
+    """
+    return [first + step * n for first, step, count in needs for n in range(count)]
 
 
 def causal_chain(signals: Sequence[Signal], target: Signal | str) -> list[Signal]:

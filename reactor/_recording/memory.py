@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Collection
+from datetime import timedelta
 from typing import Any
 
 from reactor._recording.inbox import Posted, check_posted, new_message_id
-from reactor._recording.info import RunInfo, matches_filters, open_status
+from reactor._recording.info import RunInfo, matches_filters, open_status, prune_bounds
+from reactor._recording.log import latest_snapshot, needed_seqs
 from reactor._recording.recording import Recording
-from reactor._recording.store import SignalStoreBase
+from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, SignalStoreBase, check_snapshot_every
 from reactor._signals.names import HARNESS_END
 from reactor._signals.signal import Signal, to_jsonable
 from reactor.exceptions import RunNotFoundError
@@ -19,9 +22,15 @@ __all__ = ["MemorySignalStore"]
 
 
 class MemorySignalStore(SignalStoreBase):
-    """Recordings in memory: for tests, notebooks and replaying within a process."""
+    """Recordings in memory: for tests, notebooks and replaying within a process.
 
-    def __init__(self) -> None:
+    Args:
+        snapshot_every: A run recorded here writes a ``harness:snapshot`` every this
+            many signals (``None``: never).
+    """
+
+    def __init__(self, *, snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY) -> None:
+        self.snapshot_every = check_snapshot_every(snapshot_every)
         self._infos: dict[str, RunInfo] = {}
         self._signals: dict[str, list[Signal]] = {}
         self._requests: dict[str, dict[str, Any]] = {}
@@ -59,6 +68,58 @@ class MemorySignalStore(SignalStoreBase):
             self._signals[run_id], info=self._info(run_id), requests=self._requests.get(run_id)
         )
 
+    def load_tail(self, run_id: str) -> Recording:
+        """The run from its latest ``harness:snapshot`` on (see :class:`SignalStoreBase`).
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        signals = self._signals.get(run_id)
+        if signals is None:
+            raise RunNotFoundError(f"No recorded run {run_id!r} in this MemorySignalStore.")
+        snapshot = latest_snapshot(signals)
+        after = int(snapshot.payload["seq"]) if snapshot is not None else 0
+        needs = set(needed_seqs(snapshot.payload.get("needs") or ())) if snapshot else set()
+        tail = [s for s in signals if s.seq in needs]
+        tail += signals[bisect.bisect_right(signals, after, key=lambda s: s.seq) :]
+        return Recording.from_signals(
+            tail, info=self._info(run_id), requests=self._requests.get(run_id)
+        )
+
+    def prune(
+        self,
+        *,
+        older_than: timedelta,
+        status: Collection[str] | None = ("completed",),
+        keep_last: int = 0,
+        dry_run: bool = False,
+    ) -> int:
+        """Forget ended runs older than ``older_than``; how many (see :class:`SignalStoreBase`).
+
+        Raises:
+            ValueError: A status is not one a run ends with, or a bound is negative.
+        """
+        cutoff, statuses = prune_bounds(older_than, status, keep_last)
+        ended = [info for info in self.runs() if info.ended_at is not None]
+        kept: dict[str | None, int] = {}
+        doomed = []
+        for info in ended:  # newest first
+            if statuses is not None and info.status not in statuses:
+                continue
+            kept[info.graph] = kept.get(info.graph, 0) + 1
+            if (
+                kept[info.graph] > keep_last
+                and info.ended_at is not None
+                and info.ended_at < cutoff
+            ):
+                doomed.append(info.run_id)
+        if not dry_run:
+            with self._lock:
+                for run_id in doomed:
+                    self.delete(run_id)
+                    self._inbox = [m for m in self._inbox if m.run_id != run_id]
+        return len(doomed)
+
     def _info(self, run_id: str) -> RunInfo:
         info = self._infos.get(run_id) or RunInfo(run_id=run_id)
         signals = self._signals.get(run_id, [])
@@ -76,6 +137,7 @@ class MemorySignalStore(SignalStoreBase):
             target=info.target,
             target_hash=info.target_hash,
             parent_run_id=info.parent_run_id,
+            forked_from=info.forked_from,
         )
 
     def runs(

@@ -7,6 +7,7 @@ import queue
 import threading
 import time
 from collections.abc import Collection, Iterable
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -14,18 +15,30 @@ import pydantic_core
 from psycopg_pool import ConnectionPool
 
 from reactor._recording.inbox import Posted, check_posted, new_message_id
-from reactor._recording.info import RunInfo, parse_tag
+from reactor._recording.info import RunInfo, prune_bounds
+from reactor._recording.log import needed_seqs
 from reactor._recording.postgres_db import (
+    Damaged,
     check_url,
     connect,
     describe,
     info_of,
     migrate,
+    prune_runs,
+    requests_of,
+    runs_filter,
     shown,
+    signals_of,
 )
 from reactor._recording.postgres_writer import STOP, Delivery, Request, write_loop
 from reactor._recording.recording import Recording
-from reactor._recording.store import SignalStoreBase, WriteFailures
+from reactor._recording.store import (
+    DEFAULT_SNAPSHOT_EVERY,
+    SignalStoreBase,
+    WriteFailures,
+    check_snapshot_every,
+)
+from reactor._signals.names import HARNESS_SNAPSHOT
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
@@ -38,7 +51,8 @@ _INFO = (
     "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
     f"{_STATUS}, "
     "r.reason, r.failures, r.signals, (SELECT json_object_agg(t.key, t.value)::text "
-    "FROM reactor_run_tags t WHERE t.run_id = r.run_id), r.parent_run_id FROM reactor_runs r "
+    "FROM reactor_run_tags t WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from "
+    "FROM reactor_runs r "
 )
 
 
@@ -67,6 +81,9 @@ class PostgresSignalStore(SignalStoreBase):
         retry_for: Seconds a write is retried while the database is unreachable before
             recording fails.
         pool_size: Most connections the store opens (the writer and readers share them).
+        snapshot_every: A run recorded here writes a ``harness:snapshot`` every this
+            many signals, so that resuming it reads only what came after the latest
+            one (``None``: never).
 
     Raises:
         RecordingError: The URL is not a PostgreSQL URL, the server cannot be reached,
@@ -81,7 +98,9 @@ class PostgresSignalStore(SignalStoreBase):
         max_backlog: int = 1_000,
         retry_for: float = 30.0,
         pool_size: int = 4,
+        snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY,
     ) -> None:
+        self.snapshot_every = check_snapshot_every(snapshot_every)
         self.dsn = check_url(dsn)
         self.batch_size = batch_size
         self.max_backlog = max_backlog
@@ -298,49 +317,57 @@ class PostgresSignalStore(SignalStoreBase):
             RunNotFoundError: No such run.
             RecordingError: A row of the run cannot be read (edited by hand, damaged).
         """
-        rows = self._query(
-            "SELECT seq, id, name, payload::text, timestamp, source, caused_by, depth "
-            "FROM reactor_signals WHERE run_id = %s ORDER BY seq",
+        return self._load(run_id, 0)
+
+    def load_tail(self, run_id: str) -> Recording:
+        """The run from its latest ``harness:snapshot`` on: what a resume reads.
+
+        The signals after the one the snapshot was taken after (the snapshot among
+        them); the whole run when it has none. Found through an index of snapshots, so
+        the time it takes does not grow with the length of the log.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RecordingError: A row of the run cannot be read.
+        """
+        found = self._query(
+            "SELECT (payload->>'seq')::bigint, (payload->'needs')::text FROM reactor_signals "
+            f"WHERE run_id = %s AND name = '{HARNESS_SNAPSHOT}' ORDER BY seq DESC LIMIT 1",
             (run_id,),
         )
+        if not found or found[0][0] is None:
+            return self._load(run_id, 0)
+        needs = needed_seqs(pydantic_core.from_json(found[0][1])) if found[0][1] else []
+        return self._load(run_id, int(found[0][0]), needs)
+
+    def _load(self, run_id: str, after: int, needs: list[int] | None = None) -> Recording:
+        columns = "seq, id, name, payload::text, timestamp, source, caused_by, depth"
+        rows = self._query(
+            f"SELECT {columns} FROM reactor_signals WHERE run_id = %s AND seq > %s ORDER BY seq",
+            (run_id, after),
+        )
+        if needs:
+            rows[:0] = self._query(
+                f"SELECT {columns} FROM reactor_signals WHERE run_id = %s AND seq = ANY(%s) "
+                "ORDER BY seq",
+                (run_id, needs),
+            )
         info = self._infos("WHERE r.run_id = %s", (run_id,))
         if not rows and not info:
             raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")
-        signals: list[Signal] = []
-        from_json = pydantic_core.from_json
-        for seq, signal_id, name, payload, timestamp, source, caused_by, depth in rows:
-            try:
-                data = from_json(payload) if payload is not None else None
-            except ValueError as exc:
-                raise self._damaged(run_id, f"signal {seq}'s payload", exc) from exc
-            signals.append(
-                Signal(
-                    name,
-                    data,
-                    id=signal_id,
-                    seq=seq,
-                    timestamp=timestamp,
-                    source=source,
-                    caused_by=caused_by,
-                    depth=depth,
-                    run_id=run_id,
+        try:
+            signals = signals_of(run_id, rows)
+            requests = requests_of(
+                self._query(
+                    "SELECT request_hash, fingerprint::text FROM reactor_requests "
+                    "WHERE run_id = %s",
+                    (run_id,),
                 )
             )
-        requests: dict[str, Any] = {}
-        for digest, fingerprint in self._query(
-            "SELECT request_hash, fingerprint::text FROM reactor_requests WHERE run_id = %s",
-            (run_id,),
-        ):
-            try:
-                requests[digest] = from_json(fingerprint)
-            except ValueError as exc:
-                raise self._damaged(run_id, f"request {digest}", exc) from exc
-            if not isinstance(requests[digest], dict):
-                raise self._damaged(run_id, f"request {digest}", "not a JSON object")
+        except Damaged as exc:
+            raise self._damaged(run_id, exc.what, exc.problem) from exc.__cause__
         return Recording(
-            info=info[0] if info else RunInfo(run_id=run_id),
-            signals=tuple(signals),
-            requests=requests,
+            info=info[0] if info else RunInfo(run_id=run_id), signals=signals, requests=requests
         )
 
     def _damaged(self, run_id: str, what: str, problem: object) -> RecordingError:
@@ -362,29 +389,7 @@ class PostgresSignalStore(SignalStoreBase):
         ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``). Runs
         recorded by other processes to the same database are listed too.
         """
-        where: list[str] = []
-        params: list[Any] = []
-        if status is not None:
-            where.append(f"{_STATUS} = %s")
-            params.append(status)
-        if graph is not None:
-            where.append("r.graph = %s")
-            params.append(graph)
-        if tag is not None:
-            key, value = parse_tag(tag)
-            clause = (
-                "EXISTS (SELECT 1 FROM reactor_run_tags t WHERE t.run_id = r.run_id AND t.key = %s"
-            )
-            params.append(key)
-            if "=" in tag:
-                clause += " AND t.value = %s"
-                params.append(value)
-            where.append(clause + ")")
-        sql = ("WHERE " + " AND ".join(where)) if where else ""
-        sql += " ORDER BY r.started_at DESC, r.run_id DESC"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
+        sql, params = runs_filter(_STATUS, graph=graph, tag=tag, status=status, limit=limit)
         return self._infos(sql, params)
 
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
@@ -411,6 +416,32 @@ class PostgresSignalStore(SignalStoreBase):
                 "check that the database is reachable."
             ) from exc
         return bool(found)
+
+    def prune(
+        self,
+        *,
+        older_than: timedelta,
+        status: Collection[str] | None = ("completed",),
+        keep_last: int = 0,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete ended runs older than ``older_than``; return how many (see the base class).
+
+        Raises:
+            ValueError: A status is not one a run ends with, or a bound is negative.
+            RecordingError: The database cannot be reached.
+        """
+        cutoff, statuses = prune_bounds(older_than, status, keep_last)
+        if self._writer is not None:
+            self.flush()
+        try:
+            with self._pool.connection() as conn:
+                return prune_runs(conn, cutoff, statuses, keep_last, dry_run)
+        except psycopg.Error as exc:
+            raise RecordingError(
+                f"Pruning runs in {self._shown} failed ({describe(exc)}); check that the "
+                "database is reachable."
+            ) from exc
 
     def __repr__(self) -> str:
         return f"PostgresSignalStore({self._shown!r})"

@@ -15,20 +15,27 @@ import psycopg
 import pydantic_core
 from psycopg.conninfo import conninfo_to_dict
 
-from reactor._recording.info import RunInfo
+from reactor._recording.info import RunInfo, parse_tag
+from reactor._signals.names import HARNESS_SNAPSHOT
+from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Damaged",
     "check_url",
     "connect",
     "describe",
     "info_of",
     "migrate",
+    "prune_runs",
+    "requests_of",
+    "runs_filter",
     "shown",
+    "signals_of",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MIGRATION_LOCK = 0x7265_6163_746F_7201
 """The advisory lock held while the schema is checked and migrated ("reactor" + 1)."""
@@ -98,6 +105,14 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         # 3: the run that started a run with ctx.spawn
         "ALTER TABLE reactor_runs ADD COLUMN parent_run_id text",
+    ),
+    (
+        # 4: the run a fork began with; a run's latest snapshot found without reading
+        # its log (a partial index: only snapshots are in it); ended runs by age
+        "ALTER TABLE reactor_runs ADD COLUMN forked_from text",
+        "CREATE INDEX reactor_signals_snapshots ON reactor_signals (run_id, seq) "
+        f"WHERE name = '{HARNESS_SNAPSHOT}'",
+        "CREATE INDEX reactor_runs_ended_at ON reactor_runs (ended_at) WHERE ended_at IS NOT NULL",
     ),
 )
 """Schema version N is reached by running the first N groups of statements, in order."""
@@ -206,4 +221,130 @@ def info_of(row: Sequence[Any]) -> RunInfo:
         signals=count,
         tags=pydantic_core.from_json(tags) if tags else {},
         parent_run_id=row[11] if len(row) > 11 else None,
+        forked_from=row[12] if len(row) > 12 else None,
     )
+
+
+PRUNABLE = (
+    "SELECT run_id FROM (SELECT run_id, ended_at, ROW_NUMBER() OVER "
+    "(PARTITION BY graph ORDER BY started_at DESC, run_id DESC) AS newest FROM reactor_runs "
+    "WHERE ended_at IS NOT NULL AND status IS NOT NULL AND (%s::text[] IS NULL OR "
+    "status = ANY(%s::text[]))) AS ended WHERE newest > %s AND ended_at < %s"
+)
+"""The ended runs ``prune`` deletes: older than the cutoff, past the newest of their graph."""
+
+
+def prune_runs(
+    conn: psycopg.Connection[Any],
+    cutoff: float,
+    statuses: tuple[str, ...] | None,
+    keep_last: int,
+    dry_run: bool,
+) -> int:
+    """Delete ended runs (and their signals, tags, requests, inbox) in one transaction.
+
+    The runs chosen are locked (``FOR UPDATE``) before their rows are deleted, so a
+    run is deleted whole or not at all, also while another process prunes.
+    """
+    chosen = None if statuses is None else list(statuses)
+    with conn.transaction():
+        rows = conn.execute(
+            f"SELECT run_id FROM reactor_runs WHERE run_id IN ({PRUNABLE}) "
+            "ORDER BY run_id FOR UPDATE",
+            (chosen, chosen, keep_last, cutoff),
+        ).fetchall()
+        ids = [row[0] for row in rows]
+        if ids and not dry_run:
+            for table in ("signals", "run_tags", "requests", "inbox", "runs"):
+                conn.execute(f"DELETE FROM reactor_{table} WHERE run_id = ANY(%s)", (ids,))
+    return len(ids)
+
+
+class Damaged(Exception):
+    """A row of a run that cannot be read: what it is, and what is wrong with it."""
+
+    def __init__(self, what: str, problem: object) -> None:
+        super().__init__(what)
+        self.what, self.problem = what, problem
+
+
+def signals_of(run_id: str, rows: Sequence[Sequence[Any]]) -> tuple[Signal, ...]:
+    """Rows of ``reactor_signals`` as signals.
+
+    Raises:
+        Damaged: A payload is not JSON.
+    """
+    signals: list[Signal] = []
+    from_json = pydantic_core.from_json
+    for seq, signal_id, name, payload, timestamp, source, caused_by, depth in rows:
+        try:
+            data = from_json(payload) if payload is not None else None
+        except ValueError as exc:
+            raise Damaged(f"signal {seq}'s payload", exc) from exc
+        signals.append(
+            Signal(
+                name,
+                data,
+                id=signal_id,
+                seq=seq,
+                timestamp=timestamp,
+                source=source,
+                caused_by=caused_by,
+                depth=depth,
+                run_id=run_id,
+            )
+        )
+    return tuple(signals)
+
+
+def requests_of(rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """Rows of ``reactor_requests`` (hash, fingerprint) as the requests of a recording.
+
+    Raises:
+        Damaged: A fingerprint is not a JSON object.
+    """
+    requests: dict[str, Any] = {}
+    for digest, fingerprint in rows:
+        try:
+            requests[digest] = pydantic_core.from_json(fingerprint)
+        except ValueError as exc:
+            raise Damaged(f"request {digest}", exc) from exc
+        if not isinstance(requests[digest], dict):
+            raise Damaged(f"request {digest}", "not a JSON object")
+    return requests
+
+
+def runs_filter(
+    status_sql: str,
+    *,
+    graph: str | None,
+    tag: str | None,
+    status: str | None,
+    limit: int | None,
+) -> tuple[str, list[Any]]:
+    """The ``WHERE``/``ORDER``/``LIMIT`` of a runs listing, and its parameters.
+
+    ``status_sql`` is the expression of a run's status (``r`` is ``reactor_runs``).
+    """
+    where: list[str] = []
+    params: list[Any] = []
+    if status is not None:
+        where.append(f"{status_sql} = %s")
+        params.append(status)
+    if graph is not None:
+        where.append("r.graph = %s")
+        params.append(graph)
+    if tag is not None:
+        key, value = parse_tag(tag)
+        clause = "EXISTS (SELECT 1 FROM reactor_run_tags t WHERE t.run_id = r.run_id AND t.key = %s"
+        params.append(key)
+        if "=" in tag:
+            clause += " AND t.value = %s"
+            params.append(value)
+        where.append(clause + ")")
+    sql = ("WHERE " + " AND ".join(where)) if where else ""
+    sql += " ORDER BY r.started_at DESC, r.run_id DESC"
+    if limit is not None:
+        sql += " LIMIT %s"
+        params.append(limit)
+    return sql, params

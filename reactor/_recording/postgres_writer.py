@@ -265,9 +265,11 @@ def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> 
             infos = sorted(batch.runs.values(), key=lambda info: info.run_id)
             cur.executemany(
                 "INSERT INTO reactor_runs (run_id, graph, target, target_hash, started_at, "
-                "parent_run_id) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE "
-                "SET graph = EXCLUDED.graph, target = EXCLUDED.target, "
-                "target_hash = EXCLUDED.target_hash, parent_run_id = EXCLUDED.parent_run_id",
+                "parent_run_id, forked_from) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (run_id) DO UPDATE SET graph = EXCLUDED.graph, "
+                "target = EXCLUDED.target, target_hash = EXCLUDED.target_hash, "
+                "parent_run_id = EXCLUDED.parent_run_id, "
+                "forked_from = COALESCE(EXCLUDED.forked_from, reactor_runs.forked_from)",
                 [
                     (
                         i.run_id,
@@ -276,6 +278,7 @@ def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> 
                         i.target_hash,
                         i.started_at or time.time(),
                         i.parent_run_id,
+                        i.forked_from,
                     )
                     for i in infos
                 ],

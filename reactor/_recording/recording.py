@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reactor._recording.info import RunInfo
-from reactor._recording.log import SignalLog
+from reactor._recording.log import SignalLog, latest_snapshot
 from reactor._signals.names import HARNESS_END, HARNESS_START
 from reactor._signals.signal import Signal
 
@@ -61,8 +61,8 @@ class Recording(SignalLog):
 
     @property
     def input(self) -> Any:
-        """The run's input, from ``harness:start``."""
-        start = self._start()
+        """The run's input, from ``harness:start`` (or a snapshot, in a log's tail)."""
+        start = self._start() or latest_snapshot(self.signals)
         payload = None if start is None else start.payload
         return payload.get("input") if isinstance(payload, Mapping) else None
 

@@ -11,13 +11,15 @@ import threading
 import time
 import weakref
 from collections.abc import Collection, Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pydantic_core
 
 from reactor._recording.inbox import Posted, check_posted, new_message_id
-from reactor._recording.info import RunInfo, parse_tag
+from reactor._recording.info import RunInfo, parse_tag, prune_bounds
+from reactor._recording.log import needed_seqs
 from reactor._recording.recording import Recording
 from reactor._recording.sqlite_db import (
     connect,
@@ -25,9 +27,16 @@ from reactor._recording.sqlite_db import (
     decode_info,
     decode_signal,
     migrate,
+    prune_runs,
 )
 from reactor._recording.sqlite_writer import STOP, Delivery, Request, write_loop
-from reactor._recording.store import SignalStoreBase, WriteFailures
+from reactor._recording.store import (
+    DEFAULT_SNAPSHOT_EVERY,
+    SignalStoreBase,
+    WriteFailures,
+    check_snapshot_every,
+)
+from reactor._signals.names import HARNESS_SNAPSHOT
 from reactor._signals.signal import Signal, json_fallback
 from reactor.exceptions import RecordingError, RunNotFoundError
 
@@ -67,6 +76,9 @@ class SQLiteSignalStore(SignalStoreBase):
             written (not even SQLite's ``-wal`` files when no writer has it open), and
             recording to the store raises. What inspecting tools use, so that looking
             at a database someone sent never changes it.
+        snapshot_every: A run recorded here writes a ``harness:snapshot`` every this
+            many signals, so that resuming it reads only what came after the latest
+            one (``None``: never).
 
     Raises:
         RecordingError: The file is not a reactor database, or was written by a newer
@@ -82,7 +94,9 @@ class SQLiteSignalStore(SignalStoreBase):
         max_backlog: int = 1_000,
         readonly: bool = False,
         timeout: float = 30.0,
+        snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY,
     ) -> None:
+        self.snapshot_every = check_snapshot_every(snapshot_every)
         self.path = Path(path)
         self.readonly = readonly
         self.batch_size = batch_size
@@ -256,11 +270,42 @@ class SQLiteSignalStore(SignalStoreBase):
         Raises:
             RunNotFoundError: No such run.
         """
-        rows = self._query(
-            "SELECT seq, id, name, payload, timestamp, source, caused_by, depth FROM signals "
-            "WHERE run_id = ? ORDER BY seq",
+        return self._load(run_id, 0)
+
+    def load_tail(self, run_id: str) -> Recording:
+        """The run from its latest ``harness:snapshot`` on: what a resume reads.
+
+        The signals after the one the snapshot was taken after (the snapshot among
+        them), and the earlier ones it names as still needed (triggers not decided
+        yet); the whole run when it has none. Found through an index of snapshots, so
+        the time it takes does not grow with the length of the log.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        found = self._query(
+            "SELECT json_extract(payload, '$.seq'), json_extract(payload, '$.needs') "
+            f"FROM signals WHERE run_id = ? AND name = '{HARNESS_SNAPSHOT}' "
+            "ORDER BY seq DESC LIMIT 1",
             (run_id,),
         )
+        if not found or not isinstance(found[0][0], int):
+            return self._load(run_id, 0)
+        needs = needed_seqs(json.loads(found[0][1])) if found[0][1] else []
+        return self._load(run_id, found[0][0], needs)
+
+    def _load(self, run_id: str, after: int, needs: list[int] | None = None) -> Recording:
+        columns = "seq, id, name, payload, timestamp, source, caused_by, depth"
+        rows = self._query(
+            f"SELECT {columns} FROM signals WHERE run_id = ? AND seq > ? ORDER BY seq",
+            (run_id, after),
+        )
+        if needs:
+            rows[:0] = self._query(
+                f"SELECT {columns} FROM signals WHERE run_id = ? AND seq IN "
+                "(SELECT value FROM json_each(?)) ORDER BY seq",
+                (run_id, json.dumps(needs)),
+            )
         info = self._infos("WHERE r.run_id = ?", (run_id,))
         if not rows and not info:
             raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")
@@ -321,7 +366,7 @@ class SQLiteSignalStore(SignalStoreBase):
             "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
             f"{_STATUS}, r.reason, r.failures, "
             "r.signals, (SELECT json_group_object(t.key, t.value) FROM run_tags t "
-            f"WHERE t.run_id = r.run_id), r.parent_run_id FROM runs r {clause}",
+            f"WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from FROM runs r {clause}",
             params,
         )
         return [decode_info(tuple(row)) for row in rows]
@@ -346,6 +391,28 @@ class SQLiteSignalStore(SignalStoreBase):
                 conn.execute("ROLLBACK")
                 raise
         return found > 0
+
+    def prune(
+        self,
+        *,
+        older_than: timedelta,
+        status: Collection[str] | None = ("completed",),
+        keep_last: int = 0,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete ended runs older than ``older_than``; return how many (see the base class).
+
+        Raises:
+            ValueError: A status is not one a run ends with, or a bound is negative.
+            RecordingError: The store is read-only.
+        """
+        cutoff, statuses = prune_bounds(older_than, status, keep_last)
+        if self.readonly and not dry_run:
+            raise RecordingError(f"The signal store {self.path} is open read-only.")
+        if self._writer is not None:
+            self.flush()
+        with self._lock:
+            return prune_runs(self._read, cutoff, statuses, keep_last, dry_run)
 
     def __repr__(self) -> str:
         return f"SQLiteSignalStore({str(self.path)!r})"

@@ -10,7 +10,7 @@ from typing import Any
 import pydantic_core
 
 from reactor._recording.info import RunInfo
-from reactor._signals.names import HARNESS_END, HARNESS_START, parse_state_event
+from reactor._signals.names import HARNESS_END, HARNESS_SNAPSHOT, HARNESS_START, parse_state_event
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError
 
@@ -21,9 +21,10 @@ __all__ = [
     "decode_info",
     "decode_signal",
     "migrate",
+    "prune_runs",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 _SCHEMA_1 = """
@@ -89,6 +90,12 @@ _MIGRATIONS = (
     """,
     # 4: the run that started a run with ctx.spawn
     "ALTER TABLE runs ADD COLUMN parent_run_id TEXT",
+    # 5: the run a fork began with; a run's latest snapshot found without reading its
+    # log (a partial index: only snapshots are in it); ended runs by age, for prune
+    "ALTER TABLE runs ADD COLUMN forked_from TEXT;"
+    "CREATE INDEX IF NOT EXISTS signals_snapshots ON signals (run_id, seq) "
+    f"WHERE name = '{HARNESS_SNAPSHOT}';"
+    "CREATE INDEX IF NOT EXISTS runs_ended_at ON runs (ended_at) WHERE ended_at IS NOT NULL",
 )
 """Schema version N is reached by running the first N scripts, in order."""
 
@@ -239,7 +246,7 @@ def decode_signal(run_id: str, row: tuple[Any, ...]) -> Signal:
     )
 
 
-_TEXT = ("graph", "target", "target_hash", "status", "reason", "parent_run_id")
+_TEXT = ("graph", "target", "target_hash", "status", "reason", "parent_run_id", "forked_from")
 
 
 def decode_info(row: tuple[Any, ...]) -> RunInfo:
@@ -252,9 +259,10 @@ def decode_info(row: tuple[Any, ...]) -> RunInfo:
         :11
     ]
     parent = row[11] if len(row) > 11 else None
+    forked = row[12] if len(row) > 12 else None
     if not isinstance(run_id, str):
         raise RecordingError(f"A run has the id {run_id!r}, not text; the database is damaged.")
-    texts = (graph, target, target_hash, status, reason, parent)
+    texts = (graph, target, target_hash, status, reason, parent, forked)
     for field, value in zip(_TEXT, texts, strict=True):
         if value is not None and not isinstance(value, str):
             raise _damaged(run_id, f"its {field} is {value!r}, not text")
@@ -280,5 +288,46 @@ def decode_info(row: tuple[Any, ...]) -> RunInfo:
         failures=failures,
         signals=count,
         parent_run_id=parent,
+        forked_from=forked,
         tags={str(key): str(value) for key, value in tag_map.items()},
     )
+
+
+PRUNABLE = (
+    "SELECT run_id FROM (SELECT run_id, ended_at, ROW_NUMBER() OVER "
+    "(PARTITION BY graph ORDER BY started_at DESC, run_id DESC) AS newest FROM runs "
+    "WHERE ended_at IS NOT NULL AND status IS NOT NULL{statuses}) "
+    "WHERE newest > ? AND ended_at < ?"
+)
+"""The ended runs ``prune`` deletes: older than the cutoff, past the newest of their graph."""
+
+
+def prune_runs(
+    conn: sqlite3.Connection,
+    cutoff: float,
+    statuses: tuple[str, ...] | None,
+    keep_last: int,
+    dry_run: bool,
+) -> int:
+    """Delete ended runs (and their signals, tags, requests, inbox) in one transaction.
+
+    The rows are chosen and deleted under one write lock (``BEGIN IMMEDIATE``), so a
+    run is deleted whole or not at all, and nothing changes between the two.
+    """
+    marks = "" if statuses is None else f" AND status IN ({', '.join('?' * len(statuses))})"
+    params = (*(statuses or ()), keep_last, cutoff)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        ids = [row[0] for row in conn.execute(PRUNABLE.format(statuses=marks), params)]
+        if ids and not dry_run:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (run_id TEXT PRIMARY KEY)")
+            conn.execute("DELETE FROM pruned")
+            conn.executemany("INSERT INTO pruned VALUES (?)", [(run_id,) for run_id in ids])
+            for table in ("signals", "run_tags", "requests", "inbox", "runs"):
+                conn.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM pruned)")
+            conn.execute("DELETE FROM pruned")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return len(ids)

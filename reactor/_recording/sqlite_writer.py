@@ -284,10 +284,11 @@ def _write_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
     conn.execute("BEGIN")
     for info in runs:
         conn.execute(
-            "INSERT INTO runs (run_id, graph, target, target_hash, started_at, parent_run_id) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "INSERT INTO runs (run_id, graph, target, target_hash, started_at, parent_run_id, "
+            "forked_from) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
             "graph = excluded.graph, target = excluded.target, "
-            "target_hash = excluded.target_hash, parent_run_id = excluded.parent_run_id",
+            "target_hash = excluded.target_hash, parent_run_id = excluded.parent_run_id, "
+            "forked_from = COALESCE(excluded.forked_from, runs.forked_from)",
             (
                 info.run_id,
                 info.graph,
@@ -295,6 +296,7 @@ def _write_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
                 info.target_hash,
                 info.started_at or time.time(),
                 info.parent_run_id,
+                info.forked_from,
             ),
         )
         conn.executemany(

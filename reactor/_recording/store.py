@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -22,7 +23,32 @@ from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
-__all__ = ["Reporter", "SignalStore", "SignalStoreBase", "WriteFailures", "flush_run"]
+__all__ = [
+    "DEFAULT_SNAPSHOT_EVERY",
+    "Reporter",
+    "SignalStore",
+    "SignalStoreBase",
+    "WriteFailures",
+    "check_snapshot_every",
+    "flush_run",
+]
+
+DEFAULT_SNAPSHOT_EVERY = 10_000
+"""Signals between two ``harness:snapshot`` of a recorded run, unless a store says."""
+
+
+def check_snapshot_every(every: int | None) -> int | None:
+    """``snapshot_every`` as given, if it is ``None`` or a whole number >= 1.
+
+    Raises:
+        ValueError: It is not.
+    """
+    if every is not None and (not isinstance(every, int) or isinstance(every, bool) or every < 1):
+        raise ValueError(
+            f"snapshot_every must be a whole number of signals >= 1 (or None for no "
+            f"snapshots), got {every!r}."
+        )
+    return every
 
 
 @runtime_checkable
@@ -116,7 +142,43 @@ class SignalStoreBase:
 
     Subclasses implement ``append``, ``load``, ``runs`` and ``delete``; they may
     override the rest. Used as a context manager, a store is closed on exit.
+
+    Attributes:
+        snapshot_every: A run recorded here writes ``harness:snapshot`` every this many
+            signals (``None``: never); the stores reactor ships take it as an argument.
     """
+
+    snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY
+
+    def load_tail(self, run_id: str) -> Recording:
+        """The run from its latest ``harness:snapshot`` on: what a resume reads.
+
+        By default the whole run (a resume folds it from its latest snapshot all the
+        same); the stores reactor ships read only the signals after the snapshot.
+        """
+        return self.load(run_id)
+
+    def prune(
+        self,
+        *,
+        older_than: timedelta,
+        status: Collection[str] | None = ("completed",),
+        keep_last: int = 0,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete ended runs that ended longer than ``older_than`` ago; return how many.
+
+        Only runs that ended (a ``harness:end`` is recorded) with a status in
+        ``status`` (``None``: any) are deleted, whole (signals, inbox, info, requests),
+        in one transaction; a run still running or waiting never is. The
+        ``keep_last`` newest runs of each graph among them are kept whatever their
+        age. With ``dry_run`` nothing is deleted: the count is what would be.
+
+        Raises:
+            ValueError: A status is not one a run ends with, or a bound is negative.
+            NotImplementedError: This store cannot prune.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot prune runs.")
 
     def start_run(self, info: RunInfo) -> None:
         """Register a run about to be recorded (nothing to do by default)."""

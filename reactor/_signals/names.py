@@ -21,8 +21,10 @@ __all__ = [
     "DELTAS",
     "HARNESS_END",
     "HARNESS_ENDING",
+    "HARNESS_FORKED",
     "HARNESS_RESUMED",
     "HARNESS_SIGNALS",
+    "HARNESS_SNAPSHOT",
     "HARNESS_START",
     "INBOX_PREFIX",
     "MCP_CALL",
@@ -89,6 +91,10 @@ HARNESS_END = "harness:end"
 """Last signal of every run, also on failure, timeout or abort: :class:`HarnessEnd`."""
 HARNESS_RESUMED = "harness:resumed"
 """First signal a resumed run emits: :class:`HarnessResumed`."""
+HARNESS_SNAPSHOT = "harness:snapshot"
+"""What a resume needs, every ``snapshot_every`` signals: :class:`HarnessSnapshot`."""
+HARNESS_FORKED = "harness:forked"
+"""First signal a fork emits after the log it copied: :class:`HarnessForked`."""
 HARNESS_SIGNALS = "harness:*"
 """The pattern of the run's own milestones."""
 BUS_HANDLER_ERROR = "bus:handler_error"
@@ -216,6 +222,8 @@ SYSTEM_SIGNALS = (
     HARNESS_ENDING,
     HARNESS_END,
     HARNESS_RESUMED,
+    HARNESS_SNAPSHOT,
+    HARNESS_FORKED,
     BUS_HANDLER_ERROR,
     PROVIDER_START,
     PROVIDER_END,

@@ -22,7 +22,9 @@ __all__ = [
     "CausePayload",
     "HarnessEnd",
     "HarnessEnding",
+    "HarnessForked",
     "HarnessResumed",
+    "HarnessSnapshot",
     "HarnessStart",
     "ObjectChanged",
     "PromptEnd",
@@ -45,16 +47,48 @@ __all__ = [
 
 
 class HarnessStart(TypedDict):
-    """``harness:start``: the run's input and initial state."""
+    """``harness:start``: the run's input, initial state and each agent's fingerprint."""
 
     input: Any
     state: Any
+    fingerprints: NotRequired[dict[str, dict[str, str]]]
 
 
 class HarnessResumed(TypedDict):
-    """``harness:resumed``: the last ``seq`` recorded before the run stopped."""
+    """``harness:resumed``: the last ``seq`` recorded before the run stopped.
+
+    ``fingerprints`` are the agents of the graph that goes on from here (a resume
+    after a code change compares the next graph with them).
+    """
 
     from_seq: int
+    fingerprints: NotRequired[dict[str, dict[str, str]]]
+
+
+class HarnessSnapshot(TypedDict):
+    """``harness:snapshot``: what a resume needs, as it was right after signal ``seq``.
+
+    ``state`` (the state then), ``input``, ``fingerprints``, and ``progress``: the
+    activations in flight with their recorded answers, the signals some agent had not
+    decided on yet, the questions pending, the agents' messages, the spent tokens.
+    ``needs`` names the earlier signals a resume takes up again (runs of seqs
+    ``[first, step, count]``): a store reading the run's tail reads them too.
+    """
+
+    seq: int
+    needs: list[list[int]]
+    input: Any
+    state: dict[str, Any]
+    fingerprints: dict[str, dict[str, str]] | None
+    progress: dict[str, Any]
+
+
+class HarnessForked(TypedDict):
+    """``harness:forked``: the run whose log, up to signal ``at``, this one began with."""
+
+    from_run_id: str
+    at: int
+    fingerprints: NotRequired[dict[str, dict[str, str]]]
 
 
 class HarnessEnding(TypedDict):

@@ -9,6 +9,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     │   └── NoProviderError               an LLM agent has no provider to run on
     ├── AgentNotFoundError(LookupError)   a run or the service has no agent of that name
     ├── BudgetExceededError(RuntimeError) a model call would start over a run's or agent's budget
+    ├── GraphChangedError(RuntimeError)   a run cannot resume: the graph changed what it did
     ├── GraphValidationError(ValueError)  a graph has problems (all listed, with hints)
     ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
     ├── LoopLimitError(RuntimeError)      a run hit max_depth or max_activations
@@ -74,6 +75,7 @@ from reactor.exceptions._engine import (
     AgentNotFoundError,
     BudgetExceededError,
     CycleWarning,
+    GraphChangedError,
     GraphValidationError,
     HandlerError,
     LoopLimitError,
@@ -127,6 +129,7 @@ __all__ = [
     "CapabilityError",
     "CycleWarning",
     "DatabaseError",
+    "GraphChangedError",
     "GraphValidationError",
     "HandlerError",
     "IdleTimeoutError",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "AgentConfigError",
     "AgentNotFoundError",
     "CycleWarning",
+    "GraphChangedError",
     "GraphValidationError",
     "HandlerError",
     "LoopLimitError",
@@ -43,6 +44,24 @@ __all__ = [
 
 class ReactorError(Exception):
     """Root of every error raised by reactor."""
+
+
+class GraphChangedError(ReactorError, RuntimeError):
+    """A run cannot resume on this graph: its code changed in a way its log would not repeat.
+
+    Raised by ``resume`` (and ``start(resume=...)``) with ``on_change="fail"``, the
+    default, before anything is recorded. Resume with ``on_change="force"`` to go on
+    anyway, or deploy the code the run last ran with.
+
+    Attributes:
+        run_id: The run.
+        changes: Each agent the resume refused over, and what changed, in words.
+    """
+
+    def __init__(self, message: str, *, run_id: str, changes: Mapping[str, str]) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.changes = dict(changes)
 
 
 class HandlerError(ReactorError, TypeError):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from examples.trading_bot.app import describe, graph
+from examples.trading_bot.app import broker, describe, graph
 from examples.trading_bot.scripted import SCENARIOS, scripted_provider
 from reactor import MemorySignalStore, Recording, RunResult, SQLiteSignalStore
 from reactor.exceptions import RecordingError
@@ -184,5 +184,29 @@ def test_the_bot_killed_mid_run_resumes_from_the_command_line_to_the_same_decisi
         recording = store.load(store.resolve("last"))
     uninterrupted, _ = run("bull", symbol="AAPL")
     assert recording.status == "ended"
-    assert describe(recording.state) == describe(dict(uninterrupted.state))
+    # The same decision; its order has the id the broker gave this run's key.
+    assert _unkeyed(describe(recording.state)) == _unkeyed(describe(dict(uninterrupted.state)))
     assert [s.name for s in recording.signals].count("harness:resumed") == 1
+
+
+def _unkeyed(lines: list[str]) -> list[str]:
+    """The decision without its order's id (each run's orders have their own keys)."""
+    return [re.sub(r"ord_[0-9a-f]{10}", "ord_<key>", line) for line in lines]
+
+
+def test_an_executor_run_again_after_a_crash_places_its_order_once() -> None:
+    result, store = run("bull")
+    recorded = store.load(result.run_id)
+    cut = MemorySignalStore()  # the process died after the order went out
+    cut.start_run(recorded.info)
+    for signal_ in recorded.signals:
+        if signal_.name == "agent:executor:completed":
+            break
+        cut.append(signal_)
+    placed = dict(broker.orders)
+    resumed = graph.resume_sync(result.run_id, record=cut, provider=scripted_provider(latency=0))
+    execution = result.state["execution"]
+    assert resumed.state["execution"] == execution  # the order already placed
+    assert broker.orders == placed  # the broker saw the key again: no second order
+    [key] = [k for k, order in broker.orders.items() if order.order_id == execution["order_id"]]
+    assert execution["order_id"] == f"ord_{key[:10]}"

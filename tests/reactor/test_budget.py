@@ -84,7 +84,11 @@ async def test_dollars_are_checked_against_the_priced_cost() -> None:
     assert result.error.budget == "usd"
     assert result.metrics.cost_usd is not None
     assert result.metrics.cost_usd >= 0.001
-    assert str(result.error).startswith("The run's budget of $0.001 is spent ($0.015030 so far)")
+    assert result.error.spent == result.metrics.cost_usd
+    assert str(result.error).startswith(
+        f"The run's budget of $0.001 is spent (${result.metrics.cost_usd:.6f} so far): agent "
+        "'writer' was not allowed another model call."
+    )
 
 
 async def test_an_unknown_price_counts_as_over_a_usd_budget() -> None:
@@ -118,7 +122,8 @@ async def test_an_agents_own_budget_bounds_only_its_calls() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::reactor.CycleWarning")
-async def test_a_resumed_run_counts_what_it_spent_before() -> None:
+@pytest.mark.parametrize("snapshot_every", [None, 3], ids=["whole-log", "from-a-snapshot"])
+async def test_a_resumed_run_counts_what_it_spent_before(snapshot_every: int | None) -> None:
     graph = reactive(
         agents={
             "writer": agent(
@@ -127,7 +132,7 @@ async def test_a_resumed_run_counts_what_it_spent_before() -> None:
             "gate": agent(ask="Go on?", choices=["yes"], activate_on="draft:done", emits=["go:on"]),
         }
     )
-    store = MemorySignalStore()
+    store = MemorySignalStore(snapshot_every=snapshot_every)
     provider = ScriptedProvider({"writer": ["first", "second"]})
     handle = graph.start(provider=provider, record=store, budget=Budget(model_calls=1))
     asked = await handle.next_prompt()

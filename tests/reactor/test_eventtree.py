@@ -183,6 +183,9 @@ def test_a_version_3_sqlite_store_is_upgraded_to_keep_parent_runs(tmp_path: Path
     path = tmp_path / "runs.db"
     SQLiteSignalStore(path).close()
     with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX signals_snapshots")
+        conn.execute("DROP INDEX runs_ended_at")
+        conn.execute("ALTER TABLE runs DROP COLUMN forked_from")
         conn.execute("ALTER TABLE runs DROP COLUMN parent_run_id")
         conn.execute("PRAGMA user_version = 3")
     with SQLiteSignalStore(path) as store:
@@ -192,7 +195,7 @@ def test_a_version_3_sqlite_store_is_upgraded_to_keep_parent_runs(tmp_path: Path
         [info] = store.runs()
     assert info.parent_run_id == "run_parent"
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (5,)
 
 
 @pytest.mark.parametrize("kind", ["task", "phase"])

@@ -97,7 +97,7 @@ def test_a_newer_schema_is_refused(postgres_dsn: str) -> None:
     execute(postgres_dsn, "UPDATE reactor_schema SET version = 99")
     message = (
         f"The reactor tables in {postgres_dsn} were written by a newer reactor (schema 99, "
-        "this one reads 3); upgrade reactor to read them."
+        "this one reads 4); upgrade reactor to read them."
     )
     with pytest.raises(RecordingError, match=f"^{re.escape(message)}$"):
         PostgresSignalStore(postgres_dsn)
@@ -157,7 +157,7 @@ def test_stores_opening_a_new_database_at_once_make_the_tables_once(postgres_dsn
     for thread in threads:
         thread.join()
     assert errors == []
-    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(3,)]
+    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(4,)]
 
 
 RECORDER = """

@@ -66,9 +66,15 @@ GRAPHS = {
     ),
     "nap": reactive({"nap": agent(run=_pause)}, name="nap"),
     "approval": reactive(
-        {"approve": agent(ask="Ship {{ input }}?", choices=["yes", "no"])}, name="approval"
+        {
+            "approve": agent(
+                ask=os.environ.get("SERVED_APPROVAL", "Ship {{ input }}?"), choices=["yes", "no"]
+            )
+        },
+        name="approval",
     ),
 }
+"""``SERVED_APPROVAL`` changes the approval's question: a deploy of new code."""
 
 
 def make_service(url: str) -> ReactionService:

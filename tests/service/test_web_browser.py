@@ -147,6 +147,40 @@ def test_reply_waits_for_a_choice_and_the_page_then_shows_who_answered(
     assert (answer["payload"]["answer"], answer["source"]) == ("yes", "user:bob")
 
 
+def test_a_run_forked_from_its_timeline_opens_a_new_run_that_names_its_source(
+    page: Page, api: httpx2.Client
+) -> None:
+    run_id = start(api, "count", 41)
+    wait_for(lambda: ok(api.get(f"/api/runs/{run_id}"))["info"]["status"] == "completed")
+    page.goto(f"/runs/{run_id}")
+    first = page.locator("#timeline li").first
+    expect(first).to_contain_text("harness:start")
+    first.get_by_role("link", name="Fork from here").click()
+    expect(page.get_by_role("heading", name=f"Fork run {run_id} at signal #1")).to_be_visible()
+    state = page.get_by_label("State (JSON; edit the values the fork should start from)")
+    expect(state).to_have_value("{}")
+    state.fill('{"note": ')
+    expect(page.locator("#fork-state-problem")).to_contain_text("Not JSON yet")
+    page.get_by_role("button", name="Start the fork").click()  # the browser keeps it back
+    expect(page.get_by_role("heading", name=f"Fork run {run_id} at signal #1")).to_be_visible()
+    state.fill("[1, 2]")
+    page.get_by_role("button", name="Start the fork").click()
+    expect(page.get_by_role("alert")).to_contain_text("The state must be a JSON object")
+    state.fill('{"note": "again"}')
+    page.get_by_role("button", name="Start the fork").click()
+    expect(page.get_by_role("status")).to_contain_text(f"forked from {run_id} at signal #1")
+    assert run_id not in page.url
+    source = page.locator("#forked-from")
+    expect(source).to_contain_text(f"{run_id} at signal #1")
+    expect(page.locator("#run-status")).to_have_text("completed")
+    new_id = page.url.rsplit("/", 1)[1]
+    fork = ok(api.get(f"/api/runs/{new_id}"))
+    assert fork["info"]["forked_from"] == run_id
+    assert fork["state"]["note"] == "again"
+    source.get_by_role("link", name=run_id).click()
+    expect(page.get_by_role("heading", name=f"Run {run_id}")).to_be_visible()
+
+
 def test_the_runs_filters_narrow_the_list_and_stay_in_the_address(
     page: Page, api: httpx2.Client, server: Server
 ) -> None:

@@ -31,6 +31,7 @@ from reactor.service._api.agents import router as agents_router
 from reactor.service._api.base import State, install_errors
 from reactor.service._api.guard import Guard, GuardSettings
 from reactor.service._api.objects import objects_router, suggestions_router
+from reactor.service._api.resumes import router as resumes_router
 from reactor.service._api.runs import router as runs_router
 from reactor.service._api.stream import router as events_router
 from reactor.service._api.stream import ws_router
@@ -137,6 +138,7 @@ def create_app(
         objects_router,
         suggestions_router,
         runs_router,
+        resumes_router,
         events_router,
         ws_router,
     ):

@@ -24,6 +24,7 @@ from reactor.exceptions import (
     AgentConflictError,
     AgentNotFoundError,
     CapabilityError,
+    GraphChangedError,
     ObjectNotFoundError,
     ObjectValidationError,
     PayloadError,
@@ -37,6 +38,7 @@ from reactor.exceptions import (
     ServiceConfigError,
     ServiceStateError,
     SignalNameError,
+    StateValidationError,
     SuggestionNotFoundError,
     SuggestionResolvedError,
     SuggestionStaleError,
@@ -82,6 +84,7 @@ STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
     (RunFinishedError, 409),
     (RunClosedError, 409),
     (RunSuspendedError, 409),
+    (GraphChangedError, 409),
     (CapabilityError, 409),
     (ServiceStateError, 503),
     (ObjectValidationError, 422),
@@ -90,6 +93,7 @@ STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
     (SignalNameError, 422),
     (ReplyValidationError, 422),
     (ServiceConfigError, 422),
+    (StateValidationError, 422),
 )
 """The status of each error the service raises on purpose (the first match wins)."""
 

@@ -29,6 +29,7 @@ from reactor._signals.signal import Signal
 from reactor.exceptions import RunNotFoundError
 from reactor.service._api.agents import RunStarted
 from reactor.service._api.base import ApiError, Caller, Service, authenticate
+from reactor.service._api.resumes import with_blocks
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.replies import PromptReplies, ReplyDecision
 from reactor.service._objects.values import User
@@ -270,7 +271,11 @@ async def list_runs(
     tag: Annotated[str | None, fastapi.Query(description="key or key=value")] = None,
     limit: Limit = 100,
 ) -> list[dict[str, Any]]:
-    """Runs newest first (queued ones too), filtered by graph, status and tag."""
+    """Runs newest first (queued ones too), filtered by graph, status and tag.
+
+    A run the service will not resume by itself (its graph changed what its log says
+    was done) is ``blocked``, its ``reason`` says why.
+    """
     infos = await listed_runs(service, graph=graph, status=status, tag=tag, limit=limit)
     return [{**info.to_dict(), "live": info.run_id in service.live} for info in infos]
 
@@ -283,9 +288,21 @@ async def listed_runs(
     tag: str | None = None,
     limit: int = 100,
 ) -> list[RunInfo]:
-    """The recorded runs and those queued for a worker, newest first, filtered."""
+    """The recorded runs and those queued for a worker, newest first, filtered.
+
+    Blocked runs are shown ``blocked`` (``status="blocked"`` lists them alone).
+    """
     store = _store(service)
+    if status in ("blocked", "running", "waiting"):
+        found: list[RunInfo] = []
+        for unfinished in ("running", "waiting") if status == "blocked" else (status,):
+            found += await asyncio.to_thread(
+                store.runs, graph=graph, tag=tag, status=unfinished, limit=None
+            )
+        found = [i for i in await with_blocks(service, found) if i.status == status]
+        return sorted(found, key=lambda info: info.started_at, reverse=True)[:limit]
     infos = await asyncio.to_thread(store.runs, graph=graph, tag=tag, status=status, limit=limit)
+    infos = await with_blocks(service, infos)
     if status not in (None, "queued"):
         return infos
     recorded = {info.run_id for info in infos}
@@ -312,8 +329,9 @@ async def start_run(body: StartRun, service: Service, user: Caller) -> RunStarte
 async def get_run(run_id: str, service: Service) -> dict[str, Any]:
     """A run: its info, its last state, its signals and its pending prompts."""
     recording = await load_run(service, run_id)
+    [info] = await with_blocks(service, [recording.info])
     return {
-        "info": {**recording.info.to_dict(), "live": run_id in service.live},
+        "info": {**info.to_dict(), "live": run_id in service.live},
         "state": recording.state,
         "prompts": await open_prompts(service, run_id, recording.signals),
         "signals": [signal.to_dict() for signal in recording.signals],

@@ -20,9 +20,11 @@ from reactor._recording.memory import MemorySignalStore
 from reactor._recording.sqlite import SQLiteSignalStore
 from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import log
-from reactor.exceptions import AgentConflictError, ServiceStateError
+from reactor.exceptions import AgentConflictError, GraphChangedError, ServiceStateError
 from reactor.service._hosting.launch import RunRequest, Runs
 from reactor.service._hosting.live import ServiceRecord
+from reactor.service._hosting.retention import Retention
+from reactor.service._objects.blocks import BlockedRuns
 from reactor.service._objects.db import Database
 from reactor.service._reactions.catalog import AgentCatalog
 from reactor.service._reactions.dispatcher import HandOff
@@ -32,7 +34,7 @@ from reactor.service._scaleout.queue import JobQueue, QueueSettings
 if TYPE_CHECKING:
     from reactor._recording.postgres import PostgresSignalStore
 
-__all__ = ["RunHost", "close_record", "default_record"]
+__all__ = ["RunHost", "blocked_reason", "close_record", "default_record"]
 
 
 async def default_record(db: Database) -> tuple[SignalStore, bool]:
@@ -59,6 +61,12 @@ async def close_record(record: SignalStore | None, owned: SignalStore | None) ->
             log("reactor.service", "error", "runs not recorded", error=repr(exc))
 
 
+def blocked_reason(error: GraphChangedError) -> str:
+    """Why a run is blocked, in a line: each agent its graph refused over, and why."""
+    changes = "; ".join(f"agent {agent!r}: {why}" for agent, why in error.changes.items())
+    return f"the graph changed what its log says was done ({changes})"
+
+
 class RunHost:
     """Starts the service's runs and stops them (see the module's docstring).
 
@@ -77,6 +85,7 @@ class RunHost:
         self.stopping = False
         self._group: asyncio.TaskGroup | None = None
         self._changed: Callable[[], None] = lambda: None
+        self.retention = Retention.from_env()  # REACTOR_RETENTION: how long ended runs stay
 
     def open(
         self, group: asyncio.TaskGroup, record: SignalStore, changed: Callable[[], None]
@@ -87,6 +96,9 @@ class RunHost:
         self.stopping = False
         if self.queue is None and (settings := QueueSettings.from_env()) is not None:
             self.queue = JobQueue(settings)
+        if self.retention is not None:
+            retention, store = self.retention, self.record
+            self.catalog.cron.daily("retention", lambda: retention.prune(store))
 
     @property
     def handoff(self) -> HandOff | None:
@@ -142,11 +154,22 @@ class RunHost:
         return await self.execute(request)
 
     async def execute(self, request: RunRequest) -> str:
-        """Start ``request`` in this process; return its run id once it has begun."""
+        """Start ``request`` in this process; return its run id once it has begun.
+
+        A resume the run's graph refuses (``GraphChangedError``: the code changed what
+        its log says was done) blocks the run, with the reason, before it is raised.
+        """
         assert self._group is not None
-        run_id = await self.runs.submit(
-            self._group, request, provider=self.provider, record=self.record, done=self._changed
-        )
+        blocks = BlockedRuns(self.runs.db)
+        try:
+            run_id = await self.runs.submit(
+                self._group, request, provider=self.provider, record=self.record, done=self._changed
+            )
+        except GraphChangedError as exc:
+            await blocks.block(exc.run_id, blocked_reason(exc))
+            raise
+        if request.resume is not None:
+            await blocks.unblock(request.resume)
         await self.runs.started(request, run_id)
         return run_id
 

@@ -55,6 +55,8 @@ class RunRequest:
         resume: The id of an unfinished run to continue instead of starting one.
         tags: More tags for the recording.
         run_id: The new run's id, when it was chosen before it started (a queued job).
+        force: Resume even if the graph changed what the run's log says was done.
+        fork: Start the run as a fork: ``{"run_id", "at", "state"}`` of the source.
     """
 
     kind: Kind
@@ -65,6 +67,8 @@ class RunRequest:
     resume: str | None = None
     tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
     run_id: str | None = None
+    force: bool = False
+    fork: Mapping[str, Any] | None = None
 
     def run_tags(self) -> dict[str, str]:
         """The recording's tags: what it runs, what started it, for whom."""
@@ -199,7 +203,11 @@ class Runs:
         try:
             # A resumed run takes its recorded input (``run`` reads it from the log
             # when no ``input=`` is given); a new one the request's.
-            given: dict[str, Any] = {} if request.resume else {"input": request.input}
+            given: dict[str, Any] = {}
+            if request.resume is None and request.fork is None:
+                given["input"] = request.input
+            elif request.resume is None:
+                given["fork"] = request.fork  # a fork that has begun is resumed instead
             running = asyncio.ensure_future(
                 graph.run(
                     **given,
@@ -209,6 +217,7 @@ class Runs:
                     tags=request.run_tags(),
                     resume=request.resume,
                     run_id=None if request.resume else request.run_id,
+                    on_change="force" if request.force else "fail",
                 )
             )
             result = await self._unless_held(running, feed, record)

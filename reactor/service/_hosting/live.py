@@ -165,6 +165,23 @@ class ServiceRecord:
         """A recorded run."""
         return self.store.load(run_id)
 
+    @property
+    def snapshot_every(self) -> int | None:
+        """How often the runs recorded here take a snapshot (the store's setting)."""
+        every = getattr(self.store, "snapshot_every", None)
+        return every if isinstance(every, int) else None
+
+    def load_tail(self, run_id: str) -> Recording:
+        """A run from its latest snapshot on (what a resume reads)."""
+        load = getattr(self.store, "load_tail", None) or self.store.load
+        recording: Recording = load(run_id)
+        return recording
+
+    def prune(self, **bounds: Any) -> int:
+        """Delete ended runs (see :meth:`reactor.SignalStoreBase.prune`)."""
+        count: int = getattr(self.store, "prune")(**bounds)  # noqa: B009 (the stores it wraps have one)
+        return count
+
     def runs(
         self,
         *,

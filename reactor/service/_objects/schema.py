@@ -27,6 +27,7 @@ __all__ = [
     "Timestamp",
     "agent_runs",
     "agents",
+    "blocked_runs",
     "cron_ticks",
     "metadata",
     "object_events",
@@ -274,3 +275,14 @@ web_sessions = sa.Table(
 )
 """The web UI's signed-in browsers, shared by every serving process: the SHA-256 of the
 session id (the cookie's value is never stored), who signed in, the forms' CSRF token."""
+
+blocked_runs = sa.Table(
+    "blocked_runs",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("blocked_at", Timestamp, nullable=False),
+)
+"""Unfinished runs the service will not resume by itself: their graph changed what their
+log says was done (``GraphChangedError``). Each waits for ``POST /api/runs/{id}/resume?
+force=true``, or for code that can resume it."""

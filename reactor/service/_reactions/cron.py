@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 
 from reactor._agents.schedule import cron_problem, cron_trigger
 
@@ -83,6 +84,23 @@ class CronJobs:
             misfire_grace_time=60,
         )
         self._expressions[name] = expression
+
+    def daily(self, job: str, fire: Callable[[], Awaitable[object]]) -> None:
+        """Run ``fire()`` now and then every day (housekeeping, not an agent's schedule)."""
+
+        async def due() -> None:  # a coroutine function: APScheduler awaits it in the loop
+            await fire()
+
+        self._scheduler.add_job(
+            due,
+            IntervalTrigger(days=1, timezone=UTC),
+            id=job,
+            name=job,
+            replace_existing=True,
+            coalesce=True,
+            max_instances=1,
+            next_run_time=datetime.now(UTC),
+        )
 
     async def _due(self, name: str) -> None:
         """The job of every agent (a coroutine function: APScheduler awaits it in the loop)."""

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from reactor.service._objects.db import Database
 from reactor.service.web._agents import router as agents_router
 from reactor.service.web._auth import router as auth_router
+from reactor.service.web._forks import router as forks_router
 from reactor.service.web._graphs import router as graphs_router
 from reactor.service.web._manage import router as manage_router
 from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page
@@ -38,6 +39,7 @@ def install_web(app: fastapi.FastAPI, db: Database | None = None) -> None:
     for router in (
         auth_router,
         runs_router,
+        forks_router,
         graphs_router,
         agents_router,
         manage_router,

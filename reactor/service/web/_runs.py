@@ -19,8 +19,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reactor._recording.recording import Recording
+from reactor._signals.names import HARNESS_FORKED
 from reactor.exceptions import ReactorError
 from reactor.service._api.base import ApiError, state_of
+from reactor.service._api.resumes import with_blocks
 from reactor.service._api.runs import (
     abort_run,
     listed_runs,
@@ -47,7 +49,17 @@ __all__ = ["STATUSES", "router"]
 
 router = fastapi.APIRouter(include_in_schema=False)
 
-STATUSES = ("queued", "running", "waiting", "completed", "ended", "failed", "aborted", "timeout")
+STATUSES = (
+    "queued",
+    "running",
+    "waiting",
+    "blocked",
+    "completed",
+    "ended",
+    "failed",
+    "aborted",
+    "timeout",
+)
 """The statuses the list filters by."""
 LISTED = 100
 """Runs the list shows at most (newest first)."""
@@ -147,12 +159,14 @@ async def _details(request: Request, recording: Recording, at: int | None) -> di
     last = signals[-1].seq if signals else 0
     chosen = at if at is not None and 0 < at <= last else last
     prompts = pending_prompts(signals)
-    info = recording.info
+    [info] = await with_blocks(service_of(request), [recording.info])
+    forked = next((s for s in signals if s.name == HARNESS_FORKED), None)
     end = info.ended_at if info.ended_at is not None else time.time()
     tokens, cost = totals(signals)
     return {
         "run_id": recording.run_id,
         "info": info,
+        "forked_at": forked.payload.get("at") if forked is not None else None,
         "duration": max(0.0, end - info.started_at) if info.started_at else None,
         "tokens": tokens,
         "cost": cost,

@@ -40,7 +40,11 @@ function timelineItem(run, signal) {
   let text = typeof signal.payload === "string" ? signal.payload : JSON.stringify(signal.payload);
   if (text && text.length > 160) text = `${text.slice(0, 159)}…`;
   payload.textContent = text ?? "";
-  item.append(link, " ", name, " ", payload);
+  const fork = document.createElement("a");
+  fork.className = "fork";
+  fork.href = `/runs/${encodeURIComponent(run)}/fork?at=${signal.seq}`;
+  fork.textContent = "Fork from here";
+  item.append(link, " ", name, " ", payload, " ", fork);
   return item;
 }
 
