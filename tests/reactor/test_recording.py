@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from reactor import (
+    AgentContext,
     MemorySignalStore,
     Reactive,
     Recording,
@@ -48,11 +49,19 @@ class BookStore(Store[Book]):
 
 
 def book_graph(decision: str = "buy") -> Reactive:
+    # Async handlers run on the loop, so two runs of this graph interleave the same way
+    # (sync handlers run in threads, where a diff could see a different order first).
+    async def first(ctx: AgentContext) -> None:
+        ctx.store.place("a")
+
+    async def second(ctx: AgentContext) -> None:
+        ctx.store.place(decision)
+
     return reactive(
         {
-            "first": agent(run=lambda ctx: ctx.store.place("a")),
+            "first": agent(run=first),
             "second": agent(
-                run=lambda ctx: ctx.store.place(decision),
+                run=second,
                 activate_on="state:total:changed",
                 when="state.total == 1",
             ),
