@@ -125,6 +125,14 @@ class Runs:
                     f"graphs must map names to graphs built with reactor.reactive(...); "
                     f"{name!r} is {graph!r}."
                 )
+            for agent_name, member in graph.agents.items():
+                if member.schedule is not None:  # only the service's own agents are cron agents
+                    log(
+                        "reactor.service", "warning", "schedule of a graph's agent not run",
+                        graph=name, agent=agent_name, schedule=member.schedule,
+                        fix="give the agent to ReactionService(agents=...) to run it on its "
+                        "schedule",
+                    )  # fmt: skip
         self.graphs = dict(graphs)
         self.live: dict[str, LiveRun] = {}
         self.aborting: dict[str, str] = {}

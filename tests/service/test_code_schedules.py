@@ -1,0 +1,148 @@
+"""Schedules in code: ``agent(schedule=...)`` makes a cron agent of the service.
+
+The code's schedule is the row's unless it was changed over the API; the API's is
+then kept across restarts until the code's schedule changes; the service logs which
+one it uses and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import MutableMapping
+from typing import Any
+
+import sqlalchemy as sa
+from structlog.testing import capture_logs
+
+from reactor import agent, reactive
+from reactor.service import ObjectStore, ReactionService
+from reactor.service._objects.schema import agent_runs
+from reactor.service._reactions.definitions import AgentChanges
+from tests.service.support import TYPES
+
+NEW_YEAR = "0 0 1 1 *"
+SECOND_OF_JANUARY = "0 0 2 1 *"
+
+
+def _helper(schedule: str | None, calls: list[str] | None = None) -> Any:
+    def helped(ctx: object) -> str:
+        if calls is not None:
+            calls.append("ran")
+        return "ok"
+
+    return agent(run=helped, schedule=schedule)
+
+
+def _schedule_lines(logs: list[MutableMapping[str, Any]]) -> list[MutableMapping[str, Any]]:
+    return [line for line in logs if str(line["event"]).startswith("agent schedule")]
+
+
+async def test_the_code_schedule_makes_a_cron_agent_and_a_tick_runs_it(url: str) -> None:
+    calls: list[str] = []
+    with capture_logs() as logs:
+        async with (
+            ObjectStore(url, types=TYPES) as objects,
+            ReactionService(objects=objects, agents={"helper": _helper(NEW_YEAR, calls)}) as s,
+        ):
+            record = await s.catalog.record("helper")
+            assert (record.trigger_type, record.cron_schedule) == ("cron", NEW_YEAR)
+            assert (record.schedule_source, record.code_schedule) == ("code", NEW_YEAR)
+            assert record.next_run_at is not None
+            assert (record.next_run_at.month, record.next_run_at.day) == (1, 1)
+            assert s.cron.scheduled() == {"helper": NEW_YEAR}
+            assert s.cron.run_now("helper")  # the tick comes due now
+            rows: list[dict[str, Any]] = []
+            for _ in range(200):
+                async with s.db.read() as conn:
+                    rows = [dict(r._mapping) for r in await conn.execute(sa.select(agent_runs))]
+                if rows and rows[0]["status"] == "completed":
+                    break
+                await asyncio.sleep(0.05)
+    (row,) = rows
+    assert (row["agent"], row["trigger"], row["status"]) == ("helper", "cron", "completed")
+    assert calls == ["ran"]
+    (line,) = _schedule_lines(logs)
+    assert line["event"] == "agent schedule from code"
+    assert line["log_level"] == "info"
+    assert (line["agent"], line["schedule"]) == ("helper", NEW_YEAR)
+    assert "not changed over the API" in line["reason"]
+
+
+async def test_a_schedule_changed_over_the_api_survives_restarts(url: str) -> None:
+    async with (
+        ObjectStore(url, types=TYPES) as objects,
+        ReactionService(objects=objects, agents={"helper": _helper(NEW_YEAR)}) as service,
+    ):
+        changed = await service.catalog.update(
+            "helper", AgentChanges(cron_schedule=SECOND_OF_JANUARY)
+        )
+        assert (changed.cron_schedule, changed.schedule_source) == (SECOND_OF_JANUARY, "api")
+        assert service.cron.scheduled() == {"helper": SECOND_OF_JANUARY}
+    for _ in range(2):  # restarts with the same code keep the API's schedule
+        with capture_logs() as logs:
+            async with (
+                ObjectStore(url, types=TYPES) as objects,
+                ReactionService(objects=objects, agents={"helper": _helper(NEW_YEAR)}) as again,
+            ):
+                record = await again.catalog.record("helper")
+                assert again.cron.scheduled() == {"helper": SECOND_OF_JANUARY}
+        assert (record.trigger_type, record.cron_schedule) == ("cron", SECOND_OF_JANUARY)
+        assert (record.schedule_source, record.code_schedule) == ("api", NEW_YEAR)
+        (line,) = _schedule_lines(logs)
+        assert line["event"] == "agent schedule from the API"
+        assert (line["schedule"], line["code_schedule"]) == (SECOND_OF_JANUARY, NEW_YEAR)
+        assert "changed over the API" in line["reason"]
+    every_hour = "0 * * * *"
+    with capture_logs() as logs:  # a new schedule in code is the newer word: it wins
+        async with (
+            ObjectStore(url, types=TYPES) as objects,
+            ReactionService(objects=objects, agents={"helper": _helper(every_hour)}) as again,
+        ):
+            record = await again.catalog.record("helper")
+            assert again.cron.scheduled() == {"helper": every_hour}
+    assert (record.cron_schedule, record.schedule_source) == (every_hour, "code")
+    (line,) = _schedule_lines(logs)
+    assert line["event"] == "agent schedule from code"
+    assert line["reason"] == "the code's schedule changed since the API changed it"
+
+
+async def test_turning_a_code_schedule_off_over_the_api_holds_and_back_is_code(url: str) -> None:
+    async with (
+        ObjectStore(url, types=TYPES) as objects,
+        ReactionService(objects=objects, agents={"helper": _helper(NEW_YEAR)}) as service,
+    ):
+        off = AgentChanges(trigger_type="manual", cron_schedule=None)
+        record = await service.catalog.update("helper", off)
+        assert (record.trigger_type, record.schedule_source) == ("manual", "api")
+    async with (
+        ObjectStore(url, types=TYPES) as objects,
+        ReactionService(objects=objects, agents={"helper": _helper(NEW_YEAR)}) as service,
+    ):
+        record = await service.catalog.record("helper")
+        assert (record.trigger_type, record.next_run_at) == ("manual", None)
+        back = AgentChanges(trigger_type="cron", cron_schedule=NEW_YEAR)
+        record = await service.catalog.update("helper", back)
+        assert record.schedule_source == "code"  # the code's schedule again
+
+
+async def test_a_code_agent_without_a_schedule_is_manual(url: str) -> None:
+    async with (
+        ObjectStore(url, types=TYPES) as objects,
+        ReactionService(objects=objects, agents={"helper": _helper(None)}) as service,
+    ):
+        record = await service.catalog.record("helper")
+    assert (record.trigger_type, record.cron_schedule, record.next_run_at) == (
+        "manual",
+        None,
+        None,
+    )
+    assert (record.schedule_source, record.code_schedule) == ("code", None)
+
+
+def test_a_scheduled_agent_inside_a_graph_is_named_in_a_warning(tmp_path: Any) -> None:
+    graph = reactive({"digest": _helper(NEW_YEAR)}, name="daily")
+    with capture_logs() as logs:
+        ReactionService(objects=ObjectStore(f"sqlite:///{tmp_path}/app.db"), graphs={"d": graph})
+    (line,) = [line for line in logs if line["event"] == "schedule of a graph's agent not run"]
+    assert (line["log_level"], line["graph"], line["agent"]) == ("warning", "d", "digest")
+    assert "agents=" in line["fix"]
