@@ -210,10 +210,12 @@ class Runs:
         started = datetime.now(UTC)
         try:
             # A resumed run takes its recorded input (``run`` reads it from the log
-            # when no ``input=`` is given); a new one the request's.
+            # when no ``input=`` is given); a new one the request's, and one without
+            # input (None) the graph's default (``reactive(..., input=...)``).
             given: dict[str, Any] = {}
             if request.resume is None and request.fork is None:
-                given["input"] = request.input
+                if request.input is not None:
+                    given["input"] = request.input
             elif request.resume is None:
                 given["fork"] = request.fork  # a fork that has begun is resumed instead
             running = asyncio.ensure_future(

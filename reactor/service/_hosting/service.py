@@ -58,16 +58,16 @@ class ReactionService:
     an event is never lost; the log's unique index makes an event delivered twice
     (by a restart, ``dispatch``, or a second process) run once per agent.
 
-    Agents are those given here (written as rows of ``agents`` at start) and those
-    defined by rows alone (:attr:`catalog`, the HTTP API); enabled cron agents run on
-    their schedules. Every run the service starts (:meth:`submit`, :meth:`run_agent`,
-    the scheduler) is recorded; one still unfinished when the service stops is
-    resumed when it starts again.
+    Agents are those given here (rows of ``agents`` at start) and those defined by rows
+    alone (:attr:`catalog`, the API); enabled cron agents run on their schedules. Each
+    run the service starts (:meth:`submit`, :meth:`run_agent`, the scheduler) is
+    recorded; one unfinished when the service stops resumes when it starts again.
 
     Args:
         objects: The object store whose changes the agents react to.
-        agents: Agents by name (or named agents). Those with ``reaction=`` react;
-            every one is written as a row of ``agents`` when the service starts.
+        agents: Agents by name (or named agents). Those with ``reaction=`` react, those
+            with ``schedule=`` are cron agents (the code's schedule, unless changed over
+            the API); each is written as a row of ``agents`` when the service starts.
         graphs: Whole graphs to start by name (:meth:`submit`).
         provider: The provider of the agents' model calls (unless an agent has its own).
         record: Where runs are recorded: by default a signal store in the same
@@ -122,8 +122,7 @@ class ReactionService:
             if agent.reaction is not None
         }
         self.db = Database(db) if db is not None else objects.db
-        self.provider = provider
-        self.record = record
+        self.provider, self.record = provider, record
         self.cron = CronJobs(lambda name: self.host.scheduled(name))
         self.catalog = AgentCatalog(self.db, self.agents, self.cron, self._set_reaction)
         self.runs = Runs(graphs or {}, self.catalog.agent, self.db)
@@ -315,8 +314,8 @@ class ReactionService:
             self._dispatcher.cancel(entry_id)
 
     def _more(self, entries: list[ProcessingEntry]) -> None:  # back to pending: take them
-        if self._dispatcher is not None:
-            self._dispatcher.more_work(entries)
+        if (dispatcher := self._dispatcher) is not None:
+            dispatcher.more_work(entries)
 
     # -- waiting, reading ----------------------------------------------------------
 
@@ -347,8 +346,7 @@ class ReactionService:
             ) from None
 
     def _settled(self, latest: int) -> bool:
-        dispatcher = self._dispatcher
-        if dispatcher is None:
+        if (dispatcher := self._dispatcher) is None:
             return True
         caught_up = not dispatcher.agents or dispatcher.position >= latest
         return caught_up and dispatcher.settled and not self.runs.tasks
@@ -408,6 +406,8 @@ class ReactionService:
 
     async def submit(self, graph: str, input: Any = None, *, user: str | None = None) -> str:
         """Start a registered graph as a recorded run; return its ``run_id`` at once.
+
+        Without ``input`` (``None``) the run takes the graph's default (its ``input=``).
 
         Raises:
             ServiceConfigError: No graph has that name.

@@ -47,7 +47,7 @@ def _sign_in_form(request: Request, code: int = 200, error: str | None = None) -
 async def home(request: Request) -> Response:
     """The sign-in form, or the runs for a signed-in browser."""
     if await web_of(request).sessions.get(request.cookies.get(COOKIE)) is not None:
-        return back("/runs")
+        return back(request, "/runs")
     return _sign_in_form(request)
 
 
@@ -65,7 +65,7 @@ async def sign_in(
     if user is None:
         return _sign_in_form(request, 401, "That token is not valid; ask the operator for one.")
     session = await web_of(request).sessions.open(user)
-    response = back("/runs")
+    response = back(request, "/runs")
     set_cookie(request, response, COOKIE, session.id, int(LIFETIME))
     response.delete_cookie(SIGN_IN_COOKIE, path="/")
     return response
@@ -75,6 +75,6 @@ async def sign_in(
 async def sign_out(request: Request, session: Checked) -> Response:
     """End the session and clear its cookie."""
     await web_of(request).sessions.close(session.id)
-    response = back("/")
+    response = back(request, "/")
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
