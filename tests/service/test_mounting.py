@@ -165,7 +165,7 @@ def test_the_event_streams_and_the_api_docs_are_under_the_prefix(client: TestCli
         names = [
             json.loads(line[5:])["name"] for line in events.iter_lines() if line.startswith("data:")
         ]
-    assert names[0] == "harness:start" and names[-1] == "harness:end"
+    assert (names[0], names[-1]) == ("harness:start", "harness:end")
     docs = client.get("/reactor/docs").text
     assert "'/reactor/openapi.json'" in docs or '"/reactor/openapi.json"' in docs
     assert "/reactor/docs/assets/swagger-ui-bundle.js" in docs
