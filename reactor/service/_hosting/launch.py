@@ -28,6 +28,7 @@ from reactor._engine.result import RunResult
 from reactor._graph.reactive import Reactive, reactive
 from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo
+from reactor._recording.store import Reporter
 from reactor._signals.diagnostics import log
 from reactor.exceptions import ServiceConfigError
 from reactor.service._hosting.live import RunFeed, ServiceRecord
@@ -134,6 +135,7 @@ class Runs:
                         "schedule",
                     )  # fmt: skip
         self.graphs = dict(graphs)
+        self.reporters: list[Reporter] = []  # of every run, besides the run's own feed
         self.live: dict[str, LiveRun] = {}
         self.aborting: dict[str, str] = {}
         self.tasks: set[asyncio.Task[None]] = set()
@@ -223,7 +225,7 @@ class Runs:
                     **given,
                     provider=provider,
                     record=record,
-                    reporters=[feed],
+                    reporters=[feed, *self.reporters],
                     tags=request.run_tags(),
                     resume=request.resume,
                     run_id=None if request.resume else request.run_id,
