@@ -8,20 +8,25 @@ one it uses and why.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
 from reactor import agent, reactive
-from reactor.service import ObjectStore, ReactionService
+from reactor.service import ObjectStore, ReactionService, create_app
 from reactor.service._objects.schema import agent_runs
 from reactor.service._reactions.definitions import AgentChanges
+from tests.service.server import serving
 from tests.service.support import TYPES
 
 NEW_YEAR = "0 0 1 1 *"
 SECOND_OF_JANUARY = "0 0 2 1 *"
+LOCAL = "http://localhost"
 
 
 def _helper(schedule: str | None, calls: list[str] | None = None) -> Any:
@@ -146,3 +151,45 @@ def test_a_scheduled_agent_inside_a_graph_is_named_in_a_warning(tmp_path: Any) -
     (line,) = [line for line in logs if line["event"] == "schedule of a graph's agent not run"]
     assert (line["log_level"], line["graph"], line["agent"]) == ("warning", "d", "digest")
     assert "agents=" in line["fix"]
+
+
+def make_service(url: str) -> ReactionService:
+    """The app ``reactor serve --app tests.service.test_code_schedules:make_service`` serves."""
+    return ReactionService(
+        objects=ObjectStore(url, types=TYPES), agents={"helper": _helper(NEW_YEAR)}
+    )
+
+
+def test_a_patch_over_the_api_survives_a_restart_and_the_page_says_so(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    auth, tokens = {"Authorization": "Bearer s3cret"}, {"s3cret": "alice"}
+    with TestClient(create_app(make_service(url), tokens=tokens), base_url=LOCAL) as client:
+        assert client.get("/api/agents/helper", headers=auth).json()["cron_schedule"] == NEW_YEAR
+        changed = client.patch(
+            "/api/agents/helper", json={"cron_schedule": SECOND_OF_JANUARY}, headers=auth
+        )
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["schedule_source"] == "api"
+    with TestClient(create_app(make_service(url), tokens=tokens), base_url=LOCAL) as client:
+        again = client.get("/api/agents/helper", headers=auth).json()
+        assert (again["cron_schedule"], again["schedule_source"]) == (SECOND_OF_JANUARY, "api")
+        assert again["code_schedule"] == NEW_YEAR
+        form = client.get("/")
+        csrf = re.search(r'name="csrf" value="([^"]*)"', form.text)
+        assert csrf is not None
+        client.post("/", data={"token": "s3cret", "csrf": csrf.group(1)})
+        page = client.get("/agents").text
+    assert "schedule changed here (the code says <code>0 0 1 1 *</code>)" in page
+
+
+def test_reactor_serve_logs_which_schedule_it_uses(tmp_path: Path) -> None:
+    app = "tests.service.test_code_schedules:make_service"
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    with serving(db, tmp_path / "log", app=app) as server:
+        assert server.stop() == 0
+    lines = [line for line in server.output().splitlines() if "agent schedule" in line]
+    assert len(lines) == 1, server.output()
+    assert lines[0].startswith("INFO")
+    assert "agent schedule from code" in lines[0]
+    assert "agent='helper'" in lines[0]
+    assert f"schedule='{NEW_YEAR}'" in lines[0]
