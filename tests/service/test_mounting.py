@@ -17,6 +17,7 @@ from typing import Any
 import fastapi
 import pytest
 from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
 from reactor import agent, reactive
 from reactor.service import ObjectStore, ReactionService, ServiceConfigError, create_app
@@ -69,6 +70,7 @@ def _sign_in(client: TestClient) -> None:
     )
     assert signed.status_code == 303, signed.text
     assert signed.headers["location"] == "/reactor/runs"
+    assert "Path=/reactor;" in signed.headers["set-cookie"]  # the user's app never gets it
 
 
 def _finished(client: TestClient, run_id: str) -> dict[str, Any]:
@@ -84,6 +86,15 @@ def _input(run: dict[str, Any]) -> Any:
     start = run["signals"][0]
     assert start["name"] == "harness:start"
     return start["payload"]["input"]
+
+
+def _until_closed(channel: Any) -> list[str]:
+    names: list[str] = []
+    try:
+        while True:
+            names.append(channel.receive_json()["signal"]["name"])
+    except WebSocketDisconnect:
+        return names
 
 
 def _urls(html: str) -> list[str]:
@@ -152,7 +163,7 @@ def test_every_web_url_is_under_the_prefix(client: TestClient) -> None:
     assert (gone.status_code, gone.headers["location"]) == (303, "/reactor/")
 
 
-def test_the_event_streams_and_the_api_docs_are_under_the_prefix(client: TestClient) -> None:
+def test_streams_the_channel_and_the_api_docs_are_under_the_prefix(client: TestClient) -> None:
     started = client.post("/reactor/api/runs", json={"graph": "double"}, headers=API)
     run_id = started.json()["run_id"]
     _finished(client, run_id)
@@ -166,6 +177,10 @@ def test_the_event_streams_and_the_api_docs_are_under_the_prefix(client: TestCli
             json.loads(line[5:])["name"] for line in events.iter_lines() if line.startswith("data:")
         ]
     assert (names[0], names[-1]) == ("harness:start", "harness:end")
+    path = f"/reactor/api/runs/{run_id}/ws"
+    with client.websocket_connect(path, headers={**API, "host": "localhost"}) as channel:
+        sent = _until_closed(channel)  # closed after harness:end
+    assert (sent[0], sent[-1]) == ("harness:start", "harness:end")
     docs = client.get("/reactor/docs").text
     assert "'/reactor/openapi.json'" in docs or '"/reactor/openapi.json"' in docs
     assert "/reactor/docs/assets/swagger-ui-bundle.js" in docs
