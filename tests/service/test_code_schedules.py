@@ -193,3 +193,34 @@ def test_reactor_serve_logs_which_schedule_it_uses(tmp_path: Path) -> None:
     assert "agent schedule from code" in lines[0]
     assert "agent='helper'" in lines[0]
     assert f"schedule='{NEW_YEAR}'" in lines[0]
+
+
+def test_the_migration_marks_schedules_given_over_the_api_before_it(tmp_path: Path) -> None:
+    """Before 0008 code gave no schedules: a code agent's cron schedule came from the API."""
+    from alembic import command
+    from alembic.config import Config
+
+    from reactor.service._objects.db import MIGRATIONS, VERSION_TABLE
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["version_table"] = VERSION_TABLE
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0005")
+        conn.execute(
+            sa.text(
+                "INSERT INTO agents (name, trigger_type, cron_schedule, execution_mode, "
+                "capabilities, enabled, defined_in, created_at, updated_at) VALUES "
+                "('kept', 'cron', '0 0 1 1 *', 'suggest', '{}', 1, 'code', :t, :t), "
+                "('plain', 'manual', NULL, 'suggest', '{}', 1, 'code', :t, :t), "
+                "('row', 'cron', '0 0 1 1 *', 'suggest', '{}', 1, 'database', :t, :t)"
+            ),
+            {"t": "2026-01-01 00:00:00"},
+        )
+        command.upgrade(config, "head")
+        found = conn.execute(sa.text("SELECT name, schedule_source FROM agents ORDER BY name"))
+        sources = {row[0]: row[1] for row in found}
+    engine.dispose()
+    assert sources == {"kept": "api", "plain": "code", "row": None}
