@@ -88,6 +88,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import os
 
     from reactor._cli._service import DEFAULT_SERVICE_URL, app_service, log_to_stderr
+    from reactor.exceptions import ServiceConfigError
+    from reactor.service._hosting.telemetry import telemetry_from_env
     from reactor.service._scaleout.queue import QueueSettings
     from reactor.service._scaleout.worker import Worker
 
@@ -96,6 +98,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     db = args.db or os.environ.get("REACTOR_SERVICE_DB") or DEFAULT_SERVICE_URL
     service = app_service(args.app, db, given_db=args.db is not None)
     log_to_stderr()
+    try:
+        telemetry = telemetry_from_env()
+    except ServiceConfigError as exc:
+        raise CommandError(str(exc)) from None
+    if telemetry is not None:
+        service.reporters.append(telemetry.reporter)
     worker = Worker(service, settings, concurrency=args.concurrency, grace=args.grace)
 
     async def main() -> None:
@@ -106,7 +114,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"worker {worker.id}: taking jobs ({args.concurrency} at a time)", flush=True)
         await worker.run(stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        if telemetry is not None:
+            telemetry.close()  # the spans still batched are exported
     return 0
 
 

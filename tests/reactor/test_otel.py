@@ -16,6 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from reactor import AnthropicProvider, ScriptedProvider, agent, reactive, run_reactive, tool
 from reactor.otel import OpenTelemetryReporter
 from reactor.testing import FakeAnthropic, ToolUse, turn
+from tests.reactor.otlp import Receiver
 
 
 @pytest.fixture(autouse=True)
@@ -270,51 +271,6 @@ async def test_one_reporter_traces_concurrent_runs_apart(
     )
     assert all(len(runs) == 1 for runs in traces.values())
     assert reporter._runs == {}  # nothing kept once the runs ended
-
-
-class Receiver:
-    """A tiny OTLP/HTTP trace receiver on 127.0.0.1: decodes what the exporter posts."""
-
-    def __init__(self) -> None:
-        import http.server
-        import threading
-
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        self.requests: list[ExportTraceServiceRequest] = []
-        self.paths: list[str] = []
-        self.content_types: list[str] = []
-        received = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                message = ExportTraceServiceRequest()
-                message.ParseFromString(body)
-                received.requests.append(message)
-                received.paths.append(self.path)
-                received.content_types.append(self.headers["Content-Type"])
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
 
 
 async def test_spans_reach_an_otlp_http_receiver_configured_by_the_standard_variables(

@@ -63,6 +63,8 @@ COLUMNS = {
         "defined_in",
         "created_at",
         "updated_at",
+        "schedule_source",
+        "code_schedule",
     },
     "agent_runs": {
         "id",
@@ -134,7 +136,7 @@ def inspect_schema(conn: sa.Connection) -> dict[str, Any]:
 
 
 async def migrated(url: str) -> dict[str, Any]:
-    assert await upgrade_database(url) == "0005"
+    assert await upgrade_database(url) == "0008"
     engine = create_async_engine(Database(url).driver_url)
     try:
         async with engine.connect() as conn:
@@ -170,10 +172,10 @@ async def test_json_columns_are_jsonb_on_postgresql(postgres_url: str) -> None:
 
 
 async def test_upgrading_again_changes_nothing(url: str) -> None:
-    assert await upgrade_database(url) == "0005"
+    assert await upgrade_database(url) == "0008"
     async with ObjectStore(url) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
-    assert await upgrade_database(url) == "0005"
+    assert await upgrade_database(url) == "0008"
     async with ObjectStore(url) as objects:
         assert (await objects.get(ada.id)).data == {"name": "Ada"}
 
@@ -197,7 +199,7 @@ def test_reactor_db_upgrade_migrates_the_database(
     assert main(["db", "upgrade", "--db", url]) == 0
     assert main(["db", "upgrade", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{url}: the tables are at revision 0005 (the newest)."] * 2
+    assert out == [f"{url}: the tables are at revision 0008 (the newest)."] * 2
 
 
 def test_reactor_db_upgrade_takes_a_file_path(
@@ -223,7 +225,7 @@ def test_reactor_db_upgrade_takes_a_postgres_url_as_postgresql(
     short = postgres_url.replace("postgresql://", "postgres://", 1)
     assert short.startswith("postgres://")
     assert main(["db", "upgrade", "--db", short]) == 0
-    assert "revision 0005" in capsys.readouterr().out
+    assert "revision 0008" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("url", ["http://localhost/app", "postgresql+asyncpg://h/app"])

@@ -64,10 +64,17 @@ def queued(monkeypatch: pytest.MonkeyPatch, redis_url: str, postgres_url: str) -
 
 @contextmanager
 def workers(
-    count: int, db: str, redis_url: str, tmp_path: Path, *, concurrency: int = 10
+    count: int,
+    db: str,
+    redis_url: str,
+    tmp_path: Path,
+    *,
+    concurrency: int = 10,
+    environ: dict[str, str] | None = None,
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """``count`` `reactor worker` processes, stopped (SIGKILL at the latest) at the end."""
     env = {
+        **(environ or {}),
         **os.environ,
         "REACTOR_REDIS_URL": redis_url,
         "REACTOR_RECLAIM_AFTER": str(RECLAIM),
@@ -239,6 +246,55 @@ def test_reactions_run_on_the_workers_once_each_and_in_order_per_object(
     )
     first = [(what, v) for what, _, id, v in notes if id == ids[0]]
     assert first == [(what, v) for v in range(1, 6) for what in ("start", "end")]
+
+
+@pytest.mark.timeout(120)
+def test_workers_trace_their_runs_and_reactions_with_reactor_otel(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    """``REACTOR_OTEL=1``: a worker exports a trace of each run and reaction it executes."""
+    from tests.reactor.otlp import Receiver
+
+    receiver = Receiver()
+    environ = {
+        "REACTOR_OTEL": "1",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    try:
+        with workers(1, queued, redis_url, tmp_path, concurrency=2, environ=environ) as procs:
+
+            async def serve() -> tuple[str, str]:
+                service = make_service(queued)
+                async with service.objects, service:
+                    run_id = await service.submit("steps", {"seconds": 0.01})
+                    await service.objects.create("Order", {"n": 1, "seconds": 0.01})
+                    await service.idle(60)
+                    (entry,) = await service.processing_log()
+                    assert entry.run_id is not None
+                    return run_id, entry.run_id
+
+            run_id, reaction_id = asyncio.run(serve())
+
+            def traced() -> bool:
+                workflows = {
+                    a.value.string_value
+                    for span in receiver.spans()
+                    if span.name.startswith("invoke_workflow")
+                    for a in span.attributes
+                    if a.key == "reactor.run_id"
+                }
+                return {run_id, reaction_id} <= workflows
+
+            wait_for(traced, 30, "the worker's spans")
+            (worker,) = procs
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(30)
+    finally:
+        receiver.close()
+    names = {span.name for span in receiver.spans()}
+    assert {"invoke_workflow steps", "invoke_agent first", "invoke_agent second"} <= names
+    assert {"invoke_workflow orders", "invoke_agent orders"} <= names
 
 
 @pytest.mark.timeout(60)

@@ -12,6 +12,12 @@ The OpenAPI description is at ``/openapi.json`` and its Swagger UI at ``/docs``,
 from the package's own copy (no CDN: it works offline). ``/healthz`` answers without a
 token, for process managers and load balancers. The web UI (:mod:`reactor.service.web`)
 is served from ``/``.
+
+Mounted in another FastAPI app (``app.mount("/reactor", create_app(service,
+prefix="/reactor"))``), every path above is under the prefix, and every link, form,
+redirect, stream and asset of the web UI says so. A mounted app's lifespan is not run
+by its parent: the parent's lifespan enters it (``FastAPI(lifespan=
+reactor_app.router.lifespan_context)``), and the service runs while the parent does.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from reactor._signals.diagnostics import log
+from reactor.exceptions import ServiceConfigError
 from reactor.service._api.access import Tokens
 from reactor.service._api.agents import router as agents_router
 from reactor.service._api.base import State, install_errors
@@ -36,7 +43,7 @@ from reactor.service._api.runs import router as runs_router
 from reactor.service._api.stream import router as events_router
 from reactor.service._api.stream import ws_router
 from reactor.service._hosting.service import ReactionService
-from reactor.service.web import install_web
+from reactor.service.web import install_web, root_of
 
 __all__ = ["Lifecycle", "create_app"]
 
@@ -86,6 +93,7 @@ def create_app(
     grace: float = 30.0,
     bind: str | None = None,
     allowed_hosts: Iterable[str] = (),
+    prefix: str = "",
 ) -> fastapi.FastAPI:
     """A FastAPI app serving ``service``'s HTTP API; it runs the service while it is served.
 
@@ -97,15 +105,25 @@ def create_app(
         bind: The address it is served on (a host it answers to).
         allowed_hosts: More host names it answers to (besides ``localhost``, the
             loopback addresses and ``REACTOR_ALLOWED_HOSTS``).
+        prefix: The path it is mounted at in another app (``"/reactor"``): its URLs
+            begin with it. A parent app's mount (or a server's ``root_path``) says so
+            too, and wins; the prefix serves behind a proxy that strips the path.
 
     Raises:
-        ServiceConfigError: ``REACTOR_MAX_BODY`` is not a positive number.
+        ServiceConfigError: ``REACTOR_MAX_BODY`` is not a positive number, or
+            ``prefix`` is not a path (``/name``, no trailing ``/``).
     """
     access = tokens if isinstance(tokens, Tokens) else Tokens(tokens)
     guard = GuardSettings.read(bind, allowed_hosts)
+    if prefix and (not prefix.startswith("/") or prefix.endswith("/") or "//" in prefix):
+        raise ServiceConfigError(
+            f"prefix must be the path the app is mounted at, like '/reactor' (a leading "
+            f"'/', none at the end), or '' for none; got {prefix!r}."
+        )
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: fastapi.FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_: fastapi.FastAPI) -> AsyncIterator[None]:
+        # Its own app, whichever app's lifespan enters it (a parent's, when mounted).
         lifecycle = Lifecycle(service, grace)
         app.state.reactor = State(service, access, lifecycle.stopping)
         app.state.lifecycle = lifecycle
@@ -144,7 +162,7 @@ def create_app(
     ):
         app.include_router(router)
     _docs(app)
-    install_web(app, service.db)
+    install_web(app, service.db, prefix)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:
@@ -162,11 +180,12 @@ def _docs(app: fastapi.FastAPI) -> None:
     app.mount("/docs/assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
 
     @app.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
+    async def docs(request: fastapi.Request) -> HTMLResponse:
+        root = root_of(request)
         return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json",
+            openapi_url=root + (app.openapi_url or "/openapi.json"),
             title="reactor service: API",
-            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
-            swagger_css_url="/docs/assets/swagger-ui.css",
-            swagger_favicon_url="/docs/assets/favicon-32x32.png",
+            swagger_js_url=f"{root}/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}/docs/assets/swagger-ui.css",
+            swagger_favicon_url=f"{root}/docs/assets/favicon-32x32.png",
         )

@@ -154,7 +154,7 @@ class Guard:
                 )
         elif origin == "null":
             return 403, "Refused a request from an opaque origin (Origin: null)."
-        if scope["type"] == "http" and str(scope["path"]).startswith("/api/"):
+        if scope["type"] == "http" and _route_path(scope).startswith("/api/"):
             length = headers.get("content-length")
             has_body = (length is not None and length.strip() != "0") or (
                 "transfer-encoding" in headers
@@ -190,6 +190,12 @@ class Guard:
                 break
         first: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         return _replay([first], receive)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path within the app (mounted under ``root_path``, the full path begins with it)."""
+    path, root = str(scope["path"]), str(scope.get("root_path") or "").rstrip("/")
+    return path[len(root) :] if root and path.startswith(root + "/") else path
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

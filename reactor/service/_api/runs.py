@@ -50,7 +50,7 @@ router = fastapi.APIRouter(
 
 
 class StartRun(pydantic.BaseModel):
-    """A registered graph to start, and its input."""
+    """A registered graph to start, and its input (omitted or null: the graph's default)."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
 

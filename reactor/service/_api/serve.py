@@ -8,6 +8,7 @@ environment, then defaults.
 | ``REACTOR_API_TOKENS`` | ``token:user`` pairs, comma-separated | none |
 | ``REACTOR_API_TOKENS_FILE`` | a file of ``token:user`` lines | none |
 | ``REACTOR_SERVICE_DB`` | the service's database URL | ``sqlite:///.reactor/app.db`` |
+| ``REACTOR_OTEL`` | ``1``: trace every run with OpenTelemetry (``OTEL_*`` say where) | off |
 
 On SIGTERM (or Ctrl-C) the service stops taking work, gives in-flight reactions and
 runs ``grace`` seconds, holds the runs still going (they resume at the next start),
@@ -36,6 +37,7 @@ from reactor.exceptions import ServiceConfigError
 from reactor.service._api.access import Tokens
 from reactor.service._api.app import Lifecycle, create_app
 from reactor.service._hosting.service import ReactionService
+from reactor.service._hosting.telemetry import telemetry_from_env
 from reactor.service._objects.db import DEFAULT_URL
 
 __all__ = ["ServeSettings", "is_loopback", "serve"]
@@ -138,7 +140,8 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
     """Serve ``service`` until SIGTERM or Ctrl-C; the exit status.
 
     Raises:
-        ServiceConfigError: A non-loopback ``host`` and no tokens, or unreadable tokens.
+        ServiceConfigError: A non-loopback ``host`` and no tokens, unreadable tokens, or
+            ``REACTOR_OTEL=1`` without the ``otel`` extra.
     """
     tokens = settings.api_tokens()
     if not tokens and not is_loopback(settings.host):
@@ -154,6 +157,9 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
             "no API tokens: every request acts as the user 'local' (loopback only)",
             host=settings.host,
         )
+    telemetry = telemetry_from_env()
+    if telemetry is not None:
+        service.reporters.append(telemetry.reporter)
     app = create_app(service, tokens=tokens, grace=settings.grace, bind=settings.host)
     config = uvicorn.Config(
         app,
@@ -169,6 +175,8 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
         asyncio.run(server.serve(sockets=[listening]))
     finally:
         listening.close()
+        if telemetry is not None:
+            telemetry.close()  # the spans still batched are exported
     return 0 if server.started else 1
 
 

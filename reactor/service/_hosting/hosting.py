@@ -20,7 +20,12 @@ from reactor._recording.memory import MemorySignalStore
 from reactor._recording.sqlite import SQLiteSignalStore
 from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import log
-from reactor.exceptions import AgentConflictError, GraphChangedError, ServiceStateError
+from reactor.exceptions import (
+    AgentConflictError,
+    GraphChangedError,
+    ServiceConfigError,
+    ServiceStateError,
+)
 from reactor.service._hosting.launch import RunRequest, Runs
 from reactor.service._hosting.live import ServiceRecord
 from reactor.service._hosting.retention import Retention
@@ -34,7 +39,7 @@ from reactor.service._scaleout.queue import JobQueue, QueueSettings
 if TYPE_CHECKING:
     from reactor._recording.postgres import PostgresSignalStore
 
-__all__ = ["RunHost", "blocked_reason", "close_record", "default_record"]
+__all__ = ["RunHost", "blocked_reason", "check_positive", "close_record", "default_record"]
 
 
 async def default_record(db: Database) -> tuple[SignalStore, bool]:
@@ -247,3 +252,14 @@ class RunHost:
             else:
                 log("reactor.service", "info", "run resumed", run_id=info.run_id)
         return resumed
+
+
+def check_positive(**numbers: object) -> None:
+    """Check that each option is a positive number.
+
+    Raises:
+        ServiceConfigError: One is not; the message names it.
+    """
+    for name, value in numbers.items():
+        if not isinstance(value, int | float) or value <= 0:
+            raise ServiceConfigError(f"{name} must be a positive number, got {value!r}.")

@@ -28,6 +28,7 @@ from reactor._engine.result import RunResult
 from reactor._graph.reactive import Reactive, reactive
 from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo
+from reactor._recording.store import Reporter
 from reactor._signals.diagnostics import log
 from reactor.exceptions import ServiceConfigError
 from reactor.service._hosting.live import RunFeed, ServiceRecord
@@ -125,7 +126,16 @@ class Runs:
                     f"graphs must map names to graphs built with reactor.reactive(...); "
                     f"{name!r} is {graph!r}."
                 )
+            for agent_name, member in graph.agents.items():
+                if member.schedule is not None:  # only the service's own agents are cron agents
+                    log(
+                        "reactor.service", "warning", "schedule of a graph's agent not run",
+                        graph=name, agent=agent_name, schedule=member.schedule,
+                        fix="give the agent to ReactionService(agents=...) to run it on its "
+                        "schedule",
+                    )  # fmt: skip
         self.graphs = dict(graphs)
+        self.reporters: list[Reporter] = []  # of every run, besides the run's own feed
         self.live: dict[str, LiveRun] = {}
         self.aborting: dict[str, str] = {}
         self.tasks: set[asyncio.Task[None]] = set()
@@ -202,10 +212,12 @@ class Runs:
         started = datetime.now(UTC)
         try:
             # A resumed run takes its recorded input (``run`` reads it from the log
-            # when no ``input=`` is given); a new one the request's.
+            # when no ``input=`` is given); a new one the request's, and one without
+            # input (None) the graph's default (``reactive(..., input=...)``).
             given: dict[str, Any] = {}
             if request.resume is None and request.fork is None:
-                given["input"] = request.input
+                if request.input is not None:
+                    given["input"] = request.input
             elif request.resume is None:
                 given["fork"] = request.fork  # a fork that has begun is resumed instead
             running = asyncio.ensure_future(
@@ -213,7 +225,7 @@ class Runs:
                     **given,
                     provider=provider,
                     record=record,
-                    reporters=[feed],
+                    reporters=[feed, *self.reporters],
                     tags=request.run_tags(),
                     resume=request.resume,
                     run_id=None if request.resume else request.run_id,

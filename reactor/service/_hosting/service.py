@@ -12,14 +12,13 @@ from typing import Any, Literal, Self
 from reactor._agents.agent import Agent
 from reactor._graph.reactive import Reactive
 from reactor._providers.base import Provider
-from reactor._recording.store import SignalStore
+from reactor._recording.store import Reporter, SignalStore
 from reactor._signals.bus import SignalBus, Subscription
-from reactor._signals.diagnostics import log
 from reactor._signals.names import OBJECT_SIGNALS
 from reactor.exceptions import IdleTimeoutError, ServiceConfigError, ServiceStateError
-from reactor.service._hosting.hosting import RunHost, close_record, default_record
+from reactor.service._hosting.hosting import RunHost, check_positive, close_record, default_record
 from reactor.service._hosting.launch import LiveRun, RunRequest, Runs
-from reactor.service._hosting.upkeep import Upkeep, switch_reaction
+from reactor.service._hosting.upkeep import Upkeep, follow, switch_reaction
 from reactor.service._objects.changes import ProcessingEntry, Suggestion
 from reactor.service._objects.db import Database
 from reactor.service._objects.objects import ObjectStore
@@ -58,17 +57,18 @@ class ReactionService:
     an event is never lost; the log's unique index makes an event delivered twice
     (by a restart, ``dispatch``, or a second process) run once per agent.
 
-    Agents are those given here (written as rows of ``agents`` at start) and those
-    defined by rows alone (:attr:`catalog`, the HTTP API); enabled cron agents run on
-    their schedules. Every run the service starts (:meth:`submit`, :meth:`run_agent`,
-    the scheduler) is recorded; one still unfinished when the service stops is
-    resumed when it starts again.
+    Agents are those given here and those of rows alone (:attr:`catalog`, the API).
+    Each run (:meth:`submit`, :meth:`run_agent`, the scheduler) is recorded; one
+    unfinished when the service stops resumes when it starts again.
 
     Args:
         objects: The object store whose changes the agents react to.
-        agents: Agents by name (or named agents). Those with ``reaction=`` react;
-            every one is written as a row of ``agents`` when the service starts.
+        agents: Agents by name (or named agents). Those with ``reaction=`` react, those
+            with ``schedule=`` are cron agents (the code's schedule, unless changed over
+            the API); each is written as a row of ``agents`` when the service starts.
         graphs: Whole graphs to start by name (:meth:`submit`).
+        reporters: Observers of every run the service executes (reactions too), e.g.
+            an ``OpenTelemetryReporter`` (``reactor serve`` adds one if ``REACTOR_OTEL=1``).
         provider: The provider of the agents' model calls (unless an agent has its own).
         record: Where runs are recorded: by default a signal store in the same
             database (SQLite or PostgreSQL; in memory for an in-memory database).
@@ -94,6 +94,7 @@ class ReactionService:
         objects: ObjectStore,
         agents: Mapping[str, Agent] | Iterable[Agent] = (),
         graphs: Mapping[str, Reactive] | None = None,
+        reporters: Iterable[Reporter] = (),
         provider: Provider | None = None,
         record: SignalStore | None = None,
         db: str | None = None,
@@ -106,14 +107,11 @@ class ReactionService:
     ) -> None:
         if not isinstance(objects, ObjectStore):
             raise ServiceConfigError(f"objects must be an ObjectStore, got {objects!r}.")
-        numbers = {
-            "stuck_after": stuck_after, "stuck_check_every": stuck_check_every,
-            "poll_every": poll_every, "max_running": max_running,
-            "max_reaction_depth": max_reaction_depth, "max_attempts": max_attempts,
-        }  # fmt: skip
-        for name, value in numbers.items():
-            if not isinstance(value, int | float) or value <= 0:
-                raise ServiceConfigError(f"{name} must be a positive number, got {value!r}.")
+        check_positive(
+            stuck_after=stuck_after, stuck_check_every=stuck_check_every, poll_every=poll_every,
+            max_running=max_running, max_reaction_depth=max_reaction_depth,
+            max_attempts=max_attempts,
+        )  # fmt: skip
         self.objects = objects
         self.agents = named_agents(agents)
         self.reactions = {
@@ -122,11 +120,11 @@ class ReactionService:
             if agent.reaction is not None
         }
         self.db = Database(db) if db is not None else objects.db
-        self.provider = provider
-        self.record = record
+        self.provider, self.record = provider, record
         self.cron = CronJobs(lambda name: self.host.scheduled(name))
         self.catalog = AgentCatalog(self.db, self.agents, self.cron, self._set_reaction)
         self.runs = Runs(graphs or {}, self.catalog.agent, self.db)
+        self.runs.reporters.extend(reporters)
         self.host = RunHost(self.runs, self.catalog, provider)
         self.stuck_after, self.stuck_check_every = float(stuck_after), float(stuck_check_every)
         self.poll_every, self.max_reaction_depth = float(poll_every), int(max_reaction_depth)
@@ -148,6 +146,11 @@ class ReactionService:
     def bus(self) -> SignalBus:
         """Where ``object:*``, ``suggestion:*`` and ``capability:denied`` are emitted."""
         return self.objects.bus
+
+    @property
+    def reporters(self) -> list[Reporter]:
+        """The observers of every run the service executes (add to it before it starts)."""
+        return self.runs.reporters
 
     @property
     def running(self) -> bool:
@@ -179,7 +182,9 @@ class ReactionService:
         await group.__aenter__()
         self._group = group
         self.host.open(group, self.record, self._poke)
-        services = ReactionServices(self.objects, self.suggestion_store, self.provider, self.record)
+        services = ReactionServices(
+            self.objects, self.suggestion_store, self.provider, self.record, self.reporters
+        )
         dispatcher = Dispatcher(
             services, self.log, live, cursors, group, max_running=self._max_running,
             changed=self._poke, handoff=self.host.handoff, max_depth=self.max_reaction_depth,
@@ -187,7 +192,8 @@ class ReactionService:
         self._dispatcher = dispatcher
         self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())
         detecting = self.upkeep.detecting(self.stuck_after, self.stuck_check_every)
-        for loop in (dispatcher.process(), detecting, self._follow(), self.upkeep.beating(True)):
+        following = follow(dispatcher, self._wake, self.poll_every, self._poke)
+        for loop in (dispatcher.process(), detecting, following, self.upkeep.beating(True)):
             self._loops.append(group.create_task(loop))
         self._finishing = group.create_task(dispatcher.finishes.run())
         self.cron.start()
@@ -264,23 +270,6 @@ class ReactionService:
 
     # -- dispatching ---------------------------------------------------------------
 
-    async def _follow(self) -> None:
-        """Dispatch new events as they are stored (woken at once, or every poll)."""
-        dispatcher = self._dispatcher
-        assert dispatcher is not None
-        while True:
-            try:
-                while await dispatcher.next_batch():
-                    pass
-            except Exception as exc:  # a database hiccup: try again at the next poll
-                log("reactor.service", "error", "dispatch failed", error=repr(exc))
-            dispatcher.nudge()  # work another process logged, or gave back
-            self._poke()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.poll_every):
-                    await self._wake.wait()
-            self._wake.clear()
-
     async def dispatch(self, event: ObjectEvent) -> list[ProcessingEntry]:
         """Deliver one stored event again, as a redelivering queue would.
 
@@ -315,8 +304,8 @@ class ReactionService:
             self._dispatcher.cancel(entry_id)
 
     def _more(self, entries: list[ProcessingEntry]) -> None:  # back to pending: take them
-        if self._dispatcher is not None:
-            self._dispatcher.more_work(entries)
+        if (dispatcher := self._dispatcher) is not None:
+            dispatcher.more_work(entries)
 
     # -- waiting, reading ----------------------------------------------------------
 
@@ -347,8 +336,7 @@ class ReactionService:
             ) from None
 
     def _settled(self, latest: int) -> bool:
-        dispatcher = self._dispatcher
-        if dispatcher is None:
+        if (dispatcher := self._dispatcher) is None:
             return True
         caught_up = not dispatcher.agents or dispatcher.position >= latest
         return caught_up and dispatcher.settled and not self.runs.tasks
@@ -408,6 +396,8 @@ class ReactionService:
 
     async def submit(self, graph: str, input: Any = None, *, user: str | None = None) -> str:
         """Start a registered graph as a recorded run; return its ``run_id`` at once.
+
+        Without ``input`` (``None``) the run takes the graph's default (its ``input=``).
 
         Raises:
             ServiceConfigError: No graph has that name.

@@ -11,6 +11,7 @@ hung: nothing proves it died, so a person decides, with the retry button or
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Literal
@@ -21,9 +22,28 @@ from reactor.service._objects.changes import ProcessingEntry
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.owners import BEAT_EVERY, Owners
 from reactor.service._objects.processing import ProcessingLog
+from reactor.service._reactions.dispatcher import Dispatcher
 from reactor.service._reactions.registry import ReactionAgent
 
-__all__ = ["Upkeep", "switch_reaction"]
+__all__ = ["Upkeep", "follow", "switch_reaction"]
+
+
+async def follow(
+    dispatcher: Dispatcher, wake: asyncio.Event, poll_every: float, poke: Callable[[], None]
+) -> None:
+    """Dispatch new events as they are stored (woken by ``wake`` at once, or every poll)."""
+    while True:
+        try:
+            while await dispatcher.next_batch():
+                pass
+        except Exception as exc:  # a database hiccup: try again at the next poll
+            log("reactor.service", "error", "dispatch failed", error=repr(exc))
+        dispatcher.nudge()  # work another process logged, or gave back
+        poke()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(poll_every):
+                await wake.wait()
+        wake.clear()
 
 
 async def switch_reaction(

@@ -138,6 +138,8 @@ agents = sa.Table(
     sa.Column("defined_in", sa.String(16), nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Column("schedule_source", sa.String(8)),  # code agents: "code" or "api"
+    sa.Column("code_schedule", sa.String(200)),  # the code's schedule at the last start
     sa.CheckConstraint(_in("trigger_type", ("manual", "cron", "reaction")), name="trigger_type"),
     sa.CheckConstraint(
         _in("execution_mode", ("execute", "suggest", "hybrid")), name="execution_mode"

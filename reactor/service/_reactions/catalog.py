@@ -204,6 +204,8 @@ class AgentCatalog:
         built = self.code.get(name) if code else build_agent(name, fields)
         enabled = bool(given.get("enabled", current["enabled"]))
         values = {key: row[key] for key in ("trigger_type", "cron_schedule")} if code else row
+        if code and {"trigger_type", "cron_schedule"} & set(given):
+            values["schedule_source"] = _source(values, current["code_schedule"])
         async with self.db.write() as conn:
             await conn.execute(
                 agents_table.update()
@@ -248,6 +250,12 @@ class AgentCatalog:
             self.cron.set(name, None)
         on = agent is not None and agent.reaction is not None and self.enabled.get(name, False)
         await self._set_reaction(name, agent if on else None, how)
+
+
+def _source(schedule: Mapping[str, Any], coded: str | None) -> str:
+    """``code`` when a code agent's schedule is the code's again, else ``api``."""
+    same = schedule["cron_schedule"] == coded
+    return "code" if same and (schedule["trigger_type"] == "cron") == (coded is not None) else "api"
 
 
 def _not_found(name: str) -> AgentNotFoundError:

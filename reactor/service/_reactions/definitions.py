@@ -117,6 +117,10 @@ class AgentRecord(pydantic.BaseModel):
         defined_in: ``code`` (registered by name) or ``database`` (by its row).
         next_run_at: When the scheduler runs it next (UTC), ``None`` when it is not
             scheduled (not a cron agent, disabled, or the service is stopping).
+        schedule_source: Of an agent defined in code: whether its schedule is the
+            code's (``code``) or was changed over the API (``api``, kept across
+            restarts until the code's schedule changes).
+        code_schedule: Of an agent defined in code: the schedule its code gives.
     """
 
     name: str
@@ -133,6 +137,8 @@ class AgentRecord(pydantic.BaseModel):
     created_at: datetime
     updated_at: datetime
     next_run_at: datetime | None = None
+    schedule_source: Literal["code", "api"] | None = None
+    code_schedule: str | None = None
 
 
 def _problem(name: str, field: str, message: str) -> AgentConfigError:

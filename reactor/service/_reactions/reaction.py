@@ -10,6 +10,7 @@ own failures: they are the returned :class:`Finished`'s error.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from reactor._agents.reaction import Capabilities
 from reactor._engine.result import RunResult
 from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo, new_run_id
-from reactor._recording.store import SignalStore
+from reactor._recording.store import Reporter, SignalStore
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import SUGGESTION_CREATED, agent_actor, agent_event
@@ -39,12 +40,16 @@ _REFUSED = (CapabilityError, ObjectNotFoundError, ObjectValidationError)
 
 @dataclasses.dataclass(frozen=True)
 class ReactionServices:
-    """What reactions need: the objects, the suggestions, a provider, a signal store."""
+    """What reactions need: the objects, the suggestions, a provider, a signal store.
+
+    ``reporters`` observe every reaction's run too (OpenTelemetry, ``REACTOR_OTEL=1``).
+    """
 
     objects: ObjectStore
     suggestions: Suggestions
     provider: Provider | None
     record: SignalStore | None
+    reporters: Sequence[Reporter] = ()
 
 
 class _Recorder:
@@ -94,7 +99,7 @@ async def _react(
     result = await target.graph.run(
         input=event.payload(),
         provider=services.provider,
-        reporters=() if record is None else (_Recorder(record),),
+        reporters=(*services.reporters, *(() if record is None else (_Recorder(record),))),
         scope={"object": event.object, "objects": view, "event": event},
         tags={"reaction": target.name, "object": event.id, "event": event.name},
         run_id=run_id,

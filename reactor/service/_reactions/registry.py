@@ -13,12 +13,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from reactor._agents.agent import Agent
 from reactor._agents.reaction import Reaction
 from reactor._graph.reactive import Reactive, reactive
+from reactor._signals.diagnostics import log
 from reactor._signals.names import HARNESS_START
 from reactor.exceptions import AgentConfigError
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import agents as agents_table
 
-__all__ = ["ReactionAgent", "agent_row", "named_agents", "register"]
+__all__ = ["ReactionAgent", "agent_row", "chosen_schedule", "named_agents", "register"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,53 +81,107 @@ def named_agents(agents: Mapping[str, Agent] | Iterable[Agent]) -> dict[str, Age
 def agent_row(name: str, agent: Agent) -> dict[str, Any]:
     """The ``agents`` row of a code-defined agent (its definition, as JSON data)."""
     reaction = agent.reaction
+    schedule = agent.schedule if reaction is None else None
+    trigger = "reaction" if reaction is not None else "cron" if schedule else "manual"
     return {
         "name": name,
         "prompt": agent.prompt_text,
         "role": agent.system,
-        "trigger_type": "reaction" if reaction is not None else "manual",
-        "cron_schedule": None,
+        "trigger_type": trigger,
+        "cron_schedule": schedule,
         "reaction_config": reaction.model_dump(mode="json") if reaction is not None else None,
         "execution_mode": agent.execution_mode,
         "capabilities": agent.capabilities.model_dump(mode="json"),
         "output_schema": agent.output_schema,
         "defined_in": "code",
+        "schedule_source": "code",
+        "code_schedule": schedule,
     }
+
+
+def chosen_schedule(coded: dict[str, Any], stored: Mapping[str, Any] | None) -> str | None:
+    """Keep the API's schedule in ``coded`` (a code agent's new row) if it still holds.
+
+    The code's schedule wins, unless the schedule was changed over the API since the
+    code last gave this one: then the API's is kept (``coded`` takes the stored
+    ``trigger_type`` and ``cron_schedule``). Changing the schedule in code later makes
+    the code's win again. Returns why an API schedule was kept, or ``None``.
+    """
+    if stored is None or stored["schedule_source"] != "api" or coded["trigger_type"] == "reaction":
+        return None
+    if stored["trigger_type"] == "reaction" or stored["code_schedule"] != coded["code_schedule"]:
+        return None  # the code changed since the API did: the newer word wins
+    coded.update(
+        trigger_type=stored["trigger_type"],
+        cron_schedule=stored["cron_schedule"],
+        schedule_source="api",
+    )
+    return "changed over the API (the code's schedule is unchanged since)"
 
 
 async def register(db: Database, agents: Mapping[str, Agent]) -> dict[str, bool]:
     """Write the agents' rows (keeping each row's ``enabled``); return whether each is enabled.
 
-    A row's definition columns follow the code at every start; ``enabled`` and the
-    schedule (``cron_schedule``, and ``trigger_type`` ``cron`` of an agent the code
-    leaves ``manual``) are the operators' and survive restarts.
+    A row's definition columns follow the code at every start; ``enabled`` is the
+    operators' and survives restarts. The schedule (``trigger_type`` ``manual`` or
+    ``cron``, ``cron_schedule``) is the code's (``agent(schedule=...)``) unless it was
+    changed over the API since the code last gave it (:func:`chosen_schedule`); which
+    one is used, and why, is logged.
     """
     if not agents:
         return {}
     now = datetime.now(UTC)
-    rows = [
-        {**agent_row(name, agent), "created_at": now, "updated_at": now}
-        for name, agent in sorted(agents.items())
-    ]
-    dialect = postgresql if db.dialect == "postgresql" else sqlite
-    insert = dialect.insert(agents_table).values(rows)
-    keep = {"name", "created_at", "trigger_type", "cron_schedule"}
-    coded, stored = insert.excluded, agents_table.c
-    scheduled = sa.and_(coded.trigger_type == "manual", stored.trigger_type == "cron")
+    names = sorted(agents)
     async with db.write() as conn:
+        found = await conn.execute(sa.select(agents_table).where(agents_table.c.name.in_(names)))
+        stored = {row.name: dict(row._mapping) for row in found}
+        rows, reasons = [], {}
+        for name in names:
+            row = {**agent_row(name, agents[name]), "created_at": now, "updated_at": now}
+            reasons[name] = chosen_schedule(row, stored.get(name))
+            rows.append(row)
+        dialect = postgresql if db.dialect == "postgresql" else sqlite
+        insert = dialect.insert(agents_table).values(rows)
+        keep = {"name", "created_at"}
         await conn.execute(
             insert.on_conflict_do_update(
                 index_elements=["name"],
-                set_={
-                    **{key: coded[key] for key in rows[0] if key not in keep},
-                    "trigger_type": sa.case((scheduled, "cron"), else_=coded.trigger_type),
-                    "cron_schedule": sa.case((scheduled, stored.cron_schedule), else_=None),
-                },
+                set_={key: insert.excluded[key] for key in rows[0] if key not in keep},
             )
         )
         found = await conn.execute(
             sa.select(agents_table.c.name, agents_table.c.enabled).where(
-                agents_table.c.name.in_(sorted(agents))
+                agents_table.c.name.in_(names)
             )
         )
-        return {row.name: bool(row.enabled) for row in found}
+        enabled = {row.name: bool(row.enabled) for row in found}
+    for row in rows:
+        _log_schedule(row, reasons[row["name"]], stored.get(row["name"]))
+    return enabled
+
+
+def _log_schedule(
+    row: Mapping[str, Any], kept: str | None, stored: Mapping[str, Any] | None
+) -> None:
+    """Say which schedule a code agent runs on, and why (nothing for unscheduled ones)."""
+    name, schedule, coded = row["name"], row["cron_schedule"], row["code_schedule"]
+    if kept is not None:
+        if schedule is None and coded is None:
+            return
+        log(
+            "reactor.service", "info", "agent schedule from the API", agent=name,
+            schedule=schedule, code_schedule=coded, reason=kept,
+        )  # fmt: skip
+        return
+    if coded is None:
+        return
+    overridden = stored is not None and stored["schedule_source"] == "api"
+    reason = (
+        "the code's schedule changed since the API changed it"
+        if overridden
+        else "given in code (agent(schedule=...)); not changed over the API"
+    )
+    log(
+        "reactor.service", "info", "agent schedule from code", agent=name, schedule=schedule,
+        reason=reason,
+    )  # fmt: skip

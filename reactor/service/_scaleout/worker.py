@@ -111,7 +111,7 @@ class Worker:
             record, _ = await default_record(service.db)
         await register(service.db, service.agents)
         services = ReactionServices(
-            service.objects, service.suggestion_store, service.provider, record
+            service.objects, service.suggestion_store, service.provider, record, service.reporters
         )
         receiver = Receiver(
             self.broker,

@@ -23,17 +23,20 @@ from reactor.service.web._auth import router as auth_router
 from reactor.service.web._forks import router as forks_router
 from reactor.service.web._graphs import router as graphs_router
 from reactor.service.web._manage import router as manage_router
-from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page
+from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page, root_of
 from reactor.service.web._runs import router as runs_router
 from reactor.service.web._sessions import Sessions
 from reactor.service.web._workers import router as workers_router
 
-__all__ = ["install_web"]
+__all__ = ["install_web", "root_of"]
 
 
-def install_web(app: fastapi.FastAPI, db: Database | None = None) -> None:
-    """Serve the web UI from ``app`` (its routes, static files and sessions, kept in ``db``)."""
-    app.state.web = Web(Sessions(db))
+def install_web(app: fastapi.FastAPI, db: Database | None = None, prefix: str = "") -> None:
+    """Serve the web UI from ``app`` (its routes, static files and sessions, kept in ``db``).
+
+    ``prefix`` begins its URLs unless the request's ``root_path`` says where it is mounted.
+    """
+    app.state.web = Web(Sessions(db), prefix=prefix)
     static = resources.files("reactor.service.web") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
     for router in (
@@ -49,7 +52,7 @@ def install_web(app: fastapi.FastAPI, db: Database | None = None) -> None:
 
     @app.exception_handler(SignInNeeded)
     async def sign_in_first(request: Request, exc: SignInNeeded) -> Response:
-        return back("/")
+        return back(request, "/")
 
     @app.exception_handler(FormRejected)
     async def rejected(request: Request, exc: FormRejected) -> Response:

@@ -69,7 +69,7 @@ async def edit_agent(
         session.notify("error", str(exc))
     else:
         session.notify("ok", f"Agent {name} was saved.")
-    return back("/agents")
+    return back(request, "/agents")
 
 
 @router.post("/agents/{name}/run")
@@ -82,6 +82,6 @@ async def run_agent(request: Request, name: str, session: Checked, input: Field 
         )
     except (ValueError, ReactorError) as exc:
         session.notify("error", f"Agent {name} was not run: {exc}")
-        return back("/agents")
+        return back(request, "/agents")
     session.notify("ok", f"Run {run_id} of agent {name} was started.")
-    return back(f"/runs/{run_id}")
+    return back(request, f"/runs/{run_id}")

@@ -18,7 +18,7 @@ from starlette.responses import Response
 from reactor.service._api.access import LOCAL_USER
 from reactor.service._api.base import state_of
 from reactor.service._objects.values import User
-from reactor.service.web._render import Checked, back, page, web_of
+from reactor.service.web._render import Checked, back, page, root_of, web_of
 from reactor.service.web._sessions import (
     COOKIE,
     LIFETIME,
@@ -36,10 +36,15 @@ _SIGN_IN_AGE = 3600
 """Seconds a sign-in form stays valid."""
 
 
+def _path(request: Request) -> str:
+    """The cookies' path: the UI's root (``/`` unless it is mounted under a prefix)."""
+    return root_of(request) or "/"
+
+
 def _sign_in_form(request: Request, code: int = 200, error: str | None = None) -> Response:
     form_token = secrets.token_urlsafe(32)
     response = page(request, "sign_in.html", None, code, form_token=form_token, error=error)
-    set_cookie(request, response, SIGN_IN_COOKIE, form_token, _SIGN_IN_AGE)
+    set_cookie(request, response, SIGN_IN_COOKIE, form_token, _SIGN_IN_AGE, _path(request))
     return response
 
 
@@ -47,7 +52,7 @@ def _sign_in_form(request: Request, code: int = 200, error: str | None = None) -
 async def home(request: Request) -> Response:
     """The sign-in form, or the runs for a signed-in browser."""
     if await web_of(request).sessions.get(request.cookies.get(COOKIE)) is not None:
-        return back("/runs")
+        return back(request, "/runs")
     return _sign_in_form(request)
 
 
@@ -65,9 +70,9 @@ async def sign_in(
     if user is None:
         return _sign_in_form(request, 401, "That token is not valid; ask the operator for one.")
     session = await web_of(request).sessions.open(user)
-    response = back("/runs")
-    set_cookie(request, response, COOKIE, session.id, int(LIFETIME))
-    response.delete_cookie(SIGN_IN_COOKIE, path="/")
+    response = back(request, "/runs")
+    set_cookie(request, response, COOKIE, session.id, int(LIFETIME), _path(request))
+    response.delete_cookie(SIGN_IN_COOKIE, path=_path(request))
     return response
 
 
@@ -75,6 +80,6 @@ async def sign_in(
 async def sign_out(request: Request, session: Checked) -> Response:
     """End the session and clear its cookie."""
     await web_of(request).sessions.close(session.id)
-    response = back("/")
-    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    response = back(request, "/")
+    response.delete_cookie(COOKIE, path=_path(request), httponly=True, samesite="strict")
     return response

@@ -97,7 +97,7 @@ async def fork_submit(
     except (ReactorError, ValueError) as exc:
         return await _fork_page(request, session, run_id, seq, state, str(exc), 422)
     session.notify("ok", f"Run {new_id} was forked from {run_id} at signal #{seq}.")
-    return back(f"/runs/{new_id}")
+    return back(request, f"/runs/{new_id}")
 
 
 @router.post("/runs/{run_id}/resume")
@@ -111,4 +111,4 @@ async def resume_form(request: Request, run_id: str, session: Checked) -> Respon
         session.notify("error", str(exc))
     else:
         session.notify("ok", "The run was resumed on the code as it is now.")
-    return back(f"/runs/{run_id}")
+    return back(request, f"/runs/{run_id}")

@@ -136,4 +136,4 @@ async def start_form(request: Request, name: str, session: Checked, input: Field
     except ServiceStateError as exc:
         return await _graph_page(request, session, name, input, str(exc), 503)
     session.notify("ok", f"Run {run_id} of {name} was started.")
-    return back(f"/runs/{run_id}")
+    return back(request, f"/runs/{run_id}")

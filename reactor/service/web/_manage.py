@@ -95,7 +95,7 @@ async def decide(request: Request, suggestion_id: str, decision: str, session: C
     else:
         done = "rejected" if decision == "reject" else "approved and applied"
         session.notify("ok", f"Suggestion {suggestion_id} was {done}.")
-    return back("/suggestions")
+    return back(request, "/suggestions")
 
 
 @router.post("/processing-log/{entry_id}/retry")
@@ -107,7 +107,7 @@ async def retry(request: Request, entry_id: int, session: Checked) -> Response:
         session.notify("error", exc.detail)
     else:
         session.notify("ok", f"Entry {entry_id} will be processed again.")
-    return back("/processing-log")
+    return back(request, "/processing-log")
 
 
 @router.get("/processing-log")

@@ -40,6 +40,7 @@ __all__ = [
     "form_session",
     "json_field",
     "page",
+    "root_of",
     "signed_in",
     "web_of",
 ]
@@ -129,12 +130,24 @@ class Web:
         default_factory=weakref.WeakKeyDictionary
     )
     """Graphs drawn (a graph does not change: it is drawn once, and forgotten with it)."""
+    prefix: str = ""
+    """Where the app's URLs begin when no server or parent app says (``root_path``)."""
 
 
 def web_of(conn: HTTPConnection) -> Web:
     """The UI's :class:`Web`."""
     web: Web = conn.app.state.web
     return web
+
+
+def root_of(conn: HTTPConnection) -> str:
+    """The path the app's own URLs begin with (``""`` when it is served at ``/``).
+
+    Mounted in another app (``app.mount("/reactor", ...)``), or behind a server that
+    says so, it is the request's ``root_path``; otherwise ``create_app(prefix=...)``.
+    """
+    root = str(conn.scope.get("root_path") or web_of(conn).prefix)
+    return root.rstrip("/")
 
 
 class SignInNeeded(Exception):
@@ -194,6 +207,7 @@ def page(
         .templates.get_template(template)
         .render(
             request=request,
+            root=root_of(request),
             user=session.user if session else None,
             csrf=session.csrf if session else "",
             notices=session.take_notices() if session and not fragment else [],
@@ -214,9 +228,9 @@ _HEADERS = {
 }
 
 
-def back(path: str, query: Mapping[str, str] | None = None) -> Response:
-    """Send the browser on to ``path`` after a form (303: the next request is a GET)."""
-    url = path
+def back(request: HTTPConnection, path: str, query: Mapping[str, str] | None = None) -> Response:
+    """Send the browser on to the app's ``path`` after a form (303: the next request is a GET)."""
+    url = root_of(request) + path
     if query:
-        url = f"{path}?{urlencode(query)}"
+        url = f"{url}?{urlencode(query)}"
     return RedirectResponse(url, status_code=303)

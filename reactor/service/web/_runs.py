@@ -248,7 +248,7 @@ async def reply_form(
         )
         if prompt.get("choices") and not answer:
             session.notify("error", "Choose an answer before replying; nothing was sent.")
-            return back(f"/runs/{run_id}")
+            return back(request, f"/runs/{run_id}")
         given: Any = json.loads(answer) if prompt.get("schema") is not None else answer
         await reply(service, run_id, prompt_id, given, session.user)
     except ValueError:
@@ -257,7 +257,7 @@ async def reply_form(
         session.notify("error", _problem(exc))
     else:
         session.notify("ok", "Your answer was sent; the run takes it within moments.")
-    return back(f"/runs/{run_id}")
+    return back(request, f"/runs/{run_id}")
 
 
 @router.post("/runs/{run_id}/signals")
@@ -274,7 +274,7 @@ async def signal_form(
         session.notify("error", _problem(exc))
     else:
         session.notify("ok", f"Signal {name.strip()} was sent.")
-    return back(f"/runs/{run_id}")
+    return back(request, f"/runs/{run_id}")
 
 
 @router.post("/runs/{run_id}/abort")
@@ -290,4 +290,4 @@ async def abort_form(
     else:
         done = "The run was stopped." if posted is None else "The run was asked to stop."
         session.notify("ok", done)
-    return back(f"/runs/{run_id}")
+    return back(request, f"/runs/{run_id}")

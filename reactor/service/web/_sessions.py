@@ -208,14 +208,22 @@ def same_origin(request: Request) -> bool:
 
 
 def set_cookie(
-    request: Request, response: Response, name: str, value: str, max_age: int | None
+    request: Request,
+    response: Response,
+    name: str,
+    value: str,
+    max_age: int | None,
+    path: str = "/",
 ) -> None:
-    """Set an HTTP-only, ``SameSite=Strict`` cookie (``Secure`` when served over HTTPS)."""
+    """Set an HTTP-only, ``SameSite=Strict`` cookie (``Secure`` when served over HTTPS).
+
+    ``path`` is where the UI is (``/reactor`` when mounted there): only it gets the cookie.
+    """
     response.set_cookie(
         name,
         value,
         max_age=max_age,
-        path="/",
+        path=path,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",

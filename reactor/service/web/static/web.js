@@ -25,12 +25,12 @@ function keepFresh(body) {
   setInterval(refresh, LIST_EVERY_MS);
 }
 
-function timelineItem(run, signal) {
+function timelineItem(root, run, signal) {
   const item = document.createElement("li");
   item.dataset.seq = String(signal.seq);
   item.className = "new";
   const link = document.createElement("a");
-  link.href = `/runs/${encodeURIComponent(run)}?at=${signal.seq}#state`;
+  link.href = `${root}/runs/${encodeURIComponent(run)}?at=${signal.seq}#state`;
   link.textContent = `#${signal.seq}`;
   const name = document.createElement("span");
   name.className = "name";
@@ -42,7 +42,7 @@ function timelineItem(run, signal) {
   payload.textContent = text ?? "";
   const fork = document.createElement("a");
   fork.className = "fork";
-  fork.href = `/runs/${encodeURIComponent(run)}/fork?at=${signal.seq}`;
+  fork.href = `${root}/runs/${encodeURIComponent(run)}/fork?at=${signal.seq}`;
   fork.textContent = "Fork from here";
   item.append(link, " ", name, " ", payload, " ", fork);
   return item;
@@ -87,7 +87,7 @@ function followRun(timeline) {
     if (signal.seq <= last) return;
     last = signal.seq;
     if (!DELTAS.has(signal.name)) {
-      timeline.append(timelineItem(run, signal));
+      timeline.append(timelineItem(timeline.dataset.root || "", run, signal));
       soon();
     }
     if (signal.name === "harness:end") {

@@ -1,0 +1,89 @@
+"""``REACTOR_OTEL=1``: OpenTelemetry traces of every run a service or worker executes.
+
+``reactor serve`` and ``reactor worker`` read the switch once, at start. When it is on,
+an :class:`~reactor.otel.OpenTelemetryReporter` is added to the service's reporters,
+exporting as the standard ``OTEL_*`` variables say (OTLP over HTTP by default:
+``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_SERVICE_NAME``,
+...); the spans still batched are flushed when the process stops. Nothing is sent
+anywhere unless the switch is on.
+
+| variable | meaning | default |
+|---|---|---|
+| ``REACTOR_OTEL`` | ``1`` (or ``true``, ``yes``, ``on``): trace every run | off |
+| ``REACTOR_OTEL_CAPTURE_CONTENT`` | ``1``: spans hold prompts and answers too | off |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from reactor._recording.store import Reporter
+from reactor._signals.diagnostics import log
+from reactor.exceptions import ServiceConfigError
+
+__all__ = ["OTEL_ENV", "Telemetry", "telemetry_from_env"]
+
+OTEL_ENV = "REACTOR_OTEL"
+CONTENT_ENV = "REACTOR_OTEL_CAPTURE_CONTENT"
+_ON = frozenset({"1", "true", "yes", "on"})
+_OFF = frozenset({"", "0", "false", "no", "off"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Telemetry:
+    """The reporter that traces runs, and the tracer provider that exports its spans."""
+
+    reporter: Reporter
+    provider: Any  # opentelemetry.sdk.trace.TracerProvider (imported only when on)
+
+    def close(self) -> None:
+        """Export the spans still batched, and stop exporting."""
+        self.provider.shutdown()
+
+
+def _switch(environ: Mapping[str, str], name: str) -> bool:
+    value = environ.get(name, "").strip().lower()
+    if value in _ON or value in _OFF:
+        return value in _ON
+    raise ServiceConfigError(
+        f"{name}={environ[name]!r} is neither on nor off: set it to 1 to turn it on, or "
+        "0 (or leave it unset) for off."
+    )
+
+
+def telemetry_from_env(service_name: str = "reactor") -> Telemetry | None:
+    """The telemetry ``REACTOR_OTEL`` asks for (in the process's environment), or ``None``.
+
+    Raises:
+        ServiceConfigError: The switch is neither on nor off, the ``otel`` extra is not
+            installed, or ``OTEL_TRACES_EXPORTER`` names an exporter reactor cannot use.
+    """
+    env = os.environ
+    if not _switch(env, OTEL_ENV):
+        return None
+    try:
+        from reactor.otel import OpenTelemetryReporter, tracer_provider_from_env
+
+        provider = tracer_provider_from_env(service_name)
+    except ImportError as exc:
+        raise ServiceConfigError(
+            f"{OTEL_ENV}=1 needs OpenTelemetry, which is not installed here ({exc.name or exc} "
+            "cannot be imported): install the otel extra (pip install 'reactor-agents[otel]'), "
+            f"or unset {OTEL_ENV}."
+        ) from None
+    except ValueError as exc:
+        raise ServiceConfigError(str(exc)) from None
+    content = _switch(env, CONTENT_ENV)
+    reporter = OpenTelemetryReporter(provider, capture_content=content)
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318 (the OTLP default)"
+    )
+    exporters = env.get("OTEL_TRACES_EXPORTER", "otlp")
+    log(
+        "reactor.service", "info", "tracing runs with OpenTelemetry", exporters=exporters,
+        endpoint=endpoint, capture_content=content,
+    )  # fmt: skip
+    return Telemetry(reporter, provider)
