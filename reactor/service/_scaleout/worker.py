@@ -54,6 +54,7 @@ from reactor.service._scaleout.queue import (
     TASK,
     WORKER_KEYS,
     JobBroker,
+    JobQueue,
     QueueSettings,
     request_of,
 )
@@ -88,6 +89,9 @@ class Worker:
         self.concurrency, self.grace = concurrency, grace
         self.id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.broker = JobBroker(settings, consumer=self.id)
+        self.queue = JobQueue(settings, service.db)  # to queue again what Redis lost
+        self._recover = asyncio.Event()
+        self.broker.reconnected = self._recover.set
         self.leases = Leases(service.db, self.id, settings.reclaim_after)
         self.owners = Owners(service.db, self.id)
         service.log.owner = self.id  # the processing-log entries it takes are its own
@@ -131,6 +135,8 @@ class Worker:
                 await self._read_agents()
                 finishing = group.create_task(self.reactions.finishes.run())
                 beat = group.create_task(self._heartbeat())
+                self._recover.set()  # jobs Redis lost while no worker was there
+                recovering = group.create_task(self._recovering())
                 log("reactor.worker", "info", "worker started", worker=self.id)
                 await receiver.listen(stop)
                 service.host.close()  # runs still going are held: their jobs stay pending
@@ -139,10 +145,12 @@ class Worker:
                 await asyncio.sleep(0)  # let them unwind before the batcher stops
                 finishing.cancel()
                 beat.cancel()
+                recovering.cancel()
         finally:
             with contextlib.suppress(Exception):
                 await self._forget()
             await self.broker.shutdown()
+            await self.queue.aclose()
             await close_record(record, record if owned else None)
             await service.objects.close()
             await service.db.close()
@@ -170,33 +178,75 @@ class Worker:
             return
         record = self.service.host.record
         assert record is not None
-        try:
-            info = (await asyncio.to_thread(record.load, run_id)).info
-        except RunNotFoundError:
-            info = None
-        if info is not None and info.complete:
-            await context.ack()  # it ended: a job delivered twice is harmless
-            await self._unqueue(run_id)
-            return
         if not await self._lease(run_id):
             return  # leave the job pending, to be looked at again
         self.running[run_id] = time.time()
+        ended = False
         try:
-            if info is not None and request.resume is None:
-                request = request.__class__(**{**job, "resume": run_id, "run_id": None})
-            await self._execute(run_id, request)
+            # Read the log once the lease is ours: what a worker that had the run before
+            # wrote is all there (it makes its log durable before it gives the lease back).
+            try:
+                info = (await asyncio.to_thread(record.load, run_id)).info
+            except RunNotFoundError:
+                info = None
+            if info is not None and info.complete:
+                ended = True  # it ended: a job delivered twice is harmless
+            else:
+                if info is not None:
+                    log(
+                        "reactor.worker", "info", "run resumed", run_id=run_id,
+                        worker=self.id, signals=info.signals,
+                    )  # fmt: skip
+                    if request.resume is None:
+                        request = request.__class__(**{**job, "resume": run_id, "run_id": None})
+                await self._execute(run_id, request)
         except ReactorError as exc:  # its graph or agent is not in this app: it never will be
             log("reactor.worker", "error", "job dropped", run_id=run_id, error=str(exc))
-            await self._unqueue(run_id)  # it never will start
+            ended = True  # it never will start
         finally:
             self.running.pop(run_id, None)
+            with contextlib.suppress(Exception):  # what it recorded is durable first
+                await asyncio.to_thread(record.flush)
             await self.leases.give_back(run_id)
+        if ended:
+            await self._unqueue(run_id)
+            await self._ack(run_id, context)
+            return
         if run_id in self.lost:  # its new holder executes it and acknowledges the job
             self.lost.discard(run_id)
             return
         if not self.service.host.stopping:
             self.executed += 1
+            await self._ack(run_id, context)
+
+    async def _ack(self, key: str, context: Context) -> None:
+        """Acknowledge a job, then forget it in the database (it is no longer queued).
+
+        With Redis away the job stays pending (or is lost with Redis's data, and then
+        queued again from the database): delivered again, it is found done and dropped.
+        """
+        try:
             await context.ack()
+            await self.queue.remove(key)
+            if not key.startswith("reaction:"):
+                await self._unqueue(key)
+        except Exception as exc:
+            log("reactor.worker", "warning", "job not acknowledged", job=key, error=repr(exc))
+
+    async def _recovering(self) -> None:
+        """After each reconnect to Redis (and at the start), queue again what Redis lost."""
+        while True:
+            await self._recover.wait()
+            self._recover.clear()
+            try:
+                requeued = await self.queue.requeue_lost()
+            except Exception as exc:  # Redis or the database went away again: next time
+                log("reactor.worker", "warning", "cannot look for lost jobs", error=repr(exc))
+                await asyncio.sleep(1.0)
+                self._recover.set()
+                continue
+            for key in requeued:
+                log("reactor.worker", "warning", "job lost by redis; queued again", job=key)
 
     async def _lease(self, key: str) -> bool:
         """Lease a run (or a reaction) to this worker; False if it executes already.
@@ -224,12 +274,17 @@ class Worker:
             return
         if settled and not self.service.host.stopping:
             self.executed += 1
-            await context.ack()
+            await self._ack(key, context)
 
     async def _unqueue(self, run_id: str) -> None:
-        """The run is no longer waiting in the queue: it has a log (or never will)."""
-        async with Redis(connection_pool=self.broker.connection_pool) as redis:
-            await redis.delete(QUEUED_KEYS + run_id)
+        """The run is no longer waiting in the queue: it has a log (or never will).
+
+        With Redis away the marker stays until the job is acknowledged (or is gone with
+        Redis's data); the API shows the run from its log meanwhile.
+        """
+        with contextlib.suppress(Exception):
+            async with Redis(connection_pool=self.broker.connection_pool) as redis:
+                await redis.delete(QUEUED_KEYS + run_id)
 
     async def _execute(self, run_id: str, request: Any) -> None:
         host = self.service.host
