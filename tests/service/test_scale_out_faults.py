@@ -4,17 +4,24 @@ lease (real `reactor worker` processes, a private redis-server, real PostgreSQL)
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import redis
 import sqlalchemy as sa
 
+from reactor import PostgresSignalStore, Signal
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import queued_jobs
+from reactor.service._scaleout.leases import Leases
+from reactor.service._scaleout.queue import QueueSettings
+from reactor.service._scaleout.worker import Worker, live_workers
+from tests.service.queued import make_service
 from tests.service.server import free_port
 from tests.service.test_scale_out import ended, recordings, submit, wait_for, workers
 
@@ -100,3 +107,78 @@ def test_runs_in_flight_and_queued_survive_a_redis_restart_without_its_data(
     assert "redis connection lost; reconnecting" in said
     assert "redis reconnected" in said
     assert "job lost by redis; queued again" in said
+
+
+async def test_the_log_refuses_appends_from_a_stale_lease(postgres_url: str) -> None:
+    """A worker whose lease was taken over writes nothing more of that run to the log,
+    even what it appended before it could notice; other runs are written as usual."""
+    worker = Worker(make_service(postgres_url), QueueSettings("redis://127.0.0.1:1/0"))
+    db = worker.service.db
+    await db.open()
+    store = PostgresSignalStore(postgres_url)
+    store.fence = worker._log_fence
+    try:
+        worker.leases.ttl = timedelta(seconds=0.3)
+        assert await worker.leases.take("run_fenced")
+        store.append(Signal("harness:start", seq=1, run_id="run_fenced"))
+        store.flush()
+        await asyncio.sleep(0.5)
+        other = Leases(db, "other", ttl=0.3)
+        assert await other.take("run_fenced")  # silent past its ttl: taken over
+        store.append(Signal("note:late", seq=2, run_id="run_fenced"))
+        store.append(Signal("harness:start", seq=1, run_id="run_unleased"))
+        store.flush()
+        assert [s.name for s in store.load("run_fenced").signals] == ["harness:start"]
+        assert [s.name for s in store.load("run_unleased").signals] == ["harness:start"]
+    finally:
+        store.close()
+        await db.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_stalled_worker_whose_run_was_taken_over_stops_it_and_writes_nothing_more(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGSTOP past the reclaim time: another worker takes the run over and finishes it;
+    SIGCONT: the first one stops the run at once, and nothing of it reaches the log."""
+    db = postgres_url
+    with private_redis(tmp_path) as (url, _):
+        monkeypatch.setenv("REACTOR_REDIS_URL", url)
+        with workers(2, db, url, tmp_path, concurrency=1) as processes:
+            (run_id,) = asyncio.run(submit(db, 1, seconds=4))
+            settings = QueueSettings(url)
+
+            def holder() -> int | None:
+                for found in asyncio.run(live_workers(settings)):
+                    if run_id in found["runs"]:
+                        names = [s.name for s in recordings(db, [run_id])[run_id].signals]
+                        if "agent:second:activated" in names:
+                            return int(found["pid"])
+                return None
+
+            wait_for(lambda: holder() is not None, 30, "the run to be mid-way")
+            (stalled,) = [p for p in processes if p.pid == holder()]
+            (other,) = [p for p in processes if p is not stalled]
+            stalled.send_signal(signal.SIGSTOP)
+            try:
+
+                def resumed() -> bool:
+                    names = [s.name for s in recordings(db, [run_id])[run_id].signals]
+                    return "harness:resumed" in names
+
+                wait_for(resumed, 40, "the other worker to take the run over")
+            finally:
+                stalled.send_signal(signal.SIGCONT)
+            wait_for(lambda: ended(db, [run_id]), 40, "the run to end")
+            assert stalled.poll() is None
+        log = recordings(db, [run_id])[run_id]
+    names = [s.name for s in log.signals]
+    assert log.status == "completed"
+    assert names.count("harness:end") == 1
+    assert names.count("agent:first:completed") == 1
+    (done,) = [s for s in log.signals if s.name == "agent:second:completed"]
+    assert done.payload["output"] == f"done by {other.pid}"
+    assert names.count("harness:resumed") == 1
+    assert (tmp_path / "steps.log").read_text().split() == [run_id]
+    said = (tmp_path / f"worker{processes.index(stalled)}.log").read_text()
+    assert "lease lost; stopping the run here" in said

@@ -99,6 +99,7 @@ class Worker:
         self._agents_mark: tuple[Any, ...] = ()  # the agents' rows when last read
         self.executed = 0
         self.lost: set[str] = set()  # runs stopped here because another worker took them
+        self._loop: asyncio.AbstractEventLoop | None = None
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
             await self._job(job, context)
@@ -113,6 +114,9 @@ class Worker:
         record, owned = (service.record, False) if service.record else (None, True)
         if record is None:
             record, _ = await default_record(service.db)
+            if service.db.dialect == "postgresql":  # the log beside the leases: fence it
+                self._loop = asyncio.get_running_loop()
+                setattr(record, "fence", self._log_fence)  # noqa: B010 (a PostgresSignalStore)
         await register(service.db, service.agents)
         services = ReactionServices(
             service.objects, service.suggestion_store, service.provider, record
@@ -354,6 +358,35 @@ class Worker:
             return True
         self._lost([run_id])
         return False
+
+    def _log_fence(self, cur: Any, runs: set[str]) -> set[str]:
+        """In the log's write transaction: the runs whose lease this worker lost.
+
+        Their signals are not written: the log refuses appends from a stale epoch. The
+        lease rows are read ``FOR SHARE``, so a takeover waits for this write to commit,
+        and the worker taking over reads a log this worker no longer adds to.
+        """
+        epochs = dict(self.leases.epochs)  # (the writer's thread: a copy)
+        mine = sorted(run for run in runs if run in epochs)
+        if not mine:
+            return set()
+        rows = cur.execute(
+            "SELECT run_id, worker, epoch FROM run_leases WHERE run_id = ANY(%s) "
+            "ORDER BY run_id FOR SHARE",
+            (mine,),
+        ).fetchall()
+        held = {run_id: (worker, epoch) for run_id, worker, epoch in rows}
+        refused = {run for run in mine if held.get(run) != (self.id, epochs[run])}
+        if refused and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._fenced, refused)
+        return refused
+
+    def _fenced(self, runs: set[str]) -> None:
+        log(
+            "reactor.worker", "warning", "log refused appends from a stale lease",
+            runs=",".join(sorted(runs)), worker=self.id,
+        )  # fmt: skip
+        self._lost(sorted(runs))
 
     def _lost(self, keys: list[str]) -> None:
         """Leases found taken (or unproved past their time): stop those runs here at once."""
