@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pydantic
+import pytest
 
+from reactor.exceptions import ServiceConfigError
 from tests.service.server import ALICE, free_port, serve_command, serving, wait_for
 
 
@@ -95,3 +98,22 @@ def test_serve_says_the_port_is_taken_before_starting_anything(tmp_path: Path) -
     assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "service started" not in done.stderr
     assert not (tmp_path / "app.db").exists()
+
+
+def test_names_longer_than_their_column_are_refused_before_the_database() -> None:
+    from reactor.service import Create, User
+    from reactor.service._api.access import Tokens
+    from reactor.service._objects.schema import agents, objects
+    from reactor.service._objects.values import NAME_LENGTH, TYPE_LENGTH
+
+    def length(column: Any) -> int:
+        return int(column.type.length)
+
+    assert (length(objects.c.type), length(objects.c.actor_id)) == (TYPE_LENGTH, NAME_LENGTH)
+    assert length(agents.c.cron_schedule) == length(agents.c.name) == NAME_LENGTH
+    with pytest.raises(pydantic.ValidationError, match="type"):
+        Create("T" * 300, {})
+    with pytest.raises(pydantic.ValidationError, match="id"):
+        User("u" * 300)
+    with pytest.raises(ServiceConfigError, match="at most 200"):
+        Tokens({"s3cret": "u" * 300})
