@@ -104,7 +104,7 @@ RETRY_AFTER = 5
 
 
 def unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database (or the signal store's) cannot be reached."""
+    """Whether ``exc`` says a database (the service's, the log's) or Redis is away."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -119,6 +119,12 @@ def unreachable(exc: BaseException) -> bool:
             "InterfaceError",
             "PoolTimeout",
         ):
+            return True
+        if kind.__module__.startswith("redis.") and kind.__name__ in (
+            "ConnectionError",
+            "TimeoutError",
+            "BusyLoadingError",
+        ):  # the job queue's Redis (scale-out)
             return True
         if isinstance(current, ConnectionError | TimeoutError):
             return True
