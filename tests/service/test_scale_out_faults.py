@@ -8,7 +8,6 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,10 @@ import sqlalchemy as sa
 from reactor import PostgresSignalStore, Signal
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import queued_jobs
+from reactor.service._scaleout.durable import LogFence
 from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import QueueSettings
-from reactor.service._scaleout.worker import Worker, live_workers
-from tests.service.queued import make_service
+from reactor.service._scaleout.worker import live_workers
 from tests.service.server import free_port
 from tests.service.test_scale_out import ended, recordings, submit, wait_for, workers
 
@@ -112,14 +111,14 @@ def test_runs_in_flight_and_queued_survive_a_redis_restart_without_its_data(
 async def test_the_log_refuses_appends_from_a_stale_lease(postgres_url: str) -> None:
     """A worker whose lease was taken over writes nothing more of that run to the log,
     even what it appended before it could notice; other runs are written as usual."""
-    worker = Worker(make_service(postgres_url), QueueSettings("redis://127.0.0.1:1/0"))
-    db = worker.service.db
+    db = Database(postgres_url)
     await db.open()
     store = PostgresSignalStore(postgres_url)
-    store.fence = worker._log_fence
+    refused: set[str] = set()
+    mine = Leases(db, "one", ttl=0.3)
+    store.fence = LogFence(mine, refused.update)
     try:
-        worker.leases.ttl = timedelta(seconds=0.3)
-        assert await worker.leases.take("run_fenced")
+        assert await mine.take("run_fenced")
         store.append(Signal("harness:start", seq=1, run_id="run_fenced"))
         store.flush()
         await asyncio.sleep(0.5)
@@ -130,6 +129,8 @@ async def test_the_log_refuses_appends_from_a_stale_lease(postgres_url: str) -> 
         store.flush()
         assert [s.name for s in store.load("run_fenced").signals] == ["harness:start"]
         assert [s.name for s in store.load("run_unleased").signals] == ["harness:start"]
+        await asyncio.sleep(0)
+        assert refused == {"run_fenced"}  # the worker is told: it stops the run
     finally:
         store.close()
         await db.close()

@@ -47,6 +47,7 @@ from reactor.service._objects.schema import agents
 from reactor.service._reactions.dispatcher import Dispatcher
 from reactor.service._reactions.reaction import ReactionServices
 from reactor.service._reactions.registry import ReactionAgent, register
+from reactor.service._scaleout.durable import Flushes, LogFence
 from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import (
     QUEUED_KEYS,
@@ -99,7 +100,9 @@ class Worker:
         self._agents_mark: tuple[Any, ...] = ()  # the agents' rows when last read
         self.executed = 0
         self.lost: set[str] = set()  # runs stopped here because another worker took them
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self.settling: set[str] = set()  # runs ended here whose job is being settled
+        self.flushes = Flushes(lambda: self.service.host.record)
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
             await self._job(job, context)
@@ -115,8 +118,8 @@ class Worker:
         if record is None:
             record, _ = await default_record(service.db)
             if service.db.dialect == "postgresql":  # the log beside the leases: fence it
-                self._loop = asyncio.get_running_loop()
-                setattr(record, "fence", self._log_fence)  # noqa: B010 (a PostgresSignalStore)
+                fence = LogFence(self.leases, self._fenced)
+                setattr(record, "fence", fence)  # noqa: B010 (a PostgresSignalStore)
         await register(service.db, service.agents)
         services = ReactionServices(
             service.objects, service.suggestion_store, service.provider, record
@@ -129,6 +132,7 @@ class Worker:
         )
         try:
             async with asyncio.TaskGroup() as group:
+                self._group = group
                 service.host.open(group, record, lambda: None)
                 assert service.host.record is not None
                 service.host.record.fence = self._may_write
@@ -207,21 +211,41 @@ class Worker:
         except ReactorError as exc:  # its graph or agent is not in this app: it never will be
             log("reactor.worker", "error", "job dropped", run_id=run_id, error=str(exc))
             ended = True  # it never will start
-        finally:
+        except BaseException:
             self.running.pop(run_id, None)
             with contextlib.suppress(Exception):  # what it recorded is durable first
                 await asyncio.to_thread(record.flush)
             await self.leases.give_back(run_id)
-        if ended:
-            await self._unqueue(run_id)
-            await self._ack(run_id, context)
-            return
-        if run_id in self.lost:  # its new holder executes it and acknowledges the job
-            self.lost.discard(run_id)
-            return
-        if not self.service.host.stopping:
-            self.executed += 1
-            await self._ack(run_id, context)
+            raise
+        self.settling.add(run_id)
+        self.running.pop(run_id, None)
+        assert self._group is not None
+        self._group.create_task(self._settle(run_id, context, ended=ended))
+
+    async def _settle(self, run_id: str, context: Context, *, ended: bool) -> None:
+        """Make the run's log durable, give its lease back, acknowledge its job (off its slot).
+
+        Not acknowledged if the run was lost or held. Until then the run counts as here
+        (:meth:`_lease`): taken next, it would be read from a log still being written.
+        """
+        record = self.service.host.record
+        try:
+            try:
+                if record is not None and not ended:
+                    await self.flushes.durable()
+                await self.leases.give_back(run_id)
+            finally:
+                self.settling.discard(run_id)
+            if ended:
+                await self._unqueue(run_id)
+                await self._ack(run_id, context)
+            elif run_id in self.lost:  # its new holder executes it, acknowledges the job
+                self.lost.discard(run_id)
+            elif not self.service.host.stopping:
+                self.executed += 1
+                await self._ack(run_id, context)
+        except Exception as exc:  # the lease runs out, the job is delivered again: dropped
+            log("reactor.worker", "error", "run not settled", run_id=run_id, error=repr(exc))
 
     async def _ack(self, key: str, context: Context) -> None:
         """Acknowledge a job, then forget it in the database (it is no longer queued).
@@ -258,7 +282,7 @@ class Worker:
         Here (its job reclaimed by idle time from this very worker: the delivery
         executing it acknowledges it) or on another live worker.
         """
-        return key not in self.running and await self.leases.take(key)
+        return key not in self.running and key not in self.settling and await self.leases.take(key)
 
     async def _reaction(self, entry_id: int, agent: str, context: Context) -> None:
         reactions = self.reactions
@@ -358,28 +382,6 @@ class Worker:
             return True
         self._lost([run_id])
         return False
-
-    def _log_fence(self, cur: Any, runs: set[str]) -> set[str]:
-        """In the log's write transaction: the runs whose lease this worker lost.
-
-        Their signals are not written: the log refuses appends from a stale epoch. The
-        lease rows are read ``FOR SHARE``, so a takeover waits for this write to commit,
-        and the worker taking over reads a log this worker no longer adds to.
-        """
-        epochs = dict(self.leases.epochs)  # (the writer's thread: a copy)
-        mine = sorted(run for run in runs if run in epochs)
-        if not mine:
-            return set()
-        rows = cur.execute(
-            "SELECT run_id, worker, epoch FROM run_leases WHERE run_id = ANY(%s) "
-            "ORDER BY run_id FOR SHARE",
-            (mine,),
-        ).fetchall()
-        held = {run_id: (worker, epoch) for run_id, worker, epoch in rows}
-        refused = {run for run in mine if held.get(run) != (self.id, epochs[run])}
-        if refused and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._fenced, refused)
-        return refused
 
     def _fenced(self, runs: set[str]) -> None:
         log(
