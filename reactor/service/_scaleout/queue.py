@@ -140,13 +140,17 @@ class JobBroker(RedisStreamBroker):
     async def listen(self) -> AsyncGenerator[AckableMessage, None]:
         """Jobs, for ever: a lost connection to Redis is retried with backoff, logged."""
         failures = 0
+
+        def answered() -> None:
+            nonlocal failures
+            if failures:
+                log("reactor.worker", "info", "redis reconnected", after=failures)
+                failures = 0
+                self.reconnected()
+
         while True:
             try:
-                async for message in self._listen():
-                    if failures:
-                        log("reactor.worker", "info", "redis reconnected", after=failures)
-                        failures = 0
-                        self.reconnected()
+                async for message in self._listen(answered):
                     yield message
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 failures += 1
@@ -168,9 +172,7 @@ class JobBroker(RedisStreamBroker):
                 # the group again; the database re-queues what was lost.
                 log("reactor.worker", "warning", "job stream lost; making it again")
                 await self._make_group()
-                if failures:
-                    log("reactor.worker", "info", "redis reconnected", after=failures)
-                    failures = 0
+                answered()
                 self.reconnected()
 
     async def _make_group(self) -> None:
@@ -178,7 +180,7 @@ class JobBroker(RedisStreamBroker):
             with contextlib.suppress(ResponseError):  # made meanwhile by another worker
                 await redis.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
 
-    async def _listen(self) -> AsyncGenerator[AckableMessage, None]:
+    async def _listen(self, answered: Callable[[], None]) -> AsyncGenerator[AckableMessage, None]:
         async with Redis(connection_pool=self.connection_pool) as redis:
             while True:
                 # Jobs idle for too long first (their workers died), one at a time and
@@ -186,6 +188,7 @@ class JobBroker(RedisStreamBroker):
                 claimed: Any = await redis.xautoclaim(
                     STREAM, GROUP, self.consumer_name, min_idle_time=self.idle_timeout, count=1
                 )
+                answered()  # Redis answers (again)
                 for message_id, fields in claimed[1]:
                     if fields:  # a job deleted from the stream leaves an empty entry
                         log(
