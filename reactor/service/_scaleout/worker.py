@@ -4,17 +4,26 @@ A worker opens the service's database and signal store (not its dispatcher or
 schedules), then takes jobs from the Redis stream with taskiq's receiver, ``concurrency``
 at a time. For each job it:
 
-1. drops it (acknowledged) if its run has ``harness:end`` in the log: a duplicate;
-2. takes the run's lease in the database, or puts the job back unacknowledged when a
+1. takes the run's lease in the database, or puts the job back unacknowledged when a
    live worker holds it (a long run whose job was reclaimed by idle time);
+2. drops it (acknowledged) if its run has ``harness:end`` in the log: a duplicate (the
+   log is read under the lease, and a worker makes its log durable before it gives a
+   lease back, so what the previous holder recorded is all there);
 3. starts the run as the job says, or resumes it when the log already has it (a job a
    dead worker left: what completed is not repeated);
-4. acknowledges the job once the run has ended, and gives the lease back.
+4. once the run has ended, makes its log durable, gives the lease back and
+   acknowledges the job (off the job's slot), forgetting the job's row in
+   ``queued_jobs``.
 
 A reaction's job names a processing-log entry: the worker leases it the same way,
 takes it (``pending``, or ``processing`` when the worker that had it died), runs the
 reaction and records how it ended, as the serving process would without a queue. An
 entry of a ``queue`` agent waits for the earlier ones of its object.
+
+After each reconnect to Redis (and when it starts) it queues again the jobs the
+database keeps and Redis lost (:mod:`reactor.service._scaleout.jobs`). On PostgreSQL
+its log refuses the appends of a run whose lease another worker took
+(:class:`~reactor.service._scaleout.durable.LogFence`).
 
 Its heartbeat is a Redis key (``reactor:worker:<id>``) naming its runs, renewed with
 the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, gives
