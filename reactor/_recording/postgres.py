@@ -283,7 +283,7 @@ class PostgresSignalStore(SignalStoreBase):
         if self._closed:
             raise RecordingError(f"The signal store {self} is closed.")
         try:
-            with self._pool.connection(timeout=5.0) as conn:  # away: say so soon
+            with self._pool.connection(timeout=10.0) as conn:  # away: say so soon
                 rows: list[Any] = conn.execute(sql, tuple(params)).fetchall()
         except psycopg.Error as exc:
             raise RecordingError(
