@@ -29,7 +29,8 @@ from reactor.service._scaleout.queue import QueueSettings
 from reactor.service._scaleout.worker import live_workers
 
 SERVER = "postgresql://postgres@127.0.0.1:5432"
-REDIS = "redis://127.0.0.1:6379/14"
+REDIS = os.environ.get("REACTOR_BENCH_REDIS", "redis://127.0.0.1:6379") + "/14"
+"""Redis database 14 of ``REACTOR_BENCH_REDIS`` (default the local Redis)."""
 RECLAIM = 2.0
 CONCURRENCY = 16
 RUNS = 300

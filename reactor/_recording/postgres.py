@@ -30,7 +30,7 @@ from reactor._recording.postgres_db import (
     shown,
     signals_of,
 )
-from reactor._recording.postgres_writer import STOP, Delivery, Request, write_loop
+from reactor._recording.postgres_writer import STOP, Delivery, Fence, Request, write_loop
 from reactor._recording.recording import Recording
 from reactor._recording.store import (
     DEFAULT_SNAPSHOT_EVERY,
@@ -123,6 +123,8 @@ class PostgresSignalStore(SignalStoreBase):
         self._writer: threading.Thread | None = None
         self._failures = WriteFailures(self._shown)
         self._closed = False
+        self.fence: Fence | None = None
+        """Runs a write must leave out, asked in its transaction (workers fence there)."""
 
     # -- writing -------------------------------------------------------------------
 
@@ -140,6 +142,7 @@ class PostgresSignalStore(SignalStoreBase):
                             self.batch_size,
                             self.retry_for,
                             self._failures,
+                            lambda: self.fence,
                         ),
                         name=f"reactor-recorder {self._shown}",
                         daemon=True,
@@ -280,7 +283,7 @@ class PostgresSignalStore(SignalStoreBase):
         if self._closed:
             raise RecordingError(f"The signal store {self} is closed.")
         try:
-            with self._pool.connection() as conn:
+            with self._pool.connection(timeout=10.0) as conn:  # away: say so soon
                 rows: list[Any] = conn.execute(sql, tuple(params)).fetchall()
         except psycopg.Error as exc:
             raise RecordingError(

@@ -19,6 +19,7 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Callable, Collection
 from typing import Any
 
 import psycopg
@@ -31,7 +32,11 @@ from reactor._recording.store import WriteFailures
 from reactor._signals.names import HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.signal import Signal, json_fallback
 
-__all__ = ["STOP", "Batch", "Delivery", "Request", "write", "write_loop"]
+__all__ = ["STOP", "Batch", "Delivery", "Fence", "Request", "write", "write_loop"]
+
+Fence = Callable[[psycopg.Cursor[Any], set[str]], Collection[str]]
+"""Called in each write's transaction with the runs it writes; the runs it must not
+write (their writer lost its right to: a worker whose lease was taken over)."""
 
 STOP = object()
 """Put on the queue to stop the writer after what is queued before it."""
@@ -83,9 +88,10 @@ class Batch:
         self.firsts: dict[str, float] = {}
         self.ends: dict[str, tuple[Any, ...]] = {}
         self.prompts: dict[str, int] = {}
-        self.delivered: list[tuple[int, str]] = []
+        self.delivered: list[tuple[int, str, str]] = []
         self.waiting: list[threading.Event] = []
         self.stop = False
+        self.fence: Fence | None = None
 
     def __bool__(self) -> bool:
         return bool(self.signals or self.runs or self.requests)
@@ -96,7 +102,7 @@ class Batch:
             self._signal(item)
         elif type(item) is Delivery:
             if self._signal(item.signal):
-                self.delivered.append((item.signal.seq, item.message_id))
+                self.delivered.append((item.signal.seq, item.message_id, item.signal.run_id or ""))
         elif isinstance(item, RunInfo):
             if not self.failures.lost(item.run_id):
                 self.runs[item.run_id] = item
@@ -118,6 +124,16 @@ class Batch:
     def per_run(self) -> dict[str, int]:
         """Signals per run in the batch (a run registered without signals counts 0)."""
         return {**dict.fromkeys(self.touched, 0), **self.counts}
+
+    def drop(self, runs: set[str]) -> None:
+        """Leave out everything of ``runs`` (the fence refused them)."""
+        self.signals = [row for row in self.signals if row[0] not in runs]
+        self.requests = [row for row in self.requests if row[0] not in runs]
+        self.delivered = [row for row in self.delivered if row[2] not in runs]
+        for rows in (self.runs, self.counts, self.firsts, self.ends, self.prompts):
+            for run_id in runs:
+                rows.pop(run_id, None)
+        self.touched -= runs
 
     def _signal(self, signal: Signal) -> bool:
         """Take a signal; ``False`` if it is not written (its run's recording failed)."""
@@ -177,14 +193,17 @@ def write_loop(
     batch_size: int,
     retry_for: float,
     failures: WriteFailures,
+    fence: Callable[[], Fence | None] = lambda: None,
 ) -> None:
     """Drain the queue in batches until :data:`STOP`; each batch is one transaction.
 
     A batch that fails for good fails its runs (see :class:`WriteFailures`); later
-    batches are written as usual, and flushes are always released.
+    batches are written as usual, and flushes are always released. ``fence`` gives the
+    store's :data:`Fence`, if it has one.
     """
     while True:
         batch = Batch(failures)
+        batch.fence = fence()
         for item in _take(items, batch_size):
             batch.add(item)
         if batch:
@@ -259,6 +278,10 @@ def write(conn: psycopg.Connection[Any], batch: Batch) -> None:
 
 def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> None:
     with conn.transaction(), conn.cursor() as cur:
+        if batch.fence is not None and (runs := batch.touched | batch.counts.keys()):
+            refused = batch.fence(cur, runs)
+            if refused:
+                batch.drop(set(refused))
         # Rows of reactor_runs are always taken in run id order, so two processes
         # writing batches that touch the same runs cannot deadlock.
         if batch.runs:
@@ -311,7 +334,7 @@ def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> 
             cur.executemany(
                 "UPDATE reactor_inbox SET delivered_seq = %s "
                 "WHERE message_id = %s AND delivered_seq IS NULL",
-                batch.delivered,
+                [(seq, message_id) for seq, message_id, _ in batch.delivered],
             )
         if batch.ends:
             cur.executemany(

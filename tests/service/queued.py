@@ -2,8 +2,9 @@
 
 ``steps`` is a two-step graph: ``first`` notes each execution in the file named by
 ``REACTOR_TEST_STEPS`` (one line per execution, from any process), then ``second``
-waits (``input.seconds``, default 1) before the run ends. ``tick`` is an agent to run
-on schedule. ``orders`` reacts to ``Order`` objects, one object's events in order: it
+waits (for the file ``input.gate`` to exist, if given, then ``input.seconds``, default 1)
+before the run ends, its output naming its process. ``tick`` is an agent to run on
+schedule. ``orders`` reacts to ``Order`` objects, one object's events in order: it
 notes ``start``/``end <pid> <object> <version>`` in the file ``REACTOR_TEST_REACTIONS``
 names, waiting ``data.seconds`` (default 0) between the two. Agents defined through the
 API are answered by a scripted provider: no changes, the prompt as the reasoning.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any
 
 from reactor import AgentContext, ScriptedProvider, agent, reactive
@@ -44,9 +46,17 @@ async def _order(ctx: AgentContext[Any]) -> str:
     return "noted"
 
 
+def _wait_for_file(path: str) -> None:
+    while not os.path.exists(path):
+        time.sleep(0.05)
+
+
 async def _second(ctx: AgentContext[Any]) -> str:
-    await asyncio.sleep(float((ctx.input or {}).get("seconds", 1.0)))
-    return "done"
+    given = ctx.input or {}
+    if given.get("gate"):
+        await asyncio.to_thread(_wait_for_file, given["gate"])
+    await asyncio.sleep(float(given.get("seconds", 1.0)))
+    return f"done by {os.getpid()}"
 
 
 def steps_graph() -> Any:

@@ -196,7 +196,7 @@ def test_reactor_serve_logs_which_schedule_it_uses(tmp_path: Path) -> None:
 
 
 def test_the_migration_marks_schedules_given_over_the_api_before_it(tmp_path: Path) -> None:
-    """Before 0008 code gave no schedules: a code agent's cron schedule came from the API."""
+    """Before 0007 code gave no schedules: a code agent's cron schedule came from the API."""
     from alembic import command
     from alembic.config import Config
 

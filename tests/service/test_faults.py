@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
+import pydantic
+import pytest
 
+from reactor.exceptions import ServiceConfigError
 from tests.service.server import ALICE, free_port, serve_command, serving, wait_for
 
 
@@ -95,3 +101,100 @@ def test_serve_says_the_port_is_taken_before_starting_anything(tmp_path: Path) -
     assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "service started" not in done.stderr
     assert not (tmp_path / "app.db").exists()
+
+
+def test_names_longer_than_their_column_are_refused_before_the_database() -> None:
+    from reactor.service import Create, User
+    from reactor.service._api.access import Tokens
+    from reactor.service._objects.schema import agents, objects
+    from reactor.service._objects.values import NAME_LENGTH, TYPE_LENGTH
+
+    def length(column: Any) -> int:
+        return int(column.type.length)
+
+    assert (length(objects.c.type), length(objects.c.actor_id)) == (TYPE_LENGTH, NAME_LENGTH)
+    assert length(agents.c.cron_schedule) == length(agents.c.name) == NAME_LENGTH
+    with pytest.raises(pydantic.ValidationError, match="type"):
+        Create("T" * 300, {})
+    with pytest.raises(pydantic.ValidationError, match="id"):
+        User("u" * 300)
+    with pytest.raises(ServiceConfigError, match="at most 200"):
+        Tokens({"s3cret": "u" * 300})
+
+
+class Proxy:
+    """A TCP proxy to PostgreSQL on a free port: ``cut()`` makes the database unreachable
+    (the listener closed, every connection dropped), ``mend()`` brings it back."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target, self.port = target, free_port()
+        self._sockets: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.mend()
+
+    def mend(self) -> None:
+        listener = socket.create_server(("127.0.0.1", self.port), reuse_port=True)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        with contextlib.suppress(OSError):  # wakes the accepting thread (close alone does not)
+            listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        for sock in list(self._sockets):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        self._sockets.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            if self._listener is not listener:  # cut meanwhile
+                client.close()
+                return
+            server = socket.create_connection(self.target)
+            self._sockets += [client, server]
+            for one, other in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(one, other), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
+def test_while_the_database_is_unreachable_the_api_answers_503_with_retry_after(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    url = urlsplit(postgres_url)
+    proxy = Proxy((url.hostname or "127.0.0.1", url.port or 5432))
+    db = urlunsplit(url._replace(netloc=f"{url.username}@127.0.0.1:{proxy.port}"))
+    try:
+        with serving(db, tmp_path / "server.log") as server, server.client() as api:
+            person = {"type": "Person", "data": {"name": "Ada"}}
+            assert api.post("/api/objects", json=person).status_code == 201
+            proxy.cut()
+            for method, path, body in (
+                ("GET", "/api/objects", None),
+                ("POST", "/api/objects", person),
+                ("GET", "/api/runs", None),
+            ):
+                down = api.request(method, path, json=body)
+                assert down.status_code == 503, (path, down.text)
+                assert down.headers["Retry-After"] == "5"
+                assert "database cannot be reached" in down.json()["detail"]
+            proxy.mend()
+            back = wait_for(lambda: (r := api.get("/api/objects")).status_code == 200 and r)
+            assert [o["data"]["name"] for o in back.json()] == ["Ada"]  # the refused one never was
+    finally:
+        proxy.cut()

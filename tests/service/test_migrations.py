@@ -110,6 +110,7 @@ COLUMNS = {
     "cron_ticks": {"agent", "tick_at", "claimed_at"},
     "web_sessions": {"id_hash", "user_id", "csrf", "created_at", "used_at"},
     "blocked_runs": {"run_id", "reason", "blocked_at"},
+    "queued_jobs": {"key", "job", "queued_at"},
     "prompt_replies": {"run_id", "prompt_id", "answer", "answered_by", "answered_at", "message_id"},
     "service_processes": {"id", "heartbeat_at"},
 }
@@ -136,7 +137,7 @@ def inspect_schema(conn: sa.Connection) -> dict[str, Any]:
 
 
 async def migrated(url: str) -> dict[str, Any]:
-    assert await upgrade_database(url) == "0008"
+    assert await upgrade_database(url) == "0007"
     engine = create_async_engine(Database(url).driver_url)
     try:
         async with engine.connect() as conn:
@@ -172,10 +173,10 @@ async def test_json_columns_are_jsonb_on_postgresql(postgres_url: str) -> None:
 
 
 async def test_upgrading_again_changes_nothing(url: str) -> None:
-    assert await upgrade_database(url) == "0008"
+    assert await upgrade_database(url) == "0007"
     async with ObjectStore(url) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
-    assert await upgrade_database(url) == "0008"
+    assert await upgrade_database(url) == "0007"
     async with ObjectStore(url) as objects:
         assert (await objects.get(ada.id)).data == {"name": "Ada"}
 
@@ -199,7 +200,7 @@ def test_reactor_db_upgrade_migrates_the_database(
     assert main(["db", "upgrade", "--db", url]) == 0
     assert main(["db", "upgrade", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{url}: the tables are at revision 0008 (the newest)."] * 2
+    assert out == [f"{url}: the tables are at revision 0007 (the newest)."] * 2
 
 
 def test_reactor_db_upgrade_takes_a_file_path(
@@ -225,7 +226,7 @@ def test_reactor_db_upgrade_takes_a_postgres_url_as_postgresql(
     short = postgres_url.replace("postgresql://", "postgres://", 1)
     assert short.startswith("postgres://")
     assert main(["db", "upgrade", "--db", short]) == 0
-    assert "revision 0008" in capsys.readouterr().out
+    assert "revision 0007" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("url", ["http://localhost/app", "postgresql+asyncpg://h/app"])

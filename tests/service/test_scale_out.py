@@ -121,10 +121,13 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
         time.sleep(0.1)
 
 
-async def submit(db: str, count: int, seconds: float = 1.0) -> list[str]:
+async def submit(db: str, count: int, seconds: float = 1.0, gate: Path | None = None) -> list[str]:
+    given: dict[str, Any] = {"seconds": seconds}
+    if gate is not None:  # the runs wait for this file to exist before their last wait
+        given["gate"] = str(gate)
     service = make_service(db)
     async with service.objects, service:
-        return [await service.submit("steps", {"seconds": seconds}) for _ in range(count)]
+        return [await service.submit("steps", given) for _ in range(count)]
 
 
 def recordings(db: str, run_ids: list[str]) -> dict[str, Any]:
@@ -473,8 +476,9 @@ def test_workers_lists_the_live_workers_and_sigterm_drains(
 ) -> None:
     db = queued
     env = {**os.environ, "REACTOR_REDIS_URL": redis_url}
+    gate = tmp_path / "gate"
     with workers(1, db, redis_url, tmp_path) as (worker,):
-        (run_id,) = asyncio.run(submit(db, 1, seconds=4))
+        (run_id,) = asyncio.run(submit(db, 1, seconds=1, gate=gate))
         settings = QueueSettings(redis_url)
         wait_for(lambda: asyncio.run(live_workers(settings))[0]["runs"] == [run_id], 20, "the run")
         listed = subprocess.run(
@@ -482,7 +486,8 @@ def test_workers_lists_the_live_workers_and_sigterm_drains(
         )
         assert listed.returncode == 0
         assert f"pid {worker.pid}" in listed.stdout
-        assert run_id in listed.stdout
+        assert run_id in listed.stdout  # the run waits for the gate: it is still there
+        gate.touch()
         worker.send_signal(signal.SIGTERM)  # the run in flight finishes within the grace
         assert worker.wait(30) == 0
     assert recordings(db, [run_id])[run_id].status == "completed"

@@ -445,3 +445,18 @@ def test_values_the_log_cannot_hold_are_422_and_nothing_is_stored(
     detail = error(response, 422)
     assert where in detail
     assert len(ok(api.get("/api/objects"))) == before
+
+
+def test_strings_longer_than_their_column_are_422_naming_the_field(api: httpx2.Client) -> None:
+    """Checked before the database, so SQLite (which keeps any length) and PostgreSQL
+    (which refuses) answer alike; nothing is stored."""
+    long_type = error(api.post("/api/objects", json={"type": "T" * 300, "data": {}}), 422)
+    assert "type" in long_type
+    assert "200 characters" in long_type
+    schedule = {"name": "long_cron", "prompt": "Hi", "trigger_type": "cron"}
+    refused = api.post("/api/agents", json={**schedule, "cron_schedule": "* " * 2500})
+    assert "cron_schedule" in error(refused, 422)
+    named = api.post("/api/agents", json={"name": "n" * 300, "prompt": "Hi"})
+    assert "name" in error(named, 422)
+    assert all(o["type"] != "T" * 300 for o in ok(api.get("/api/objects")))
+    assert "long_cron" not in [a["name"] for a in ok(api.get("/api/agents"))]

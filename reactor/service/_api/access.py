@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from reactor.exceptions import ServiceConfigError
-from reactor.service._objects.values import User
+from reactor.service._objects.values import NAME_LENGTH, User
 
 __all__ = ["LOCAL_USER", "Tokens"]
 
@@ -34,7 +34,8 @@ class Tokens:
         pairs: ``{token: user_id}``.
 
     Raises:
-        ServiceConfigError: A token or a user id is empty, or a user id has a ``:``.
+        ServiceConfigError: A token or a user id is empty, a user id has a ``:`` or is
+            longer than 200 characters.
     """
 
     def __init__(self, pairs: Mapping[str, str] | None = None) -> None:
@@ -44,6 +45,11 @@ class Tokens:
                 raise ServiceConfigError(
                     "Each API token needs a user: write token:user_id pairs (user ids "
                     "without ':'), e.g. REACTOR_API_TOKENS='s3cret:alice,0ther:bob'."
+                )
+            if len(user.strip()) > NAME_LENGTH:
+                raise ServiceConfigError(
+                    f"The API token of user {user.strip()[:40]!r}... names a user id of "
+                    f"{len(user.strip())} characters; at most {NAME_LENGTH} are kept."
                 )
             self._pairs.append((_digest(token.strip()), user.strip()))
 

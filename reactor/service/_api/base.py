@@ -19,6 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection
 
+from reactor._signals.diagnostics import log
 from reactor.exceptions import (
     AgentConfigError,
     AgentConflictError,
@@ -103,7 +104,7 @@ RETRY_AFTER = 5
 
 
 def unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database (or the signal store's) cannot be reached."""
+    """Whether ``exc`` says a database (the service's, the log's) or Redis is away."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -119,6 +120,12 @@ def unreachable(exc: BaseException) -> bool:
             "PoolTimeout",
         ):
             return True
+        if kind.__module__.startswith("redis.") and kind.__name__ in (
+            "ConnectionError",
+            "TimeoutError",
+            "BusyLoadingError",
+        ):  # the job queue's Redis (scale-out)
+            return True
         if isinstance(current, ConnectionError | TimeoutError):
             return True
         current = current.__cause__ or current.__context__
@@ -132,6 +139,15 @@ class ApiError(Exception):
         super().__init__(detail)
         self.status = status
         self.detail = detail
+
+
+def _unavailable() -> JSONResponse:
+    return error_response(
+        503,
+        "The service's database cannot be reached right now; nothing was changed. "
+        f"Try again in {RETRY_AFTER} seconds.",
+        {"Retry-After": str(RETRY_AFTER)},
+    )
 
 
 def error_response(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -154,23 +170,31 @@ def install_errors(app: fastapi.FastAPI) -> None:
 
     @app.exception_handler(ReactorError)
     async def reactor_error(request: fastapi.Request, exc: ReactorError) -> JSONResponse:
-        status = next((code for kind, code in STATUSES if isinstance(exc, kind)), 500)
-        return error_response(status, str(exc))
+        status = next((code for kind, code in STATUSES if isinstance(exc, kind)), None)
+        if status is None and unreachable(exc):  # the signal store's database is away
+            return _unavailable()
+        return error_response(status or 500, str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: fastapi.Request, exc: RequestValidationError) -> JSONResponse:
         problems = [f"{_location(tuple(e['loc']))}: {e['msg']}" for e in exc.errors()]
         return error_response(422, f"The request is invalid: {'; '.join(problems)}.")
 
+    async def away(request: fastapi.Request, exc: Exception) -> JSONResponse:
+        # Handled here, not by the catch-all below: its answer is sent and the error
+        # raised again, which drops the client's kept-alive connection.
+        if unreachable(exc):
+            return _unavailable()
+        log("reactor.service", "error", "request failed", path=request.url.path, error=repr(exc))
+        return error_response(500, "The service failed on this request; see its log.")
+
+    app.add_exception_handler(sa.exc.SQLAlchemyError, away)
+    app.add_exception_handler(OSError, away)
+
     @app.exception_handler(Exception)
     async def unexpected(request: fastapi.Request, exc: Exception) -> JSONResponse:
         if unreachable(exc):
-            return error_response(
-                503,
-                "The service's database cannot be reached right now; nothing was changed. "
-                f"Try again in {RETRY_AFTER} seconds.",
-                {"Retry-After": str(RETRY_AFTER)},
-            )
+            return _unavailable()
         return error_response(500, "The service failed on this request; see its log.")
 
     @app.exception_handler(HTTPException)

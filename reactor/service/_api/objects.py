@@ -22,7 +22,7 @@ from reactor.service._objects.changes import (
     SuggestionStatus,
 )
 from reactor.service._objects.owners import RetryRefused
-from reactor.service._objects.values import StoredObject, User
+from reactor.service._objects.values import TYPE_LENGTH, StoredObject, User
 
 __all__ = ["objects_router", "retry_entry", "suggestions_router"]
 
@@ -41,7 +41,9 @@ class NewObject(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    type: str = pydantic.Field(min_length=1, description="Its type (``Person``).")
+    type: str = pydantic.Field(
+        min_length=1, max_length=TYPE_LENGTH, description="Its type (``Person``)."
+    )
     data: dict[str, Any] = pydantic.Field(description="Its fields.")
 
 

@@ -100,7 +100,7 @@ class RunHost:
         self.record = ServiceRecord(record)
         self.stopping = False
         if self.queue is None and (settings := QueueSettings.from_env()) is not None:
-            self.queue = JobQueue(settings)
+            self.queue = JobQueue(settings, self.runs.db)
         if self.retention is not None:
             retention, store = self.retention, self.record
             self.catalog.cron.daily("retention", lambda: retention.prune(store))

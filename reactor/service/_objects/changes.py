@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from reactor.service._objects.values import Actor
+from reactor.service._objects.values import ID_LENGTH, TYPE_LENGTH, Actor
 
 __all__ = [
     "Changes",
@@ -48,9 +48,9 @@ class Create(_Operation):
     """
 
     op: Literal["create"] = "create"
-    type: str
+    type: str = pydantic.Field(max_length=TYPE_LENGTH)
     data: dict[str, Any] = {}
-    id: str | None = None
+    id: str | None = pydantic.Field(default=None, max_length=ID_LENGTH)
 
     def __init__(
         self, type: str | None = None, data: dict[str, Any] | None = None, /, **fields: Any

@@ -34,6 +34,7 @@ __all__ = [
     "objects",
     "processing_log",
     "prompt_replies",
+    "queued_jobs",
     "reaction_cursors",
     "run_leases",
     "service_processes",
@@ -288,3 +289,15 @@ blocked_runs = sa.Table(
 """Unfinished runs the service will not resume by itself: their graph changed what their
 log says was done (``GraphChangedError``). Each waits for ``POST /api/runs/{id}/resume?
 force=true``, or for code that can resume it."""
+
+queued_jobs = sa.Table(
+    "queued_jobs",
+    metadata,
+    sa.Column("key", sa.String(80), primary_key=True),
+    sa.Column("job", JSONType, nullable=False),
+    sa.Column("queued_at", Timestamp, nullable=False),
+)
+"""The jobs on the Redis stream that are not acknowledged yet (scale-out): a run's
+(``key`` its run id) or a reaction's (``reaction:<entry id>``), with the job itself.
+The row lives from the enqueue to the acknowledgement, so a job Redis lost (restarted
+without its data) is known here and queued again."""

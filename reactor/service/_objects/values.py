@@ -18,6 +18,9 @@ from reactor._signals.payloads import ActorPayload, CausePayload, ObjectChanged
 
 __all__ = [
     "CURRENT_CAUSE",
+    "ID_LENGTH",
+    "NAME_LENGTH",
+    "TYPE_LENGTH",
     "Actor",
     "AgentActor",
     "Cause",
@@ -27,6 +30,14 @@ __all__ = [
     "User",
     "actor_from_context",
 ]
+
+NAME_LENGTH = 200
+"""Most characters of a name the database keeps (an actor's id, an agent's name, a cron
+schedule: ``String(200)`` columns in ``schema.py``), checked before it gets there."""
+TYPE_LENGTH = 200
+"""Most characters of an object type (``objects.type``)."""
+ID_LENGTH = 64
+"""Most characters of an object's id (``objects.id``)."""
 
 _AGENT_PREFIX = agent_actor("")
 _USER_PREFIX = "user:"
@@ -38,7 +49,7 @@ class _Actor(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
 
     type: str
-    id: str = pydantic.Field(min_length=1)
+    id: str = pydantic.Field(min_length=1, max_length=NAME_LENGTH)
 
     def payload(self) -> ActorPayload:
         """``{"type": ..., "id": ...}``, as in signals and the HTTP API."""

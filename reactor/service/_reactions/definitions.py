@@ -21,6 +21,7 @@ from reactor._agents.agent import Agent, agent
 from reactor._agents.reaction import Capabilities, ExecutionMode, Reaction
 from reactor.exceptions import AgentConfigError, TemplateError
 from reactor.service._objects.changes import Changes
+from reactor.service._objects.values import NAME_LENGTH
 from reactor.service._reactions.cron import cron_problem
 
 __all__ = [
@@ -74,11 +75,11 @@ class AgentDefinition(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    name: str = pydantic.Field(min_length=1, max_length=200)
+    name: str = pydantic.Field(min_length=1, max_length=NAME_LENGTH)
     prompt: str = pydantic.Field(min_length=1)
     role: str | None = None
     trigger_type: TriggerType = "manual"
-    cron_schedule: str | None = None
+    cron_schedule: str | None = pydantic.Field(default=None, max_length=NAME_LENGTH)
     reaction_config: dict[str, Any] | None = None
     execution_mode: ExecutionMode = "suggest"
     capabilities: dict[str, Any] | None = None
@@ -98,7 +99,7 @@ class AgentChanges(pydantic.BaseModel):
     prompt: str | None = pydantic.Field(default=None, min_length=1)
     role: str | None = None
     trigger_type: TriggerType | None = None
-    cron_schedule: str | None = None
+    cron_schedule: str | None = pydantic.Field(default=None, max_length=NAME_LENGTH)
     reaction_config: dict[str, Any] | None = None
     execution_mode: ExecutionMode | None = None
     capabilities: dict[str, Any] | None = None

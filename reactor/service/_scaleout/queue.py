@@ -20,7 +20,7 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -36,6 +36,8 @@ from reactor._signals.diagnostics import log
 from reactor.exceptions import ServiceConfigError
 from reactor.service._hosting.launch import RunRequest
 from reactor.service._objects.changes import ProcessingEntry
+from reactor.service._objects.db import Database
+from reactor.service._scaleout.jobs import QueuedJobs
 
 __all__ = [
     "QUEUED_KEYS",
@@ -130,17 +132,25 @@ class JobBroker(RedisStreamBroker):
             xread_block=min(1000, idle_ms),
             idle_timeout=idle_ms,
             xread_count=1,
-        )
+            health_check_interval=1,  # a connection kept from before a Redis restart is
+        )  # found closed by a ping and made again, not by the command it was taken for
+        self.reconnected: Callable[[], None] = lambda: None
+        """Called after Redis came back (a worker then looks for jobs Redis lost)."""
 
     async def listen(self) -> AsyncGenerator[AckableMessage, None]:
         """Jobs, for ever: a lost connection to Redis is retried with backoff, logged."""
         failures = 0
+
+        def answered() -> None:
+            nonlocal failures
+            if failures:
+                log("reactor.worker", "info", "redis reconnected", after=failures)
+                failures = 0
+                self.reconnected()
+
         while True:
             try:
-                async for message in self._listen():
-                    if failures:
-                        log("reactor.worker", "info", "redis reconnected", after=failures)
-                        failures = 0
+                async for message in self._listen(answered):
                     yield message
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 failures += 1
@@ -162,13 +172,15 @@ class JobBroker(RedisStreamBroker):
                 # the group again; the database re-queues what was lost.
                 log("reactor.worker", "warning", "job stream lost; making it again")
                 await self._make_group()
+                answered()
+                self.reconnected()
 
     async def _make_group(self) -> None:
         async with Redis(connection_pool=self.connection_pool) as redis:
             with contextlib.suppress(ResponseError):  # made meanwhile by another worker
                 await redis.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
 
-    async def _listen(self) -> AsyncGenerator[AckableMessage, None]:
+    async def _listen(self, answered: Callable[[], None]) -> AsyncGenerator[AckableMessage, None]:
         async with Redis(connection_pool=self.connection_pool) as redis:
             while True:
                 # Jobs idle for too long first (their workers died), one at a time and
@@ -176,8 +188,14 @@ class JobBroker(RedisStreamBroker):
                 claimed: Any = await redis.xautoclaim(
                     STREAM, GROUP, self.consumer_name, min_idle_time=self.idle_timeout, count=1
                 )
+                answered()  # Redis answers (again)
                 for message_id, fields in claimed[1]:
                     if fields:  # a job deleted from the stream leaves an empty entry
+                        log(
+                            "reactor.worker", "info", "job reclaimed",
+                            message=_text(message_id), job=_key(fields),
+                            idle_s=round(self.idle_timeout / 1000, 1),
+                        )  # fmt: skip
                         yield self._message(message_id, fields)
                 if claimed[1]:
                     continue
@@ -194,32 +212,94 @@ class JobBroker(RedisStreamBroker):
         )
 
 
-class JobQueue:
-    """The serving side of the queue: puts the runs it is asked for on the stream."""
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
-    def __init__(self, settings: QueueSettings) -> None:
+
+def _key(fields: Mapping[bytes, bytes]) -> str:
+    """The run id (or ``reaction:<entry>``) a job on the stream is for, as far as it says."""
+    try:
+        (job,) = json.loads(fields[b"data"])["args"]
+        if REACTION in job:
+            return f"reaction:{job[REACTION]}"
+        return str(job.get("resume") or job.get("run_id"))
+    except (KeyError, TypeError, ValueError):
+        return "?"
+
+
+class JobQueue:
+    """The serving side of the queue: puts the runs it is asked for on the stream.
+
+    Args:
+        settings: Where the queue is.
+        db: The service's database: each job is kept there too until it is
+            acknowledged, so that one Redis loses is queued again
+            (:mod:`reactor.service._scaleout.jobs`).
+    """
+
+    def __init__(self, settings: QueueSettings, db: Database | None = None) -> None:
         self.settings = settings
         self.broker = JobBroker(settings)
+        self.jobs = (
+            None
+            if db is None
+            else QueuedJobs(db, lambda: Redis(connection_pool=self.broker.connection_pool))
+        )
         self._started = False
 
     async def enqueue(self, request: RunRequest) -> None:
         """Queue ``request`` (its ``run_id`` or ``resume`` names the run).
 
         A new run is marked queued until a worker starts it (:meth:`queued`), so that
-        it can be looked at before it has a log.
+        it can be looked at before it has a log. A run whose job is on the stream
+        already is not queued twice.
         """
-        job = job_of(request)
-        if request.run_id is None or request.resume is not None:
+        key = request.resume or request.run_id
+        if key is None:
+            await self._kick(job_of(request))
+            return
+        await self._queue(key, job_of(request))
+
+    async def _queue(self, key: str, job: dict[str, Any]) -> None:
+        jobs = self.jobs
+        if jobs is not None:
+            await jobs.add(key, job)
+        try:
+            if jobs is None or await jobs.mark(key):
+                await self.kick_again(key, job)
+        except BaseException:
+            if jobs is not None:  # not queued after all
+                with contextlib.suppress(Exception):
+                    await jobs.remove(key)
+            raise
+
+    async def kick_again(self, key: str, job: dict[str, Any]) -> None:
+        """Put ``job`` on the stream (a new run is shown queued until a worker starts it)."""
+        if REACTION in job or job.get("resume") is not None or job.get("run_id") is None:
             await self._kick(job)
             return
-        key, marker = QUEUED_KEYS + request.run_id, json.dumps({**job, "queued_at": time.time()})
+        marker = json.dumps({**job, "queued_at": time.time()})
         async with Redis(connection_pool=self.broker.connection_pool) as redis:
-            await redis.set(key, marker, ex=QUEUED_FOR)
+            await redis.set(QUEUED_KEYS + key, marker, ex=QUEUED_FOR)
             try:
                 await self._kick(job)
             except BaseException:
-                await redis.delete(key)  # not queued after all
+                await redis.delete(QUEUED_KEYS + key)  # not queued after all
                 raise
+
+    async def remove(self, key: str) -> None:
+        """A job was acknowledged: the database no longer keeps it."""
+        if self.jobs is not None:
+            await self.jobs.remove(key)
+
+    async def requeue_lost(self) -> list[str]:
+        """Queue again the jobs the database keeps and Redis lost; their keys."""
+        if self.jobs is None:
+            return []
+        if not self._started:
+            await self.broker.startup()
+            self._started = True
+        return await self.jobs.requeue_lost(self.kick_again)
 
     async def queued(self, run_id: str) -> RunInfo | None:
         """A run queued and not started yet, as ``queued`` (None otherwise)."""
@@ -242,7 +322,7 @@ class JobQueue:
     async def enqueue_reactions(self, entries: Sequence[ProcessingEntry]) -> None:
         """Queue a job per pending processing-log entry: its reaction, run by a worker."""
         for entry in entries:
-            await self._kick({REACTION: entry.id, "agent": entry.agent})
+            await self._queue(f"reaction:{entry.id}", {REACTION: entry.id, "agent": entry.agent})
 
     async def _kick(self, job: dict[str, Any]) -> None:
         if not self._started:

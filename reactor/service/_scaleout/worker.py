@@ -4,17 +4,26 @@ A worker opens the service's database and signal store (not its dispatcher or
 schedules), then takes jobs from the Redis stream with taskiq's receiver, ``concurrency``
 at a time. For each job it:
 
-1. drops it (acknowledged) if its run has ``harness:end`` in the log: a duplicate;
-2. takes the run's lease in the database, or puts the job back unacknowledged when a
+1. takes the run's lease in the database, or puts the job back unacknowledged when a
    live worker holds it (a long run whose job was reclaimed by idle time);
+2. drops it (acknowledged) if its run has ``harness:end`` in the log: a duplicate (the
+   log is read under the lease, and a worker makes its log durable before it gives a
+   lease back, so what the previous holder recorded is all there);
 3. starts the run as the job says, or resumes it when the log already has it (a job a
    dead worker left: what completed is not repeated);
-4. acknowledges the job once the run has ended, and gives the lease back.
+4. once the run has ended, makes its log durable, gives the lease back and
+   acknowledges the job (off the job's slot), forgetting the job's row in
+   ``queued_jobs``.
 
 A reaction's job names a processing-log entry: the worker leases it the same way,
 takes it (``pending``, or ``processing`` when the worker that had it died), runs the
 reaction and records how it ended, as the serving process would without a queue. An
 entry of a ``queue`` agent waits for the earlier ones of its object.
+
+After each reconnect to Redis (and when it starts) it queues again the jobs the
+database keeps and Redis lost (:mod:`reactor.service._scaleout.jobs`). On PostgreSQL
+its log refuses the appends of a run whose lease another worker took
+(:class:`~reactor.service._scaleout.durable.LogFence`).
 
 Its heartbeat is a Redis key (``reactor:worker:<id>``) naming its runs, renewed with
 the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, gives
@@ -47,6 +56,7 @@ from reactor.service._objects.schema import agents
 from reactor.service._reactions.dispatcher import Dispatcher
 from reactor.service._reactions.reaction import ReactionServices
 from reactor.service._reactions.registry import ReactionAgent, register
+from reactor.service._scaleout.durable import Flushes, LogFence
 from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import (
     QUEUED_KEYS,
@@ -54,6 +64,7 @@ from reactor.service._scaleout.queue import (
     TASK,
     WORKER_KEYS,
     JobBroker,
+    JobQueue,
     QueueSettings,
     request_of,
 )
@@ -88,6 +99,9 @@ class Worker:
         self.concurrency, self.grace = concurrency, grace
         self.id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.broker = JobBroker(settings, consumer=self.id)
+        self.queue = JobQueue(settings, service.db)  # to queue again what Redis lost
+        self._recover = asyncio.Event()
+        self.broker.reconnected = self._recover.set
         self.leases = Leases(service.db, self.id, settings.reclaim_after)
         self.owners = Owners(service.db, self.id)
         service.log.owner = self.id  # the processing-log entries it takes are its own
@@ -95,6 +109,9 @@ class Worker:
         self._agents_mark: tuple[Any, ...] = ()  # the agents' rows when last read
         self.executed = 0
         self.lost: set[str] = set()  # runs stopped here because another worker took them
+        self._group: asyncio.TaskGroup | None = None
+        self.settling: set[str] = set()  # runs ended here whose job is being settled
+        self.flushes = Flushes(lambda: self.service.host.record)
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
             await self._job(job, context)
@@ -109,6 +126,9 @@ class Worker:
         record, owned = (service.record, False) if service.record else (None, True)
         if record is None:
             record, _ = await default_record(service.db)
+            if service.db.dialect == "postgresql":  # the log beside the leases: fence it
+                fence = LogFence(self.leases, self._fenced)
+                setattr(record, "fence", fence)  # noqa: B010 (a PostgresSignalStore)
         await register(service.db, service.agents)
         services = ReactionServices(
             service.objects, service.suggestion_store, service.provider, record, service.reporters
@@ -121,6 +141,7 @@ class Worker:
         )
         try:
             async with asyncio.TaskGroup() as group:
+                self._group = group
                 service.host.open(group, record, lambda: None)
                 assert service.host.record is not None
                 service.host.record.fence = self._may_write
@@ -131,6 +152,8 @@ class Worker:
                 await self._read_agents()
                 finishing = group.create_task(self.reactions.finishes.run())
                 beat = group.create_task(self._heartbeat())
+                self._recover.set()  # jobs Redis lost while no worker was there
+                recovering = group.create_task(self._recovering())
                 log("reactor.worker", "info", "worker started", worker=self.id)
                 await receiver.listen(stop)
                 service.host.close()  # runs still going are held: their jobs stay pending
@@ -139,10 +162,12 @@ class Worker:
                 await asyncio.sleep(0)  # let them unwind before the batcher stops
                 finishing.cancel()
                 beat.cancel()
+                recovering.cancel()
         finally:
             with contextlib.suppress(Exception):
                 await self._forget()
             await self.broker.shutdown()
+            await self.queue.aclose()
             await close_record(record, record if owned else None)
             await service.objects.close()
             await service.db.close()
@@ -170,33 +195,95 @@ class Worker:
             return
         record = self.service.host.record
         assert record is not None
-        try:
-            info = (await asyncio.to_thread(record.load, run_id)).info
-        except RunNotFoundError:
-            info = None
-        if info is not None and info.complete:
-            await context.ack()  # it ended: a job delivered twice is harmless
-            await self._unqueue(run_id)
-            return
         if not await self._lease(run_id):
             return  # leave the job pending, to be looked at again
         self.running[run_id] = time.time()
+        ended = False
         try:
-            if info is not None and request.resume is None:
-                request = request.__class__(**{**job, "resume": run_id, "run_id": None})
-            await self._execute(run_id, request)
+            # Read the log once the lease is ours: what a worker that had the run before
+            # wrote is all there (it makes its log durable before it gives the lease back).
+            try:
+                info = (await asyncio.to_thread(record.load, run_id)).info
+            except RunNotFoundError:
+                info = None
+            if info is not None and info.complete:
+                ended = True  # it ended: a job delivered twice is harmless
+            else:
+                if info is not None:
+                    log(
+                        "reactor.worker", "info", "run resumed", run_id=run_id,
+                        worker=self.id, signals=info.signals,
+                    )  # fmt: skip
+                    if request.resume is None:
+                        request = request.__class__(**{**job, "resume": run_id, "run_id": None})
+                await self._execute(run_id, request)
         except ReactorError as exc:  # its graph or agent is not in this app: it never will be
             log("reactor.worker", "error", "job dropped", run_id=run_id, error=str(exc))
-            await self._unqueue(run_id)  # it never will start
-        finally:
+            ended = True  # it never will start
+        except BaseException:
             self.running.pop(run_id, None)
+            with contextlib.suppress(Exception):  # what it recorded is durable first
+                await asyncio.to_thread(record.flush)
             await self.leases.give_back(run_id)
-        if run_id in self.lost:  # its new holder executes it and acknowledges the job
-            self.lost.discard(run_id)
-            return
-        if not self.service.host.stopping:
-            self.executed += 1
+            raise
+        self.settling.add(run_id)
+        self.running.pop(run_id, None)
+        assert self._group is not None
+        self._group.create_task(self._settle(run_id, context, ended=ended))
+
+    async def _settle(self, run_id: str, context: Context, *, ended: bool) -> None:
+        """Make the run's log durable, give its lease back, acknowledge its job (off its slot).
+
+        Not acknowledged if the run was lost or held. Until then the run counts as here
+        (:meth:`_lease`): taken next, it would be read from a log still being written.
+        """
+        record = self.service.host.record
+        try:
+            try:
+                if record is not None and not ended:
+                    await self.flushes.durable()
+                await self.leases.give_back(run_id)
+            finally:
+                self.settling.discard(run_id)
+            if ended:
+                await self._unqueue(run_id)
+                await self._ack(run_id, context)
+            elif run_id in self.lost:  # its new holder executes it, acknowledges the job
+                self.lost.discard(run_id)
+            elif not self.service.host.stopping:
+                self.executed += 1
+                await self._ack(run_id, context)
+        except Exception as exc:  # the lease runs out, the job is delivered again: dropped
+            log("reactor.worker", "error", "run not settled", run_id=run_id, error=repr(exc))
+
+    async def _ack(self, key: str, context: Context) -> None:
+        """Acknowledge a job, then forget it in the database (it is no longer queued).
+
+        With Redis away the job stays pending (or is lost with Redis's data, and then
+        queued again from the database): delivered again, it is found done and dropped.
+        """
+        try:
             await context.ack()
+            await self.queue.remove(key)
+            if not key.startswith("reaction:"):
+                await self._unqueue(key)
+        except Exception as exc:
+            log("reactor.worker", "warning", "job not acknowledged", job=key, error=repr(exc))
+
+    async def _recovering(self) -> None:
+        """After each reconnect to Redis (and at the start), queue again what Redis lost."""
+        while True:
+            await self._recover.wait()
+            self._recover.clear()
+            try:
+                requeued = await self.queue.requeue_lost()
+            except Exception as exc:  # Redis or the database went away again: next time
+                log("reactor.worker", "warning", "cannot look for lost jobs", error=repr(exc))
+                await asyncio.sleep(1.0)
+                self._recover.set()
+                continue
+            for key in requeued:
+                log("reactor.worker", "warning", "job lost by redis; queued again", job=key)
 
     async def _lease(self, key: str) -> bool:
         """Lease a run (or a reaction) to this worker; False if it executes already.
@@ -204,7 +291,7 @@ class Worker:
         Here (its job reclaimed by idle time from this very worker: the delivery
         executing it acknowledges it) or on another live worker.
         """
-        return key not in self.running and await self.leases.take(key)
+        return key not in self.running and key not in self.settling and await self.leases.take(key)
 
     async def _reaction(self, entry_id: int, agent: str, context: Context) -> None:
         reactions = self.reactions
@@ -224,12 +311,17 @@ class Worker:
             return
         if settled and not self.service.host.stopping:
             self.executed += 1
-            await context.ack()
+            await self._ack(key, context)
 
     async def _unqueue(self, run_id: str) -> None:
-        """The run is no longer waiting in the queue: it has a log (or never will)."""
-        async with Redis(connection_pool=self.broker.connection_pool) as redis:
-            await redis.delete(QUEUED_KEYS + run_id)
+        """The run is no longer waiting in the queue: it has a log (or never will).
+
+        With Redis away the marker stays until the job is acknowledged (or is gone with
+        Redis's data); the API shows the run from its log meanwhile.
+        """
+        with contextlib.suppress(Exception):
+            async with Redis(connection_pool=self.broker.connection_pool) as redis:
+                await redis.delete(QUEUED_KEYS + run_id)
 
     async def _execute(self, run_id: str, request: Any) -> None:
         host = self.service.host
@@ -299,6 +391,13 @@ class Worker:
             return True
         self._lost([run_id])
         return False
+
+    def _fenced(self, runs: set[str]) -> None:
+        log(
+            "reactor.worker", "warning", "log refused appends from a stale lease",
+            runs=",".join(sorted(runs)), worker=self.id,
+        )  # fmt: skip
+        self._lost(sorted(runs))
 
     def _lost(self, keys: list[str]) -> None:
         """Leases found taken (or unproved past their time): stop those runs here at once."""

@@ -1,0 +1,84 @@
+"""What makes a worker's log safe to hand over: fencing in the log, and durable handovers.
+
+* :class:`LogFence` is the fence a worker installs on its PostgreSQL signal store: in
+  each write's transaction it reads the leases of the runs written (``FOR SHARE``) and
+  refuses the runs whose lease another worker holds now (a stale epoch). A takeover
+  waits for a write in progress to commit, so the worker taking over reads a log that
+  the one it took over from no longer adds to.
+* :class:`Flushes` makes what was recorded durable before a run's lease is given back
+  (the next holder reads all of it), one flush for every run waiting at that moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from reactor.service._hosting.live import ServiceRecord
+from reactor.service._scaleout.leases import Leases
+
+__all__ = ["Flushes", "LogFence"]
+
+
+class LogFence:
+    """The log's fence of one worker (see the module's docstring).
+
+    Args:
+        leases: The worker's leases (the epochs it holds).
+        refused: Called on the event loop with the runs whose appends were refused.
+    """
+
+    def __init__(self, leases: Leases, refused: Callable[[set[str]], None]) -> None:
+        self.leases, self._refused = leases, refused
+        self._loop = asyncio.get_running_loop()
+
+    def __call__(self, cur: Any, runs: set[str]) -> set[str]:
+        """In the log's write transaction (the writer's thread): the runs to leave out."""
+        epochs = dict(self.leases.epochs)  # a copy: the event loop changes it
+        mine = sorted(run for run in runs if run in epochs)
+        if not mine:
+            return set()
+        rows = cur.execute(
+            "SELECT run_id, worker, epoch FROM run_leases WHERE run_id = ANY(%s) "
+            "ORDER BY run_id FOR SHARE",
+            (mine,),
+        ).fetchall()
+        held = {run_id: (worker, epoch) for run_id, worker, epoch in rows}
+        worker = self.leases.worker
+        refused = {run for run in mine if held.get(run) != (worker, epochs[run])}
+        if refused:
+            self._loop.call_soon_threadsafe(self._refused, refused)
+        return refused
+
+
+class Flushes:
+    """Waits until what was recorded is written, one flush for all who wait at once.
+
+    (A flush per run would each hold a thread of the loop's small default pool.)
+    """
+
+    def __init__(self, record: Callable[[], ServiceRecord | None]) -> None:
+        self._record = record
+        self._waiting: list[asyncio.Future[None]] = []
+        self._flushing: asyncio.Future[None] | None = None
+
+    async def durable(self) -> None:
+        """Return once everything recorded before the call is written (or has failed)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        if self._flushing is None or self._flushing.done():
+            self._flushing = asyncio.ensure_future(self._flush())
+        await waiter
+
+    async def _flush(self) -> None:
+        while self._waiting:  # who came during a flush waits for the next one
+            waiters, self._waiting = self._waiting, []
+            record = self._record()
+            with contextlib.suppress(Exception):  # the store says what it lost
+                if record is not None:
+                    await asyncio.to_thread(record.flush)
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
