@@ -9,7 +9,13 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reactor._signals.names import SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._signals.names import (
+    SESSION_PROMPT,
+    SESSION_REPLY,
+    SESSION_TIMEOUT,
+    TIMER_FIRED,
+    TIMER_SET,
+)
 
 __all__ = [
     "ENDED",
@@ -20,8 +26,25 @@ __all__ = [
     "open_status",
     "parse_duration",
     "parse_tag",
+    "parse_until",
     "prune_bounds",
+    "until_text",
 ]
+
+
+def until_text(when: datetime) -> str:
+    """``when`` as the ``until`` of ``timer:set``: ISO 8601 in UTC, to the microsecond."""
+    return when.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def parse_until(text: str) -> datetime:
+    """The time an ``until`` says (aware, UTC).
+
+    Raises:
+        ValueError: ``text`` is not an ISO 8601 time.
+    """
+    when = datetime.fromisoformat(text)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def new_run_id() -> str:
@@ -108,16 +131,19 @@ def _iso(timestamp: float) -> str:
 
 
 def open_status(signals: Iterable[Any]) -> str:
-    """The status of a run with no ``harness:end``: ``waiting`` if a prompt is pending."""
+    """The status of a run not ended: ``waiting`` while a prompt or a timer is pending."""
     pending: set[Any] = set()
     for signal in signals:
-        if signal.name == SESSION_PROMPT and isinstance(signal.payload, Mapping):
-            pending.add(signal.payload.get("prompt_id"))
-        elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT) and isinstance(
-            signal.payload, Mapping
-        ):
-            pending.discard(signal.payload.get("prompt_id"))
+        name = signal.name
+        if name in _OPENING and isinstance(signal.payload, Mapping):
+            pending.add(signal.payload.get(_OPENING[name]))
+        elif name in _CLOSING and isinstance(signal.payload, Mapping):
+            pending.discard(signal.payload.get(_CLOSING[name]))
     return "waiting" if pending else "running"
+
+
+_OPENING = {SESSION_PROMPT: "prompt_id", TIMER_SET: "timer_id"}
+_CLOSING = {SESSION_REPLY: "prompt_id", SESSION_TIMEOUT: "prompt_id", TIMER_FIRED: "timer_id"}
 
 
 def matches_filters(
