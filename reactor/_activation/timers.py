@@ -21,7 +21,6 @@ of a recorded run are still pending (the web UI shows them).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactor._activation.fold import SECTIONS, LogFold
 from reactor._activation.keys import idempotency_key
-from reactor._recording.info import parse_until, until_text
+from reactor._recording.info import PendingTimer, parse_until, pending_timers, until_text
 from reactor._signals.names import TIMER_FIRED, TIMER_SET
 from reactor._signals.signal import Signal
 
@@ -48,21 +47,6 @@ __all__ = [
 
 TIMERS = "timers"
 """The key of the timers' section in a fold and in ``harness:snapshot``."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PendingTimer:
-    """A timer set and not fired yet: its agent sleeps until ``until``.
-
-    Attributes:
-        timer_id: Its id (``timer_...``).
-        agent: The agent that sleeps.
-        until: When it fires (aware, UTC).
-    """
-
-    timer_id: str
-    agent: str
-    until: datetime
 
 
 class TimersSection:
@@ -137,42 +121,6 @@ class TimersSection:
 
 SECTIONS.append(TimersSection)
 
-
-def pending_timers(signals: Iterable[Signal]) -> list[PendingTimer]:
-    """The timers of a log (in ``seq`` order) set and not fired, soonest first.
-
-    A timer of an activation that finished (or was cancelled when its run stopped) is
-    not pending.
-    """
-    set_: dict[str, Signal] = {}
-    activations: dict[str, str] = {}  # a timer's cause -> its activation
-    closed: set[str] = set()
-    for signal in signals:
-        name = signal.name
-        if name == TIMER_SET and isinstance(signal.payload, Mapping):
-            set_[str(signal.payload.get("timer_id"))] = signal
-        elif name == TIMER_FIRED and isinstance(signal.payload, Mapping):
-            set_.pop(str(signal.payload.get("timer_id")), None)
-        elif name.startswith("agent:"):
-            event = name.rpartition(":")[2]
-            if event == "activated":
-                activations[signal.id] = signal.id
-                continue
-            if event in _CLOSING and signal.caused_by is not None:
-                closed.add(signal.caused_by)
-        cause = signal.caused_by
-        if cause is not None:
-            activations[signal.id] = activations.get(cause, cause)
-    found = []
-    for timer_id, signal in set_.items():
-        if activations.get(signal.id) in closed:
-            continue
-        payload = signal.payload
-        found.append(PendingTimer(timer_id, str(payload["agent"]), parse_until(payload["until"])))
-    return sorted(found, key=lambda timer: timer.until)
-
-
-_CLOSING = frozenset({"completed", "failed", "cancelled"})
 
 Turn = Callable[[int, str], Awaitable[None]]
 """During a replay: wait until the signals recorded before ``seq`` are replayed."""

@@ -59,7 +59,9 @@ class ContextOwner(Protocol):
         """The next message sent to the context's agent (``inbox:<agent>``)."""
         ...
 
-    async def context_sleep(self, ctx: AgentContext[Any], key: object, until: datetime, nth: int) -> None:
+    async def context_sleep(
+        self, ctx: AgentContext[Any], key: object, until: datetime, nth: int
+    ) -> None:
         """Sleep until ``until``: the activation's ``nth`` durable timer."""
         ...
 

@@ -7,7 +7,7 @@ import secrets
 import time
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactor._signals.names import (
     SESSION_PROMPT,
@@ -17,8 +17,12 @@ from reactor._signals.names import (
     TIMER_SET,
 )
 
+if TYPE_CHECKING:
+    from reactor._signals.signal import Signal
+
 __all__ = [
     "ENDED",
+    "PendingTimer",
     "RunInfo",
     "matches_filters",
     "new_run_id",
@@ -27,6 +31,7 @@ __all__ = [
     "parse_duration",
     "parse_tag",
     "parse_until",
+    "pending_timers",
     "prune_bounds",
     "until_text",
 ]
@@ -207,3 +212,58 @@ def parse_duration(text: str) -> timedelta:
             "12h (hours), 90m (minutes), 45s (seconds) or 2w (weeks)."
         )
     return timedelta(seconds=int(number) * _UNITS[unit])
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingTimer:
+    """A timer set and not fired yet: its agent sleeps until ``until``.
+
+    Attributes:
+        timer_id: Its id (``timer_...``).
+        agent: The agent that sleeps.
+        until: When it fires (aware, UTC).
+    """
+
+    timer_id: str
+    agent: str
+    until: datetime
+
+
+_CLOSING_ACTIVATION = frozenset({"completed", "failed", "cancelled"})
+
+
+def pending_timers(signals: Iterable[Signal]) -> list[PendingTimer]:
+    """The timers of a log (in ``seq`` order) set and not fired, soonest first.
+
+    A timer of an activation that finished (or was cancelled when its run stopped) is
+    not pending.
+    """
+    set_: dict[str, Signal] = {}
+    activations: dict[str, str] = {}  # a timer's cause -> its activation
+    closed: set[str] = set()
+    for signal in signals:
+        name = signal.name
+        if name == TIMER_SET and isinstance(signal.payload, Mapping):
+            set_[str(signal.payload.get("timer_id"))] = signal
+        elif name == TIMER_FIRED and isinstance(signal.payload, Mapping):
+            set_.pop(str(signal.payload.get("timer_id")), None)
+        elif name.startswith("agent:"):
+            event = name.rpartition(":")[2]
+            if event == "activated":
+                activations[signal.id] = signal.id
+                continue
+            if event in _CLOSING_ACTIVATION and signal.caused_by is not None:
+                closed.add(signal.caused_by)
+        cause = signal.caused_by
+        if cause is not None:
+            activations[signal.id] = activations.get(cause, cause)
+    found = []
+    for timer_id, signal in set_.items():
+        if activations.get(signal.id) in closed:
+            continue
+        payload = signal.payload
+        found.append(PendingTimer(timer_id, str(payload["agent"]), parse_until(payload["until"])))
+    return sorted(found, key=lambda timer: timer.until)
+
+
+_CLOSING_ACTIVATION = frozenset({"completed", "failed", "cancelled"})
