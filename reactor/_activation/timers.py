@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactor._activation.fold import SECTIONS, LogFold
 from reactor._activation.keys import idempotency_key
+from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import PendingTimer, parse_until, pending_timers, until_text
 from reactor._signals.names import TIMER_FIRED, TIMER_SET
 from reactor._signals.signal import Signal
@@ -152,6 +153,13 @@ class Timers:
             for signal in signals:
                 if signal.name in (TIMER_SET, TIMER_FIRED) and isinstance(signal.payload, Mapping):
                     self._replay.setdefault(str(signal.payload.get("timer_id")), []).append(signal)
+
+    @classmethod
+    def of(cls, bus: SignalBus, run_id: str, replay: Any) -> Timers:
+        """The timers of a run on ``bus``; with a ``ReplayProvider``, a replay's."""
+        if isinstance(replay, ReplayProvider):
+            return cls(bus, run_id, (replay.recording.signals, replay.turn_of))
+        return cls(bus, run_id)
 
     def preload(self, section: Any) -> None:
         """A resumed run's timers, from its log's fold (``plan.sections["timers"]``)."""

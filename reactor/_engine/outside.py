@@ -7,6 +7,8 @@ Two kinds of signals enter a run from outside its graph:
   and the signal store records each one together with its delivery, so that a message
   is delivered once even across a crash and a resume (``session:reply`` answers a
   prompt, ``session:abort`` stops the run);
+* messages posted with ``at=`` (``handle.send(..., at=)`` too): the store hands them out
+  once they are due; a run that has nothing else to do waits for them rather than end;
 * during a replay, what was sent to the recorded run (``handle.send``, posted
   messages): it is emitted again at its recorded position, so that the replay sees the
   same input at the same point.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -77,6 +80,8 @@ class OutsideInput:
         self._unfollow: Callable[[], None] | None = None
         self._aborted = False
         self._replayed = _outside_of(replay) if replay is not None else []
+        self._run_id: str | None = None
+        self._nap: asyncio.Event | None = None
 
     def recorder(self) -> Callable[[Signal], None] | None:
         """What records each signal of the run (a delivery, with its message)."""
@@ -97,6 +102,7 @@ class OutsideInput:
         """Deliver the messages waiting for the run, then those posted while it runs."""
         if self.record is None:
             return
+        self._run_id = run_id
         try:
             waiting = self.record.undelivered([run_id])
         except Exception as exc:  # the store is away: its watch delivers them once it is back
@@ -107,8 +113,51 @@ class OutsideInput:
         self._follow_recording(run_id)
         self._unwatch = self.record.watch_inbox(run_id, self.deliver)
 
+    async def scheduled(self) -> float | None:
+        """At quiescence: when the next message posted with ``at=`` is due (``None``: none).
+
+        A message due by now is delivered at once (and ``0`` returned: the run goes on):
+        a run with messages scheduled for it does not end, it waits for them.
+        """
+        record, run_id = self.record, self._run_id
+        if record is None or run_id is None or self.host.closed or self._replayed:
+            return None
+        later = getattr(record, "scheduled", None)
+        if later is None:
+            return None
+        try:
+            due, coming = await asyncio.to_thread(
+                lambda: (record.undelivered([run_id]), later([run_id]))
+            )
+        except Exception as exc:  # the store is away: the run ends as it would have
+            log("reactor.inbox", "warning", "inbox read failed", run_id=run_id, error=repr(exc))
+            return None
+        seen = self._seen or set()
+        due = [message for message in due if message.message_id not in seen]
+        for message in due:
+            self.deliver(message)
+        if due:
+            return 0.0
+        times = [m.due_at for m in coming if m.due_at is not None and m.message_id not in seen]
+        return min(times) if times else None
+
+    async def nap(self, until: float) -> None:
+        """Wait until ``until`` (UNIX seconds), a minute at most, or until :meth:`wake`."""
+        delay = until - time.time()
+        if delay <= 0:
+            return
+        self._nap = nap = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(nap.wait(), min(delay, 60.0))
+
+    def wake(self) -> None:
+        """End a :meth:`nap`: the run is closing."""
+        if self._nap is not None:
+            self._nap.set()
+
     def stop(self) -> None:
         """Take no more messages."""
+        self.wake()
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None

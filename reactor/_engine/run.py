@@ -196,12 +196,19 @@ class Run:
             )
         run_started()
         try:
+            due: float | None = None
             while True:
                 async with self.scheduler.attached(self._main):
                     if self._wake is not None:
                         await self._wake.wait()
-                # Quiescent: a replay may still have recorded outside input to give.
-                if self.ending or not self.outside.at_quiescence():
+                    elif due is not None:  # a message posted with at= is on its way
+                        await self.outside.nap(due)
+                # Quiescent: a replay may still have recorded outside input to give, a
+                # message posted for later may be due.
+                if self.ending:
+                    break
+                due = 0.0 if self.outside.at_quiescence() else await self.outside.scheduled()
+                if due is None or self.ending:
                     break
         except asyncio.CancelledError:
             if self.suspended:
@@ -246,11 +253,7 @@ class Run:
     def timers(self) -> Timers:
         """The run's durable timers (``ctx.sleep``); a replay's fire in their recorded turns."""
         if self._timers is None:
-            replay = self.replay
-            replayed = None
-            if isinstance(replay, ReplayProvider):
-                replayed = (replay.recording.signals, replay.turn_of)
-            self._timers = Timers(self.bus, self.template_run_id, replayed)
+            self._timers = Timers.of(self.bus, self.template_run_id, self.replay)
         return self._timers
 
     @property
@@ -379,6 +382,7 @@ class Run:
     def close(self) -> None:
         """Accept no more input; a live run finishes once in-flight work is done."""
         self.closed = True
+        self.outside.wake()
         if self._wake is not None:
             self._wake.set()
 
