@@ -211,14 +211,14 @@ class MemorySignalStore(SignalStoreBase):
 
     def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
         """Runs not ended with a timer or a scheduled message, and its time, soonest first."""
-        limit = due_time(before) if before is not None else float("inf")
+        limit = due_time(before)
         found = []
         for run_id, signals in list(self._signals.items()):
             if signals and signals[-1].name == HARNESS_END:
                 continue
             times = [timer.until.timestamp() for timer in pending_timers(signals)]
             times += [m.due_at for m in self._waiting([run_id]) if m.due_at is not None]
-            if times and min(times) < limit:
+            if times and (limit is None or min(times) < limit):
                 found.append(Wakeup(run_id, datetime.fromtimestamp(min(times), UTC)))
         return sorted(found, key=lambda wakeup: (wakeup.due_at, wakeup.run_id))
 
