@@ -7,6 +7,7 @@ process for the wakeup of a run suspended while the service runs.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,7 @@ import httpx2
 
 from reactor import AgentContext, SQLiteSignalStore, agent, reactive
 from reactor.service import ObjectStore, ReactionService
-from tests.service.server import serving, wait_for
+from tests.service.server import ALICE, Server, serving, wait_for
 from tests.service.support import TYPES
 
 
@@ -44,6 +45,16 @@ def test_sigterm_holds_a_sleeping_run_at_once_and_the_next_start_wakes_it_on_tim
         ((name, timer),) = _timers(run)
         assert name == "timer:set"
         until = datetime.fromisoformat(timer["until"])
+        assert run["timers"] == [
+            {"timer_id": timer["timer_id"], "agent": "sleeper", "until": until.isoformat()}
+        ]
+        page = _page(server, f"/runs/{run_id}")
+        assert "Waiting for a time" in page
+        shown = until.strftime("%Y-%m-%d %H:%M:%S")
+        assert (
+            f'<strong class="agent">sleeper</strong> sleeps until <time datetime="{until.isoformat()}">{shown} UTC</time>'
+            in page
+        )
         started = time.monotonic()
         assert server.stop(timeout=30) == 0
         assert time.monotonic() - started < 15, server.output()  # not the 60 s of grace
@@ -58,6 +69,17 @@ def test_sigterm_holds_a_sleeping_run_at_once_and_the_next_start_wakes_it_on_tim
     assert names.count("timer:set") == 1
     assert names.count("timer:fired") == 1
     assert "harness:resumed" in names
+
+
+def _page(server: Server, path: str) -> str:
+    """A page of the web UI, as a browser signed in with a token sees it."""
+    with server.client(None) as browser:
+        form = browser.get("/").text
+        found = re.search(r'name="csrf" value="([^"]*)"', form)
+        assert found is not None, form
+        signed = browser.post("/", data={"token": ALICE, "csrf": found.group(1)})
+        assert signed.status_code == 303, signed.text
+        return browser.get(path).text
 
 
 async def _doze(ctx: AgentContext[Any]) -> float:

@@ -20,7 +20,7 @@ import fastapi
 import pydantic
 
 from reactor._recording.inbox import check_posted
-from reactor._recording.info import RunInfo, matches_filters
+from reactor._recording.info import RunInfo, matches_filters, pending_timers
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
 from reactor._signals.names import SESSION_ABORT, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
@@ -334,6 +334,10 @@ async def get_run(run_id: str, service: Service) -> dict[str, Any]:
         "info": {**info.to_dict(), "live": run_id in service.live},
         "state": recording.state,
         "prompts": await open_prompts(service, run_id, recording.signals),
+        "timers": [
+            {"timer_id": timer.timer_id, "agent": timer.agent, "until": timer.until.isoformat()}
+            for timer in pending_timers(recording.signals)
+        ],
         "signals": [signal.to_dict() for signal in recording.signals],
     }
 
