@@ -51,10 +51,8 @@ def test_sigterm_holds_a_sleeping_run_at_once_and_the_next_start_wakes_it_on_tim
         page = _page(server, f"/runs/{run_id}")
         assert "Waiting for a time" in page
         shown = until.strftime("%Y-%m-%d %H:%M:%S")
-        assert (
-            f'<strong class="agent">sleeper</strong> sleeps until <time datetime="{until.isoformat()}">{shown} UTC</time>'
-            in page
-        )
+        when = f'<time datetime="{until.isoformat()}">{shown} UTC</time>'
+        assert f'<strong class="agent">sleeper</strong> sleeps until {when}' in page
         started = time.monotonic()
         assert server.stop(timeout=30) == 0
         assert time.monotonic() - started < 15, server.output()  # not the 60 s of grace
