@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -20,10 +21,18 @@ from typing import Any
 
 import pytest
 
-from reactor import AgentContext, MemorySignalStore, Recording, agent, reactive
+from reactor import (
+    AgentContext,
+    MemorySignalStore,
+    PostgresSignalStore,
+    Recording,
+    SQLiteSignalStore,
+    agent,
+    reactive,
+)
 from reactor._recording.info import pending_timers
 from reactor._recording.store import SignalStoreBase
-from tests.reactor.databases import StorePlace
+from tests.reactor.databases import StorePlace, execute
 
 
 async def _nap(ctx: AgentContext[Any]) -> float:
@@ -416,3 +425,49 @@ def test_killed_mid_handler_after_its_timer_fired_the_rerun_does_not_sleep_again
     names = [s.name for s in recording.signals]
     assert (names.count("timer:set"), names.count("timer:fired")) == (1, 1)
     assert len(marks.read_text().splitlines()) == 2  # the handler ran again, without the wait
+
+
+def test_a_version_5_sqlite_store_is_upgraded_and_keeps_its_runs_and_inbox(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.db"
+    with SQLiteSignalStore(path) as store:
+        done = NAPPER.run_sync(input=0, record=store)
+        waiting = store.post("run_later", "ping", {"n": 1})
+    with sqlite3.connect(path) as conn:  # back to what reactor wrote before timers
+        conn.execute("DROP TABLE timers")
+        conn.execute("DROP INDEX inbox_due")
+        conn.execute("ALTER TABLE inbox DROP COLUMN due_at")
+        conn.execute("PRAGMA user_version = 5")
+    with SQLiteSignalStore(path) as store:
+        assert [info.run_id for info in store.runs()] == [done.run_id]
+        assert store.load(done.run_id).state == done.state
+        assert [m.message_id for m in store.undelivered(["run_later"])] == [waiting]
+        at = datetime.now(UTC) + timedelta(hours=1)
+        later = store.post(done.run_id, "ping", at=at)
+        assert [m.message_id for m in store.scheduled([done.run_id])] == [later]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+
+
+def test_a_version_4_postgres_store_is_upgraded_and_keeps_its_runs_and_inbox(
+    postgres_dsn: str,
+) -> None:
+    with PostgresSignalStore(postgres_dsn) as store:
+        done = NAPPER.run_sync(input=0, record=store)
+        waiting = store.post("run_later", "ping", {"n": 1})
+    for statement in (  # back to what reactor wrote before timers
+        "DROP TABLE reactor_timers",
+        "DROP INDEX reactor_inbox_due",
+        "ALTER TABLE reactor_inbox DROP COLUMN due_at",
+        "UPDATE reactor_schema SET version = 4",
+    ):
+        execute(postgres_dsn, statement)
+    with PostgresSignalStore(postgres_dsn) as store:
+        assert [info.run_id for info in store.runs()] == [done.run_id]
+        assert store.load(done.run_id).state == done.state
+        assert [m.message_id for m in store.undelivered(["run_later"])] == [waiting]
+        at = datetime.now(UTC) + timedelta(hours=1)
+        later = store.post(done.run_id, "ping", at=at)
+        assert [m.message_id for m in store.scheduled([done.run_id])] == [later]
+    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(5,)]
