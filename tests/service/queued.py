@@ -5,7 +5,8 @@
 waits (``input.seconds``, default 1) before the run ends. ``tick`` is an agent to run
 on schedule. ``orders`` reacts to ``Order`` objects, one object's events in order: it
 notes ``start``/``end <pid> <object> <version>`` in the file ``REACTOR_TEST_REACTIONS``
-names, waiting ``data.seconds`` (default 0) between the two. Agents defined through the
+names, waiting ``data.seconds`` (default 0) between the two. ``sleeper`` sleeps on a
+durable timer (``input.seconds``) and keeps when it woke. Agents defined through the
 API are answered by a scripted provider: no changes, the prompt as the reasoning.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any
 
 from reactor import AgentContext, ScriptedProvider, agent, reactive
@@ -49,6 +51,11 @@ async def _second(ctx: AgentContext[Any]) -> str:
     return "done"
 
 
+async def _sleep(ctx: AgentContext[Any]) -> float:
+    await ctx.sleep(float((ctx.input or {}).get("seconds", 1.0)))
+    return time.time()  # when it woke
+
+
 def steps_graph() -> Any:
     return reactive(
         {
@@ -64,7 +71,12 @@ def make_service(db: str) -> ReactionService:
     return ReactionService(
         objects=ObjectStore(db),
         provider=ScriptedProvider(default=lambda request: Changes(reasoning=request.prompt)),
-        graphs={"steps": steps_graph()},
+        graphs={
+            "steps": steps_graph(),
+            "sleeper": reactive(
+                {"sleep": agent(run=_sleep, updates="woke")}, state={"woke": None}, name="sleeper"
+            ),
+        },
         agents={
             "tick": agent(run=lambda ctx: "tick"),
             "orders": agent(run=_order, reaction=Reaction(types=["Order"], concurrency="queue")),

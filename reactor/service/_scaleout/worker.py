@@ -17,8 +17,9 @@ reaction and records how it ended, as the serving process would without a queue.
 entry of a ``queue`` agent waits for the earlier ones of its object.
 
 Its heartbeat is a Redis key (``reactor:worker:<id>``) naming its runs, renewed with
-the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, gives
-the runs in flight ``grace`` seconds, then holds the rest unfinished and
+the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, holds
+at once the runs that wait for a person, a timer or a scheduled message, gives the
+other runs in flight ``grace`` seconds, then holds the rest unfinished and
 unacknowledged: another worker resumes them.
 """
 
@@ -95,6 +96,7 @@ class Worker:
         self._agents_mark: tuple[Any, ...] = ()  # the agents' rows when last read
         self.executed = 0
         self.lost: set[str] = set()  # runs stopped here because another worker took them
+        self.held: set[str] = set()  # runs suspended here on SIGTERM: their jobs stay pending
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
             await self._job(job, context)
@@ -131,6 +133,7 @@ class Worker:
                 await self._read_agents()
                 finishing = group.create_task(self.reactions.finishes.run())
                 beat = group.create_task(self._heartbeat())
+                holding = group.create_task(self._hold_waiting(stop))
                 log("reactor.worker", "info", "worker started", worker=self.id)
                 await receiver.listen(stop)
                 service.host.close()  # runs still going are held: their jobs stay pending
@@ -139,6 +142,7 @@ class Worker:
                 await asyncio.sleep(0)  # let them unwind before the batcher stops
                 finishing.cancel()
                 beat.cancel()
+                holding.cancel()
         finally:
             with contextlib.suppress(Exception):
                 await self._forget()
@@ -194,9 +198,20 @@ class Worker:
         if run_id in self.lost:  # its new holder executes it and acknowledges the job
             self.lost.discard(run_id)
             return
+        if run_id in self.held:  # suspended on SIGTERM: whoever gets its job resumes it
+            return
         if not self.service.host.stopping:
             self.executed += 1
             await context.ack()
+
+    async def _hold_waiting(self, stop: asyncio.Event) -> None:
+        """On SIGTERM, suspend at once the runs that wait for a person, a timer or a message.
+
+        They live in the log: waiting out the grace for them would only delay the stop.
+        """
+        await stop.wait()
+        reactions = len(self.reactions.active)
+        self.held.update(await self.service.host.hold_waiting(self.grace, reactions))
 
     async def _lease(self, key: str) -> bool:
         """Lease a run (or a reaction) to this worker; False if it executes already.
