@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._recording.inbox import ABORT, REPLY, Posted
 from reactor._signals.diagnostics import log
 from reactor._signals.names import reserved_namespace
-from reactor._signals.signal import Signal
+from reactor._signals.signal import Signal, to_jsonable
 from reactor.exceptions import PromptError, ReplyValidationError
 
 if TYPE_CHECKING:
@@ -80,7 +82,7 @@ class OutsideInput:
         self._unfollow: Callable[[], None] | None = None
         self._aborted = False
         self._replayed = _outside_of(replay) if replay is not None else []
-        self._run_id: str | None = None
+        self._later: dict[str, Posted] = {}  # posted with at=, not due yet
         self._nap: asyncio.Event | None = None
 
     def recorder(self) -> Callable[[Signal], None] | None:
@@ -102,9 +104,9 @@ class OutsideInput:
         """Deliver the messages waiting for the run, then those posted while it runs."""
         if self.record is None:
             return
-        self._run_id = run_id
+        fetch = getattr(self.record, "waiting_messages", self.record.undelivered)
         try:
-            waiting = self.record.undelivered([run_id])
+            waiting = fetch([run_id])
         except Exception as exc:  # the store is away: its watch delivers them once it is back
             log("reactor.inbox", "warning", "inbox read failed", run_id=run_id, error=repr(exc))
             waiting = []
@@ -113,33 +115,27 @@ class OutsideInput:
         self._follow_recording(run_id)
         self._unwatch = self.record.watch_inbox(run_id, self.deliver)
 
-    async def scheduled(self) -> float | None:
+    def scheduled(self) -> float | None:
         """At quiescence: when the next message posted with ``at=`` is due (``None``: none).
 
-        A message due by now is delivered at once (and ``0`` returned: the run goes on):
-        a run with messages scheduled for it does not end, it waits for them.
+        Messages due by now are delivered at once (and ``0`` returned: the run goes
+        on): a run with messages scheduled for it does not end, it waits for them. The
+        run learns of them as it learns of any posted message (when it starts, and from
+        its store's inbox watch), so asking costs no query.
         """
-        record, run_id = self.record, self._run_id
-        if record is None or run_id is None or self.host.closed or self._replayed:
+        later = self._later
+        if not later or self.host.closed or self._replayed:
             return None
-        later = getattr(record, "scheduled", None)
-        if later is None:
-            return None
-        try:
-            due, coming = await asyncio.to_thread(
-                lambda: (record.undelivered([run_id]), later([run_id]))
-            )
-        except Exception as exc:  # the store is away: the run ends as it would have
-            log("reactor.inbox", "warning", "inbox read failed", run_id=run_id, error=repr(exc))
-            return None
-        seen = self._seen or set()
-        due = [message for message in due if message.message_id not in seen]
+        now = time.time()
+        due = sorted((m for m in later.values() if (m.due_at or 0) <= now), key=_due)
         for message in due:
             self.deliver(message)
-        if due:
-            return 0.0
-        times = [m.due_at for m in coming if m.due_at is not None and m.message_id not in seen]
-        return min(times) if times else None
+        return 0.0 if due else min(_due(message) for message in later.values())
+
+    def expect(self, message_id: str, name: str, payload: Any, at: datetime) -> None:
+        """A message this process posted to the run for later: wait for it from now on."""
+        posted = Posted(message_id, "", name, to_jsonable(payload), "user", time.time())
+        self.deliver(dataclasses.replace(posted, due_at=at.timestamp()))
 
     async def nap(self, until: float) -> None:
         """Wait until ``until`` (UNIX seconds), a minute at most, or until :meth:`wake`."""
@@ -193,6 +189,11 @@ class OutsideInput:
         seen = self._seen
         if seen is not None and message.message_id in seen:
             return
+        if message.due_at is not None:
+            if message.due_at > time.time():  # kept until it is due (see scheduled())
+                self._later[message.message_id] = message
+                return
+            self._later.pop(message.message_id, None)
         if message.name not in (REPLY, ABORT) and self.host.closed:
             return
         if seen is None:
@@ -269,3 +270,8 @@ def _outside_of(recording: Recording) -> list[Signal]:
         if signal.caused_by is None
         and (reserved_namespace(signal.name) is None or signal.name in (REPLY, ABORT))
     ]
+
+
+def _due(message: Posted) -> float:
+    """When a scheduled message is due (UNIX seconds)."""
+    return message.due_at or 0.0

@@ -207,7 +207,7 @@ class Run:
                 # message posted for later may be due.
                 if self.ending:
                     break
-                due = 0.0 if self.outside.at_quiescence() else await self.outside.scheduled()
+                due = 0.0 if self.outside.at_quiescence() else self.outside.scheduled()
                 if due is None or self.ending:
                     break
         except asyncio.CancelledError:

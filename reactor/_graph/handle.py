@@ -156,7 +156,9 @@ class RunHandle:
                     "store until it is due, and this run records to none: start it with "
                     "record=store (MemorySignalStore() for this process only)."
                 )
-            return record.post(run.run_id, name, payload, at=at)
+            message_id = record.post(run.run_id, name, payload, at=at)
+            run.outside.expect(message_id, name, payload, at)  # it waits for it from now
+            return message_id
         return run.bus.publish(name, freeze_payload(payload), "user", None, 0)
 
     def send_to(self, agent: str, payload: Any = None) -> Signal:

@@ -201,6 +201,10 @@ class MemorySignalStore(SignalStoreBase):
         now = time.time()
         return [m for m in self._waiting(run_ids) if m.due_at is not None and m.due_at > now]
 
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not, in order."""
+        return self._waiting(run_ids)
+
     def _waiting(self, run_ids: Collection[str]) -> list[Posted]:
         wanted = set(run_ids)
         with self._lock:

@@ -216,6 +216,10 @@ class PostgresSignalStore(SignalStoreBase):
         """Messages posted to these runs with ``at=`` and not due yet, soonest first."""
         return self._inbox(run_ids, "due_at > %s")
 
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not, in order (one query)."""
+        return self._inbox(run_ids, "(due_at IS NULL OR %s::float8 > 0)")
+
     def _inbox(self, run_ids: Collection[str], due: str) -> list[Posted]:
         if not run_ids:
             return []

@@ -272,6 +272,13 @@ class SignalStoreBase:
         """Messages posted to these runs with ``at=`` and not due yet, soonest first."""
         return []
 
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not: what runs watch.
+
+        A run keeps those not due yet, and waits for them rather than end.
+        """
+        return [*self.undelivered(run_ids), *self.scheduled(run_ids)]
+
     def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
         """Runs not ended that have a timer or a scheduled message, with its time, soonest first.
 
@@ -292,7 +299,7 @@ class SignalStoreBase:
         """
         watch = self.__dict__.get("_inbox_watch")
         if watch is None:
-            watch = self.__dict__["_inbox_watch"] = InboxWatch(self.undelivered)
+            watch = self.__dict__["_inbox_watch"] = InboxWatch(self.waiting_messages)
         stop: Callable[[], None] = watch.watch(run_id, deliver)
         return stop
 

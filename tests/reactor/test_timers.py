@@ -202,8 +202,12 @@ async def _noted(ctx: AgentContext[Any]) -> Any:
     return [ctx.signal.payload, ctx.signal.timestamp]
 
 
+async def _warm_up(ctx: AgentContext[Any]) -> None:
+    await asyncio.sleep(0.3)  # the run is live a moment: it learns of what is posted to it
+
+
 PINGED = reactive(
-    {"note": agent(run=_noted, activate_on="ping", updates="got")},
+    {"note": agent(run=_noted, activate_on="ping", updates="got"), "warm": agent(run=_warm_up)},
     state={"got": None},
     external=["ping"],
     name="pinged",

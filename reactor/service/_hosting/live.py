@@ -224,6 +224,11 @@ class ServiceRecord:
         """Messages posted to these runs, due and not yet delivered."""
         return self.store.undelivered(run_ids)
 
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not."""
+        waiting = getattr(self.store, "waiting_messages", None)
+        return list(waiting(run_ids) if waiting is not None else self.store.undelivered(run_ids))
+
     def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
         """Messages posted to these runs with ``at=`` and not due yet."""
         scheduled = getattr(self.store, "scheduled", None)
