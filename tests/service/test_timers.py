@@ -117,3 +117,29 @@ def test_the_service_wakes_a_run_suspended_while_it_runs_when_its_timer_is_due(
     assert names.count("timer:set") == 1
     assert names.count("timer:fired") == 1
     assert names.count("harness:resumed") == 1
+
+
+def test_a_signal_posted_over_http_for_later_is_delivered_then_and_the_run_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    with serving(db, tmp_path / "server.log") as server, server.client() as api:
+        run_id = api.post("/api/runs", json={"graph": "relay", "input": {"seconds": 1}}).json()[
+            "run_id"
+        ]
+        at = datetime.now(UTC) + timedelta(seconds=3)
+        body = {"name": "go", "payload": {"n": 1}, "at": at.isoformat()}
+        posted = api.post(f"/api/runs/{run_id}/signals", json=body)
+        assert posted.status_code == 202, posted.text
+        naive = {"name": "go", "at": datetime.now().isoformat()}
+        assert api.post(f"/api/runs/{run_id}/signals", json=naive).status_code == 422
+        time.sleep(1.5)  # the pause is over: the run waits for its message
+        assert _run(api, run_id)["info"]["status"] == "waiting"
+        page = _page(server, f"/runs/{run_id}")
+        assert '<strong class="signal">go</strong> is delivered at' in page
+        run = wait_for(
+            lambda: _run(api, run_id)["info"]["status"] == "completed" and _run(api, run_id)
+        )
+    (go,) = [s for s in run["signals"] if s["name"] == "go"]
+    assert datetime.fromisoformat(go["timestamp"]) >= at
+    assert "echoed" in [s["name"] for s in run["signals"]]
