@@ -10,6 +10,9 @@ activation that runs again (on resume, after a crash) finds its timers in the lo
 * one still pending waits only for what remains of it: its recorded ``until`` holds,
   not a new one from now (a deadline already past fires at once).
 
+A sleep cancelled before its time (the run stops, or the code stops waiting, as
+``asyncio.wait_for`` does) ends its timer with ``timer:fired {..., cancelled: true}``.
+
 A replay waits for no clock: each timer fires in its recorded turn (once the signals
 recorded before its ``timer:fired`` are replayed).
 
@@ -187,7 +190,15 @@ class Timers:
             self.bus.emit(TIMER_SET, payload, source=agent)
         delay = (until - datetime.now(UTC)).total_seconds()
         if delay > 0:
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                # Nobody waits for it any more (the run stops, or the code gave up on
+                # it): it is not pending. A suspended run records nothing, so its
+                # timer stays pending in the log, to resume.
+                fired = {"timer_id": timer_id, "agent": agent, "cancelled": True}
+                self.bus.emit(TIMER_FIRED, fired, source=agent)
+                raise
         self.bus.emit(TIMER_FIRED, {"timer_id": timer_id, "agent": agent}, source=agent)
 
     async def _replayed(self, agent: str, timer_id: str, until: datetime) -> None:

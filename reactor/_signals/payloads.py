@@ -204,10 +204,14 @@ class TimerSet(TypedDict):
 
 
 class TimerFired(TypedDict):
-    """``timer:fired``: the timer's time came; the agent goes on."""
+    """``timer:fired``: the timer's time came; the agent goes on.
+
+    ``cancelled`` (true) when the sleep was cancelled before its time instead.
+    """
 
     timer_id: str
     agent: str
+    cancelled: NotRequired[bool]
 
 
 class SpanPayload(TypedDict):

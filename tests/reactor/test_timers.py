@@ -8,6 +8,7 @@ at or after their time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
@@ -475,3 +476,25 @@ def test_a_version_4_postgres_store_is_upgraded_and_keeps_its_runs_and_inbox(
         later = store.post(done.run_id, "ping", at=at)
         assert [m.message_id for m in store.scheduled([done.run_id])] == [later]
     assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(5,)]
+
+
+async def _gives_up(ctx: AgentContext[Any]) -> Any:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(ctx.sleep(60), 0.2)
+    return await ctx.ask("Go on?", choices=["yes"])
+
+
+def test_a_sleep_the_code_stops_waiting_for_ends_its_timer(signal_store: SignalStoreBase) -> None:
+    graph = reactive({"desk": agent(run=_gives_up, updates="answer")}, state={"answer": None})
+
+    async def scenario() -> Recording:
+        handle = graph.start(record=signal_store, keep_open=False)
+        prompt = await handle.next_prompt()
+        assert signal_store.wakeups() == []  # nothing to wake it for: it waits for a person
+        handle.reply(prompt.prompt_id, "yes")
+        await handle.result()
+        return signal_store.load(handle.run_id)
+
+    recording = asyncio.run(scenario())
+    (_, set_), (_, fired) = _timers(recording)
+    assert fired == {"timer_id": set_["timer_id"], "agent": "desk", "cancelled": True}
