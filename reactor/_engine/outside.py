@@ -147,7 +147,7 @@ class OutsideInput:
             await asyncio.wait_for(nap.wait(), min(delay, 60.0))
 
     def wake(self) -> None:
-        """End a :meth:`nap`: the run is closing."""
+        """End a :meth:`nap`: the run is closing, or a message came to wait for."""
         if self._nap is not None:
             self._nap.set()
 
@@ -191,7 +191,9 @@ class OutsideInput:
             return
         if message.due_at is not None:
             if message.due_at > time.time():  # kept until it is due (see scheduled())
-                self._later[message.message_id] = message
+                if message.message_id not in self._later:
+                    self._later[message.message_id] = message
+                    self.wake()  # a run napping till a later one looks again
                 return
             self._later.pop(message.message_id, None)
         if message.name not in (REPLY, ABORT) and self.host.closed:
