@@ -221,10 +221,7 @@ class PostgresSignalStore(SignalStoreBase):
         return self._inbox(run_ids, "(due_at IS NULL OR %s::float8 > 0)")
 
     def _inbox(self, run_ids: Collection[str], due: str) -> list[Posted]:
-        if not run_ids:
-            return []
-        # A run starting while the database is away waits briefly, not a pool's 30 s.
-        with self._pool.connection(timeout=2.0) as conn:
+        with self._pool.connection(timeout=2.0) as conn:  # not a pool's 30 s: see read_inbox
             return read_inbox(conn, run_ids, due)
 
     def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:

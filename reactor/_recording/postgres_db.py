@@ -397,7 +397,13 @@ def runs_filter(
 
 
 def read_inbox(conn: psycopg.Connection[Any], run_ids: Collection[str], due: str) -> list[Posted]:
-    """The undelivered messages of these runs whose ``due_at`` passes ``due`` (``%s``: now)."""
+    """The undelivered messages of these runs whose ``due_at`` passes ``due`` (``%s``: now).
+
+    The connection is taken with a short timeout: a run starting while the database is
+    away waits briefly, not a pool's 30 s.
+    """
+    if not run_ids:
+        return []
     rows = conn.execute(
         "SELECT message_id, run_id, name, payload::text, source, posted_at, due_at "
         "FROM reactor_inbox WHERE delivered_seq IS NULL AND run_id = ANY(%s) "

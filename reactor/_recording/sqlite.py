@@ -221,16 +221,13 @@ class SQLiteSignalStore(SignalStoreBase):
                 "ORDER BY COALESCE(due_at, posted_at), position",
                 (*run_ids, time.time()),
             ).fetchall()
-        return [
-            Posted(mid, run, name, None if data is None else json.loads(data), source, at, due)
-            for mid, run, name, data, source, at, due in rows
+        found = [
+            (m, r, n, None if d is None else json.loads(d), *more) for m, r, n, d, *more in rows
         ]
+        return [Posted(*row) for row in found]
 
     def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
-        """Runs not ended with a timer or a scheduled message, and its time, soonest first.
-
-        ``before``: only those due before then.
-        """
+        """Runs not ended with a timer or a scheduled message (due ``before``), soonest first."""
         limit = due_time(before) if before is not None else float("inf")
         rows = self._query(WAKEUPS, (limit,))
         return [Wakeup(run_id, datetime.fromtimestamp(due, UTC)) for run_id, due in rows]
