@@ -94,6 +94,7 @@ class RunHost:
         self.wake_every = 1.0  # seconds between looks for suspended runs whose time came
         self.wake_margin = WAKE_MARGIN
         self._waking: asyncio.Task[None] | None = None
+        self._woken: set[tuple[str, datetime]] = set()  # wakeups looked at already
 
     def open(
         self, group: asyncio.TaskGroup, record: SignalStore, changed: Callable[[], None]
@@ -172,11 +173,14 @@ class RunHost:
         before = datetime.now(UTC) - timedelta(seconds=self.wake_margin)
         resumed = []
         for wakeup in await asyncio.to_thread(record.wakeups, before=before):
-            if wakeup.run_id in self.runs.live or self.stopping:
+            key = (wakeup.run_id, wakeup.due_at)
+            if wakeup.run_id in self.runs.live or self.stopping or key in self._woken:
                 continue
             info = (await asyncio.to_thread(record.load_tail, wakeup.run_id)).info
-            request = RunRequest.resuming(info)
-            if request is None or not await claim_wakeup(self.runs.db, wakeup):
+            request = RunRequest.resuming(info)  # None: a run the service did not start
+            claimed = request is not None and await claim_wakeup(self.runs.db, wakeup)
+            self._woken.add(key)
+            if request is None or not claimed:
                 continue
             try:
                 resumed.append(await self.submit(request, "resume"))
