@@ -214,4 +214,5 @@ class Timers:
         self.bus.emit(TIMER_SET, payload, source=agent)
         if fired is not None and self._turn is not None:
             await self._turn(fired.seq, agent)
-        self.bus.emit(TIMER_FIRED, {"timer_id": timer_id, "agent": agent}, source=agent)
+        ended = dict(fired.payload) if fired is not None else {"timer_id": timer_id, "agent": agent}
+        self.bus.emit(TIMER_FIRED, ended, source=agent)
