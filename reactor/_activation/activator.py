@@ -17,11 +17,13 @@ import contextvars
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from reactor._activation.agentrun import Activation, AgentRun
 from reactor._activation.keys import ActivationKeys, idempotency_key
-from reactor._activation.threads import call_code
+from reactor._activation.threads import Turn, call_code, handled
+from reactor._activation.timers import Timers
 from reactor._agents.asking import Asking
 from reactor._agents.context import AgentContext
 from reactor._agents.env import set_env
@@ -50,14 +52,6 @@ if TYPE_CHECKING:
     from stores import Store
 
 __all__ = ["Activator", "RunServices", "Turn"]
-
-
-class Turn(Protocol):
-    """An activation's place in a recorded order, during a replay."""
-
-    async def wait(self) -> None:
-        """Wait until what was recorded before the activation finished is replayed."""
-        ...
 
 
 class RunExtras(Protocol):
@@ -120,6 +114,11 @@ class RunServices(CallSite, Protocol):
     @property
     def asking(self) -> Asking:
         """The run's questions to people."""
+        ...
+
+    @property
+    def timers(self) -> Timers:
+        """The run's durable timers."""
         ...
 
     def release(self, activation: Activation) -> None:
@@ -260,7 +259,7 @@ class Activator:
             if agent.run is not None:
                 ctx = self.context(agent_run, activation.trigger, activation)
                 # What a handler returns is its own: the log gets a copy nobody can change.
-                output = freeze_payload(await _handled(agent.run, ctx, turn))
+                output = freeze_payload(await handled(agent.run, ctx, turn))
                 check_payload(output, "output")
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
@@ -385,6 +384,12 @@ class Activator:
         agent_run, _ = _owner(key)
         return await agent_run.mailbox().get(timeout)
 
+    async def context_sleep(
+        self, ctx: AgentContext[Any], key: object, until: datetime, nth: int
+    ) -> None:
+        """``ctx.sleep`` / ``ctx.sleep_until``: a durable timer (``reactor._activation.timers``)."""
+        await self.services.timers.sleep(ctx.agent, ctx.signal.seq, nth, until)
+
     def context_key(self, ctx: AgentContext[Any], label: str) -> str:
         """``ctx.idempotency_key``: from the run, the agent, its trigger's seq, the label."""
         return idempotency_key(self.services.template_run_id, ctx.agent, ctx.signal.seq, label)
@@ -417,23 +422,6 @@ class Activator:
             )
         check_payload(payload, "payload")
         return self.services.bus.emit(name, freeze_payload(payload), source=ctx.agent)
-
-
-async def _handled(
-    run: Callable[[AgentContext[Any]], Any], ctx: AgentContext[Any], turn: Turn | None
-) -> Any:
-    """Run a handler (a sync one in a worker thread); in a replay, finish in its turn."""
-    try:
-        output = await call_code(run, ctx, agent=ctx.agent, what="handler")
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        if turn is not None:
-            await turn.wait()
-        raise
-    if turn is not None:
-        await turn.wait()
-    return output
 
 
 def _owner(key: object) -> tuple[AgentRun, RecordedAnswers | None]:

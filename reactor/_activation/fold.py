@@ -12,7 +12,9 @@ Its serialized form (``reactor._activation.snapshot``) is the payload of
 the signals after it, whatever the length of the log.
 
 More to keep (pending timers, say) is a :class:`Section`: it names the signals it folds
-and has its own part of the snapshot; register it in :data:`SECTIONS`.
+and has its own part of the snapshot; register it in :data:`SECTIONS`. A section with a
+``bind(fold)`` method is given its fold when the fold is made (to ask which activations
+are still in flight).
 """
 
 from __future__ import annotations
@@ -180,6 +182,10 @@ class LogFold:
         self.sections: dict[str, Section] = {
             section.key: section for section in (make() for make in SECTIONS)
         }
+        for section in self.sections.values():
+            bind = getattr(section, "bind", None)
+            if bind is not None:  # a section that asks which activations are in flight
+                bind(self)
         self._known: frozenset[str] | None = None  # agents that decide (None: all)
         self._names: dict[str, _Known] = {}
         self._batch: Sequence[Signal] = ()
@@ -245,6 +251,10 @@ class LogFold:
             self.fingerprints = {str(k): dict(v) for k, v in fingerprints.items()}
             self._known = frozenset(self.fingerprints)
             self._names.clear()  # who decides on each name is learnt again
+
+    def owner(self, signal: Signal) -> str:
+        """The id of the activation (``agent:<name>:activated``) ``signal`` was emitted in."""
+        return self._owner(signal)
 
     def _owner(self, signal: Signal) -> str:
         """The activation ``signal`` was emitted in (through phases, tasks, prompts)."""

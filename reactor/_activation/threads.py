@@ -17,12 +17,15 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._signals.diagnostics import log
 from reactor._signals.offloop import OffLoop
 
-__all__ = ["call_code"]
+if TYPE_CHECKING:
+    from reactor._agents.context import AgentContext
+
+__all__ = ["Turn", "call_code", "handled"]
 
 _THREADS = concurrent.futures.ThreadPoolExecutor(
     max_workers=32, thread_name_prefix="reactor-handler"
@@ -70,3 +73,28 @@ def _dropped(future: asyncio.Future[Any]) -> None:
     """An abandoned thread's outcome, taken so that nobody reports it as unretrieved."""
     if not future.cancelled():
         future.exception()
+
+
+class Turn(Protocol):
+    """An activation's place in a recorded order, during a replay."""
+
+    async def wait(self) -> None:
+        """Wait until what was recorded before the activation finished is replayed."""
+        ...
+
+
+async def handled(
+    run: Callable[[AgentContext[Any]], Any], ctx: AgentContext[Any], turn: Turn | None
+) -> Any:
+    """Run a handler (a sync one in a worker thread); in a replay, finish in its turn."""
+    try:
+        output = await call_code(run, ctx, agent=ctx.agent, what="handler")
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        if turn is not None:
+            await turn.wait()
+        raise
+    if turn is not None:
+        await turn.wait()
+    return output

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Protocol, overload
 
 from typing_extensions import TypeVar
@@ -57,6 +59,12 @@ class ContextOwner(Protocol):
         """The next message sent to the context's agent (``inbox:<agent>``)."""
         ...
 
+    async def context_sleep(
+        self, ctx: AgentContext[Any], key: object, until: datetime, nth: int
+    ) -> None:
+        """Sleep until ``until``: the activation's ``nth`` durable timer."""
+        ...
+
     def context_span(self, ctx: AgentContext[Any], kind: str, name: str) -> Span:
         """A phase or task of the context's agent."""
         ...
@@ -92,6 +100,7 @@ class AgentContext(Generic[StateT, StoreT]):
     __slots__ = (
         "_key",
         "_owner",
+        "_sleeps",
         "agent",
         "emitted",
         "input",
@@ -121,6 +130,7 @@ class AgentContext(Generic[StateT, StoreT]):
         self._key = key
         self.scope: Mapping[str, Any] = scope or {}
         self.emitted: set[str] | None = None
+        self._sleeps = 0
 
     @property
     def provider(self) -> Provider | None:
@@ -217,6 +227,35 @@ class AgentContext(Generic[StateT, StoreT]):
             TimeoutError: No message came within ``timeout`` seconds.
         """
         return await self._owned("receive").context_receive(self, self._key, timeout)
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds`` as a durable timer: ``await ctx.sleep(3600)``.
+
+        Emits ``timer:set {timer_id, agent, until}`` now and ``timer:fired`` when the
+        time comes. The timer is in the log: if the process stops meanwhile, the
+        resumed run waits only for what remains (a time already past fires at once),
+        and a replay does not wait at all. While it sleeps the run is ``waiting``.
+
+        Raises:
+            ValueError: ``seconds`` is negative or not a number.
+        """
+        if not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"ctx.sleep takes a number of seconds >= 0, got {seconds!r}.")
+        await self.sleep_until(datetime.now(UTC) + timedelta(seconds=seconds))
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Sleep until ``when`` (an aware ``datetime``) as a durable timer (see :meth:`sleep`).
+
+        Raises:
+            ValueError: ``when`` has no time zone.
+        """
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise ValueError(
+                f"ctx.sleep_until takes an aware datetime (with a time zone, e.g. "
+                f"datetime(..., tzinfo=UTC)), got {when!r}."
+            )
+        self._sleeps += 1
+        await self._owned("sleep").context_sleep(self, self._key, when, self._sleeps)
 
     def idempotency_key(self, label: str = "") -> str:
         """A key that is the same every time this activation runs, for an effect outside.

@@ -7,6 +7,8 @@ Two kinds of signals enter a run from outside its graph:
   and the signal store records each one together with its delivery, so that a message
   is delivered once even across a crash and a resume (``session:reply`` answers a
   prompt, ``session:abort`` stops the run);
+* messages posted with ``at=`` (``handle.send(..., at=)`` too): the store hands them out
+  once they are due; a run that has nothing else to do waits for them rather than end;
 * during a replay, what was sent to the recorded run (``handle.send``, posted
   messages): it is emitted again at its recorded position, so that the replay sees the
   same input at the same point.
@@ -16,13 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._recording.inbox import ABORT, REPLY, Posted
 from reactor._signals.diagnostics import log
 from reactor._signals.names import reserved_namespace
-from reactor._signals.signal import Signal
+from reactor._signals.signal import Signal, to_jsonable
 from reactor.exceptions import PromptError, ReplyValidationError
 
 if TYPE_CHECKING:
@@ -77,6 +82,8 @@ class OutsideInput:
         self._unfollow: Callable[[], None] | None = None
         self._aborted = False
         self._replayed = _outside_of(replay) if replay is not None else []
+        self._later: dict[str, Posted] = {}  # posted with at=, not due yet
+        self._nap: asyncio.Event | None = None
 
     def recorder(self) -> Callable[[Signal], None] | None:
         """What records each signal of the run (a delivery, with its message)."""
@@ -97,8 +104,9 @@ class OutsideInput:
         """Deliver the messages waiting for the run, then those posted while it runs."""
         if self.record is None:
             return
+        fetch = getattr(self.record, "waiting_messages", self.record.undelivered)
         try:
-            waiting = self.record.undelivered([run_id])
+            waiting = fetch([run_id])
         except Exception as exc:  # the store is away: its watch delivers them once it is back
             log("reactor.inbox", "warning", "inbox read failed", run_id=run_id, error=repr(exc))
             waiting = []
@@ -107,8 +115,45 @@ class OutsideInput:
         self._follow_recording(run_id)
         self._unwatch = self.record.watch_inbox(run_id, self.deliver)
 
+    def scheduled(self) -> float | None:
+        """At quiescence: when the next message posted with ``at=`` is due (``None``: none).
+
+        Messages due by now are delivered at once (and ``0`` returned: the run goes
+        on): a run with messages scheduled for it does not end, it waits for them. The
+        run learns of them as it learns of any posted message (when it starts, and from
+        its store's inbox watch), so asking costs no query.
+        """
+        later = self._later
+        if not later or self.host.closed or self._replayed:
+            return None
+        now = time.time()
+        due = sorted((m for m in later.values() if (m.due_at or 0) <= now), key=_due)
+        for message in due:
+            self.deliver(message)
+        return 0.0 if due else min(_due(message) for message in later.values())
+
+    def expect(self, message_id: str, name: str, payload: Any, at: datetime) -> None:
+        """A message this process posted to the run for later: wait for it from now on."""
+        posted = Posted(message_id, "", name, to_jsonable(payload), "user", time.time())
+        self.deliver(dataclasses.replace(posted, due_at=at.timestamp()))
+
+    async def nap(self, until: float) -> None:
+        """Wait until ``until`` (UNIX seconds), a minute at most, or until :meth:`wake`."""
+        delay = until - time.time()
+        if delay <= 0:
+            return
+        self._nap = nap = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(nap.wait(), min(delay, 60.0))
+
+    def wake(self) -> None:
+        """End a :meth:`nap`: the run is closing, or a message came to wait for."""
+        if self._nap is not None:
+            self._nap.set()
+
     def stop(self) -> None:
         """Take no more messages."""
+        self.wake()
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
@@ -144,6 +189,13 @@ class OutsideInput:
         seen = self._seen
         if seen is not None and message.message_id in seen:
             return
+        if message.due_at is not None:
+            if message.due_at > time.time():  # kept until it is due (see scheduled())
+                if message.message_id not in self._later:
+                    self._later[message.message_id] = message
+                    self.wake()  # a run napping till a later one looks again
+                return
+            self._later.pop(message.message_id, None)
         if message.name not in (REPLY, ABORT) and self.host.closed:
             return
         if seen is None:
@@ -220,3 +272,8 @@ def _outside_of(recording: Recording) -> list[Signal]:
         if signal.caused_by is None
         and (reserved_namespace(signal.name) is None or signal.name in (REPLY, ABORT))
     ]
+
+
+def _due(message: Posted) -> float:
+    """When a scheduled message is due (UNIX seconds)."""
+    return message.due_at or 0.0

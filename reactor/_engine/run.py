@@ -23,6 +23,7 @@ from reactor._activation.activator import Activator, Turn
 from reactor._activation.agentrun import Activation, AgentRun
 from reactor._activation.fold import LogFold
 from reactor._activation.resume import ResumePlan
+from reactor._activation.timers import TIMERS, Timers
 from reactor._agents.asking import Asking
 from reactor._agents.fingerprint import fingerprints
 from reactor._engine.collector import run_finished, run_started
@@ -59,7 +60,7 @@ class Run:
     # Thousands of runs may be in flight at once: slots keep each one small.
     __slots__ = (
         "__weakref__", "_asking", "_end_check", "_end_payload", "_main", "_recorder", "_routes",
-        "_started", "_timer", "_wake", "agents", "bus", "closed", "costs", "end_signal",
+        "_started", "_timer", "_timers", "_wake", "agents", "bus", "closed", "costs", "end_signal",
         "ending", "error", "extras", "failures", "forked", "graph", "input", "live", "options",
         "outside", "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope",
         "status", "store", "suspended", "target", "target_hash",
@@ -117,6 +118,7 @@ class Run:
             services, options.record, replay if isinstance(replay, Recording) else None
         )
         self._asking: Asking | None = None  # most runs ask nobody anything
+        self._timers: Timers | None = None  # nor sleep
         self.suspended = False
         self._end_check = end_check(
             graph.end_when, self.store, self.bus, options.input, self.run_id
@@ -154,6 +156,7 @@ class Run:
         first_signal(self.bus, self.store, options, prints, resumed, forked)
         if resumed is not None:
             self.asking.preload(resumed.pending_prompts)
+            self.timers.preload(resumed.sections.get(TIMERS))
             for agent_run in self.agents:
                 for message in resumed.mailboxes.get(agent_run.name, ()):
                     agent_run.mailbox().put(message)
@@ -193,12 +196,19 @@ class Run:
             )
         run_started()
         try:
+            due: float | None = None
             while True:
                 async with self.scheduler.attached(self._main):
                     if self._wake is not None:
                         await self._wake.wait()
-                # Quiescent: a replay may still have recorded outside input to give.
-                if self.ending or not self.outside.at_quiescence():
+                    elif due is not None:  # a message posted with at= is on its way
+                        await self.outside.nap(due)
+                # Quiescent: a replay may still have recorded outside input to give, a
+                # message posted for later may be due.
+                if self.ending:
+                    break
+                due = 0.0 if self.outside.at_quiescence() else self.outside.scheduled()
+                if due is None or self.ending:
                     break
         except asyncio.CancelledError:
             if self.suspended:
@@ -238,6 +248,13 @@ class Run:
         if self._asking is None:
             self._asking = Asking(self.bus, self.run_id, self.outside.note_delivery)
         return self._asking
+
+    @property
+    def timers(self) -> Timers:
+        """The run's durable timers (``ctx.sleep``); a replay's fire in their recorded turns."""
+        if self._timers is None:
+            self._timers = Timers.of(self.bus, self.template_run_id, self.replay)
+        return self._timers
 
     @property
     def template_run_id(self) -> str:
@@ -365,6 +382,7 @@ class Run:
     def close(self) -> None:
         """Accept no more input; a live run finishes once in-flight work is done."""
         self.closed = True
+        self.outside.wake()
         if self._wake is not None:
             self._wake.set()
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
 
 from reactor._signals.diagnostics import log
 from reactor._signals.door import check_payload
@@ -108,14 +109,27 @@ class RunHandle:
             bus, (*wanted, HARNESS_END), until=HARNESS_END, history=True, keep=wanted
         )
 
-    def send(self, name: str, payload: Any = None) -> Signal:
-        """Inject a signal from outside the graph (``source="user"``).
+    @overload
+    def send(self, name: str, payload: Any = None) -> Signal: ...
+
+    @overload
+    def send(self, name: str, payload: Any = None, *, at: datetime) -> str: ...
+
+    def send(self, name: str, payload: Any = None, *, at: datetime | None = None) -> Signal | str:
+        """Inject a signal from outside the graph (``source="user"``); return it.
+
+        With ``at`` (an aware datetime) the signal is scheduled instead: it is posted to
+        the run's signal store (``store.post(run_id, name, payload, at=at)``), durable,
+        and delivered once at or after that time, also after a restart; the message's
+        id is returned. Until then a run with nothing else to do waits for it.
 
         Raises:
             SignalNameError: ``name`` is in a namespace only the runtime emits
                 (``harness:``, ``agent:``, ``state:``, ``provider:``, ``tool:``, ...).
             RunClosedError: The run was closed, has ended or was aborted.
             PayloadError: The log cannot hold ``payload`` (nothing is sent).
+            ValueError: ``at`` is given but the run records to no store, or it is not
+                an aware datetime.
         """
         namespace = reserved_namespace(name)
         if namespace is not None:
@@ -134,6 +148,17 @@ class RunHandle:
                 "close(), end_when or abort()."
             )
         check_payload(payload, "payload")
+        if at is not None:
+            record = run.options.record
+            if record is None:
+                raise ValueError(
+                    f"handle.send({name!r}, at=...) keeps the message in the run's signal "
+                    "store until it is due, and this run records to none: start it with "
+                    "record=store (MemorySignalStore() for this process only)."
+                )
+            message_id = record.post(run.run_id, name, payload, at=at)
+            run.outside.expect(message_id, name, payload, at)  # it waits for it from now
+            return message_id
         return run.bus.publish(name, freeze_payload(payload), "user", None, 0)
 
     def send_to(self, agent: str, payload: Any = None) -> Signal:

@@ -198,6 +198,10 @@ class ReplayProvider:
         step = self._completions.get((agent, nth))
         return None if step is None else Turn(self._order, step, agent)
 
+    async def turn_of(self, seq: int, agent: str) -> None:
+        """Wait until the replayed run has emitted what was recorded before signal ``seq``."""
+        await self._order.wait(Step(seq), agent)
+
     def _nearest(self, agent: str, position: int) -> _Call | None:
         calls = self._by_agent.get(agent, [])
         return calls[min(position, len(calls) - 1)] if calls else None

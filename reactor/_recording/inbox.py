@@ -1,6 +1,7 @@
 """The durable inbox: signals posted to a run from any process, delivered exactly once.
 
-``store.post(run_id, name, payload)`` writes a message to the store. A live run
+``store.post(run_id, name, payload)`` writes a message to the store (with ``at=``, to
+be delivered at or after that time: the store hands it out only once it is due). A live run
 recorded to that store receives it within a poll interval (100 ms) and emits it, in
 posting order; a run that is not running receives it when it is resumed. Delivery is
 recorded with the signal it became, in one transaction, so a message is delivered once
@@ -18,6 +19,7 @@ import dataclasses
 import threading
 import uuid
 from collections.abc import Callable, Collection
+from datetime import datetime
 from typing import Any
 
 from reactor._signals.diagnostics import log
@@ -25,7 +27,16 @@ from reactor._signals.door import check_payload
 from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, reserved_namespace
 from reactor.exceptions import SignalNameError
 
-__all__ = ["ABORT", "REPLY", "InboxWatch", "Posted", "check_posted", "new_message_id"]
+__all__ = [
+    "ABORT",
+    "REPLY",
+    "InboxWatch",
+    "Posted",
+    "Wakeup",
+    "check_posted",
+    "due_time",
+    "new_message_id",
+]
 
 REPLY = SESSION_REPLY
 """A runtime signal outside input may post: the durable form of ``reply()``."""
@@ -44,6 +55,8 @@ class Posted:
         payload: Its payload (JSON data).
         source: Who posted it (``"user"`` by default).
         posted_at: UNIX seconds.
+        due_at: When it is to be delivered (UNIX seconds), if it was posted with
+            ``at=``; ``None``: at once.
     """
 
     message_id: str
@@ -52,6 +65,37 @@ class Posted:
     payload: Any
     source: str
     posted_at: float
+    due_at: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Wakeup:
+    """A run that has not ended, and when its next timer or scheduled message is due.
+
+    Attributes:
+        run_id: The run.
+        due_at: The soonest time one of its timers fires or one of its messages is
+            delivered (aware, UTC).
+    """
+
+    run_id: str
+    due_at: datetime
+
+
+def due_time(at: datetime | None) -> float | None:
+    """``at`` (an aware datetime) in UNIX seconds, for ``post(..., at=)``.
+
+    Raises:
+        ValueError: ``at`` is not an aware datetime.
+    """
+    if at is None:
+        return None
+    if not isinstance(at, datetime) or at.tzinfo is None:
+        raise ValueError(
+            f"at= takes an aware datetime (with a time zone, e.g. datetime(..., tzinfo=UTC)), "
+            f"got {at!r}."
+        )
+    return at.timestamp()
 
 
 def new_message_id() -> str:

@@ -7,12 +7,22 @@ import secrets
 import time
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reactor._signals.names import SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._signals.names import (
+    SESSION_PROMPT,
+    SESSION_REPLY,
+    SESSION_TIMEOUT,
+    TIMER_FIRED,
+    TIMER_SET,
+)
+
+if TYPE_CHECKING:
+    from reactor._signals.signal import Signal
 
 __all__ = [
     "ENDED",
+    "PendingTimer",
     "RunInfo",
     "matches_filters",
     "new_run_id",
@@ -20,8 +30,26 @@ __all__ = [
     "open_status",
     "parse_duration",
     "parse_tag",
+    "parse_until",
+    "pending_timers",
     "prune_bounds",
+    "until_text",
 ]
+
+
+def until_text(when: datetime) -> str:
+    """``when`` as the ``until`` of ``timer:set``: ISO 8601 in UTC, to the microsecond."""
+    return when.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def parse_until(text: str) -> datetime:
+    """The time an ``until`` says (aware, UTC).
+
+    Raises:
+        ValueError: ``text`` is not an ISO 8601 time.
+    """
+    when = datetime.fromisoformat(text)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def new_run_id() -> str:
@@ -108,16 +136,19 @@ def _iso(timestamp: float) -> str:
 
 
 def open_status(signals: Iterable[Any]) -> str:
-    """The status of a run with no ``harness:end``: ``waiting`` if a prompt is pending."""
+    """The status of a run not ended: ``waiting`` while a prompt or a timer is pending."""
     pending: set[Any] = set()
     for signal in signals:
-        if signal.name == SESSION_PROMPT and isinstance(signal.payload, Mapping):
-            pending.add(signal.payload.get("prompt_id"))
-        elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT) and isinstance(
-            signal.payload, Mapping
-        ):
-            pending.discard(signal.payload.get("prompt_id"))
+        name = signal.name
+        if name in _OPENING and isinstance(signal.payload, Mapping):
+            pending.add(signal.payload.get(_OPENING[name]))
+        elif name in _CLOSING and isinstance(signal.payload, Mapping):
+            pending.discard(signal.payload.get(_CLOSING[name]))
     return "waiting" if pending else "running"
+
+
+_OPENING = {SESSION_PROMPT: "prompt_id", TIMER_SET: "timer_id"}
+_CLOSING = {SESSION_REPLY: "prompt_id", SESSION_TIMEOUT: "prompt_id", TIMER_FIRED: "timer_id"}
 
 
 def matches_filters(
@@ -181,3 +212,58 @@ def parse_duration(text: str) -> timedelta:
             "12h (hours), 90m (minutes), 45s (seconds) or 2w (weeks)."
         )
     return timedelta(seconds=int(number) * _UNITS[unit])
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingTimer:
+    """A timer set and not fired yet: its agent sleeps until ``until``.
+
+    Attributes:
+        timer_id: Its id (``timer_...``).
+        agent: The agent that sleeps.
+        until: When it fires (aware, UTC).
+    """
+
+    timer_id: str
+    agent: str
+    until: datetime
+
+
+_CLOSING_ACTIVATION = frozenset({"completed", "failed", "cancelled"})
+
+
+def pending_timers(signals: Iterable[Signal]) -> list[PendingTimer]:
+    """The timers of a log (in ``seq`` order) set and not fired, soonest first.
+
+    A timer of an activation that finished (or was cancelled when its run stopped) is
+    not pending.
+    """
+    set_: dict[str, Signal] = {}
+    activations: dict[str, str] = {}  # a timer's cause -> its activation
+    closed: set[str] = set()
+    for signal in signals:
+        name = signal.name
+        if name == TIMER_SET and isinstance(signal.payload, Mapping):
+            set_[str(signal.payload.get("timer_id"))] = signal
+        elif name == TIMER_FIRED and isinstance(signal.payload, Mapping):
+            set_.pop(str(signal.payload.get("timer_id")), None)
+        elif name.startswith("agent:"):
+            event = name.rpartition(":")[2]
+            if event == "activated":
+                activations[signal.id] = signal.id
+                continue
+            if event in _CLOSING_ACTIVATION and signal.caused_by is not None:
+                closed.add(signal.caused_by)
+        cause = signal.caused_by
+        if cause is not None:
+            activations[signal.id] = activations.get(cause, cause)
+    found = []
+    for timer_id, signal in set_.items():
+        if activations.get(signal.id) in closed:
+            continue
+        payload = signal.payload
+        found.append(PendingTimer(timer_id, str(payload["agent"]), parse_until(payload["until"])))
+    return sorted(found, key=lambda timer: timer.until)
+
+
+_CLOSING_ACTIVATION = frozenset({"completed", "failed", "cancelled"})

@@ -6,11 +6,17 @@ import bisect
 import threading
 import time
 from collections.abc import Collection
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reactor._recording.inbox import Posted, check_posted, new_message_id
-from reactor._recording.info import RunInfo, matches_filters, open_status, prune_bounds
+from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
+from reactor._recording.info import (
+    RunInfo,
+    matches_filters,
+    open_status,
+    pending_timers,
+    prune_bounds,
+)
 from reactor._recording.log import latest_snapshot, needed_seqs
 from reactor._recording.recording import Recording
 from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, SignalStoreBase, check_snapshot_every
@@ -130,7 +136,7 @@ class MemorySignalStore(SignalStoreBase):
             tags=info.tags,
             started_at=info.started_at or (signals[0].timestamp if signals else 0.0),
             ended_at=end.timestamp if end else None,
-            status=end.payload["status"] if end else open_status(signals),
+            status=end.payload["status"] if end else self._open_status(run_id, signals),
             reason=end.payload["reason"] if end else None,
             failures=int(end.payload.get("failures") or 0) if end else 0,
             signals=len(signals),
@@ -139,6 +145,12 @@ class MemorySignalStore(SignalStoreBase):
             parent_run_id=info.parent_run_id,
             forked_from=info.forked_from,
         )
+
+    def _open_status(self, run_id: str, signals: list[Signal]) -> str:
+        status = open_status(signals)
+        if status == "running" and any(m.due_at is not None for m in self._waiting([run_id])):
+            return "waiting"  # for a scheduled message
+        return status
 
     def runs(
         self,
@@ -160,21 +172,59 @@ class MemorySignalStore(SignalStoreBase):
         self._requests.pop(run_id, None)
         return self._signals.pop(run_id, None) is not None
 
-    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
-        """Queue a signal for a run; return the message's id (see :class:`SignalStore`)."""
+    def post(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        source: str = "user",
+        at: datetime | None = None,
+    ) -> str:
+        """Queue a signal for a run (due at ``at``); its id (see :class:`SignalStore`)."""
         check_posted(name, payload)
-        message = Posted(new_message_id(), run_id, name, to_jsonable(payload), source, time.time())
+        due = due_time(at)
+        message = Posted(
+            new_message_id(), run_id, name, to_jsonable(payload), source, time.time(), due
+        )
         with self._lock:
             self._inbox.append(message)
         return message.message_id
 
     def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs and not yet delivered, in posting order."""
+        """Messages posted to these runs, due and not yet delivered, in order (of due time)."""
+        now = time.time()
+        return [m for m in self._waiting(run_ids) if m.due_at is None or m.due_at <= now]
+
+    def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs with ``at=`` and not due yet, soonest first."""
+        now = time.time()
+        return [m for m in self._waiting(run_ids) if m.due_at is not None and m.due_at > now]
+
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not, in order."""
+        return self._waiting(run_ids)
+
+    def _waiting(self, run_ids: Collection[str]) -> list[Posted]:
         wanted = set(run_ids)
         with self._lock:
-            return [
+            found = [
                 m for m in self._inbox if m.run_id in wanted and m.message_id not in self._delivered
             ]
+        return sorted(found, key=lambda m: m.posted_at if m.due_at is None else m.due_at)
+
+    def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
+        """Runs not ended with a timer or a scheduled message, and its time, soonest first."""
+        limit = due_time(before)
+        found = []
+        for run_id, signals in list(self._signals.items()):
+            if signals and signals[-1].name == HARNESS_END:
+                continue
+            times = [timer.until.timestamp() for timer in pending_timers(signals)]
+            times += [m.due_at for m in self._waiting([run_id]) if m.due_at is not None]
+            if times and (limit is None or min(times) < limit):
+                found.append(Wakeup(run_id, datetime.fromtimestamp(min(times), UTC)))
+        return sorted(found, key=lambda wakeup: (wakeup.due_at, wakeup.run_id))
 
     def deliver(self, message_id: str, signal: Signal) -> None:
         """Record a posted message's signal and mark the message delivered."""

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import atexit
+import math
 import queue
 import threading
 import time
 from collections.abc import Collection, Iterable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pydantic_core
 from psycopg_pool import ConnectionPool
 
-from reactor._recording.inbox import Posted, check_posted, new_message_id
+from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
 from reactor._recording.info import RunInfo, prune_bounds
 from reactor._recording.log import needed_seqs
 from reactor._recording.postgres_db import (
+    INFO,
+    STATUS,
+    WAKEUPS,
     Damaged,
     check_url,
     connect,
@@ -25,6 +29,7 @@ from reactor._recording.postgres_db import (
     info_of,
     migrate,
     prune_runs,
+    read_inbox,
     requests_of,
     runs_filter,
     shown,
@@ -43,17 +48,6 @@ from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["PostgresSignalStore"]
-
-_STATUS = "COALESCE(r.status, CASE WHEN r.prompts > 0 THEN 'waiting' ELSE 'running' END)"
-"""A run's status: final once ended, else waiting while a question is pending."""
-
-_INFO = (
-    "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
-    f"{_STATUS}, "
-    "r.reason, r.failures, r.signals, (SELECT json_object_agg(t.key, t.value)::text "
-    "FROM reactor_run_tags t WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from "
-    "FROM reactor_runs r "
-)
 
 
 class PostgresSignalStore(SignalStoreBase):
@@ -180,26 +174,36 @@ class PostgresSignalStore(SignalStoreBase):
         if self._queue.qsize() > self.max_backlog:
             self._wait_for_room()
 
-    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
+    def post(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        source: str = "user",
+        at: datetime | None = None,
+    ) -> str:
         """Queue a signal for a run, from any process; return the message's id.
 
-        A live run recorded to this database emits it within 100 ms; a stopped one,
-        when it is resumed. See :class:`reactor.SignalStore`.
+        A live run recorded to this database emits it within 100 ms (of ``at``, if
+        given); a stopped one, when it is resumed. See :class:`reactor.SignalStore`.
 
         Raises:
             SignalNameError: ``name`` is one only the runtime emits.
             PayloadError: The log cannot hold ``payload`` (nothing is posted).
+            ValueError: ``at`` is not an aware datetime.
             RecordingError: The database cannot be reached.
         """
         check_posted(name, payload)
+        due = due_time(at)
         message_id = new_message_id()
         data = None if payload is None else pydantic_core.to_json(payload).decode()
         try:
             with self._pool.connection() as conn:
                 conn.execute(
                     "INSERT INTO reactor_inbox (message_id, run_id, name, payload, source, "
-                    "posted_at) VALUES (%s, %s, %s, %s, %s, %s)",
-                    (message_id, run_id, name, data, source, time.time()),
+                    "posted_at, due_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (message_id, run_id, name, data, source, time.time(), due),
                 )
         except psycopg.Error as exc:
             raise RecordingError(
@@ -208,28 +212,26 @@ class PostgresSignalStore(SignalStoreBase):
         return message_id
 
     def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs and not yet delivered, in posting order."""
-        if not run_ids:
-            return []
-        # A run starting while the database is away waits briefly, not a pool's 30 s.
-        with self._pool.connection(timeout=2.0) as conn:
-            rows = conn.execute(
-                "SELECT message_id, run_id, name, payload::text, source, posted_at "
-                "FROM reactor_inbox WHERE delivered_seq IS NULL AND run_id = ANY(%s) "
-                "ORDER BY position",
-                (list(run_ids),),
-            ).fetchall()
-        return [
-            Posted(
-                mid,
-                run,
-                name,
-                None if data is None else pydantic_core.from_json(data),
-                source,
-                when,
-            )
-            for mid, run, name, data, source, when in rows
-        ]
+        """Messages posted to these runs, due and not yet delivered, in order (of due time)."""
+        return self._inbox(run_ids, "(due_at IS NULL OR due_at <= %s)")
+
+    def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs with ``at=`` and not due yet, soonest first."""
+        return self._inbox(run_ids, "due_at > %s")
+
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not, in order (one query)."""
+        return self._inbox(run_ids, "(due_at IS NULL OR %s::float8 > 0)")
+
+    def _inbox(self, run_ids: Collection[str], due: str) -> list[Posted]:
+        with self._pool.connection(timeout=2.0) as conn:  # not a pool's 30 s: see read_inbox
+            return read_inbox(conn, run_ids, due)
+
+    def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
+        """Runs not ended with a timer or a scheduled message (due ``before``), soonest first."""
+        limit = due_time(before) if before is not None else math.inf
+        rows = self._query(WAKEUPS, (limit,))
+        return [Wakeup(run_id, datetime.fromtimestamp(due, UTC)) for run_id, due in rows]
 
     def _wait_for_room(self) -> None:
         writer = self._writer
@@ -392,11 +394,11 @@ class PostgresSignalStore(SignalStoreBase):
         ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``). Runs
         recorded by other processes to the same database are listed too.
         """
-        sql, params = runs_filter(_STATUS, graph=graph, tag=tag, status=status, limit=limit)
+        sql, params = runs_filter(STATUS, graph=graph, tag=tag, status=status, limit=limit)
         return self._infos(sql, params)
 
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
-        return [info_of(row) for row in self._query(_INFO + clause, params)]
+        return [info_of(row) for row in self._query(INFO + clause, params)]
 
     def delete(self, run_id: str) -> bool:
         """Delete a run, its signals, tags and requests; return whether it existed."""
@@ -413,6 +415,7 @@ class PostgresSignalStore(SignalStoreBase):
                 conn.execute("DELETE FROM reactor_run_tags WHERE run_id = %s", (run_id,))
                 conn.execute("DELETE FROM reactor_requests WHERE run_id = %s", (run_id,))
                 conn.execute("DELETE FROM reactor_inbox WHERE run_id = %s", (run_id,))
+                conn.execute("DELETE FROM reactor_timers WHERE run_id = %s", (run_id,))
         except psycopg.Error as exc:
             raise RecordingError(
                 f"Deleting run {run_id!r} from {self._shown} failed ({describe(exc)}); "

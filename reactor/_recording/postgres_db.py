@@ -8,20 +8,25 @@ processes that open a new database at the same moment do not race to create them
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import psycopg
 import pydantic_core
 from psycopg.conninfo import conninfo_to_dict
 
+from reactor._recording.inbox import Posted
 from reactor._recording.info import RunInfo, parse_tag
 from reactor._signals.names import HARNESS_SNAPSHOT
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError
 
 __all__ = [
+    "INFO",
     "SCHEMA_VERSION",
+    "STATUS",
+    "WAKEUPS",
     "Damaged",
     "check_url",
     "connect",
@@ -29,13 +34,14 @@ __all__ = [
     "info_of",
     "migrate",
     "prune_runs",
+    "read_inbox",
     "requests_of",
     "runs_filter",
     "shown",
     "signals_of",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _MIGRATION_LOCK = 0x7265_6163_746F_7201
 """The advisory lock held while the schema is checked and migrated ("reactor" + 1)."""
@@ -113,6 +119,20 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX reactor_signals_snapshots ON reactor_signals (run_id, seq) "
         f"WHERE name = '{HARNESS_SNAPSHOT}'",
         "CREATE INDEX reactor_runs_ended_at ON reactor_runs (ended_at) WHERE ended_at IS NOT NULL",
+    ),
+    (
+        # 5: durable timers (ctx.sleep) pending, and messages posted to be delivered later
+        """CREATE TABLE reactor_timers (
+            run_id text NOT NULL,
+            timer_id text NOT NULL,
+            agent text NOT NULL,
+            due_at double precision NOT NULL,
+            PRIMARY KEY (run_id, timer_id)
+        )""",
+        "CREATE INDEX reactor_timers_due ON reactor_timers (due_at)",
+        "ALTER TABLE reactor_inbox ADD COLUMN due_at double precision",
+        "CREATE INDEX reactor_inbox_due ON reactor_inbox (due_at) "
+        "WHERE delivered_seq IS NULL AND due_at IS NOT NULL",
     ),
 )
 """Schema version N is reached by running the first N groups of statements, in order."""
@@ -225,6 +245,32 @@ def info_of(row: Sequence[Any]) -> RunInfo:
     )
 
 
+STATUS = (
+    "COALESCE(r.status, CASE WHEN r.prompts > 0 "
+    "OR EXISTS (SELECT 1 FROM reactor_timers t WHERE t.run_id = r.run_id) "
+    "OR EXISTS (SELECT 1 FROM reactor_inbox i WHERE i.run_id = r.run_id "
+    "AND i.delivered_seq IS NULL AND i.due_at IS NOT NULL) THEN 'waiting' ELSE 'running' END)"
+)
+"""A run's status: final once ended, else waiting while a question, a timer or a
+scheduled message is pending."""
+
+WAKEUPS = (
+    "SELECT w.run_id, MIN(w.due_at) FROM (SELECT run_id, due_at FROM reactor_timers UNION ALL "
+    "SELECT run_id, due_at FROM reactor_inbox WHERE delivered_seq IS NULL AND due_at IS NOT "
+    "NULL) w JOIN reactor_runs r ON r.run_id = w.run_id WHERE r.ended_at IS NULL "
+    "GROUP BY w.run_id HAVING MIN(w.due_at) < %s ORDER BY 2, 1"
+)
+"""Runs not ended with their next timer or scheduled message."""
+
+INFO = (
+    "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
+    f"{STATUS}, "
+    "r.reason, r.failures, r.signals, (SELECT json_object_agg(t.key, t.value)::text "
+    "FROM reactor_run_tags t WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from "
+    "FROM reactor_runs r "
+)
+
+
 PRUNABLE = (
     "SELECT run_id FROM (SELECT run_id, ended_at, ROW_NUMBER() OVER "
     "(PARTITION BY graph ORDER BY started_at DESC, run_id DESC) AS newest FROM reactor_runs "
@@ -255,7 +301,7 @@ def prune_runs(
         ).fetchall()
         ids = [row[0] for row in rows]
         if ids and not dry_run:
-            for table in ("signals", "run_tags", "requests", "inbox", "runs"):
+            for table in ("signals", "run_tags", "requests", "inbox", "timers", "runs"):
                 conn.execute(f"DELETE FROM reactor_{table} WHERE run_id = ANY(%s)", (ids,))
     return len(ids)
 
@@ -348,3 +394,25 @@ def runs_filter(
         sql += " LIMIT %s"
         params.append(limit)
     return sql, params
+
+
+def read_inbox(conn: psycopg.Connection[Any], run_ids: Collection[str], due: str) -> list[Posted]:
+    """The undelivered messages of these runs whose ``due_at`` passes ``due`` (``%s``: now).
+
+    The connection is taken with a short timeout: a run starting while the database is
+    away waits briefly, not a pool's 30 s.
+    """
+    if not run_ids:
+        return []
+    rows = conn.execute(
+        "SELECT message_id, run_id, name, payload::text, source, posted_at, due_at "
+        "FROM reactor_inbox WHERE delivered_seq IS NULL AND run_id = ANY(%s) "
+        f"AND {due} ORDER BY COALESCE(due_at, posted_at), position",
+        (list(run_ids), time.time()),
+    ).fetchall()
+    return [
+        Posted(
+            mid, run, name, None if data is None else pydantic_core.from_json(data), source, at, d
+        )
+        for mid, run, name, data, source, at, d in rows
+    ]

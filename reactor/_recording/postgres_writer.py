@@ -28,8 +28,16 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reactor._recording.info import RunInfo
+from reactor._recording.sqlite_writer import Timers
 from reactor._recording.store import WriteFailures
-from reactor._signals.names import HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._signals.names import (
+    HARNESS_END,
+    SESSION_PROMPT,
+    SESSION_REPLY,
+    SESSION_TIMEOUT,
+    TIMER_FIRED,
+    TIMER_SET,
+)
 from reactor._signals.signal import Signal, json_fallback
 
 __all__ = ["STOP", "Batch", "Delivery", "Fence", "Request", "write", "write_loop"]
@@ -88,6 +96,7 @@ class Batch:
         self.firsts: dict[str, float] = {}
         self.ends: dict[str, tuple[Any, ...]] = {}
         self.prompts: dict[str, int] = {}
+        self.timers = Timers()
         self.delivered: list[tuple[int, str, str]] = []
         self.waiting: list[threading.Event] = []
         self.stop = False
@@ -130,6 +139,10 @@ class Batch:
         self.signals = [row for row in self.signals if row[0] not in runs]
         self.requests = [row for row in self.requests if row[0] not in runs]
         self.delivered = [row for row in self.delivered if row[2] not in runs]
+        timers = self.timers
+        timers.set = [row for row in timers.set if row[0] not in runs]
+        timers.fired = [row for row in timers.fired if row[0] not in runs]
+        timers.ended = [row for row in timers.ended if row[0] not in runs]
         for rows in (self.runs, self.counts, self.firsts, self.ends, self.prompts):
             for run_id in runs:
                 rows.pop(run_id, None)
@@ -168,11 +181,20 @@ class Batch:
         else:
             counts[run_id] = 1
             self.firsts[run_id] = signal.timestamp
-        if signal.name == SESSION_PROMPT:
+        name = signal.name
+        if name in _NOTED:
+            self._note(signal, run_id, name, payload)
+        return True
+
+    def _note(self, signal: Signal, run_id: str, name: str, payload: Any) -> None:
+        """What a run's row keeps of its end, pending prompts and timers."""
+        if name == SESSION_PROMPT:
             self.prompts[run_id] = self.prompts.get(run_id, 0) + 1
-        elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT):
+        elif name in (SESSION_REPLY, SESSION_TIMEOUT):
             self.prompts[run_id] = self.prompts.get(run_id, 0) - 1
-        if signal.name == HARNESS_END and isinstance(payload, dict):
+        elif name in (TIMER_SET, TIMER_FIRED):
+            self.timers.note(run_id, name, payload)
+        elif isinstance(payload, dict):  # harness:end
             failed = payload.get("failures")
             self.ends[run_id] = (
                 signal.timestamp,
@@ -180,7 +202,12 @@ class Batch:
                 payload.get("reason"),
                 failed if isinstance(failed, int) else 0,
             )
-        return True
+            self.timers.ended.append((run_id,))
+
+
+_NOTED = frozenset(
+    {HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT, TIMER_SET, TIMER_FIRED}
+)
 
 
 def _encode(payload: Any) -> str:
@@ -342,6 +369,18 @@ def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> 
                 "failures = %s WHERE run_id = %s",
                 [(*end, run_id) for run_id, end in sorted(batch.ends.items())],
             )
+        timers = batch.timers
+        if timers:
+            cur.executemany(
+                "INSERT INTO reactor_timers (run_id, timer_id, agent, due_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, timer_id) DO UPDATE SET "
+                "agent = EXCLUDED.agent, due_at = EXCLUDED.due_at",
+                timers.set,
+            )
+            cur.executemany(
+                "DELETE FROM reactor_timers WHERE run_id = %s AND timer_id = %s", timers.fired
+            )
+            cur.executemany("DELETE FROM reactor_timers WHERE run_id = %s", timers.ended)
         if batch.requests:
             cur.executemany(
                 "INSERT INTO reactor_requests (run_id, request_hash, agent, fingerprint) "

@@ -11,17 +11,19 @@ import threading
 import time
 import weakref
 from collections.abc import Collection, Iterable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pydantic_core
 
-from reactor._recording.inbox import Posted, check_posted, new_message_id
+from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
 from reactor._recording.info import RunInfo, parse_tag, prune_bounds
 from reactor._recording.log import needed_seqs
 from reactor._recording.recording import Recording
 from reactor._recording.sqlite_db import (
+    STATUS,
+    WAKEUPS,
     connect,
     connect_readonly,
     decode_info,
@@ -44,9 +46,6 @@ __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
 
 DEFAULT_PATH = Path(".reactor") / "runs.db"
 """Where the CLI and the examples keep recordings by default."""
-
-_STATUS = "COALESCE(r.status, CASE WHEN r.prompts > 0 THEN 'waiting' ELSE 'running' END)"
-"""A run's status: final once ended, else waiting while a question is pending."""
 
 
 class SQLiteSignalStore(SignalStoreBase):
@@ -165,45 +164,73 @@ class SQLiteSignalStore(SignalStoreBase):
         self._ensure_writer()
         self._queue.put(Delivery(message_id, signal))
 
-    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
+    def post(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        source: str = "user",
+        at: datetime | None = None,
+    ) -> str:
         """Queue a signal for a run, from any process; return the message's id.
 
-        A live run recorded to this database emits it within 100 ms; a stopped one,
-        when it is resumed. See :class:`reactor.SignalStore`.
+        A live run recorded to this database emits it within 100 ms (of ``at``, if
+        given); a stopped one, when it is resumed. See :class:`reactor.SignalStore`.
 
         Raises:
             SignalNameError: ``name`` is one only the runtime emits.
             PayloadError: The log cannot hold ``payload`` (nothing is posted).
+            ValueError: ``at`` is not an aware datetime.
             RecordingError: The store is read-only.
         """
         check_posted(name, payload)
+        due = due_time(at)
         if self.readonly:
             raise RecordingError(f"The signal store {self.path} is open read-only.")
         message_id = new_message_id()
         data = None if payload is None else _json(payload)
         with self._lock:
             self._read.execute(
-                "INSERT INTO inbox (message_id, run_id, name, payload, source, posted_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (message_id, run_id, name, data, source, time.time()),
+                "INSERT INTO inbox (message_id, run_id, name, payload, source, posted_at, "
+                "due_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (message_id, run_id, name, data, source, time.time(), due),
             )
         return message_id
 
     def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs and not yet delivered, in posting order."""
+        """Messages posted to these runs, due and not yet delivered, in order (of due time)."""
+        return self._inbox(run_ids, "(due_at IS NULL OR due_at <= ?)")
+
+    def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs with ``at=`` and not due yet, soonest first."""
+        return self._inbox(run_ids, "due_at > ?")
+
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not, in order (one query)."""
+        return self._inbox(run_ids, "(due_at IS NULL OR ? > 0)")
+
+    def _inbox(self, run_ids: Collection[str], due: str) -> list[Posted]:
         if not run_ids:
             return []
         marks = ", ".join("?" * len(run_ids))
         with self._lock:
             rows = self._read.execute(
-                "SELECT message_id, run_id, name, payload, source, posted_at FROM inbox "
-                f"WHERE delivered_seq IS NULL AND run_id IN ({marks}) ORDER BY position",
-                tuple(run_ids),
+                "SELECT message_id, run_id, name, payload, source, posted_at, due_at FROM inbox "
+                f"WHERE delivered_seq IS NULL AND run_id IN ({marks}) AND {due} "
+                "ORDER BY COALESCE(due_at, posted_at), position",
+                (*run_ids, time.time()),
             ).fetchall()
-        return [
-            Posted(mid, run, name, None if data is None else json.loads(data), source, when)
-            for mid, run, name, data, source, when in rows
+        found = [
+            (m, r, n, None if d is None else json.loads(d), *more) for m, r, n, d, *more in rows
         ]
+        return [Posted(*row) for row in found]
+
+    def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
+        """Runs not ended with a timer or a scheduled message (due ``before``), soonest first."""
+        limit = due_time(before) if before is not None else float("inf")
+        rows = self._query(WAKEUPS, (limit,))
+        return [Wakeup(run_id, datetime.fromtimestamp(due, UTC)) for run_id, due in rows]
 
     def flush(self) -> None:
         """Block until everything appended so far is written, or has failed to be.
@@ -341,7 +368,7 @@ class SQLiteSignalStore(SignalStoreBase):
         where: list[str] = []
         params: list[Any] = []
         if status is not None:
-            where.append(f"{_STATUS} = ?")
+            where.append(f"{STATUS} = ?")
             params.append(status)
         if graph is not None:
             where.append("r.graph = ?")
@@ -364,7 +391,7 @@ class SQLiteSignalStore(SignalStoreBase):
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
         rows = self._query(
             "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
-            f"{_STATUS}, r.reason, r.failures, "
+            f"{STATUS}, r.reason, r.failures, "
             "r.signals, (SELECT json_group_object(t.key, t.value) FROM run_tags t "
             f"WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from FROM runs r {clause}",
             params,
@@ -386,6 +413,7 @@ class SQLiteSignalStore(SignalStoreBase):
                 conn.execute("DELETE FROM run_tags WHERE run_id = ?", (run_id,))
                 conn.execute("DELETE FROM requests WHERE run_id = ?", (run_id,))
                 conn.execute("DELETE FROM inbox WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM timers WHERE run_id = ?", (run_id,))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

@@ -16,6 +16,8 @@ from reactor.exceptions import RecordingError
 
 __all__ = [
     "SCHEMA_VERSION",
+    "STATUS",
+    "WAKEUPS",
     "connect",
     "connect_readonly",
     "decode_info",
@@ -24,7 +26,7 @@ __all__ = [
     "prune_runs",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 _SCHEMA_1 = """
@@ -96,6 +98,20 @@ _MIGRATIONS = (
     "CREATE INDEX IF NOT EXISTS signals_snapshots ON signals (run_id, seq) "
     f"WHERE name = '{HARNESS_SNAPSHOT}';"
     "CREATE INDEX IF NOT EXISTS runs_ended_at ON runs (ended_at) WHERE ended_at IS NOT NULL",
+    # 6: durable timers (ctx.sleep) pending, and messages posted to be delivered later
+    """
+    CREATE TABLE IF NOT EXISTS timers (
+        run_id TEXT NOT NULL,
+        timer_id TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        due_at REAL NOT NULL,
+        PRIMARY KEY (run_id, timer_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS timers_due ON timers (due_at);
+    ALTER TABLE inbox ADD COLUMN due_at REAL;
+    CREATE INDEX IF NOT EXISTS inbox_due ON inbox (due_at)
+        WHERE delivered_seq IS NULL AND due_at IS NOT NULL
+    """,
 )
 """Schema version N is reached by running the first N scripts, in order."""
 
@@ -293,6 +309,24 @@ def decode_info(row: tuple[Any, ...]) -> RunInfo:
     )
 
 
+STATUS = (
+    "COALESCE(r.status, CASE WHEN r.prompts > 0 "
+    "OR EXISTS (SELECT 1 FROM timers t WHERE t.run_id = r.run_id) "
+    "OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.delivered_seq IS NULL "
+    "AND i.due_at IS NOT NULL) THEN 'waiting' ELSE 'running' END)"
+)
+"""A run's status: final once ended, else waiting while a question, a timer or a
+scheduled message is pending."""
+
+WAKEUPS = (
+    "SELECT w.run_id, MIN(w.due_at) FROM (SELECT run_id, due_at FROM timers UNION ALL "
+    "SELECT run_id, due_at FROM inbox WHERE delivered_seq IS NULL AND due_at IS NOT NULL) w "
+    "JOIN runs r ON r.run_id = w.run_id WHERE r.ended_at IS NULL GROUP BY w.run_id "
+    "HAVING MIN(w.due_at) < ? ORDER BY 2, 1"
+)
+"""Runs not ended with their next timer or scheduled message (``timers``, ``inbox``)."""
+
+
 PRUNABLE = (
     "SELECT run_id FROM (SELECT run_id, ended_at, ROW_NUMBER() OVER "
     "(PARTITION BY graph ORDER BY started_at DESC, run_id DESC) AS newest FROM runs "
@@ -323,7 +357,7 @@ def prune_runs(
             conn.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (run_id TEXT PRIMARY KEY)")
             conn.execute("DELETE FROM pruned")
             conn.executemany("INSERT INTO pruned VALUES (?)", [(run_id,) for run_id in ids])
-            for table in ("signals", "run_tags", "requests", "inbox", "runs"):
+            for table in ("signals", "run_tags", "requests", "inbox", "timers", "runs"):
                 conn.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM pruned)")
             conn.execute("DELETE FROM pruned")
         conn.execute("COMMIT")

@@ -22,12 +22,13 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 import pydantic_core
 
-from reactor._recording.info import RunInfo
+from reactor._recording.info import RunInfo, parse_until
 from reactor._recording.sqlite_db import connect
 from reactor._recording.store import WriteFailures
 from reactor._signals.diagnostics import log
@@ -37,10 +38,12 @@ from reactor._signals.names import (
     SESSION_PROMPT,
     SESSION_REPLY,
     SESSION_TIMEOUT,
+    TIMER_FIRED,
+    TIMER_SET,
 )
 from reactor._signals.signal import Signal, json_fallback
 
-__all__ = ["STOP", "Delivery", "Request", "WriteOwner", "write_loop"]
+__all__ = ["STOP", "Delivery", "Request", "Timers", "WriteOwner", "write_loop"]
 
 STOP = object()
 """Put on the queue to stop the writer after what is queued before it."""
@@ -166,6 +169,38 @@ def _closed(conn: sqlite3.Connection | None) -> None:
             conn.close()
 
 
+class Timers:
+    """The timers a batch sets, fires, or forgets with the end of their run (the ``timers`` table).
+
+    The same for the PostgreSQL writer: rows of (run id, timer id, agent, due in UNIX
+    seconds) to insert, (run id, timer id) to delete, (run id,) whose timers go.
+    """
+
+    __slots__ = ("ended", "fired", "set")
+
+    def __init__(self) -> None:
+        self.set: list[tuple[str, str, str, float]] = []
+        self.fired: list[tuple[str, str]] = []
+        self.ended: list[tuple[str]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.set or self.fired or self.ended)
+
+    def note(self, run_id: str, name: str, payload: Any) -> None:
+        """Take a ``timer:set`` or a ``timer:fired``."""
+        if not isinstance(payload, dict | Mapping):
+            return
+        timer_id = str(payload.get("timer_id"))
+        if name == TIMER_FIRED:
+            self.fired.append((run_id, timer_id))
+            return
+        try:
+            due = parse_until(str(payload.get("until"))).timestamp()
+        except ValueError:
+            return  # not a time: nothing to wake the run for
+        self.set.append((run_id, timer_id, str(payload.get("agent")), due))
+
+
 class _Rows:
     """A batch made into rows; signals of runs whose recording failed are counted out."""
 
@@ -179,6 +214,7 @@ class _Rows:
         self.delivered: list[tuple[int, str]] = []
         self.per_run: dict[str, int] = {}
         self.prompts: dict[str, int] = {}
+        self.timers = Timers()
         self.touched: set[str] = set()
         # One pass with everything in locals: this loop is the writer's hot path, and
         # every signal a run emits goes through it (contending for the GIL with the run).
@@ -242,8 +278,11 @@ class _Rows:
                     run_id,
                 )
             )
+            self.timers.ended.append((run_id,))
         elif name == SESSION_PROMPT:
             self.prompts[run_id] = self.prompts.get(run_id, 0) + 1
+        elif name in (TIMER_SET, TIMER_FIRED):
+            self.timers.note(run_id, name, payload)
         else:  # a reply or a timeout
             self.prompts[run_id] = self.prompts.get(run_id, 0) - 1
 
@@ -272,7 +311,17 @@ class _Rows:
 
 
 _to_json, _fallback = pydantic_core.to_json, json_fallback
-_NOTED = frozenset({HARNESS_START, HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT})
+_NOTED = frozenset(
+    {
+        HARNESS_START,
+        HARNESS_END,
+        SESSION_PROMPT,
+        SESSION_REPLY,
+        SESSION_TIMEOUT,
+        TIMER_SET,
+        TIMER_FIRED,
+    }
+)
 
 
 def _write_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
@@ -326,4 +375,9 @@ def _write_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
         delivered,
     )
     conn.executemany("INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?)", requests)
+    timers = rows.timers
+    if timers:
+        conn.executemany("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)", timers.set)
+        conn.executemany("DELETE FROM timers WHERE run_id = ? AND timer_id = ?", timers.fired)
+        conn.executemany("DELETE FROM timers WHERE run_id = ?", timers.ended)
     conn.execute("COMMIT")

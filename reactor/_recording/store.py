@@ -9,16 +9,15 @@ gives the optional methods no-op defaults and the query logic stores share.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from reactor._recording.inbox import InboxWatch, Posted
+from reactor._recording.inbox import InboxWatch, Posted, Wakeup
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
-from reactor._signals.diagnostics import log
+from reactor._recording.writes import WriteFailures
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
@@ -120,12 +119,20 @@ class SignalStore(Protocol):
         """Delete a run; return whether it existed."""
         ...
 
-    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
-        """Queue a signal for a run, from any process; return the message's id."""
+    def post(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        source: str = "user",
+        at: datetime | None = None,
+    ) -> str:
+        """Queue a signal for a run (due at ``at``, if given), from any process; its id."""
         ...
 
     def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs and not yet delivered, in posting order."""
+        """Messages posted to these runs, due and not yet delivered, in order."""
         ...
 
     def deliver(self, message_id: str, signal: Signal) -> None:
@@ -233,19 +240,51 @@ class SignalStoreBase:
         """Delete a run; return whether it existed."""
         raise NotImplementedError
 
-    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
+    def post(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        source: str = "user",
+        at: datetime | None = None,
+    ) -> str:
         """Queue a signal for a run, from any process; return the message's id.
+
+        With ``at`` (an aware datetime) the message is delivered at or after that time,
+        once: it waits in the store meanwhile (across restarts), and a run that has
+        nothing else to do waits for it instead of ending.
 
         Raises:
             SignalNameError: ``name`` is one only the runtime emits (``session:reply``
                 and ``session:abort`` excepted: they answer a prompt, stop the run).
             PayloadError: The log cannot hold ``payload`` (nothing is posted).
+            ValueError: ``at`` is not an aware datetime.
             NotImplementedError: This store keeps no inbox.
         """
         raise NotImplementedError(f"{type(self).__name__} keeps no inbox.")
 
     def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs and not yet delivered (none by default)."""
+        """Messages posted to these runs, due and not delivered yet (none by default)."""
+        return []
+
+    def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs with ``at=`` and not due yet, soonest first."""
+        return []
+
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not: what runs watch.
+
+        A run keeps those not due yet, and waits for them rather than end.
+        """
+        return [*self.undelivered(run_ids), *self.scheduled(run_ids)]
+
+    def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
+        """Runs not ended that have a timer or a scheduled message, with its time, soonest first.
+
+        ``before``: only those due before then. What the service resumes suspended runs
+        by, when their time comes. None by default (a store that keeps no timers).
+        """
         return []
 
     def deliver(self, message_id: str, signal: Signal) -> None:
@@ -260,7 +299,7 @@ class SignalStoreBase:
         """
         watch = self.__dict__.get("_inbox_watch")
         if watch is None:
-            watch = self.__dict__["_inbox_watch"] = InboxWatch(self.undelivered)
+            watch = self.__dict__["_inbox_watch"] = InboxWatch(self.waiting_messages)
         stop: Callable[[], None] = watch.watch(run_id, deliver)
         return stop
 
@@ -299,123 +338,6 @@ class SignalStoreBase:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-class WriteFailures:
-    """Which runs' recordings failed, and how many of their signals were not written.
-
-    Shared by a store and its writer thread. When a write fails (disk full, database
-    gone, a value it cannot encode), the runs in the failed batch are marked: nothing
-    more of theirs is written, so each stays a clean prefix of its run (resumable,
-    never a log with a hole in it), and every later signal of theirs is counted. The
-    store itself is never left broken: the next batch is tried afresh (the writer
-    reopens its connection), so other runs are recorded as soon as the cause is gone.
-    The run asks :meth:`error_for` when it ends, and fails with the error.
-
-    One log line per failure: ``recording failed`` when writes start failing, and
-    ``recording resumed`` (with how many signals were lost meanwhile) when one succeeds.
-
-    Args:
-        where: The store, as messages name it (a path, a database).
-    """
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self._lock = threading.Lock()
-        self.failed: dict[str, list[Any]] = {}  # run id -> [signals not written, error]
-        self._failing: BaseException | None = None
-        self._lost_while_failing = 0
-        self._watchers: dict[str, Callable[[], None]] = {}
-
-    def watch(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
-        """Call ``failed()`` once ``run_id``'s recording fails; return the unwatch."""
-        self._watchers[run_id] = failed
-
-        def unwatch() -> None:
-            if self._watchers.get(run_id) is failed:
-                del self._watchers[run_id]
-
-        return unwatch
-
-    def lost(self, run_id: str) -> bool:
-        """Whether ``run_id``'s recording has failed (its later signals are dropped)."""
-        return run_id in self.failed
-
-    def lose(self, counts: Mapping[str, int], error: BaseException, *, store: bool = True) -> None:
-        """Count signals of these runs as not written because of ``error``; mark the runs.
-
-        ``store`` is whether writing itself failed (until a write succeeds again),
-        rather than one value that could not be encoded.
-        """
-        newly = []
-        with self._lock:
-            for run_id, count in counts.items():
-                entry = self.failed.get(run_id)
-                if entry is None:
-                    self.failed[run_id] = [count, error]
-                    newly.append(run_id)
-                else:
-                    entry[0] += count
-            first = self._failing is None
-            if store:
-                self._lost_while_failing += sum(counts.values())
-                if first:
-                    self._failing = error
-        for run_id in newly:
-            watcher = self._watchers.pop(run_id, None)
-            if watcher is not None:
-                watcher()
-        if first:
-            log(
-                "reactor.recording",
-                "error",
-                "recording failed",
-                store=self.where,
-                error=f"{type(error).__name__}: {error}",
-                hint=_advice(error),
-            )
-
-    def drop(self, run_id: str) -> None:
-        """Count one more signal of a failed run as not written (it is not written)."""
-        with self._lock:
-            entry = self.failed.get(run_id)
-            if entry is not None:
-                entry[0] += 1
-
-    def wrote(self) -> None:
-        """A write succeeded: the failure, if any, is over."""
-        if self._failing is None:
-            return
-        with self._lock:
-            lost, self._lost_while_failing = self._lost_while_failing, 0
-            self._failing = None
-        log("reactor.recording", "warning", "recording resumed", store=self.where, lost=lost)
-
-    def error_for(self, run_id: str) -> RecordingError | None:
-        """The error of ``run_id``'s recording, if it failed (asked once, when it ends)."""
-        with self._lock:
-            entry = self.failed.pop(run_id, None)
-            self._watchers.pop(run_id, None)
-        if entry is None:
-            return None
-        count, error = entry
-        return RecordingError(
-            f"Recording run {run_id} to {self.where} failed ({type(error).__name__}: "
-            f"{error}); {count} of its signals were not written, so its log stops where "
-            f"the failure began. {_advice(error)} The store retries by itself and records "
-            "the next runs once it can; resume this one with graph.resume(run_id, "
-            "record=store) or run it again.",
-            unwritten=count,
-        )
-
-
-def _advice(error: BaseException) -> str:
-    text = str(error).lower()
-    if "full" in text or "no space" in text or "quota" in text:
-        return "Free disk space where the store is."
-    if "encode" in text or "surrogate" in text or "serializ" in text:
-        return "Pass values the log can hold (JSON data, valid Unicode text)."
-    return "Check that the store's database is reachable and writable."
 
 
 async def flush_run(record: SignalStore, run_id: str) -> RecordingError | None:

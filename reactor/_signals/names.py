@@ -62,6 +62,8 @@ __all__ = [
     "TEXT_COMPLETE",
     "TEXT_DELTA",
     "THINKING_DELTA",
+    "TIMER_FIRED",
+    "TIMER_SET",
     "TOOL_CALL",
     "TOOL_RESULT",
     "ErrorInfo",
@@ -110,6 +112,13 @@ SESSION_TIMEOUT = "session:timeout"
 """Nobody answered in time: ``{prompt_id}``."""
 SESSION_ABORT = "session:abort"
 """Someone stopped the run through its inbox (from any process): ``{reason}``."""
+
+# -- time ----------------------------------------------------------------------------
+
+TIMER_SET = "timer:set"
+"""``ctx.sleep`` / ``ctx.sleep_until`` began: ``{timer_id, agent, until}`` (ISO 8601, UTC)."""
+TIMER_FIRED = "timer:fired"
+"""Its time came (at once on resume, when it passed meanwhile): ``{timer_id, agent}``."""
 
 INBOX_PREFIX = "inbox:"
 """``inbox:<agent>``: a message for one agent only (``handle.send_to(agent, payload)``)."""
@@ -248,6 +257,8 @@ SYSTEM_SIGNALS = (
     SESSION_REPLY,
     SESSION_TIMEOUT,
     SESSION_ABORT,
+    TIMER_SET,
+    TIMER_FIRED,
     *PHASE_EVENTS,
     *TASK_EVENTS,
 )
@@ -269,6 +280,7 @@ RESERVED_NAMESPACES = (
     "reflection",
     "mcp",
     "spawn",
+    "timer",
 )
 """First segments only the runtime emits: outside input may not forge them."""
 

@@ -41,6 +41,8 @@ __all__ = [
     "StateItems",
     "SuggestionPayload",
     "TextPayload",
+    "TimerFired",
+    "TimerSet",
     "ToolCallPayload",
     "ToolResultPayload",
 ]
@@ -191,6 +193,25 @@ class SessionTimeout(TypedDict):
     """``session:timeout``: a prompt that nobody answered in time."""
 
     prompt_id: str
+
+
+class TimerSet(TypedDict):
+    """``timer:set``: an agent sleeps until ``until`` (ISO 8601 in UTC)."""
+
+    timer_id: str
+    agent: str
+    until: str
+
+
+class TimerFired(TypedDict):
+    """``timer:fired``: the timer's time came; the agent goes on.
+
+    ``cancelled`` (true) when the sleep was cancelled before its time instead.
+    """
+
+    timer_id: str
+    agent: str
+    cancelled: NotRequired[bool]
 
 
 class SpanPayload(TypedDict):

@@ -183,6 +183,9 @@ def test_a_version_3_sqlite_store_is_upgraded_to_keep_parent_runs(tmp_path: Path
     path = tmp_path / "runs.db"
     SQLiteSignalStore(path).close()
     with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE timers")
+        conn.execute("DROP INDEX inbox_due")
+        conn.execute("ALTER TABLE inbox DROP COLUMN due_at")
         conn.execute("DROP INDEX signals_snapshots")
         conn.execute("DROP INDEX runs_ended_at")
         conn.execute("ALTER TABLE runs DROP COLUMN forked_from")
@@ -195,7 +198,7 @@ def test_a_version_3_sqlite_store_is_upgraded_to_keep_parent_runs(tmp_path: Path
         [info] = store.runs()
     assert info.parent_run_id == "run_parent"
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (5,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
 
 
 @pytest.mark.parametrize("kind", ["task", "phase"])

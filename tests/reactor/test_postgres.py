@@ -97,7 +97,7 @@ def test_a_newer_schema_is_refused(postgres_dsn: str) -> None:
     execute(postgres_dsn, "UPDATE reactor_schema SET version = 99")
     message = (
         f"The reactor tables in {postgres_dsn} were written by a newer reactor (schema 99, "
-        "this one reads 4); upgrade reactor to read them."
+        "this one reads 5); upgrade reactor to read them."
     )
     with pytest.raises(RecordingError, match=f"^{re.escape(message)}$"):
         PostgresSignalStore(postgres_dsn)
@@ -122,6 +122,7 @@ def test_the_store_keeps_to_its_own_tables_beside_an_application(postgres_dsn: s
         "reactor_runs",
         "reactor_schema",
         "reactor_signals",
+        "reactor_timers",
         "runs",
     ]
 
@@ -157,7 +158,7 @@ def test_stores_opening_a_new_database_at_once_make_the_tables_once(postgres_dsn
     for thread in threads:
         thread.join()
     assert errors == []
-    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(4,)]
+    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(5,)]
 
 
 RECORDER = """

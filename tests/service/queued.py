@@ -6,7 +6,8 @@ waits (for the file ``input.gate`` to exist, if given, then ``input.seconds``, d
 before the run ends, its output naming its process. ``tick`` is an agent to run on
 schedule. ``orders`` reacts to ``Order`` objects, one object's events in order: it
 notes ``start``/``end <pid> <object> <version>`` in the file ``REACTOR_TEST_REACTIONS``
-names, waiting ``data.seconds`` (default 0) between the two. Agents defined through the
+names, waiting ``data.seconds`` (default 0) between the two. ``sleeper`` sleeps on a
+durable timer (``input.seconds``) and keeps when it woke. Agents defined through the
 API are answered by a scripted provider: no changes, the prompt as the reasoning.
 """
 
@@ -59,6 +60,11 @@ async def _second(ctx: AgentContext[Any]) -> str:
     return f"done by {os.getpid()}"
 
 
+async def _sleep(ctx: AgentContext[Any]) -> float:
+    await ctx.sleep(float((ctx.input or {}).get("seconds", 1.0)))
+    return time.time()  # when it woke
+
+
 def steps_graph() -> Any:
     return reactive(
         {
@@ -74,7 +80,12 @@ def make_service(db: str) -> ReactionService:
     return ReactionService(
         objects=ObjectStore(db),
         provider=ScriptedProvider(default=lambda request: Changes(reasoning=request.prompt)),
-        graphs={"steps": steps_graph()},
+        graphs={
+            "steps": steps_graph(),
+            "sleeper": reactive(
+                {"sleep": agent(run=_sleep, updates="woke")}, state={"woke": None}, name="sleeper"
+            ),
+        },
         agents={
             "tick": agent(run=lambda ctx: "tick"),
             "orders": agent(run=_order, reaction=Reaction(types=["Order"], concurrency="queue")),

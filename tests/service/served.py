@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any
 
 from reactor import AgentContext, ProviderRequest, ScriptedProvider, agent, reactive
@@ -50,6 +51,11 @@ async def _pause(ctx: AgentContext[Any]) -> str:
     return "rested"
 
 
+async def _sleep(ctx: AgentContext[Any]) -> float:
+    await ctx.sleep(float((ctx.input or {}).get("seconds", 1.0)))
+    return time.time()  # when it woke
+
+
 def _echo(ctx: AgentContext[Any]) -> Any:
     return ctx.signal.payload
 
@@ -65,6 +71,7 @@ GRAPHS = {
         name="relay",
     ),
     "nap": reactive({"nap": agent(run=_pause)}, name="nap"),
+    "sleeper": reactive({"sleeper": agent(run=_sleep, updates="woke")}, name="sleeper"),
     "approval": reactive(
         {
             "approve": agent(

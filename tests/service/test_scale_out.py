@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -566,3 +567,38 @@ async def test_without_redis_the_service_runs_everything_itself(postgres_url: st
         await service.idle(10)
     with PostgresSignalStore(postgres_url) as store:
         assert store.load(run_id).status == "completed"
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_holds_a_sleeping_run_at_once_and_another_worker_wakes_it_on_time(
+    queued: str, redis_url: str, tmp_path: Path
+) -> None:
+    db = queued
+
+    async def start() -> str:
+        service = make_service(db)
+        async with service.objects, service:
+            return await service.submit("sleeper", {"seconds": 6})
+
+    with workers(1, db, redis_url, tmp_path) as (worker,):
+        run_id = asyncio.run(start())
+
+        def sleeping() -> bool:
+            with PostgresSignalStore(db) as store:
+                return [info.status for info in store.runs()] == ["waiting"]
+
+        wait_for(sleeping, 30, "the run to sleep")
+        started = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        assert time.monotonic() - started < 4  # held at once, not after the 5 s of grace
+    assert not ended(db, [run_id])
+    with workers(1, db, redis_url, tmp_path):
+        wait_for(lambda: ended(db, [run_id]), 60, "the run to end")
+    recording = recordings(db, [run_id])[run_id]
+    assert recording.status == "completed"
+    set_ = next(s for s in recording.signals if s.name == "timer:set")
+    assert recording.state["woke"] >= datetime.fromisoformat(set_.payload["until"]).timestamp()
+    names = [s.name for s in recording.signals]
+    assert (names.count("timer:set"), names.count("timer:fired")) == (1, 1)
+    assert names.count("harness:end") == 1

@@ -273,7 +273,7 @@ def test_events_stream_a_run_from_harness_start_to_harness_end(api: httpx2.Clien
     assert again == [s["seq"] for s in signals if s["seq"] > 2]
     error(api.get("/api/runs/run_nope/events"), 404)
     detail = error(api.post("/api/runs", json={"graph": "nope"}), 404)
-    assert detail == "No graph named 'nope'; the service has: approval, count, nap, relay."
+    assert detail == "No graph named 'nope'; the service has: approval, count, nap, relay, sleeper."
 
 
 def test_signals_reach_a_live_run_and_ended_runs_take_no_more(api: httpx2.Client) -> None:

@@ -117,6 +117,16 @@ def test_a_run_fills_in_while_its_page_is_open(page: Page, api: httpx2.Client) -
     assert page.evaluate("window.stillTheSamePage") is True
 
 
+def test_a_sleeping_run_shows_its_timer_until_it_fires(page: Page, api: httpx2.Client) -> None:
+    run_id = start(api, "sleeper", {"seconds": 3})
+    page.goto(f"/runs/{run_id}")
+    timer = page.locator("#timers li.timer")
+    expect(timer).to_contain_text("sleeper sleeps until")
+    expect(page.locator("#run-status")).to_have_text("waiting")
+    expect(page.locator("#run-status")).to_have_text("completed", timeout=WAIT_MS * 2)
+    expect(timer).to_have_count(0)
+
+
 def test_reply_waits_for_a_choice_and_the_page_then_shows_who_answered(
     browser: Browser, server: Server, api: httpx2.Client
 ) -> None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Annotated, Any
 
 import fastapi
 import pydantic
 
 from reactor._recording.inbox import check_posted
-from reactor._recording.info import RunInfo, matches_filters
+from reactor._recording.info import RunInfo, matches_filters, pending_timers
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
 from reactor._signals.names import SESSION_ABORT, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
@@ -65,6 +66,8 @@ class SendSignal(pydantic.BaseModel):
 
     name: str = pydantic.Field(min_length=1)
     payload: Any = None
+    at: pydantic.AwareDatetime | None = None
+    """Deliver it at or after this time (ISO 8601 with a time zone), not at once."""
 
 
 class Reply(pydantic.BaseModel):
@@ -161,7 +164,12 @@ async def _open_run(service: ReactionService, run_id: str) -> Recording:
 
 
 async def post_signal(
-    service: ReactionService, run_id: str, name: str, payload: Any, user: User
+    service: ReactionService,
+    run_id: str,
+    name: str,
+    payload: Any,
+    user: User,
+    at: datetime | None = None,
 ) -> str:
     """Queue a signal for a run; return the message's id.
 
@@ -173,7 +181,8 @@ async def post_signal(
     check_posted(name)
     await _open_run(service, run_id)
     store = _store(service)
-    return await asyncio.to_thread(store.post, run_id, name, payload, source=str(user))
+    later = {} if at is None else {"at": at}  # scheduled: delivered at or after ``at``
+    return await asyncio.to_thread(store.post, run_id, name, payload, source=str(user), **later)
 
 
 def _answered(run_id: str, prompt_id: str, signals: Iterable[Signal]) -> str | None:
@@ -334,14 +343,19 @@ async def get_run(run_id: str, service: Service) -> dict[str, Any]:
         "info": {**info.to_dict(), "live": run_id in service.live},
         "state": recording.state,
         "prompts": await open_prompts(service, run_id, recording.signals),
+        "timers": [
+            {"timer_id": timer.timer_id, "agent": timer.agent, "until": timer.until.isoformat()}
+            for timer in pending_timers(recording.signals)
+        ],
         "signals": [signal.to_dict() for signal in recording.signals],
     }
 
 
 @router.post("/{run_id}/signals", status_code=202)
 async def send_signal(run_id: str, body: SendSignal, service: Service, user: Caller) -> Posted:
-    """Send a signal to a run (through its inbox; 409 once it has ended)."""
-    return Posted(message_id=await post_signal(service, run_id, body.name, body.payload, user))
+    """Send a signal to a run (through its inbox; 409 once it has ended); ``at``: later."""
+    posted = await post_signal(service, run_id, body.name, body.payload, user, body.at)
+    return Posted(message_id=posted)
 
 
 @router.post("/{run_id}/prompts/{prompt_id}/reply")

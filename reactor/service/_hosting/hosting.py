@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from reactor._providers.base import Provider
@@ -33,13 +34,24 @@ from reactor.service._objects.blocks import BlockedRuns
 from reactor.service._objects.db import Database
 from reactor.service._reactions.catalog import AgentCatalog
 from reactor.service._reactions.dispatcher import HandOff
-from reactor.service._scaleout.leases import claim_tick
+from reactor.service._scaleout.leases import claim_tick, claim_wakeup
 from reactor.service._scaleout.queue import JobQueue, QueueSettings
 
 if TYPE_CHECKING:
     from reactor._recording.postgres import PostgresSignalStore
 
-__all__ = ["RunHost", "blocked_reason", "check_positive", "close_record", "default_record"]
+__all__ = [
+    "WAKE_MARGIN",
+    "RunHost",
+    "blocked_reason",
+    "check_positive",
+    "close_record",
+    "default_record",
+]
+
+WAKE_MARGIN = 2.0
+"""Seconds past its time before a suspended run's wakeup is taken up (a run executing
+somewhere fires its own timers on time, and is then no longer due)."""
 
 
 async def default_record(db: Database) -> tuple[SignalStore, bool]:
@@ -91,6 +103,10 @@ class RunHost:
         self._group: asyncio.TaskGroup | None = None
         self._changed: Callable[[], None] = lambda: None
         self.retention = Retention.from_env()  # REACTOR_RETENTION: how long ended runs stay
+        self.wake_every = 1.0  # seconds between looks for suspended runs whose time came
+        self.wake_margin = WAKE_MARGIN
+        self._waking: asyncio.Task[None] | None = None
+        self._woken: set[tuple[str, datetime]] = set()  # wakeups looked at already
 
     def open(
         self, group: asyncio.TaskGroup, record: SignalStore, changed: Callable[[], None]
@@ -104,6 +120,7 @@ class RunHost:
         if self.retention is not None:
             retention, store = self.retention, self.record
             self.catalog.cron.daily("retention", lambda: retention.prune(store))
+        self._waking = group.create_task(self._wake_loop())
 
     @property
     def handoff(self) -> HandOff | None:
@@ -127,9 +144,69 @@ class RunHost:
     def close(self) -> list[str]:
         """Take no more runs, and hold the live ones (they resume at the next start)."""
         self.stopping = True
+        if self._waking is not None:
+            self._waking.cancel()
+            self._waking = None
         held = self.runs.hold(self.record)
         self._group = None
         return held
+
+    async def hold_waiting(self, grace: float, reactions: int) -> list[str]:
+        """Hold at once the runs that wait for a person, a timer or a scheduled message."""
+        record, waiting = self.record, set()
+        if record is not None and self.runs.live:
+            try:
+                infos = await asyncio.to_thread(record.runs, status="waiting")
+            except Exception as exc:  # the store is away: the runs get the grace period
+                log("reactor.service", "warning", "waiting runs not read", error=repr(exc))
+            else:
+                waiting = {info.run_id for info in infos}
+        return self.runs.hold_waiting(record, grace, reactions, waiting)
+
+    async def _wake_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.wake_every)
+            try:
+                await self.wake()
+            except Exception as exc:  # the store or the database is away: next time
+                log("reactor.service", "error", "wakeups not read", error=repr(exc))
+
+    async def wake(self) -> list[str]:
+        """Resume the suspended runs whose timer or scheduled message is due; their ids.
+
+        Each wakeup (a run and its due time) is claimed in the database first, so of
+        several serving processes (and workers) one resumes it; a run executing in this
+        process is left alone, and a run executing in another one has fired its timer
+        before ``wake_margin`` seconds have passed, so it is not due any more.
+        """
+        record = self.record
+        if record is None or self.stopping:
+            return []
+        before = datetime.now(UTC) - timedelta(seconds=self.wake_margin)
+        resumed = []
+        for wakeup in await asyncio.to_thread(record.wakeups, before=before):
+            key = (wakeup.run_id, wakeup.due_at)
+            if wakeup.run_id in self.runs.live or self.stopping or key in self._woken:
+                continue
+            info = (await asyncio.to_thread(record.load_tail, wakeup.run_id)).info
+            request = RunRequest.resuming(info)  # None: a run the service did not start
+            claimed = request is not None and await claim_wakeup(self.runs.db, wakeup)
+            self._woken.add(key)
+            if request is None or not claimed:
+                continue
+            try:
+                resumed.append(await self.submit(request, "resume"))
+            except Exception as exc:  # its graph changed, or is gone: it stays as it is
+                log("reactor.service", "error", "run not woken", run_id=info.run_id, error=str(exc))
+            else:
+                log(
+                    "reactor.service",
+                    "info",
+                    "run woken",
+                    run_id=info.run_id,
+                    due=str(wakeup.due_at),
+                )
+        return resumed
 
     async def submit(self, request: RunRequest, what: str) -> str:
         """Start ``request``; return its run id once it has begun.

@@ -357,13 +357,24 @@ class Runs:
         live.task.cancel()
         return True
 
-    def hold_waiting(self, record: ServiceRecord | None, grace: float, reactions: int) -> list[str]:
-        """Hold the runs that wait for a person at once (they live in the log); say what is left.
+    def hold_waiting(
+        self,
+        record: ServiceRecord | None,
+        grace: float,
+        reactions: int,
+        waiting_in_store: Collection[str] = (),
+    ) -> list[str]:
+        """Hold the runs that wait for a person or a timer at once (they live in the log).
 
-        The others are given ``grace`` seconds: the log names them, so a stop that takes
-        long says why.
+        ``waiting_in_store``: runs the store says are ``waiting`` (for a scheduled
+        message, too). The others are given ``grace`` seconds: the log names them, so a
+        stop that takes long says why.
         """
-        waiting = [run_id for run_id, live in self.live.items() if live.feed.waiting]
+        waiting = [
+            run_id
+            for run_id, live in self.live.items()
+            if live.feed.waiting or run_id in waiting_in_store
+        ]
         held = self.hold(record, only=waiting)
         busy = sorted(set(self.live) - set(held))
         if busy or reactions:

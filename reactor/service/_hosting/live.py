@@ -13,18 +13,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from datetime import datetime
 from typing import Any
 
-from reactor._recording.inbox import Posted
+from reactor._recording.inbox import Posted, Wakeup
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
-from reactor._signals.names import HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._signals.names import (
+    HARNESS_END,
+    SESSION_PROMPT,
+    SESSION_REPLY,
+    SESSION_TIMEOUT,
+    TIMER_FIRED,
+    TIMER_SET,
+)
 from reactor._signals.signal import Signal
 
 __all__ = ["FeedItem", "RunFeed", "ServiceRecord"]
 
-_PROMPTS = frozenset((SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT))
+_WAITS = frozenset((SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT, TIMER_SET, TIMER_FIRED))
+_OPENS = {SESSION_PROMPT: "prompt_id", TIMER_SET: "timer_id"}
 
 FeedItem = tuple[int, str, str]
 """One signal of a feed: its ``seq``, its name, and its JSON text."""
@@ -42,7 +51,7 @@ class RunFeed:
         self.items: list[FeedItem] = []
         self.started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.ended = False
-        self.asking: set[Any] = set()  # prompts asked and not yet answered
+        self.asking: set[Any] = set()  # prompts asked and not answered, timers not fired
         self._watchers: set[asyncio.Queue[FeedItem | None]] = set()
 
     @property
@@ -59,12 +68,12 @@ class RunFeed:
         """Keep the signal and pass it to every watcher (this runs during dispatch)."""
         if self.ended:
             return
-        if signal.name in _PROMPTS and isinstance(signal.payload, dict | Mapping):
-            prompt_id = signal.payload.get("prompt_id")
-            if signal.name == SESSION_PROMPT:
-                self.asking.add(prompt_id)
+        if signal.name in _WAITS and isinstance(signal.payload, dict | Mapping):
+            key = _OPENS.get(signal.name)
+            if key is not None:
+                self.asking.add(signal.payload.get(key))
             else:
-                self.asking.discard(prompt_id)
+                self.asking.discard(signal.payload.get("timer_id", signal.payload.get("prompt_id")))
         item = (signal.seq, signal.name, signal.to_json())
         self.items.append(item)
         for queue in list(self._watchers):
@@ -106,7 +115,7 @@ class RunFeed:
 
     @property
     def waiting(self) -> bool:
-        """Whether the run waits for a person (a prompt is pending): it can be held at once."""
+        """Whether the run waits for a person or a timer: it can be held at once."""
         return bool(self.asking)
 
     @property
@@ -197,13 +206,38 @@ class ServiceRecord:
         """Delete a recorded run."""
         return self.store.delete(run_id)
 
-    def post(self, run_id: str, name: str, payload: Any = None, *, source: str = "user") -> str:
-        """Queue a signal for a run (its durable inbox)."""
-        return self.store.post(run_id, name, payload, source=source)
+    def post(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        source: str = "user",
+        at: datetime | None = None,
+    ) -> str:
+        """Queue a signal for a run (its durable inbox), due at ``at`` if given."""
+        if at is None:
+            return self.store.post(run_id, name, payload, source=source)
+        return self.store.post(run_id, name, payload, source=source, at=at)
 
     def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs and not yet delivered."""
+        """Messages posted to these runs, due and not yet delivered."""
         return self.store.undelivered(run_ids)
+
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not."""
+        waiting = getattr(self.store, "waiting_messages", None)
+        return list(waiting(run_ids) if waiting is not None else self.store.undelivered(run_ids))
+
+    def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs with ``at=`` and not due yet."""
+        scheduled = getattr(self.store, "scheduled", None)
+        return [] if scheduled is None else list(scheduled(run_ids))
+
+    def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
+        """Runs not ended with a timer or a scheduled message, and its time."""
+        wakeups = getattr(self.store, "wakeups", None)
+        return [] if wakeups is None else list(wakeups(before=before))
 
     def deliver(self, message_id: str, signal: Signal) -> None:
         """Record a posted message's delivery, unless the run is held (it comes again)."""

@@ -217,7 +217,7 @@ class ReactionService:
             task.cancel()
         dispatcher = self._dispatcher
         reactions = 0 if dispatcher is None else len(dispatcher.active)
-        held = self.runs.hold_waiting(self.host.record, grace, reactions)
+        held = await self.host.hold_waiting(grace, reactions)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
                 await self._until(

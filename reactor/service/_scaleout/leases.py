@@ -15,10 +15,11 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
+from reactor._recording.inbox import Wakeup
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import cron_ticks, run_leases
 
-__all__ = ["Leases", "claim_tick"]
+__all__ = ["Leases", "claim_tick", "claim_wakeup"]
 
 TICKS_KEPT = timedelta(days=1)
 
@@ -136,6 +137,26 @@ async def claim_tick(db: Database, agent: str, now: datetime | None = None) -> b
                 cron_ticks.insert().values(agent=agent, tick_at=tick, claimed_at=now)
             )
             await conn.execute(cron_ticks.delete().where(cron_ticks.c.tick_at < tick - TICKS_KEPT))
+    except sa.exc.IntegrityError:
+        return False
+    return True
+
+
+async def claim_wakeup(db: Database, wakeup: Wakeup) -> bool:
+    """Claim the resumption of a suspended run at its due time; False if taken.
+
+    A claim per run and due time (a row of ``cron_ticks`` named ``wake:<run id>``): of
+    several processes that find the run due, one resumes it.
+    """
+    now = datetime.now(UTC)
+    try:
+        async with db.write() as conn:
+            await conn.execute(
+                cron_ticks.insert().values(
+                    agent=f"wake:{wakeup.run_id}", tick_at=wakeup.due_at, claimed_at=now
+                )
+            )
+            await conn.execute(cron_ticks.delete().where(cron_ticks.c.tick_at < now - TICKS_KEPT))
     except sa.exc.IntegrityError:
         return False
     return True

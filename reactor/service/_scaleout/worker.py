@@ -26,8 +26,9 @@ its log refuses the appends of a run whose lease another worker took
 (:class:`~reactor.service._scaleout.durable.LogFence`).
 
 Its heartbeat is a Redis key (``reactor:worker:<id>``) naming its runs, renewed with
-the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, gives
-the runs in flight ``grace`` seconds, then holds the rest unfinished and
+the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, holds
+at once the runs that wait for a person, a timer or a scheduled message, gives the
+other runs in flight ``grace`` seconds, then holds the rest unfinished and
 unacknowledged: another worker resumes them.
 """
 
@@ -112,6 +113,7 @@ class Worker:
         self._group: asyncio.TaskGroup | None = None
         self.settling: set[str] = set()  # runs ended here whose job is being settled
         self.flushes = Flushes(lambda: self.service.host.record)
+        self.held: set[str] = set()  # runs suspended here on SIGTERM: their jobs stay pending
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
             await self._job(job, context)
@@ -154,6 +156,7 @@ class Worker:
                 beat = group.create_task(self._heartbeat())
                 self._recover.set()  # jobs Redis lost while no worker was there
                 recovering = group.create_task(self._recovering())
+                holding = group.create_task(self._hold_waiting(stop))
                 log("reactor.worker", "info", "worker started", worker=self.id)
                 await receiver.listen(stop)
                 service.host.close()  # runs still going are held: their jobs stay pending
@@ -163,6 +166,7 @@ class Worker:
                 finishing.cancel()
                 beat.cancel()
                 recovering.cancel()
+                holding.cancel()
         finally:
             with contextlib.suppress(Exception):
                 await self._forget()
@@ -250,6 +254,8 @@ class Worker:
                 await self._ack(run_id, context)
             elif run_id in self.lost:  # its new holder executes it, acknowledges the job
                 self.lost.discard(run_id)
+            elif run_id in self.held:  # suspended on SIGTERM: whoever gets its job resumes it
+                pass
             elif not self.service.host.stopping:
                 self.executed += 1
                 await self._ack(run_id, context)
@@ -284,6 +290,15 @@ class Worker:
                 continue
             for key in requeued:
                 log("reactor.worker", "warning", "job lost by redis; queued again", job=key)
+
+    async def _hold_waiting(self, stop: asyncio.Event) -> None:
+        """On SIGTERM, suspend at once the runs that wait for a person, a timer or a message.
+
+        They live in the log: waiting out the grace for them would only delay the stop.
+        """
+        await stop.wait()
+        reactions = len(self.reactions.active)
+        self.held.update(await self.service.host.hold_waiting(self.grace, reactions))
 
     async def _lease(self, key: str) -> bool:
         """Lease a run (or a reaction) to this worker; False if it executes already.

@@ -10,6 +10,7 @@ the same functions as the API: a reply, a signal, an abort are the signed-in use
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Annotated, Any
@@ -18,6 +19,8 @@ import fastapi
 from starlette.requests import Request
 from starlette.responses import Response
 
+from reactor._recording.inbox import Posted
+from reactor._recording.info import pending_timers
 from reactor._recording.recording import Recording
 from reactor._signals.names import HARNESS_FORKED
 from reactor.exceptions import ReactorError
@@ -173,6 +176,8 @@ async def _details(request: Request, recording: Recording, at: int | None) -> di
         "live": recording.run_id in service_of(request).live,
         "prompts": prompts,
         "prompts_key": ",".join(p["prompt_id"] for p in prompts) + f";{info.complete}",
+        "timers": [] if info.complete else pending_timers(signals),
+        "scheduled": [] if info.complete else await _scheduled(request, recording.run_id),
         "answered": answered_prompts(signals),
         "metrics": agent_metrics(signals),
         "drawing": run_drawing(request, info),
@@ -182,6 +187,16 @@ async def _details(request: Request, recording: Recording, at: int | None) -> di
         "last": last,
         "state": recording.state_at(chosen) if signals else {},
     }
+
+
+async def _scheduled(request: Request, run_id: str) -> list[Posted]:
+    """The messages posted to the run for later, not due yet."""
+    record = service_of(request).record
+    scheduled = getattr(record, "scheduled", None)
+    if scheduled is None:
+        return []
+    found: list[Posted] = await asyncio.to_thread(scheduled, [run_id])
+    return found
 
 
 async def _recording(request: Request, run_id: str) -> Recording | None:

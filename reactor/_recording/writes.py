@@ -1,0 +1,129 @@
+"""Which runs' recordings failed, for stores that write from a thread of their own."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from reactor._signals.diagnostics import log
+from reactor.exceptions import RecordingError
+
+__all__ = ["WriteFailures"]
+
+
+class WriteFailures:
+    """Which runs' recordings failed, and how many of their signals were not written.
+
+    Shared by a store and its writer thread. When a write fails (disk full, database
+    gone, a value it cannot encode), the runs in the failed batch are marked: nothing
+    more of theirs is written, so each stays a clean prefix of its run (resumable,
+    never a log with a hole in it), and every later signal of theirs is counted. The
+    store itself is never left broken: the next batch is tried afresh (the writer
+    reopens its connection), so other runs are recorded as soon as the cause is gone.
+    The run asks :meth:`error_for` when it ends, and fails with the error.
+
+    One log line per failure: ``recording failed`` when writes start failing, and
+    ``recording resumed`` (with how many signals were lost meanwhile) when one succeeds.
+
+    Args:
+        where: The store, as messages name it (a path, a database).
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self._lock = threading.Lock()
+        self.failed: dict[str, list[Any]] = {}  # run id -> [signals not written, error]
+        self._failing: BaseException | None = None
+        self._lost_while_failing = 0
+        self._watchers: dict[str, Callable[[], None]] = {}
+
+    def watch(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
+        """Call ``failed()`` once ``run_id``'s recording fails; return the unwatch."""
+        self._watchers[run_id] = failed
+
+        def unwatch() -> None:
+            if self._watchers.get(run_id) is failed:
+                del self._watchers[run_id]
+
+        return unwatch
+
+    def lost(self, run_id: str) -> bool:
+        """Whether ``run_id``'s recording has failed (its later signals are dropped)."""
+        return run_id in self.failed
+
+    def lose(self, counts: Mapping[str, int], error: BaseException, *, store: bool = True) -> None:
+        """Count signals of these runs as not written because of ``error``; mark the runs.
+
+        ``store`` is whether writing itself failed (until a write succeeds again),
+        rather than one value that could not be encoded.
+        """
+        newly = []
+        with self._lock:
+            for run_id, count in counts.items():
+                entry = self.failed.get(run_id)
+                if entry is None:
+                    self.failed[run_id] = [count, error]
+                    newly.append(run_id)
+                else:
+                    entry[0] += count
+            first = self._failing is None
+            if store:
+                self._lost_while_failing += sum(counts.values())
+                if first:
+                    self._failing = error
+        for run_id in newly:
+            watcher = self._watchers.pop(run_id, None)
+            if watcher is not None:
+                watcher()
+        if first:
+            log(
+                "reactor.recording",
+                "error",
+                "recording failed",
+                store=self.where,
+                error=f"{type(error).__name__}: {error}",
+                hint=_advice(error),
+            )
+
+    def drop(self, run_id: str) -> None:
+        """Count one more signal of a failed run as not written (it is not written)."""
+        with self._lock:
+            entry = self.failed.get(run_id)
+            if entry is not None:
+                entry[0] += 1
+
+    def wrote(self) -> None:
+        """A write succeeded: the failure, if any, is over."""
+        if self._failing is None:
+            return
+        with self._lock:
+            lost, self._lost_while_failing = self._lost_while_failing, 0
+            self._failing = None
+        log("reactor.recording", "warning", "recording resumed", store=self.where, lost=lost)
+
+    def error_for(self, run_id: str) -> RecordingError | None:
+        """The error of ``run_id``'s recording, if it failed (asked once, when it ends)."""
+        with self._lock:
+            entry = self.failed.pop(run_id, None)
+            self._watchers.pop(run_id, None)
+        if entry is None:
+            return None
+        count, error = entry
+        return RecordingError(
+            f"Recording run {run_id} to {self.where} failed ({type(error).__name__}: "
+            f"{error}); {count} of its signals were not written, so its log stops where "
+            f"the failure began. {_advice(error)} The store retries by itself and records "
+            "the next runs once it can; resume this one with graph.resume(run_id, "
+            "record=store) or run it again.",
+            unwritten=count,
+        )
+
+
+def _advice(error: BaseException) -> str:
+    text = str(error).lower()
+    if "full" in text or "no space" in text or "quota" in text:
+        return "Free disk space where the store is."
+    if "encode" in text or "surrogate" in text or "serializ" in text:
+        return "Pass values the log can hold (JSON data, valid Unicode text)."
+    return "Check that the store's database is reachable and writable."
