@@ -117,8 +117,7 @@ class PostgresSignalStore(SignalStoreBase):
         self._writer: threading.Thread | None = None
         self._failures = WriteFailures(self._shown)
         self._closed = False
-        self.fence: Fence | None = None
-        """Runs a write must leave out, asked in its transaction (workers fence there)."""
+        self.fence: Fence | None = None  # runs a write leaves out, asked in its transaction
 
     # -- writing -------------------------------------------------------------------
 
@@ -234,10 +233,8 @@ class PostgresSignalStore(SignalStoreBase):
         return [Wakeup(run_id, datetime.fromtimestamp(due, UTC)) for run_id, due in rows]
 
     def _wait_for_room(self) -> None:
-        writer = self._writer
-        while (
-            self._queue.qsize() > self.max_backlog // 2 and writer is not None and writer.is_alive()
-        ):
+        writer, room = self._writer, self.max_backlog // 2
+        while self._queue.qsize() > room and writer is not None and writer.is_alive():
             time.sleep(0.001)
 
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
@@ -260,8 +257,7 @@ class PostgresSignalStore(SignalStoreBase):
     def recording_error(self, run_id: str) -> RecordingError | None:
         """Why ``run_id``'s recording is incomplete, after a flush.
 
-        The database stayed unreachable for ``retry_for`` seconds, a table was
-        dropped, a permission revoked.
+        The database stayed away for ``retry_for`` seconds, a table dropped, a right revoked.
         """
         return self._failures.error_for(run_id)
 
