@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
 import fastapi
@@ -30,6 +30,7 @@ from reactor.exceptions import ReactorError
 from reactor.service._api.base import KINDS, STATUSES, ApiError, Service, authenticate, state_of
 from reactor.service._api.base import user_of as token_user
 from reactor.service._api.runs import abort_run, load_run, post_signal, reply
+from reactor.service._hosting.live import FeedItem
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.values import User
 
@@ -46,8 +47,8 @@ router = fastapi.APIRouter(
 ws_router = fastapi.APIRouter(prefix="/api/runs", tags=["runs"])
 
 
-Batch = list[tuple[int, str]]
-"""Signals of a run as (``seq``, JSON text), in order."""
+Batch = Sequence[FeedItem]
+"""Signals of a run as (``seq``, name, JSON text), in order."""
 
 
 async def run_signals(
@@ -65,7 +66,7 @@ async def run_signals(
             if live.feed.first_seq > last + 1:  # a resumed run: the start is in the store
                 recording = await load_run(service, run_id)
                 earlier = [
-                    (signal.seq, signal.to_json())
+                    (signal.seq, signal.name, signal.to_json())
                     for signal in recording.signals
                     if last < signal.seq < live.feed.first_seq
                 ]
@@ -74,10 +75,10 @@ async def run_signals(
                     yield earlier
             async for items in live.feed.watch(last):
                 last = items[-1][0]
-                yield [(seq, text) for seq, _, text in items]
+                yield items
             return
         recording = await load_run(service, run_id)
-        fresh = [(s.seq, s.to_json()) for s in recording.signals if s.seq > last]
+        fresh = [(s.seq, s.name, s.to_json()) for s in recording.signals if s.seq > last]
         if fresh:
             last = fresh[-1][0]
             yield fresh
@@ -139,7 +140,8 @@ async def events(
     last_event_id: Annotated[int | None, fastapi.Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
     """The run's signals as Server-Sent Events: history, then live, until ``harness:end``."""
-    await load_run(service, run_id)  # 404 before the stream starts
+    if run_id not in service.live:  # a run executing here exists: no need to read its log
+        await load_run(service, run_id)  # 404 before the stream starts
     return event_stream(service, run_id, state_of(request).stopping, last_event_id or 0)
 
 
@@ -153,7 +155,7 @@ def event_stream(
             if batch is None:
                 yield ": keep-alive\n\n"
             else:  # one write for a burst of signals
-                yield "".join([f"id: {seq}\ndata: {text}\n\n" for seq, text in batch])
+                yield "".join([f"id: {seq}\ndata: {text}\n\n" for seq, _, text in batch])
 
     return StreamingResponse(
         stream(),
@@ -219,7 +221,7 @@ async def channel(websocket: WebSocket, run_id: str) -> None:
 
     async def out() -> None:
         async for batch in _pumped(run_signals(service, run_id), state.stopping):
-            for _, text in batch or ():
+            for _, _, text in batch or ():
                 await websocket.send_text(f'{{"type": "signal", "signal": {text}}}')
         await websocket.close(code=1000)
 
