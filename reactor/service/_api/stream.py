@@ -87,6 +87,27 @@ async def run_signals(
         await asyncio.sleep(POLL)
 
 
+async def _followed(
+    service: ReactionService, run_id: str, stopping: asyncio.Event, after: int = 0
+) -> AsyncIterator[Batch | None]:
+    """The run's batches, ``None`` after each quiet ``HEARTBEAT``; ends when ``stopping``.
+
+    A run executing here is read from its feed directly (no task or queue per batch);
+    another goes through :func:`_pumped`.
+    """
+    live = service.live.get(run_id)
+    if live is None or live.feed.first_seq > after + 1:
+        async for item in _pumped(run_signals(service, run_id, after), stopping):
+            yield item
+        return
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        async for items in live.feed.watch(after, heartbeat=HEARTBEAT, stop=stop):
+            yield items or None
+    finally:
+        stop.cancel()
+
+
 async def _pumped(
     source: AsyncIterator[Batch], stopping: asyncio.Event
 ) -> AsyncIterator[Batch | None]:
@@ -151,7 +172,7 @@ def event_stream(
     """A run's signals after ``seq`` ``after`` as Server-Sent Events (the API's and the UI's)."""
 
     async def stream() -> AsyncIterator[str]:
-        async for batch in _pumped(run_signals(service, run_id, after), stopping):
+        async for batch in _followed(service, run_id, stopping, after):
             if batch is None:
                 yield ": keep-alive\n\n"
             else:  # one write for a burst of signals
@@ -220,7 +241,7 @@ async def channel(websocket: WebSocket, run_id: str) -> None:
     service = state.service
 
     async def out() -> None:
-        async for batch in _pumped(run_signals(service, run_id), state.stopping):
+        async for batch in _followed(service, run_id, state.stopping):
             for _, _, text in batch or ():
                 await websocket.send_text(f'{{"type": "signal", "signal": {text}}}')
         await websocket.close(code=1000)

@@ -102,10 +102,17 @@ class RunFeed:
         if not woken.done():
             woken.set_result(None)
 
-    async def watch(self, after: int = 0) -> AsyncIterator[list[FeedItem]]:
+    async def watch(
+        self,
+        after: int = 0,
+        *,
+        heartbeat: float | None = None,
+        stop: asyncio.Future[Any] | None = None,
+    ) -> AsyncIterator[list[FeedItem]]:
         """The signals after ``seq`` ``after``, in batches: those so far, then new ones.
 
-        Ends after the run's last signal (or when the feed is ended).
+        Ends after the run's last signal (or when the feed is ended, or once ``stop``
+        is done); yields an empty batch after each quiet ``heartbeat`` seconds.
         """
         items = self.items
         position = bisect.bisect_right(items, after, key=lambda item: item[0])
@@ -117,9 +124,13 @@ class RunFeed:
                     position += len(batch)
                     yield batch
                     continue
-                if self.ended:
+                if self.ended or (stop is not None and stop.done()):
                     return
-                await asyncio.shield(self._next)  # shared: one watcher's cancel is its own
+                waiting = {self._next} if stop is None else {self._next, stop}
+                # asyncio.wait leaves the shared future alone when this watcher is cancelled
+                done, _ = await asyncio.wait(waiting, timeout=heartbeat)
+                if not done:
+                    yield []
         finally:
             self._watchers -= 1
 
