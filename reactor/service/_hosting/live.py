@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import threading
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any
 
@@ -50,6 +51,7 @@ class RunFeed:
     def __init__(self) -> None:
         self.items: list[FeedItem] = []
         self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
         self.started: asyncio.Future[str] = self._loop.create_future()
         self.ended = False
         self.asking: set[Any] = set()  # prompts asked and not yet answered
@@ -82,15 +84,29 @@ class RunFeed:
         if signal.name == HARNESS_END:
             self.end()
         elif self._waking is None and self._watchers:
+            self._on_loop(self._schedule)
+
+    def end(self) -> None:
+        """No more signals: every watcher's stream ends after what it was given."""
+        self.ended = True
+        self._on_loop(self._end)
+
+    def _on_loop(self, call: Callable[[], None]) -> None:
+        """Call now on the loop's thread; from another (a sync handler's), through the loop."""
+        if threading.get_ident() == self._thread:
+            call()
+        else:
+            self._loop.call_soon_threadsafe(call)
+
+    def _schedule(self) -> None:
+        if self._waking is None and not self.ended:
             delay = self._woken + COALESCE - self._loop.time()
             if delay <= 0:
                 self._waking = self._loop.call_soon(self._wake)
             else:
                 self._waking = self._loop.call_later(delay, self._wake)
 
-    def end(self) -> None:
-        """No more signals: every watcher's stream ends after what it was given."""
-        self.ended = True
+    def _end(self) -> None:
         if self._waking is not None:
             self._waking.cancel()
         self._wake()
@@ -128,7 +144,9 @@ class RunFeed:
                     return
                 waiting = {self._next} if stop is None else {self._next, stop}
                 # asyncio.wait leaves the shared future alone when this watcher is cancelled
-                done, _ = await asyncio.wait(waiting, timeout=heartbeat)
+                done, _ = await asyncio.wait(
+                    waiting, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
+                )
                 if not done:
                     yield []
         finally:
