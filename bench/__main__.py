@@ -21,6 +21,7 @@ from bench import (
     stores,
     telemetry,
     workers,
+    writes,
 )
 from bench._runner import Row, render, write_section
 
@@ -35,6 +36,7 @@ WORKLOADS = {
     "longlife": longlife.run,
     "many": many.run,
     "reactions": reactions.run,
+    "writes": writes.run,
     "serve": serve.run,
     "workers": workers.run,
 }

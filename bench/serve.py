@@ -14,9 +14,10 @@ and the signals delivered per second to the clients.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ CLIENTS = 200
 WRITES = 1_000
 TICKS = 3_000
 TOKEN = "bench-token"
+TARGET = 0.7
 
 
 async def _ticks(ctx: AgentContext[Any]) -> int:
@@ -58,7 +60,16 @@ def make_service(url: str) -> ReactionService:
     )
 
 
-def _start(folder: Path, port: int) -> subprocess.Popen[bytes]:
+def free_port() -> int:
+    """A TCP port nothing listens on now (127.0.0.1)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_server(folder: Path, port: int) -> subprocess.Popen[bytes]:
+    """``reactor serve`` of :func:`make_service` on ``port``, its database in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
     environ = {**os.environ, "REACTOR_API_TOKENS": f"{TOKEN}:bench", "PYTHONPATH": os.getcwd()}
     command = [sys.executable, "-m", "reactor", "serve", "--app", "bench.serve:make_service"]
     command += ["--db", f"sqlite:///{folder / 'serve.db'}", "--port", str(port)]
@@ -66,7 +77,8 @@ def _start(folder: Path, port: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(command, stdout=log, stderr=log, env=environ)
 
 
-async def _ready(client: httpx2.AsyncClient, process: subprocess.Popen[bytes]) -> None:
+async def wait_ready(client: httpx2.AsyncClient, process: subprocess.Popen[bytes]) -> None:
+    """Until the server answers ``/healthz``."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -80,11 +92,25 @@ async def _ready(client: httpx2.AsyncClient, process: subprocess.Popen[bytes]) -
     raise RuntimeError("reactor serve was not ready in 60 s")
 
 
+_EVENT = re.compile(rb"id: (\d+)\ndata: \{[^\n]*?\"seq\": ?(\d+)")
+
+
 async def _follow(client: httpx2.AsyncClient, run_id: str) -> list[int]:
+    """The ``seq`` of each event of the stream, as its ``data`` says (checked against ``id``).
+
+    Parsed with one regular expression per chunk: the client shares the server's
+    cores, so it does as little per event as it can.
+    """
     seqs: list[int] = []
-    async with client.sse(f"/api/runs/{run_id}/events", timeout=300) as source:
-        async for event in source:
-            seqs.append(json.loads(event.data)["seq"])
+    pending = b""
+    async with client.stream("GET", f"/api/runs/{run_id}/events", timeout=300) as response:
+        async for chunk in response.aiter_bytes():
+            pending += chunk
+            complete, _, pending = pending.rpartition(b"\n\n")
+            for ident, seq in _EVENT.findall(complete):
+                if ident != seq:
+                    raise AssertionError(f"event id {ident!r} carries seq {seq!r}")
+                seqs.append(int(seq))
     return seqs
 
 
@@ -107,15 +133,15 @@ async def measure(clients: int, writes: int, ticks: int) -> dict[str, float]:
     """One round: the quiet writes, then the writes under the clients; checks nothing is lost."""
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        port = 20_000 + os.getpid() % 20_000
-        process = _start(folder, port)
+        port = free_port()
+        process = start_server(folder, port)
         limits = httpx2.Limits(max_connections=clients + 100, max_keepalive_connections=100)
         headers = {"Authorization": f"Bearer {TOKEN}"}
         try:
             async with httpx2.AsyncClient(
                 base_url=f"http://127.0.0.1:{port}", headers=headers, limits=limits, timeout=120
             ) as client:
-                await _ready(client, process)
+                await wait_ready(client, process)
                 quiet = await _writes(client, writes, "quiet")
                 started = await client.post("/api/runs", json={"graph": "ticker", "input": ticks})
                 run_id = started.json()["run_id"]
@@ -166,8 +192,8 @@ def run(runs: int, scale: float) -> list[Row]:
             baseline=f"{writes / best['quiet']:,.0f} writes/s (no client watching)",
             ratio=best["busy"] / best["quiet"],
             ratio_text=f"{best['quiet'] / best['busy']:.0%} of the baseline rate",
-            target="report",
-            met=None,
+            target=">= 70% of the baseline rate",
+            met=best["quiet"] / best["busy"] >= TARGET,
         ),
         Row(
             workload=(

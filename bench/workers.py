@@ -30,7 +30,7 @@ from reactor.service._scaleout.worker import live_workers
 
 SERVER = "postgresql://postgres@127.0.0.1:5432"
 REDIS = os.environ.get("REACTOR_BENCH_REDIS", "redis://127.0.0.1:6379") + "/14"
-"""Redis database 14 of ``REACTOR_BENCH_REDIS`` (default the local Redis)."""
+"""Redis database 14 of ``REACTOR_BENCH_REDIS`` (default the local Redis; it is flushed)."""
 RECLAIM = 2.0
 CONCURRENCY = 16
 RUNS = 300
@@ -131,8 +131,38 @@ def measure(workers: int, n: int, *, kill: bool = False) -> float:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+async def _in_process(db: str, n: int) -> float:
+    service = make_service(db)
+    async with service.objects, service:
+        start = time.perf_counter()
+        for _ in range(n):
+            await service.submit("io")
+        deadline = time.monotonic() + 300
+        while len(await asyncio.to_thread(_ended, db)) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the {n} in-process runs did not end")
+            await asyncio.sleep(0.05)
+        return n / (time.perf_counter() - start)
+
+
+def in_process(n: int) -> float:
+    """Runs per second of the same ``n`` runs executed by the serving process (no queue)."""
+    name = f"reactor_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    saved = os.environ.pop("REACTOR_REDIS_URL", None)
+    try:
+        return asyncio.run(_in_process(f"{SERVER}/{name}", n))
+    finally:
+        if saved is not None:
+            os.environ["REACTOR_REDIS_URL"] = saved
+        with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 def run(runs: int, scale: float) -> list[Row]:
     n = max(60, int(RUNS * scale))
+    local = in_process(n)
     rates = {count: measure(count, n) for count in (1, 2, 4)}
     killed = measure(2, n, kill=True)
     base = rates[1]
@@ -150,6 +180,18 @@ def run(runs: int, scale: float) -> list[Row]:
         )
         for count, rate in rates.items()
     ]
+    rows.append(
+        Row(
+            f"workers: {n} runs of two 50 ms model calls on 1 `reactor worker` process, beside "
+            "the same runs executed by the serving process (PostgreSQL log, no queue)",
+            f"{base:.0f} runs/s",
+            f"{local:.0f} runs/s (in-process)",
+            base / local,
+            f"{base / local:.0%} of the in-process rate",
+            ">= 50% of the in-process rate",
+            base / local >= 0.5,
+        )
+    )
     rows.append(
         Row(
             f"workers: the same on 2 workers, one killed (SIGKILL) after a third of the runs; "

@@ -41,6 +41,7 @@ _ON = frozenset({"", "1", "on", "true", "yes"})
 
 _lock = threading.Lock()
 _in_flight = 0
+_frozen = False  # freeze_long_lived() was done
 _tuning: CollectorTuning | None  # the installed one: set from the environment at the end
 
 
@@ -99,6 +100,26 @@ def untune_collector() -> None:
     want to touch.
     """
     _install(None)
+
+
+def freeze_long_lived() -> bool:
+    """Once per process: collect, then keep what is alive out of later collections, if tuned.
+
+    A service calls it as it starts: its modules, tables, routes and models (some
+    170,000 objects in ``reactor serve``) live as long as the process, yet each full
+    collection would walk them all again (a sixth of the time of 10,000 reactions).
+    ``gc.freeze()`` moves them where the collector does not look. Does nothing (returns
+    False) after the first call, or when the collector is left to the application
+    (:func:`untune_collector`, ``REACTOR_TUNE_COLLECTOR=0``).
+    """
+    global _frozen
+    with _lock:
+        if _tuning is None or _frozen:
+            return False
+        _frozen = True
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 def _install(tuning: CollectorTuning | None) -> None:

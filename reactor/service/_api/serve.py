@@ -27,6 +27,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import fastapi
 import pydantic
@@ -40,7 +41,10 @@ from reactor.service._hosting.service import ReactionService
 from reactor.service._hosting.telemetry import telemetry_from_env
 from reactor.service._objects.db import DEFAULT_URL
 
-__all__ = ["ServeSettings", "is_loopback", "serve"]
+__all__ = ["UVICORN_OPTIONS", "ServeSettings", "is_loopback", "serve"]
+
+UVICORN_OPTIONS: dict[str, Any] = {"lifespan": "on", "log_level": "info"}
+"""How uvicorn serves the app (the benchmarks serve their baseline app the same way)."""
 
 
 class ServeSettings(pydantic.BaseModel):
@@ -165,9 +169,8 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
         app,
         host=settings.host,
         port=settings.port,
-        lifespan="on",
         timeout_graceful_shutdown=max(int(settings.grace), 1),
-        log_level="info",
+        **UVICORN_OPTIONS,
     )
     listening = _bind(settings.host, settings.port)  # before the service starts anything
     server = _Server(config, app)

@@ -3,7 +3,8 @@
 ``GET /api/runs/{id}/events`` streams one event per signal (``id:`` its ``seq``,
 ``data:`` the signal as JSON): the recorded history first, then each new signal, until
 ``harness:end`` closes the stream. A run executing in this process is followed from
-its feed (no database round trip per signal); another is followed from the store. A
+its feed, one for all its clients (no database round trip per signal or per client;
+a burst of signals is one write per client); another is followed from the store. A
 client that reconnects with ``Last-Event-ID`` gets what came after it.
 
 ``WS /api/runs/{id}/ws`` is the WebSocket channel: the same signals as messages
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
 import fastapi
@@ -29,6 +30,7 @@ from reactor.exceptions import ReactorError
 from reactor.service._api.base import KINDS, STATUSES, ApiError, Service, authenticate, state_of
 from reactor.service._api.base import user_of as token_user
 from reactor.service._api.runs import abort_run, load_run, post_signal, reply
+from reactor.service._hosting.live import FeedItem
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.values import User
 
@@ -45,43 +47,77 @@ router = fastapi.APIRouter(
 ws_router = fastapi.APIRouter(prefix="/api/runs", tags=["runs"])
 
 
+Batch = Sequence[FeedItem]
+"""Signals of a run as (``seq``, name, JSON text), in order."""
+
+
 async def run_signals(
     service: ReactionService, run_id: str, after: int = 0
-) -> AsyncIterator[tuple[int, str]]:
-    """The run's signals after ``seq`` ``after`` (``seq`` and JSON text), until its end."""
+) -> AsyncIterator[Batch]:
+    """The run's signals after ``seq`` ``after``, in batches, until its end.
+
+    A run executing here is followed from its feed: its clients share it, and a burst
+    of signals reaches each client as one batch.
+    """
     last = after
     while True:
         live = service.live.get(run_id)
         if live is not None:
             if live.feed.first_seq > last + 1:  # a resumed run: the start is in the store
-                for signal in (await load_run(service, run_id)).signals:
-                    if last < signal.seq < live.feed.first_seq:
-                        last = signal.seq
-                        yield last, signal.to_json()
-            async for seq, _, text in live.feed.watch(last):
-                last = seq
-                yield seq, text
+                recording = await load_run(service, run_id)
+                earlier = [
+                    (signal.seq, signal.name, signal.to_json())
+                    for signal in recording.signals
+                    if last < signal.seq < live.feed.first_seq
+                ]
+                if earlier:
+                    last = earlier[-1][0]
+                    yield earlier
+            async for items in live.feed.watch(last):
+                last = items[-1][0]
+                yield items
             return
         recording = await load_run(service, run_id)
-        for signal in recording.signals:
-            if signal.seq > last:
-                last = signal.seq
-                yield last, signal.to_json()
+        fresh = [(s.seq, s.name, s.to_json()) for s in recording.signals if s.seq > last]
+        if fresh:
+            last = fresh[-1][0]
+            yield fresh
         if recording.complete:
             return
         await asyncio.sleep(POLL)
 
 
+async def _followed(
+    service: ReactionService, run_id: str, stopping: asyncio.Event, after: int = 0
+) -> AsyncIterator[Batch | None]:
+    """The run's batches, ``None`` after each quiet ``HEARTBEAT``; ends when ``stopping``.
+
+    A run executing here is read from its feed directly (no task or queue per batch);
+    another goes through :func:`_pumped`.
+    """
+    live = service.live.get(run_id)
+    if live is None or live.feed.first_seq > after + 1:
+        async for item in _pumped(run_signals(service, run_id, after), stopping):
+            yield item
+        return
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        async for items in live.feed.watch(after, heartbeat=HEARTBEAT, stop=stop):
+            yield items or None
+    finally:
+        stop.cancel()
+
+
 async def _pumped(
-    source: AsyncIterator[tuple[int, str]], stopping: asyncio.Event
-) -> AsyncIterator[tuple[int, str] | None]:
-    """``source``'s items, ``None`` after each quiet ``HEARTBEAT``; ends when ``stopping``."""
-    queue: asyncio.Queue[tuple[tuple[int, str] | None, bool]] = asyncio.Queue()
+    source: AsyncIterator[Batch], stopping: asyncio.Event
+) -> AsyncIterator[Batch | None]:
+    """``source``'s batches, ``None`` after each quiet ``HEARTBEAT``; ends when ``stopping``."""
+    queue: asyncio.Queue[tuple[Batch | None, bool]] = asyncio.Queue()
 
     async def pump() -> None:
         try:
-            async for item in source:
-                queue.put_nowait((item, False))
+            async for batch in source:
+                queue.put_nowait((batch, False))
         finally:
             queue.put_nowait((None, True))
 
@@ -89,20 +125,23 @@ async def _pumped(
     stop = asyncio.create_task(stopping.wait())
     try:
         while True:
-            get = asyncio.create_task(queue.get())
-            done, _ = await asyncio.wait(
-                {get, stop}, timeout=HEARTBEAT, return_when="FIRST_COMPLETED"
-            )
-            if get not in done:
-                get.cancel()
-                if stop in done:
-                    return
-                yield None
-                continue
-            item, finished = get.result()
+            if queue.empty():
+                get = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait(
+                    {get, stop}, timeout=HEARTBEAT, return_when="FIRST_COMPLETED"
+                )
+                if get not in done:
+                    get.cancel()
+                    if stop in done:
+                        return
+                    yield None
+                    continue
+                batch, finished = get.result()
+            else:
+                batch, finished = queue.get_nowait()
             if finished:
                 return
-            yield item
+            yield batch
     finally:
         for pending in (task, stop):
             pending.cancel()
@@ -122,7 +161,8 @@ async def events(
     last_event_id: Annotated[int | None, fastapi.Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
     """The run's signals as Server-Sent Events: history, then live, until ``harness:end``."""
-    await load_run(service, run_id)  # 404 before the stream starts
+    if run_id not in service.live:  # a run executing here exists: no need to read its log
+        await load_run(service, run_id)  # 404 before the stream starts
     return event_stream(service, run_id, state_of(request).stopping, last_event_id or 0)
 
 
@@ -132,11 +172,11 @@ def event_stream(
     """A run's signals after ``seq`` ``after`` as Server-Sent Events (the API's and the UI's)."""
 
     async def stream() -> AsyncIterator[str]:
-        async for item in _pumped(run_signals(service, run_id, after), stopping):
-            if item is None:
+        async for batch in _followed(service, run_id, stopping, after):
+            if batch is None:
                 yield ": keep-alive\n\n"
-            else:
-                yield f"id: {item[0]}\ndata: {item[1]}\n\n"
+            else:  # one write for a burst of signals
+                yield "".join([f"id: {seq}\ndata: {text}\n\n" for seq, _, text in batch])
 
     return StreamingResponse(
         stream(),
@@ -201,9 +241,9 @@ async def channel(websocket: WebSocket, run_id: str) -> None:
     service = state.service
 
     async def out() -> None:
-        async for item in _pumped(run_signals(service, run_id), state.stopping):
-            if item is not None:
-                await websocket.send_text(f'{{"type": "signal", "signal": {item[1]}}}')
+        async for batch in _followed(service, run_id, state.stopping):
+            for _, _, text in batch or ():
+                await websocket.send_text(f'{{"type": "signal", "signal": {text}}}')
         await websocket.close(code=1000)
 
     async def into() -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from reactor._engine.collector import freeze_long_lived
 from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo, new_run_id
 from reactor._recording.memory import MemorySignalStore
@@ -111,7 +112,12 @@ class RunHost:
     def open(
         self, group: asyncio.TaskGroup, record: SignalStore, changed: Callable[[], None]
     ) -> None:
-        """Start runs in ``group``, recorded to ``record``; ``changed`` when one ends."""
+        """Start runs in ``group``, recorded to ``record``; ``changed`` when one ends.
+
+        What the process holds by now lives as long as it: it is frozen out of the
+        collector's walks (see :func:`~reactor._engine.collector.freeze_long_lived`).
+        """
+        freeze_long_lived()
         self._group, self._changed = group, changed
         self.record = ServiceRecord(record)
         self.stopping = False

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import builtins
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
@@ -17,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from reactor._agents.reaction import type_name_problem
 from reactor._signals.bus import SignalBus
 from reactor._signals.door import check_payload
-from reactor._signals.frozen import freeze_payload
 from reactor.exceptions import ObjectNotFoundError, ObjectValidationError, ServiceConfigError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 from reactor.service._objects.db import DEFAULT_URL, Database, describe_url
@@ -26,12 +24,12 @@ from reactor.service._objects.schema import object_events, objects
 from reactor.service._objects.values import (
     CURRENT_CAUSE,
     AgentActor,
-    EventKind,
     ObjectEvent,
     StoredObject,
     User,
     actor_from_context,
 )
+from reactor.service._objects.writes import Change, ObjectWrites
 from stores import current_actor
 
 __all__ = ["ObjectStore"]
@@ -42,9 +40,11 @@ Types = Iterable[type[pydantic.BaseModel]] | Mapping[str, type[pydantic.BaseMode
 class ObjectStore:
     """Typed objects in SQLite or PostgreSQL: ``create``, ``get``, ``update``, ``delete``.
 
-    Every change is one transaction that writes the object and an :class:`ObjectEvent`
-    (the log reactions are dispatched from), then emits ``object:<Type>:<event>`` on
-    :attr:`bus`. A change by an agent is attributed to it without saying so: the actor
+    Every change writes the object and an :class:`ObjectEvent` (the log reactions are
+    dispatched from) together, then emits ``object:<Type>:<event>`` on :attr:`bus`;
+    changes made at the same time share one transaction (each in its own savepoint:
+    one that fails changes nothing and raises to its caller alone). A change by an
+    agent is attributed to it without saying so: the actor
     defaults to the one running now (``stores.current_actor()``: ``AgentActor(name)``
     inside an agent, else ``User("user")``)::
 
@@ -71,6 +71,7 @@ class ObjectStore:
         self.db = Database(url)
         self.types = _registered(types)
         self.bus = bus if bus is not None else SignalBus(history_limit=1000)
+        self._writes = ObjectWrites(self.db, self.bus)
 
     @property
     def url(self) -> str:
@@ -89,7 +90,8 @@ class ObjectStore:
         return self
 
     async def close(self) -> None:
-        """Close the database's connections."""
+        """Close the database's connections (once the changes under way are written)."""
+        await self._writes.stop()
         await self.db.close()
 
     async def __aenter__(self) -> Self:
@@ -169,19 +171,17 @@ class ObjectStore:
         """
         who = actor if actor is not None else actor_from_context(current_actor())
         await self.open()
-        prepared = [self._prepare(op) for op in operations]
-        async with self.db.write(ordered=True) as conn:
-            now = datetime.now(UTC)
-            for object_id, version in (expect or {}).items():
-                current = await conn.scalar(
-                    sa.select(objects.c.version).where(objects.c.id == object_id)
-                )
-                if current != version:
-                    raise (stale or _version_error)(current)
-            events = [await self._apply_one(conn, op, who, approved_by, now) for op in prepared]
-        for event in events:
-            self.bus.publish(event.name, freeze_payload(event.payload()), str(who), None, 0)
-        return events
+        change = Change(
+            operations=[self._prepare(op) for op in operations],
+            actor=who,
+            approved_by=approved_by,
+            expect=dict(expect or {}),
+            stale=stale or _version_error,
+            cause=CURRENT_CAUSE.get(),  # the reaction making it, if one is
+            not_found=lambda object_id: _not_found(object_id, self.url),
+            validate=self.validate,
+        )
+        return await self._writes.submit(change)
 
     def validate(self, type: str, data: Any) -> dict[str, Any]:
         """``data`` as it would be stored as a ``type``: validated, as JSON data.
@@ -241,74 +241,6 @@ class ObjectStore:
         if isinstance(op, Create):
             return op.model_copy(update={"data": self.validate(op.type, op.data)})
         return op
-
-    async def _apply_one(
-        self,
-        conn: AsyncConnection,
-        op: Operation,
-        actor: User | AgentActor,
-        approved_by: User | AgentActor | None,
-        now: datetime,
-    ) -> ObjectEvent:
-        event: EventKind
-        if isinstance(op, Create):
-            object_id = op.id or new_object_id()
-            if op.id is not None and await self._row(conn, op.id) is not None:
-                raise ObjectValidationError(
-                    f"An object with id {op.id!r} exists already; leave Create.id empty.",
-                    type=op.type,
-                    errors=[],
-                )
-            type, version, data, old, created = op.type, 1, op.data, {}, now
-            event = "created"
-            await conn.execute(
-                objects.insert().values(
-                    id=object_id, type=type, version=1, data=data, actor_type=actor.type,
-                    actor_id=actor.id, created_at=now, updated_at=now,
-                )
-            )  # fmt: skip
-        else:
-            row = await self._row(conn, op.id)
-            if row is None:
-                raise _not_found(op.id, self.url)
-            object_id, type, old, created = row.id, row.type, dict(row.data), row.created_at
-            if isinstance(op, Update):
-                data, version, event = (
-                    self.validate(type, {**old, **op.data}),
-                    row.version + 1,
-                    "updated",
-                )
-                await conn.execute(
-                    objects.update()
-                    .where(objects.c.id == object_id)
-                    .values(
-                        version=version, data=data, actor_type=actor.type, actor_id=actor.id,
-                        updated_at=now,
-                    )
-                )  # fmt: skip
-            else:
-                data, version, event = old, row.version, "deleted"
-                await conn.execute(objects.delete().where(objects.c.id == object_id))
-        changes = _changes(old, {} if event == "deleted" else data)
-        cause = CURRENT_CAUSE.get()  # the reaction making it, if one is
-        event_id = await conn.scalar(
-            object_events.insert()
-            .values(
-                object_id=object_id, object_type=type, version=version, event=event, data=data,
-                changes=changes, actor_type=actor.type, actor_id=actor.id,
-                approved_by_type=approved_by.type if approved_by else None,
-                approved_by_id=approved_by.id if approved_by else None,
-                object_created_at=created, created_at=now,
-                cause=None if cause is None else cause.payload(),
-            )
-            .returning(object_events.c.event_id)
-        )  # fmt: skip
-        assert isinstance(event_id, int)
-        return ObjectEvent(
-            event_id=event_id, id=object_id, type=type, version=version, event=event, data=data,
-            changes=changes, actor=actor, approved_by=approved_by, timestamp=now,
-            object_created_at=created, cause=cause,
-        )  # fmt: skip
 
     @staticmethod
     async def _row(conn: AsyncConnection, object_id: str) -> sa.Row[Any] | None:
@@ -403,20 +335,6 @@ def _version_error(current: int | None) -> Exception:
         type="object",
         errors=[],
     )
-
-
-def new_object_id() -> str:
-    """A fresh object id."""
-    return f"obj_{uuid.uuid4().hex}"
-
-
-def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """Each top-level field whose value differs: ``{"old": ..., "new": ...}``."""
-    return {
-        key: {"old": old.get(key), "new": new.get(key)}
-        for key in dict.fromkeys([*old, *new])
-        if old.get(key) != new.get(key) or (key in old) != (key in new)
-    }
 
 
 def _not_found(object_id: str, url: str) -> ObjectNotFoundError:

@@ -40,6 +40,9 @@ __all__ = ["Dispatcher"]
 BATCH = 500
 """Events read (and logged in one transaction) at a time."""
 
+KEEP_READ = 4 * BATCH
+"""Events kept from dispatching for processing (read again from the store past that)."""
+
 FOLLOW_EVERY = 0.2
 """Seconds between two looks at the log while queued entries are in flight."""
 
@@ -95,6 +98,7 @@ class Dispatcher:
         self.unsent: list[ProcessingEntry] = []
         self.queued = 0  # entries pending or processing elsewhere, as last seen
         self._resend = True
+        self._read: dict[int, ObjectEvent] = {}  # events just dispatched, for process()
 
     @property
     def position(self) -> int:
@@ -175,6 +179,10 @@ class Dispatcher:
         ]
         through = dict.fromkeys(self.agents, events[-1].event_id)
         entries = await self.log.claim(claims, through)
+        if self.handoff is None:  # they are taken here next: no need to read them again
+            if len(self._read) > KEEP_READ:
+                self._read.clear()
+            self._read.update((event.event_id, event) for event in events)
         self.cursors.update({name: at for name, at in through.items() if name in self.agents})
         self.more_work(entries)
         return len(events) == BATCH
@@ -214,12 +222,7 @@ class Dispatcher:
             logged = self._logged
             try:
                 entries = await self.log.take(self.agents, free)
-                events = {
-                    event.event_id: event
-                    for event in await self.services.objects.events(
-                        ids={entry.event_id for entry in entries}
-                    )
-                }
+                events = await self._events({entry.event_id for entry in entries})
             except Exception as exc:  # a database hiccup: look again later
                 log("reactor.service", "error", "cannot take work", error=repr(exc))
                 await asyncio.sleep(1.0)
@@ -232,6 +235,16 @@ class Dispatcher:
             elif logged == self._logged:
                 self.drained = True
             self._changed()
+
+    async def _events(self, ids: set[int]) -> dict[int, ObjectEvent]:
+        """The events of taken entries: those just dispatched from memory, others read."""
+        read = self._read
+        found = {event_id: read[event_id] for event_id in ids if event_id in read}
+        missing = ids.difference(found)
+        if missing:
+            for event in await self.services.objects.events(ids=missing):
+                found[event.event_id] = event
+        return found
 
     async def _hand_off(self, handoff: HandOff) -> None:
         """Queue pending entries, then follow them until no more are pending or processing."""

@@ -14,8 +14,9 @@ from reactor._signals.names import CAPABILITY_DENIED, agent_actor
 from reactor._signals.payloads import CapabilityDenied
 from reactor.exceptions import CapabilityError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
-from reactor.service._objects.objects import ObjectStore, new_object_id
+from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.values import AgentActor, ObjectEvent, StoredObject
+from reactor.service._objects.writes import new_object_id
 
 __all__ = ["AgentObjects", "check_capability"]
 
