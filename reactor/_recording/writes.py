@@ -39,8 +39,17 @@ class WriteFailures:
         self._watchers: dict[str, Callable[[], None]] = {}
 
     def watch(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
-        """Call ``failed()`` once ``run_id``'s recording fails; return the unwatch."""
-        self._watchers[run_id] = failed
+        """Call ``failed()`` once ``run_id``'s recording fails; return the unwatch.
+
+        Called at once if it has failed already (its first writes can fail before the
+        run starts watching).
+        """
+        with self._lock:
+            already = run_id in self.failed
+            if not already:
+                self._watchers[run_id] = failed
+        if already:
+            failed()
 
         def unwatch() -> None:
             if self._watchers.get(run_id) is failed:

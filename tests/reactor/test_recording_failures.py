@@ -27,6 +27,7 @@ from reactor import (
     reactive,
 )
 from reactor._recording.store import SignalStoreBase
+from reactor._recording.writes import WriteFailures
 from tests.reactor.databases import admin
 from tests.reactor.test_postgres import name_of
 
@@ -176,6 +177,19 @@ async def test_pg_terminate_backend_alone_loses_nothing(postgres_dsn: str) -> No
         result = await graph.run(record=store)
         assert result.status == "completed"
         assert recorded_completely(store, result)
+
+
+def test_a_run_that_watches_after_its_recording_failed_is_told_at_once() -> None:
+    # The first writes of a run can fail before the run starts watching its recording.
+    failures = WriteFailures("runs.db")
+    failures.lose({"run_a": 1}, OSError("database or disk is full"))
+    told: list[str] = []
+    failures.watch("run_a", lambda: told.append("run_a"))
+    unwatch = failures.watch("run_b", lambda: told.append("run_b"))
+    assert told == ["run_a"]
+    unwatch()
+    failures.lose({"run_b": 1}, OSError("database or disk is full"))
+    assert told == ["run_a"]
 
 
 NOTES = 1000
