@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from reactor._recording.inbox import Wakeup
 from reactor.service._objects.db import Database
-from reactor.service._objects.schema import cron_ticks, run_leases
+from reactor.service._objects.schema import cron_ticks, queued_jobs, run_leases
 
 __all__ = ["Leases", "claim_tick", "claim_wakeup"]
 
@@ -117,6 +117,23 @@ class Leases:
                     run_leases.c.run_id == run_id, run_leases.c.worker == self.worker
                 )
             )
+
+    async def give_back_all(self, run_ids: list[str], forget: list[str]) -> None:
+        """End this worker's leases of ``run_ids``; forget the jobs' rows ``forget`` names.
+
+        One transaction for all (the rows of ``queued_jobs`` of the jobs done).
+        """
+        for run_id in run_ids:
+            self._proved.pop(run_id, None)
+            self.epochs.pop(run_id, None)
+        async with self.db.write() as conn:
+            await conn.execute(
+                run_leases.delete().where(
+                    run_leases.c.run_id.in_(run_ids), run_leases.c.worker == self.worker
+                )
+            )
+            if forget:
+                await conn.execute(queued_jobs.delete().where(queued_jobs.c.key.in_(forget)))
 
     async def holder(self, run_id: str) -> str | None:
         """The worker leasing ``run_id``, if any."""
