@@ -93,7 +93,7 @@ class Worker:
         service: ReactionService,
         settings: QueueSettings,
         *,
-        concurrency: int = 8,
+        concurrency: int = 32,
         grace: float = 30.0,
     ) -> None:
         if concurrency < 1:
