@@ -2,10 +2,10 @@
 
 An I/O-bound graph (two model calls in sequence, each waiting 50 ms) is queued N times
 through a service with ``REACTOR_REDIS_URL`` set (Redis database 14, flushed) and
-executed by worker processes (16 runs at a time each) on a fresh PostgreSQL database;
+executed by worker processes (32 runs at a time each, the default) on a fresh PostgreSQL database;
 the figure is N over the time from the first submission to the last run's end. One
 worker is set beside the serving process executing the same runs (all N at once, as it
-does without a queue) at 16 at a time and at N at a time, the same setting. In the
+does without a queue) at 32 at a time and at N at a time, the same setting. In the
 kill row, one of two workers gets SIGKILL once a third of the runs have ended; its runs
 are reclaimed after 2 s and resumed from their logs by the other. Everything runs on
 this machine's cores: the workers, Redis, PostgreSQL and the submitter share them.
@@ -34,7 +34,7 @@ SERVER = "postgresql://postgres@127.0.0.1:5432"
 REDIS = os.environ.get("REACTOR_BENCH_REDIS", "redis://127.0.0.1:6379") + "/14"
 """Redis database 14 of ``REACTOR_BENCH_REDIS`` (default the local Redis; it is flushed)."""
 RECLAIM = 2.0
-CONCURRENCY = 16
+CONCURRENCY = 32
 RUNS = 300
 
 
