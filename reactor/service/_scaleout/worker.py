@@ -11,9 +11,10 @@ at a time. For each job it:
    lease back, so what the previous holder recorded is all there);
 3. starts the run as the job says, or resumes it when the log already has it (a job a
    dead worker left: what completed is not repeated);
-4. once the run has ended, makes its log durable, gives the lease back and
-   acknowledges the job (off the job's slot), forgetting the job's row in
-   ``queued_jobs``.
+4. once the run has ended, makes its log durable, gives the lease back (forgetting the
+   job's row in ``queued_jobs`` in the same transaction) and acknowledges the job, off
+   the job's slot and grouped with the other runs ending then: one flush, one
+   transaction and one Redis command for all of them.
 
 A reaction's job names a processing-log entry: the worker leases it the same way,
 takes it (``pending``, or ``processing`` when the worker that had it died), runs the
