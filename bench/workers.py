@@ -2,8 +2,10 @@
 
 An I/O-bound graph (two model calls in sequence, each waiting 50 ms) is queued N times
 through a service with ``REACTOR_REDIS_URL`` set (Redis database 14, flushed) and
-executed by worker processes (16 runs at a time each) on a fresh PostgreSQL database;
-the figure is N over the time from the first submission to the last run's end. In the
+executed by worker processes (32 runs at a time each, the default) on a fresh PostgreSQL database;
+the figure is N over the time from the first submission to the last run's end. One
+worker is set beside the serving process executing the same runs (all N at once, as it
+does without a queue) at 32 at a time and at N at a time, the same setting. In the
 kill row, one of two workers gets SIGKILL once a third of the runs have ended; its runs
 are reclaimed after 2 s and resumed from their logs by the other. Everything runs on
 this machine's cores: the workers, Redis, PostgreSQL and the submitter share them.
@@ -32,7 +34,7 @@ SERVER = "postgresql://postgres@127.0.0.1:5432"
 REDIS = os.environ.get("REACTOR_BENCH_REDIS", "redis://127.0.0.1:6379") + "/14"
 """Redis database 14 of ``REACTOR_BENCH_REDIS`` (default the local Redis; it is flushed)."""
 RECLAIM = 2.0
-CONCURRENCY = 16
+CONCURRENCY = 32
 RUNS = 300
 
 
@@ -61,8 +63,8 @@ def _ended(db: str) -> list[str]:
         return [info.run_id for info in store.runs() if info.complete]
 
 
-def measure(workers: int, n: int, *, kill: bool = False) -> float:
-    """Runs per second of ``n`` runs on ``workers`` worker processes."""
+def measure(workers: int, n: int, *, kill: bool = False, concurrency: int = CONCURRENCY) -> float:
+    """Runs per second of ``n`` runs on ``workers`` worker processes, ``concurrency`` each."""
     name = f"reactor_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
@@ -78,7 +80,7 @@ def measure(workers: int, n: int, *, kill: bool = False) -> float:
     command = [sys.executable, "-m", "reactor", "worker", "--app", "bench.workers:make_service"]
     processes = [
         subprocess.Popen(
-            [*command, "--concurrency", str(CONCURRENCY)],
+            [*command, "--concurrency", str(concurrency)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -165,6 +167,7 @@ def run(runs: int, scale: float) -> list[Row]:
     local = in_process(n)
     rates = {count: measure(count, n) for count in (1, 2, 4)}
     killed = measure(2, n, kill=True)
+    equal = measure(1, n, concurrency=n)
     base = rates[1]
     rows = [
         Row(
@@ -190,6 +193,18 @@ def run(runs: int, scale: float) -> list[Row]:
             f"{base / local:.0%} of the in-process rate",
             ">= 50% of the in-process rate",
             base / local >= 0.5,
+        )
+    )
+    rows.append(
+        Row(
+            f"workers: the same on 1 `reactor worker` process executing all {n} runs at once "
+            f"(`--concurrency {n}`, as the serving process does), beside the in-process runs",
+            f"{equal:.0f} runs/s",
+            f"{local:.0f} runs/s (in-process)",
+            equal / local,
+            f"{equal / local:.0%} of the in-process rate",
+            "report",
+            None,
         )
     )
     rows.append(

@@ -23,7 +23,7 @@ __all__ = [
 WORKER_SUMMARY = "Execute the service's queued runs (needs REACTOR_REDIS_URL)."
 WORKER_EXAMPLE = (
     "REACTOR_REDIS_URL=redis://127.0.0.1:6379/0 reactor worker "
-    "--app examples.scale_out.app:make_service --concurrency 8"
+    "--app examples.scale_out.app:make_service --concurrency 32"
 )
 WORKERS_SUMMARY = "List the live workers and the runs each executes."
 WORKERS_EXAMPLE = "REACTOR_REDIS_URL=redis://127.0.0.1:6379/0 reactor workers"
@@ -56,7 +56,11 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
         help="the service's database (default: $REACTOR_SERVICE_DB, else the app's)",
     )
     worker.add_argument(
-        "--concurrency", type=_positive, default=8, help="runs executed at once (default: 8)"
+        "--concurrency",
+        type=_positive,
+        default=32,
+        help="runs executed at once (default: 32; runs mostly wait on the model, so more at "
+        "once do more per second; lower it for CPU-heavy runs or few database connections)",
     )
     worker.add_argument(
         "--grace",

@@ -406,11 +406,13 @@ def test_a_queued_run_is_shown_queued_and_what_is_posted_to_it_waits_for_it(
             return run_id
 
     run_id = asyncio.run(before_any_worker())
+    markers = redis.Redis.from_url(redis_url)
     with workers(1, db, redis_url, tmp_path):
         wait_for(lambda: ended(db, [run_id]), 30, "the run to start and stop")
+        # its marker goes once it has a log, at the latest when its job is acknowledged
+        wait_for(lambda: markers.keys("reactor:queued:*") == [], 10, "the run unmarked")
     (log,) = recordings(db, [run_id]).values()
     assert (log.status, log.info.reason) == ("aborted", "not wanted")
-    assert redis.Redis.from_url(redis_url).keys("reactor:queued:*") == []
     assert "agent:second:activated" not in [s.name for s in log.signals]
 
 

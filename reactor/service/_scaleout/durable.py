@@ -7,19 +7,24 @@
   the one it took over from no longer adds to.
 * :class:`Flushes` makes what was recorded durable before a run's lease is given back
   (the next holder reads all of it), one flush for every run waiting at that moment.
+* :class:`Grouped` does the same for any work done per job at its end (giving leases
+  back, forgetting the jobs' rows and markers): one statement or command for every job
+  waiting at that moment, not a round trip each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 from reactor.service._hosting.live import ServiceRecord
 from reactor.service._scaleout.leases import Leases
 
-__all__ = ["Flushes", "LogFence"]
+__all__ = ["Flushes", "Grouped", "LogFence"]
+
+T = TypeVar("T")
 
 
 class LogFence:
@@ -82,3 +87,38 @@ class Flushes:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+
+class Grouped(Generic[T]):
+    """Does ``work`` once for all the items given while it was busy (see the module).
+
+    Args:
+        work: Called with the items waiting; what it raises, each of their callers gets.
+    """
+
+    def __init__(self, work: Callable[[list[T]], Awaitable[None]]) -> None:
+        self._work = work
+        self._waiting: list[tuple[T, asyncio.Future[None]]] = []
+        self._running: asyncio.Future[None] | None = None
+
+    async def __call__(self, item: T) -> None:
+        """Return once ``item`` was worked on with the others waiting then."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, waiter))
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(self._run())
+        await waiter
+
+    async def _run(self) -> None:
+        while self._waiting:  # who came meanwhile waits for the next round
+            waiting, self._waiting = self._waiting, []
+            try:
+                await self._work([item for item, _ in waiting])
+            except Exception as exc:
+                for _, waiter in waiting:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+            else:
+                for _, waiter in waiting:
+                    if not waiter.done():
+                        waiter.set_result(None)

@@ -3,7 +3,8 @@
 Redis keeps the stream of jobs; a Redis restarted without its data (no persistence, or
 a crash between two snapshots) forgets them, and a run queued there would stay queued
 for ever. So each job also has a row of ``queued_jobs`` (its key: the run id, or
-``reaction:<entry id>``) from the moment it is queued until a worker acknowledges it,
+``reaction:<entry id>``) from the moment it is queued until a worker acknowledges it
+(a run's row goes with its lease, once its log is durable and just before that),
 and a marker in Redis (``reactor:job:<key>``) that lives and dies with the stream's data.
 A row whose marker is gone is a job Redis lost: :meth:`QueuedJobs.lost` finds them, and
 whoever sets the marker again first (``SET NX``: the serving process queueing it, or

@@ -14,10 +14,11 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from reactor._recording.inbox import Wakeup
 from reactor.service._objects.db import Database
-from reactor.service._objects.schema import cron_ticks, run_leases
+from reactor.service._objects.schema import cron_ticks, queued_jobs, run_leases
 
 __all__ = ["Leases", "claim_tick", "claim_wakeup"]
 
@@ -51,38 +52,34 @@ class Leases:
         return proved is not None and time.monotonic() - proved < self.ttl.total_seconds()
 
     async def take(self, run_id: str) -> bool:
-        """Lease ``run_id`` to this worker; False if another live worker holds it."""
+        """Lease ``run_id`` to this worker; False if another live worker holds it.
+
+        One statement: a new lease, or one held by this worker or gone silent, taken over
+        (a new epoch when it was another's).
+        """
         now, began = datetime.now(UTC), time.monotonic()
         mine = run_leases.c.worker == self.worker
+        insert = (postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert)(
+            run_leases
+        )
+        statement = (
+            insert.values(run_id=run_id, worker=self.worker, heartbeat_at=now, epoch=1)
+            .on_conflict_do_update(
+                index_elements=[run_leases.c.run_id],
+                set_={
+                    "worker": self.worker,
+                    "heartbeat_at": now,
+                    "epoch": sa.case((mine, run_leases.c.epoch), else_=run_leases.c.epoch + 1),
+                },
+                where=sa.or_(mine, run_leases.c.heartbeat_at < now - self.ttl),
+            )
+            .returning(run_leases.c.epoch)
+        )
         async with self.db.write() as conn:
-            row = (
-                await conn.execute(
-                    run_leases.update()
-                    .where(
-                        run_leases.c.run_id == run_id,
-                        sa.or_(mine, run_leases.c.heartbeat_at < now - self.ttl),
-                    )
-                    .values(
-                        worker=self.worker,
-                        heartbeat_at=now,
-                        epoch=sa.case((mine, run_leases.c.epoch), else_=run_leases.c.epoch + 1),
-                    )
-                    .returning(run_leases.c.epoch)
-                )
-            ).first()
-            if row is not None:
-                self.epochs[run_id], self._proved[run_id] = int(row.epoch), began
-                return True
-        try:
-            async with self.db.write() as conn:
-                await conn.execute(
-                    run_leases.insert().values(
-                        run_id=run_id, worker=self.worker, heartbeat_at=now, epoch=1
-                    )
-                )
-        except sa.exc.IntegrityError:
+            row = (await conn.execute(statement)).first()
+        if row is None:
             return False  # held, and its holder's heartbeat is fresh
-        self.epochs[run_id], self._proved[run_id] = 1, began
+        self.epochs[run_id], self._proved[run_id] = int(row.epoch), began
         return True
 
     async def renew(self, run_ids: list[str]) -> list[str]:
@@ -117,6 +114,23 @@ class Leases:
                     run_leases.c.run_id == run_id, run_leases.c.worker == self.worker
                 )
             )
+
+    async def give_back_all(self, run_ids: list[str], forget: list[str]) -> None:
+        """End this worker's leases of ``run_ids``; forget the jobs' rows ``forget`` names.
+
+        One transaction for all (the rows of ``queued_jobs`` of the jobs done).
+        """
+        for run_id in run_ids:
+            self._proved.pop(run_id, None)
+            self.epochs.pop(run_id, None)
+        async with self.db.write() as conn:
+            await conn.execute(
+                run_leases.delete().where(
+                    run_leases.c.run_id.in_(run_ids), run_leases.c.worker == self.worker
+                )
+            )
+            if forget:
+                await conn.execute(queued_jobs.delete().where(queued_jobs.c.key.in_(forget)))
 
     async def holder(self, run_id: str) -> str | None:
         """The worker leasing ``run_id``, if any."""

@@ -50,6 +50,7 @@ __all__ = [
     "JobBroker",
     "JobQueue",
     "QueueSettings",
+    "live_workers",
 ]
 
 REDIS_ENV = "REACTOR_REDIS_URL"
@@ -334,6 +335,17 @@ class JobQueue:
     async def aclose(self) -> None:
         """Close the connections to Redis."""
         await self.broker.shutdown()
+
+
+async def live_workers(settings: QueueSettings) -> list[dict[str, Any]]:
+    """The workers whose heartbeat is fresh: id, host, pid, concurrency, runs, started, beat."""
+    found = []
+    async with Redis.from_url(settings.url) as redis:
+        async for key in redis.scan_iter(match=WORKER_KEYS + "*"):
+            value = await redis.get(key)
+            if value is not None:
+                found.append(json.loads(value))
+    return sorted(found, key=lambda worker: str(worker["id"]))
 
 
 def _queued_info(run_id: str, marker: str | bytes) -> RunInfo:

@@ -11,9 +11,10 @@ at a time. For each job it:
    lease back, so what the previous holder recorded is all there);
 3. starts the run as the job says, or resumes it when the log already has it (a job a
    dead worker left: what completed is not repeated);
-4. once the run has ended, makes its log durable, gives the lease back and
-   acknowledges the job (off the job's slot), forgetting the job's row in
-   ``queued_jobs``.
+4. once the run has ended, makes its log durable, gives the lease back (forgetting the
+   job's row in ``queued_jobs`` in the same transaction) and acknowledges the job, off
+   the job's slot and grouped with the other runs ending then: one flush, one
+   transaction and one Redis command for all of them.
 
 A reaction's job names a processing-log entry: the worker leases it the same way,
 takes it (``pending``, or ``processing`` when the worker that had it died), runs the
@@ -57,7 +58,8 @@ from reactor.service._objects.schema import agents
 from reactor.service._reactions.dispatcher import Dispatcher
 from reactor.service._reactions.reaction import ReactionServices
 from reactor.service._reactions.registry import ReactionAgent, register
-from reactor.service._scaleout.durable import Flushes, LogFence
+from reactor.service._scaleout.durable import Flushes, Grouped, LogFence
+from reactor.service._scaleout.jobs import JOB_KEYS
 from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import (
     QUEUED_KEYS,
@@ -67,6 +69,7 @@ from reactor.service._scaleout.queue import (
     JobBroker,
     JobQueue,
     QueueSettings,
+    live_workers,
     request_of,
 )
 
@@ -91,7 +94,7 @@ class Worker:
         service: ReactionService,
         settings: QueueSettings,
         *,
-        concurrency: int = 8,
+        concurrency: int = 32,
         grace: float = 30.0,
     ) -> None:
         if concurrency < 1:
@@ -113,6 +116,8 @@ class Worker:
         self._group: asyncio.TaskGroup | None = None
         self.settling: set[str] = set()  # runs ended here whose job is being settled
         self.flushes = Flushes(lambda: self.service.host.record)
+        self.handovers: Grouped[tuple[str, bool]] = Grouped(self._hand_over)
+        self.unmarks: Grouped[tuple[str, ...]] = Grouped(self._unmark)
         self.held: set[str] = set()  # runs suspended here on SIGTERM: their jobs stay pending
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
@@ -241,26 +246,34 @@ class Worker:
         Not acknowledged if the run was lost or held. Until then the run counts as here
         (:meth:`_lease`): taken next, it would be read from a log still being written.
         """
-        record = self.service.host.record
+        record, host = self.service.host.record, self.service.host
+        # Its job is done (and its row forgotten with the lease) unless another worker has
+        # the run or it stays for the next one (held, stopping): with the log durable, a
+        # job delivered again is found ended, one Redis lost is not missed.
+        done = ended or not (run_id in self.lost or run_id in self.held or host.stopping)
         try:
             try:
                 if record is not None and not ended:
                     await self.flushes.durable()
-                await self.leases.give_back(run_id)
+                await self.handovers((run_id, done))
             finally:
                 self.settling.discard(run_id)
-            if ended:
-                await self._unqueue(run_id)
+            if done:
+                self.executed += not ended
                 await self._ack(run_id, context)
-            elif run_id in self.lost:  # its new holder executes it, acknowledges the job
+            else:  # lost: its new holder executes it and acknowledges the job
                 self.lost.discard(run_id)
-            elif run_id in self.held:  # suspended on SIGTERM: whoever gets its job resumes it
-                pass
-            elif not self.service.host.stopping:
-                self.executed += 1
-                await self._ack(run_id, context)
         except Exception as exc:  # the lease runs out, the job is delivered again: dropped
             log("reactor.worker", "error", "run not settled", run_id=run_id, error=repr(exc))
+
+    async def _hand_over(self, runs: list[tuple[str, bool]]) -> None:
+        """Give the leases of ``runs`` back, forget the rows of the done ones: one transaction."""
+        await self.leases.give_back_all([run for run, _ in runs], [r for r, done in runs if done])
+
+    async def _unmark(self, keys: list[tuple[str, ...]]) -> None:
+        """Delete the markers of jobs done (after their rows): one command for all."""
+        async with Redis(connection_pool=self.broker.connection_pool) as redis:
+            await redis.delete(*(key for group in keys for key in group))
 
     async def _ack(self, key: str, context: Context) -> None:
         """Acknowledge a job, then forget it in the database (it is no longer queued).
@@ -270,9 +283,10 @@ class Worker:
         """
         try:
             await context.ack()
-            await self.queue.remove(key)
-            if not key.startswith("reaction:"):
-                await self._unqueue(key)
+            if key.startswith("reaction:"):
+                await self.queue.remove(key)
+            else:  # its row went with its lease
+                await self.unmarks((JOB_KEYS + key, QUEUED_KEYS + key))
         except Exception as exc:
             log("reactor.worker", "warning", "job not acknowledged", job=key, error=repr(exc))
 
@@ -328,26 +342,22 @@ class Worker:
             self.executed += 1
             await self._ack(key, context)
 
-    async def _unqueue(self, run_id: str) -> None:
-        """The run is no longer waiting in the queue: it has a log (or never will).
-
-        With Redis away the marker stays until the job is acknowledged (or is gone with
-        Redis's data); the API shows the run from its log meanwhile.
-        """
-        with contextlib.suppress(Exception):
-            async with Redis(connection_pool=self.broker.connection_pool) as redis:
-                await redis.delete(QUEUED_KEYS + run_id)
-
     async def _execute(self, run_id: str, request: Any) -> None:
         host = self.service.host
         await host.execute(request)
-        if host.record is not None:  # its start is in the store now: the API finds it there
-            await asyncio.to_thread(host.record.flush)
-        await self._unqueue(run_id)
+        assert self._group is not None  # shown queued until its start is in the store, off
+        self._group.create_task(self._started(run_id))  # the job's slot (one flush for many)
         live = host.runs.live.get(run_id)
         if live is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(live.task)
+
+    async def _started(self, run_id: str) -> None:
+        """Once the run's start is in the store (the API finds it there), unmark it queued."""
+        if self.service.host.record is not None:
+            await self.flushes.durable()
+        with contextlib.suppress(Exception):  # Redis away: unmarked when its job is done
+            await self.unmarks((QUEUED_KEYS + run_id,))
 
     async def _heartbeat(self) -> None:
         """Renew the leases of the runs here and this worker's key in Redis; reread agents."""
@@ -436,14 +446,3 @@ class Worker:
     async def _forget(self) -> None:
         async with Redis.from_url(self.settings.url) as redis:
             await redis.delete(WORKER_KEYS + self.id)
-
-
-async def live_workers(settings: QueueSettings) -> list[dict[str, Any]]:
-    """The workers whose heartbeat is fresh: id, host, pid, concurrency, runs, started, beat."""
-    found = []
-    async with Redis.from_url(settings.url) as redis:
-        async for key in redis.scan_iter(match=WORKER_KEYS + "*"):
-            value = await redis.get(key)
-            if value is not None:
-                found.append(json.loads(value))
-    return sorted(found, key=lambda worker: str(worker["id"]))
