@@ -40,7 +40,7 @@ class ActivationKeys(ToolKeys):
 
     def __init__(self, run_id: str, agent: str, seq: int) -> None:
         self._run_id, self._agent, self._seq = run_id, agent, seq
-        self._calls: Counter[str] = Counter()
+        self._calls: Counter[str] | None = None  # made at the first call: most make none
 
     @property
     def run_id(self) -> str | None:
@@ -54,6 +54,9 @@ class ActivationKeys(ToolKeys):
 
     def next_key(self, tool: str) -> str:
         """The key of the next call of ``tool`` in this activation."""
-        self._calls[tool] += 1
-        label = f"{tool}#{self._calls[tool]}"  # its nth call of that tool
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = Counter()
+        calls[tool] += 1
+        label = f"{tool}#{calls[tool]}"  # its nth call of that tool
         return idempotency_key(self._run_id, self._agent, self._seq, label)

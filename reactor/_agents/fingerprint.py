@@ -20,13 +20,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from reactor._agents.agent import Agent
+from reactor._signals.views import DictView
 
-__all__ = ["PARTS", "fingerprint", "fingerprints"]
+__all__ = ["PARTS", "fingerprint", "fingerprints", "recorded_fingerprints"]
 
 PARTS = ("kind", "activate_on", "when", "emits", "updates", "templates", "output", "tools")
 """The parts of a fingerprint, in the order messages name them."""
 
 _CACHE: weakref.WeakKeyDictionary[Agent, dict[str, str]] = weakref.WeakKeyDictionary()
+_VIEWS: weakref.WeakKeyDictionary[Agent, DictView] = weakref.WeakKeyDictionary()
 
 
 def _digest(value: Any) -> str:
@@ -77,3 +79,19 @@ def fingerprint(agent: Agent) -> dict[str, str]:
 def fingerprints(agents: Mapping[str, Agent]) -> dict[str, dict[str, str]]:
     """The fingerprint of each agent of a graph, by name."""
     return {name: fingerprint(agent) for name, agent in agents.items()}
+
+
+def recorded_fingerprints(agents: Mapping[str, Agent]) -> DictView:
+    """:func:`fingerprints` as ``harness:start`` records them, read-only.
+
+    Each agent's part is made once and shared by all its runs (thousands of runs of one
+    graph may be in flight: a copy each would cost every run a dozen objects).
+    """
+    return DictView({name: _view(agent) for name, agent in agents.items()})
+
+
+def _view(agent: Agent) -> DictView:
+    found = _VIEWS.get(agent)
+    if found is None:
+        found = _VIEWS[agent] = DictView(fingerprint(agent))
+    return found

@@ -10,6 +10,7 @@ budget pays nothing for budgets.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from reactor._activation.fold import SECTIONS
@@ -23,6 +24,8 @@ from reactor._signals.names import PROVIDER_END, PROVIDER_START
 from reactor._signals.signal import Signal
 
 __all__ = ["Costs", "SpendingSection"]
+
+_NO_BUDGETS: Mapping[str, Budget] = MappingProxyType({})
 
 
 class Costs:
@@ -57,20 +60,22 @@ class Costs:
     ) -> None:
         self._run_id = run_id
         self._record = record
-        self._on_request = [
+        self._on_request = tuple(
             hook for hook in (getattr(r, "on_request", None) for r in reporters) if hook
-        ]
+        )
         self.requests: dict[str, ProviderRequest] = {}
         self.input_tokens, self.output_tokens, self.cost_usd = spent
         self._budget = budget
-        self._agent_budgets: dict[str, Budget] = {
+        budgets = {
             agent.name: agent.budget
             for agent in agents
             if agent.budget is not None and agent.name is not None
         }
+        self._agent_budgets: Mapping[str, Budget] = budgets or _NO_BUDGETS
+        # Spending is counted only against a budget (thousands of runs have none).
         self._spent: Spending | None = None
-        self._by_agent: dict[str, Spending] = {}
-        if budget is not None or self._agent_budgets:
+        self._by_agent: dict[str, Spending] | None = None
+        if budget is not None or budgets:
             before = spent_before if spent_before is not None else SpendingSection()
             self._spent = before.run
             self._by_agent = before.agents
@@ -109,11 +114,11 @@ class Costs:
         Raises:
             BudgetExceededError: The run's budget, or the agent's, is reached.
         """
-        spent = self._spent
-        if spent is None:
+        spent, by_agent = self._spent, self._by_agent
+        if spent is None or by_agent is None:
             return
         own = self._agent_budgets.get(agent)
-        mine = self._by_agent.setdefault(agent, Spending())
+        mine = by_agent.setdefault(agent, Spending())
         known = getattr(provider, "price_known", None)
         price_known = known(request) if known is not None else None
         if self._budget is not None:
@@ -131,10 +136,11 @@ class Costs:
         self.output_tokens += usage.output_tokens
         known = self.cost_usd is not None and cost_usd is not None
         self.cost_usd = self.cost_usd + cost_usd if known else None  # type: ignore[operator]
-        if self._spent is not None:
+        spent, by_agent = self._spent, self._by_agent
+        if spent is not None and by_agent is not None:
             data = usage.to_dict()
-            self._spent.add(data, cost_usd, model)
-            self._by_agent.setdefault(agent, Spending()).add(data, cost_usd, model)
+            spent.add(data, cost_usd, model)
+            by_agent.setdefault(agent, Spending()).add(data, cost_usd, model)
 
 
 class SpendingSection:

@@ -82,12 +82,11 @@ def first_signal(
     bus: SignalBus,
     store: Store[Any],
     options: RunOptions,
-    prints: Mapping[str, Mapping[str, str]],
+    fingerprints: Mapping[str, Mapping[str, str]],
     resumed: ResumePlan | None,
     forked: Forked | None,
 ) -> None:
     """Emit ``harness:start``, ``harness:resumed`` or ``harness:forked``."""
-    fingerprints = {name: dict(parts) for name, parts in prints.items()}
     if resumed is None:
         payload = {"input": options.input, "state": store.snapshot(), "fingerprints": fingerprints}
         bus.emit(HARNESS_START, freeze_payload(payload), source="harness")

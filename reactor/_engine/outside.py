@@ -82,7 +82,7 @@ class OutsideInput:
         self._unfollow: Callable[[], None] | None = None
         self._aborted = False
         self._replayed = _outside_of(replay) if replay is not None else []
-        self._later: dict[str, Posted] = {}  # posted with at=, not due yet
+        self._later: dict[str, Posted] | None = None  # posted with at=, not due yet
         self._nap: asyncio.Event | None = None
 
     def recorder(self) -> Callable[[Signal], None] | None:
@@ -190,12 +190,16 @@ class OutsideInput:
         if seen is not None and message.message_id in seen:
             return
         if message.due_at is not None:
+            later = self._later
             if message.due_at > time.time():  # kept until it is due (see scheduled())
-                if message.message_id not in self._later:
-                    self._later[message.message_id] = message
+                if later is None:
+                    later = self._later = {}  # most runs never get one
+                if message.message_id not in later:
+                    later[message.message_id] = message
                     self.wake()  # a run napping till a later one looks again
                 return
-            self._later.pop(message.message_id, None)
+            if later is not None:
+                later.pop(message.message_id, None)
         if message.name not in (REPLY, ABORT) and self.host.closed:
             return
         if seen is None:

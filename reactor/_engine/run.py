@@ -25,7 +25,7 @@ from reactor._activation.fold import LogFold
 from reactor._activation.resume import ResumePlan
 from reactor._activation.timers import TIMERS, Timers
 from reactor._agents.asking import Asking
-from reactor._agents.fingerprint import fingerprints
+from reactor._agents.fingerprint import recorded_fingerprints
 from reactor._engine.collector import run_finished, run_started
 from reactor._engine.costs import Costs
 from reactor._engine.opening import Forked, announce, first_signal
@@ -152,7 +152,7 @@ class Run:
         for watcher in watchers():
             self.bus.subscribe("**", watcher)
         self.bus.set_after_dispatch(self._after_dispatch)
-        prints = fingerprints(self.graph.agents)
+        prints = recorded_fingerprints(self.graph.agents)
         first_signal(self.bus, self.store, options, prints, resumed, forked)
         if resumed is not None:
             self.asking.preload(resumed.pending_prompts)
