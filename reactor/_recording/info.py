@@ -33,6 +33,7 @@ __all__ = [
     "parse_until",
     "pending_timers",
     "prune_bounds",
+    "runs_filter",
     "until_text",
 ]
 
@@ -61,6 +62,45 @@ def parse_tag(tag: str) -> tuple[str, str]:
     """Split ``"key=value"`` into ``("key", "value")``; a bare ``"key"`` has value ``""``."""
     key, _, value = tag.partition("=")
     return key, value
+
+
+def runs_filter(
+    status_sql: str,
+    tags: str,
+    mark: str,
+    *,
+    graph: str | None,
+    tag: str | None,
+    status: str | None,
+    limit: int | None,
+) -> tuple[str, list[Any]]:
+    """The ``WHERE``/``ORDER``/``LIMIT`` of a runs listing (newest first), and its parameters.
+
+    For the SQL stores: ``r`` is the runs table, ``status_sql`` the expression of a
+    run's status, ``tags`` the tags table, ``mark`` the driver's placeholder.
+    """
+    where: list[str] = []
+    params: list[Any] = []
+    if status is not None:
+        where.append(f"{status_sql} = {mark}")
+        params.append(status)
+    if graph is not None:
+        where.append(f"r.graph = {mark}")
+        params.append(graph)
+    if tag is not None:
+        key, value = parse_tag(tag)
+        clause = f"EXISTS (SELECT 1 FROM {tags} t WHERE t.run_id = r.run_id AND t.key = {mark}"
+        params.append(key)
+        if "=" in tag:
+            clause += f" AND t.value = {mark}"
+            params.append(value)
+        where.append(clause + ")")
+    sql = ("WHERE " + " AND ".join(where)) if where else ""
+    sql += " ORDER BY r.started_at DESC, r.run_id DESC"
+    if limit is not None:
+        sql += f" LIMIT {mark}"
+        params.append(limit)
+    return sql, params
 
 
 def normalize_tags(tags: Mapping[str, str] | Iterable[str] | str | None) -> dict[str, str]:

@@ -16,7 +16,7 @@ import pydantic_core
 from psycopg_pool import ConnectionPool
 
 from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
-from reactor._recording.info import RunInfo, prune_bounds
+from reactor._recording.info import RunInfo, prune_bounds, runs_filter
 from reactor._recording.log import needed_seqs
 from reactor._recording.postgres_db import (
     INFO,
@@ -31,7 +31,6 @@ from reactor._recording.postgres_db import (
     prune_runs,
     read_inbox,
     requests_of,
-    runs_filter,
     shown,
     signals_of,
 )
@@ -390,7 +389,9 @@ class PostgresSignalStore(SignalStoreBase):
         ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``). Runs
         recorded by other processes to the same database are listed too.
         """
-        sql, params = runs_filter(STATUS, graph=graph, tag=tag, status=status, limit=limit)
+        sql, params = runs_filter(
+            STATUS, "reactor_run_tags", "%s", graph=graph, tag=tag, status=status, limit=limit
+        )
         return self._infos(sql, params)
 
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:

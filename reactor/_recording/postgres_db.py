@@ -17,7 +17,7 @@ import pydantic_core
 from psycopg.conninfo import conninfo_to_dict
 
 from reactor._recording.inbox import Posted
-from reactor._recording.info import RunInfo, parse_tag
+from reactor._recording.info import RunInfo
 from reactor._signals.names import HARNESS_SNAPSHOT
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError
@@ -36,7 +36,6 @@ __all__ = [
     "prune_runs",
     "read_inbox",
     "requests_of",
-    "runs_filter",
     "shown",
     "signals_of",
 ]
@@ -358,42 +357,6 @@ def requests_of(rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
         if not isinstance(requests[digest], dict):
             raise Damaged(f"request {digest}", "not a JSON object")
     return requests
-
-
-def runs_filter(
-    status_sql: str,
-    *,
-    graph: str | None,
-    tag: str | None,
-    status: str | None,
-    limit: int | None,
-) -> tuple[str, list[Any]]:
-    """The ``WHERE``/``ORDER``/``LIMIT`` of a runs listing, and its parameters.
-
-    ``status_sql`` is the expression of a run's status (``r`` is ``reactor_runs``).
-    """
-    where: list[str] = []
-    params: list[Any] = []
-    if status is not None:
-        where.append(f"{status_sql} = %s")
-        params.append(status)
-    if graph is not None:
-        where.append("r.graph = %s")
-        params.append(graph)
-    if tag is not None:
-        key, value = parse_tag(tag)
-        clause = "EXISTS (SELECT 1 FROM reactor_run_tags t WHERE t.run_id = r.run_id AND t.key = %s"
-        params.append(key)
-        if "=" in tag:
-            clause += " AND t.value = %s"
-            params.append(value)
-        where.append(clause + ")")
-    sql = ("WHERE " + " AND ".join(where)) if where else ""
-    sql += " ORDER BY r.started_at DESC, r.run_id DESC"
-    if limit is not None:
-        sql += " LIMIT %s"
-        params.append(limit)
-    return sql, params
 
 
 def read_inbox(conn: psycopg.Connection[Any], run_ids: Collection[str], due: str) -> list[Posted]:

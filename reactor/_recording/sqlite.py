@@ -18,7 +18,7 @@ from typing import Any
 import pydantic_core
 
 from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
-from reactor._recording.info import RunInfo, parse_tag, prune_bounds
+from reactor._recording.info import RunInfo, prune_bounds, runs_filter
 from reactor._recording.log import needed_seqs
 from reactor._recording.recording import Recording
 from reactor._recording.sqlite_db import (
@@ -365,27 +365,9 @@ class SQLiteSignalStore(SignalStoreBase):
         ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``); ``status``
         is ``running``, ``waiting`` or a final status.
         """
-        where: list[str] = []
-        params: list[Any] = []
-        if status is not None:
-            where.append(f"{STATUS} = ?")
-            params.append(status)
-        if graph is not None:
-            where.append("r.graph = ?")
-            params.append(graph)
-        if tag is not None:
-            key, value = parse_tag(tag)
-            clause = "EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.run_id AND t.key = ?"
-            params.append(key)
-            if "=" in tag:
-                clause += " AND t.value = ?"
-                params.append(value)
-            where.append(clause + ")")
-        sql = ("WHERE " + " AND ".join(where)) if where else ""
-        sql += " ORDER BY r.started_at DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+        sql, params = runs_filter(
+            STATUS, "run_tags", "?", graph=graph, tag=tag, status=status, limit=limit
+        )
         return self._infos(sql, params)
 
     def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
