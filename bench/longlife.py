@@ -23,10 +23,10 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from bench._runner import Row, best_of_pair
-from reactor import AgentContext, Reactive, RunSuspendedError, SQLiteSignalStore, agent, reactive
+from bench.resume import ticking
+from reactor import Reactive, RunSuspendedError, SQLiteSignalStore, agent, reactive
 
 LONG = 1_000_000
 SHORT = 10_000
@@ -36,18 +36,9 @@ PER_TICK = 5  # tick, agent:count:activated, state:n:changed, agent:gate:skipped
 
 def waiting_graph(ticks: int) -> Reactive:
     """Ticks counted into the state, then a question to a person once all are counted."""
-
-    async def ticker(ctx: AgentContext[Any]) -> None:
-        for i in range(ticks):
-            ctx.emit("tick", i)
-
-    async def count(ctx: AgentContext[Any]) -> int:
-        return int(ctx.state.n) + 1
-
     return reactive(
         {
-            "ticker": agent(run=ticker, activate_on="harness:start", emits=["tick"]),
-            "count": agent(run=count, activate_on="tick", updates="n", concurrency="serial"),
+            **ticking(ticks),
             "gate": agent(
                 ask="Counted {{ state.n }} ticks. Go on?",
                 choices=["yes", "no"],

@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from bench._runner import Row, best_of_pair
-from reactor import AgentContext, Reactive, RunInfo, SQLiteSignalStore, agent, reactive
+from reactor import Agent, AgentContext, Reactive, RunInfo, SQLiteSignalStore, agent, reactive
 
 SIGNALS = 100_000
 PER_TICK = 4  # tick, agent:count:activated, state:n:changed, agent:count:completed
 
 
-def long_graph(ticks: int) -> Reactive:
+def ticking(ticks: int) -> dict[str, Agent]:
+    """A ticker emitting ``ticks`` ticks, each counted into ``state.n`` one at a time."""
+
     async def ticker(ctx: AgentContext[Any]) -> None:
         for i in range(ticks):
             ctx.emit("tick", i)
@@ -32,14 +34,14 @@ def long_graph(ticks: int) -> Reactive:
     async def count(ctx: AgentContext[Any]) -> int:
         return int(ctx.state.n) + 1
 
-    return reactive(
-        {
-            "ticker": agent(run=ticker, activate_on="harness:start", emits=["tick"]),
-            "count": agent(run=count, activate_on="tick", updates="n", concurrency="serial"),
-        },
-        state={"n": 0},
-        name="long",
-    )
+    return {
+        "ticker": agent(run=ticker, activate_on="harness:start", emits=["tick"]),
+        "count": agent(run=count, activate_on="tick", updates="n", concurrency="serial"),
+    }
+
+
+def long_graph(ticks: int) -> Reactive:
+    return reactive(ticking(ticks), state={"n": 0}, name="long")
 
 
 def crashed_run(graph: Reactive, where: Path) -> tuple[str, int]:
