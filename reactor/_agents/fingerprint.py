@@ -27,8 +27,8 @@ __all__ = ["PARTS", "fingerprint", "fingerprints", "recorded_fingerprints"]
 PARTS = ("kind", "activate_on", "when", "emits", "updates", "templates", "output", "tools")
 """The parts of a fingerprint, in the order messages name them."""
 
-_CACHE: weakref.WeakKeyDictionary[Agent, dict[str, str]] = weakref.WeakKeyDictionary()
-_VIEWS: weakref.WeakKeyDictionary[Agent, DictView] = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Agent, DictView] = weakref.WeakKeyDictionary()
+"""Each agent's fingerprint, read-only: made once, shared by every run that records it."""
 
 
 def _digest(value: Any) -> str:
@@ -57,6 +57,10 @@ def _guard(agent: Agent) -> Any:
 
 def fingerprint(agent: Agent) -> dict[str, str]:
     """The hash of each part of ``agent`` (see :data:`PARTS`), computed once per agent."""
+    return dict(_fingerprint(agent))
+
+
+def _fingerprint(agent: Agent) -> DictView:
     found = _CACHE.get(agent)
     if found is None:
         parts = {
@@ -72,8 +76,8 @@ def fingerprint(agent: Agent) -> dict[str, str]:
                 sorted(str(getattr(server, "name", server)) for server in agent.mcps),
             ],
         }
-        found = _CACHE[agent] = {part: _digest(parts[part]) for part in PARTS}
-    return dict(found)
+        found = _CACHE[agent] = DictView({part: _digest(parts[part]) for part in PARTS})
+    return found
 
 
 def fingerprints(agents: Mapping[str, Agent]) -> dict[str, dict[str, str]]:
@@ -87,11 +91,4 @@ def recorded_fingerprints(agents: Mapping[str, Agent]) -> DictView:
     Each agent's part is made once and shared by all its runs (thousands of runs of one
     graph may be in flight: a copy each would cost every run a dozen objects).
     """
-    return DictView({name: _view(agent) for name, agent in agents.items()})
-
-
-def _view(agent: Agent) -> DictView:
-    found = _VIEWS.get(agent)
-    if found is None:
-        found = _VIEWS[agent] = DictView(fingerprint(agent))
-    return found
+    return DictView({name: _fingerprint(agent) for name, agent in agents.items()})
