@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +18,7 @@ from reactor.service import (
     ObjectStore,
     ObjectValidationError,
     ServiceConfigError,
+    ServiceStateError,
     Update,
     User,
 )
@@ -266,3 +268,19 @@ def test_values_take_their_main_fields_in_order() -> None:
     }
     assert Update("obj_1", {"x": 1}) == Update(id="obj_1", data={"x": 1})
     assert Delete("obj_1").model_dump() == {"op": "delete", "id": "obj_1"}
+
+
+async def test_a_write_cut_off_by_the_store_going_away_is_unavailable_not_invalid(
+    url: str,
+) -> None:
+    async with ObjectStore(url, types=TYPES) as objects:
+        creating = asyncio.ensure_future(objects.create("Person", {"name": "Ada"}))
+        writes = objects._writes
+        for _ in range(100):  # until the group's writer has taken the change
+            await asyncio.sleep(0)
+            if writes._writer is not None and not writes._queue:
+                break
+        assert writes._writer is not None
+        writes._writer.cancel()  # what stopping the loop mid-write does to it
+        with pytest.raises(ServiceStateError, match="read the object again"):
+            await creating

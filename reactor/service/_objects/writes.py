@@ -27,7 +27,7 @@ import sqlalchemy as sa
 
 from reactor._signals.bus import SignalBus
 from reactor._signals.frozen import freeze_payload
-from reactor.exceptions import ObjectValidationError
+from reactor.exceptions import ObjectValidationError, ServiceStateError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import object_events, objects
@@ -124,11 +124,10 @@ class ObjectWrites:
 
 
 def _gone() -> Exception:
-    return ObjectValidationError(
+    # The service stopping is not the change's fault: unavailable (503), never invalid.
+    return ServiceStateError(
         "The object store was closed while the change was being written; it may not be "
-        "stored: read the object again.",
-        type="object",
-        errors=[],
+        "stored: read the object again once the service is back."
     )
 
 
