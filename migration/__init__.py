@@ -12,12 +12,17 @@ understood too: expression conditions and bindings, structured LLM output,
 
 from __future__ import annotations
 
-from migration._check import CheckResult, NodeDifference, check, check_sync, scripted_provider
-from migration._codegen import to_python
-from migration._context import NodeContext, NodeFunction
-from migration._convert import harness_to_reactive
-from migration._edge import run_edge_harness, run_edge_harness_sync
-from migration._errors import (
+from migration._convert.check import (
+    CheckResult,
+    NodeDifference,
+    check,
+    check_sync,
+    scripted_provider,
+)
+from migration._convert.codegen import to_python
+from migration._convert.convert import harness_to_reactive
+from migration._edge.edge import run_edge_harness, run_edge_harness_sync
+from migration._expressions.errors import (
     BindingError,
     FlowFailError,
     FlowLoopError,
@@ -26,10 +31,11 @@ from migration._errors import (
     NodeTimeoutError,
     UnknownNodeTypeError,
 )
-from migration._flow import Flow
-from migration._models import EdgeSpec, FlowPolicy, NodePolicy, NodeSpec, RetryPolicy
-from migration._registry import NodeRegistry
-from migration._spec import FlowSpec
+from migration._nodes.context import NodeContext, NodeFunction
+from migration._nodes.registry import NodeRegistry
+from migration._reactive.flow import Flow
+from migration._spec.models import EdgeSpec, FlowPolicy, NodePolicy, NodeSpec, RetryPolicy
+from migration._spec.spec import FlowSpec
 
 __all__ = [
     "BindingError",

@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     _db(graph, "the run database (for --from-run)")
     graph.set_defaults(handler=cmd_graph)
 
-    from migration import _cli as migrate_cli  # the migrate command lives with the migration
+    from migration._convert import cli as migrate_cli  # migrate lives with the migration
 
     migrate = command("migrate", migrate_cli.SUMMARY, migrate_cli.EXAMPLE)
     migrate_cli.add_arguments(migrate)

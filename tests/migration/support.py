@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from migration import FlowRunError, FlowSpec, NodeRegistry, harness_to_reactive
-from migration._check import compare
-from migration._edge import execute
-from migration._registry import registry_of
-from migration._values import json_equal
+from migration._convert.check import compare
+from migration._edge.edge import execute
+from migration._expressions.values import json_equal
+from migration._nodes.registry import registry_of
 from reactor import RunResult
 from reactor.typing import Provider
 

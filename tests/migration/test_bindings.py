@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from migration import BindingError
-from migration._bindings import resolve
-from migration._values import binding_context, json_equal
-from migration._when import evaluate_when
+from migration._expressions.bindings import resolve
+from migration._expressions.values import binding_context, json_equal
+from migration._expressions.when import evaluate_when
 
 CONTEXT = binding_context(
     {"name": "World", "count": 3, "flags": {"on": True}, "empty": None},

@@ -12,7 +12,7 @@ from migration import (
     check,
     check_sync,
 )
-from migration._check import compare, scripted_provider
+from migration._convert.check import compare, scripted_provider
 from reactor import ProviderRequest, ScriptedProvider
 from tests.migration import nodes
 from tests.migration.support import flow, node

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from migration import FlowSpec, NodeRegistry, run_edge_harness, to_python
-from migration._edge import execute
+from migration._edge.edge import execute
 from reactor import Reactive, ScriptedProvider, agent
 from tests.migration import nodes
 from tests.migration.support import flow, node

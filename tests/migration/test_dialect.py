@@ -20,7 +20,7 @@ from migration import (
     harness_to_reactive,
     run_edge_harness,
 )
-from migration._bindings import resolve
+from migration._expressions.bindings import resolve
 from reactor import ProviderRequest, ScriptedProvider
 from tests.migration import nodes
 from tests.migration.support import flow, node, run_both

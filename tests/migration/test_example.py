@@ -9,7 +9,7 @@ from pathlib import Path
 
 from examples.migration.code_review import FLOW, provider
 from migration import FlowSpec, NodeRegistry, check, harness_to_reactive, to_python
-from migration._edge import execute
+from migration._edge.edge import execute
 
 ROOT = Path(__file__).parents[2]
 

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from migration import FlowSpec, FlowSpecError
-from migration._expr import ExpressionError, evaluate, parse, roots
-from migration._values import MISSING
-from migration._when import evaluate_when
+from migration._expressions.expr import ExpressionError, evaluate, parse, roots
+from migration._expressions.values import MISSING
+from migration._expressions.when import evaluate_when
 from tests.migration.support import flow, node
 
 CONTEXT: dict[str, Any] = {

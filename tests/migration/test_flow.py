@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from migration import Flow, FlowSpecError, NodeContext
-from migration._flow import done_signal
+from migration._reactive.flow import done_signal
 from reactor import agent, reactive
 
 

@@ -18,7 +18,7 @@ from migration import (
     check,
     run_edge_harness,
 )
-from migration._context import each_item
+from migration._nodes.context import each_item
 from reactor import ScriptedProvider, reactive
 from tests.migration.support import flow, node, run_both
 

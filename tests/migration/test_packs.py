@@ -19,7 +19,7 @@ from migration import (
     harness_to_reactive,
     run_edge_harness,
 )
-from migration._registry import registry_of
+from migration._nodes.registry import registry_of
 from tests.migration.support import flow, node
 
 PACKAGE = '''

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from migration import FlowFailError, NodeContext, NodeRegistry, UnknownNodeTypeError
-from migration._values import binding_context
+from migration._expressions.values import binding_context
 
 BUILTINS = [
     "anthropic.text",

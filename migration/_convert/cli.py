@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import reactor.logging
-from migration._check import check_sync
-from migration._codegen import to_python
-from migration._registry import NodeRegistry, RegistrySource
+from migration._convert.check import check_sync
+from migration._convert.codegen import to_python
+from migration._nodes.registry import NodeRegistry, RegistrySource
 from reactor import ReactorError
 
 __all__ = ["EXAMPLE", "SUMMARY", "add_arguments", "run"]

@@ -5,7 +5,7 @@ The old kernel ran a flow inside ``phase("Run Flow")`` and each node inside
 opens on ``harness:start``, the nodes without predecessors start on its
 ``phase:start`` (so everything the flow does hangs under the phase in the causal
 tree), and it completes once every top-level node has resolved and no loop waits to
-re-open one, read from the ledger (:mod:`migration._ledger`) as it changes. A run
+re-open one, read from the ledger (:mod:`migration._reactive.ledger`) as it changes. A run
 that stops before (a failure, a timeout, an abort) fails the phase.
 """
 

@@ -23,13 +23,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from migration._context import BodyRun, BodyRunner, Writes
-from migration._errors import FlowRunError
-from migration._models import EdgeSpec, NodeSpec
-from migration._node import Work, failure_message, resolve_edges, settle
-from migration._spec import FlowSpec
-from migration._topology import Topology
-from migration._values import apply_writes
+from migration._expressions.errors import FlowRunError
+from migration._expressions.values import apply_writes
+from migration._nodes.context import BodyRun, BodyRunner, Writes
+from migration._nodes.node import Work, failure_message, resolve_edges, settle
+from migration._spec.models import EdgeSpec, NodeSpec
+from migration._spec.spec import FlowSpec
+from migration._spec.topology import Topology
 
 __all__ = ["Executor", "ScopeRun", "body_runner", "run_scope"]
 

@@ -9,12 +9,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from migration._convert import harness_to_reactive
-from migration._edge import execute
-from migration._errors import FlowRunError
-from migration._registry import RegistrySource, registry_of
-from migration._spec import FlowSource, FlowSpec
-from migration._values import json_equal, jsonable
+from migration._convert.convert import harness_to_reactive
+from migration._edge.edge import execute
+from migration._expressions.errors import FlowRunError
+from migration._expressions.values import json_equal, jsonable
+from migration._nodes.registry import RegistrySource, registry_of
+from migration._spec.spec import FlowSource, FlowSpec
 from reactor import ProviderRequest, RunTimeoutError, ScriptedProvider
 from reactor.typing import Provider
 

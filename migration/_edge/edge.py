@@ -1,7 +1,7 @@
 """run_edge_harness(): the edge-based semantics, executed one node at a time.
 
 This is the oracle the reactive graphs are checked against: the old kernel's
-scheduler (:func:`~migration._scheduler.run_scope`) over the top level of the flow,
+scheduler (:func:`~migration._edge.scheduler.run_scope`) over the top level of the flow,
 each node's work coming from the registry (or, for a Python definition, from its
 agent, run on its own as an edge-based harness would call it).
 """
@@ -13,13 +13,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from migration._agents import isolated_agent_work
-from migration._models import NodeSpec
-from migration._node import Work, registry_work
-from migration._registry import NodeRegistry, RegistrySource, registry_of
-from migration._scheduler import ScopeRun, body_runner, run_scope
-from migration._spec import FlowSource, FlowSpec
-from migration._values import binding_context
+from migration._edge.scheduler import ScopeRun, body_runner, run_scope
+from migration._expressions.values import binding_context
+from migration._nodes.agents import isolated_agent_work
+from migration._nodes.node import Work, registry_work
+from migration._nodes.registry import NodeRegistry, RegistrySource, registry_of
+from migration._spec.models import NodeSpec
+from migration._spec.spec import FlowSource, FlowSpec
 from reactor.typing import Provider
 
 __all__ = ["check_types", "execute", "run_edge_harness", "run_edge_harness_sync"]

@@ -12,7 +12,7 @@ A path that leads nowhere, or to ``null``, is missing; a step over a list applie
 each element, as in JSONata (``{{ plan.tasks.title }}`` is the list of titles), when
 the list has no element of that index. Anything else between the
 braces is an expression of the kernel's later dialect (``{{ reviewer.score >= 0.5
-}}``, see :mod:`migration._expr`), parsed once; an expression that is undefined
+}}``, see :mod:`migration._expressions.expr`), parsed once; an expression that is undefined
 renders as ``""`` (``null`` when it is the whole string).
 
 A string that is exactly one binding keeps the value's type (``"{{facts.value}}"`` is
@@ -30,9 +30,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from migration._errors import BindingError
-from migration._expr import Expr, ExpressionError, Path, evaluate, parse, roots
-from migration._values import MISSING, clip, lookup, step
+from migration._expressions.errors import BindingError
+from migration._expressions.expr import Expr, ExpressionError, Path, evaluate, parse, roots
+from migration._expressions.values import MISSING, clip, lookup, step
 
 __all__ = ["bound_nodes", "check_bindings", "resolve", "strings"]
 

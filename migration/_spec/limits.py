@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from migration._errors import FlowSpecError
+from migration._expressions.errors import FlowSpecError
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "check_shape", "load_yaml", "read_text"]
 

@@ -1,6 +1,6 @@
 """Flow: the edges of a migrated flow, as activations, guards and state.
 
-The flow runs as a phase (the ``flow`` agent, :mod:`migration._phase`). Every
+The flow runs as a phase (the ``flow`` agent, :mod:`migration._reactive.phase`). Every
 top-level node becomes one agent (see :meth:`Flow.agent`), each resolution a task:
 
 * it activates on ``node:<pred>:done`` of each predecessor (the flow's ``phase:start``
@@ -18,7 +18,7 @@ top-level node becomes one agent (see :meth:`Flow.agent`), each resolution a tas
 
 The nodes of a ``control.foreach`` body have no agent: their foreach node's step runs
 them, once per item, with the old kernel's scheduler (as the edge-based executor
-does). The ledger (``state["flow"]``) is described in :mod:`migration._ledger`.
+does). The ledger (``state["flow"]``) is described in :mod:`migration._reactive.ledger`.
 """
 
 from __future__ import annotations
@@ -30,20 +30,20 @@ from typing import Any
 
 import pydantic
 
-from migration._agents import agent_work
-from migration._bindings import check_bindings
-from migration._context import NodeFunction
-from migration._errors import FlowLoopError, FlowRunError, FlowSpecError
-from migration._ledger import new_ledger, record, trigger_of
-from migration._limits import check_shape
-from migration._models import AGENT_TYPE, FOREACH_TYPE, EdgeSpec, NodePolicy, NodeSpec
-from migration._node import Work, failure_message, registry_work, resolve_edges, settle
-from migration._phase import PHASE_START, phase_agent, starts_flow
-from migration._registry import NodeRegistry
-from migration._scheduler import body_runner
-from migration._spec import FlowSpec
-from migration._values import apply_writes, binding_context
-from migration._when import When, check_when
+from migration._edge.scheduler import body_runner
+from migration._expressions.bindings import check_bindings
+from migration._expressions.errors import FlowLoopError, FlowRunError, FlowSpecError
+from migration._expressions.values import apply_writes, binding_context
+from migration._expressions.when import When, check_when
+from migration._nodes.agents import agent_work
+from migration._nodes.context import NodeFunction
+from migration._nodes.node import Work, failure_message, registry_work, resolve_edges, settle
+from migration._nodes.registry import NodeRegistry
+from migration._reactive.ledger import new_ledger, record, trigger_of
+from migration._reactive.phase import PHASE_START, phase_agent, starts_flow
+from migration._spec.limits import check_shape
+from migration._spec.models import AGENT_TYPE, FOREACH_TYPE, EdgeSpec, NodePolicy, NodeSpec
+from migration._spec.spec import FlowSpec
 from reactor import Agent, AgentContext, RunKwargs, agent
 from reactor._signals.names import HARNESS_START
 from reactor.typing import Provider

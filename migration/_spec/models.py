@@ -1,6 +1,6 @@
 """The pieces of a FlowSpec, as frozen pydantic models: policies, nodes and edges.
 
-:class:`~migration.FlowSpec` (in ``_spec``) holds them; ``_load`` builds them from a
+:class:`~migration.FlowSpec` (in ``spec``) holds them; ``load`` builds them from a
 file's mappings. Field names are Python's, aliases the file's (``maxAttempts``,
 ``forEach``, ...); both are accepted, and dumps use the file's.
 """

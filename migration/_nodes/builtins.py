@@ -13,12 +13,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from migration._context import BodyRun, NodeContext, NodeFunction, each_item
-from migration._errors import FlowFailError
-from migration._llm import ask
-from migration._models import FOREACH_TYPE
-from migration._values import MISSING, json_equal, lookup, shorten
-from migration._when import check_when, evaluate_when
+from migration._expressions.errors import FlowFailError
+from migration._expressions.values import MISSING, json_equal, lookup, shorten
+from migration._expressions.when import check_when, evaluate_when
+from migration._nodes.context import BodyRun, NodeContext, NodeFunction, each_item
+from migration._nodes.llm import ask
+from migration._spec.models import FOREACH_TYPE
 from reactor import NoProviderError
 from reactor._signals.diagnostics import log
 

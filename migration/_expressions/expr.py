@@ -39,7 +39,7 @@ from typing import Any
 
 import lark
 
-from migration._values import MISSING, json_equal
+from migration._expressions.values import MISSING, json_equal
 
 __all__ = [
     "MAX_LENGTH",

@@ -14,10 +14,10 @@ from typing import Any
 
 import jinja2
 
-from migration._context import Writes
-from migration._llm import ask
-from migration._node import Skip, Work
-from migration._values import RESERVED_ROOTS
+from migration._expressions.values import RESERVED_ROOTS
+from migration._nodes.context import Writes
+from migration._nodes.llm import ask
+from migration._nodes.node import Skip, Work
 from reactor import Agent, AgentContext, NoProviderError, TemplateError, run_reactive
 from reactor.typing import Provider
 

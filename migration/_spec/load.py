@@ -20,11 +20,11 @@ from typing import Any
 
 import pydantic
 
-from migration._errors import FlowSpecError
-from migration._limits import check_shape, load_yaml, read_text
-from migration._models import AGENT_TYPE, LLM_TYPES, EdgeSpec, NodeSpec
-from migration._topology import Problem
-from migration._values import shorten
+from migration._expressions.errors import FlowSpecError
+from migration._expressions.values import shorten
+from migration._spec.limits import check_shape, load_yaml, read_text
+from migration._spec.models import AGENT_TYPE, LLM_TYPES, EdgeSpec, NodeSpec
+from migration._spec.topology import Problem
 from reactor import Agent
 from reactor._signals.diagnostics import log
 

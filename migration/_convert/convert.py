@@ -5,11 +5,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from migration._edge import check_types
-from migration._flow import Flow
-from migration._phase import FLOW_AGENT
-from migration._registry import RegistrySource, registry_of
-from migration._spec import FlowSource, FlowSpec
+from migration._edge.edge import check_types
+from migration._nodes.registry import RegistrySource, registry_of
+from migration._reactive.flow import Flow
+from migration._reactive.phase import FLOW_AGENT
+from migration._spec.spec import FlowSource, FlowSpec
 from reactor import CycleWarning, Reactive, reactive
 from reactor._signals.diagnostics import log
 from reactor.typing import Provider

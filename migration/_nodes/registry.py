@@ -20,9 +20,9 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from migration._builtins import BUILTIN_PACKS
-from migration._context import NodeContext, NodeFunction
-from migration._errors import FlowSpecError, UnknownNodeTypeError
+from migration._expressions.errors import FlowSpecError, UnknownNodeTypeError
+from migration._nodes.builtins import BUILTIN_PACKS
+from migration._nodes.context import NodeContext, NodeFunction
 from reactor._signals.diagnostics import log
 
 __all__ = ["ENTRY_POINT_GROUP", "NodeRegistry", "RegistrySource", "registry_of"]

@@ -16,9 +16,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from migration._models import FOREACH_TYPE, EdgeSpec, NodeSpec
-from migration._topology import RESERVED, Problem
-from migration._values import shorten
+from migration._expressions.values import shorten
+from migration._spec.models import FOREACH_TYPE, EdgeSpec, NodeSpec
+from migration._spec.topology import RESERVED, Problem
 
 __all__ = ["MAX_NESTING", "Scopes", "body_of", "check_scopes"]
 

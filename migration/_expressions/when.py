@@ -4,7 +4,7 @@
   ``{not: expr}``, ``{and: [...]}``, ``{or: [...]}``; ``var`` is a dotted path into
   the binding context, and a missing ``var`` is ``null``.
 * A string (the later dialect): an expression of the kernel's JSONata subset (see
-  :mod:`migration._expr`), read as a boolean the way JSONata's ``$boolean`` does.
+  :mod:`migration._expressions.expr`), read as a boolean the way JSONata's ``$boolean`` does.
   Inside ``not``/``and``/``or`` a string stands for such an expression too.
 
 Both are checked when the flow is loaded (:func:`check_when`) and evaluated against
@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from migration._expr import ExpressionError, evaluate, parse, roots, truthy
-from migration._values import MISSING, clip, json_equal, lookup, shorten
+from migration._expressions.expr import ExpressionError, evaluate, parse, roots, truthy
+from migration._expressions.values import MISSING, clip, json_equal, lookup, shorten
 
 __all__ = ["When", "check_when", "evaluate_when", "when_roots"]
 

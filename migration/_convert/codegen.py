@@ -15,10 +15,10 @@ import re
 import textwrap
 from typing import Any
 
-from migration._flow import Flow, done_signal
-from migration._models import AGENT_TYPE, NodeSpec
-from migration._registry import NodeRegistry, RegistrySource, registry_of
-from migration._spec import FlowSource, FlowSpec
+from migration._nodes.registry import NodeRegistry, RegistrySource, registry_of
+from migration._reactive.flow import Flow, done_signal
+from migration._spec.models import AGENT_TYPE, NodeSpec
+from migration._spec.spec import FlowSource, FlowSpec
 
 __all__ = ["to_python"]
 

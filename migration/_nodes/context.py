@@ -20,7 +20,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from migration._values import apply_writes, jsonable
+from migration._expressions.values import apply_writes, jsonable
 from reactor.typing import Provider
 
 __all__ = ["BodyRun", "BodyRunner", "NodeContext", "NodeFunction", "Writes", "each_item"]

@@ -10,7 +10,7 @@ It lives in the run's state as ``state["flow"]``, JSON data the join guards read
 * ``looped``: re-opened loop target -> the node whose resolution re-opened it.
 
 :func:`record` applies the edge-based executor's loop rules (see
-:mod:`migration._scheduler`) again, on purpose, over this JSON: the property tests
+:mod:`migration._edge.scheduler`) again, on purpose, over this JSON: the property tests
 check one against the other.
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from migration._models import EdgeSpec
-from migration._topology import Topology
+from migration._spec.models import EdgeSpec
+from migration._spec.topology import Topology
 
 __all__ = ["new_ledger", "record", "trigger_of"]
 

@@ -16,14 +16,14 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-from migration._bindings import resolve
-from migration._context import BodyRunner, NodeContext, Writes, each_item
-from migration._errors import FlowLoopError, FlowRunError, NodeTimeoutError
-from migration._models import EachSpec, EdgeSpec, NodeSpec
-from migration._registry import NodeRegistry
-from migration._topology import Topology
-from migration._values import jsonable, shorten
-from migration._when import evaluate_when
+from migration._expressions.bindings import resolve
+from migration._expressions.errors import FlowLoopError, FlowRunError, NodeTimeoutError
+from migration._expressions.values import jsonable, shorten
+from migration._expressions.when import evaluate_when
+from migration._nodes.context import BodyRunner, NodeContext, Writes, each_item
+from migration._nodes.registry import NodeRegistry
+from migration._spec.models import EachSpec, EdgeSpec, NodeSpec
+from migration._spec.topology import Topology
 from reactor.typing import Provider
 
 __all__ = [

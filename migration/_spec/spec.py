@@ -18,19 +18,19 @@ from typing import Any
 import pydantic
 from pydantic import Field
 
-from migration._bindings import bound_nodes, check_bindings
-from migration._errors import FlowSpecError
-from migration._load import messages, parse_definition, parse_mapping, read_source
-from migration._models import (
+from migration._expressions.bindings import bound_nodes, check_bindings
+from migration._expressions.errors import FlowSpecError
+from migration._expressions.when import check_when, when_roots
+from migration._spec.load import messages, parse_definition, parse_mapping, read_source
+from migration._spec.models import (
     EdgeSpec,
     FlowPolicy,
     Model,
     NodeSpec,
     StateSpec,
 )
-from migration._scopes import Scopes, check_scopes
-from migration._topology import Problem, Topology, check_topology
-from migration._when import check_when, when_roots
+from migration._spec.scopes import Scopes, check_scopes
+from migration._spec.topology import Problem, Topology, check_topology
 
 __all__ = ["FlowSource", "FlowSpec"]
 
