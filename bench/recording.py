@@ -23,8 +23,7 @@ import psycopg
 from psycopg import sql
 
 from bench._runner import Row, peak_rss_kb
-from reactor import PostgresSignalStore, RunInfo, SignalBus, SQLiteSignalStore
-from reactor._recording.store import SignalStoreBase
+from reactor import PostgresSignalStore, RunInfo, SignalBus, SignalStoreBase, SQLiteSignalStore
 
 SIGNALS = 1_000_000
 HISTORY = 1_000

@@ -71,6 +71,9 @@ if TYPE_CHECKING:
     )
     from reactor._agents.env import getenv
     from reactor._agents.skills import Skill
+    from reactor._backends.memory import MemorySignalStore
+    from reactor._backends.postgres import PostgresSignalStore
+    from reactor._backends.sqlite import SQLiteSignalStore
     from reactor._engine.collector import CollectorTuning, tune_collector, untune_collector
     from reactor._engine.options import RunKwargs
     from reactor._engine.result import (
@@ -126,10 +129,7 @@ if TYPE_CHECKING:
         EventTree,
     )
     from reactor._recording.info import RunInfo
-    from reactor._recording.memory import MemorySignalStore
-    from reactor._recording.postgres import PostgresSignalStore
     from reactor._recording.recording import Recording
-    from reactor._recording.sqlite import SQLiteSignalStore
     from reactor._reporting.progress import ProgressReporter
     from reactor._signals.bus import (
         SignalBus,
@@ -147,6 +147,7 @@ if TYPE_CHECKING:
         Provider,
         Reporter,
         SignalStore,
+        SignalStoreBase,
     )
 
 __all__ = [
@@ -229,6 +230,7 @@ __all__ = [
     "SignalBus",
     "SignalNameError",
     "SignalStore",
+    "SignalStoreBase",
     "SignalStream",
     "Skill",
     "StructlogReporter",
@@ -276,13 +278,13 @@ _LAZY: dict[str, str] = {
     "EventTree": "reactor._recording.eventtree",
     "Hooks": "reactor._providers.hooks",
     "MCPServer": "reactor._providers.mcp",
-    "MemorySignalStore": "reactor._recording.memory",
+    "MemorySignalStore": "reactor._backends.memory",
     "Message": "reactor._providers.base",
     "MetricsReporter": "reactor.logging",
     "ModelPrice": "reactor._providers.pricing",
     "Pattern": "reactor._signals.patterns",
     "PendingPrompt": "reactor._agents.asking",
-    "PostgresSignalStore": "reactor._recording.postgres",
+    "PostgresSignalStore": "reactor._backends.postgres",
     "ProgressReporter": "reactor._reporting.progress",
     "Prompt": "reactor._prompts.prompt",
     "Provider": "reactor.typing",
@@ -298,12 +300,13 @@ _LAZY: dict[str, str] = {
     "RunMetrics": "reactor._engine.result",
     "RunResult": "reactor._engine.result",
     "RunView": "reactor._agents.context",
-    "SQLiteSignalStore": "reactor._recording.sqlite",
+    "SQLiteSignalStore": "reactor._backends.sqlite",
     "ScriptedProvider": "reactor._providers.scripted",
     "SessionInfo": "reactor._providers.hooks",
     "Signal": "reactor._signals.signal",
     "SignalBus": "reactor._signals.bus",
     "SignalStore": "reactor.typing",
+    "SignalStoreBase": "reactor.typing",
     "SignalStream": "reactor._signals.stream",
     "Skill": "reactor._agents.skills",
     "StructlogReporter": "reactor.logging",

@@ -96,6 +96,7 @@ PUBLIC_API = {
         "SignalBus",
         "SignalNameError",
         "SignalStore",
+        "SignalStoreBase",
         "SignalStream",
         "StructlogReporter",
         "Subscription",
@@ -270,6 +271,7 @@ PUBLIC_API = {
         "Reporter",
         "RunFunction",
         "SignalStore",
+        "SignalStoreBase",
     },
 }
 

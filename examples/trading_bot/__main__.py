@@ -9,8 +9,8 @@ import sys
 from examples.trading_bot.app import describe, graph
 from examples.trading_bot.scripted import SCENARIOS, scripted_provider
 from reactor import ProgressReporter, Provider, RunKwargs, RunResult, SQLiteSignalStore
+from reactor._backends.sqlite import DEFAULT_PATH
 from reactor._providers.pricing import DEFAULT_MODEL
-from reactor._recording.sqlite import DEFAULT_PATH
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

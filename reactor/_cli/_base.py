@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from reactor._backends.sqlite import DEFAULT_PATH, SQLiteSignalStore
 from reactor._recording.info import parse_tag
-from reactor._recording.sqlite import DEFAULT_PATH, SQLiteSignalStore
-from reactor._recording.store import SignalStoreBase
+from reactor._recording.storebase import SignalStoreBase
 
 __all__ = [
     "DB_ENV",
@@ -78,7 +78,7 @@ def writable_db(args: argparse.Namespace) -> SignalStoreBase:
 
 
 def _postgres(url: str) -> SignalStoreBase:
-    from reactor._recording.postgres import PostgresSignalStore
+    from reactor._backends.postgres import PostgresSignalStore
 
     return PostgresSignalStore(url)
 

@@ -132,11 +132,8 @@ def _prune(args: argparse.Namespace) -> int:
     statuses = args.status or ["completed"]
     status = None if "all" in statuses else tuple(statuses)
     store, _ = asyncio.run(default_record(Database(args.db)))
-    prune = getattr(store, "prune", None)
-    if prune is None:  # pragma: no cover - the stores default_record opens all can
-        raise CommandError(f"{describe_url(args.db)} keeps no runs to prune")
     try:
-        count = prune(
+        count = store.prune(
             older_than=args.older_than,
             status=status,
             keep_last=args.keep_last,
@@ -145,7 +142,7 @@ def _prune(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(str(exc).rstrip(".")) from None
     finally:
-        getattr(store, "close", lambda: None)()
+        store.close()
     which = "any status" if status is None else ", ".join(status)
     age = _age(args.older_than)
     runs = f"{count} run{'s' if count != 1 else ''}"

@@ -19,7 +19,7 @@ from reactor._agents.agent import Agent
 from reactor._agents.budget import Budget, Spending, check_budget
 from reactor._engine.options import RunOptions
 from reactor._providers.base import Provider, ProviderRequest, Usage
-from reactor._recording.store import Reporter, SignalStore
+from reactor._recording.store import RunReporter, SignalStore
 from reactor._signals.names import PROVIDER_END, PROVIDER_START
 from reactor._signals.signal import Signal
 
@@ -52,7 +52,7 @@ class Costs:
         run_id: str,
         *,
         record: SignalStore | None,
-        reporters: Sequence[Reporter],
+        reporters: Sequence[RunReporter],
         budget: Budget | None,
         agents: Iterable[Agent],
         spent: tuple[int, int, float | None] = (0, 0, 0.0),
@@ -60,9 +60,7 @@ class Costs:
     ) -> None:
         self._run_id = run_id
         self._record = record
-        self._on_request = tuple(
-            hook for hook in (getattr(r, "on_request", None) for r in reporters) if hook
-        )
+        self._on_request = tuple(reporter.on_request for reporter in reporters)
         self.requests: dict[str, ProviderRequest] = {}
         self.input_tokens, self.output_tokens, self.cost_usd = spent
         self._budget = budget
@@ -88,7 +86,7 @@ class Costs:
         return cls(
             run_id,
             record=options.record,
-            reporters=options.reporters,
+            reporters=options.hooked,
             budget=options.budget,
             agents=agents,
             spent=(resume.input_tokens, resume.output_tokens, resume.cost_usd)

@@ -50,7 +50,7 @@ def announce(
     forked: Forked | None,
 ) -> None:
     """Register the run with its store and reporters; a fork's copied log is written."""
-    record, reporters = options.record, options.reporters
+    record, reporters = options.record, options.hooked
     if record is None and not reporters:
         return
     continued = resumed is not None and forked is None
@@ -73,9 +73,7 @@ def announce(
             for signal in copied.signals:
                 record.append(signal)
     for reporter in reporters:
-        start = getattr(reporter, "start", None)
-        if start is not None:
-            start(info)
+        reporter.start(info)
 
 
 def first_signal(

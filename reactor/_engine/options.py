@@ -5,16 +5,17 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
 from reactor._agents.budget import Budget
 from reactor._agents.templates import CONTEXT_NAMES
+from reactor._recording.store import as_reporter, check_store
 
 if TYPE_CHECKING:
     from reactor._providers.base import Provider
     from reactor._providers.replay import ReplayProvider
     from reactor._recording.recording import Recording
-    from reactor._recording.store import Reporter, SignalStore
+    from reactor._recording.store import Reporter, RunReporter, SignalStore
 
 __all__ = ["OPTION_NAMES", "RunKwargs", "RunOptions"]
 
@@ -55,8 +56,11 @@ class RunOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}.")
-        for reporter in self.reporters:
-            _check_reporter(reporter)
+        # Reporters and the store are taken at the door: a reporter gets the hooks it
+        # lacks (they do nothing), a store that lacks part of the contract is refused.
+        object.__setattr__(self, "reporters", tuple(as_reporter(r) for r in self.reporters))
+        if self.record is not None:
+            check_store(self.record)
         if self.resume is not None and self.record is None:
             raise ValueError(
                 f"resume={self.resume!r} needs record=: the signal store the run was "
@@ -90,6 +94,11 @@ class RunOptions:
                 f"{', '.join(CONTEXT_NAMES)}. Choose other names."
             )
 
+    @property
+    def hooked(self) -> Sequence[RunReporter]:
+        """The reporters as the door took them: each has both hooks."""
+        return cast("Sequence[RunReporter]", self.reporters)
+
 
 def _check_fork(fork: Mapping[str, Any], options: RunOptions) -> None:
     """A fork names its source run and a signal of it; it records, and only forks."""
@@ -111,23 +120,6 @@ def _check_fork(fork: Mapping[str, Any], options: RunOptions) -> None:
     if options.resume is not None or options.replay is not None:
         raise ValueError(
             "A run forks, resumes or replays, only one: give fork=, resume= or replay=."
-        )
-
-
-def _check_reporter(reporter: object) -> None:
-    missing = [
-        what
-        for what, ok in (
-            ("patterns", isinstance(getattr(reporter, "patterns", None), str | tuple | list)),
-            ("on_signal(signal)", callable(getattr(reporter, "on_signal", None))),
-        )
-        if not ok
-    ]
-    if missing:
-        raise TypeError(
-            f"{reporter!r} is not a reporter: it has no {' and no '.join(missing)}. A reporter "
-            "has patterns (the signals it wants, e.g. patterns = ('**',)) and "
-            "on_signal(signal)."
         )
 
 

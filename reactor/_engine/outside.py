@@ -104,9 +104,8 @@ class OutsideInput:
         """Deliver the messages waiting for the run, then those posted while it runs."""
         if self.record is None:
             return
-        fetch = getattr(self.record, "waiting_messages", self.record.undelivered)
         try:
-            waiting = fetch([run_id])
+            waiting = self.record.waiting_messages([run_id])
         except Exception as exc:  # the store is away: its watch delivers them once it is back
             log("reactor.inbox", "warning", "inbox read failed", run_id=run_id, error=repr(exc))
             waiting = []
@@ -163,9 +162,7 @@ class OutsideInput:
 
     def _follow_recording(self, run_id: str) -> None:
         """Stop the run as soon as its recording fails: no effects the log cannot show."""
-        follow = getattr(self.record, "watch_recording", None)
-        if follow is None:
-            return
+        assert self.record is not None
         loop = asyncio.get_running_loop()
         host = self.host
 
@@ -178,7 +175,7 @@ class OutsideInput:
             with contextlib.suppress(RuntimeError):  # the run's loop has closed
                 loop.call_soon_threadsafe(stop)
 
-        self._unfollow = follow(run_id, failed)
+        self._unfollow = self.record.watch_recording(run_id, failed)
 
     def deliver(self, message: Posted) -> None:
         """Emit a posted message (once: a message seen again is ignored).

@@ -18,9 +18,11 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._activation.agentrun import Activation, AgentRun
+from reactor._engine.pacing import Paced, Room
 from reactor._engine.result import RunStatus, loop_limit_error
 from reactor._recording.log import causal_chain
 from reactor._signals.names import error_info
+from reactor._signals.offloop import set_pace
 from reactor._signals.signal import Signal
 
 if TYPE_CHECKING:
@@ -87,6 +89,9 @@ class Scheduler:
         self._tasks = 0  # activation tasks not finished yet
         self._idle: asyncio.Future[None] | None = None  # set when _tasks drops to 0
         self._error: BaseException | None = None
+        record = host.options.record
+        # A recorded run's activations wait for their store between steps (backpressure).
+        self._room: Room | None = None if record is None else record.room
 
     # -- running the tasks (like a TaskGroup) ------------------------------------
 
@@ -262,6 +267,10 @@ class Scheduler:
 
     def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
         context = self.activator.task_context(activation)
+        room = self._room
+        if room is not None:
+            context.run(set_pace, room)  # a sync handler's thread waits for room too
+            coroutine = Paced(coroutine, room)
         task = asyncio.get_running_loop().create_task(coroutine, context=context)
         task.add_done_callback(self._finished, context=context)
         self._tasks += 1

@@ -22,15 +22,16 @@ from reactor._signals.names import HARNESS_SNAPSHOT
 
 if TYPE_CHECKING:
     from reactor._recording.recording import Recording
+    from reactor._recording.store import SignalStore
     from reactor._signals.bus import SignalBus
     from reactor._signals.signal import Signal
 
 __all__ = ["Snapshots", "snapshot_every", "snapshot_points", "snapshots_for"]
 
 
-def snapshot_every(record: object) -> int | None:
+def snapshot_every(record: SignalStore | None) -> int | None:
     """How often a run recorded to ``record`` takes a snapshot (``None``: never)."""
-    every = getattr(record, "snapshot_every", None)
+    every = None if record is None else record.snapshot_every
     return every if isinstance(every, int) and every > 0 else None
 
 
@@ -89,7 +90,7 @@ class Snapshots:
 
 
 def snapshots_for(
-    bus: SignalBus, replayed: Recording | None, record: object, fold: LogFold
+    bus: SignalBus, replayed: Recording | None, record: SignalStore | None, fold: LogFold
 ) -> Snapshots | None:
     """A run's snapshots: every ``snapshot_every`` signals of ``record``, or as a replay's.
 

@@ -113,8 +113,7 @@ def resume_plan(
         RunNotFoundError: ``record`` has no such run.
         RunFinishedError: The run has already ended.
     """
-    load = getattr(record, "load_tail", None) or record.load
-    recording: Recording = load(run_id)
+    recording: Recording = record.load_tail(run_id)
     if recording.complete:
         raise RunFinishedError(
             f"Run {recording.run_id} has already ended ({recording.status}); only a run "

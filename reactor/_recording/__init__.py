@@ -1,12 +1,13 @@
-"""Recording: signal logs, recordings, signal stores and their protocols.
+"""Recording: signal logs, recordings, and the contract of signal stores and reporters.
 
 ``log`` (the :class:`SignalLog` views shared by results and recordings), ``diff``
-(where two logs part), ``info`` (run metadata), ``recording`` (:class:`Recording`),
-``store`` (the :class:`SignalStore` and :class:`Reporter` protocols and a base class),
-``memory``, ``sqlite`` and ``postgres`` (the stores reactor ships; ``sqlite_db``,
-``postgres_db`` and ``postgres_writer`` hold their schemas and writers), ``inbox``
-(messages posted to a run), ``eventtree`` (a log as nodes: activations, prompts,
-tools, steps).
+(where two logs part), ``info`` (run metadata and its counters), ``recording``
+(:class:`Recording`), ``eventtree`` (a log as nodes: activations, prompts, tools,
+steps), ``store`` (the :class:`SignalStore` and :class:`Reporter` protocols: everything
+reactor asks of them, checked at the door), ``storebase`` (:class:`SignalStoreBase`:
+the optional members' defaults), ``inbox`` (messages posted to a run), ``writes``
+(for stores with a writer thread: the backlog runs wait on, the runs whose recording
+failed). The stores reactor ships are in ``_backends``.
 
-May use: ``_signals`` and :mod:`reactor.exceptions` (and the database drivers).
+May use: ``_signals`` and :mod:`reactor.exceptions`.
 """

@@ -131,6 +131,13 @@ class RunInfo:
             ``blocked``, with the ``reason``.
         reason: Why it ended.
         signals: How many signals are recorded.
+        last_seq: The ``seq`` of the last signal recorded (``0`` before any): the end
+            of the log, to page back from.
+        input_tokens: Input tokens of the run's model calls, as their usage said.
+        output_tokens: Output tokens of the run's model calls.
+        cost_usd: What the run's model calls cost in USD (``None`` when a price was
+            not known).
+        prompts: Questions to people asked and not answered yet.
         target: Where the graph came from (``module:attribute`` or
             ``path/to/file.py:attribute``), when known.
         failures: How many activations failed (a run with ``fail_fast=False`` may
@@ -149,6 +156,11 @@ class RunInfo:
     status: str | None = None
     reason: str | None = None
     signals: int = 0
+    last_seq: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    prompts: int = 0
     target: str | None = None
     target_hash: str | None = None
     failures: int = 0

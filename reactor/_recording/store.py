@@ -1,39 +1,52 @@
-"""What a signal store is, and what reporters are: the protocols that watch a run.
+"""The contract of signal stores and reporters: everything the engine and the service ask.
 
-A *signal store* keeps recordings (``graph.run(record=store)``); a *reporter* watches
-a run's signals as they are dispatched (``graph.run(reporters=[...])``). Both are
-protocols, so any object with the right methods plugs in; :class:`SignalStoreBase`
-gives the optional methods no-op defaults and the query logic stores share.
+A *signal store* keeps recordings (``graph.run(record=store)``); a *reporter* watches a
+run's signals as they are dispatched (``graph.run(reporters=[...])``). Both are
+protocols, and everything reactor ever calls on them is declared here, with what a
+call may cost: the writing half runs on the event loop and must never block, the
+reading half blocks (it is called off the loop, in a thread). :class:`SignalStoreBase`
+(in :mod:`reactor._recording.storebase`) gives each optional member a real,
+documented default. Nothing in reactor probes a store or a reporter for a method:
+:func:`check_store` and :func:`as_reporter` take them at the door (``record=``,
+``reporters=``), and a store that lacks something fails there, naming what.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
-from reactor._recording.inbox import InboxWatch, Posted, Wakeup
+from reactor._recording.inbox import Posted, Wakeup
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
-from reactor._recording.writes import WriteFailures
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
-from reactor.exceptions import RecordingError, RunNotFoundError
+from reactor.exceptions import RecordingError
+
+if TYPE_CHECKING:
+    from reactor._providers.base import ProviderRequest
 
 __all__ = [
     "DEFAULT_SNAPSHOT_EVERY",
+    "PAGE",
     "Reporter",
+    "RunReporter",
     "SignalStore",
-    "SignalStoreBase",
-    "WriteFailures",
+    "as_reporter",
     "check_snapshot_every",
+    "check_store",
     "flush_run",
 ]
 
 DEFAULT_SNAPSHOT_EVERY = 10_000
 """Signals between two ``harness:snapshot`` of a recorded run, unless a store says."""
+
+PAGE = 1_000
+"""Signals :meth:`SignalStore.signals` returns at most by default (and the most a page
+of the HTTP API holds)."""
 
 
 def check_snapshot_every(every: int | None) -> int | None:
@@ -52,14 +65,16 @@ def check_snapshot_every(every: int | None) -> int | None:
 
 @runtime_checkable
 class Reporter(Protocol):
-    """Watches a run: ``on_signal`` is called for each signal matching ``patterns``.
+    """Watches runs: ``on_signal`` is called for each signal matching ``patterns``.
 
-    Pass reporters with ``graph.run(..., reporters=[...])``. ``on_signal`` runs
-    synchronously during dispatch, so keep it fast (buffer, don't block). A reporter
-    may also have ``start(info)``, called with the :class:`RunInfo` before the first
-    signal, and ``on_request(run_id, request)``, called with each distinct
-    :class:`ProviderRequest` a model is sent (once per request hash), before its
-    ``provider:start``.
+    Pass reporters with ``graph.run(..., reporters=[...])``. Any object with
+    ``patterns`` and ``on_signal(signal)`` is one. Two hooks are called too when the
+    object has them (:class:`RunReporter` declares them): ``start(info)``, with the
+    :class:`RunInfo` before a run's first signal, and ``on_request(run_id, request)``,
+    with each distinct :class:`~reactor.ProviderRequest` a model is sent (once per
+    request hash, before its ``provider:start``). ``reporters=`` takes each reporter at
+    the door (:func:`as_reporter`): a hook it lacks does nothing. ``on_signal`` runs
+    synchronously during dispatch, so keep it fast (buffer, don't block).
     """
 
     @property
@@ -73,35 +88,112 @@ class Reporter(Protocol):
 
 
 @runtime_checkable
+class RunReporter(Reporter, Protocol):
+    """A reporter with both hooks: what a run holds once ``reporters=`` took it."""
+
+    def start(self, info: RunInfo) -> None:
+        """A run begins (called with its :class:`RunInfo` before its first signal)."""
+        ...
+
+    def on_request(self, run_id: str, request: ProviderRequest) -> None:
+        """A model is sent ``request`` (once per request hash, before ``provider:start``)."""
+        ...
+
+
+@runtime_checkable
 class SignalStore(Protocol):
     """Keeps recordings: ``graph.run(..., record=store)`` writes a run to it.
 
-    ``start_run`` registers a run (graph, tags), ``append`` receives every signal as
-    it is dispatched (it must not block: queue and write elsewhere),
-    ``record_request`` keeps what each provider call was asked (replay names the first
-    field that changed), ``flush`` makes everything appended durable, and
-    ``load``/``runs``/``delete`` read and manage recordings. Subclass
-    :class:`SignalStoreBase` to get the optional methods as no-ops.
+    Subclass :class:`~reactor.SignalStoreBase`, which gives every optional member a
+    default (each documented there), and implement ``append``, ``load``, ``runs``
+    and ``delete``. A store given to ``record=`` is checked there: one that lacks a
+    member is refused with a message naming it.
+
+    **Writing** (``start_run``, ``append``, ``deliver``, ``record_request``,
+    ``room``) is called on the run's event loop, during dispatch: it must never
+    block. A store that writes elsewhere queues, and says through :meth:`room` when its
+    writer is behind: the run then *awaits* (backpressure), while other runs and
+    requests go on. **Reading and managing** (everything else) may block on a disk or
+    a server: reactor calls it off the event loop.
+
     """
 
+    @property
+    def snapshot_every(self) -> int | None:
+        """Signals between two ``harness:snapshot`` of a run recorded here (``None``: never).
+
+        So that a resume reads only the log's tail.
+        """
+        ...
+
+    # -- writing: on the event loop, never blocking --------------------------------
+
     def start_run(self, info: RunInfo) -> None:
-        """Register a run about to be recorded."""
+        """Register a run about to be recorded (its graph, tags, target)."""
         ...
 
     def append(self, signal: Signal) -> None:
-        """Record one signal (quickly: this runs during dispatch)."""
+        """Record one signal (queue it: this runs during dispatch)."""
+        ...
+
+    def deliver(self, message_id: str, signal: Signal) -> None:
+        """Record ``signal``, the delivery of posted message ``message_id`` (marked delivered)."""
         ...
 
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
-        """Keep what a provider call was asked."""
+        """Keep what a provider call was asked (replay names the first field that changed)."""
         ...
 
+    def room(self) -> asyncio.Future[None] | None:
+        """``None`` while the store keeps up; else a future done once it has room.
+
+        The future is of the running loop. A run awaits it between the steps of its
+        activations: backpressure that stalls the run, never the event loop.
+        """
+        ...
+
+    # -- durability: blocking -------------------------------------------------------
+
     def flush(self) -> None:
-        """Make everything appended so far durable."""
+        """Make everything appended so far durable (or failed: see :meth:`recording_error`)."""
+        ...
+
+    def recording_error(self, run_id: str) -> RecordingError | None:
+        """Why ``run_id``'s recording is incomplete, after a :meth:`flush` (asked once)."""
+        ...
+
+    def watch_recording(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
+        """Have ``failed()`` called (from any thread) if the run's recording fails; the unwatch."""
+        ...
+
+    # -- reading: blocking ---------------------------------------------------------
+
+    def info(self, run_id: str) -> RunInfo:
+        """What the store knows of one run, its counters included, without reading its log."""
+        ...
+
+    def signals(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = PAGE,
+        names: Collection[Pattern] | None = None,
+    ) -> list[Signal]:
+        """One page of a run's log, in ``seq`` order (see :class:`~reactor.SignalStoreBase`)."""
+        ...
+
+    def state(self, run_id: str) -> dict[str, Any]:
+        """The run's latest state, as JSON data."""
         ...
 
     def load(self, run_id: str) -> Recording:
-        """Return a recorded run (raise ``RunNotFoundError`` if unknown)."""
+        """The whole recorded run (``RunNotFoundError`` if unknown)."""
+        ...
+
+    def load_tail(self, run_id: str) -> Recording:
+        """The run from its latest ``harness:snapshot`` on: what a resume reads."""
         ...
 
     def runs(
@@ -115,9 +207,32 @@ class SignalStore(Protocol):
         """Recorded runs, newest first."""
         ...
 
+    def resolve(self, ref: str) -> str:
+        """A run id from ``ref``: a run id, a unique prefix of one, or ``last``."""
+        ...
+
+    # -- managing: blocking --------------------------------------------------------
+
     def delete(self, run_id: str) -> bool:
         """Delete a run; return whether it existed."""
         ...
+
+    def prune(
+        self,
+        *,
+        older_than: timedelta,
+        status: Collection[str] | None = ("completed",),
+        keep_last: int = 0,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete ended runs that ended longer than ``older_than`` ago; return how many."""
+        ...
+
+    def close(self) -> None:
+        """Write what is queued and release what the store holds."""
+        ...
+
+    # -- the inbox: blocking, but for watch_inbox ------------------------------------
 
     def post(
         self,
@@ -135,8 +250,16 @@ class SignalStore(Protocol):
         """Messages posted to these runs, due and not yet delivered, in order."""
         ...
 
-    def deliver(self, message_id: str, signal: Signal) -> None:
-        """Record ``signal``, the delivery of a posted message, marking it delivered."""
+    def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs with ``at=`` and not due yet, soonest first."""
+        ...
+
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        """Messages posted to these runs and not delivered, due or not: what a run watches."""
+        ...
+
+    def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
+        """Runs not ended with a timer or a scheduled message, with its time, soonest first."""
         ...
 
     def watch_inbox(self, run_id: str, deliver: Callable[[Posted], None]) -> Callable[[], None]:
@@ -144,216 +267,96 @@ class SignalStore(Protocol):
         ...
 
 
-class SignalStoreBase:
-    """A base for signal stores: no-op optional methods and shared run lookup.
+def _members(protocol: type) -> tuple[str, ...]:
+    """The public members a protocol declares (methods, properties and attributes)."""
+    names = {name for name in vars(protocol) if not name.startswith("_")}
+    names |= {name for name in getattr(protocol, "__annotations__", {}) if not name.startswith("_")}
+    return tuple(sorted(names))
 
-    Subclasses implement ``append``, ``load``, ``runs`` and ``delete``; they may
-    override the rest. Used as a context manager, a store is closed on exit.
 
-    Attributes:
-        snapshot_every: A run recorded here writes ``harness:snapshot`` every this many
-            signals (``None``: never); the stores reactor ships take it as an argument.
+STORE_MEMBERS = _members(SignalStore)
+"""Every member of :class:`SignalStore`, checked by :func:`check_store`."""
+
+
+_WHOLE: set[type] = set()
+"""Classes whose instances were found whole (a run checks its store once per class)."""
+
+
+def check_store(store: object, where: str = "record=") -> SignalStore:
+    """``store`` if it has every member of :class:`SignalStore`.
+
+    Raises:
+        TypeError: It lacks some: one line naming them, and how to get them.
     """
+    kind = type(store)
+    lacking = [] if kind in _WHOLE else [n for n in STORE_MEMBERS if not hasattr(store, n)]
+    if not lacking:
+        _WHOLE.add(kind)
+        return cast("SignalStore", store)
+    raise TypeError(
+        f"{where} takes a signal store, and {store!r} lacks {', '.join(lacking)}; subclass "
+        "reactor.SignalStoreBase, which gives every optional member a default."
+    )
 
-    snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY
 
-    def load_tail(self, run_id: str) -> Recording:
-        """The run from its latest ``harness:snapshot`` on: what a resume reads.
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Hooked:
+    """A reporter with no ``start`` or ``on_request`` of its own: they do nothing."""
 
-        By default the whole run (a resume folds it from its latest snapshot all the
-        same); the stores reactor ships read only the signals after the snapshot.
-        """
-        return self.load(run_id)
+    reporter: Any
+    patterns: Sequence[Pattern]
+    on_signal: Callable[[Signal], None]
+    start: Callable[[RunInfo], None]
+    on_request: Callable[[str, Any], None]
 
-    def prune(
-        self,
-        *,
-        older_than: timedelta,
-        status: Collection[str] | None = ("completed",),
-        keep_last: int = 0,
-        dry_run: bool = False,
-    ) -> int:
-        """Delete ended runs that ended longer than ``older_than`` ago; return how many.
 
-        Only runs that ended (a ``harness:end`` is recorded) with a status in
-        ``status`` (``None``: any) are deleted, whole (signals, inbox, info, requests),
-        in one transaction; a run still running or waiting never is. The
-        ``keep_last`` newest runs of each graph among them are kept whatever their
-        age. With ``dry_run`` nothing is deleted: the count is what would be.
+def as_reporter(reporter: object) -> RunReporter:
+    """``reporter`` as a :class:`RunReporter`: the hooks it lacks do nothing.
 
-        Raises:
-            ValueError: A status is not one a run ends with, or a bound is negative.
-            NotImplementedError: This store cannot prune.
-        """
-        raise NotImplementedError(f"{type(self).__name__} cannot prune runs.")
+    Raises:
+        TypeError: It has no ``patterns`` or no ``on_signal``.
+    """
+    patterns = getattr(reporter, "patterns", None)
+    on_signal = getattr(reporter, "on_signal", None)
+    missing = [
+        what
+        for what, ok in (
+            ("patterns", isinstance(patterns, str | tuple | list)),
+            ("on_signal(signal)", callable(on_signal)),
+        )
+        if not ok
+    ]
+    if missing:
+        raise TypeError(
+            f"{reporter!r} is not a reporter: it has no {' and no '.join(missing)}. A reporter "
+            "has patterns (the signals it wants, e.g. patterns = ('**',)) and "
+            "on_signal(signal)."
+        )
+    if type(reporter) in _WHOLE or isinstance(reporter, RunReporter):
+        _WHOLE.add(type(reporter))
+        return cast("RunReporter", reporter)
+    start = getattr(reporter, "start", None)
+    on_request = getattr(reporter, "on_request", None)
+    return _Hooked(
+        reporter,
+        cast("Sequence[Pattern]", patterns),
+        cast("Callable[[Signal], None]", on_signal),
+        start if callable(start) else _ignore,
+        on_request if callable(on_request) else _ignore,
+    )
 
-    def start_run(self, info: RunInfo) -> None:
-        """Register a run about to be recorded (nothing to do by default)."""
 
-    def append(self, signal: Signal) -> None:
-        """Record one signal."""
-        raise NotImplementedError
-
-    def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
-        """Keep what a provider call was asked (dropped by default)."""
-
-    def flush(self) -> None:
-        """Make everything appended durable (nothing to do by default)."""
-
-    def recording_error(self, run_id: str) -> RecordingError | None:
-        """Why ``run_id``'s recording is incomplete, after a :meth:`flush` (asked once).
-
-        ``None`` when every signal of the run was written. A run asks when it ends and,
-        given an error, ends ``failed`` with it. Stores that write elsewhere (a
-        thread, a server) override this with what their writer saw.
-        """
-        return None
-
-    def watch_recording(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
-        """Have ``failed()`` called (from the writer's thread) if ``run_id``'s recording fails.
-
-        The run stops at once rather than going on with effects its log would not
-        show. Returns a function that stops watching. A store whose writes cannot
-        fail behind the caller's back (they raise) never calls it.
-        """
-        failures = getattr(self, "_failures", None)
-        if isinstance(failures, WriteFailures):
-            return failures.watch(run_id, failed)
-        return _nothing
-
-    def load(self, run_id: str) -> Recording:
-        """Return a recorded run."""
-        raise NotImplementedError
-
-    def runs(
-        self,
-        *,
-        graph: str | None = None,
-        tag: str | None = None,
-        status: str | None = None,
-        limit: int | None = None,
-    ) -> list[RunInfo]:
-        """Recorded runs, newest first."""
-        raise NotImplementedError
-
-    def delete(self, run_id: str) -> bool:
-        """Delete a run; return whether it existed."""
-        raise NotImplementedError
-
-    def post(
-        self,
-        run_id: str,
-        name: str,
-        payload: Any = None,
-        *,
-        source: str = "user",
-        at: datetime | None = None,
-    ) -> str:
-        """Queue a signal for a run, from any process; return the message's id.
-
-        With ``at`` (an aware datetime) the message is delivered at or after that time,
-        once: it waits in the store meanwhile (across restarts), and a run that has
-        nothing else to do waits for it instead of ending.
-
-        Raises:
-            SignalNameError: ``name`` is one only the runtime emits (``session:reply``
-                and ``session:abort`` excepted: they answer a prompt, stop the run).
-            PayloadError: The log cannot hold ``payload`` (nothing is posted).
-            ValueError: ``at`` is not an aware datetime.
-            NotImplementedError: This store keeps no inbox.
-        """
-        raise NotImplementedError(f"{type(self).__name__} keeps no inbox.")
-
-    def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs, due and not delivered yet (none by default)."""
-        return []
-
-    def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs with ``at=`` and not due yet, soonest first."""
-        return []
-
-    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs and not delivered, due or not: what runs watch.
-
-        A run keeps those not due yet, and waits for them rather than end.
-        """
-        return [*self.undelivered(run_ids), *self.scheduled(run_ids)]
-
-    def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
-        """Runs not ended that have a timer or a scheduled message, with its time, soonest first.
-
-        ``before``: only those due before then. What the service resumes suspended runs
-        by, when their time comes. None by default (a store that keeps no timers).
-        """
-        return []
-
-    def deliver(self, message_id: str, signal: Signal) -> None:
-        """Record a posted message's signal (by default, as any other signal)."""
-        self.append(signal)
-
-    def watch_inbox(self, run_id: str, deliver: Callable[[Posted], None]) -> Callable[[], None]:
-        """Have ``deliver`` called (in this event loop) for each message posted to the run.
-
-        Returns a function that stops watching. One thread per store polls for all
-        the runs watching it.
-        """
-        watch = self.__dict__.get("_inbox_watch")
-        if watch is None:
-            watch = self.__dict__["_inbox_watch"] = InboxWatch(self.waiting_messages)
-        stop: Callable[[], None] = watch.watch(run_id, deliver)
-        return stop
-
-    def close(self) -> None:
-        """Release what the store holds (nothing by default)."""
-
-    def resolve(self, ref: str) -> str:
-        """Turn ``ref`` (a run id, a unique prefix of one, or ``last``) into a run id.
-
-        Raises:
-            RunNotFoundError: No run matches, or the prefix is ambiguous.
-        """
-        ids = [info.run_id for info in self.runs()]
-        if ref == "last":
-            found = ids[:1]
-        else:
-            found = [ref] if ref in ids else [run_id for run_id in ids if run_id.startswith(ref)]
-        return self._one(ref, found)
-
-    def _one(self, ref: str, found: Sequence[str]) -> str:
-        if not found:
-            raise RunNotFoundError(f"No run {ref!r} in {self} (see `reactor runs`).")
-        if len(found) > 1:
-            raise RunNotFoundError(
-                f"Run id prefix {ref!r} is ambiguous: {', '.join(found[:5])}. Give more of it."
-            )
-        return found[0]
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+def _ignore(*_: object) -> None:
+    """A hook a reporter does not have."""
 
 
 async def flush_run(record: SignalStore, run_id: str) -> RecordingError | None:
     """Wait until ``record`` has written what ``run_id`` appended; say what failed, if any.
 
-    Off the event loop (the flush waits on a disk or a server). A store without
-    ``recording_error`` (a protocol-only store) can only fail by raising.
+    Off the event loop (the flush waits on a disk or a server).
     """
     try:
         await asyncio.to_thread(record.flush)
     except RecordingError as exc:
         return exc
-    asked = getattr(record, "recording_error", None)
-    error = asked(run_id) if asked is not None else None
-    return error if isinstance(error, RecordingError) else None
-
-
-def _nothing() -> None:
-    """Stop watching what was never watched."""
+    return record.recording_error(run_id)

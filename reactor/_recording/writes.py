@@ -1,7 +1,16 @@
-"""Which runs' recordings failed, for stores that write from a thread of their own."""
+"""For stores that write from a thread of their own: their queue, and which runs failed.
+
+:class:`Backlog` is the queue between the event loop and the writer thread: appends
+never wait, and a run awaits :meth:`Backlog.room` when the writer is behind
+(backpressure on the run, not on the loop). :class:`WriteFailures` says which runs'
+recordings failed, so that they fail and the store goes on.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import queue
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -9,7 +18,67 @@ from typing import Any
 from reactor._signals.diagnostics import log
 from reactor.exceptions import RecordingError
 
-__all__ = ["WriteFailures"]
+__all__ = ["Backlog", "WriteFailures"]
+
+
+class Backlog:
+    """What a store's writer thread has yet to write, and the runs waiting for room.
+
+    ``put`` never blocks: the queue has no bound of its own. A run asks :meth:`room`
+    between the steps of its activations; past ``limit`` items queued it gets a
+    future, and waits until the writer has taken the queue down to half of it. So a
+    run that emits faster than the disk or the server takes its signals slows to their
+    pace, the event loop never waits, and memory stays bounded (by ``limit``, and what
+    each run emits in one step). A writer that cannot write (a locked database, a
+    server away) leaves the runs waiting, and the rest of the process goes on.
+
+    Args:
+        limit: Items queued beyond which runs wait.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"max_backlog must be a whole number >= 1, got {limit!r}.")
+        self.limit = limit
+        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.put = self.queue.put
+        self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._lock = threading.Lock()
+
+    def room(self) -> asyncio.Future[None] | None:
+        """``None`` while at most ``limit`` items are queued; else a future done once there is room.
+
+        Called on the event loop of the run that waits.
+        """
+        if self.queue.qsize() <= self.limit:
+            return None
+        loop = asyncio.get_running_loop()
+        waiting = loop.create_future()
+        with self._lock:
+            self._waiting.append((loop, waiting))
+        self.taken()  # the writer may have taken the queue down meanwhile
+        return waiting
+
+    def taken(self) -> None:
+        """The writer took items: release the runs waiting, once the queue is half down."""
+        if self._waiting and self.queue.qsize() <= self.limit // 2:
+            self.release()
+
+    def release(self) -> None:
+        """Let every waiting run go on (the queue has room, or the writer stopped)."""
+        with self._lock:
+            waiting, self._waiting = self._waiting, []
+        for loop, future in waiting:
+            with contextlib.suppress(RuntimeError):  # that run's loop has closed
+                loop.call_soon_threadsafe(_resolve, future)
+
+    def __len__(self) -> int:
+        return self.queue.qsize()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class WriteFailures:

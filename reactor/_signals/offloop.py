@@ -17,12 +17,24 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["OffLoop", "on_loop"]
+__all__ = ["OffLoop", "on_loop", "set_pace"]
 
 _T = TypeVar("_T")
 _CURRENT: contextvars.ContextVar[OffLoop | None] = contextvars.ContextVar(
     "reactor_off_loop", default=None
 )
+Pace = Callable[[], "asyncio.Future[None] | None"]
+_PACE: contextvars.ContextVar[Pace | None] = contextvars.ContextVar("reactor_pace", default=None)
+
+
+def set_pace(pace: Pace) -> None:
+    """Make calls from worker threads started in this context wait while ``pace()`` says so.
+
+    ``pace`` is the run's store's ``room``: after each call handed to the loop, a
+    thread whose run's store is behind waits (the thread, not the loop) until it has
+    room, as an activation on the loop does between its steps.
+    """
+    _PACE.set(pace)
 
 
 class OffLoop:
@@ -38,6 +50,7 @@ class OffLoop:
         self.what = what
         self.abandoned = False
         self._pending: set[concurrent.futures.Future[Any]] = set()
+        self._pace = _PACE.get()
 
     def enter(self, context: contextvars.Context) -> None:
         """Make ``context`` (the thread's) hand its calls to this loop."""
@@ -61,9 +74,15 @@ class OffLoop:
                 future.set_exception(self._gone())
                 return
             try:
-                future.set_result(context.run(fn, *args))
+                result = context.run(fn, *args)
             except BaseException as exc:  # handed to the thread, which raises it
                 future.set_exception(exc)
+                return
+            waiting = None if self._pace is None else self._pace()
+            if waiting is None:
+                future.set_result(result)
+            else:  # the store is behind: the thread waits for room, the loop goes on
+                waiting.add_done_callback(lambda _: _settle(future, result))
 
         self._pending.add(future)
         try:
@@ -92,3 +111,9 @@ def on_loop() -> OffLoop | None:
     if off is None or threading.get_ident() == off.thread:
         return None
     return off
+
+
+def _settle(future: concurrent.futures.Future[_T], result: _T) -> None:
+    """Hand ``result`` to the waiting thread (unless it was abandoned meanwhile)."""
+    if not future.done():
+        future.set_result(result)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from reactor._recording.store import SignalStoreBase
+from reactor import SignalStoreBase
 from tests.reactor.databases import (
     StorePlace,
     create_database,

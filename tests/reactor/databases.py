@@ -19,8 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from reactor import PostgresSignalStore, SQLiteSignalStore
-from reactor._recording.store import SignalStoreBase
+from reactor import PostgresSignalStore, SignalStoreBase, SQLiteSignalStore
 
 SERVER = os.environ.get("REACTOR_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
 
@@ -95,3 +94,24 @@ def execute(dsn: str, statement: str, params: tuple[Any, ...] = ()) -> list[tupl
     with psycopg.connect(dsn, autocommit=True) as conn:
         cursor = conn.execute(statement, params)
         return cursor.fetchall() if cursor.description else []
+
+
+SQLITE_SINCE_6 = (
+    "DROP INDEX signals_asking",
+    "ALTER TABLE runs DROP COLUMN last_seq",
+    "ALTER TABLE runs DROP COLUMN input_tokens",
+    "ALTER TABLE runs DROP COLUMN output_tokens",
+    "ALTER TABLE runs DROP COLUMN cost_usd",
+    "ALTER TABLE runs DROP COLUMN state",
+)
+"""What schema 7 of a SQLite store added: undone, a file is as version 6 wrote it."""
+
+POSTGRES_SINCE_5 = (
+    "DROP INDEX reactor_signals_asking",
+    "ALTER TABLE reactor_runs DROP COLUMN last_seq",
+    "ALTER TABLE reactor_runs DROP COLUMN input_tokens",
+    "ALTER TABLE reactor_runs DROP COLUMN output_tokens",
+    "ALTER TABLE reactor_runs DROP COLUMN cost_usd",
+    "ALTER TABLE reactor_runs DROP COLUMN state",
+)
+"""What schema 6 of a PostgreSQL store added: undone, the tables are as version 5 wrote them."""

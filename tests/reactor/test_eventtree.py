@@ -13,6 +13,7 @@ import pytest
 import reactor
 from reactor import AgentContext, Prompt, SQLiteSignalStore, agent, reactive
 from reactor.testing import FakeAnthropic, Hang, ScriptedProvider, ToolUse, turn
+from tests.reactor.databases import SQLITE_SINCE_6
 
 
 def quote(symbol: str) -> float:
@@ -183,6 +184,8 @@ def test_a_version_3_sqlite_store_is_upgraded_to_keep_parent_runs(tmp_path: Path
     path = tmp_path / "runs.db"
     SQLiteSignalStore(path).close()
     with sqlite3.connect(path) as conn:
+        for statement in SQLITE_SINCE_6:
+            conn.execute(statement)
         conn.execute("DROP TABLE timers")
         conn.execute("DROP INDEX inbox_due")
         conn.execute("ALTER TABLE inbox DROP COLUMN due_at")
@@ -198,7 +201,7 @@ def test_a_version_3_sqlite_store_is_upgraded_to_keep_parent_runs(tmp_path: Path
         [info] = store.runs()
     assert info.parent_run_id == "run_parent"
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (7,)
 
 
 @pytest.mark.parametrize("kind", ["task", "phase"])

@@ -158,7 +158,7 @@ def test_stores_opening_a_new_database_at_once_make_the_tables_once(postgres_dsn
     for thread in threads:
         thread.join()
     assert errors == []
-    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(5,)]
+    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(6,)]
 
 
 RECORDER = """

@@ -27,11 +27,11 @@ from reactor import (
     ScriptedProvider,
     Signal,
     SignalStore,
+    SignalStoreBase,
     SQLiteSignalStore,
     agent,
     reactive,
 )
-from reactor._recording.store import SignalStoreBase
 from stores import Store, action
 from tests.reactor.databases import StorePlace
 

@@ -22,11 +22,11 @@ from reactor import (
     AgentContext,
     PostgresSignalStore,
     RecordingError,
+    SignalStoreBase,
     SQLiteSignalStore,
     agent,
     reactive,
 )
-from reactor._recording.store import SignalStoreBase
 from reactor._recording.writes import WriteFailures
 from tests.reactor.databases import admin
 from tests.reactor.test_postgres import name_of

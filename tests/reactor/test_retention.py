@@ -14,10 +14,10 @@ from reactor import (
     MemorySignalStore,
     RunNotFoundError,
     ScriptedProvider,
+    SignalStoreBase,
     agent,
     reactive,
 )
-from reactor._recording.store import SignalStoreBase
 
 
 def _graphs() -> tuple[Any, Any, Any]:

@@ -13,11 +13,11 @@ from reactor import (
     ProviderRequest,
     Reactive,
     Recording,
+    SignalStoreBase,
     SQLiteSignalStore,
     agent,
     reactive,
 )
-from reactor._recording.store import SignalStoreBase
 from reactor.testing import ToolUse, fake_anthropic, turn
 
 

@@ -27,13 +27,13 @@ from reactor import (
     MemorySignalStore,
     PostgresSignalStore,
     Recording,
+    SignalStoreBase,
     SQLiteSignalStore,
     agent,
     reactive,
 )
 from reactor._recording.info import pending_timers
-from reactor._recording.store import SignalStoreBase
-from tests.reactor.databases import StorePlace, execute
+from tests.reactor.databases import POSTGRES_SINCE_5, SQLITE_SINCE_6, StorePlace, execute
 
 
 async def _nap(ctx: AgentContext[Any]) -> float:
@@ -440,6 +440,8 @@ def test_a_version_5_sqlite_store_is_upgraded_and_keeps_its_runs_and_inbox(
         done = NAPPER.run_sync(input=0, record=store)
         waiting = store.post("run_later", "ping", {"n": 1})
     with sqlite3.connect(path) as conn:  # back to what reactor wrote before timers
+        for statement in SQLITE_SINCE_6:
+            conn.execute(statement)
         conn.execute("DROP TABLE timers")
         conn.execute("DROP INDEX inbox_due")
         conn.execute("ALTER TABLE inbox DROP COLUMN due_at")
@@ -452,7 +454,7 @@ def test_a_version_5_sqlite_store_is_upgraded_and_keeps_its_runs_and_inbox(
         later = store.post(done.run_id, "ping", at=at)
         assert [m.message_id for m in store.scheduled([done.run_id])] == [later]
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (7,)
 
 
 def test_a_version_4_postgres_store_is_upgraded_and_keeps_its_runs_and_inbox(
@@ -462,6 +464,7 @@ def test_a_version_4_postgres_store_is_upgraded_and_keeps_its_runs_and_inbox(
         done = NAPPER.run_sync(input=0, record=store)
         waiting = store.post("run_later", "ping", {"n": 1})
     for statement in (  # back to what reactor wrote before timers
+        *POSTGRES_SINCE_5,
         "DROP TABLE reactor_timers",
         "DROP INDEX reactor_inbox_due",
         "ALTER TABLE reactor_inbox DROP COLUMN due_at",
@@ -475,7 +478,7 @@ def test_a_version_4_postgres_store_is_upgraded_and_keeps_its_runs_and_inbox(
         at = datetime.now(UTC) + timedelta(hours=1)
         later = store.post(done.run_id, "ping", at=at)
         assert [m.message_id for m in store.scheduled([done.run_id])] == [later]
-    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(5,)]
+    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(6,)]
 
 
 async def _gives_up(ctx: AgentContext[Any]) -> Any:

@@ -95,7 +95,7 @@ async def resume_run(service: ReactionService, run_id: str, *, force: bool, user
     store = _store(service)
     if run_id in service.live:
         raise ApiError(409, f"Run {run_id} is running in this service; it needs no resume.")
-    recording = await asyncio.to_thread(getattr(store, "load_tail", store.load), run_id)
+    recording = await asyncio.to_thread(store.load_tail, run_id)
     if recording.complete:
         raise ApiError(409, f"Run {run_id} has ended ({recording.status}); it cannot resume.")
     request = _request(service, recording.info, "resume")

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from reactor._backends.memory import MemorySignalStore
+from reactor._backends.sqlite import SQLiteSignalStore
 from reactor._engine.collector import freeze_long_lived
 from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo, new_run_id
-from reactor._recording.memory import MemorySignalStore
-from reactor._recording.sqlite import SQLiteSignalStore
 from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import log
 from reactor.exceptions import (
@@ -29,7 +29,7 @@ from reactor.exceptions import (
     ServiceStateError,
 )
 from reactor.service._hosting.launch import RunRequest, Runs
-from reactor.service._hosting.live import ServiceRecord
+from reactor.service._hosting.record import ServiceRecord
 from reactor.service._hosting.retention import Retention
 from reactor.service._objects.blocks import BlockedRuns
 from reactor.service._objects.db import Database
@@ -39,7 +39,7 @@ from reactor.service._scaleout.leases import claim_tick, claim_wakeup
 from reactor.service._scaleout.queue import JobQueue, QueueSettings
 
 if TYPE_CHECKING:
-    from reactor._recording.postgres import PostgresSignalStore
+    from reactor._backends.postgres import PostgresSignalStore
 
 __all__ = [
     "WAKE_MARGIN",
@@ -60,7 +60,7 @@ async def default_record(db: Database) -> tuple[SignalStore, bool]:
     if db.path is not None:
         return SQLiteSignalStore(db.path), True
     if db.dialect == "postgresql":
-        from reactor._recording.postgres import PostgresSignalStore  # psycopg's pool: only here
+        from reactor._backends.postgres import PostgresSignalStore  # psycopg's pool: only here
 
         url = db.driver_url.set(drivername="postgresql").render_as_string(hide_password=False)
         store: PostgresSignalStore = await asyncio.to_thread(PostgresSignalStore, url)
@@ -71,7 +71,7 @@ async def default_record(db: Database) -> tuple[SignalStore, bool]:
 async def close_record(record: SignalStore | None, owned: SignalStore | None) -> None:
     """Close the store a service opened (``owned``), or make the one it was given durable."""
     if owned is not None:
-        await asyncio.to_thread(getattr(owned, "close"))  # noqa: B009 (the stores it opens have one)
+        await asyncio.to_thread(owned.close)
     elif record is not None:
         try:
             await asyncio.to_thread(record.flush)

@@ -31,7 +31,8 @@ from reactor._recording.info import RunInfo
 from reactor._recording.store import Reporter
 from reactor._signals.diagnostics import log
 from reactor.exceptions import ServiceConfigError
-from reactor.service._hosting.live import RunFeed, ServiceRecord
+from reactor.service._hosting.live import RunFeed
+from reactor.service._hosting.record import ServiceRecord
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import agent_runs
 

@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-from reactor.service._hosting.live import ServiceRecord
+from reactor.service._hosting.record import ServiceRecord
 from reactor.service._scaleout.leases import Leases
 
 __all__ = ["Flushes", "Grouped", "LogFence"]

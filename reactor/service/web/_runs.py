@@ -192,11 +192,9 @@ async def _details(request: Request, recording: Recording, at: int | None) -> di
 async def _scheduled(request: Request, run_id: str) -> list[Posted]:
     """The messages posted to the run for later, not due yet."""
     record = service_of(request).record
-    scheduled = getattr(record, "scheduled", None)
-    if scheduled is None:
+    if record is None:
         return []
-    found: list[Posted] = await asyncio.to_thread(scheduled, [run_id])
-    return found
+    return await asyncio.to_thread(record.scheduled, [run_id])
 
 
 async def _recording(request: Request, run_id: str) -> Recording | None:

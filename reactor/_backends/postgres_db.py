@@ -16,13 +16,15 @@ import psycopg
 import pydantic_core
 from psycopg.conninfo import conninfo_to_dict
 
+from reactor._backends.tally import ASKING
 from reactor._recording.inbox import Posted
 from reactor._recording.info import RunInfo
-from reactor._signals.names import HARNESS_SNAPSHOT
+from reactor._signals.names import HARNESS_SNAPSHOT, PROVIDER_END
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError
 
 __all__ = [
+    "ASKING_INDEX",
     "INFO",
     "SCHEMA_VERSION",
     "STATUS",
@@ -40,7 +42,10 @@ __all__ = [
     "signals_of",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+
+ASKING_INDEX = f"name IN ({', '.join(repr(name) for name in ASKING)})"
+"""The predicate of the partial index of questions and timers (a query repeats it to use it)."""
 
 _MIGRATION_LOCK = 0x7265_6163_746F_7201
 """The advisory lock held while the schema is checked and migrated ("reactor" + 1)."""
@@ -133,6 +138,29 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX reactor_inbox_due ON reactor_inbox (due_at) "
         "WHERE delivered_seq IS NULL AND due_at IS NOT NULL",
     ),
+    (
+        # 6: counters kept as a run is written (its last seq, the tokens and cost of its
+        # model calls) and its latest state, so that showing a run reads no log; its
+        # questions and timers found through a partial index. Runs recorded before get
+        # their counters here; their state stays unknown (NULL: read from the log's tail).
+        "ALTER TABLE reactor_runs ADD COLUMN last_seq bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE reactor_runs ADD COLUMN input_tokens bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE reactor_runs ADD COLUMN output_tokens bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE reactor_runs ADD COLUMN cost_usd double precision DEFAULT 0",
+        "ALTER TABLE reactor_runs ADD COLUMN state json",
+        "UPDATE reactor_runs r SET last_seq = COALESCE(s.last, 0) FROM (SELECT run_id, "
+        "MAX(seq) AS last FROM reactor_signals GROUP BY run_id) s WHERE s.run_id = r.run_id",
+        "UPDATE reactor_runs r SET input_tokens = s.tokens_in, output_tokens = s.tokens_out, "
+        "cost_usd = s.cost FROM (SELECT run_id, "
+        "COALESCE(SUM((payload->'usage'->>'input_tokens')::bigint), 0) AS tokens_in, "
+        "COALESCE(SUM((payload->'usage'->>'output_tokens')::bigint), 0) AS tokens_out, "
+        "CASE WHEN COUNT(*) = COUNT((payload->>'cost_usd')::float8) "
+        "THEN COALESCE(SUM((payload->>'cost_usd')::float8), 0) END AS cost "
+        f"FROM reactor_signals WHERE name = '{PROVIDER_END}' GROUP BY run_id) s "
+        "WHERE s.run_id = r.run_id",
+        f"CREATE INDEX reactor_signals_asking ON reactor_signals (run_id, seq) "
+        f"WHERE {ASKING_INDEX}",
+    ),
 )
 """Schema version N is reached by running the first N groups of statements, in order."""
 
@@ -223,10 +251,11 @@ def describe(error: BaseException) -> str:
 
 
 def info_of(row: Sequence[Any]) -> RunInfo:
-    """A row of the runs listing (see ``_INFO`` in the store) as a :class:`RunInfo`."""
-    run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags = row[
-        :11
-    ]
+    """A row of the runs listing (:data:`INFO`) as a :class:`RunInfo`."""
+    (
+        run_id, graph, target, target_hash, started, ended, status, reason, failures, count,
+        tags, parent, forked, last_seq, tokens_in, tokens_out, cost, prompts,
+    ) = row  # fmt: skip
     return RunInfo(
         run_id=run_id,
         graph=graph,
@@ -238,9 +267,14 @@ def info_of(row: Sequence[Any]) -> RunInfo:
         reason=reason,
         failures=failures,
         signals=count,
+        last_seq=last_seq,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        cost_usd=None if cost is None else round(float(cost), 6),
+        prompts=max(0, prompts),
         tags=pydantic_core.from_json(tags) if tags else {},
-        parent_run_id=row[11] if len(row) > 11 else None,
-        forked_from=row[12] if len(row) > 12 else None,
+        parent_run_id=parent,
+        forked_from=forked,
     )
 
 
@@ -265,8 +299,8 @@ INFO = (
     "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
     f"{STATUS}, "
     "r.reason, r.failures, r.signals, (SELECT json_object_agg(t.key, t.value)::text "
-    "FROM reactor_run_tags t WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from "
-    "FROM reactor_runs r "
+    "FROM reactor_run_tags t WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from, "
+    "r.last_seq, r.input_tokens, r.output_tokens, r.cost_usd, r.prompts FROM reactor_runs r "
 )
 
 

@@ -2,45 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import os
-import queue
-import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pydantic_core
 
+from reactor._backends.sqlite_db import STATUS, WAKEUPS, prune_runs
+from reactor._backends.sqlite_read import Connections, Reads
+from reactor._backends.sqlite_writer import STOP, Delivery, Request, write_loop
 from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
 from reactor._recording.info import RunInfo, prune_bounds, runs_filter
-from reactor._recording.log import needed_seqs
 from reactor._recording.recording import Recording
-from reactor._recording.sqlite_db import (
-    STATUS,
-    WAKEUPS,
-    connect,
-    connect_readonly,
-    decode_info,
-    decode_signal,
-    migrate,
-    prune_runs,
-)
-from reactor._recording.sqlite_writer import STOP, Delivery, Request, write_loop
-from reactor._recording.store import (
-    DEFAULT_SNAPSHOT_EVERY,
-    SignalStoreBase,
-    WriteFailures,
-    check_snapshot_every,
-)
-from reactor._signals.names import HARNESS_SNAPSHOT
+from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapshot_every
+from reactor._recording.storebase import SignalStoreBase
+from reactor._recording.writes import Backlog, WriteFailures
+from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal, json_fallback
-from reactor.exceptions import RecordingError, RunNotFoundError
+from reactor.exceptions import RecordingError
 
 __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
 
@@ -53,24 +40,26 @@ class SQLiteSignalStore(SignalStoreBase):
 
     ``append`` only queues the signal; a writer thread serializes and inserts queued
     signals in batches, each committed as one transaction, so the event loop never
-    waits on the disk. The queue is bounded: when it is full (the disk is slower than
-    the run, or the database is locked by another process), ``append`` waits, so a
-    crash loses at most that many signals and memory stays bounded. A locked database
-    is retried until it is released, keeping the signals. Any other write failure (a
-    full disk, an I/O error) fails the runs being written, which end ``failed`` with
-    a :class:`~reactor.RecordingError` counting their unwritten signals; the store
-    reopens its connection and records the next runs as soon as the cause is gone.
+    waits on the disk. Past ``max_backlog`` queued signals (the disk is slower than
+    the run, or another process holds the database locked) the runs recording here
+    wait between their steps (:meth:`room`: backpressure is awaited, the event loop
+    goes on), so a crash loses at most about that many signals and memory stays
+    bounded. A locked database is retried until it is released, keeping the signals.
+    Any other write failure (a full disk, an I/O error) fails the runs being written,
+    which end ``failed`` with a :class:`~reactor.RecordingError` counting their
+    unwritten signals; the store reopens its connection and records the next runs as
+    soon as the cause is gone.
     Safe to open from several processes (WAL; writers wait on each other's locks).
     The schema is versioned (``PRAGMA user_version``).
 
     Args:
         path: The database file (parents are created). ``.reactor/runs.db`` by default.
         batch_size: Most signals written per transaction.
-        max_backlog: Signals queued for writing at most; ``append`` waits beyond it
-            (backpressure). A crash loses at most the queued signals.
+        max_backlog: Signals queued for writing beyond which the runs recording here
+            wait for the writer (backpressure). A crash loses at most about that many.
         timeout: Seconds SQLite waits for another process's lock before the writer
             steps back and retries (it retries until the lock is released, keeping the
-            signals; ``append`` waits while the queue is full).
+            signals; the runs wait meanwhile once the backlog is full).
         readonly: Only read: the file must exist, nothing is created, migrated or
             written (not even SQLite's ``-wal`` files when no writer has it open), and
             recording to the store raises. What inspecting tools use, so that looking
@@ -102,13 +91,11 @@ class SQLiteSignalStore(SignalStoreBase):
         self.max_backlog = max_backlog
         self.timeout = timeout
         self._lock = threading.Lock()
-        if readonly:
-            self._read = connect_readonly(self.path)
-        else:
+        if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._read = connect(self.path, timeout)
-            migrate(self._read, self.path)
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_backlog)
+        self._connections = Connections(self.path, timeout, readonly=readonly)
+        self._reads = Reads(self._connections, repr(self))
+        self._backlog = Backlog(max_backlog)
         self._writer: threading.Thread | None = None
         self._failures = WriteFailures(str(self.path))
         self._closed = False
@@ -131,7 +118,7 @@ class SQLiteSignalStore(SignalStoreBase):
                         target=write_loop,
                         args=(
                             self.path,
-                            self._queue,
+                            self._backlog,
                             self.batch_size,
                             weakref.ref(self),
                             self.timeout,
@@ -146,23 +133,27 @@ class SQLiteSignalStore(SignalStoreBase):
     def start_run(self, info: RunInfo) -> None:
         """Register a run about to be recorded (graph, tags, target)."""
         self._ensure_writer()
-        self._queue.put(info)
+        self._backlog.put(info)
 
     def append(self, signal: Signal) -> None:
-        """Queue one signal for writing (never blocks on disk)."""
+        """Queue one signal for writing (never waits: see :meth:`room`)."""
         if self._writer is None:
             self._ensure_writer()
-        self._queue.put(signal)  # waits while max_backlog signals are queued
+        self._backlog.put(signal)
+
+    def room(self) -> asyncio.Future[None] | None:
+        """``None`` while the writer keeps up; else a future done once the backlog is down."""
+        return self._backlog.room()
 
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
         """Keep what a provider was asked (for replay mismatch messages)."""
         self._ensure_writer()
-        self._queue.put(Request(run_id, request_hash, fingerprint))
+        self._backlog.put(Request(run_id, request_hash, fingerprint))
 
     def deliver(self, message_id: str, signal: Signal) -> None:
         """Queue a posted message's signal; it is written with the message's delivery."""
         self._ensure_writer()
-        self._queue.put(Delivery(message_id, signal))
+        self._backlog.put(Delivery(message_id, signal))
 
     def post(
         self,
@@ -190,8 +181,8 @@ class SQLiteSignalStore(SignalStoreBase):
             raise RecordingError(f"The signal store {self.path} is open read-only.")
         message_id = new_message_id()
         data = None if payload is None else _json(payload)
-        with self._lock:
-            self._read.execute(
+        with self._connections.connection() as conn:
+            conn.execute(
                 "INSERT INTO inbox (message_id, run_id, name, payload, source, posted_at, "
                 "due_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (message_id, run_id, name, data, source, time.time(), due),
@@ -214,13 +205,12 @@ class SQLiteSignalStore(SignalStoreBase):
         if not run_ids:
             return []
         marks = ", ".join("?" * len(run_ids))
-        with self._lock:
-            rows = self._read.execute(
-                "SELECT message_id, run_id, name, payload, source, posted_at, due_at FROM inbox "
-                f"WHERE delivered_seq IS NULL AND run_id IN ({marks}) AND {due} "
-                "ORDER BY COALESCE(due_at, posted_at), position",
-                (*run_ids, time.time()),
-            ).fetchall()
+        rows = self._connections.query(
+            "SELECT message_id, run_id, name, payload, source, posted_at, due_at FROM inbox "
+            f"WHERE delivered_seq IS NULL AND run_id IN ({marks}) AND {due} "
+            "ORDER BY COALESCE(due_at, posted_at), position",
+            (*run_ids, time.time()),
+        )
         found = [
             (m, r, n, None if d is None else json.loads(d), *more) for m, r, n, d, *more in rows
         ]
@@ -240,12 +230,16 @@ class SQLiteSignalStore(SignalStoreBase):
         """
         if self._writer is not None and self._writer.is_alive():
             done = threading.Event()
-            self._queue.put(done)
+            self._backlog.put(done)
             done.wait()
 
     def recording_error(self, run_id: str) -> RecordingError | None:
         """Why ``run_id``'s recording is incomplete (disk full, I/O error), after a flush."""
         return self._failures.error_for(run_id)
+
+    def watch_recording(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
+        """Have ``failed()`` called (from the writer's thread) once ``run_id``'s recording fails."""
+        return self._failures.watch(run_id, failed)
 
     def close(self) -> None:
         """Flush, stop the writer and close the database."""
@@ -255,22 +249,19 @@ class SQLiteSignalStore(SignalStoreBase):
         self.closing = True
         writer = self._writer
         if writer is not None and writer.is_alive():
-            self._queue.put(STOP)
+            self._backlog.put(STOP)
             writer.join()
-        with self._lock:
-            self._read.close()
+        self._backlog.release()
+        self._connections.close()
         atexit.unregister(self.close)
 
     # -- reading -------------------------------------------------------------------
 
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        """Rows of a query, once what this process appended is written (read your writes)."""
         if self._writer is not None:
             self.flush()
-        with self._lock:
-            try:
-                return self._read.execute(sql, tuple(params)).fetchall()
-            except sqlite3.DatabaseError as exc:
-                raise RecordingError(f"{self.path} cannot be read ({exc}).") from exc
+        return self._connections.query(sql, params)
 
     def resolve(self, ref: str) -> str:
         """Turn ``ref`` (a run id, a unique prefix of one, or ``last``) into a run id.
@@ -291,13 +282,55 @@ class SQLiteSignalStore(SignalStoreBase):
             rows = exact or rows
         return self._one(ref, [str(row[0]) for row in rows])
 
+    def info(self, run_id: str) -> RunInfo:
+        """What the store knows of the run, its counters included: one row, no log read.
+
+        What is written so far (the writer may be a batch behind this process's run).
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        return self._reads.info(run_id)
+
+    def signals(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = PAGE,
+        names: Collection[Pattern] | None = None,
+    ) -> list[Signal]:
+        """One page of the run's log, read through its index (see :class:`SignalStoreBase`).
+
+        What is written so far, like :meth:`info`.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: A bound is not a seq, or ``limit`` < 1.
+        """
+        return self._reads.page(run_id, after=after, before=before, limit=limit, names=names)
+
+    def state(self, run_id: str) -> dict[str, Any]:
+        """The run's latest state, kept in its row as it is written (no log read).
+
+        A run recorded before this store kept states is rebuilt from its tail.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        kept = self._reads.state(run_id)
+        return kept if kept is not None else self.load_tail(run_id).state
+
     def load(self, run_id: str) -> Recording:
         """Return the recording of ``run_id`` (an incomplete one if the run was cut off).
 
         Raises:
             RunNotFoundError: No such run.
         """
-        return self._load(run_id, 0)
+        if self._writer is not None:
+            self.flush()
+        return self._reads.load(run_id)
 
     def load_tail(self, run_id: str) -> Recording:
         """The run from its latest ``harness:snapshot`` on: what a resume reads.
@@ -310,47 +343,9 @@ class SQLiteSignalStore(SignalStoreBase):
         Raises:
             RunNotFoundError: No such run.
         """
-        found = self._query(
-            "SELECT json_extract(payload, '$.seq'), json_extract(payload, '$.needs') "
-            f"FROM signals WHERE run_id = ? AND name = '{HARNESS_SNAPSHOT}' "
-            "ORDER BY seq DESC LIMIT 1",
-            (run_id,),
-        )
-        if not found or not isinstance(found[0][0], int):
-            return self._load(run_id, 0)
-        needs = needed_seqs(json.loads(found[0][1])) if found[0][1] else []
-        return self._load(run_id, found[0][0], needs)
-
-    def _load(self, run_id: str, after: int, needs: list[int] | None = None) -> Recording:
-        columns = "seq, id, name, payload, timestamp, source, caused_by, depth"
-        rows = self._query(
-            f"SELECT {columns} FROM signals WHERE run_id = ? AND seq > ? ORDER BY seq",
-            (run_id, after),
-        )
-        if needs:
-            rows[:0] = self._query(
-                f"SELECT {columns} FROM signals WHERE run_id = ? AND seq IN "
-                "(SELECT value FROM json_each(?)) ORDER BY seq",
-                (run_id, json.dumps(needs)),
-            )
-        info = self._infos("WHERE r.run_id = ?", (run_id,))
-        if not rows and not info:
-            raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")
-        signals = tuple(decode_signal(run_id, row) for row in rows)
-        requests: dict[str, Any] = {}
-        for digest, fingerprint in self._query(
-            "SELECT request_hash, fingerprint FROM requests WHERE run_id = ?", (run_id,)
-        ):
-            try:
-                requests[str(digest)] = json.loads(fingerprint)
-            except (TypeError, ValueError) as exc:
-                raise RecordingError(
-                    f"The recording of {run_id!r} is damaged: the request {digest!r} is not "
-                    "JSON. Record the run again, or delete it."
-                ) from exc
-        return Recording(
-            info=info[0] if info else RunInfo(run_id=run_id), signals=signals, requests=requests
-        )
+        if self._writer is not None:
+            self.flush()
+        return self._reads.load(run_id, tail=True)
 
     def runs(
         self,
@@ -368,17 +363,9 @@ class SQLiteSignalStore(SignalStoreBase):
         sql, params = runs_filter(
             STATUS, "run_tags", "?", graph=graph, tag=tag, status=status, limit=limit
         )
-        return self._infos(sql, params)
-
-    def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
-        rows = self._query(
-            "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
-            f"{STATUS}, r.reason, r.failures, "
-            "r.signals, (SELECT json_group_object(t.key, t.value) FROM run_tags t "
-            f"WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from FROM runs r {clause}",
-            params,
-        )
-        return [decode_info(tuple(row)) for row in rows]
+        if self._writer is not None:
+            self.flush()
+        return self._reads.infos(sql, params)
 
     def delete(self, run_id: str) -> bool:
         """Delete a run and its signals; return whether it existed."""
@@ -386,16 +373,13 @@ class SQLiteSignalStore(SignalStoreBase):
             raise RecordingError(f"The signal store {self.path} is open read-only.")
         if self._writer is not None:
             self.flush()
-        with self._lock:
-            conn = self._read
+        with self._connections.connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 found = conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount
                 found += conn.execute("DELETE FROM signals WHERE run_id = ?", (run_id,)).rowcount
-                conn.execute("DELETE FROM run_tags WHERE run_id = ?", (run_id,))
-                conn.execute("DELETE FROM requests WHERE run_id = ?", (run_id,))
-                conn.execute("DELETE FROM inbox WHERE run_id = ?", (run_id,))
-                conn.execute("DELETE FROM timers WHERE run_id = ?", (run_id,))
+                for table in ("run_tags", "requests", "inbox", "timers"):
+                    conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -421,8 +405,8 @@ class SQLiteSignalStore(SignalStoreBase):
             raise RecordingError(f"The signal store {self.path} is open read-only.")
         if self._writer is not None:
             self.flush()
-        with self._lock:
-            return prune_runs(self._read, cutoff, statuses, keep_last, dry_run)
+        with self._connections.connection() as conn:
+            return prune_runs(conn, cutoff, statuses, keep_last, dry_run)
 
     def __repr__(self) -> str:
         return f"SQLiteSignalStore({str(self.path)!r})"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import math
-import queue
 import threading
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,36 +15,28 @@ import psycopg
 import pydantic_core
 from psycopg_pool import ConnectionPool
 
-from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
-from reactor._recording.info import RunInfo, prune_bounds, runs_filter
-from reactor._recording.log import needed_seqs
-from reactor._recording.postgres_db import (
-    INFO,
+from reactor._backends.postgres_db import (
     STATUS,
     WAKEUPS,
-    Damaged,
     check_url,
     connect,
     describe,
-    info_of,
     migrate,
     prune_runs,
     read_inbox,
-    requests_of,
     shown,
-    signals_of,
 )
-from reactor._recording.postgres_writer import STOP, Delivery, Fence, Request, write_loop
+from reactor._backends.postgres_read import Reads
+from reactor._backends.postgres_writer import STOP, Delivery, Fence, Request, write_loop
+from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
+from reactor._recording.info import RunInfo, prune_bounds, runs_filter
 from reactor._recording.recording import Recording
-from reactor._recording.store import (
-    DEFAULT_SNAPSHOT_EVERY,
-    SignalStoreBase,
-    WriteFailures,
-    check_snapshot_every,
-)
-from reactor._signals.names import HARNESS_SNAPSHOT
+from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapshot_every
+from reactor._recording.storebase import SignalStoreBase
+from reactor._recording.writes import Backlog, WriteFailures
+from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
-from reactor.exceptions import RecordingError, RunNotFoundError
+from reactor.exceptions import RecordingError
 
 __all__ = ["PostgresSignalStore"]
 
@@ -56,7 +48,9 @@ class PostgresSignalStore(SignalStoreBase):
     to one database and any of them reads any run. ``append`` only queues the signal;
     a writer thread takes queued signals in batches and writes each batch in one
     transaction (``COPY``), so dispatch never waits on the network and a crash loses
-    at most what was still queued. A write that fails because the database is
+    at most what was still queued; past ``max_backlog`` queued signals the runs
+    recording here wait between their steps (:meth:`room`: backpressure is awaited,
+    the event loop goes on). A write that fails because the database is
     briefly unavailable is retried on a fresh connection from the store's pool; one
     that still fails after ``retry_for`` seconds fails the runs being written (they end
     ``failed`` with a :class:`~reactor.RecordingError` counting their unwritten
@@ -69,8 +63,9 @@ class PostgresSignalStore(SignalStoreBase):
         dsn: A PostgreSQL URL, ``postgresql://user@host:5432/dbname`` (or
             ``postgres://...``).
         batch_size: Most queued items written per transaction.
-        max_backlog: Queued signals beyond which ``append`` waits for the writer, so
-            memory stays bounded when signals come faster than the database takes them.
+        max_backlog: Queued signals beyond which the runs recording here wait for the
+            writer, so memory stays bounded when signals come faster than the database
+            takes them.
         retry_for: Seconds a write is retried while the database is unreachable before
             recording fails.
         pool_size: Most connections the store opens (the writer and readers share them).
@@ -112,7 +107,8 @@ class PostgresSignalStore(SignalStoreBase):
         )
         atexit.register(self.close)
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._backlog = Backlog(max_backlog)
+        self._reads = Reads(self._pool, self._shown)
         self._writer: threading.Thread | None = None
         self._failures = WriteFailures(self._shown)
         self._closed = False
@@ -130,7 +126,7 @@ class PostgresSignalStore(SignalStoreBase):
                         target=write_loop,
                         args=(
                             self._pool,
-                            self._queue,
+                            self._backlog,
                             self.batch_size,
                             self.retry_for,
                             self._failures,
@@ -150,27 +146,22 @@ class PostgresSignalStore(SignalStoreBase):
         if self._closed:
             raise RecordingError(f"The signal store {self} is closed.")
         self._ensure_writer()
-        self._queue.put(info)
+        self._backlog.put(info)
 
     def append(self, signal: Signal) -> None:
-        """Queue one signal for writing (never waits on the network).
-
-        When ``max_backlog`` signals are queued, waits until the writer has taken half
-        of them: backpressure, so a stalled database cannot exhaust memory.
-        """
+        """Queue one signal for writing (never waits: see :meth:`room`)."""
         if self._writer is None:
             self._ensure_writer()
-        queued = self._queue
-        queued.put(signal)
-        if queued.qsize() > self.max_backlog:
-            self._wait_for_room()
+        self._backlog.put(signal)
+
+    def room(self) -> asyncio.Future[None] | None:
+        """``None`` while the writer keeps up; else a future done once the backlog is down."""
+        return self._backlog.room()
 
     def deliver(self, message_id: str, signal: Signal) -> None:
         """Queue a posted message's signal; it is written with the message's delivery."""
         self._ensure_writer()
-        self._queue.put(Delivery(message_id, signal))
-        if self._queue.qsize() > self.max_backlog:
-            self._wait_for_room()
+        self._backlog.put(Delivery(message_id, signal))
 
     def post(
         self,
@@ -231,15 +222,10 @@ class PostgresSignalStore(SignalStoreBase):
         rows = self._query(WAKEUPS, (limit,))
         return [Wakeup(run_id, datetime.fromtimestamp(due, UTC)) for run_id, due in rows]
 
-    def _wait_for_room(self) -> None:
-        writer, room = self._writer, self.max_backlog // 2
-        while self._queue.qsize() > room and writer is not None and writer.is_alive():
-            time.sleep(0.001)
-
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
         """Keep what a provider was asked (for replay mismatch messages)."""
         self._ensure_writer()
-        self._queue.put(Request(run_id, request_hash, fingerprint))
+        self._backlog.put(Request(run_id, request_hash, fingerprint))
 
     def flush(self) -> None:
         """Block until everything appended so far is written, or has failed to be.
@@ -250,7 +236,7 @@ class PostgresSignalStore(SignalStoreBase):
         """
         if self._writer is not None and self._writer.is_alive():
             done = threading.Event()
-            self._queue.put(done)
+            self._backlog.put(done)
             done.wait()
 
     def recording_error(self, run_id: str) -> RecordingError | None:
@@ -260,6 +246,10 @@ class PostgresSignalStore(SignalStoreBase):
         """
         return self._failures.error_for(run_id)
 
+    def watch_recording(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
+        """Have ``failed()`` called (from the writer's thread) once ``run_id``'s recording fails."""
+        return self._failures.watch(run_id, failed)
+
     def close(self) -> None:
         """Write what is queued, stop the writer and close the connections."""
         if self._closed:
@@ -267,27 +257,20 @@ class PostgresSignalStore(SignalStoreBase):
         self._closed = True
         writer = self._writer
         if writer is not None and writer.is_alive():
-            self._queue.put(STOP)
+            self._backlog.put(STOP)
             writer.join()
+        self._backlog.release()
+        self._reads.closed = True
         self._pool.close()
         atexit.unregister(self.close)
 
     # -- reading -------------------------------------------------------------------
 
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        """Rows of a query, once what this process appended is written (read your writes)."""
         if self._writer is not None:
             self.flush()
-        if self._closed:
-            raise RecordingError(f"The signal store {self} is closed.")
-        try:
-            with self._pool.connection(timeout=10.0) as conn:  # away: say so soon
-                rows: list[Any] = conn.execute(sql, tuple(params)).fetchall()
-        except psycopg.Error as exc:
-            raise RecordingError(
-                f"Reading from {self._shown} failed ({describe(exc)}); check that the "
-                "database is reachable."
-            ) from exc
-        return rows
+        return self._reads.query(sql, params)
 
     def resolve(self, ref: str) -> str:
         """Turn ``ref`` (a run id, a unique prefix of one, or ``last``) into a run id.
@@ -310,6 +293,49 @@ class PostgresSignalStore(SignalStoreBase):
             rows = exact or rows
         return self._one(ref, [str(row[0]) for row in rows])
 
+    def info(self, run_id: str) -> RunInfo:
+        """What the store knows of the run, its counters included: one row, no log read.
+
+        What is written so far (the writer may be a batch behind this process's run).
+
+        Raises:
+            RunNotFoundError: No such run.
+            RecordingError: The database cannot be reached.
+        """
+        return self._reads.info(run_id)
+
+    def signals(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = PAGE,
+        names: Collection[Pattern] | None = None,
+    ) -> list[Signal]:
+        """One page of the run's log, read through its index (see :class:`SignalStoreBase`).
+
+        What is written so far, like :meth:`info`.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: A bound is not a seq, or ``limit`` < 1.
+            RecordingError: The database cannot be reached, or a row cannot be read.
+        """
+        return self._reads.page(run_id, after=after, before=before, limit=limit, names=names)
+
+    def state(self, run_id: str) -> dict[str, Any]:
+        """The run's latest state, kept in its row as it is written (no log read).
+
+        A run recorded before this store kept states is rebuilt from its tail.
+
+        Raises:
+            RunNotFoundError: No such run.
+            RecordingError: The database cannot be reached.
+        """
+        kept = self._reads.state(run_id)
+        return kept if kept is not None else self.load_tail(run_id).state
+
     def load(self, run_id: str) -> Recording:
         """Return the recording of ``run_id`` (an incomplete one if the run was cut off).
 
@@ -317,7 +343,9 @@ class PostgresSignalStore(SignalStoreBase):
             RunNotFoundError: No such run.
             RecordingError: A row of the run cannot be read (edited by hand, damaged).
         """
-        return self._load(run_id, 0)
+        if self._writer is not None:
+            self.flush()
+        return self._reads.load(run_id)
 
     def load_tail(self, run_id: str) -> Recording:
         """The run from its latest ``harness:snapshot`` on: what a resume reads.
@@ -330,51 +358,9 @@ class PostgresSignalStore(SignalStoreBase):
             RunNotFoundError: No such run.
             RecordingError: A row of the run cannot be read.
         """
-        found = self._query(
-            "SELECT (payload->>'seq')::bigint, (payload->'needs')::text FROM reactor_signals "
-            f"WHERE run_id = %s AND name = '{HARNESS_SNAPSHOT}' ORDER BY seq DESC LIMIT 1",
-            (run_id,),
-        )
-        if not found or found[0][0] is None:
-            return self._load(run_id, 0)
-        needs = needed_seqs(pydantic_core.from_json(found[0][1])) if found[0][1] else []
-        return self._load(run_id, int(found[0][0]), needs)
-
-    def _load(self, run_id: str, after: int, needs: list[int] | None = None) -> Recording:
-        columns = "seq, id, name, payload::text, timestamp, source, caused_by, depth"
-        rows = self._query(
-            f"SELECT {columns} FROM reactor_signals WHERE run_id = %s AND seq > %s ORDER BY seq",
-            (run_id, after),
-        )
-        if needs:
-            rows[:0] = self._query(
-                f"SELECT {columns} FROM reactor_signals WHERE run_id = %s AND seq = ANY(%s) "
-                "ORDER BY seq",
-                (run_id, needs),
-            )
-        info = self._infos("WHERE r.run_id = %s", (run_id,))
-        if not rows and not info:
-            raise RunNotFoundError(f"No run {run_id!r} in {self} (see `reactor runs`).")
-        try:
-            signals = signals_of(run_id, rows)
-            requests = requests_of(
-                self._query(
-                    "SELECT request_hash, fingerprint::text FROM reactor_requests "
-                    "WHERE run_id = %s",
-                    (run_id,),
-                )
-            )
-        except Damaged as exc:
-            raise self._damaged(run_id, exc.what, exc.problem) from exc.__cause__
-        return Recording(
-            info=info[0] if info else RunInfo(run_id=run_id), signals=signals, requests=requests
-        )
-
-    def _damaged(self, run_id: str, what: str, problem: object) -> RecordingError:
-        return RecordingError(
-            f"Run {run_id!r} in {self._shown} cannot be loaded: {what} is damaged "
-            f"({problem}); delete the run or repair the row."
-        )
+        if self._writer is not None:
+            self.flush()
+        return self._reads.load(run_id, tail=True)
 
     def runs(
         self,
@@ -392,10 +378,9 @@ class PostgresSignalStore(SignalStoreBase):
         sql, params = runs_filter(
             STATUS, "reactor_run_tags", "%s", graph=graph, tag=tag, status=status, limit=limit
         )
-        return self._infos(sql, params)
-
-    def _infos(self, clause: str, params: Iterable[Any]) -> list[RunInfo]:
-        return [info_of(row) for row in self._query(INFO + clause, params)]
+        if self._writer is not None:
+            self.flush()
+        return self._reads.infos(sql, params)
 
     def delete(self, run_id: str) -> bool:
         """Delete a run, its signals, tags and requests; return whether it existed."""

@@ -9,12 +9,21 @@ from typing import Any
 
 import pydantic_core
 
+from reactor._backends.tally import ASKING
 from reactor._recording.info import RunInfo
-from reactor._signals.names import HARNESS_END, HARNESS_SNAPSHOT, HARNESS_START, parse_state_event
+from reactor._signals.names import (
+    HARNESS_END,
+    HARNESS_SNAPSHOT,
+    HARNESS_START,
+    PROVIDER_END,
+    parse_state_event,
+)
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError
 
 __all__ = [
+    "ASKING_INDEX",
+    "INFO",
     "SCHEMA_VERSION",
     "STATUS",
     "WAKEUPS",
@@ -26,7 +35,10 @@ __all__ = [
     "prune_runs",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
+
+ASKING_INDEX = f"name IN ({', '.join(repr(name) for name in ASKING)})"
+"""The predicate of the partial index of questions and timers (a query repeats it to use it)."""
 
 
 _SCHEMA_1 = """
@@ -111,6 +123,28 @@ _MIGRATIONS = (
     ALTER TABLE inbox ADD COLUMN due_at REAL;
     CREATE INDEX IF NOT EXISTS inbox_due ON inbox (due_at)
         WHERE delivered_seq IS NULL AND due_at IS NOT NULL
+    """,
+    # 7: counters kept as a run is written (its last seq, the tokens and cost of its
+    # model calls) and its latest state, so that showing a run reads no log; its
+    # questions and timers found through a partial index. Runs recorded before get
+    # their counters here; their state stays unknown (NULL: read from the log's tail).
+    f"""
+    ALTER TABLE runs ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN cost_usd REAL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN state TEXT;
+    UPDATE runs SET last_seq = COALESCE(
+        (SELECT MAX(s.seq) FROM signals s WHERE s.run_id = runs.run_id), 0);
+    UPDATE runs SET
+        input_tokens = COALESCE((SELECT SUM(json_extract(s.payload, '$.usage.input_tokens'))
+            FROM signals s WHERE s.run_id = runs.run_id AND s.name = '{PROVIDER_END}'), 0),
+        output_tokens = COALESCE((SELECT SUM(json_extract(s.payload, '$.usage.output_tokens'))
+            FROM signals s WHERE s.run_id = runs.run_id AND s.name = '{PROVIDER_END}'), 0),
+        cost_usd = (SELECT CASE WHEN COUNT(*) = COUNT(json_extract(s.payload, '$.cost_usd'))
+            THEN COALESCE(SUM(json_extract(s.payload, '$.cost_usd')), 0) END
+            FROM signals s WHERE s.run_id = runs.run_id AND s.name = '{PROVIDER_END}');
+    CREATE INDEX IF NOT EXISTS signals_asking ON signals (run_id, seq) WHERE {ASKING_INDEX}
     """,
 )
 """Schema version N is reached by running the first N scripts, in order."""
@@ -263,19 +297,19 @@ def decode_signal(run_id: str, row: tuple[Any, ...]) -> Signal:
 
 
 _TEXT = ("graph", "target", "target_hash", "status", "reason", "parent_run_id", "forked_from")
+_COUNTS = ("failures", "signals", "last_seq", "input_tokens", "output_tokens", "prompts")
 
 
 def decode_info(row: tuple[Any, ...]) -> RunInfo:
-    """One row of the ``runs`` listing as a :class:`RunInfo`, checked.
+    """One row of the runs listing (:data:`INFO`) as a :class:`RunInfo`, checked.
 
     Raises:
         RecordingError: The row is damaged (names the run and the fault).
     """
-    run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags = row[
-        :11
-    ]
-    parent = row[11] if len(row) > 11 else None
-    forked = row[12] if len(row) > 12 else None
+    (
+        run_id, graph, target, target_hash, started, ended, status, reason, failures, count,
+        tags, parent, forked, last_seq, tokens_in, tokens_out, cost, prompts,
+    ) = row  # fmt: skip
     if not isinstance(run_id, str):
         raise RecordingError(f"A run has the id {run_id!r}, not text; the database is damaged.")
     texts = (graph, target, target_hash, status, reason, parent, forked)
@@ -285,9 +319,12 @@ def decode_info(row: tuple[Any, ...]) -> RunInfo:
     for field, value, optional in (("started_at", started, False), ("ended_at", ended, True)):
         if not (type(value) in (int, float) or (optional and value is None)):
             raise _damaged(run_id, f"its {field} is {value!r}, not a time in seconds")
-    for field, value in (("failures", failures), ("signals", count)):
+    counts = (failures, count, last_seq, tokens_in, tokens_out, prompts)
+    for field, value in zip(_COUNTS, counts, strict=True):
         if not isinstance(value, int):
             raise _damaged(run_id, f"its {field} count is {value!r}, not a whole number")
+    if cost is not None and type(cost) not in (int, float):
+        raise _damaged(run_id, f"its cost is {cost!r}, not a number")
     try:
         tag_map = json.loads(tags) if tags else {}
     except ValueError as exc:
@@ -303,6 +340,11 @@ def decode_info(row: tuple[Any, ...]) -> RunInfo:
         reason=reason,
         failures=failures,
         signals=count,
+        last_seq=last_seq,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        cost_usd=None if cost is None else round(float(cost), 6),
+        prompts=max(0, prompts),
         parent_run_id=parent,
         forked_from=forked,
         tags={str(key): str(value) for key, value in tag_map.items()},
@@ -317,6 +359,14 @@ STATUS = (
 )
 """A run's status: final once ended, else waiting while a question, a timer or a
 scheduled message is pending."""
+
+INFO = (
+    "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
+    f"{STATUS}, r.reason, r.failures, r.signals, (SELECT json_group_object(t.key, t.value) "
+    "FROM run_tags t WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from, r.last_seq, "
+    "r.input_tokens, r.output_tokens, r.cost_usd, r.prompts FROM runs r "
+)
+"""The columns of a :class:`RunInfo` (:func:`decode_info`), from ``runs r``."""
 
 WAKEUPS = (
     "SELECT w.run_id, MIN(w.due_at) FROM (SELECT run_id, due_at FROM timers UNION ALL "

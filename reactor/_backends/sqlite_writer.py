@@ -22,28 +22,19 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 import pydantic_core
 
-from reactor._recording.info import RunInfo, parse_until
-from reactor._recording.sqlite_db import connect
-from reactor._recording.store import WriteFailures
+from reactor._backends.sqlite_db import connect
+from reactor._backends.tally import Tally
+from reactor._recording.info import RunInfo
+from reactor._recording.writes import Backlog, WriteFailures
 from reactor._signals.diagnostics import log
-from reactor._signals.names import (
-    HARNESS_END,
-    HARNESS_START,
-    SESSION_PROMPT,
-    SESSION_REPLY,
-    SESSION_TIMEOUT,
-    TIMER_FIRED,
-    TIMER_SET,
-)
 from reactor._signals.signal import Signal, json_fallback
 
-__all__ = ["STOP", "Delivery", "Request", "Timers", "WriteOwner", "write_loop"]
+__all__ = ["STOP", "Delivery", "Request", "WriteOwner", "write_loop"]
 
 STOP = object()
 """Put on the queue to stop the writer after what is queued before it."""
@@ -74,14 +65,19 @@ class Delivery(NamedTuple):
 
 def write_loop(
     path: Path,
-    items: queue.Queue[Any],
+    backlog: Backlog,
     batch_size: int,
     owner: weakref.ref[WriteOwner],
     timeout: float,
     failures: WriteFailures,
 ) -> None:
-    """Drain the queue in batches; each batch is one transaction, retried while locked."""
+    """Drain the backlog in batches; each batch is one transaction, retried while locked.
+
+    Runs waiting for room are let go as the backlog goes down (when a batch is taken),
+    and all of them when the writer stops.
+    """
     conn: sqlite3.Connection | None = None
+    items = backlog.queue
     try:
         while True:
             batch = [items.get()]
@@ -90,6 +86,7 @@ def write_loop(
                     batch.append(items.get_nowait())
                 except queue.Empty:
                     break
+            backlog.taken()
             conn = _write_until_done(conn, batch, owner, path, timeout, failures)
             for item in batch:
                 if isinstance(item, threading.Event):
@@ -97,6 +94,7 @@ def write_loop(
             if any(item is STOP for item in batch):
                 return
     finally:
+        backlog.release()
         if conn is not None:
             conn.close()
 
@@ -169,38 +167,6 @@ def _closed(conn: sqlite3.Connection | None) -> None:
             conn.close()
 
 
-class Timers:
-    """The timers a batch sets, fires, or forgets with the end of their run (the ``timers`` table).
-
-    The same for the PostgreSQL writer: rows of (run id, timer id, agent, due in UNIX
-    seconds) to insert, (run id, timer id) to delete, (run id,) whose timers go.
-    """
-
-    __slots__ = ("ended", "fired", "set")
-
-    def __init__(self) -> None:
-        self.set: list[tuple[str, str, str, float]] = []
-        self.fired: list[tuple[str, str]] = []
-        self.ended: list[tuple[str]] = []
-
-    def __bool__(self) -> bool:
-        return bool(self.set or self.fired or self.ended)
-
-    def note(self, run_id: str, name: str, payload: Any) -> None:
-        """Take a ``timer:set`` or a ``timer:fired``."""
-        if not isinstance(payload, dict | Mapping):
-            return
-        timer_id = str(payload.get("timer_id"))
-        if name == TIMER_FIRED:
-            self.fired.append((run_id, timer_id))
-            return
-        try:
-            due = parse_until(str(payload.get("until"))).timestamp()
-        except ValueError:
-            return  # not a time: nothing to wake the run for
-        self.set.append((run_id, timer_id, str(payload.get("agent")), due))
-
-
 class _Rows:
     """A batch made into rows; signals of runs whose recording failed are counted out."""
 
@@ -209,18 +175,13 @@ class _Rows:
         self.signals: list[tuple[Any, ...]] = []
         self.runs: list[RunInfo] = []
         self.requests: list[tuple[str, str, str, str]] = []
-        self.ends: list[tuple[Any, ...]] = []
-        self.starts: list[tuple[str, float]] = []
         self.delivered: list[tuple[int, str]] = []
-        self.per_run: dict[str, int] = {}
-        self.prompts: dict[str, int] = {}
-        self.timers = Timers()
+        self.tally = tally = Tally()
         self.touched: set[str] = set()
         # One pass with everything in locals: this loop is the writer's hot path, and
         # every signal a run emits goes through it (contending for the GIL with the run).
-        failures = self.failures
         marked = failures.failed  # empty unless a write failed: one truth test
-        append, per_run, to_json = self.signals.append, self.per_run, _to_json
+        append, count, to_json = self.signals.append, tally.add, _to_json
         for entry in batch:
             item = entry.signal if type(entry) is Delivery else entry
             if type(item) is not Signal:
@@ -238,13 +199,12 @@ class _Rows:
                 continue
             if type(entry) is Delivery:
                 self.delivered.append((item.seq, entry.message_id))
-            name = item.name
             append(
                 (
                     run_id,
                     item.seq,
                     item.id,
-                    name,
+                    item.name,
                     data,
                     item.timestamp,
                     item.source,
@@ -252,39 +212,14 @@ class _Rows:
                     item.depth,
                 )
             )
-            per_run[run_id] = per_run.get(run_id, 0) + 1
-            if name in _NOTED:
-                self._note(item, run_id, name, payload)
+            count(item, run_id)
 
     def __bool__(self) -> bool:
         return bool(self.signals or self.runs or self.requests)
 
     def counts(self) -> dict[str, int]:
         """Signals per run in these rows (a run registered without signals counts 0)."""
-        return {**dict.fromkeys(self.touched, 0), **self.per_run}
-
-    def _note(self, item: Signal, run_id: str, name: str, payload: Any) -> None:
-        """What a run's row keeps of its start, end and pending prompts."""
-        if name == HARNESS_START:
-            self.starts.append((run_id, item.timestamp))
-        elif name == HARNESS_END and isinstance(payload, dict):
-            failed = payload.get("failures")
-            self.ends.append(
-                (
-                    item.timestamp,
-                    payload.get("status"),
-                    payload.get("reason"),
-                    failed if isinstance(failed, int) else 0,
-                    run_id,
-                )
-            )
-            self.timers.ended.append((run_id,))
-        elif name == SESSION_PROMPT:
-            self.prompts[run_id] = self.prompts.get(run_id, 0) + 1
-        elif name in (TIMER_SET, TIMER_FIRED):
-            self.timers.note(run_id, name, payload)
-        else:  # a reply or a timeout
-            self.prompts[run_id] = self.prompts.get(run_id, 0) - 1
+        return {**dict.fromkeys(self.touched, 0), **self.tally.counts}
 
     def _other(self, item: Any) -> None:
         """A run registered, or a provider request kept (unless the run failed)."""
@@ -311,23 +246,10 @@ class _Rows:
 
 
 _to_json, _fallback = pydantic_core.to_json, json_fallback
-_NOTED = frozenset(
-    {
-        HARNESS_START,
-        HARNESS_END,
-        SESSION_PROMPT,
-        SESSION_REPLY,
-        SESSION_TIMEOUT,
-        TIMER_SET,
-        TIMER_FIRED,
-    }
-)
 
 
 def _write_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
-    signals, runs, requests = rows.signals, rows.runs, rows.requests
-    ends, starts, delivered = rows.ends, rows.starts, rows.delivered
-    counts, prompts = rows.per_run, rows.prompts
+    signals, runs, requests, tally = rows.signals, rows.runs, rows.requests, rows.tally
     if not (signals or runs or requests):
         return
     conn.execute("BEGIN")
@@ -352,30 +274,41 @@ def _write_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
             "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?, ?, ?)",
             [(info.run_id, key, value) for key, value in info.tags.items()],
         )
-    conn.executemany("INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)", starts)
     conn.executemany("INSERT OR IGNORE INTO signals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", signals)
     conn.executemany(
-        "INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)",
-        [(run_id, time.time()) for run_id in counts],
+        "INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)", tally.firsts.items()
     )
     conn.executemany(
-        "UPDATE runs SET signals = signals + ? WHERE run_id = ?",
-        [(count, run_id) for run_id, count in counts.items()],
+        "UPDATE runs SET signals = signals + ?, last_seq = MAX(last_seq, ?) WHERE run_id = ?",
+        [(count, tally.last[run_id], run_id) for run_id, count in tally.counts.items()],
     )
-    conn.executemany(
-        "UPDATE runs SET prompts = MAX(0, prompts + ?) WHERE run_id = ?",
-        [(count, run_id) for run_id, count in prompts.items()],
-    )
+    if tally.prompts:
+        conn.executemany(
+            "UPDATE runs SET prompts = MAX(0, prompts + ?) WHERE run_id = ?",
+            [(count, run_id) for run_id, count in tally.prompts.items()],
+        )
+    if tally.spent:
+        conn.executemany(
+            "UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+            "cost_usd = cost_usd + ? WHERE run_id = ?",
+            [(*spent, run_id) for run_id, spent in tally.spent.items()],
+        )
+    if tally.started or tally.changes:
+        stateful = tuple(tally.stateful())
+        marks = ", ".join("?" * len(stateful))
+        found = f"SELECT run_id, state FROM runs WHERE run_id IN ({marks})"
+        current = dict(conn.execute(found, stateful).fetchall() if stateful else ())
+        conn.executemany("UPDATE runs SET state = ? WHERE run_id = ?", tally.states(current))
     conn.executemany(
         "UPDATE runs SET ended_at = ?, status = ?, reason = ?, failures = ? WHERE run_id = ?",
-        ends,
+        [(*end, run_id) for run_id, end in tally.ends.items()],
     )
     conn.executemany(
         "UPDATE inbox SET delivered_seq = ? WHERE message_id = ? AND delivered_seq IS NULL",
-        delivered,
+        rows.delivered,
     )
     conn.executemany("INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?)", requests)
-    timers = rows.timers
+    timers = tally.timers
     if timers:
         conn.executemany("INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?)", timers.set)
         conn.executemany("DELETE FROM timers WHERE run_id = ? AND timer_id = ?", timers.fired)

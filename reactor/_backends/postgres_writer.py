@@ -27,17 +27,9 @@ import pydantic_core
 from psycopg import errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from reactor._backends.tally import Tally
 from reactor._recording.info import RunInfo
-from reactor._recording.sqlite_writer import Timers
-from reactor._recording.store import WriteFailures
-from reactor._signals.names import (
-    HARNESS_END,
-    SESSION_PROMPT,
-    SESSION_REPLY,
-    SESSION_TIMEOUT,
-    TIMER_FIRED,
-    TIMER_SET,
-)
+from reactor._recording.writes import Backlog, WriteFailures
 from reactor._signals.signal import Signal, json_fallback
 
 __all__ = ["STOP", "Batch", "Delivery", "Fence", "Request", "write", "write_loop"]
@@ -78,9 +70,8 @@ class Batch:
         signals: Rows for ``reactor_signals``, in the order they were appended.
         runs: Run registrations by run id (the latest wins).
         requests: Rows for ``reactor_requests``.
-        counts: Signals per run, to add to ``reactor_runs.signals``.
-        firsts: Each run's first signal time, for a run never registered.
-        ends: Each run's ``harness:end`` (ended_at, status, reason, failures).
+        tally: What the signals add to each run's row (counters, end, state, timers).
+        delivered: Posted messages the batch delivers: (seq, message id, run id).
         waiting: Flushes to release once the batch is written (or has failed).
         stop: Whether :data:`STOP` was taken.
         touched: The runs with rows in the batch.
@@ -92,11 +83,7 @@ class Batch:
         self.signals: list[tuple[Any, ...]] = []
         self.runs: dict[str, RunInfo] = {}
         self.requests: list[tuple[str, str, str, str]] = []
-        self.counts: dict[str, int] = {}
-        self.firsts: dict[str, float] = {}
-        self.ends: dict[str, tuple[Any, ...]] = {}
-        self.prompts: dict[str, int] = {}
-        self.timers = Timers()
+        self.tally = Tally()
         self.delivered: list[tuple[int, str, str]] = []
         self.waiting: list[threading.Event] = []
         self.stop = False
@@ -132,20 +119,16 @@ class Batch:
 
     def per_run(self) -> dict[str, int]:
         """Signals per run in the batch (a run registered without signals counts 0)."""
-        return {**dict.fromkeys(self.touched, 0), **self.counts}
+        return {**dict.fromkeys(self.touched, 0), **self.tally.counts}
 
     def drop(self, runs: set[str]) -> None:
         """Leave out everything of ``runs`` (the fence refused them)."""
         self.signals = [row for row in self.signals if row[0] not in runs]
         self.requests = [row for row in self.requests if row[0] not in runs]
         self.delivered = [row for row in self.delivered if row[2] not in runs]
-        timers = self.timers
-        timers.set = [row for row in timers.set if row[0] not in runs]
-        timers.fired = [row for row in timers.fired if row[0] not in runs]
-        timers.ended = [row for row in timers.ended if row[0] not in runs]
-        for rows in (self.runs, self.counts, self.firsts, self.ends, self.prompts):
-            for run_id in runs:
-                rows.pop(run_id, None)
+        for run_id in runs:
+            self.runs.pop(run_id, None)
+        self.tally.drop(runs)
         self.touched -= runs
 
     def _signal(self, signal: Signal) -> bool:
@@ -175,39 +158,8 @@ class Batch:
                 signal.depth,
             )
         )
-        counts = self.counts
-        if run_id in counts:
-            counts[run_id] += 1
-        else:
-            counts[run_id] = 1
-            self.firsts[run_id] = signal.timestamp
-        name = signal.name
-        if name in _NOTED:
-            self._note(signal, run_id, name, payload)
+        self.tally.add(signal, run_id)
         return True
-
-    def _note(self, signal: Signal, run_id: str, name: str, payload: Any) -> None:
-        """What a run's row keeps of its end, pending prompts and timers."""
-        if name == SESSION_PROMPT:
-            self.prompts[run_id] = self.prompts.get(run_id, 0) + 1
-        elif name in (SESSION_REPLY, SESSION_TIMEOUT):
-            self.prompts[run_id] = self.prompts.get(run_id, 0) - 1
-        elif name in (TIMER_SET, TIMER_FIRED):
-            self.timers.note(run_id, name, payload)
-        elif isinstance(payload, dict):  # harness:end
-            failed = payload.get("failures")
-            self.ends[run_id] = (
-                signal.timestamp,
-                payload.get("status"),
-                payload.get("reason"),
-                failed if isinstance(failed, int) else 0,
-            )
-            self.timers.ended.append((run_id,))
-
-
-_NOTED = frozenset(
-    {HARNESS_END, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT, TIMER_SET, TIMER_FIRED}
-)
 
 
 def _encode(payload: Any) -> str:
@@ -216,7 +168,7 @@ def _encode(payload: Any) -> str:
 
 def write_loop(
     pool: ConnectionPool[Any],
-    items: queue.SimpleQueue[object],
+    backlog: Backlog,
     batch_size: int,
     retry_for: float,
     failures: WriteFailures,
@@ -226,13 +178,29 @@ def write_loop(
 
     A batch that fails for good fails its runs (see :class:`WriteFailures`); later
     batches are written as usual, and flushes are always released. ``fence`` gives the
-    store's :data:`Fence`, if it has one.
+    store's :data:`Fence`, if it has one. Runs waiting for room are let go as the
+    backlog goes down, and all of them when the writer stops.
     """
+    try:
+        _write_batches(pool, backlog, batch_size, retry_for, failures, fence)
+    finally:
+        backlog.release()
+
+
+def _write_batches(
+    pool: ConnectionPool[Any],
+    backlog: Backlog,
+    batch_size: int,
+    retry_for: float,
+    failures: WriteFailures,
+    fence: Callable[[], Fence | None],
+) -> None:
     while True:
         batch = Batch(failures)
         batch.fence = fence()
-        for item in _take(items, batch_size):
+        for item in _take(backlog.queue, batch_size):
             batch.add(item)
+        backlog.taken()
         if batch:
             try:
                 write_with_retry(pool, batch, retry_for)
@@ -305,7 +273,7 @@ def write(conn: psycopg.Connection[Any], batch: Batch) -> None:
 
 def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> None:
     with conn.transaction(), conn.cursor() as cur:
-        if batch.fence is not None and (runs := batch.touched | batch.counts.keys()):
+        if batch.fence is not None and (runs := batch.touched | batch.tally.counts.keys()):
             refused = batch.fence(cur, runs)
             if refused:
                 batch.drop(set(refused))
@@ -340,47 +308,30 @@ def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> 
                     "ON CONFLICT (run_id, key) DO UPDATE SET value = EXCLUDED.value",
                     tags,
                 )
-        counts = batch.counts
+        tally = batch.tally
         if batch.signals:
             cur.executemany(
                 "INSERT INTO reactor_runs (run_id, started_at) VALUES (%s, %s) "
                 "ON CONFLICT (run_id) DO NOTHING",
-                sorted(batch.firsts.items()),
+                sorted(tally.firsts.items()),
             )
             counts = _copy_signals(cur, batch, duplicates=duplicates)
             cur.executemany(
-                "UPDATE reactor_runs SET signals = signals + %s WHERE run_id = %s",
-                [(count, run_id) for run_id, count in sorted(counts.items()) if count],
+                "UPDATE reactor_runs SET signals = signals + %s, "
+                "last_seq = GREATEST(last_seq, %s) WHERE run_id = %s",
+                [
+                    (count, tally.last[run_id], run_id)
+                    for run_id, count in sorted(counts.items())
+                    if count
+                ],
             )
-        if batch.prompts:
-            cur.executemany(
-                "UPDATE reactor_runs SET prompts = GREATEST(0, prompts + %s) WHERE run_id = %s",
-                [(count, run_id) for run_id, count in sorted(batch.prompts.items())],
-            )
+        _write_tally(cur, tally)
         if batch.delivered:
             cur.executemany(
                 "UPDATE reactor_inbox SET delivered_seq = %s "
                 "WHERE message_id = %s AND delivered_seq IS NULL",
                 [(seq, message_id) for seq, message_id, _ in batch.delivered],
             )
-        if batch.ends:
-            cur.executemany(
-                "UPDATE reactor_runs SET ended_at = %s, status = %s, reason = %s, "
-                "failures = %s WHERE run_id = %s",
-                [(*end, run_id) for run_id, end in sorted(batch.ends.items())],
-            )
-        timers = batch.timers
-        if timers:
-            cur.executemany(
-                "INSERT INTO reactor_timers (run_id, timer_id, agent, due_at) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, timer_id) DO UPDATE SET "
-                "agent = EXCLUDED.agent, due_at = EXCLUDED.due_at",
-                timers.set,
-            )
-            cur.executemany(
-                "DELETE FROM reactor_timers WHERE run_id = %s AND timer_id = %s", timers.fired
-            )
-            cur.executemany("DELETE FROM reactor_timers WHERE run_id = %s", timers.ended)
         if batch.requests:
             cur.executemany(
                 "INSERT INTO reactor_requests (run_id, request_hash, agent, fingerprint) "
@@ -390,13 +341,62 @@ def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> 
             )
 
 
+def _write_tally(cur: psycopg.Cursor[Any], tally: Tally) -> None:
+    """What the batch's signals add to their runs' rows (in run id order: no deadlock)."""
+    if tally.prompts:
+        cur.executemany(
+            "UPDATE reactor_runs SET prompts = GREATEST(0, prompts + %s) WHERE run_id = %s",
+            [(count, run_id) for run_id, count in sorted(tally.prompts.items())],
+        )
+    if tally.spent:
+        cur.executemany(
+            "UPDATE reactor_runs SET input_tokens = input_tokens + %s, "
+            "output_tokens = output_tokens + %s, cost_usd = cost_usd + %s WHERE run_id = %s",
+            [(*spent, run_id) for run_id, spent in sorted(tally.spent.items())],
+        )
+    if tally.started or tally.changes:
+        stateful = sorted(tally.stateful())
+        current: dict[str, str | None] = {}
+        if stateful:
+            cur.execute(
+                "SELECT run_id, state::text FROM reactor_runs WHERE run_id = ANY(%s) "
+                "ORDER BY run_id FOR UPDATE",
+                (stateful,),
+            )
+            current = dict(cur.fetchall())
+        states = sorted(tally.states(current), key=_run_of)
+        cur.executemany("UPDATE reactor_runs SET state = %s::json WHERE run_id = %s", states)
+    if tally.ends:
+        cur.executemany(
+            "UPDATE reactor_runs SET ended_at = %s, status = %s, reason = %s, "
+            "failures = %s WHERE run_id = %s",
+            [(*end, run_id) for run_id, end in sorted(tally.ends.items())],
+        )
+    timers = tally.timers
+    if timers:
+        cur.executemany(
+            "INSERT INTO reactor_timers (run_id, timer_id, agent, due_at) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, timer_id) DO UPDATE SET "
+            "agent = EXCLUDED.agent, due_at = EXCLUDED.due_at",
+            timers.set,
+        )
+        cur.executemany(
+            "DELETE FROM reactor_timers WHERE run_id = %s AND timer_id = %s", timers.fired
+        )
+        cur.executemany("DELETE FROM reactor_timers WHERE run_id = %s", timers.ended)
+
+
+def _run_of(row: tuple[str | None, str]) -> str:
+    return row[1]
+
+
 def _copy_signals(cur: psycopg.Cursor[Any], batch: Batch, *, duplicates: bool) -> dict[str, int]:
     if not duplicates:
         with cur.copy(f"COPY reactor_signals ({_COLUMNS}) FROM STDIN") as copy:
             write_row = copy.write_row
             for row in batch.signals:
                 write_row(row)
-        return batch.counts
+        return batch.tally.counts
     cur.execute("CREATE TEMPORARY TABLE reactor_incoming (LIKE reactor_signals) ON COMMIT DROP")
     with cur.copy(f"COPY reactor_incoming ({_COLUMNS}) FROM STDIN") as copy:
         for row in batch.signals:

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import bisect
+import json
 import threading
 import time
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from reactor._backends.tally import Tally, merged_state
 from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
-from reactor._recording.info import (
-    RunInfo,
-    matches_filters,
-    open_status,
-    pending_timers,
-    prune_bounds,
-)
+from reactor._recording.info import RunInfo, matches_filters, pending_timers, prune_bounds
 from reactor._recording.log import latest_snapshot, needed_seqs
 from reactor._recording.recording import Recording
-from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, SignalStoreBase, check_snapshot_every
+from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapshot_every
+from reactor._recording.storebase import SignalStoreBase, page_of
 from reactor._signals.names import HARNESS_END
+from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal, to_jsonable
 from reactor.exceptions import RunNotFoundError
 
@@ -39,6 +37,7 @@ class MemorySignalStore(SignalStoreBase):
         self.snapshot_every = check_snapshot_every(snapshot_every)
         self._infos: dict[str, RunInfo] = {}
         self._signals: dict[str, list[Signal]] = {}
+        self._tallies: dict[str, Tally] = {}  # each run's counters, kept as it is written
         self._requests: dict[str, dict[str, Any]] = {}
         self._inbox: list[Posted] = []
         self._delivered: set[str] = set()
@@ -54,6 +53,56 @@ class MemorySignalStore(SignalStoreBase):
         """Record one signal."""
         run_id = signal.run_id or "unbound"
         self._signals.setdefault(run_id, []).append(signal)
+        tally = self._tallies.get(run_id)
+        if tally is None:
+            tally = self._tallies[run_id] = Tally()
+        tally.add(signal, run_id)
+
+    def info(self, run_id: str) -> RunInfo:
+        """What the store knows of the run, its counters included.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        if run_id not in self._signals:
+            raise RunNotFoundError(f"No recorded run {run_id!r} in this MemorySignalStore.")
+        return self._info(run_id)
+
+    def signals(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = PAGE,
+        names: Collection[Pattern] | None = None,
+    ) -> list[Signal]:
+        """One page of the run's log (see :class:`SignalStoreBase`), payloads as JSON data.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: A bound is not a seq, or ``limit`` < 1.
+        """
+        found = self._signals.get(run_id)
+        if found is None:
+            raise RunNotFoundError(f"No recorded run {run_id!r} in this MemorySignalStore.")
+        page = page_of(found, after=after, before=before, limit=limit, names=names)
+        return [Signal.from_dict(signal.to_dict()) for signal in page]
+
+    def state(self, run_id: str) -> dict[str, Any]:
+        """The run's latest state, kept as it is written.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        if run_id not in self._signals:
+            raise RunNotFoundError(f"No recorded run {run_id!r} in this MemorySignalStore.")
+        tally = self._tallies.get(run_id)
+        if tally is None:
+            return {}
+        start = tally.started.get(run_id)
+        state: dict[str, Any] = json.loads(merged_state(start, tally.changes.get(run_id, {})))
+        return state
 
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
         """Keep what a provider was asked (for replay mismatch messages)."""
@@ -129,14 +178,21 @@ class MemorySignalStore(SignalStoreBase):
     def _info(self, run_id: str) -> RunInfo:
         info = self._infos.get(run_id) or RunInfo(run_id=run_id)
         signals = self._signals.get(run_id, [])
+        tally = self._tallies.get(run_id) or Tally()
         end = signals[-1] if signals and signals[-1].name == HARNESS_END else None
+        spent = tally.spent.get(run_id, (0, 0, 0.0))
         return RunInfo(
             run_id=run_id,
             graph=info.graph,
             tags=info.tags,
             started_at=info.started_at or (signals[0].timestamp if signals else 0.0),
             ended_at=end.timestamp if end else None,
-            status=end.payload["status"] if end else self._open_status(run_id, signals),
+            status=end.payload["status"] if end else self._open_status(run_id, tally),
+            last_seq=signals[-1].seq if signals else 0,
+            input_tokens=spent[0],
+            output_tokens=spent[1],
+            cost_usd=None if spent[2] is None else round(spent[2], 6),
+            prompts=max(0, tally.prompts.get(run_id, 0)),
             reason=end.payload["reason"] if end else None,
             failures=int(end.payload.get("failures") or 0) if end else 0,
             signals=len(signals),
@@ -146,11 +202,15 @@ class MemorySignalStore(SignalStoreBase):
             forked_from=info.forked_from,
         )
 
-    def _open_status(self, run_id: str, signals: list[Signal]) -> str:
-        status = open_status(signals)
-        if status == "running" and any(m.due_at is not None for m in self._waiting([run_id])):
+    def _open_status(self, run_id: str, tally: Tally) -> str:
+        """``waiting`` while a question, a timer or a scheduled message is pending."""
+        fired = {timer_id for _, timer_id in tally.timers.fired}
+        timers = any(timer_id not in fired for _, timer_id, _, _ in tally.timers.set)
+        if tally.prompts.get(run_id, 0) > 0 or timers:
+            return "waiting"
+        if any(m.due_at is not None for m in self._waiting([run_id])):
             return "waiting"  # for a scheduled message
-        return status
+        return "running"
 
     def runs(
         self,
@@ -169,6 +229,7 @@ class MemorySignalStore(SignalStoreBase):
     def delete(self, run_id: str) -> bool:
         """Forget a run; return whether it existed."""
         self._infos.pop(run_id, None)
+        self._tallies.pop(run_id, None)
         self._requests.pop(run_id, None)
         return self._signals.pop(run_id, None) is not None
 
