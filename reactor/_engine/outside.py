@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -100,15 +100,14 @@ class OutsideInput:
 
         return record_signal
 
-    def watch(self, run_id: str) -> None:
-        """Deliver the messages waiting for the run, then those posted while it runs."""
+    def watch(self, run_id: str, waiting: Sequence[Posted] = ()) -> None:
+        """Deliver ``waiting`` (read before the run began), then what is posted while it runs.
+
+        The store's inbox watch delivers the rest (it polls off the loop); a message
+        delivered twice is taken once.
+        """
         if self.record is None:
             return
-        try:
-            waiting = self.record.waiting_messages([run_id])
-        except Exception as exc:  # the store is away: its watch delivers them once it is back
-            log("reactor.inbox", "warning", "inbox read failed", run_id=run_id, error=repr(exc))
-            waiting = []
         for message in waiting:
             self.deliver(message)
         self._follow_recording(run_id)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from reactor._activation.activator import Activator, Turn
@@ -38,6 +38,7 @@ from reactor._engine.scheduler import Scheduler
 from reactor._engine.snapshots import snapshots_for
 from reactor._engine.subruns import RunExtras
 from reactor._providers.replay import ReplayProvider
+from reactor._recording.inbox import Posted
 from reactor._recording.info import new_run_id
 from reactor._recording.recording import Recording
 from reactor._recording.store import flush_run
@@ -127,8 +128,11 @@ class Run:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def begin(self) -> None:
-        """Wire the run and emit its first signal (synchronously)."""
+    def begin(self, waiting: Sequence[Posted] = ()) -> None:
+        """Wire the run and emit its first signal (synchronously).
+
+        ``waiting``: the messages posted to the run before it began (read off the loop).
+        """
         self._started = time.perf_counter()
         self.store.bind(self.bus)
         resumed, forked, options = self.resumed, self.forked, self.options
@@ -163,7 +167,7 @@ class Run:
             self.scheduler.resume(resumed)
         if forked is not None and forked.state:
             self.store.update(dict(forked.state), actor="user")
-        self.outside.watch(self.run_id)
+        self.outside.watch(self.run_id, waiting)
 
     def _route(self, signal: Signal) -> None:
         """Record ``signal``, and give it to the agents its name activates.

@@ -41,12 +41,15 @@ class Origin:
         self.module = module
         self.file = file
         self._found: tuple[str, str | None] | None = None
+        self._given: dict[str, str | None] = {}  # target -> its file's hash, read once
 
     def describe(self, graph: object, target: str | None = None) -> tuple[str | None, str | None]:
         """``(target, file hash)`` for ``graph``: the given target, else discovered."""
         if target is not None:
-            file = target_file(target)
-            return target, file_hash(file) if file is not None else None
+            if target not in self._given:
+                file = target_file(target)
+                self._given[target] = file_hash(file) if file is not None else None
+            return target, self._given[target]
         if self._found is None:
             found = self._discover(graph)
             if found is None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from reactor._activation.resume import ResumePlan
 from reactor._agents.agent import Agent
+from reactor._engine.opening import Forked
 from reactor._engine.options import OPTION_NAMES, RunKwargs, RunOptions
 from reactor._engine.result import RunResult
 from reactor._engine.run import Run
@@ -20,6 +21,7 @@ from reactor._graph.handle import Channel, RunHandle
 from reactor._graph.origin import Origin
 from reactor._graph.shape import GraphShape, shape_of
 from reactor._graph.validate import Declarations, find_cycles, problems, state_schema
+from reactor._recording.inbox import Posted
 from reactor._signals.diagnostics import log
 from reactor._signals.door import check_payload
 from reactor._signals.patterns import Pattern, normalize_patterns
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     from reactor.typing import EndCondition
 
 __all__ = ["Reactive", "reactive", "run_reactive"]
+
+_Read = tuple["ResumePlan | None", "Forked | None", "list[Posted]"]
+"""What a run reads of its store before it begins: its plan, its fork, its messages."""
 
 
 class Reactive:
@@ -104,28 +109,59 @@ class Reactive:
             check_payload(merged.get("input"), "input")  # before anything is emitted
         return RunOptions(**merged)
 
-    def _run(
-        self, options: Mapping[str, Any], *, live: bool = False, run_id: str | None = None
-    ) -> Run:
-        if run_id is not None:
-            options = {**options, "run_id": run_id}
-        run_options = self._options(options)
-        target, target_hash = self._origin.describe(self, run_options.target)
-        plan = self._plan(run_options) if run_options.resume is not None else None
-        forked = None
-        if run_options.fork is not None:
-            plan, forked = fork_plan(self, run_options)
-        if plan is not None and "input" not in options:
-            run_options = dataclasses.replace(run_options, input=plan.input)
+    def _run(self, options: RunOptions, read: _Read, *, live: bool = False) -> Run:
+        """The run of ``options``, from what was read of its store (:meth:`_read`)."""
+        target, target_hash = self._origin.describe(self, options.target)
+        plan, forked, _ = read
         return Run(
             self,
-            run_options,
+            options,
             live=live,
             target=target,
             target_hash=target_hash,
             resume=plan,
             forked=forked,
         )
+
+    def _run_options(self, options: Mapping[str, Any], run_id: str | None) -> RunOptions:
+        if run_id is not None:
+            options = {**options, "run_id": run_id}
+        return self._options(options)
+
+    def _read(self, options: RunOptions) -> _Read:
+        """What a run reads of its store before it begins: blocking, so off the loop.
+
+        A resumed run's plan (its log from the latest snapshot), a fork's (its source's
+        log up to ``at``), and the messages posted to the run before it began (only a
+        run whose id was known before: a resumed one, or one given ``run_id=``).
+        """
+        plan: ResumePlan | None = None
+        forked: Forked | None = None
+        if options.resume is not None:
+            plan = self._plan(options)
+        elif options.fork is not None:
+            plan, forked = fork_plan(self, options)
+        waiting: list[Posted] = []
+        known = options.resume or options.run_id
+        if options.record is not None and known is not None:
+            try:
+                waiting = options.record.waiting_messages([known])
+            except Exception as exc:  # the store is away: its inbox watch delivers them later
+                log("reactor.inbox", "warning", "inbox read failed", run_id=known, error=repr(exc))
+        return plan, forked, waiting
+
+    @staticmethod
+    def _needs_reading(options: RunOptions) -> bool:
+        return options.record is not None and (
+            options.resume is not None or options.fork is not None or options.run_id is not None
+        )
+
+    def _with_input(self, options: RunOptions, given: Mapping[str, Any], read: _Read) -> RunOptions:
+        """A resumed run (or a fork) takes its recorded input, unless given one."""
+        plan = read[0]
+        if plan is not None and "input" not in given:
+            return dataclasses.replace(options, input=plan.input)
+        return options
 
     def _plan(self, options: RunOptions) -> ResumePlan:
         assert options.resume is not None
@@ -214,8 +250,12 @@ class Reactive:
         if channels:
             handle = self.start(channels=channels, keep_open=False, run_id=run_id, **options)
             return await handle.result()
-        run = self._run(options, run_id=run_id)
-        run.begin()
+        run_options = self._run_options(options, run_id)
+        read: _Read = (None, None, [])
+        if self._needs_reading(run_options):  # the store is read off the event loop
+            read = await asyncio.to_thread(self._read, run_options)
+        run = self._run(self._with_input(run_options, options, read), read)
+        run.begin(read[2])
         return await run.execute()
 
     def run_sync(
@@ -270,8 +310,12 @@ class Reactive:
         ``run_id`` names it, as for :meth:`run`.
         """
         loop = asyncio.get_running_loop()
-        run = self._run(options, live=keep_open, run_id=run_id)
-        run.begin()
+        run_options = self._run_options(options, run_id)
+        read: _Read = (None, None, [])
+        if self._needs_reading(run_options):  # start() is synchronous: read here
+            read = self._read(run_options)
+        run = self._run(self._with_input(run_options, options, read), read, live=keep_open)
+        run.begin(read[2])
         task = loop.create_task(run.execute(), name=f"reactor {run.run_id}")
         return RunHandle(run, task, channels)
 

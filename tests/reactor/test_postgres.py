@@ -97,7 +97,7 @@ def test_a_newer_schema_is_refused(postgres_dsn: str) -> None:
     execute(postgres_dsn, "UPDATE reactor_schema SET version = 99")
     message = (
         f"The reactor tables in {postgres_dsn} were written by a newer reactor (schema 99, "
-        "this one reads 5); upgrade reactor to read them."
+        "this one reads 6); upgrade reactor to read them."
     )
     with pytest.raises(RecordingError, match=f"^{re.escape(message)}$"):
         PostgresSignalStore(postgres_dsn)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from reactor import (
     agent,
     reactive,
 )
+from reactor._recording.inbox import Posted
 from reactor._recording.recording import Recording
 from tests.reactor.databases import SQLITE_SINCE_6, StorePlace
 
@@ -292,3 +294,37 @@ async def test_a_run_waits_for_its_store_while_the_loop_goes_on(tmp_path: Path, 
         assert result.status == "completed"
         assert store.info(result.run_id).signals == len(result.signals)
         lock.close()
+
+
+class _Watched(MemorySignalStore):
+    """A store that notes the thread of each read a run makes before it begins."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: dict[str, set[int]] = {}
+
+    def _note(self, what: str) -> None:
+        self.threads.setdefault(what, set()).add(threading.get_ident())
+
+    def load_tail(self, run_id: str) -> Recording:
+        self._note("load_tail")
+        return super().load_tail(run_id)
+
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        self._note("waiting_messages")
+        return super().waiting_messages(run_ids)
+
+
+async def test_a_resumed_run_reads_its_store_off_the_event_loop() -> None:
+    store = _Watched()
+    graph = reactive({"ask": agent(ask="Ship it?", choices=["yes", "no"])}, name="asker")
+    handle = graph.start(record=store)
+    prompt = await handle.next_prompt(timeout=30)
+    await handle.suspend()
+    store.post(handle.run_id, "session:reply", {"prompt_id": prompt.prompt_id, "answer": "yes"})
+    store.threads.clear()
+    result = await graph.resume(handle.run_id, record=store)
+    assert result.status == "completed"
+    assert set(store.threads) == {"load_tail", "waiting_messages"}
+    loop_thread = threading.get_ident()
+    assert all(loop_thread not in threads for threads in store.threads.values()), store.threads
