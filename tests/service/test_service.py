@@ -105,6 +105,8 @@ async def test_each_reaction_is_a_recorded_run_with_its_agent_run(url: str) -> N
         "reaction": "seen",
         "object": ada.id,
         "event": "object:Person:created",
+        "service": "reaction:seen",  # started as every run of the service is
+        "trigger": "reaction",
     }
     assert recording.input == event.payload()
     assert [s.name for s in recording.signals][-2:] == ["agent:seen:completed", "harness:end"]
@@ -237,7 +239,7 @@ async def test_idle_gives_up_after_its_timeout(url: str) -> None:
         await objects.create("Person", {"name": "Ada"})
         with pytest.raises(
             IdleTimeoutError,
-            match=r"^The service was still busy after 0\.2 s: 1 reactions and 0 runs in flight, "
+            match=r"^The service was still busy after 0\.2 s: 1 reactions and 1 runs in flight, "
             r"events dispatched through 1 of 1\. Wait longer, or look at "
             r"service\.processing_log\(status='processing'\)\.$",
         ):

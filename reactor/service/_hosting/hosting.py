@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reactor._backends.memory import MemorySignalStore
 from reactor._backends.sqlite import SQLiteSignalStore
 from reactor._engine.collector import freeze_long_lived
+from reactor._engine.result import RunResult
+from reactor._graph.reactive import Reactive
 from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo, new_run_id
 from reactor._recording.store import SignalStore
@@ -260,6 +262,37 @@ class RunHost:
             await blocks.unblock(request.resume)
         await self.runs.started(request, run_id)
         return run_id
+
+    async def react(
+        self,
+        graph: Reactive,
+        *,
+        input: Any,
+        scope: Mapping[str, Any],
+        tags: Mapping[str, str],
+        run_id: str,
+    ) -> RunResult | None:
+        """Run a reaction in this process, as every run of the service: its result.
+
+        The dispatcher (here, or a worker's) calls it once it has taken the entry: the
+        run is recorded to the service's store, shows among the live runs, and is held
+        with the others when the service stops. ``None``: it did not end here (aborted,
+        or held: its entry is taken up again).
+
+        Raises:
+            ServiceStateError: The service is not running.
+        """
+        if self._group is None:
+            raise ServiceStateError(
+                "A reaction needs the service running: use `async with service:`."
+            )
+        name = str(graph.name)
+        request = RunRequest("reaction", name, input, "reaction", tags=tags, run_id=run_id)
+        _, task = await self.runs.launch(
+            self._group, request, provider=self.provider, record=self.record,
+            done=self._changed, scope=scope, graph=graph,
+        )  # fmt: skip
+        return await task
 
     async def run_agent(self, request: RunRequest) -> str:
         """Start an agent's run, if it may run now.

@@ -1,10 +1,14 @@
-"""Every run the service starts goes through here: graphs by name, agents, resumed runs.
+"""Every run the service starts goes through here: graphs by name, agents, reactions, resumes.
 
-A :class:`RunRequest` says what to run (a registered graph or an agent, its input, what
-started it and for whom); :meth:`Runs.submit` starts it as a recorded run in the
-service's task group and returns its id once it has begun. The request is plain data,
-so that a queue of jobs can carry it instead; what executes here is kept apart in
-:attr:`Runs.live` (run id -> :class:`LiveRun`), while the store knows every run.
+A :class:`RunRequest` says what to run (a registered graph, an agent, or a reaction
+agent on an object's event; its input, what started it and for whom); :meth:`Runs.launch`
+starts it as a run recorded to the service's store (``record=``: snapshots, the inbox,
+the log's fence and the recording watch apply to every run alike) in the service's task
+group, and returns its id once it has begun, with the task that ends with its result.
+The request is plain data, so that a queue of jobs can carry it instead (a reaction's
+scope, the object and the event it reacts to, is given beside it); what executes here
+is kept apart in :attr:`Runs.live` (run id -> :class:`LiveRun`), while the store knows
+every run.
 
 Runs of agents also get a row of ``agent_runs`` (``trigger`` ``manual``, ``cron`` or
 ``api``), written when they start and completed when they end. Runs are tagged
@@ -41,7 +45,7 @@ __all__ = ["SERVICE_TAG", "LiveRun", "RunRequest", "Runs"]
 SERVICE_TAG = "service"
 """The tag naming what a service run runs: ``graph:<name>`` or ``agent:<name>``."""
 
-Kind = Literal["graph", "agent"]
+Kind = Literal["graph", "agent", "reaction"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +53,9 @@ class RunRequest:
     """What to run: everything a job queue would need to carry.
 
     Attributes:
-        kind: ``graph`` (registered with ``graphs=``) or ``agent`` (by name).
+        kind: ``graph`` (registered with ``graphs=``), ``agent`` (by name), or
+            ``reaction`` (a reaction agent on an object's event: its processing-log
+            entry is retried, the run is never resumed by the service on its own).
         name: The graph's or the agent's name.
         input: The run's input.
         trigger: What started it: ``api``, ``manual``, ``cron``.
@@ -102,7 +108,7 @@ class LiveRun:
     run_id: str
     request: RunRequest
     feed: RunFeed
-    task: asyncio.Task[None]
+    task: asyncio.Task[RunResult | None]
     started_at: datetime
 
 
@@ -139,7 +145,7 @@ class Runs:
         self.reporters: list[Reporter] = []  # of every run, besides the run's own feed
         self.live: dict[str, LiveRun] = {}
         self.aborting: dict[str, str] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[asyncio.Task[RunResult | None]] = set()
         self._agents = agents
         self.db = db
         self._single: dict[str, tuple[Agent, Reactive]] = {}
@@ -184,12 +190,39 @@ class Runs:
             RunNotFoundError: The run to resume is not in the store.
             RunFinishedError: The run to resume has ended.
         """
-        graph = self.graph(request)
+        run_id, _ = await self.launch(group, request, provider=provider, record=record, done=done)
+        return run_id
+
+    async def launch(
+        self,
+        group: asyncio.TaskGroup,
+        request: RunRequest,
+        *,
+        provider: Provider | None,
+        record: ServiceRecord | None,
+        done: Callable[[], None],
+        scope: Mapping[str, Any] | None = None,
+        graph: Reactive | None = None,
+    ) -> tuple[str, asyncio.Task[RunResult | None]]:
+        """Start ``request`` in ``group``: its id once it has begun, and its task.
+
+        The task ends with the run's result, or ``None`` when the run did not end here
+        (aborted, held to resume later). ``scope``: what the run's agents see beside
+        the request (a reaction's object and event); ``graph``: the graph the request
+        names, when the caller holds it already (a reaction's).
+
+        Raises:
+            ServiceConfigError: No graph has that name.
+            AgentNotFoundError: No agent has that name.
+            RunNotFoundError: The run to resume is not in the store.
+            RunFinishedError: The run to resume has ended.
+        """
+        graph = graph if graph is not None else self.graph(request)
         feed = RunFeed()
-        task = group.create_task(self._run(graph, request, feed, provider, record))
+        task = group.create_task(self._run(graph, request, feed, provider, record, scope))
         self.tasks.add(task)
 
-        def finished(task: asyncio.Task[None]) -> None:
+        def finished(task: asyncio.Task[RunResult | None]) -> None:
             self.tasks.discard(task)
             feed.end()
             if feed.started.done() and not feed.started.cancelled():
@@ -200,7 +233,7 @@ class Runs:
         run_id = await feed.started
         if not task.done():
             self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC))
-        return run_id
+        return run_id, task
 
     async def _run(
         self,
@@ -209,7 +242,8 @@ class Runs:
         feed: RunFeed,
         provider: Provider | None,
         record: ServiceRecord | None,
-    ) -> None:
+        scope: Mapping[str, Any] | None,
+    ) -> RunResult | None:
         started = datetime.now(UTC)
         try:
             # A resumed run takes its recorded input (``run`` reads it from the log
@@ -221,6 +255,8 @@ class Runs:
                     given["input"] = request.input
             elif request.resume is None:
                 given["fork"] = request.fork  # a fork that has begun is resumed instead
+            if scope is not None:
+                given["scope"] = scope
             running = asyncio.ensure_future(
                 graph.run(
                     **given,
@@ -241,17 +277,17 @@ class Runs:
                 raise
             if request.kind == "agent":
                 await self._agent_run(request, run_id or "", started, "aborted", None, reason)
-            return
+            return None
         except Exception as exc:  # options the run refused: the caller hears of it
             if not feed.started.done():
                 feed.started.set_exception(exc)
             else:
                 log("reactor.service", "error", "run failed", run=request.name, error=repr(exc))
-            return
+            return None
         finally:
             if not feed.started.done():
                 feed.started.cancel()
-        if not result.ok:
+        if not result.ok and request.kind != "reaction":  # a reaction's entry says it
             log(
                 "reactor.service",
                 "warning",
@@ -266,6 +302,7 @@ class Runs:
             await self._agent_run(
                 request, result.run_id, started, result.status, None if error is None else error
             )
+        return result
 
     async def _unless_held(
         self,

@@ -183,7 +183,7 @@ class ReactionService:
         self._group = group
         self.host.open(group, self.record, self._poke)
         services = ReactionServices(
-            self.objects, self.suggestion_store, self.provider, self.record, self.reporters
+            self.objects, self.suggestion_store, self.host, self.host.record
         )
         dispatcher = Dispatcher(
             services, self.log, live, cursors, group, max_running=self._max_running,

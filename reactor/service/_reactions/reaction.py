@@ -1,24 +1,25 @@
 """One reaction: one object event processed by one agent, as a recorded run.
 
 :func:`react` is the unit of work that a dispatcher (this process's, or a queue's
-worker) calls once it has claimed a processing-log entry: it runs the agent's
-one-agent graph with the object in scope, then applies or suggests the changes the
-agent proposed, according to its execution mode. It never raises for the agent's
+worker) calls once it has claimed a processing-log entry: it has the service run the
+agent's one-agent graph with the object in scope (:class:`Launcher`: the way every run
+of the service starts, recorded to its store), then applies or suggests the changes
+the agent proposed, according to its execution mode. It never raises for the agent's
 own failures: they are the returned :class:`Finished`'s error.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from reactor._agents.reaction import Capabilities
 from reactor._engine.result import RunResult
-from reactor._providers.base import Provider
-from reactor._recording.info import RunInfo, new_run_id
-from reactor._recording.store import Reporter, SignalStore
+from reactor._graph.reactive import Reactive
+from reactor._recording.info import new_run_id
+from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import SUGGESTION_CREATED, agent_actor, agent_event
@@ -32,41 +33,47 @@ from reactor.service._objects.values import CURRENT_CAUSE, AgentActor, Cause, Ob
 from reactor.service._reactions.registry import ReactionAgent
 from reactor.service._reactions.view import AgentObjects, check_capability
 
-__all__ = ["ReactionServices", "announce", "check_all", "react", "suggestion_payload"]
+__all__ = [
+    "Launcher",
+    "ReactionServices",
+    "announce",
+    "check_all",
+    "react",
+    "suggestion_payload",
+]
 
 _REFUSED = (CapabilityError, ObjectNotFoundError, ObjectValidationError)
 """Errors of applying an agent's changes: the entry fails, the service goes on."""
 
 
+class Launcher(Protocol):
+    """How a reaction's run starts: as every run of the service (``RunHost.react``)."""
+
+    async def react(
+        self,
+        graph: Reactive,
+        *,
+        input: Any,
+        scope: Mapping[str, Any],
+        tags: Mapping[str, str],
+        run_id: str,
+    ) -> RunResult | None:
+        """Run ``graph`` recorded to the service's store; its result (``None``: not ended here)."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True)
 class ReactionServices:
-    """What reactions need: the objects, the suggestions, a provider, a signal store.
+    """What reactions need: the objects, the suggestions, the runs' launcher and store.
 
-    ``reporters`` observe every reaction's run too (OpenTelemetry, ``REACTOR_OTEL=1``).
+    ``record`` is the store the launcher records to: the dispatcher makes it durable
+    once for a batch of reactions, before their entries are completed.
     """
 
     objects: ObjectStore
     suggestions: Suggestions
-    provider: Provider | None
+    launcher: Launcher
     record: SignalStore | None
-    reporters: Sequence[Reporter] = ()
-
-
-class _Recorder:
-    """Records a reaction's run to a signal store, as ``record=`` would.
-
-    The store is made durable by the dispatcher, once for a batch of reactions
-    (before their entries are completed), instead of once per run.
-    """
-
-    patterns = ("**",)
-
-    def __init__(self, store: SignalStore) -> None:
-        self._store = store
-        self.on_signal = store.append
-
-    def start(self, info: RunInfo) -> None:
-        self._store.start_run(info)
 
 
 async def react(
@@ -95,18 +102,19 @@ async def _react(
     started: datetime,
     run_id: str,
 ) -> Finished:
-    record = services.record
-    result = await target.graph.run(
+    result = await services.launcher.react(
+        target.graph,
         input=event.payload(),
-        provider=services.provider,
-        reporters=(*services.reporters, *(() if record is None else (_Recorder(record),))),
         scope={"object": event.object, "objects": view, "event": event},
         tags={"reaction": target.name, "object": event.id, "event": event.name},
         run_id=run_id,
     )
-    if record is not None:
-        for digest, fingerprint in result.requests.items():
-            record.record_request(result.run_id, digest, dict(fingerprint))
+    if result is None:  # aborted, or held (the service stops): not settled here
+        return Finished(
+            entry_id=entry_id, agent=target.name, status="failed",
+            error=f"its run {run_id} was stopped before it ended", run_id=run_id,
+            run_status="aborted", started_at=started, finished_at=datetime.now(UTC),
+        )  # fmt: skip
 
     def finished(status: EntryStatus, error: BaseException | None) -> Finished:
         return Finished(

@@ -134,12 +134,11 @@ class Worker:
         if record is None:
             record, _ = await default_record(service.db)
             if service.db.dialect == "postgresql":  # the log beside the leases: fence it
-                fence = LogFence(self.leases, self._fenced)
-                setattr(record, "fence", fence)  # noqa: B010 (a PostgresSignalStore)
+                from reactor._backends.postgres import PostgresSignalStore  # psycopg: only here
+
+                assert isinstance(record, PostgresSignalStore)
+                record.fence = LogFence(self.leases, self._fenced)
         await register(service.db, service.agents)
-        services = ReactionServices(
-            service.objects, service.suggestion_store, service.provider, record, service.reporters
-        )
         receiver = Receiver(
             self.broker,
             max_async_tasks=self.concurrency,
@@ -152,6 +151,9 @@ class Worker:
                 service.host.open(group, record, lambda: None)
                 assert service.host.record is not None
                 service.host.record.fence = self._may_write
+                services = ReactionServices(
+                    service.objects, service.suggestion_store, service.host, service.host.record
+                )
                 self.reactions = Dispatcher(
                     services, service.log, {}, {}, group,
                     max_running=self.concurrency, changed=lambda: None,
@@ -209,10 +211,11 @@ class Worker:
         self.running[run_id] = time.time()
         ended = False
         try:
-            # Read the log once the lease is ours: what a worker that had the run before
-            # wrote is all there (it makes its log durable before it gives the lease back).
+            # Read the run's row once the lease is ours: what a worker that had the run
+            # before wrote is all there (it makes its log durable before giving the lease
+            # back). One row, not the log: the resume reads the log's tail.
             try:
-                info = (await asyncio.to_thread(record.load, run_id)).info
+                info = await asyncio.to_thread(record.info, run_id)
             except RunNotFoundError:
                 info = None
             if info is not None and info.complete:
