@@ -117,7 +117,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """
     with open_db(args) as reader:
         run_id = reader.resolve(args.run)
-        info = reader.load_tail(run_id).info
+        info = reader.info(run_id)
         module, graph = _graph_of(args, info, "resume")
         if args.check:
             _, verdict = resume_plan(graph, reader, run_id)
@@ -142,7 +142,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     """Start a new run from a recorded run's log up to a signal (exit 1 unless it went cleanly)."""
     with open_db(args) as reader:
         run_id = reader.resolve(args.run)
-        module, graph = _graph_of(args, reader.load_tail(run_id).info, "fork")
+        module, graph = _graph_of(args, reader.info(run_id), "fork")
     state: dict[str, Any] = {}
     for assignment in args.set or ():
         key, equals, value = assignment.partition("=")

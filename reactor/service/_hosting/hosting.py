@@ -196,7 +196,7 @@ class RunHost:
             key = (wakeup.run_id, wakeup.due_at)
             if wakeup.run_id in self.runs.live or self.stopping or key in self._woken:
                 continue
-            info = (await asyncio.to_thread(record.load_tail, wakeup.run_id)).info
+            info = await asyncio.to_thread(record.info, wakeup.run_id)
             request = RunRequest.resuming(info)  # None: a run the service did not start
             claimed = request is not None and await claim_wakeup(self.runs.db, wakeup)
             self._woken.add(key)
