@@ -19,6 +19,7 @@ from bench import (
     runtime,
     serve,
     stores,
+    stream,
     telemetry,
     workers,
     writes,
@@ -38,6 +39,7 @@ WORKLOADS = {
     "reactions": reactions.run,
     "writes": writes.run,
     "serve": serve.run,
+    "stream": stream.run,
     "workers": workers.run,
 }
 
