@@ -271,11 +271,14 @@ def idle_followers(clients: int, total: int) -> dict[str, float]:
         async def begin() -> str:
             async with _client(base) as client:
                 run_id = await _started(client, {"count": total // size, "size": size, "stay": 1})
-                while (await client.get(f"/api/runs/{run_id}")).json()["info"]["signals"] < (
-                    total // size
-                ):
-                    await asyncio.sleep(0.2)
-                return run_id
+                with _reader(url) as store:
+                    while True:  # until the run has emitted its megabytes (it stays live)
+                        with contextlib.suppress(RunNotFoundError):
+                            if (await asyncio.to_thread(store.info, run_id)).signals >= (
+                                total // size
+                            ):
+                                return run_id
+                        await asyncio.sleep(0.2)
 
         run_id = asyncio.run(begin())
         time.sleep(1.0)
