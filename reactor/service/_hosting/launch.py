@@ -45,6 +45,10 @@ __all__ = ["SERVICE_TAG", "LiveRun", "RunRequest", "Runs"]
 SERVICE_TAG = "service"
 """The tag naming what a service run runs: ``graph:<name>`` or ``agent:<name>``."""
 
+HISTORY = 10_000
+"""Signals a run the service executes keeps in memory (its result's ``signals``): the
+store has them all, so a run of millions of signals holds only its latest ones."""
+
 Kind = Literal["graph", "agent", "reaction"]
 
 
@@ -263,6 +267,7 @@ class Runs:
                     provider=provider,
                     record=record,
                     reporters=[feed, *self.reporters],
+                    history_limit=HISTORY,
                     tags=request.run_tags(),
                     resume=request.resume,
                     run_id=None if request.resume else request.run_id,
