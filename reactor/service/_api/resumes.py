@@ -24,9 +24,9 @@ import pydantic
 from reactor._graph.compat import resume_plan
 from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
-from reactor._signals.names import HARNESS_END, HARNESS_ENDING
 from reactor.service._api.agents import RunStarted
 from reactor.service._api.base import ApiError, Caller, Service, authenticate
+from reactor.service._api.reads import ending_seq, state_at
 from reactor.service._hosting.hosting import blocked_reason
 from reactor.service._hosting.launch import RunRequest
 from reactor.service._hosting.service import ReactionService
@@ -117,21 +117,25 @@ async def fork_run(
 ) -> str:
     """Start a fork of ``run_id`` at signal ``at`` with ``state``; the new run's id.
 
+    Checked from the run's row and pages of its log (the state at ``at``), never the
+    whole log.
+
     Raises:
         ApiError: 422 when ``at`` is not a signal of the run or ``state`` does not fit
             the graph's state; 409 when the service did not start the run.
     """
     store = _store(service)
-    source = await asyncio.to_thread(store.load, run_id)
-    request = _request(service, source.info, "fork")
-    last = source.signals[-1].seq if source.signals else 0
+    source = await asyncio.to_thread(store.info, run_id)
+    request = _request(service, source, "fork")
+    last = source.last_seq
     if not 1 <= at <= last:
         raise ApiError(422, f"Run {run_id} has signals 1 to {last}: fork it at one of them.")
     if state:
         graph = service.runs.graph(request)
-        ending = next((s.seq for s in source.signals if s.name in (HARNESS_ENDING, HARNESS_END)), 0)
+        ending = await asyncio.to_thread(ending_seq, store, source)
+        seq = min(at, ending - 1) if ending else at
         scratch = create_store(graph.state)
-        scratch.restore(source.state_at(min(at, ending - 1) if ending else at))
+        scratch.restore(await asyncio.to_thread(state_at, store, run_id, seq))
         scratch.update(dict(state), actor="user")  # a StateValidationError is a 422
     fork = RunRequest(
         request.kind,

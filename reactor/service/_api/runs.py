@@ -2,7 +2,9 @@
 
 Commands go through the run's durable inbox (``store.post``), so they reach it wherever
 it executes: live in this process (within a poll interval), or when it is resumed.
-Every answer is decided before it is given: a reply is checked against the prompts the
+None of them reads the run's log: the run's row says whether it has ended, and a reply
+is checked against the run's questions (read through the store's index of them). Every
+answer is decided before it is given: a reply is checked against the prompts the
 log shows (an unknown prompt is a 404, an answer outside the prompt's choices a 422),
 then the first reply to a prompt wins in the database (``prompt_replies``), across
 processes: it gets 200 with the accepted answer, every later one 409 naming who
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -21,15 +23,16 @@ import fastapi
 import pydantic
 
 from reactor._recording.inbox import check_posted
-from reactor._recording.info import RunInfo, matches_filters, pending_timers
+from reactor._recording.info import RunInfo, matches_filters
 from reactor._recording.recording import Recording
-from reactor._recording.store import SignalStore
-from reactor._signals.names import SESSION_ABORT, SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT
+from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.patterns import validate_name
 from reactor._signals.signal import Signal
 from reactor.exceptions import RunNotFoundError
 from reactor.service._api.agents import RunStarted
 from reactor.service._api.base import ApiError, Caller, Service, authenticate
+from reactor.service._api.paging import router as paging_router
+from reactor.service._api.reads import pending_prompts, questions, run_info, store_of
 from reactor.service._api.resumes import with_blocks
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.replies import PromptReplies, ReplyDecision
@@ -48,6 +51,7 @@ __all__ = [
 router = fastapi.APIRouter(
     prefix="/api/runs", tags=["runs"], dependencies=[fastapi.Depends(authenticate)]
 )
+router.include_router(paging_router)  # GET /api/runs/{id} and its pages: see .paging
 
 
 class StartRun(pydantic.BaseModel):
@@ -109,21 +113,17 @@ class Aborted(pydantic.BaseModel):
     message_id: str | None = None
 
 
-def _store(service: ReactionService) -> SignalStore:
-    if service.record is None:
-        raise ApiError(503, "The service is not running; start it first.")
-    return service.record
-
-
 async def load_run(service: ReactionService, run_id: str) -> Recording:
-    """A recorded run (404 when there is none).
+    """A recorded run, its whole log read (404 when there is none).
 
-    A run in the job queue that no worker has started yet has no log: it is an empty
-    recording whose status is ``queued`` (followed, answered and aborted like any
-    other: what is posted to its inbox waits for it).
+    Only the event stream still uses it (for a run followed from the store); nothing
+    that answers a request here does: a log may hold 100,000 signals. A run in the job
+    queue that no worker has started yet has no log: it is an empty recording whose
+    status is ``queued`` (followed, answered and aborted like any other: what is
+    posted to its inbox waits for it).
     """
     try:
-        return await asyncio.to_thread(_store(service).load, run_id)
+        return await asyncio.to_thread(store_of(service).load, run_id)
     except RunNotFoundError:
         queued = await service.host.queued(run_id)
         if queued is None:
@@ -131,36 +131,12 @@ async def load_run(service: ReactionService, run_id: str) -> Recording:
         return Recording(queued, ())
 
 
-def pending_prompts(
-    signals: Iterable[Signal], *, keep_answered: bool = False
-) -> list[dict[str, Any]]:
-    """The prompts the log shows asked and not yet answered, in asking order.
-
-    With ``keep_answered``, every prompt asked (answered ones too).
-    """
-    pending: dict[str, dict[str, Any]] = {}
-    for signal in signals:
-        payload = signal.payload if isinstance(signal.payload, Mapping) else {}
-        prompt_id = payload.get("prompt_id")
-        if signal.name == SESSION_PROMPT and isinstance(prompt_id, str):
-            pending[prompt_id] = {**payload, "asked_at": signal.to_dict()["timestamp"]}
-        elif signal.name in (SESSION_REPLY, SESSION_TIMEOUT) and not keep_answered:
-            pending.pop(str(prompt_id), None)
-    return list(pending.values())
-
-
-async def open_prompts(service: ReactionService, run_id: str, signals: Iterable[Signal]) -> Any:
-    """The pending prompts, less those whose reply is decided and on its way to the run."""
-    prompts = pending_prompts(signals)
-    decided = await PromptReplies(service.db).of_run(run_id, [p["prompt_id"] for p in prompts])
-    return [prompt for prompt in prompts if prompt["prompt_id"] not in decided]
-
-
-async def _open_run(service: ReactionService, run_id: str) -> Recording:
-    recording = await load_run(service, run_id)
-    if recording.complete:
-        raise ApiError(409, f"Run {run_id} has ended ({recording.status}); it takes no more input.")
-    return recording
+async def _open_run(service: ReactionService, run_id: str) -> RunInfo:
+    """The run's row, if it takes input still (404 for no run, 409 once it has ended)."""
+    info = await run_info(service, run_id)
+    if info.complete:
+        raise ApiError(409, f"Run {run_id} has ended ({info.status}); it takes no more input.")
+    return info
 
 
 async def post_signal(
@@ -180,7 +156,7 @@ async def post_signal(
     validate_name(name)
     check_posted(name)
     await _open_run(service, run_id)
-    store = _store(service)
+    store = store_of(service)
     later = {} if at is None else {"at": at}  # scheduled: delivered at or after ``at``
     return await asyncio.to_thread(store.post, run_id, name, payload, source=str(user), **later)
 
@@ -201,12 +177,21 @@ def _answered(run_id: str, prompt_id: str, signals: Iterable[Signal]) -> str | N
 async def reply(
     service: ReactionService, run_id: str, prompt_id: str, answer: Any, user: User
 ) -> ReplyDecision:
-    """Answer a pending prompt of a run, as ``user``; the accepted reply (see the module)."""
-    recording = await load_run(service, run_id)
-    asked = pending_prompts(recording.signals, keep_answered=True)
-    prompt = next((p for p in asked if p["prompt_id"] == prompt_id), None)
-    if prompt is None and recording.complete:
-        raise ApiError(409, f"Run {run_id} has ended ({recording.status}); it takes no more input.")
+    """Answer a pending prompt of a run, as ``user``; the accepted reply (see the module).
+
+    The prompts are read from the run's questions (an index), never its whole log; a
+    prompt asked (or timed out) a moment ago by a run executing here is seen too: the
+    store's writer catches up first when the run's feed knows more than the store.
+    """
+    info = await run_info(service, run_id)
+    signals = [] if info.status == "queued" else await questions(service, run_id)
+    live = service.live.get(run_id)
+    if live is not None and _behind(run_id, prompt_id, signals, live.feed.asking):
+        signals = await questions(service, run_id, fresh=True)
+        info = await run_info(service, run_id)
+    prompt = _asked(signals, prompt_id)
+    if prompt is None and info.complete:
+        raise ApiError(409, f"Run {run_id} has ended ({info.status}); it takes no more input.")
     if prompt is None:
         raise ApiError(
             404,
@@ -217,11 +202,11 @@ async def reply(
     decided = (await replies.of_run(run_id, [prompt_id])).get(prompt_id)
     if decided is not None:
         raise ApiError(409, _taken(decided))
-    how = _answered(run_id, prompt_id, recording.signals)
+    how = _answered(run_id, prompt_id, signals)
     if how is not None:
         raise ApiError(409, f"Prompt {prompt_id!r} of run {run_id} was {how}; it takes one answer.")
-    if recording.complete:
-        raise ApiError(409, f"Run {run_id} has ended ({recording.status}); it takes no more input.")
+    if info.complete:
+        raise ApiError(409, f"Run {run_id} has ended ({info.status}); it takes no more input.")
     choices = prompt.get("choices")
     if choices and answer not in choices:
         listed = ", ".join(map(repr, choices))
@@ -230,7 +215,7 @@ async def reply(
         raise ApiError(
             422, "This prompt asks for an object matching its schema; send a JSON object."
         )
-    store = _store(service)
+    store = store_of(service)
     decision = await replies.decide(run_id, prompt_id, answer, user.id)
     if not decision.accepted:
         raise ApiError(409, _taken(decision))
@@ -244,6 +229,23 @@ async def reply(
         raise
     await replies.delivered(run_id, prompt_id, posted)
     return dataclasses.replace(decision, message_id=posted)
+
+
+def _asked(signals: Iterable[Signal], prompt_id: str) -> dict[str, Any] | None:
+    """The prompt ``prompt_id`` among the run's questions, answered or not."""
+    asked = pending_prompts(signals, keep_answered=True)
+    return next((prompt for prompt in asked if prompt["prompt_id"] == prompt_id), None)
+
+
+def _behind(run_id: str, prompt_id: str, signals: list[Signal], asking: Collection[Any]) -> bool:
+    """Whether the store may not show yet what a live run's feed knows of the prompt.
+
+    The store's writer may be a batch behind: the prompt may be asked, or answered
+    (a timeout), in the feed and not written yet.
+    """
+    if _asked(signals, prompt_id) is None:
+        return True
+    return prompt_id not in asking and _answered(run_id, prompt_id, signals) is None
 
 
 def _taken(decision: ReplyDecision) -> str:
@@ -263,7 +265,7 @@ async def abort_run(service: ReactionService, run_id: str, reason: str, user: Us
     if service.host.abort(run_id, reason, user.id):
         return None
     await _open_run(service, run_id)
-    store = _store(service)
+    store = store_of(service)
     return await asyncio.to_thread(
         store.post, run_id, SESSION_ABORT, {"reason": reason}, source=str(user)
     )
@@ -301,7 +303,7 @@ async def listed_runs(
 
     Blocked runs are shown ``blocked`` (``status="blocked"`` lists them alone).
     """
-    store = _store(service)
+    store = store_of(service)
     if status in ("blocked", "running", "waiting"):
         found: list[RunInfo] = []
         for unfinished in ("running", "waiting") if status == "blocked" else (status,):
@@ -332,23 +334,6 @@ async def start_run(body: StartRun, service: Service, user: Caller) -> RunStarte
         known = ", ".join(sorted(service.runs.graphs)) or "none"
         raise ApiError(404, f"No graph named {body.graph!r}; the service has: {known}.")
     return RunStarted(run_id=await service.submit(body.graph, body.input, user=user.id))
-
-
-@router.get("/{run_id}")
-async def get_run(run_id: str, service: Service) -> dict[str, Any]:
-    """A run: its info, its last state, its signals and its pending prompts."""
-    recording = await load_run(service, run_id)
-    [info] = await with_blocks(service, [recording.info])
-    return {
-        "info": {**info.to_dict(), "live": run_id in service.live},
-        "state": recording.state,
-        "prompts": await open_prompts(service, run_id, recording.signals),
-        "timers": [
-            {"timer_id": timer.timer_id, "agent": timer.agent, "until": timer.until.isoformat()}
-            for timer in pending_timers(recording.signals)
-        ],
-        "signals": [signal.to_dict() for signal in recording.signals],
-    }
 
 
 @router.post("/{run_id}/signals", status_code=202)
