@@ -36,6 +36,7 @@ from reactor.exceptions import ServiceConfigError
 from reactor.service._api.access import Tokens
 from reactor.service._api.agents import router as agents_router
 from reactor.service._api.base import State, install_errors
+from reactor.service._api.follow import Streams, StreamSettings
 from reactor.service._api.guard import Guard, GuardSettings
 from reactor.service._api.objects import objects_router, suggestions_router
 from reactor.service._api.resumes import router as resumes_router
@@ -110,11 +111,13 @@ def create_app(
             too, and wins; the prefix serves behind a proxy that strips the path.
 
     Raises:
-        ServiceConfigError: ``REACTOR_MAX_BODY`` is not a positive number, or
-            ``prefix`` is not a path (``/name``, no trailing ``/``).
+        ServiceConfigError: ``REACTOR_MAX_BODY``, ``REACTOR_STREAM_BUFFER`` or
+            ``REACTOR_MAX_STREAMS`` is not a positive whole number, or ``prefix`` is
+            not a path (``/name``, no trailing ``/``).
     """
     access = tokens if isinstance(tokens, Tokens) else Tokens(tokens)
     guard = GuardSettings.read(bind, allowed_hosts)
+    streams = Streams(StreamSettings.read())  # the cap counts this app's streams
     if prefix and (not prefix.startswith("/") or prefix.endswith("/") or "//" in prefix):
         raise ServiceConfigError(
             f"prefix must be the path the app is mounted at, like '/reactor' (a leading "
@@ -149,6 +152,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
+    app.state.streams = streams
     install_errors(app)
     app.add_middleware(Guard, settings=guard)
     for router in (

@@ -2,44 +2,62 @@
 
 ``GET /api/runs/{id}/events`` streams one event per signal (``id:`` its ``seq``,
 ``data:`` the signal as JSON): the recorded history first, then each new signal, until
-``harness:end`` closes the stream. A run executing in this process is followed from
-its feed, one for all its clients (no database round trip per signal or per client;
-a burst of signals is one write per client); another is followed from the store. A
-client that reconnects with ``Last-Event-ID`` gets what came after it.
+``harness:end`` closes the stream. A client that reconnects with ``Last-Event-ID``
+gets what came after it. Following is bounded (:mod:`~reactor.service._api.follow`):
+the history is read from the store page by page and written in pieces of at most
+:data:`CHUNK` bytes, each awaited before the next is made; a run executing in this
+process is then followed from its feed, one for all its clients (a burst of signals is
+one write per client); a client that falls ``REACTOR_STREAM_BUFFER`` signals behind
+it is disconnected (its stream ends: it reconnects with ``Last-Event-ID``); past
+``REACTOR_MAX_STREAMS`` streams at once, a new one is answered ``503``.
 
-``WS /api/runs/{id}/ws`` is the WebSocket channel: the same signals as messages
-(``{"type": "signal", "signal": {...}}``), and commands the other way: ``{"type":
-"send", "name", "payload"}``, ``{"type": "reply", "prompt_id", "answer"}`` and
-``{"type": "abort", "reason"}``, each answered ``{"type": "ok", ...}`` or ``{"type":
-"error", "error", "detail"}``.
+``WS /api/runs/{id}/ws`` (``?after=SEQ`` to resume) is the WebSocket channel: the
+same signals as messages (``{"type": "signal", "signal": {...}}``), and commands the
+other way: ``{"type": "send", "name", "payload"}``, ``{"type": "reply", "prompt_id",
+"answer"}`` and ``{"type": "abort", "reason"}``, each answered ``{"type": "ok", ...}``
+or ``{"type": "error", "error", "detail"}``. Past the cap it is closed with ``1013``
+(try again later), and so is a client that falls behind.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Annotated, Any
 
 import fastapi
 from fastapi.responses import StreamingResponse
+from starlette.requests import HTTPConnection
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from reactor.exceptions import ReactorError
-from reactor.service._api.base import KINDS, STATUSES, ApiError, Service, authenticate, state_of
+from reactor._signals.diagnostics import log
+from reactor.exceptions import ReactorError, RunNotFoundError
+from reactor.service._api.base import (
+    KINDS,
+    RETRY_AFTER,
+    STATUSES,
+    ApiError,
+    Service,
+    authenticate,
+    error_response,
+    state_of,
+)
 from reactor.service._api.base import user_of as token_user
-from reactor.service._api.runs import abort_run, load_run, post_signal, reply
-from reactor.service._hosting.live import FeedItem
+from reactor.service._api.follow import Batch, Follow, Streams, deliver, known_run
+from reactor.service._api.runs import abort_run, post_signal, reply
+from reactor.service._hosting.live import DEFAULT_BUFFER
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.values import User
 
-__all__ = ["event_stream", "router", "run_signals", "ws_router"]
+__all__ = ["CHUNK", "event_stream", "router", "run_signals", "streams_of", "ws_router"]
 
-HEARTBEAT = 15.0
-"""Seconds of silence after which a comment keeps the connection open through proxies."""
-POLL = 0.25
-"""Seconds between two looks at the store for a run that executes elsewhere."""
+CHUNK = 64 * 1024
+"""The most bytes one write of an event stream carries."""
+TRY_AGAIN = 1013
+"""The WebSocket close code of a refused or dropped stream: try again later."""
 
 router = fastapi.APIRouter(
     prefix="/api/runs", tags=["runs"], dependencies=[fastapi.Depends(authenticate)]
@@ -47,106 +65,120 @@ router = fastapi.APIRouter(
 ws_router = fastapi.APIRouter(prefix="/api/runs", tags=["runs"])
 
 
-Batch = Sequence[FeedItem]
-"""Signals of a run as (``seq``, name, JSON text), in order."""
+def streams_of(conn: HTTPConnection) -> Streams:
+    """The app's streams (its cap and settings, made by ``create_app``)."""
+    streams: Streams = conn.app.state.streams
+    return streams
 
 
 async def run_signals(
-    service: ReactionService, run_id: str, after: int = 0
+    service: ReactionService, run_id: str, after: int = 0, *, buffer: int = DEFAULT_BUFFER
 ) -> AsyncIterator[Batch]:
-    """The run's signals after ``seq`` ``after``, in batches, until its end.
+    """The run's signals after ``seq`` ``after``, in batches (pages, then live), until its end.
 
-    A run executing here is followed from its feed: its clients share it, and a burst
-    of signals reaches each client as one batch.
+    Raises:
+        FeedBehind: The caller took too long over a batch of the live run.
     """
-    last = after
-    while True:
-        live = service.live.get(run_id)
-        if live is not None:
-            if live.feed.first_seq > last + 1:  # a resumed run: the start is in the store
-                recording = await load_run(service, run_id)
-                earlier = [
-                    (signal.seq, signal.name, signal.to_json())
-                    for signal in recording.signals
-                    if last < signal.seq < live.feed.first_seq
-                ]
-                if earlier:
-                    last = earlier[-1][0]
-                    yield earlier
-            async for items in live.feed.watch(last):
-                last = items[-1][0]
-                yield items
-            return
-        recording = await load_run(service, run_id)
-        fresh = [(s.seq, s.name, s.to_json()) for s in recording.signals if s.seq > last]
-        if fresh:
-            last = fresh[-1][0]
-            yield fresh
-        if recording.complete:
-            return
-        await asyncio.sleep(POLL)
-
-
-async def _followed(
-    service: ReactionService, run_id: str, stopping: asyncio.Event, after: int = 0
-) -> AsyncIterator[Batch | None]:
-    """The run's batches, ``None`` after each quiet ``HEARTBEAT``; ends when ``stopping``.
-
-    A run executing here is read from its feed directly (no task or queue per batch);
-    another goes through :func:`_pumped`.
-    """
-    live = service.live.get(run_id)
-    if live is None or live.feed.first_seq > after + 1:
-        async for item in _pumped(run_signals(service, run_id, after), stopping):
-            yield item
-        return
-    stop = asyncio.ensure_future(stopping.wait())
-    try:
-        async for items in live.feed.watch(after, heartbeat=HEARTBEAT, stop=stop):
-            yield items or None
-    finally:
-        stop.cancel()
-
-
-async def _pumped(
-    source: AsyncIterator[Batch], stopping: asyncio.Event
-) -> AsyncIterator[Batch | None]:
-    """``source``'s batches, ``None`` after each quiet ``HEARTBEAT``; ends when ``stopping``."""
-    queue: asyncio.Queue[tuple[Batch | None, bool]] = asyncio.Queue()
-
-    async def pump() -> None:
-        try:
-            async for batch in source:
-                queue.put_nowait((batch, False))
-        finally:
-            queue.put_nowait((None, True))
-
-    task = asyncio.create_task(pump())
-    stop = asyncio.create_task(stopping.wait())
-    try:
-        while True:
-            if queue.empty():
-                get = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait(
-                    {get, stop}, timeout=HEARTBEAT, return_when="FIRST_COMPLETED"
-                )
-                if get not in done:
-                    get.cancel()
-                    if stop in done:
-                        return
-                    yield None
-                    continue
-                batch, finished = get.result()
-            else:
-                batch, finished = queue.get_nowait()
-            if finished:
-                return
+    async for batch in Follow(service, run_id, after, buffer=buffer, heartbeat=None):
+        if batch:
             yield batch
-    finally:
-        for pending in (task, stop):
-            pending.cancel()
-        with contextlib.suppress(BaseException):
-            await task
+
+
+def _events(batch: Batch | None) -> Iterator[bytes]:
+    """A batch as Server-Sent Events, in writes of at most :data:`CHUNK` bytes.
+
+    The writes are made one at a time: a client stuck on one holds that one alone.
+    """
+    if batch is None:
+        yield b": keep-alive\n\n"
+        return
+    pending: list[bytes] = []
+    size = 0
+    for seq, _, text in batch:
+        event = f"id: {seq}\ndata: {text}\n\n".encode()
+        if pending and size + len(event) > CHUNK:
+            yield b"".join(pending)
+            pending, size = [], 0
+        if len(event) > CHUNK:  # one signal larger than a write: in pieces
+            view = memoryview(event)
+            for start in range(0, len(event), CHUNK):
+                yield bytes(view[start : start + CHUNK])
+            continue
+        pending.append(event)
+        size += len(event)
+    if pending:
+        yield b"".join(pending)
+
+
+class EventStream(Response):
+    """A run's signals as Server-Sent Events, under the app's cap (an ASGI response).
+
+    The stream takes a place under the cap when it begins (``503`` with
+    ``Retry-After`` when there is none) and gives it back when it ends, when its
+    client goes away (a disconnect cancels it at once), and when its client falls
+    behind (its last write is cancelled: the stream holds nothing of the run any more).
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, follow: Follow, streams: Streams) -> None:
+        self.follow, self.streams = follow, streams
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        slot = self.streams.take()
+        if slot is None:
+            refused = error_response(503, self.streams.refusal(), {"Retry-After": str(RETRY_AFTER)})
+            await refused(scope, receive, send)
+            return
+        try:
+            async with asyncio.TaskGroup() as group:
+                streaming = group.create_task(self._stream(send, slot.release))
+                listening = group.create_task(_disconnected(receive))
+                streaming.add_done_callback(lambda _: listening.cancel())
+                listening.add_done_callback(lambda _: streaming.cancel())
+        finally:
+            slot.release()
+
+    async def _stream(self, send: Send, release: Callable[[], None]) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+
+        async def write(batch: Batch | None) -> None:
+            for chunk in _events(batch):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+        await _delivered(self.follow, write)
+        release()  # nothing is held any more: a client that does not read waits alone
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _delivered(follow: Follow, write: Callable[[Batch | None], Awaitable[None]]) -> bool:
+    """Deliver ``follow`` with ``write``; whether the stream reached the run's end.
+
+    A client behind, or a store that cannot be read (its database away), ends the
+    stream: the client reconnects from its last signal.
+    """
+    try:
+        if await deliver(follow, write):
+            return True
+        log("reactor.service", "info", "stream client behind", run_id=follow.run_id,
+            last_seq=follow.last)  # fmt: skip
+    except Exception as exc:
+        log("reactor.service", "warning", "stream ended", run_id=follow.run_id, error=repr(exc))
+    return False
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _known(service: ReactionService, run_id: str) -> None:
+    """Raise ``RunNotFoundError`` (404) unless the run exists (its log is not read)."""
+    if not await known_run(service, run_id):
+        raise RunNotFoundError(f"No recorded run {run_id!r}.")
 
 
 @router.get(
@@ -159,30 +191,20 @@ async def events(
     request: fastapi.Request,
     service: Service,
     last_event_id: Annotated[int | None, fastapi.Header(alias="Last-Event-ID")] = None,
-) -> StreamingResponse:
+) -> Response:
     """The run's signals as Server-Sent Events: history, then live, until ``harness:end``."""
-    if run_id not in service.live:  # a run executing here exists: no need to read its log
-        await load_run(service, run_id)  # 404 before the stream starts
-    return event_stream(service, run_id, state_of(request).stopping, last_event_id or 0)
+    await _known(service, run_id)  # 404 before the stream starts
+    return event_stream(request, run_id, last_event_id or 0)
 
 
-def event_stream(
-    service: ReactionService, run_id: str, stopping: asyncio.Event, after: int = 0
-) -> StreamingResponse:
+def event_stream(conn: HTTPConnection, run_id: str, after: int = 0) -> Response:
     """A run's signals after ``seq`` ``after`` as Server-Sent Events (the API's and the UI's)."""
-
-    async def stream() -> AsyncIterator[str]:
-        async for batch in _followed(service, run_id, stopping, after):
-            if batch is None:
-                yield ": keep-alive\n\n"
-            else:  # one write for a burst of signals
-                yield "".join([f"id: {seq}\ndata: {text}\n\n" for seq, _, text in batch])
-
-    return StreamingResponse(
-        stream(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    streams = streams_of(conn)
+    state = state_of(conn)
+    follow = Follow(
+        state.service, run_id, after, buffer=streams.settings.buffer, stopping=state.stopping
     )
+    return EventStream(follow, streams)
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -226,25 +248,39 @@ async def _command(
 
 
 @ws_router.websocket("/{run_id}/ws")
-async def channel(websocket: WebSocket, run_id: str) -> None:
-    """The WebSocket channel of a run: its signals out, commands in."""
+async def channel(
+    websocket: WebSocket, run_id: str, after: Annotated[int, fastapi.Query(ge=0)] = 0
+) -> None:
+    """The WebSocket channel of a run: its signals out (after ``seq`` ``after``), commands in."""
     header = websocket.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     state = state_of(websocket)
     try:
         user = token_user(websocket, token.strip() if scheme.lower() == "bearer" else None)
-        await load_run(state.service, run_id)
+        await _known(state.service, run_id)
     except (ApiError, ReactorError) as exc:
         await websocket.close(code=1008, reason=str(exc)[:120])
         return
+    streams = streams_of(websocket)
+    slot = streams.take()
     await websocket.accept()
+    if slot is None:
+        await websocket.close(code=TRY_AGAIN, reason=streams.refusal()[:120])
+        return
     service = state.service
+    follow = Follow(service, run_id, after, buffer=streams.settings.buffer, stopping=state.stopping)
+
+    async def write(batch: Batch | None) -> None:
+        for _, _, text in batch or ():
+            await websocket.send_text(f'{{"type": "signal", "signal": {text}}}')
 
     async def out() -> None:
-        async for batch in _followed(service, run_id, state.stopping):
-            for _, _, text in batch or ():
-                await websocket.send_text(f'{{"type": "signal", "signal": {text}}}')
-        await websocket.close(code=1000)
+        if await _delivered(follow, write):
+            await websocket.close(code=1000)
+            return
+        slot.release()
+        reason = f"The stream ended early; reconnect with ?after={follow.last}."
+        await websocket.close(code=TRY_AGAIN, reason=reason)
 
     async def into() -> None:
         while True:
@@ -264,3 +300,5 @@ async def channel(websocket: WebSocket, run_id: str) -> None:
             sending.add_done_callback(lambda _: receiving.cancel())
     except* (WebSocketDisconnect, RuntimeError):
         pass  # the client went away, or the socket closed under a send
+    finally:
+        slot.release()

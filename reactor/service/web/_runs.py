@@ -24,7 +24,8 @@ from reactor._recording.info import pending_timers
 from reactor._recording.recording import Recording
 from reactor._signals.names import HARNESS_FORKED
 from reactor.exceptions import ReactorError
-from reactor.service._api.base import ApiError, state_of
+from reactor.service._api.base import ApiError
+from reactor.service._api.follow import known_run
 from reactor.service._api.resumes import with_blocks
 from reactor.service._api.runs import (
     abort_run,
@@ -232,13 +233,16 @@ async def run_details(request: Request, run_id: str, session: SignedIn, at: At =
 async def run_events(
     request: Request, run_id: str, session: SignedIn, after: At = None
 ) -> Response:
-    """The run's signals after ``seq`` ``after`` as Server-Sent Events, until it ends."""
-    service = service_of(request)
-    if await _recording(request, run_id) is None:
+    """The run's signals after ``seq`` ``after`` as Server-Sent Events, until it ends.
+
+    The stream is the API's (bounded, under the same cap); whether the run exists is
+    asked of the store's counters, its log is not read.
+    """
+    if not await known_run(service_of(request), run_id):
         return Response(f"There is no run {run_id}.", 404, media_type="text/plain")
     last = request.headers.get("last-event-id", "")
     start = int(last) if last.isdigit() else after or 0
-    return event_stream(service, run_id, state_of(request).stopping, start)
+    return event_stream(request, run_id, start)
 
 
 Field = Annotated[str, fastapi.Form()]

@@ -1,0 +1,312 @@
+"""Following a run, bounded: its signals from the store page by page, then from its feed.
+
+Server memory must not grow with (clients x history): a client of a run's stream holds
+at most one page of it at a time, however long the run, and the live signals every
+client of a run shares are the feed's ring (``REACTOR_STREAM_BUFFER`` signals).
+
+* :class:`Follow` gives a run's signals after a ``seq``, in batches. The part before
+  the feed's ring (a catch-up: a client that reconnects with ``Last-Event-ID``, or one
+  that starts a long run from its beginning) is read from the store with
+  ``store.signals(after=last)``, one page at a time, each written before the next is
+  read; then the client joins the feed. The store's writer may be a little behind the
+  feed: pages are read until the store has reached the ring. A run executing
+  elsewhere (a worker) is followed by reading its new pages every :data:`POLL`
+  seconds; ``store.info`` says when it ends. The whole log is never loaded.
+* A client more than the ring behind the feed (it stopped reading) is *behind*: its
+  stream ends (:func:`deliver` says so) and it reconnects from where it was.
+* :class:`Streams` is the cap: at most ``REACTOR_MAX_STREAMS`` streams at once in the
+  process; each takes a :class:`Slot` and gives it back when it ends or its client goes.
+
+| variable | meaning | default |
+|---|---|---|
+| ``REACTOR_STREAM_BUFFER`` | signals a feed keeps; a client that far behind is dropped | ``1000`` |
+| ``REACTOR_MAX_STREAMS`` | Server-Sent Event and WebSocket streams at once | ``256`` |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+
+from reactor._recording.info import RunInfo
+from reactor._recording.store import SignalStore
+from reactor.exceptions import RunNotFoundError, ServiceConfigError
+from reactor.service._api.base import ApiError
+from reactor.service._hosting.live import (
+    COALESCE,
+    DEFAULT_BUFFER,
+    FeedBehind,
+    FeedItem,
+    Watcher,
+)
+from reactor.service._hosting.service import ReactionService
+
+__all__ = [
+    "BUFFER_ENV",
+    "HEARTBEAT",
+    "MAX_STREAMS_ENV",
+    "PAGE",
+    "POLL",
+    "Batch",
+    "Follow",
+    "Slot",
+    "StreamSettings",
+    "Streams",
+    "deliver",
+    "known_run",
+]
+
+BUFFER_ENV = "REACTOR_STREAM_BUFFER"
+MAX_STREAMS_ENV = "REACTOR_MAX_STREAMS"
+DEFAULT_MAX_STREAMS = 256
+HEARTBEAT = 15.0
+"""Seconds of silence after which a comment keeps the connection open through proxies."""
+POLL = 0.25
+"""Seconds between two looks at the store for a run that executes elsewhere."""
+PAGE = 200
+"""Signals read from the store at a time (a catch-up holds one page per client)."""
+
+Batch = Sequence[FeedItem]
+"""Signals of a run as (``seq``, name, JSON text), in order."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamSettings:
+    """How much following a run may hold: read once, when the app is made.
+
+    Attributes:
+        buffer: Signals a run's feed keeps, and how far behind it a client may fall.
+        max_streams: Streams (SSE and WebSocket) at once in the process.
+    """
+
+    buffer: int = DEFAULT_BUFFER
+    max_streams: int = DEFAULT_MAX_STREAMS
+
+    @classmethod
+    def read(cls, env: Mapping[str, str] | None = None) -> StreamSettings:
+        """The settings from ``REACTOR_STREAM_BUFFER`` and ``REACTOR_MAX_STREAMS``.
+
+        Raises:
+            ServiceConfigError: One is not a positive whole number.
+        """
+        env = os.environ if env is None else env
+        return cls(
+            _positive(env, BUFFER_ENV, DEFAULT_BUFFER, "signals"),
+            _positive(env, MAX_STREAMS_ENV, DEFAULT_MAX_STREAMS, "streams"),
+        )
+
+
+def _positive(env: Mapping[str, str], name: str, default: int, unit: str) -> int:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ServiceConfigError(
+            f"{name} must be a positive whole number of {unit}, got {text!r}; "
+            f"unset it for the default ({default})."
+        )
+    return int(text)
+
+
+class Slot:
+    """One stream's place under the cap; :meth:`release` it once or more."""
+
+    def __init__(self, streams: Streams) -> None:
+        self._streams: Streams | None = streams
+
+    def release(self) -> None:
+        """Give the place back (the stream ended, its client went or fell behind)."""
+        streams, self._streams = self._streams, None
+        if streams is not None:
+            streams.active -= 1
+
+
+class Streams:
+    """The streams open in the process, at most ``settings.max_streams`` at once."""
+
+    def __init__(self, settings: StreamSettings) -> None:
+        self.settings = settings
+        self.active = 0
+
+    def take(self) -> Slot | None:
+        """A place for one more stream, or None when they are all taken."""
+        if self.active >= self.settings.max_streams:
+            return None
+        self.active += 1
+        return Slot(self)
+
+    def refusal(self) -> str:
+        """Why a stream was refused: what the client should do."""
+        return (
+            f"The service streams {self.settings.max_streams} runs at once already "
+            f"({MAX_STREAMS_ENV}); try again in a few seconds."
+        )
+
+
+async def _info(service: ReactionService, run_id: str) -> RunInfo | None:
+    """The run's info, ``queued`` for a run in the job queue; None when there is none."""
+    if service.record is None:
+        raise ApiError(503, "The service is not running; start it first.")
+    try:
+        return await asyncio.to_thread(service.record.info, run_id)
+    except RunNotFoundError:
+        return await service.host.queued(run_id)
+
+
+async def known_run(service: ReactionService, run_id: str) -> bool:
+    """Whether there is such a run: executing here, in the store, or queued for a worker."""
+    return run_id in service.live or await _info(service, run_id) is not None
+
+
+def _read(store: SignalStore, run_id: str, after: int, limit: int) -> list[FeedItem]:
+    """A page of the store, serialized (in a thread: neither is done on the loop)."""
+    try:
+        page = store.signals(run_id, after=after, limit=limit)
+    except RunNotFoundError:  # queued, or its first signals not written yet
+        return []
+    return [(signal.seq, signal.name, signal.to_json()) for signal in page]
+
+
+class Follow:
+    """A run's signals after ``seq`` ``after``, in batches, until its end (see the module).
+
+    Iterate it: each batch is a list of signals, ``None`` after each quiet
+    ``heartbeat`` seconds. It ends after ``harness:end``, when the run's feed ends
+    (the run was held: it resumes later), or once ``stopping`` is set.
+
+    Raises (while iterated):
+        FeedBehind: The client is more than the feed's ring behind the live run.
+    """
+
+    def __init__(
+        self,
+        service: ReactionService,
+        run_id: str,
+        after: int = 0,
+        *,
+        buffer: int = DEFAULT_BUFFER,
+        stopping: asyncio.Event | None = None,
+        heartbeat: float | None = HEARTBEAT,
+        page: int = PAGE,
+    ) -> None:
+        self.service, self.run_id, self.last = service, run_id, after
+        self.buffer, self.stopping, self.heartbeat, self.page = buffer, stopping, heartbeat, page
+        self.watcher: Watcher | None = None
+        """The feed's watcher, while the client follows the live run."""
+
+    @property
+    def behind(self) -> asyncio.Future[None] | None:
+        """Resolved once the client is behind the live run (None while it is not on it)."""
+        return None if self.watcher is None else self.watcher.behind
+
+    def __aiter__(self) -> AsyncIterator[Batch | None]:
+        return self._batches()
+
+    def _stopped(self) -> bool:
+        return self.stopping is not None and self.stopping.is_set()
+
+    async def _page(self) -> list[FeedItem]:
+        """The next page from the store (empty while its writer has not reached it)."""
+        record = self.service.record
+        if record is None:
+            raise ApiError(503, "The service is not running; start it first.")
+        items = await asyncio.to_thread(_read, record, self.run_id, self.last, self.page)
+        if items:
+            self.last = items[-1][0]
+        return items
+
+    async def _batches(self) -> AsyncIterator[Batch | None]:
+        quiet = asyncio.get_running_loop().time()
+        while not self._stopped():
+            live = self.service.live.get(self.run_id)
+            if live is not None:
+                feed = live.feed
+                feed.resize(self.buffer)
+                if not feed.covers(self.last):  # before the ring: from the store
+                    empty = not feed
+                    items = await self._page()
+                    if items:
+                        yield items
+                    elif empty and (not feed or feed.covers(self.last)):
+                        # nothing since the feed began: the store had it all
+                        async for batch in self._live(feed.watch(self.last)):
+                            yield batch
+                        return
+                    else:  # the store's writer has not reached the ring yet (a burst)
+                        await self._pause(COALESCE)
+                    continue
+                async for batch in self._live(feed.watch(self.last)):
+                    yield batch
+                return
+            items = await self._page()
+            if items:
+                quiet = asyncio.get_running_loop().time()
+                yield items
+                continue
+            info = await _info(self.service, self.run_id)
+            if info is None or info.complete:
+                items = await self._page()  # written between the page and the info
+                if not items:
+                    return
+                yield items
+                continue
+            if self.heartbeat is not None:
+                now = asyncio.get_running_loop().time()
+                if now - quiet >= self.heartbeat:
+                    quiet = now
+                    yield None
+            await self._pause(POLL)
+
+    async def _live(self, watcher: Watcher) -> AsyncIterator[Batch | None]:
+        """The live run from its feed, until the feed ends (or ``stopping``)."""
+        watcher.heartbeat = self.heartbeat
+        stop = None if self.stopping is None else asyncio.ensure_future(self.stopping.wait())
+        watcher.stop = stop
+        self.watcher = watcher
+        try:
+            async for batch in watcher:
+                if batch:
+                    self.last = batch[-1][0]
+                yield batch or None
+        finally:
+            self.watcher = None
+            if stop is not None:
+                stop.cancel()
+
+    async def _pause(self, seconds: float) -> None:
+        if self.stopping is None:
+            await asyncio.sleep(seconds)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), seconds)
+
+
+async def deliver(follow: Follow, write: Callable[[Batch | None], Awaitable[None]]) -> bool:
+    """Write ``follow``'s batches with ``write`` until the run's end; whether it got there.
+
+    False when the client fell behind the live run: it held a batch (its writes stuck,
+    it does not read) while the feed's ring moved past it. The write in progress is
+    cancelled then, so the stream holds nothing of the run any more.
+    """
+    try:
+        async for batch in follow:
+            behind = follow.behind
+            if behind is None:
+                await write(batch)
+                continue
+            writing = asyncio.ensure_future(write(batch))
+            try:
+                await asyncio.wait({writing, behind}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not writing.done():
+                    writing.cancel()
+                    await asyncio.wait({writing})
+            if writing.cancelled():
+                return False
+            writing.result()
+    except FeedBehind:
+        return False
+    return True

@@ -1,0 +1,298 @@
+"""Followers are bounded: the feed's ring, slow clients, page-by-page catch-ups, the cap."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import subprocess
+import time
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from websockets.exceptions import ConnectionClosedError
+from websockets.sync.client import connect
+
+from reactor import Signal
+from reactor.service import ObjectStore, ReactionService, ServiceConfigError
+from reactor.service._api.follow import PAGE, StreamSettings
+from reactor.service._api.stream import run_signals
+from reactor.service._hosting.live import FeedBehind, RunFeed
+from tests.service.following import GRAPHS
+from tests.service.idle import Idle
+from tests.service.server import ALICE, TOKENS, Server, serve_command, serving, wait_for
+
+APP = "tests.service.following:make_service"
+
+
+class Counted:
+    """A payload that counts how often it is serialized (its ``repr`` is its JSON)."""
+
+    made = 0
+
+    def __repr__(self) -> str:
+        Counted.made += 1
+        return "counted"
+
+
+def _signals(first: int, last: int) -> list[Signal]:
+    return [Signal("tick", Counted(), seq=seq) for seq in range(first, last + 1)]
+
+
+async def test_a_feed_keeps_its_buffer_and_serializes_only_what_a_watcher_takes() -> None:
+    feed, Counted.made = RunFeed(buffer=10), 0
+    for signal in _signals(1, 25):
+        feed.on_signal(signal)
+    assert (len(feed), feed.first_seq, feed.oldest_seq) == (10, 1, 16)
+    assert Counted.made == 0  # nobody watches: no JSON
+    assert not feed.covers(14)
+    assert feed.covers(15)
+    for _ in range(2):
+        taken = feed.take(feed.position_after(15))
+        assert [seq for seq, _, _ in taken] == list(range(16, 26))
+    assert Counted.made == 10  # once each
+    feed.resize(4)
+    assert (len(feed), feed.oldest_seq) == (4, 22)
+    feed.end()
+
+
+async def test_a_watcher_holding_a_batch_the_ring_has_passed_is_behind() -> None:
+    feed = RunFeed(buffer=10)
+    for signal in _signals(1, 5):
+        feed.on_signal(signal)
+    slow, keeping_up = feed.watch(0), feed.watch(0)
+    slow_batches, kept_batches = aiter(slow), aiter(keeping_up)
+    assert len(await anext(slow_batches)) == 5  # and it is never written: its client is stuck
+    seen = [seq for seq, _, _ in await anext(kept_batches)]
+    for signal in _signals(6, 20):
+        feed.on_signal(signal)
+        if signal.seq % 5 == 0:
+            seen += [seq for seq, _, _ in await anext(kept_batches)]
+    await asyncio.wait_for(slow.behind, timeout=30)
+    with pytest.raises(FeedBehind):
+        await anext(slow_batches)
+    assert seen == list(range(1, 21))
+    assert not keeping_up.behind.done()
+    feed.end()
+    assert [batch async for batch in kept_batches] == []
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        pytest.param("REACTOR_STREAM_BUFFER", "0", id="buffer-zero"),
+        pytest.param("REACTOR_STREAM_BUFFER", "1e3", id="buffer-not-whole"),
+        pytest.param("REACTOR_MAX_STREAMS", "-4", id="streams-negative"),
+        pytest.param("REACTOR_MAX_STREAMS", "many", id="streams-word"),
+    ],
+)
+def test_stream_settings_must_be_positive_whole_numbers(variable: str, value: str) -> None:
+    unit = "signals" if variable == "REACTOR_STREAM_BUFFER" else "streams"
+    default = 1000 if variable == "REACTOR_STREAM_BUFFER" else 256
+    message = (
+        f"{variable} must be a positive whole number of {unit}, got {value!r}; "
+        f"unset it for the default ({default})."
+    )
+    with pytest.raises(ServiceConfigError, match=f"^{re.escape(message)}$"):
+        StreamSettings.read({variable: value})
+    assert StreamSettings.read({}) == StreamSettings(1000, 256)
+    assert StreamSettings.read({"REACTOR_STREAM_BUFFER": " 50 "}).buffer == 50
+
+
+def test_reactor_serve_refuses_a_bad_stream_setting_in_one_line(tmp_path: Path) -> None:
+    bad = {"REACTOR_MAX_STREAMS": "0"}
+    done = subprocess.run(
+        serve_command("--db", f"sqlite:///{tmp_path / 'app.db'}", "--app", APP),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.getcwd(), "REACTOR_API_TOKENS": TOKENS, **bad},
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "reactor serve: error: REACTOR_MAX_STREAMS must be a positive whole number of streams, "
+        "got '0'; unset it for the default (256)."
+    ]
+
+
+@pytest.mark.timeout(300)
+async def test_the_catch_up_of_a_long_finished_run_is_read_page_by_page(tmp_path: Path) -> None:
+    from reactor import SQLiteSignalStore
+
+    path = tmp_path / "app.db"
+    store = SQLiteSignalStore(path)
+    result = await GRAPHS["burst"].run(input=100_000, record=store)
+    await asyncio.to_thread(store.close)
+    async with (
+        ObjectStore(f"sqlite:///{path}") as objects,
+        ReactionService(objects=objects, graphs=GRAPHS) as service,
+    ):
+        assert service.record is not None
+        info = await asyncio.to_thread(service.record.info, result.run_id)
+        last = size = largest = 0
+        tracemalloc.start()
+        try:
+            async for batch in run_signals(service, result.run_id):
+                largest = max(largest, len(batch))
+                for seq, _, text in batch:  # in order, each once (kept as counts, not lists)
+                    assert seq == last + 1
+                    last, size = seq, size + len(text)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert last == info.last_seq
+    assert largest == PAGE
+    assert size > 20_000_000  # the run's JSON
+    assert peak < size / 20, f"{peak / 1e6:.1f} MB held to stream {size / 1e6:.1f} MB"
+
+
+def _follow(client: httpx2.Client, run_id: str, after: int = 0) -> tuple[list[Any], int]:
+    """Every signal after ``after`` to ``harness:end``, reconnecting as a browser does."""
+    signals: list[Any] = []
+    drops = 0
+    while not signals or signals[-1]["name"] != "harness:end":
+        last = signals[-1]["seq"] if signals else after
+        headers = {"Last-Event-ID": str(last)} if last else {}
+        with client.sse(f"/api/runs/{run_id}/events", headers=headers) as source:
+            signals += [json.loads(event.data) for event in source]
+        drops += 1
+    return signals, drops - 1
+
+
+def _logged(url: str, run_id: str) -> list[tuple[int, str]]:
+    from reactor import PostgresSignalStore, SQLiteSignalStore
+
+    store = (
+        SQLiteSignalStore(url.removeprefix("sqlite:///"))
+        if url.startswith("sqlite")
+        else PostgresSignalStore(url)
+    )
+    try:
+        return [(s.seq, s.name) for s in store.load(run_id).signals]
+    finally:
+        store.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_client_that_stops_reading_is_dropped_and_catches_up_with_last_event_id(
+    url: str, tmp_path: Path
+) -> None:
+    env = {"REACTOR_STREAM_BUFFER": "100"}
+    with serving(url, tmp_path / "serve.log", app=APP, env=env) as server:
+        with server.client() as api:
+            run_id = api.post("/api/runs", json={"graph": "gated", "input": 40_000}).json()[
+                "run_id"
+            ]
+            slow = Idle(server, f"/api/runs/{run_id}/events")
+            assert slow.status() == 200
+            given = []
+            for signal in slow.events():  # then it stops reading
+                given.append(signal)
+                if signal["name"] == "session:prompt":
+                    break
+            prompt_id = given[-1]["payload"]["prompt_id"]
+            answered = api.post(
+                f"/api/runs/{run_id}/prompts/{prompt_id}/reply", json={"answer": "go"}
+            )
+            assert answered.status_code == 200, answered.text
+            everything, _ = _follow(api, run_id)
+            given += list(slow.events())  # what was on its way when it was dropped
+            slow.close()
+            assert given[-1]["name"] != "harness:end"
+            seqs = [signal["seq"] for signal in given]
+            assert seqs == list(range(1, len(seqs) + 1))
+            rest, drops = _follow(api, run_id, after=seqs[-1])
+            assert drops == 0  # the run has ended: a catch-up from the store, never behind
+        assert "stream client behind" in server.output()
+        assert "Traceback" not in server.output()
+    logged = _logged(url, run_id)
+    assert [(s["seq"], s["name"]) for s in everything] == logged
+    assert [(s["seq"], s["name"]) for s in given + rest] == logged
+
+
+@pytest.fixture
+def capped(tmp_path: Path) -> Iterator[Server]:
+    env = {"REACTOR_MAX_STREAMS": "2"}
+    with serving(
+        f"sqlite:///{tmp_path / 'app.db'}", tmp_path / "serve.log", app=APP, env=env
+    ) as server:
+        yield server
+
+
+def _websocket(server: Server, run_id: str) -> int:
+    """The close code of the run's WebSocket channel, read to its end."""
+    uri = f"ws{server.url.removeprefix('http')}/api/runs/{run_id}/ws"
+    with connect(uri, additional_headers={"Authorization": f"Bearer {ALICE}"}) as ws:
+        with contextlib.suppress(ConnectionClosedError):  # any code but 1000 and 1001
+            for _ in ws:
+                pass
+        assert ws.close_code is not None
+        return ws.close_code
+
+
+@pytest.mark.timeout(180)
+def test_past_the_cap_a_stream_is_refused_and_a_stream_gives_its_place_back(capped: Server) -> None:
+    with capped.client() as api:
+        waiting = api.post("/api/runs", json={"graph": "gated", "input": 1}).json()["run_id"]
+        ended = api.post("/api/runs", json={"graph": "burst", "input": 10}).json()["run_id"]
+        first = Idle(capped, f"/api/runs/{waiting}/events")
+        second = Idle(capped, f"/api/runs/{waiting}/events")
+        assert (first.status(), second.status()) == (200, 200)
+        refused = api.get(f"/api/runs/{ended}/events")
+        assert refused.status_code == 503
+        assert refused.headers["Retry-After"] == "5"
+        assert refused.json() == {
+            "error": "unavailable",
+            "detail": "The service streams 2 runs at once already (REACTOR_MAX_STREAMS); "
+            "try again in a few seconds.",
+        }
+        assert _websocket(capped, ended) == 1013
+        first.close()  # its client goes away: its place is given back
+        wait_for(lambda: api.get(f"/api/runs/{ended}/events").status_code == 200, timeout=60)
+        for _ in range(5):  # a stream that ends gives its place back
+            signals, _ = _follow(api, ended)
+            assert signals[-1]["name"] == "harness:end"
+        assert _websocket(capped, ended) == 1000
+        second.close()
+    assert "Traceback" not in capped.output()
+
+
+def _rss(server: Server) -> float:
+    """The server's resident memory, in MB."""
+    status = Path(f"/proc/{server.process.pid}/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+@pytest.mark.timeout(300)
+def test_idle_followers_hold_little_and_give_it_back_when_they_go(tmp_path: Path) -> None:
+    env = {"REACTOR_MAX_STREAMS": "100"}
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    with serving(db, tmp_path / "serve.log", app=APP, env=env) as server, server.client() as api:
+        run_id = api.post("/api/runs", json={"graph": "burst", "input": 30_000}).json()["run_id"]
+        signals, _ = _follow(api, run_id)  # several MB of JSON
+        assert sum(len(json.dumps(s)) for s in signals) > 6_000_000
+        before = _rss(server)
+        peaks = []
+        for _ in range(2):
+            followers = [Idle(server, f"/api/runs/{run_id}/events") for _ in range(100)]
+            assert {follower.status() for follower in followers} == {200}
+            assert api.get(f"/api/runs/{run_id}/events").status_code == 503
+            peak, began = _rss(server), time.monotonic()
+            while time.monotonic() - began < 3:  # a window to see it at its largest
+                peak = max(peak, _rss(server))
+            peaks.append(peak)
+            for follower in followers:
+                follower.close()
+            wait_for(lambda: api.get(f"/api/runs/{run_id}/events").status_code == 200)
+        after = _rss(server)
+    assert peaks[0] - before <= 250, (before, peaks)
+    assert peaks[1] <= peaks[0] + 25, (before, peaks)  # what the first ones held was given back
+    assert after <= before + 250, (before, peaks, after)
