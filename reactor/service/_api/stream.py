@@ -165,6 +165,8 @@ async def _delivered(follow: Follow, write: Callable[[Batch | None], Awaitable[N
             return True
         log("reactor.service", "info", "stream client behind", run_id=follow.run_id,
             last_seq=follow.last)  # fmt: skip
+    except WebSocketDisconnect:
+        raise  # the client went away: nothing to say
     except Exception as exc:
         log("reactor.service", "warning", "stream ended", run_id=follow.run_id, error=repr(exc))
     return False
