@@ -20,11 +20,13 @@ from typing import Any
 import httpx2
 import pytest
 from fastapi.testclient import TestClient
+from playwright.sync_api import expect
 from starlette.websockets import WebSocketDisconnect
 
 from reactor import MemorySignalStore, PostgresSignalStore, Signal, SQLiteSignalStore
 from reactor._signals.patterns import compile_pattern
 from reactor.service import ObjectStore, ReactionService, create_app
+from tests.service.browsing import chromium, signed_in
 from tests.service.paging import GRAPHS
 from tests.service.server import Server, serving, wait_for
 
@@ -251,11 +253,14 @@ def test_commands_lists_and_pages_never_read_a_whole_log(tmp_path: Path) -> None
     try:
         with _client(tmp_path, store) as client:
             asking = _start(client, "approval", "v1")
+            other = _start(client, "approval", "v2")
             waiting = _start(client, "relay", {"seconds": 30})
             napping = _start(client, "nap", {"seconds": 60})
             long = _start(client, "burst", 900)
             wait_for(lambda: _run(client, long)["info"]["complete"])
             (prompt,) = wait_for(lambda: _run(client, asking)["prompts"])
+            (second,) = wait_for(lambda: _run(client, other)["prompts"])
+            csrf = _sign_in(client)
             store.loads.clear()
             reply = f"/api/runs/{asking}/prompts/{prompt['prompt_id']}/reply"
             assert ok(client.post(reply, json={"answer": "yes"}, headers=API))["answer"] == "yes"
@@ -267,6 +272,25 @@ def test_commands_lists_and_pages_never_read_a_whole_log(tmp_path: Path) -> None
             listed = ok(client.get("/api/runs", headers=API))
             assert {asking, waiting, napping, long} <= {info["run_id"] for info in listed}
             ok(client.get(f"/api/runs/{long}/signals", params={"after": 100}, headers=API))
+            form = {"csrf": csrf, "prompt_id": second["prompt_id"], "answer": "no"}
+            for path, data in (
+                (f"/runs/{other}/reply", form),
+                (f"/runs/{waiting}/signals", {"csrf": csrf, "name": "go"}),
+                (f"/runs/{waiting}/abort", {"csrf": csrf}),
+            ):
+                sent = client.post(path, data=data, follow_redirects=False)
+                assert sent.status_code == 303, sent.text
+            for path in (
+                "/runs",
+                "/runs/rows",
+                f"/runs/{long}",
+                f"/runs/{long}/details?at=7",
+                f"/runs/{long}/signals?before=400",
+                f"/runs/{long}/fork?at=7",
+                f"/runs/{asking}",
+                "/graphs/burst",
+            ):
+                assert client.get(path).status_code == 200, path
             assert store.loads == []
     finally:
         store.close()
@@ -322,3 +346,32 @@ def test_the_state_at_any_signal_is_the_one_the_log_says(tmp_path: Path) -> None
             assert _run(client, forked)["info"]["forked_from"] == run_id
     finally:
         store.close()
+
+
+def test_the_run_page_shows_the_tail_and_brings_earlier_signals_on_demand(
+    tmp_path: Path,
+) -> None:
+    with serving(f"sqlite:///{tmp_path / 'app.db'}", tmp_path / "serve.log", app=APP) as server:
+        with server.client() as api:
+            run_id = ok(api.post("/api/runs", json={"graph": "burst", "input": 450}), 202)["run_id"]
+            wait_for(lambda: ok(api.get(f"/api/runs/{run_id}"))["info"]["complete"])
+            last = ok(api.get(f"/api/runs/{run_id}"))["info"]["last_seq"]
+        with chromium() as browser, signed_in(browser, server) as page:
+            page.goto(f"/runs/{run_id}")
+            items = page.locator("#timeline li")
+            expect(items).to_have_count(200)
+            expect(items.first).to_have_attribute("data-seq", str(last - 199))
+            expect(items.last).to_contain_text("harness:end")
+            expect(page.locator("#window")).to_contain_text(f"the last 200 of {last} signals")
+            earlier = page.get_by_role("button", name="Show earlier signals")
+            earlier.click()
+            expect(items).to_have_count(400)
+            expect(items.first).to_have_attribute("data-seq", str(last - 399))
+            earlier.click()
+            expect(items).to_have_count(last)
+            expect(items.first).to_contain_text("harness:start")
+            expect(earlier).to_be_hidden()
+            seen = page.eval_on_selector_all(
+                "#timeline li", "items => items.map(i => i.dataset.seq)"
+            )
+            assert seen == [str(seq) for seq in range(1, last + 1)]

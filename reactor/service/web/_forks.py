@@ -1,14 +1,17 @@
 """Forking a run from the web UI, and resuming a blocked one.
 
 Each signal of a run's timeline has "Fork from here": a form with the state right after
-that signal, as JSON, to edit (it says what is wrong as you type, and again when sent);
-sending it starts the fork through the same function as ``POST /api/runs/{id}/fork``
-and opens the new run, whose page names its source. A run the service blocked (its
-graph changed what its log says was done) has "Resume anyway" on its page.
+that signal (rebuilt from the snapshot before it and the state changes after that,
+never from the whole log), as JSON, to edit (it says what is wrong as you type, and
+again when sent); sending it starts the fork through the same function as ``POST
+/api/runs/{id}/fork`` and opens the new run, whose page names its source. A run the
+service blocked (its graph changed what its log says was done) has "Resume anyway" on
+its page.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated, Any
 
@@ -18,8 +21,8 @@ from starlette.responses import Response
 
 from reactor.exceptions import ReactorError
 from reactor.service._api.base import ApiError
+from reactor.service._api.reads import run_info, state_at, store_of
 from reactor.service._api.resumes import fork_run, resume_run
-from reactor.service._api.runs import load_run
 from reactor.service.web._render import Checked, SignedIn, back, page, service_of
 
 __all__ = ["router"]
@@ -39,15 +42,18 @@ async def _fork_page(
     problem: str | None = None,
     code: int = 200,
 ) -> Response:
+    service = service_of(request)
     try:
-        recording = await load_run(service_of(request), run_id)
+        info = await run_info(service, run_id)
     except (ApiError, ReactorError):
         return page(request, "missing.html", session, 404, what=f"run {run_id}")
-    last = recording.signals[-1].seq if recording.signals else 0
-    if not 1 <= at <= last:
+    if not 1 <= at <= info.last_seq:
         return page(request, "missing.html", session, 404, what=f"signal #{at} of run {run_id}")
-    signal = next((s for s in recording.signals if s.seq == at), None)
-    state = json.dumps(recording.state_at(at), indent=2, ensure_ascii=False, default=str)
+    store = store_of(service)
+    found = await asyncio.to_thread(store.signals, run_id, after=at - 1, limit=1)
+    signal = found[0] if found and found[0].seq == at else None
+    current = await asyncio.to_thread(state_at, store, run_id, at)
+    state = json.dumps(current, indent=2, ensure_ascii=False, default=str)
     return page(
         request,
         "fork.html",
@@ -56,7 +62,7 @@ async def _fork_page(
         run_id=run_id,
         at=at,
         signal=signal,
-        graph=recording.info.graph,
+        graph=info.graph,
         given=state if given is None else given,
         problem=problem,
     )
@@ -89,7 +95,8 @@ async def fork_submit(
         problem = 'The state must be a JSON object of keys and values, e.g. {"limit": 5}.'
         return await _fork_page(request, session, run_id, seq, state, problem, 422)
     try:
-        current = (await load_run(service_of(request), run_id)).state_at(seq)
+        store = store_of(service_of(request))
+        current = await asyncio.to_thread(state_at, store, run_id, seq)
         changed = {key: value for key, value in given.items() if current.get(key, ...) != value}
         new_id = await fork_run(service_of(request), run_id, seq, changed, session.user)
     except ApiError as exc:

@@ -120,12 +120,12 @@ def _environment() -> jinja2.Environment:
 
 @dataclasses.dataclass
 class Web:
-    """What the UI keeps while it is served: its templates, sessions, and run totals."""
+    """What the UI keeps while it is served: its templates, sessions, and run labels."""
 
     sessions: Sessions = dataclasses.field(default_factory=Sessions)
     templates: jinja2.Environment = dataclasses.field(default_factory=_environment)
-    totals: dict[str, tuple[int, float | None, str]] = dataclasses.field(default_factory=dict)
-    """Tokens, cost and label of the runs that have ended (they no longer change), by run id."""
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The label of each run the list showed (from its first signal: it never changes)."""
     drawings: weakref.WeakKeyDictionary[Reactive, Drawing] = dataclasses.field(
         default_factory=weakref.WeakKeyDictionary
     )

@@ -1,16 +1,19 @@
 """The runs pages: the list (``/runs``), a run (``/runs/{run_id}``), and its forms.
 
-The list refreshes itself from ``/runs/rows`` (the table's rows alone). A run's page
-shows its log as recorded when the page was made, then follows it over Server-Sent
-Events (``/runs/{run_id}/events``, the API's stream behind the session cookie): the
-script adds each signal to the timeline and fetches ``/runs/{run_id}/details`` (the
-status, prompts, metrics, causal tree and state) as they change. The forms go through
-the same functions as the API: a reply, a signal, an abort are the signed-in user's.
+The list refreshes itself from ``/runs/rows`` (the table's rows alone); neither reads a
+run's log (the counters of each run's row, and a label from its first signal). A run's
+page shows the tail of its log as recorded when the page was made (its last 200
+signals; "Show earlier signals" fetches the page before them from
+``/runs/{run_id}/signals?before=``), then follows it over Server-Sent Events
+(``/runs/{run_id}/events``, the API's stream behind the session cookie): the script
+adds each signal to the timeline and fetches ``/runs/{run_id}/details`` (the status,
+prompts, metrics, causal tree and state: see :mod:`._window`) as they change. The forms
+go through the same functions as the API: a reply, a signal, an abort are the
+signed-in user's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Annotated, Any
@@ -19,35 +22,17 @@ import fastapi
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reactor._recording.inbox import Posted
-from reactor._recording.info import pending_timers
-from reactor._recording.recording import Recording
-from reactor._signals.names import HARNESS_FORKED
-from reactor.exceptions import ReactorError
+from reactor._recording.info import RunInfo
+from reactor.exceptions import ReactorError, RunNotFoundError
 from reactor.service._api.base import ApiError
 from reactor.service._api.follow import known_run
-from reactor.service._api.resumes import with_blocks
-from reactor.service._api.runs import (
-    abort_run,
-    listed_runs,
-    load_run,
-    pending_prompts,
-    post_signal,
-    reply,
-)
+from reactor.service._api.reads import pending_prompts, questions, run_info
+from reactor.service._api.runs import abort_run, listed_runs, post_signal, reply
 from reactor.service._api.stream import event_stream
 from reactor.service._hosting.service import ReactionService
-from reactor.service.web._graphs import run_drawing
-from reactor.service.web._render import Checked, SignedIn, back, page, service_of, web_of
-from reactor.service.web._summary import (
-    active_agents,
-    agent_metrics,
-    answered_prompts,
-    causal_tree,
-    label,
-    shown,
-    totals,
-)
+from reactor.service.web._render import Checked, SignedIn, back, page, service_of
+from reactor.service.web._summary import shown
+from reactor.service.web._window import Window, details, earlier_page, labels, tail_window
 
 __all__ = ["STATUSES", "router"]
 
@@ -67,8 +52,6 @@ STATUSES = (
 """The statuses the list filters by."""
 LISTED = 100
 """Runs the list shows at most (newest first)."""
-REMEMBERED = 10_000
-"""Ended runs whose tokens and cost the list keeps rather than reading their log again."""
 
 
 def _problem(exc: Exception) -> str:
@@ -84,28 +67,17 @@ async def _rows(
     infos = await listed_runs(
         service, graph=graph or None, status=status or None, tag=tag or None, limit=LISTED
     )
-    known = web_of(request).totals
+    named = await labels(request, infos)
     rows = []
     for info in infos:
-        counted = known.get(info.run_id)
-        if counted is None:
-            try:
-                recording = await load_run(service, info.run_id)
-                counted = (*totals(recording.signals), label(info.tags, recording.input))
-            except ReactorError:
-                counted = (0, None, label(info.tags, None))
-            if info.complete:
-                if len(known) >= REMEMBERED:
-                    del known[next(iter(known))]
-                known[info.run_id] = counted
         end = info.ended_at if info.ended_at is not None else time.time()
         rows.append(
             {
                 "info": info,
                 "duration": max(0.0, end - info.started_at) if info.started_at else None,
-                "tokens": counted[0],
-                "cost": counted[1],
-                "label": counted[2],
+                "tokens": info.input_tokens + info.output_tokens,
+                "cost": info.cost_usd,
+                "label": named[info.run_id],
                 "by": info.tags.get("user"),
                 "live": info.run_id in service.live,
             }
@@ -158,49 +130,10 @@ async def run_rows(
     return page(request, "run_rows.html", session, fragment=True, rows=rows, filtered=filtered)
 
 
-async def _details(request: Request, recording: Recording, at: int | None) -> dict[str, Any]:
-    signals = recording.signals
-    last = signals[-1].seq if signals else 0
-    chosen = at if at is not None and 0 < at <= last else last
-    prompts = pending_prompts(signals)
-    [info] = await with_blocks(service_of(request), [recording.info])
-    forked = next((s for s in signals if s.name == HARNESS_FORKED), None)
-    end = info.ended_at if info.ended_at is not None else time.time()
-    tokens, cost = totals(signals)
-    return {
-        "run_id": recording.run_id,
-        "info": info,
-        "forked_at": forked.payload.get("at") if forked is not None else None,
-        "duration": max(0.0, end - info.started_at) if info.started_at else None,
-        "tokens": tokens,
-        "cost": cost,
-        "live": recording.run_id in service_of(request).live,
-        "prompts": prompts,
-        "prompts_key": ",".join(p["prompt_id"] for p in prompts) + f";{info.complete}",
-        "timers": [] if info.complete else pending_timers(signals),
-        "scheduled": [] if info.complete else await _scheduled(request, recording.run_id),
-        "answered": answered_prompts(signals),
-        "metrics": agent_metrics(signals),
-        "drawing": run_drawing(request, info),
-        "active": active_agents(signals),
-        "tree": causal_tree(signals),
-        "at": chosen,
-        "last": last,
-        "state": recording.state_at(chosen) if signals else {},
-    }
-
-
-async def _scheduled(request: Request, run_id: str) -> list[Posted]:
-    """The messages posted to the run for later, not due yet."""
-    record = service_of(request).record
-    if record is None:
-        return []
-    return await asyncio.to_thread(record.scheduled, [run_id])
-
-
-async def _recording(request: Request, run_id: str) -> Recording | None:
+async def _recording(request: Request, run_id: str) -> RunInfo | None:
+    """The run's row (``None`` when there is no such run): its log is not read."""
     try:
-        return await load_run(service_of(request), run_id)
+        return await run_info(service_of(request), run_id)
     except (ApiError, ReactorError):
         return None
 
@@ -208,25 +141,58 @@ async def _recording(request: Request, run_id: str) -> Recording | None:
 At = Annotated[int | None, fastapi.Query(ge=0)]
 
 
+def _timeline(window: Window) -> list[Any]:
+    return [signal for signal in window.signals if shown(signal)]
+
+
 @router.get("/runs/{run_id}")
 async def run(request: Request, run_id: str, session: SignedIn, at: At = None) -> Response:
-    """A run: its timeline, status, prompts, metrics, causal tree and state."""
-    recording = await _recording(request, run_id)
-    if recording is None:
+    """A run: its timeline (the tail of its log), status, prompts, metrics, tree and state."""
+    info = await _recording(request, run_id)
+    if info is None:
         return page(request, "missing.html", session, 404, what=f"run {run_id}")
-    timeline = [signal for signal in recording.signals if shown(signal)]
-    details = await _details(request, recording, at)
-    return page(request, "run.html", session, timeline=timeline, **details)
+    window = await tail_window(request, info)
+    shown_details = await details(request, info, window, at)
+    return page(
+        request,
+        "run.html",
+        session,
+        timeline=_timeline(window),
+        before=window.before,
+        **shown_details,
+    )
 
 
 @router.get("/runs/{run_id}/details")
 async def run_details(request: Request, run_id: str, session: SignedIn, at: At = None) -> Response:
     """The parts of a run's page that change as it goes, for the page's script."""
-    recording = await _recording(request, run_id)
-    if recording is None:
+    info = await _recording(request, run_id)
+    if info is None:
         return page(request, "missing.html", session, 404, what=f"run {run_id}")
-    details = await _details(request, recording, at)
-    return page(request, "run_details.html", session, fragment=True, **details)
+    window = await tail_window(request, info)
+    shown_details = await details(request, info, window, at)
+    return page(request, "run_details.html", session, fragment=True, **shown_details)
+
+
+Before = Annotated[int, fastapi.Query(ge=1)]
+
+
+@router.get("/runs/{run_id}/signals")
+async def run_signals(request: Request, run_id: str, session: SignedIn, before: Before) -> Response:
+    """The signals of the timeline before ``seq`` ``before``: the page's "Show earlier"."""
+    info = await _recording(request, run_id)
+    if info is None or info.status == "queued":
+        return page(request, "missing.html", session, 404, what=f"run {run_id}")
+    window = await earlier_page(request, run_id, before)
+    return page(
+        request,
+        "run_signals.html",
+        session,
+        fragment=True,
+        run_id=run_id,
+        timeline=_timeline(window),
+        earlier=window.before,
+    )
 
 
 @router.get("/runs/{run_id}/events")
@@ -259,10 +225,11 @@ async def reply_form(
     """
     service = service_of(request)
     try:
-        recording = await load_run(service, run_id)
-        prompt = next(
-            (p for p in pending_prompts(recording.signals) if p["prompt_id"] == prompt_id), {}
-        )
+        try:
+            asked = pending_prompts(await questions(service, run_id))
+        except RunNotFoundError:  # queued, no log yet: reply() says what is wrong
+            asked = []
+        prompt = next((p for p in asked if p["prompt_id"] == prompt_id), {})
         if prompt.get("choices") and not answer:
             session.notify("error", "Choose an answer before replying; nothing was sent.")
             return back(request, f"/runs/{run_id}")

@@ -1,8 +1,10 @@
-"""What the pages show of a run's log: totals, per-agent metrics, the causal tree, diffs.
+"""What the pages show of a run's log: per-agent metrics, the causal tree, labels, diffs.
 
-Everything here is computed from the recorded signals (the log is the truth), so a
-page of a finished run and of one still executing are built the same way: the agents
+Everything here is computed from recorded signals (the log is the truth), so a page
+of a finished run and of one still executing are built the same way: the agents
 active now, the prompts answered and by whom, a label that tells one run from another.
+The signals are those a page has (a window of a long log: see :mod:`._window`); a
+run's totals of tokens and cost are counters of its row, not sums over its log.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ __all__ = [
     "label",
     "operation_diff",
     "shown",
-    "totals",
 ]
 
 ROUTINE_TAGS = frozenset({"service", "trigger", "user", "reaction"})
@@ -62,20 +63,6 @@ def _usage(signal: Signal) -> tuple[str, int, int, float | None]:
         int(usage.get("output_tokens", 0) or 0),
         float(cost) if isinstance(cost, int | float) else None,
     )
-
-
-def totals(signals: Iterable[Signal]) -> tuple[int, float | None]:
-    """Tokens (in and out) and cost of a run's provider calls; cost ``None`` if one is unknown."""
-    tokens, cost, known = 0, 0.0, True
-    for signal in signals:
-        if signal.name == PROVIDER_END:
-            _, tokens_in, tokens_out, price = _usage(signal)
-            tokens += tokens_in + tokens_out
-            if price is None:
-                known = False
-            else:
-                cost += price
-    return tokens, (round(cost, 6) if known else None)
 
 
 @dataclasses.dataclass

@@ -13,22 +13,12 @@ from reactor.service.web._summary import (
     causal_tree,
     label,
     operation_diff,
-    totals,
 )
 
 
 def _end(agent: str, tokens: tuple[int, int], cost: float | None) -> Signal:
     usage = {"input_tokens": tokens[0], "output_tokens": tokens[1]}
     return Signal("provider:end", {"agent": agent, "usage": usage, "cost_usd": cost})
-
-
-def test_totals_add_every_calls_tokens_and_cost() -> None:
-    signals = [_end("a", (10, 5), 0.25), _end("b", (1, 2), 0.5), Signal("other", 1)]
-    assert totals(signals) == (18, 0.75)
-
-
-def test_one_unknown_price_makes_the_cost_unknown() -> None:
-    assert totals([_end("a", (10, 5), 0.25), _end("b", (1, 1), None)]) == (17, None)
 
 
 def test_agent_metrics_count_each_agents_activations_and_calls() -> None:

@@ -1,7 +1,8 @@
 // reactor's web UI: the few things a server-rendered page cannot do by itself.
 // Lists (runs, workers) refresh their rows; a run's page follows the run over
 // Server-Sent Events, adds each signal to the timeline and refreshes the parts that
-// change; a prompt's Reply waits for a choice; a JSON field says what is wrong as you type.
+// change, and brings the signals before its tail on demand; a prompt's Reply waits for
+// a choice; a JSON field says what is wrong as you type.
 "use strict";
 
 const DELTAS = new Set(["text:delta", "thinking:delta"]);
@@ -97,6 +98,37 @@ function followRun(timeline) {
   };
 }
 
+// The page shows the tail of a long log; each click brings the page before the first
+// signal shown (the server says where the next one begins: data-before, empty at the start).
+function showEarlier(button, timeline) {
+  const text = document.getElementById("window-text");
+  button.addEventListener("click", () => {
+    button.disabled = true;
+    const url = `${button.dataset.url}?before=${encodeURIComponent(button.dataset.before)}`;
+    fetchHtml(url)
+      .then((html) => {
+        const holder = document.createElement("template");
+        holder.innerHTML = html;
+        const page = holder.content.querySelector("ol");
+        if (!page) throw new Error("no signals in the answer");
+        const first = page.firstElementChild;
+        timeline.prepend(...page.children);
+        if (page.dataset.before) {
+          button.dataset.before = page.dataset.before;
+          button.disabled = false;
+          if (text && first) text.textContent = `Showing the signals from #${first.dataset.seq} on.`;
+        } else {
+          button.remove();
+          if (text) text.textContent = "Showing every signal.";
+        }
+      })
+      .catch(() => {
+        button.disabled = false;
+        if (text) text.textContent = "The earlier signals could not be loaded; try again.";
+      });
+  });
+}
+
 // A prompt with choices is answered only once one is picked: none is chosen for you.
 function enableReply(event) {
   const choice = event.target;
@@ -131,4 +163,6 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const field of document.querySelectorAll("textarea[data-json]")) checkJson(field);
   const timeline = document.getElementById("timeline");
   if (timeline && !timeline.dataset.complete) followRun(timeline);
+  const earlier = document.getElementById("show-earlier");
+  if (timeline && earlier) showEarlier(earlier, timeline);
 });
