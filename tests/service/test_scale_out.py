@@ -22,7 +22,8 @@ import sqlalchemy as sa
 from reactor import PostgresSignalStore
 from reactor.exceptions import RunNotFoundError, ServiceConfigError
 from reactor.service import ObjectStore, ReactionService, User
-from reactor.service._api.runs import abort_run, listed_runs, load_run
+from reactor.service._api.reads import run_info
+from reactor.service._api.runs import abort_run, listed_runs
 from reactor.service._hosting.launch import RunRequest
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import agent_runs, processing_log
@@ -394,15 +395,15 @@ def test_a_queued_run_is_shown_queued_and_what_is_posted_to_it_waits_for_it(
         service = make_service(db)
         async with service.objects, service:
             run_id = await service.submit("steps", {"seconds": 30})
-            shown = await load_run(service, run_id)
-            assert (shown.info.status, shown.info.graph, shown.signals) == ("queued", "steps", ())
+            shown = await run_info(service, run_id)
+            assert (shown.status, shown.graph, shown.signals) == ("queued", "steps", 0)
             assert not shown.complete
             listed = await listed_runs(service, status="queued")
             assert [(info.run_id, info.status) for info in listed] == [(run_id, "queued")]
             assert await listed_runs(service, graph="other") == []
             assert await abort_run(service, run_id, "not wanted", User("ops")) is not None
             with pytest.raises(RunNotFoundError):
-                await load_run(service, "run_never_queued")
+                await run_info(service, "run_never_queued")
             return run_id
 
     run_id = asyncio.run(before_any_worker())

@@ -24,11 +24,9 @@ import pydantic
 
 from reactor._recording.inbox import check_posted
 from reactor._recording.info import RunInfo, matches_filters
-from reactor._recording.recording import Recording
 from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.patterns import validate_name
 from reactor._signals.signal import Signal
-from reactor.exceptions import RunNotFoundError
 from reactor.service._api.agents import RunStarted
 from reactor.service._api.base import ApiError, Caller, Service, authenticate
 from reactor.service._api.paging import router as paging_router
@@ -41,8 +39,6 @@ from reactor.service._objects.values import User
 __all__ = [
     "abort_run",
     "listed_runs",
-    "load_run",
-    "pending_prompts",
     "post_signal",
     "reply",
     "router",
@@ -111,24 +107,6 @@ class Aborted(pydantic.BaseModel):
     run_id: str
     reason: str
     message_id: str | None = None
-
-
-async def load_run(service: ReactionService, run_id: str) -> Recording:
-    """A recorded run, its whole log read (404 when there is none).
-
-    Only the event stream still uses it (for a run followed from the store); nothing
-    that answers a request here does: a log may hold 100,000 signals. A run in the job
-    queue that no worker has started yet has no log: it is an empty recording whose
-    status is ``queued`` (followed, answered and aborted like any other: what is
-    posted to its inbox waits for it).
-    """
-    try:
-        return await asyncio.to_thread(store_of(service).load, run_id)
-    except RunNotFoundError:
-        queued = await service.host.queued(run_id)
-        if queued is None:
-            raise
-        return Recording(queued, ())
 
 
 async def _open_run(service: ReactionService, run_id: str) -> RunInfo:
