@@ -129,10 +129,7 @@ class Run:
     # -- lifecycle ---------------------------------------------------------------
 
     def begin(self, waiting: Sequence[Posted] = ()) -> None:
-        """Wire the run and emit its first signal (synchronously).
-
-        ``waiting``: the messages posted to the run before it began (read off the loop).
-        """
+        """Wire the run, emit its first signal, deliver ``waiting`` (posted before it began)."""
         self._started = time.perf_counter()
         self.store.bind(self.bus)
         resumed, forked, options = self.resumed, self.forked, self.options

@@ -9,20 +9,15 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from reactor._activation.resume import ResumePlan
 from reactor._agents.agent import Agent
-from reactor._engine.opening import Forked
 from reactor._engine.options import OPTION_NAMES, RunKwargs, RunOptions
 from reactor._engine.result import RunResult
 from reactor._engine.run import Run
-from reactor._graph.compat import resume_plan
-from reactor._graph.forking import fork_plan
 from reactor._graph.handle import Channel, RunHandle
 from reactor._graph.origin import Origin
+from reactor._graph.reads import NOTHING, Read, needs_reading, read_store, with_input
 from reactor._graph.shape import GraphShape, shape_of
 from reactor._graph.validate import Declarations, find_cycles, problems, state_schema
-from reactor._recording.inbox import Posted
-from reactor._signals.diagnostics import log
 from reactor._signals.door import check_payload
 from reactor._signals.patterns import Pattern, normalize_patterns
 from reactor.exceptions import (
@@ -36,9 +31,6 @@ if TYPE_CHECKING:
     from reactor.typing import EndCondition
 
 __all__ = ["Reactive", "reactive", "run_reactive"]
-
-_Read = tuple["ResumePlan | None", "Forked | None", "list[Posted]"]
-"""What a run reads of its store before it begins: its plan, its fork, its messages."""
 
 
 class Reactive:
@@ -109,8 +101,8 @@ class Reactive:
             check_payload(merged.get("input"), "input")  # before anything is emitted
         return RunOptions(**merged)
 
-    def _run(self, options: RunOptions, read: _Read, *, live: bool = False) -> Run:
-        """The run of ``options``, from what was read of its store (:meth:`_read`)."""
+    def _run(self, options: RunOptions, read: Read, *, live: bool = False) -> Run:
+        """The run of ``options``, from what was read of its store (:func:`read_store`)."""
         target, target_hash = self._origin.describe(self, options.target)
         plan, forked, _ = read
         return Run(
@@ -127,52 +119,6 @@ class Reactive:
         if run_id is not None:
             options = {**options, "run_id": run_id}
         return self._options(options)
-
-    def _read(self, options: RunOptions) -> _Read:
-        """What a run reads of its store before it begins: blocking, so off the loop.
-
-        A resumed run's plan (its log from the latest snapshot), a fork's (its source's
-        log up to ``at``), and the messages posted to the run before it began (only a
-        run whose id was known before: a resumed one, or one given ``run_id=``).
-        """
-        plan: ResumePlan | None = None
-        forked: Forked | None = None
-        if options.resume is not None:
-            plan = self._plan(options)
-        elif options.fork is not None:
-            plan, forked = fork_plan(self, options)
-        waiting: list[Posted] = []
-        known = options.resume or options.run_id
-        if options.record is not None and known is not None:
-            try:
-                waiting = options.record.waiting_messages([known])
-            except Exception as exc:  # the store is away: its inbox watch delivers them later
-                log("reactor.inbox", "warning", "inbox read failed", run_id=known, error=repr(exc))
-        return plan, forked, waiting
-
-    @staticmethod
-    def _needs_reading(options: RunOptions) -> bool:
-        return options.record is not None and (
-            options.resume is not None or options.fork is not None or options.run_id is not None
-        )
-
-    def _with_input(self, options: RunOptions, given: Mapping[str, Any], read: _Read) -> RunOptions:
-        """A resumed run (or a fork) takes its recorded input, unless given one."""
-        plan = read[0]
-        if plan is not None and "input" not in given:
-            return dataclasses.replace(options, input=plan.input)
-        return options
-
-    def _plan(self, options: RunOptions) -> ResumePlan:
-        assert options.resume is not None
-        assert options.record is not None
-        plan, verdict = resume_plan(self, options.record, options.resume, options.scope)
-        if not verdict.compatible:
-            if options.on_change == "fail":
-                raise verdict.error()
-            log("reactor.run", "warning", "resumed on a changed graph", run_id=plan.run_id,
-                changes="; ".join(f"{a}: {why}" for a, why in verdict.changes.items()))  # fmt: skip
-        return plan
 
     async def resume(
         self, run_id: str, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]
@@ -251,10 +197,10 @@ class Reactive:
             handle = self.start(channels=channels, keep_open=False, run_id=run_id, **options)
             return await handle.result()
         run_options = self._run_options(options, run_id)
-        read: _Read = (None, None, [])
-        if self._needs_reading(run_options):  # the store is read off the event loop
-            read = await asyncio.to_thread(self._read, run_options)
-        run = self._run(self._with_input(run_options, options, read), read)
+        read = NOTHING
+        if needs_reading(run_options):  # the store is read off the event loop
+            read = await asyncio.to_thread(read_store, self, run_options)
+        run = self._run(with_input(run_options, options, read), read)
         run.begin(read[2])
         return await run.execute()
 
@@ -311,10 +257,10 @@ class Reactive:
         """
         loop = asyncio.get_running_loop()
         run_options = self._run_options(options, run_id)
-        read: _Read = (None, None, [])
-        if self._needs_reading(run_options):  # start() is synchronous: read here
-            read = self._read(run_options)
-        run = self._run(self._with_input(run_options, options, read), read, live=keep_open)
+        read = NOTHING
+        if needs_reading(run_options):  # start() is synchronous: read here
+            read = read_store(self, run_options)
+        run = self._run(with_input(run_options, options, read), read, live=keep_open)
         run.begin(read[2])
         task = loop.create_task(run.execute(), name=f"reactor {run.run_id}")
         return RunHandle(run, task, channels)

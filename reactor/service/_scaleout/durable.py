@@ -19,6 +19,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
+from reactor._recording.store import SignalStore
 from reactor.service._hosting.record import ServiceRecord
 from reactor.service._scaleout.leases import Leases
 
@@ -38,6 +39,16 @@ class LogFence:
     def __init__(self, leases: Leases, refused: Callable[[set[str]], None]) -> None:
         self.leases, self._refused = leases, refused
         self._loop = asyncio.get_running_loop()
+
+    def guard(self, record: SignalStore) -> None:
+        """Fence ``record``, a PostgreSQL store in the service's database (where the leases are)."""
+        from reactor._backends.postgres import PostgresSignalStore  # psycopg: only here
+
+        if not isinstance(record, PostgresSignalStore):
+            raise TypeError(
+                f"Only a PostgreSQL log beside the leases can be fenced, not {record!r}."
+            )
+        record.fence = self
 
     def __call__(self, cur: Any, runs: set[str]) -> set[str]:
         """In the log's write transaction (the writer's thread): the runs to leave out."""

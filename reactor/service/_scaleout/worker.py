@@ -134,10 +134,7 @@ class Worker:
         if record is None:
             record, _ = await default_record(service.db)
             if service.db.dialect == "postgresql":  # the log beside the leases: fence it
-                from reactor._backends.postgres import PostgresSignalStore  # psycopg: only here
-
-                assert isinstance(record, PostgresSignalStore)
-                record.fence = LogFence(self.leases, self._fenced)
+                LogFence(self.leases, self._fenced).guard(record)
         await register(service.db, service.agents)
         receiver = Receiver(
             self.broker,
