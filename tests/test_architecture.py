@@ -129,3 +129,15 @@ def test_architecture_map_names_every_room() -> None:
         and f"{room.relative_to(ROOT)}/__init__.py" not in text
     ]
     assert not missing, f"ARCHITECTURE.md does not link these rooms: {missing}"
+
+
+def test_architecture_map_lists_every_module() -> None:
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    missing = [
+        str(path.relative_to(ROOT))
+        for path in _modules()
+        if path.name != "__init__.py"
+        and "migrations" not in path.parts
+        and f"]({path.relative_to(ROOT).as_posix()})" not in text
+    ]
+    assert not missing, f"ARCHITECTURE.md does not list these modules: {missing}"

@@ -7,7 +7,9 @@ type: what the model is asked for, how answers are checked), ``context``
 (:class:`AgentContext`, :class:`RunView`), ``asking`` (questions to people), ``spans``
 (phases and tasks), ``reaction`` (what a reaction agent reacts to and may change),
 ``skills`` (``SKILL.md`` into the system prompt), ``env`` (:func:`reactor.getenv`'s
-overlay).
+overlay), ``budget`` (what a run or an agent may spend), ``schedule`` (cron
+expressions), ``fingerprint`` (a hash of each part of an agent that decides what it
+does).
 
 May use: its siblings in this layer (``_prompts``, ``_providers``, ``_recording``,
 ``_reporting``, :mod:`reactor.logging`), :mod:`stores` and ``_signals``. Never the

@@ -1,4 +1,4 @@
-"""The SQLite file of a signal store: schema, connections, and the batched writer thread."""
+"""The SQLite file of a signal store: schema, migrations, connections, reading rows back."""
 
 from __future__ import annotations
 

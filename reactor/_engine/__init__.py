@@ -6,7 +6,11 @@ agents a signal triggers, once per graph), ``outside`` (a run's durable inbox an
 replay's recorded outside input), ``subruns`` (MCP servers and child runs, made only
 when asked), ``runspec`` (what a run is made of, seen from outside), ``options`` (the
 run options), ``result`` (:class:`RunResult`, :class:`RunMetrics`), ``collector``
-(the runs in flight in the process; rarer full collections while busy).
+(the runs in flight in the process; rarer full collections while busy), ``costs``
+(requests, tokens, cost and budgets), ``opening`` (how a log begins: new, resumed,
+forked), ``snapshots`` (``harness:snapshot`` every ``snapshot_every`` signals),
+``pacing`` (a recorded run's activations wait for their store between steps:
+backpressure on the run, never on the loop).
 
 May use: ``_activation`` and everything below it. The public :mod:`reactor.typing`
 sits beside it.

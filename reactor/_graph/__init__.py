@@ -4,7 +4,9 @@
 (:class:`RunHandle` and channels), ``console`` (:class:`ConsoleChannel`), ``validate``
 (build-time checks, every problem at once with a hint), ``shape`` (the graph as
 data: Mermaid, Graphviz, JSON), ``origin`` (the ``module:attribute`` a recorded run
-can be imported from again).
+can be imported from again), ``compat`` (may this graph resume that run?),
+``forking`` (a fork's copied log), ``reads`` (what a run reads of its store before it
+begins, off the event loop).
 
 May use: ``_engine`` and everything below it. Used by the CLI, :mod:`reactor.service`
 and :mod:`migration`.

@@ -8,7 +8,7 @@
 ``diagnostics`` (the library's own log lines), ``door`` (the check every value
 entering a run or a store passes: :class:`~reactor.PayloadError` for what the log
 cannot hold), ``offloop`` (calls from a handler's worker thread, run on the run's
-loop).
+loop), ``views`` (read-only views over committed state).
 
 May use: the standard library, blinker, pydantic, structlog and
 :mod:`reactor.exceptions`. Nothing above it.
