@@ -292,7 +292,7 @@ def test_idle_followers_hold_little_and_give_it_back_when_they_go(tmp_path: Path
             for follower in followers:
                 follower.close()
             wait_for(lambda: api.get(f"/api/runs/{run_id}/events").status_code == 200)
-        after = _rss(server)
+            # what they held goes back to the system once the last stream has ended
+            wait_for(lambda: _rss(server) <= before + 60, timeout=60)
     assert peaks[0] - before <= 250, (before, peaks)
-    assert peaks[1] <= peaks[0] + 25, (before, peaks)  # what the first ones held was given back
-    assert after <= before + 250, (before, peaks, after)
+    assert peaks[1] <= peaks[0] + 25, (before, peaks)

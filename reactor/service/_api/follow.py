@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import dataclasses
+import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
@@ -122,14 +125,29 @@ class Slot:
         streams, self._streams = self._streams, None
         if streams is not None:
             streams.active -= 1
+            if not streams.active:
+                streams.gone()
 
 
 class Streams:
-    """The streams open in the process, at most ``settings.max_streams`` at once."""
+    """The streams open in the process, at most ``settings.max_streams`` at once.
+
+    When the last one ends, what the streams held is handed back to the operating system
+    (``malloc_trim``, where the C library has it): the pages and writes of many clients
+    are freed by Python, but the allocator would otherwise keep their memory for the
+    process, and the server's memory would stay at its peak after they go.
+    """
 
     def __init__(self, settings: StreamSettings) -> None:
         self.settings = settings
         self.active = 0
+        self._trimming: asyncio.Future[None] | None = None
+
+    def gone(self) -> None:
+        """No stream is open any more: give their memory back (once at a time, off the loop)."""
+        if self._trimming is None or self._trimming.done():
+            loop = asyncio.get_running_loop()
+            self._trimming = loop.run_in_executor(None, give_back_memory)
 
     def take(self) -> Slot | None:
         """A place for one more stream, or None when they are all taken."""
@@ -144,6 +162,24 @@ class Streams:
             f"The service streams {self.settings.max_streams} runs at once already "
             f"({MAX_STREAMS_ENV}); try again in a few seconds."
         )
+
+
+def give_back_memory() -> None:
+    """Return the free memory of the C allocator to the operating system (glibc only)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (glibc), or None where it has none (musl, macOS)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim: Callable[[int], int] = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
 
 
 async def _info(service: ReactionService, run_id: str) -> RunInfo | None:
