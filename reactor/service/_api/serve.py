@@ -190,7 +190,9 @@ def _bind(host: str, port: int) -> socket.socket:
         ServiceConfigError: The address cannot be bound (in use, or not this machine's).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP said, or asyncio leaves Nagle on for the accepted connections (TCP_NODELAY
+    # is set only on sockets whose proto is TCP): each answer would wait 40 ms for an ACK.
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listening.bind((host, port))
