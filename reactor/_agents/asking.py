@@ -102,12 +102,22 @@ class Asking:
         run_id: The run's id (for messages).
         note_delivery: Called with an inbox message's id just before the reply it
             carries is emitted, so that the store records the delivery with it.
+        unanswered: During a replay, given a question asked (its id, its agent), the
+            error to raise at once when the recording has no answer to it: a replay
+            never waits for input that was not recorded.
     """
 
-    def __init__(self, bus: SignalBus, run_id: str, note_delivery: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        bus: SignalBus,
+        run_id: str,
+        note_delivery: Callable[[str], None],
+        unanswered: Callable[[str, str], Exception | None] | None = None,
+    ) -> None:
         self._bus = bus
         self._run_id = run_id
         self._note_delivery = note_delivery
+        self._unanswered = unanswered
         self._questions: dict[str, _Question] = {}
 
     def pending(self) -> list[PendingPrompt]:
@@ -173,6 +183,10 @@ class Asking:
             # The time the log says it was asked: what a resumed run shows again.
             stamp = dt.datetime.fromtimestamp(asked_signal.timestamp, dt.UTC)
             entry.prompt = prompt = dataclasses.replace(prompt, asked_at=stamp)
+            error = None if self._unanswered is None else self._unanswered(prompt.prompt_id, agent)
+            if error is not None:  # a replay that would wait for what was never recorded
+                del self._questions[prompt.prompt_id]
+                raise error
         elif preloaded is not None and preloaded.held is not None:
             answer, source, message_id = preloaded.held
             try:

@@ -31,6 +31,7 @@ from reactor._engine.costs import Costs
 from reactor._engine.opening import Forked, announce, first_signal
 from reactor._engine.options import RunOptions
 from reactor._engine.outside import OutsideInput
+from reactor._engine.pacing import Room
 from reactor._engine.result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
 from reactor._engine.routes import routes_of
 from reactor._engine.runspec import GraphSpec, end_check, watchers
@@ -115,8 +116,10 @@ class Run:
         # The run's parts reach it through a weak proxy: no cycle, so a finished run is
         # freed as soon as nobody holds it, not at the garbage collector's next pass.
         services = cast("Run", weakref.proxy(self))
-        self.outside = OutsideInput(
-            services, options.record, replay if isinstance(replay, Recording) else None
+        self.outside = OutsideInput(  # a replay releases the recorded outside input
+            services,
+            options.record,
+            self.replay.recording if isinstance(self.replay, ReplayProvider) else None,
         )
         self._asking: Asking | None = None  # most runs ask nobody anything
         self._timers: Timers | None = None  # nor sleep
@@ -247,7 +250,9 @@ class Run:
     def asking(self) -> Asking:
         """The run's questions to people."""
         if self._asking is None:
-            self._asking = Asking(self.bus, self.run_id, self.outside.note_delivery)
+            replay = self.replay
+            unanswered = replay.unanswered if isinstance(replay, ReplayProvider) else None
+            self._asking = Asking(self.bus, self.run_id, self.outside.note_delivery, unanswered)
         return self._asking
 
     @property
@@ -408,6 +413,13 @@ class Run:
         if not isinstance(replay, ReplayProvider):
             return None
         return replay.completion_turn(activation.agent_run.name, activation.index)
+
+    def step_turn(self, activation: Activation) -> Room | None:
+        """During a replay, what an activation waits on before each step (its emits' turns)."""
+        replay = self.replay
+        if not isinstance(replay, ReplayProvider):
+            return None
+        return replay.step_turn(activation.agent_run.name, activation.index)
 
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
         """Count an agent's failure (``signal``); stop the run if ``fail_fast``."""

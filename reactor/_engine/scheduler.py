@@ -72,6 +72,10 @@ class SchedulerHost(Protocol):
         """Handle an agent's failure (``signal`` is its ``agent:<name>:failed``)."""
         ...
 
+    def step_turn(self, activation: Activation) -> Room | None:
+        """During a replay, what the activation waits on before each of its steps."""
+        ...
+
 
 class Scheduler:
     """Starts, queues, skips and cancels the activations of one run."""
@@ -267,9 +271,9 @@ class Scheduler:
 
     def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
         context = self.activator.task_context(activation)
-        room = self._room
+        room = _either(self.host.step_turn(activation), self._room)
         if room is not None:
-            context.run(set_pace, room)  # a sync handler's thread waits for room too
+            context.run(set_pace, room)  # a sync handler's thread waits too
             coroutine = Paced(coroutine, room)
         task = asyncio.get_running_loop().create_task(coroutine, context=context)
         task.add_done_callback(self._finished, context=context)
@@ -333,3 +337,10 @@ class Scheduler:
         error = loop_limit_error(limit, value, chain, agent_run.name)
         self.skip(agent_run, trigger, "limit")
         self.host.stop("loop_limit", str(error), error=error)
+
+
+def _either(first: Room | None, second: Room | None) -> Room | None:
+    """A wait for ``first``, then for ``second`` (a replay's turn, then the store's room)."""
+    if first is None or second is None:
+        return first or second
+    return lambda: first() or second()

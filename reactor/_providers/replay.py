@@ -2,62 +2,20 @@
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from reactor._providers.base import (
-    End,
-    Provider,
-    ProviderEvent,
-    ProviderRequest,
-    Retry,
-    TextComplete,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
-    ToolResult,
-    Usage,
-)
+from reactor._providers.base import Provider, ProviderEvent, ProviderRequest
+from reactor._providers.replaylog import Call, handler_turns, recorded_calls
 from reactor._providers.sequence import Sequencer, Step
 from reactor._recording.recording import Recording
 from reactor._signals.diagnostics import log, short_repr
-from reactor._signals.names import (
-    PROVIDER_END,
-    PROVIDER_EVENTS,
-    PROVIDER_RETRY,
-    PROVIDER_START,
-    TEXT_COMPLETE,
-    TEXT_DELTA,
-    THINKING_DELTA,
-    TOOL_CALL,
-    TOOL_RESULT,
-    parse_agent_event,
-)
-from reactor._signals.signal import Signal
+from reactor._signals.names import SESSION_REPLY, SESSION_TIMEOUT
 from reactor.exceptions import ProviderError, ReplayMismatchError
 
 __all__ = ["ReplayProvider"]
-
-
-@dataclasses.dataclass
-class _Call:
-    """One recorded provider call: its request key, and what it streamed."""
-
-    agent: str
-    request_hash: str
-    model: str | None
-    start: Step
-    events: list[_Step] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass(eq=False)
-class _Step(Step):
-    """One recorded event of a call (or its error), with its place in the recording."""
-
-    event: ProviderEvent | None = None
-    error: tuple[str, str, bool] | None = None  # (type, message, retryable)
 
 
 class Turn:
@@ -112,16 +70,18 @@ class ReplayProvider:
         self.order_timeout = order_timeout
         self.model: str | None = None
         self.misses: list[ProviderRequest] = []
-        self._calls: dict[tuple[str, str], list[_Call]] = {}
-        self._by_agent: dict[str, list[_Call]] = {}
+        self._calls: dict[tuple[str, str], list[Call]] = {}
+        self._by_agent: dict[str, list[Call]] = {}
         self._seen: Counter[tuple[str, str]] = Counter()
         self._agent_seen: Counter[str] = Counter()
-        calls = _index(recording)
+        calls = recorded_calls(recording)
         for call in calls:
             self._calls.setdefault((call.agent, call.request_hash), []).append(call)
             self._by_agent.setdefault(call.agent, []).append(call)
-        self._completions = _handler_completions(recording)
+        self._handlers = handler_turns(recording)
         self._order = Sequencer(order_timeout)
+        self._last_seq: Callable[[], int] = lambda: 0
+        self._answered: set[str] | None = None
 
     def follow(self, bus: Any) -> None:
         """Order this replay by ``bus``, the replayed run's (the run calls it at its start).
@@ -129,7 +89,32 @@ class ReplayProvider:
         Each recorded event is released once the run has emitted every signal
         recorded before it.
         """
-        bus.subscribe("**", self._order.follow(lambda: bus.last_seq))
+        self._last_seq = lambda: int(bus.last_seq)
+        bus.subscribe("**", self._order.follow(self._last_seq))
+
+    def unanswered(self, prompt_id: str, agent: str) -> ReplayMismatchError | None:
+        """Why the replay cannot go on past question ``prompt_id`` (``None``: it can).
+
+        A replay releases only the outside input that was recorded, and never waits for
+        a person: a question the recording has no reply (nor timeout) to fails at once.
+        """
+        if self._answered is None:
+            self._answered = {
+                str(signal.payload.get("prompt_id"))
+                for signal in self.recording.signals
+                if signal.name in (SESSION_REPLY, SESSION_TIMEOUT)
+                and isinstance(signal.payload, Mapping)
+            }
+        if prompt_id in self._answered:
+            return None
+        return ReplayMismatchError(
+            f"Replay of run {self.recording.run_id}: agent {agent!r} asks {prompt_id}, and "
+            "the recording has no answer to it (the recorded run was still waiting, or "
+            "never asked it). A replay releases only the input that was recorded and never "
+            "waits for a person: replay a run that got its answer, or resume the recorded "
+            "run (graph.resume(run_id, record=store), `reactor resume`) to answer it.",
+            agent=agent,
+        )
 
     def model_for(self, request: ProviderRequest) -> str | None:
         """The model the matching recorded call reported (for ``provider:start``)."""
@@ -195,14 +180,36 @@ class ReplayProvider:
         order: the activation waits for this turn before it finishes (its ``updates``,
         ``emits`` and ``completed``).
         """
-        step = self._completions.get((agent, nth))
-        return None if step is None else Turn(self._order, step, agent)
+        turns = self._handlers.get((agent, nth))
+        return None if turns is None else Turn(self._order, turns.completion, agent)
+
+    def step_turn(self, agent: str, nth: int) -> Callable[[], asyncio.Future[None] | None] | None:
+        """What ``agent``'s ``nth`` activation waits on before each of its steps, if recorded.
+
+        A handler's code emits while it runs (``ctx.emit``, state writes): each of its
+        steps (an activation resuming after an ``await``; a handler's thread before it
+        hands a call to the loop) waits until the replay has emitted the signal recorded
+        before the activation's next own signal, so concurrent handlers interleave as
+        they were recorded.
+        """
+        turns = self._handlers.get((agent, nth))
+        if turns is None or not turns.steps:
+            return None
+        steps, order, last_seq = list(turns.steps), self._order, self._last_seq
+
+        def turn() -> asyncio.Future[None] | None:
+            reached = last_seq()
+            while steps and steps[0] <= reached:  # emitted already (in its turn)
+                del steps[0]
+            return order.ahead(steps[0] - 1, agent) if steps else None
+
+        return turn
 
     async def turn_of(self, seq: int, agent: str) -> None:
         """Wait until the replayed run has emitted what was recorded before signal ``seq``."""
         await self._order.wait(Step(seq), agent)
 
-    def _nearest(self, agent: str, position: int) -> _Call | None:
+    def _nearest(self, agent: str, position: int) -> Call | None:
         calls = self._by_agent.get(agent, [])
         return calls[min(position, len(calls) - 1)] if calls else None
 
@@ -242,115 +249,6 @@ class ReplayProvider:
 
     def __repr__(self) -> str:
         return f"ReplayProvider(run={self.recording.run_id!r}, strict={self.strict})"
-
-
-def _index(recording: Recording) -> list[_Call]:
-    """Rebuild each provider call from its signals (they hang under its activation)."""
-    calls: list[_Call] = []
-    open_calls: dict[str | None, _Call] = {}
-    for signal in recording.signals:
-        name, payload = signal.name, signal.payload
-        if name == PROVIDER_START:
-            started = _Call(
-                payload["agent"], payload["request_hash"], payload.get("model"), Step(signal.seq)
-            )
-            open_calls[signal.caused_by] = started
-            calls.append(started)
-            continue
-        found = open_calls.get(signal.caused_by) if name in PROVIDER_EVENTS else None
-        if found is None:
-            continue
-        call = found
-        step = _Step(signal.seq)
-        call.events.append(step)
-        if name == TEXT_DELTA:
-            step.event = TextDelta(payload["content"])
-        elif name == THINKING_DELTA:
-            step.event = ThinkingDelta(payload["content"])
-        elif name == TEXT_COMPLETE:
-            step.event = TextComplete(payload["content"])
-        elif name == TOOL_CALL:
-            step.event = ToolCall(payload["id"], payload["name"], payload["input"])
-        elif name == TOOL_RESULT:
-            step.event = ToolResult(
-                payload["id"], payload["name"], payload["result"], payload.get("error")
-            )
-        elif name == PROVIDER_RETRY:
-            step.event = Retry(
-                int(payload["attempt"]),
-                float(payload["wait_s"]),
-                payload.get("status"),
-                str(payload.get("error") or ""),
-            )
-        elif name == PROVIDER_END:
-            usage = payload.get("usage") or {}
-            step.event = End(
-                output=payload["output"],
-                usage=Usage(**{k: int(v) for k, v in usage.items() if k in _USAGE}),
-                cost_usd=payload.get("cost_usd"),
-                stop_reason=payload.get("stop_reason"),
-                model=call.model,
-            )
-            del open_calls[signal.caused_by]
-        else:
-            error = payload.get("error") or {}
-            step.error = (
-                str(error.get("type", "ProviderError")),
-                str(error.get("message", "")),
-                bool(payload.get("retryable", False)),
-            )
-            del open_calls[signal.caused_by]
-    return calls
-
-
-_USAGE = frozenset(field.name for field in dataclasses.fields(Usage))
-
-
-def _handler_completions(recording: Recording) -> dict[tuple[str, int], Step]:
-    """When each activation that called no provider finished: ``(agent, nth)`` -> step.
-
-    The step waits for the last signal recorded before the activation's own closing
-    run of signals (its ``updates``, ``emits``, ``completed`` and what they caused):
-    whatever other agents did before it finished.
-    """
-    signals = recording.signals
-    by_id = {signal.id: signal for signal in signals}
-    activated: dict[str, tuple[str, int]] = {}
-    counts: Counter[str] = Counter()
-    called: set[str] = set()
-    found: dict[tuple[str, int], Step] = {}
-    for index, signal in enumerate(signals):
-        parsed = parse_agent_event(signal.name)
-        if parsed is not None and parsed[1] == "activated":
-            counts[parsed[0]] += 1
-            activated[signal.id] = (parsed[0], counts[parsed[0]])
-        elif signal.name == PROVIDER_START and signal.caused_by is not None:
-            called.add(signal.caused_by)
-        elif (
-            parsed is not None
-            and parsed[1] in ("completed", "failed")
-            and signal.caused_by in activated
-            and signal.caused_by not in called
-        ):
-            root = signal.caused_by
-            before = index - 1
-            while before >= 0 and _descends(signals[before], root, by_id):
-                before -= 1
-            after = signals[before].seq if before >= 0 else 0
-            found[activated[root]] = Step(signal.seq, after)
-    return found
-
-
-def _descends(signal: Signal, root: str, by_id: Mapping[str, Signal]) -> bool:
-    """Whether ``signal`` is ``root`` or was caused, at any remove, by it."""
-    seen = 0
-    current: Signal | None = signal
-    while current is not None and seen < 10_000:
-        if current.id == root:
-            return True
-        current = by_id.get(current.caused_by or "")
-        seen += 1
-    return False
 
 
 _ERROR_TYPES: dict[str, type[ProviderError]] = {"ProviderError": ProviderError}

@@ -72,25 +72,47 @@ class Sequencer:
 
     async def wait(self, step: Step, agent: str) -> None:
         """Wait until the replayed run has emitted the signal recorded before ``step``."""
-        last_seq = self._last_seq
-        if self.timeout <= 0 or self.diverged or last_seq is None or last_seq() >= step.after:
+        waiter = self.ahead(step.after)
+        if waiter is None:
             return
-        waiter = asyncio.get_running_loop().create_future()
-        self._count += 1
-        heapq.heappush(self._waiting, (step.after, self._count, waiter))
         try:
             await asyncio.wait_for(waiter, self.timeout)
         except TimeoutError:
-            if not self.diverged:
-                self.diverged = True
-                log(
-                    "reactor.replay",
-                    "warning",
-                    "replay order not reproduced",
-                    agent=agent,
-                    hint="the run diverged from the recording; work recorded earlier never came",
-                )
-            self._wake_all()
+            self._diverge(agent)
+
+    def ahead(self, after: int, agent: str = "") -> asyncio.Future[None] | None:
+        """A future done once the replayed run has emitted signal ``after``; None if it has.
+
+        What a step that cannot ``await`` (an activation between two of its steps, a
+        handler's thread before it emits) waits on. Past the timeout the replay has
+        diverged: the future is done, and nothing waits any more.
+        """
+        last_seq = self._last_seq
+        if self.timeout <= 0 or self.diverged or last_seq is None or last_seq() >= after:
+            return None
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._count += 1
+        heapq.heappush(self._waiting, (after, self._count, waiter))
+        late = loop.call_later(self.timeout, self._late, waiter, agent)
+        waiter.add_done_callback(lambda _: late.cancel())
+        return waiter
+
+    def _late(self, waiter: asyncio.Future[None], agent: str) -> None:
+        if not waiter.done():
+            self._diverge(agent)
+
+    def _diverge(self, agent: str) -> None:
+        if not self.diverged:
+            self.diverged = True
+            log(
+                "reactor.replay",
+                "warning",
+                "replay order not reproduced",
+                agent=agent,
+                hint="the run diverged from the recording; work recorded earlier never came",
+            )
+        self._wake_all()
 
     def _emitted(self, _: Any) -> None:
         waiting, last_seq = self._waiting, self._last_seq

@@ -30,9 +30,10 @@ _PACE: contextvars.ContextVar[Pace | None] = contextvars.ContextVar("reactor_pac
 def set_pace(pace: Pace) -> None:
     """Make calls from worker threads started in this context wait while ``pace()`` says so.
 
-    ``pace`` is the run's store's ``room``: after each call handed to the loop, a
-    thread whose run's store is behind waits (the thread, not the loop) until it has
-    room, as an activation on the loop does between its steps.
+    ``pace`` gives a future while the call must wait: the run's store is behind (its
+    ``room``), or, in a replay, the call's turn has not come. Each call handed to the
+    loop waits for it first (the thread waits, not the loop), as an activation on the
+    loop does before each of its steps.
     """
     _PACE.set(pace)
 
@@ -73,16 +74,14 @@ class OffLoop:
             if self.abandoned:
                 future.set_exception(self._gone())
                 return
+            waiting = None if self._pace is None else self._pace()
+            if waiting is not None:  # not yet: the thread waits, the loop goes on
+                waiting.add_done_callback(lambda _: run())
+                return
             try:
-                result = context.run(fn, *args)
+                future.set_result(context.run(fn, *args))
             except BaseException as exc:  # handed to the thread, which raises it
                 future.set_exception(exc)
-                return
-            waiting = None if self._pace is None else self._pace()
-            if waiting is None:
-                future.set_result(result)
-            else:  # the store is behind: the thread waits for room, the loop goes on
-                waiting.add_done_callback(lambda _: _settle(future, result))
 
         self._pending.add(future)
         try:
@@ -111,9 +110,3 @@ def on_loop() -> OffLoop | None:
     if off is None or threading.get_ident() == off.thread:
         return None
     return off
-
-
-def _settle(future: concurrent.futures.Future[_T], result: _T) -> None:
-    """Hand ``result`` to the waiting thread (unless it was abandoned meanwhile)."""
-    if not future.done():
-        future.set_result(result)
