@@ -10,7 +10,10 @@ provider, so every run that uses the provider in the process shares it:
   requests may go at once, then the rate holds). With a Redis URL (the
   ``REACTOR_REDIS_URL`` of workers), the bucket lives in Redis, so every process that
   shares the Redis shares the rate; when Redis cannot be reached, the process falls
-  back to a bucket of its own (logged once per outage) rather than failing runs.
+  back to a bucket of its own (logged once per outage) rather than failing runs or
+  holding them: a request waits at most what that bucket says, and Redis is asked
+  again after a jittered backoff (:data:`OUTAGE_FIRST` doubling to
+  :data:`OUTAGE_MAX`), by one request while the others keep to the process's bucket.
 
 A request refused with ``429`` (rate limited) or ``529`` (overloaded), or failing in
 another way that may pass, is tried again after :func:`backoff` says: what the
@@ -39,6 +42,10 @@ BACKOFF_BASE = 0.5
 BACKOFF_CAP = 60.0
 """The longest wait between two attempts, ``retry-after`` included."""
 REDIS_ENV = "REACTOR_REDIS_URL"
+OUTAGE_FIRST = 1.0
+OUTAGE_MAX = 30.0
+"""Seconds before the shared bucket is asked again after Redis failed (doubled after
+each failure, jittered), and the most between two attempts."""
 
 # Takes one token from the bucket at KEYS[1] (rate per second ARGV[1], capacity
 # ARGV[2]) and returns "0", or returns the seconds until a token is there. The time is
@@ -129,6 +136,9 @@ class Limits:
         self._redis: dict[asyncio.AbstractEventLoop, Any] = {}
         self._bucket: _Bucket | None = None
         self._redis_down = False
+        self._failures = 0  # attempts at the shared bucket failed since it last answered
+        self._retry_at = 0.0  # when (monotonic) the shared bucket is asked again
+        self._probing = False  # one request asks it; the others keep to the local bucket
         if requests_per_minute is not None:
             rate = requests_per_minute / 60
             self._bucket = _Bucket(rate, max(1.0, rate))
@@ -173,21 +183,44 @@ class Limits:
         if bucket is None:
             return
         url = self._redis_url if self._redis_url is not None else os.environ.get(REDIS_ENV, "")
-        while True:
-            wait = await self._shared_take(url, bucket) if url else bucket.take()
+        while url and self._shared_usable():
+            wait = await self._shared_take(url, bucket)
+            if wait is None:
+                break  # Redis is away: the process's bucket, below
             if wait <= 0:
                 return
+            await asyncio.sleep(wait)  # then ask again: another process may take it first
+        # The local bucket reserves the token: it is ours once the wait is over. Asking
+        # again would reserve another, and waits would grow for as long as Redis is away.
+        wait = bucket.take()
+        if wait > 0:
             await asyncio.sleep(wait)
-            if not url:
-                return  # the local bucket reserved the token before the wait
 
-    async def _shared_take(self, url: str, bucket: _Bucket) -> float:
+    def _shared_usable(self) -> bool:
+        """Whether to ask the shared bucket: it answers, or it is time to try it again."""
+        if not self._redis_down:
+            return True
+        if self._probing or time.monotonic() < self._retry_at:
+            return False
+        self._probing = True  # this request asks; the others use the local bucket
+        return True
+
+    async def _shared_take(self, url: str, bucket: _Bucket) -> float | None:
+        """A token from the shared bucket: 0, or the seconds until one is there.
+
+        ``None`` when Redis cannot be reached: the caller takes from ``bucket`` instead.
+        """
         try:
             client = self._redis_client(url)
             found = await client.eval(
                 _TAKE, 1, f"reactor:ratelimit:{self.key}", bucket.rate, bucket.capacity
             )
         except Exception as exc:  # Redis away: keep the rate in this process meanwhile
+            self._failures += 1
+            delay = min(OUTAGE_MAX, OUTAGE_FIRST * 2 ** min(self._failures - 1, 8))
+            delay *= random.uniform(0.5, 1.0)  # processes do not all come back at once
+            self._retry_at = time.monotonic() + delay
+            self._probing = False
             if not self._redis_down:
                 self._redis_down = True
                 log(
@@ -196,11 +229,17 @@ class Limits:
                     "the shared rate limit is unreachable; limiting in this process",
                     redis=url,
                     error=repr(exc),
+                    retry_in_s=round(delay, 2),
                 )
-            return bucket.take()
+            return None
+        self._probing = False
         if self._redis_down:
             self._redis_down = False
-            log("reactor.limits", "info", "the shared rate limit is reachable again", redis=url)
+            log(
+                "reactor.limits", "info", "the shared rate limit is reachable again",
+                redis=url, after=self._failures,
+            )  # fmt: skip
+        self._failures = 0
         return float(found)
 
     def _redis_client(self, url: str) -> Any:
