@@ -132,9 +132,9 @@ class HandlerTurns:
     """When a handler activation (one that called no provider) emitted what it emitted.
 
     Attributes:
-        steps: The ``seq`` of each signal its code emitted while it ran (``ctx.emit``,
-            state writes, phases and tasks), before its closing run: each waits for
-            its turn in a replay.
+        steps: The ``seq`` of each signal the activation emitted itself (``ctx.emit``,
+            state writes, phases and tasks while its code ran; its ``updates``, ``emits``
+            and ``completed`` when it finished): each waits for its turn in a replay.
         completion: Its turn to finish (its ``updates``, ``emits`` and ``completed``).
     """
 
@@ -148,8 +148,8 @@ def handler_turns(recording: Recording) -> dict[tuple[str, int], HandlerTurns]:
     Its completion waits for the last signal recorded before the activation's own
     closing run of signals (its ``updates``, ``emits``, ``completed`` and what they
     caused): whatever other agents did before it finished. Its steps are the signals
-    caused by the activation itself (or by one of its phases, tasks or prompts) before
-    that closing run: the replay lets each go once the signal recorded before it is
+    caused by the activation itself (or by one of its phases, tasks or prompts), its
+    ``completed`` last: the replay lets each go once the signal recorded before it is
     replayed.
     """
     signals = recording.signals
@@ -182,8 +182,7 @@ def handler_turns(recording: Recording) -> dict[tuple[str, int], HandlerTurns]:
             while before >= 0 and _descends(signals[before], root, by_id):
                 before -= 1
             after = signals[before].seq if before >= 0 else 0
-            closing = signals[before + 1].seq if before + 1 < len(signals) else signal.seq
-            own = [seq for seq in steps.get(root, ()) if seq < closing]
+            own = [*steps.get(root, ()), signal.seq]
             found[activated[root]] = HandlerTurns(own, Step(signal.seq, after))
         elif owner is not None and signal.name not in PROVIDER_EVENTS:
             steps.setdefault(owner, []).append(signal.seq)
