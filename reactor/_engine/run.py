@@ -164,9 +164,9 @@ class Run:
             for agent_run in self.agents:
                 for message in resumed.mailboxes.get(agent_run.name, ()):
                     agent_run.mailbox().put(message)
+            if forked is not None and forked.state:  # settle, then the edit, then new work
+                self.scheduler.hold(dict(forked.state))
             self.scheduler.resume(resumed)
-        if forked is not None and forked.state:
-            self.store.update(dict(forked.state), actor="user")
         self.outside.watch(self.run_id, waiting)
 
     def _route(self, signal: Signal) -> None:
@@ -413,6 +413,11 @@ class Run:
         if not isinstance(replay, ReplayProvider):
             return None
         return replay.completion_turn(activation.agent_run.name, activation.index)
+
+    def settle(self, edit: Mapping[str, Any]) -> None:
+        """A fork's edit, once what was in flight at its point has settled (actor ``user``)."""
+        if not self.ending:
+            self.store.update(dict(edit), actor="user")
 
     def step_turn(self, activation: Activation) -> Room | None:
         """During a replay, what an activation waits on before each step (its emits' turns)."""

@@ -13,8 +13,9 @@ owns: ``async with scheduler.attached(main):`` runs them and waits for them, as 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._activation.agentrun import Activation, AgentRun
@@ -76,6 +77,10 @@ class SchedulerHost(Protocol):
         """During a replay, what the activation waits on before each of its steps."""
         ...
 
+    def settle(self, edit: Mapping[str, Any]) -> None:
+        """Write a fork's edit (what was in flight has settled)."""
+        ...
+
 
 class Scheduler:
     """Starts, queues, skips and cancels the activations of one run."""
@@ -93,6 +98,8 @@ class Scheduler:
         self._tasks = 0  # activation tasks not finished yet
         self._idle: asyncio.Future[None] | None = None  # set when _tasks drops to 0
         self._error: BaseException | None = None
+        self._held: list[tuple[AgentRun, Signal]] | None = None  # a fork settling
+        self._edit: Mapping[str, Any] | None = None
         record = host.options.record
         # A recorded run's activations wait for their store between steps (backpressure).
         self._room: Room | None = None if record is None else record.room
@@ -115,6 +122,7 @@ class Scheduler:
         deferred, self._deferred = self._deferred, None
         for activation, coroutine in deferred or ():
             self._spawn(activation, coroutine)
+        self._settled()
 
     def drop_deferred(self) -> None:
         """Forget the activations waiting for the run to start (it stopped before it did)."""
@@ -144,6 +152,8 @@ class Scheduler:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks -= 1
+        if not self._tasks and self._edit is not None:
+            self._settled()
         error = None if task.cancelled() else task.exception()
         if error is not None and self._error is None:
             # Only a BaseException gets here (activate absorbs the agents' Exceptions):
@@ -202,9 +212,49 @@ class Scheduler:
             self.trigger(by_name[agent], signal)
         self.start_pending()
 
+    # -- a fork settling ---------------------------------------------------------
+
+    def hold(self, edit: Mapping[str, Any]) -> None:
+        """Start nothing new until what is in flight has finished; then write ``edit``.
+
+        A fork's order (see ``reactor._graph.forking``): the activations in flight at
+        its point settle, then its edit is written, then what was triggered meanwhile
+        starts, each agent once, by its latest trigger (the others are skipped as
+        ``coalesced``): the edit's ``state:<key>:changed`` and a trigger pending at the
+        fork's point make one activation, which sees the edited state.
+        """
+        self._held, self._edit = [], edit
+
+    def _settled(self) -> None:
+        """Once nothing is in flight, write the edit and let go of what was held."""
+        if self._edit is None or self._tasks or not self._open:
+            return
+        edit, self._edit = self._edit, None
+        # Now (the run must not end first), outside any activation's context: the edit
+        # is the user's, a root of the log.
+        contextvars.Context().run(self._let_go, edit)
+
+    def _let_go(self, edit: Mapping[str, Any]) -> None:
+        self.host.settle(edit)
+        held, self._held = self._held or [], None
+        held += self.pending
+        self.pending.clear()
+        latest: dict[AgentRun, Signal] = {}
+        for agent_run, trigger in held:
+            earlier = latest.get(agent_run)
+            if earlier is not None:
+                self.skip(agent_run, earlier, "coalesced")
+            latest[agent_run] = trigger
+        for agent_run, trigger in latest.items():
+            self.request(agent_run, trigger)
+
     def start_pending(self) -> None:
         """Start (or queue, or skip) the activations the last signal asked for."""
         pending = self.pending
+        if pending and self._held is not None:  # a fork settling: they wait
+            self._held += pending
+            pending.clear()
+            return
         if pending:
             batch = pending.copy()
             pending.clear()
