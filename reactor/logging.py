@@ -7,15 +7,19 @@ call :func:`configure` once; libraries leave it to the application::
 
     reactor.logging.configure(json=True)              # JSON lines on stdout
     result = await graph.run(reporters=[reactor.logging.StructlogReporter()])
+
+``configure(stdlib=True)`` routes the standard ``logging`` module (every library) and
+warnings the same way: one format for every line of the process.
 """
 
 from __future__ import annotations
 
 import json as jsonlib
+import logging
 import statistics
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -51,6 +55,7 @@ def configure(
     level: str | int = "info",
     stream: TextIO | None = None,
     colors: bool | None = None,
+    stdlib: bool = False,
 ) -> None:
     """Configure structlog for an application: a processor chain and a renderer.
 
@@ -59,30 +64,96 @@ def configure(
         level: The lowest level logged (``"debug"`` shows every signal).
         stream: Where to write; stdout for JSON, stderr for console lines by default.
         colors: Colour console lines (default: when the stream is a terminal).
+        stdlib: Also route the standard :mod:`logging` module (the root logger: every
+            library's lines, uvicorn's, taskiq's, alembic's) and Python's warnings through
+            the same chain to the same stream, so that every line is in one format. It
+            replaces the handler an earlier ``configure(stdlib=True)`` installed.
     """
     out = stream or (sys.stdout if json else sys.stderr)
-    processors: list[Any] = [
+    shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
+        _add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),
     ]
+    rendering: list[Any]
     if json:
-        processors += [
-            structlog.processors.dict_tracebacks,
+        rendering = [
+            structlog.processors.ExceptionRenderer(_TRACEBACKS),
             structlog.processors.JSONRenderer(serializer=_dumps),
         ]
     else:
         use_colors = colors if colors is not None else bool(getattr(out, "isatty", bool)())
-        processors.append(structlog.dev.ConsoleRenderer(colors=use_colors))
+        rendering = [structlog.dev.ConsoleRenderer(colors=use_colors)]
     numeric = level if isinstance(level, int) else _LEVELS[level.lower()]
     structlog.configure(
-        processors=processors,
+        processors=[*shared, *rendering],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=_PrinterFactory(out),
         cache_logger_on_first_use=False,
     )
+    if stdlib:
+        formatter = structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
+        )
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if isinstance(h, _StdlibHandler)]:
+            root.removeHandler(handler)
+        root.addHandler(_StdlibHandler(formatter, _Printer(out)))
+        root.setLevel(numeric)
+        logging.captureWarnings(True)  # a warning is a line of the log (logger py.warnings)
 
+
+class _Printer(structlog.PrintLogger):
+    """A :class:`structlog.PrintLogger` that knows its name (``get_logger("reactor.service")``).
+
+    Every printer of one stream shares structlog's lock for it: lines written from
+    structlog and from the standard ``logging`` module never interleave.
+    """
+
+    def __init__(self, file: TextIO, name: str | None = None) -> None:
+        super().__init__(file)
+        self.name = name
+
+
+class _PrinterFactory:
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def __call__(self, *args: Any) -> _Printer:
+        return _Printer(self._out, str(args[0]) if args else None)
+
+
+def _add_logger_name(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+    """``logger``: the stdlib logger's name of a routed record, else the structlog logger's."""
+    record = event.get("_record")
+    if isinstance(record, logging.LogRecord):
+        event.setdefault("logger", record.name)
+    elif isinstance(logger, _Printer) and logger.name:
+        event.setdefault("logger", logger.name)
+    return event
+
+
+class _StdlibHandler(logging.Handler):
+    """The root logger's handler: a record rendered by the chain, printed under the lock."""
+
+    def __init__(self, formatter: logging.Formatter, printer: _Printer) -> None:
+        super().__init__()
+        self.setFormatter(formatter)
+        self._printer = printer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._printer.msg(self.format(record))
+        except Exception:  # the output is gone (a closed pipe): drop the line, never print why
+            return
+
+
+_TRACEBACKS = structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+"""A traceback as JSON data, without the frames' local variables: those hold what must
+never be shipped to a log pipeline (a request's token, a prompt, a tool's arguments)."""
 
 _HARNESS = frozenset({HARNESS_START, HARNESS_ENDING, HARNESS_END, HARNESS_RESUMED, HARNESS_FORKED})
 

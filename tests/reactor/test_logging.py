@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -212,3 +214,73 @@ def test_a_reporter_without_patterns_is_a_clear_error() -> None:
 
     with pytest.raises(TypeError, match=r"is not a reporter: it has no patterns\. A reporter"):
         graph().run_sync(reporters=[Printer()])  # type: ignore[list-item]
+
+
+@pytest.fixture
+def root_logger() -> Iterator[logging.Logger]:
+    """The standard library's root logger, put back as it was afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield root
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
+    logging.captureWarnings(False)
+
+
+def test_stdlib_lines_and_warnings_join_the_json_lines(root_logger: logging.Logger) -> None:
+    stream = io.StringIO()
+    reactor.logging.configure(json=True, stream=stream, stdlib=True)
+    structlog.get_logger("mine").info("from structlog", n=1)
+    logging.getLogger("somelib.part").info("from %s", "stdlib")
+    logging.getLogger("somelib.part").debug("below the level")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("an old way", UserWarning, stacklevel=1)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(line["logger"], line["level"]) for line in lines] == [
+        ("mine", "info"),
+        ("somelib.part", "info"),
+        ("py.warnings", "warning"),
+    ]
+    assert (lines[0]["event"], lines[0]["n"], lines[1]["event"]) == (
+        "from structlog",
+        1,
+        "from stdlib",
+    )
+    assert "UserWarning: an old way" in lines[2]["event"]
+    assert all(line["timestamp"].endswith("Z") for line in lines)
+
+
+def test_json_tracebacks_keep_no_local_variables(root_logger: logging.Logger) -> None:
+    """A frame's locals (here a token) would be shipped with every logged exception."""
+    stream = io.StringIO()
+    reactor.logging.configure(json=True, stream=stream, stdlib=True)
+
+    def authenticate(token: str) -> None:
+        raise PermissionError("no such token")
+
+    try:
+        authenticate("s3cret-token-value")
+    except PermissionError:
+        structlog.get_logger("mine").exception("refused")
+        logging.getLogger("somelib").exception("refused too")
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == ["refused", "refused too"]
+    for line in lines:
+        [exception] = line["exception"]
+        assert exception["exc_type"] == "PermissionError"
+        assert exception["frames"][-1]["name"] == "authenticate"
+    assert "s3cret-token-value" not in stream.getvalue()
+
+
+def test_configuring_again_replaces_the_route_of_stdlib_lines(root_logger: logging.Logger) -> None:
+    first, second = io.StringIO(), io.StringIO()
+    reactor.logging.configure(json=True, stream=first, stdlib=True)
+    reactor.logging.configure(stream=second, colors=False, stdlib=True)
+    logging.getLogger("somelib").warning("said once")
+    assert first.getvalue() == ""
+    [line] = second.getvalue().splitlines()
+    assert "said once" in line
+    assert "[warning" in line
+    assert "[somelib]" in line
