@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
+import threading
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from types import TracebackType
+from typing import Any, TextIO
+
+import structlog
 
 from reactor._cli._base import CommandError
 
@@ -22,12 +28,16 @@ __all__ = [
     "SERVE_EXAMPLE",
     "SERVE_SUMMARY",
     "add_db_arguments",
+    "add_log_format",
     "add_serve_arguments",
     "app_service",
     "cmd_db",
     "cmd_serve",
-    "log_to_stderr",
+    "default_log_format",
+    "logged",
+    "say_error",
     "seconds_arg",
+    "start_logging",
 ]
 
 DB_SUMMARY = "Create or migrate the service's database; prune old recorded runs."
@@ -197,10 +207,16 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="API tokens, one token:user a line (also: $REACTOR_API_TOKENS='token:user,...')",
     )
+    add_log_format(serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``reactor serve``: run the service and its HTTP API until SIGTERM."""
+    as_json = start_logging(args.log_format)
+    return logged("serve", as_json, lambda: _serve(args, as_json))
+
+
+def _serve(args: argparse.Namespace, as_json: bool) -> int:
     from reactor.exceptions import ServiceConfigError
     from reactor.service._api.serve import ServeSettings, is_loopback, serve
 
@@ -217,30 +233,102 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ServiceConfigError as exc:
         raise CommandError(str(exc)) from None
     if not tokens and not is_loopback(settings.host):
-        print(
-            f"reactor serve: error: refusing to listen on {settings.host} without API tokens; "
-            "set REACTOR_API_TOKENS='token:user,...' or --tokens-file, or use --host 127.0.0.1",
-            file=sys.stderr,
+        say_error(
+            "serve",
+            f"refusing to listen on {settings.host} without API tokens; set "
+            "REACTOR_API_TOKENS='token:user,...' or --tokens-file, or use --host 127.0.0.1",
+            as_json,
         )
         return 2
     service = app_service(args.app, settings.db, given_db=args.db is not None)
-    log_to_stderr()
     try:
         return serve(service, settings)
     except ServiceConfigError as exc:  # the port is taken: said before anything started
         raise CommandError(str(exc)) from None
 
 
-def log_to_stderr() -> None:
-    """Show the service's own lines (runs resumed, schedules, failures) beside uvicorn's."""
-    import logging
+LOG_FORMATS = ("json", "console")
+QUIET_LOGGERS = ("alembic.runtime.plugins", "apscheduler", "httpx")
+"""Libraries whose info lines say little (a plugin loaded, a scheduler tick, a model call's
+HTTP request): only their warnings and errors are logged."""
 
-    logger = logging.getLogger("reactor")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)-9s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+
+def add_log_format(parser: argparse.ArgumentParser) -> None:
+    """Give a long-running command (``serve``, ``worker``) its ``--log-format``."""
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="json: every line the process writes is one JSON object (for a log pipeline); "
+        "console: lines for a person (default: console on a terminal, else json)",
+    )
+
+
+def default_log_format(stdout: TextIO | None) -> str:
+    """``console`` when ``stdout`` is a terminal (a person reads it), else ``json``."""
+    try:
+        return "console" if stdout is not None and stdout.isatty() else "json"
+    except ValueError:  # a closed stream is no terminal
+        return "json"
+
+
+def start_logging(chosen: str | None) -> bool:
+    """Send every line of the process through structlog; whether the lines are JSON.
+
+    ``chosen`` is ``--log-format`` (``None``: :func:`default_log_format`). structlog, the
+    standard ``logging`` module (uvicorn, taskiq, every library), warnings and uncaught
+    exceptions all go the same way: JSON lines on stdout, or console lines on stderr.
+    Called first, so that an app's module that logs while it is imported does it in the
+    same format.
+    """
+    import reactor.logging
+
+    as_json = (chosen or default_log_format(sys.stdout)) == "json"
+    reactor.logging.configure(json=as_json, level="info", stdlib=True)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if as_json:
+        sys.excepthook = _log_uncaught
+        threading.excepthook = _log_uncaught_in_thread
+    return as_json
+
+
+def _log_uncaught(
+    kind: type[BaseException], error: BaseException, trace: TracebackType | None
+) -> None:
+    structlog.get_logger("reactor.cli").critical(
+        "uncaught exception", exc_info=(kind, error, trace)
+    )
+
+
+def _log_uncaught_in_thread(info: threading.ExceptHookArgs) -> None:
+    if info.exc_value is not None:
+        _log_uncaught(info.exc_type, info.exc_value, info.exc_traceback)
+
+
+def say_error(command: str, message: str, as_json: bool) -> None:
+    """Say why ``reactor COMMAND`` stops: a log line in JSON, else a line on stderr."""
+    if as_json:
+        structlog.get_logger("reactor.cli").error(f"reactor {command}: error", error=message)
+    else:
+        print(f"reactor {command}: error: {message}", file=sys.stderr)
+
+
+def logged(command: str, as_json: bool, body: Callable[[], int]) -> int:
+    """``body()``'s status; in JSON an error that ends it is a log line too (as ``main`` says)."""
+    if not as_json:
+        return body()
+    from reactor.exceptions import ReactorError
+
+    try:
+        return body()
+    except BrokenPipeError:
+        raise
+    except (CommandError, ReactorError, OSError) as exc:
+        say_error(command, str(exc), as_json)
+        return 1
+    except KeyboardInterrupt:
+        structlog.get_logger("reactor.cli").warning(f"reactor {command}: interrupted")
+        return 130
 
 
 def app_service(ref: str | None, db: str, *, given_db: bool) -> Any:

@@ -41,7 +41,7 @@ def _positive(text: str) -> int:
 
 def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
     """Give ``reactor worker`` its options."""
-    from reactor._cli._service import seconds_arg
+    from reactor._cli._service import add_log_format, seconds_arg
 
     worker.add_argument(
         "--app",
@@ -68,6 +68,7 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
         default=30.0,
         help="seconds runs in flight get to finish on SIGTERM (default: 30)",
     )
+    add_log_format(worker)
 
 
 def _settings() -> object:
@@ -89,9 +90,17 @@ def _settings() -> object:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """``reactor worker``: execute queued runs until SIGTERM or Ctrl-C, then drain."""
+    from reactor._cli._service import logged, start_logging
+
+    as_json = start_logging(args.log_format)
+    return logged("worker", as_json, lambda: _work(args))
+
+
+def _work(args: argparse.Namespace) -> int:
     import os
 
-    from reactor._cli._service import DEFAULT_SERVICE_URL, app_service, log_to_stderr
+    from reactor._cli._service import DEFAULT_SERVICE_URL, app_service
+    from reactor._signals.diagnostics import log
     from reactor.exceptions import ServiceConfigError
     from reactor.service._hosting.telemetry import telemetry_from_env
     from reactor.service._scaleout.queue import QueueSettings
@@ -101,7 +110,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     assert isinstance(settings, QueueSettings)
     db = args.db or os.environ.get("REACTOR_SERVICE_DB") or DEFAULT_SERVICE_URL
     service = app_service(args.app, db, given_db=args.db is not None)
-    log_to_stderr()
     try:
         telemetry = telemetry_from_env()
     except ServiceConfigError as exc:
@@ -115,7 +123,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        print(f"worker {worker.id}: taking jobs ({args.concurrency} at a time)", flush=True)
+        log("reactor.worker", "info", "taking jobs", worker=worker.id, concurrency=args.concurrency)
         await worker.run(stop)
 
     try:

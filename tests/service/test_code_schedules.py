@@ -8,6 +8,7 @@ one it uses and why.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -187,12 +188,12 @@ def test_reactor_serve_logs_which_schedule_it_uses(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'app.db'}"
     with serving(db, tmp_path / "log", app=app) as server:
         assert server.stop() == 0
-    lines = [line for line in server.output().splitlines() if "agent schedule" in line]
-    assert len(lines) == 1, server.output()
-    assert lines[0].startswith("INFO")
-    assert "agent schedule from code" in lines[0]
-    assert "agent='helper'" in lines[0]
-    assert f"schedule='{NEW_YEAR}'" in lines[0]
+    lines = [json.loads(line) for line in server.output().splitlines()]  # JSON: not a TTY
+    said = [line for line in lines if "agent schedule" in line["event"]]
+    assert len(said) == 1, server.output()
+    assert said[0]["level"] == "info"
+    assert said[0]["event"] == "agent schedule from code"
+    assert (said[0]["agent"], said[0]["schedule"]) == ("helper", NEW_YEAR)
 
 
 def test_the_migration_marks_schedules_given_over_the_api_before_it(tmp_path: Path) -> None:

@@ -91,7 +91,10 @@ def test_serve_says_the_port_is_taken_before_starting_anything(tmp_path: Path) -
         taken.bind(("127.0.0.1", port))
         taken.listen()
         done = subprocess.run(
-            serve_command("--db", f"sqlite:///{tmp_path / 'app.db'}", "--port", str(port)),
+            serve_command(
+                *("--db", f"sqlite:///{tmp_path / 'app.db'}", "--port", str(port)),
+                *("--log-format", "console"),  # lines for a person, on stderr
+            ),
             capture_output=True,
             text=True,
             timeout=60,

@@ -108,7 +108,9 @@ def test_stream_settings_must_be_positive_whole_numbers(variable: str, value: st
 def test_reactor_serve_refuses_a_bad_stream_setting_in_one_line(tmp_path: Path) -> None:
     bad = {"REACTOR_MAX_STREAMS": "0"}
     done = subprocess.run(
-        serve_command("--db", f"sqlite:///{tmp_path / 'app.db'}", "--app", APP),
+        serve_command(
+            *("--db", f"sqlite:///{tmp_path / 'app.db'}", "--app", APP), "--log-format", "console"
+        ),
         capture_output=True,
         text=True,
         timeout=120,
@@ -212,6 +214,7 @@ def test_a_client_that_stops_reading_is_dropped_and_catches_up_with_last_event_i
             assert drops == 0  # the run has ended: a catch-up from the store, never behind
         assert "stream client behind" in server.output()
         assert "Traceback" not in server.output()
+        assert '"exception"' not in server.output()  # a JSON line's traceback
     logged = _logged(url, run_id)
     assert [(s["seq"], s["name"]) for s in everything] == logged
     assert [(s["seq"], s["name"]) for s in given + rest] == logged
@@ -262,6 +265,7 @@ def test_past_the_cap_a_stream_is_refused_and_a_stream_gives_its_place_back(capp
         assert _websocket(capped, ended) == 1000
         second.close()
     assert "Traceback" not in capped.output()
+    assert '"exception"' not in capped.output()  # a JSON line's traceback
 
 
 def _rss(server: Server) -> float:

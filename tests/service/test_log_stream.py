@@ -102,3 +102,4 @@ def test_a_long_burst_under_serve_completes_and_the_service_answers_meanwhile(
         info = _timed(client, f"/api/runs/{run_id}")[1]["info"]
         assert info["status"] == "completed"
         assert server.output().count("Traceback") == 0
+        assert server.output().count('"exception"') == 0  # a JSON line's traceback

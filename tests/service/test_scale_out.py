@@ -505,7 +505,7 @@ def test_workers_lists_the_live_workers_and_sigterm_drains(
 def test_a_worker_needs_redis_configured() -> None:
     env = {k: v for k, v in os.environ.items() if k != "REACTOR_REDIS_URL"}
     done = subprocess.run(
-        [sys.executable, "-m", "reactor", "worker", "--app", APP],
+        [sys.executable, "-m", "reactor", "worker", "--app", APP, "--log-format", "console"],
         env=env,
         capture_output=True,
         text=True,

@@ -23,7 +23,10 @@ from tests.service.server import ALICE, serve_command, serving, wait_for
 def test_a_public_host_without_tokens_is_refused(tmp_path: Path) -> None:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("REACTOR_API_TOKENS")}
     done = subprocess.run(
-        serve_command("--host", "0.0.0.0", "--db", f"sqlite:///{tmp_path / 'app.db'}"),
+        serve_command(
+            *("--host", "0.0.0.0", "--db", f"sqlite:///{tmp_path / 'app.db'}"),
+            *("--log-format", "console"),
+        ),
         capture_output=True,
         text=True,
         timeout=60,

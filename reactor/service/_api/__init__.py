@@ -7,7 +7,7 @@ service, JSON errors), ``agents``, ``objects``, ``runs``, ``paging``, ``resumes`
 ``/api/runs``, a run read in pages, resume and fork, Server-Sent Events and the
 WebSocket channel), ``reads`` (what is read of a run: its row and pages, never a
 whole log), ``follow`` (following a run, bounded), ``serve`` (the app on uvicorn,
-stopped gracefully).
+stopped gracefully), ``accesslog`` (a log line per request it answers).
 
 May use: everything of the service below it; the web UI is its sibling.
 """

@@ -45,6 +45,7 @@ from reactor.exceptions import (
     SuggestionStaleError,
 )
 from reactor.service._api.access import LOCAL_USER, Tokens
+from reactor.service._api.accesslog import CALLER
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.values import User
 
@@ -233,14 +234,16 @@ def user_of(conn: HTTPConnection, token: str | None) -> User:
     """
     tokens = state_of(conn).tokens
     if not tokens:
-        return User(LOCAL_USER)
-    if not token:
+        user: User | None = User(LOCAL_USER)
+    elif not token:
         raise ApiError(
             401, "This route needs an API token: send the header `Authorization: Bearer <token>`."
         )
-    user = tokens.user(token)
+    else:
+        user = tokens.user(token)
     if user is None:
         raise ApiError(401, "The API token is not valid; ask the operator for one.")
+    setattr(conn.state, CALLER, user)  # the access line names who called
     return user
 
 

@@ -13,6 +13,9 @@ environment, then defaults.
 On SIGTERM (or Ctrl-C) the service stops taking work, gives in-flight reactions and
 runs ``grace`` seconds, holds the runs still going (they resume at the next start),
 flushes the log, and the process exits with status 0.
+
+uvicorn logs through the root logger, in whatever format the application chose (the
+``reactor`` CLI: ``--log-format``), and each request is one line of :class:`AccessLog`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import uvicorn
 from reactor._signals.diagnostics import log
 from reactor.exceptions import ServiceConfigError
 from reactor.service._api.access import Tokens
+from reactor.service._api.accesslog import AccessLog
 from reactor.service._api.app import Lifecycle, create_app
 from reactor.service._hosting.service import ReactionService
 from reactor.service._hosting.telemetry import telemetry_from_env
@@ -43,8 +47,19 @@ from reactor.service._objects.db import DEFAULT_URL
 
 __all__ = ["UVICORN_OPTIONS", "ServeSettings", "is_loopback", "serve"]
 
-UVICORN_OPTIONS: dict[str, Any] = {"lifespan": "on", "log_level": "info"}
-"""How uvicorn serves the app (the benchmarks serve their baseline app the same way)."""
+UVICORN_OPTIONS: dict[str, Any] = {
+    "lifespan": "on",
+    "log_level": "info",
+    "log_config": None,
+    "access_log": False,
+}
+"""How uvicorn serves the app (the benchmarks serve their baseline app the same way).
+
+uvicorn configures no logging of its own (``log_config=None``): its lines go to the root
+logger, which the application routes (``reactor serve`` through structlog, in the format
+``--log-format`` chose). Its plain-text access lines are off: :class:`AccessLog` writes
+reactor's, with the time taken and the caller.
+"""
 
 
 class ServeSettings(pydantic.BaseModel):
@@ -166,7 +181,7 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
         service.reporters.append(telemetry.reporter)
     app = create_app(service, tokens=tokens, grace=settings.grace, bind=settings.host)
     config = uvicorn.Config(
-        app,
+        AccessLog(app),
         host=settings.host,
         port=settings.port,
         timeout_graceful_shutdown=max(int(settings.grace), 1),
