@@ -3,8 +3,9 @@
 A run's log holds every decision it made: each activation (``agent:<name>:activated``,
 caused by its trigger), how it ended (``completed``, ``failed``, ``cancelled``), each
 skip, each provider call and tool result. A :class:`ResumePlan` reads it back, through
-a :class:`~reactor._activation.fold.LogFold` that starts from the latest
-``harness:snapshot`` (so a long run is read from its last snapshot on):
+a :class:`~reactor._activation.fold.LogFold` that starts from the latest sound
+``harness:snapshot`` (so a long run is read from its last snapshot on; one that was
+changed after it was taken is skipped, see ``reactor._recording.seals``):
 
 * the state, rebuilt as ``state_at(last seq)``;
 * activations that finished: never run again (their effects are in the log);
@@ -37,7 +38,10 @@ from reactor._providers.toolrun import RecordedToolError
 from reactor._providers.tools import Tool
 from reactor._recording.log import latest_snapshot
 from reactor._recording.recording import Recording
+from reactor._recording.seals import skip
+from reactor._signals.names import HARNESS_SNAPSHOT
 from reactor._signals.signal import Signal
+from reactor.exceptions import RecordingError
 
 __all__ = ["InFlight", "RecordedAnswers", "ResumePlan"]
 
@@ -169,18 +173,35 @@ class ResumePlan:
     ) -> ResumePlan:
         """Read a plan from a recording; ``routes(name)`` gives the agents a name triggers.
 
-        The log is folded from its latest ``harness:snapshot`` on (from its start when
-        it has none), so a recording loaded from a snapshot (``store.load_tail``) is
-        enough.
+        The log is folded from its latest sound ``harness:snapshot`` on (from its start
+        when it has none), so a recording loaded from a snapshot (``store.load_tail``)
+        is enough. A snapshot that fails its check, or that cannot be read back into a
+        fold, is skipped with a warning (``reactor._recording.seals``) for the one
+        before it.
+
+        Raises:
+            RecordingError: The log read is a tail whose snapshots are all unusable (a
+                store's tail from its latest snapshot, unchecked): load the whole run.
         """
-        signals = recording.signals
+        signals, run_id = recording.signals, recording.run_id
         snapshot = latest_snapshot(signals)
-        if snapshot is None:
-            fold = LogFold(agents, routes, recording.run_id)
-            fold.add(signals)
-        else:
-            fold = fold_from(snapshot.payload, agents, routes, recording.run_id, _finder(signals))
-            fold.add([signal for signal in signals if signal.seq > fold.seq])
+        while snapshot is not None:
+            try:
+                fold = fold_from(snapshot.payload, agents, routes, run_id, _finder(signals))
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                skip(snapshot, f"it cannot be read back ({type(exc).__name__}: {exc})")
+                snapshot = latest_snapshot(signals, int(snapshot.payload["seq"]) - 1)
+            else:
+                fold.add([signal for signal in signals if signal.seq > fold.seq])
+                return cls.of(recording, fold)
+        if not _from_the_start(signals):
+            raise RecordingError(
+                f"Run {run_id} was read from its latest snapshot on, and no snapshot in "
+                "what was read can be used (see the warnings); load the whole run "
+                "(store.load) to resume it from its start."
+            )
+        fold = LogFold(agents, routes, run_id)
+        fold.add(signals)
         return cls.of(recording, fold)
 
     @classmethod
@@ -214,6 +235,14 @@ class ResumePlan:
             pending_prompts=pending,
             mailboxes={agent: list(box) for agent, box in fold.mailboxes.items() if box},
         )
+
+
+def _from_the_start(signals: Sequence[Signal]) -> bool:
+    """Whether a log holds every signal up to its first snapshot (it is not a tail)."""
+    first = next((i for i, s in enumerate(signals) if s.name == HARNESS_SNAPSHOT), None)
+    if first is None:
+        return True  # no snapshot: a store's tail is the whole run
+    return all(signal.seq == number for number, signal in enumerate(signals[:first], start=1))
 
 
 def _finder(signals: Sequence[Signal]) -> Callable[[int], Signal | None]:

@@ -5,6 +5,8 @@ A snapshot says what a resume needs as it was right after signal ``seq`` (see
 ``progress`` (the activations in flight with the answers their log gave, the decisions
 not made yet, the questions asked and their outcomes, the mailboxes, the counters, and
 one entry per extra section). Signals inside it are compact lists (:func:`encode_signal`).
+It is sealed with the hash of its content (``reactor._recording.seals``): a reader
+skips a snapshot that was changed after it was taken.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from reactor._activation.fold import Flight, LogFold, Prompt, Routes
 from reactor._providers.base import End, Usage
 from reactor._recording.log import needed_seqs
+from reactor._recording.seals import seal
 from reactor._signals.signal import Signal, to_jsonable
 from reactor.exceptions import RecordingError
 
@@ -52,7 +55,7 @@ def decode_signal(data: Sequence[Any], run_id: str | None) -> Signal:
 
 
 def snapshot_of(fold: LogFold) -> dict[str, Any]:
-    """What ``fold`` keeps, as JSON data: the payload of ``harness:snapshot``."""
+    """What ``fold`` keeps, as JSON data, sealed: the payload of ``harness:snapshot``."""
     live = fold.flights
     progress: dict[str, Any] = {
         "launched": dict(fold.launched),
@@ -73,14 +76,16 @@ def snapshot_of(fold: LogFold) -> dict[str, Any]:
         "mailboxes": to_jsonable(fold.mailboxes),
         "sections": {key: section.dump() for key, section in fold.sections.items()},
     }
-    return {
-        "seq": fold.seq,
-        "needs": [run[:3] for run in progress["undecided"]],
-        "input": to_jsonable(fold.input),
-        "state": to_jsonable(fold.state),
-        "fingerprints": fold.fingerprints,
-        "progress": progress,
-    }
+    return seal(
+        {
+            "seq": fold.seq,
+            "needs": [run[:3] for run in progress["undecided"]],
+            "input": to_jsonable(fold.input),
+            "state": to_jsonable(fold.state),
+            "fingerprints": fold.fingerprints,
+            "progress": progress,
+        }
+    )
 
 
 def fold_from(

@@ -33,6 +33,7 @@ from reactor._recording.info import RunInfo, prune_bounds, runs_filter
 from reactor._recording.recording import Recording
 from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapshot_every
 from reactor._recording.storebase import SignalStoreBase
+from reactor._recording.tail import sound_tail
 from reactor._recording.writes import Backlog, WriteFailures
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
@@ -352,7 +353,9 @@ class PostgresSignalStore(SignalStoreBase):
 
         The signals after the one the snapshot was taken after (the snapshot among
         them); the whole run when it has none. Found through an index of snapshots, so
-        the time it takes does not grow with the length of the log.
+        the time it takes does not grow with the length of the log. A snapshot that
+        fails its check (changed since it was taken) gives way to the latest sound one
+        before it (``reactor._recording.tail``).
 
         Raises:
             RunNotFoundError: No such run.
@@ -360,7 +363,7 @@ class PostgresSignalStore(SignalStoreBase):
         """
         if self._writer is not None:
             self.flush()
-        return self._reads.load(run_id, tail=True)
+        return sound_tail(self, self._reads.load(run_id, tail=True))
 
     def runs(
         self,

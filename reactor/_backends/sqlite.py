@@ -24,6 +24,7 @@ from reactor._recording.info import RunInfo, prune_bounds, runs_filter
 from reactor._recording.recording import Recording
 from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapshot_every
 from reactor._recording.storebase import SignalStoreBase
+from reactor._recording.tail import sound_tail
 from reactor._recording.writes import Backlog, WriteFailures
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal, json_fallback
@@ -338,14 +339,16 @@ class SQLiteSignalStore(SignalStoreBase):
         The signals after the one the snapshot was taken after (the snapshot among
         them), and the earlier ones it names as still needed (triggers not decided
         yet); the whole run when it has none. Found through an index of snapshots, so
-        the time it takes does not grow with the length of the log.
+        the time it takes does not grow with the length of the log. A snapshot that
+        fails its check (changed since it was taken) gives way to the latest sound one
+        before it (``reactor._recording.tail``).
 
         Raises:
             RunNotFoundError: No such run.
         """
         if self._writer is not None:
             self.flush()
-        return self._reads.load(run_id, tail=True)
+        return sound_tail(self, self._reads.load(run_id, tail=True))
 
     def runs(
         self,

@@ -3,7 +3,9 @@
 A run recorded to a store with ``snapshot_every`` keeps the signals it routes since the
 last snapshot; when there are that many, it folds them into what a resume needs (a
 :class:`~reactor._activation.fold.LogFold`, carried over from the resume plan when the
-run was resumed) and emits the fold as ``harness:snapshot``. Folding a batch at a time
+run was resumed) and emits the fold as ``harness:snapshot``, sealed with the hash of
+its content (``reactor._recording.seals``: a reader skips a snapshot changed since it
+was taken). Folding a batch at a time
 keeps the cost off the path of each signal: one list append per signal, and the fold
 of the batch when a snapshot is due.
 

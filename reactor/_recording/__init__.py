@@ -7,7 +7,9 @@ steps), ``store`` (the :class:`SignalStore` and :class:`Reporter` protocols: eve
 reactor asks of them, checked at the door), ``storebase`` (:class:`SignalStoreBase`:
 the optional members' defaults), ``inbox`` (messages posted to a run), ``writes``
 (for stores with a writer thread: the backlog runs wait on, the runs whose recording
-failed). The stores reactor ships are in ``_backends``.
+failed), ``seals`` (snapshots' hashes, and the check a reader makes), ``tail`` (a
+store's tail from its latest sound snapshot). The stores reactor ships are in
+``_backends``.
 
 May use: ``_signals`` and :mod:`reactor.exceptions`.
 """

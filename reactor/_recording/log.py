@@ -20,6 +20,7 @@ import pydantic_core
 from reactor._recording.diff import VOLATILE, Divergence, first_divergence
 from reactor._recording.eventtree import EventTree
 from reactor._recording.info import RunInfo
+from reactor._recording.seals import sound
 from reactor._signals.diagnostics import short_repr
 from reactor._signals.names import DELTAS, HARNESS_SNAPSHOT, HARNESS_START, parse_state_event
 from reactor._signals.patterns import Pattern, compile_pattern
@@ -86,15 +87,16 @@ class SignalLog:
     def state_at(self, seq: int) -> dict[str, Any]:
         """Rebuild the state as it was right after signal ``seq`` was emitted.
 
-        Starts from the latest ``harness:snapshot`` at or before ``seq`` (else from the
-        state in ``harness:start``) and applies the ``new`` value of every
+        Starts from the latest sound ``harness:snapshot`` at or before ``seq`` (else
+        from the state in ``harness:start``) and applies the ``new`` value of every
         ``state:<key>:changed`` after it, up to ``seq``: a long log is read from its
-        last snapshot on. The result is plain JSON data.
+        last snapshot on. A snapshot that fails its check is skipped, with a warning
+        (see ``reactor._recording.seals``). The result is plain JSON data.
         """
         signals = self.signals
         snapshot = latest_snapshot(signals, seq)
         if snapshot is not None:
-            initial, after = snapshot.payload.get("state"), int(snapshot.payload["seq"])
+            initial, after = snapshot.payload["state"], int(snapshot.payload["seq"])
         else:
             start = next((s for s in signals if s.name == HARNESS_START), None)
             payload = start.payload if start is not None else None
@@ -152,9 +154,11 @@ _SLACK = 64
 
 
 def latest_snapshot(signals: Sequence[Signal], at: int | None = None) -> Signal | None:
-    """The latest ``harness:snapshot`` of a log holding the run as it was at ``at`` or before.
+    """The latest sound ``harness:snapshot`` of a log holding the run as it was at ``at`` or before.
 
-    ``signals`` are in ``seq`` order; ``at`` is the last signal by default.
+    ``signals`` are in ``seq`` order; ``at`` is the last signal by default. A snapshot
+    that fails its check (:func:`~reactor._recording.seals.sound`: changed since it was
+    taken, not a snapshot's shape) is skipped, with a warning, for the one before it.
 
     A snapshot taken right after signal ``n`` says ``seq: n`` and comes a little after
     it in the log, so the search starts just past ``at`` and walks back.
@@ -164,10 +168,15 @@ def latest_snapshot(signals: Sequence[Signal], at: int | None = None) -> Signal 
     end = len(signals) if at is None else bisect.bisect_right(signals, at, key=_seq)
     for index in range(min(len(signals), end + _SLACK) - 1, -1, -1):
         signal = signals[index]
-        if signal.name == HARNESS_SNAPSHOT and isinstance(signal.payload, Mapping):
-            covered = signal.payload.get("seq")
-            if isinstance(covered, int) and (at is None or covered <= at):
-                return signal
+        if signal.name != HARNESS_SNAPSHOT:
+            continue
+        if index >= end:  # after ``at`` in the log: one taken at ``at`` or before?
+            payload = signal.payload
+            covered = payload.get("seq") if isinstance(payload, Mapping) else None
+            if not isinstance(covered, int) or at is None or covered > at:
+                continue
+        if sound(signal):
+            return signal
     return None
 
 

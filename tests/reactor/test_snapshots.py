@@ -74,6 +74,7 @@ def test_a_recorded_run_writes_a_snapshot_every_snapshot_every_signals() -> None
         "state",
         "fingerprints",
         "progress",
+        "hash",
     }
 
 

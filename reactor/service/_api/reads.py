@@ -22,6 +22,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from reactor._recording.info import PendingTimer, RunInfo, pending_timers
+from reactor._recording.seals import sound
 from reactor._recording.store import PAGE, SignalStore
 from reactor._signals.names import (
     HARNESS_END,
@@ -236,13 +237,14 @@ def ending_seq(store: SignalStore, info: RunInfo) -> int:
 def state_at(store: SignalStore, run_id: str, seq: int) -> dict[str, Any]:
     """The run's state right after signal ``seq``, as :meth:`reactor.Recording.state_at` says.
 
-    From the latest ``harness:snapshot`` taken at or before ``seq`` (else the state in
-    ``harness:start``), with the ``new`` value of every ``state:<key>:changed`` after
-    it, up to ``seq``: pages read, never the whole log. Blocking.
+    From the latest sound ``harness:snapshot`` taken at or before ``seq`` (else the
+    state in ``harness:start``), with the ``new`` value of every ``state:<key>:changed``
+    after it, up to ``seq``: pages read, never the whole log. A snapshot that fails its
+    check (changed since it was taken) is skipped, with a warning. Blocking.
     """
     snapshot = _snapshot(store, run_id, seq)
     if snapshot is not None:
-        initial, after = snapshot.payload.get("state"), int(snapshot.payload["seq"])
+        initial, after = snapshot.payload["state"], int(snapshot.payload["seq"])
     else:
         start = first_signal(store, run_id, HARNESS_START)
         payload = start.payload if start is not None else None
@@ -262,14 +264,16 @@ def state_at(store: SignalStore, run_id: str, seq: int) -> dict[str, Any]:
 
 
 def _snapshot(store: SignalStore, run_id: str, seq: int) -> Signal | None:
-    """The latest ``harness:snapshot`` holding the run as it was at ``seq`` or before."""
+    """The latest sound ``harness:snapshot`` holding the run as it was at ``seq`` or before."""
     before = seq + SLACK + 1
     while True:
         page = store.signals(run_id, before=before, limit=8, names=(HARNESS_SNAPSHOT,))
         for snapshot in reversed(page):
             payload = snapshot.payload
             covered = payload.get("seq") if isinstance(payload, Mapping) else None
-            if isinstance(covered, int) and covered <= seq:
+            if snapshot.seq > seq and (not isinstance(covered, int) or covered > seq):
+                continue  # after ``seq`` in the log, and not holding the run at ``seq``
+            if sound(snapshot):
                 return snapshot
         if len(page) < 8:
             return None
