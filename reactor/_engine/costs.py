@@ -1,6 +1,6 @@
 """What a run's model calls asked and spent: requests, tokens, cost, and their budgets.
 
-The run's half of :class:`~reactor._prompts.modelcall.CallSite`: each distinct request
+The run's half of :class:`~reactor._prompts.signalled.CallSite`: each distinct request
 is kept (for the result, the recording and the reporters that want it), each call's
 usage and cost counted, and, when the run or one of its agents has a
 :class:`~reactor.Budget`, each call checked against it before it starts. A run with no

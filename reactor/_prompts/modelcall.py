@@ -1,7 +1,8 @@
 """An LLM call on a bus: render, ask the provider, stream, validate, retry.
 
 For an LLM agent: render ``system`` and ``prompt``, build a :class:`ProviderRequest`,
-stream the provider's events onto the bus as signals, take the output from the
+stream the provider's events onto the bus as signals (each checked first: see
+:mod:`reactor._prompts.signalled`), take the output from the
 ``End`` event, and validate it against the agent's ``output`` model, sending the model
 its validation error and asking again, up to ``output_retries`` times. Handler code
 calls models the same way through ``ctx.provider`` (:class:`RunProvider`), and
@@ -10,56 +11,21 @@ calls models the same way through ``ctx.provider`` (:class:`RunProvider`), and
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import pydantic
 
 from reactor._agents.output import OutputSpec, feedback, summarize_errors
 from reactor._agents.skills import Skill, system_with_skills
 from reactor._agents.templates import Template, render, to_json
-from reactor._providers.base import (
-    End,
-    Message,
-    Provider,
-    ProviderEvent,
-    ProviderRequest,
-    Retry,
-    TextComplete,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
-    ToolResult,
-    Usage,
-)
+from reactor._prompts.signalled import CallSite, SignalledCall, turn_to_start
+from reactor._providers.base import End, Message, Provider, ProviderEvent, ProviderRequest
 from reactor._providers.hooks import NO_HOOKS, Hooks
 from reactor._providers.tools import Tool
-from reactor._signals.names import (
-    PROVIDER_END,
-    PROVIDER_ERROR,
-    PROVIDER_RETRY,
-    PROVIDER_START,
-    TEXT_COMPLETE,
-    TEXT_DELTA,
-    THINKING_DELTA,
-    TOOL_CALL,
-    TOOL_RESULT,
-    error_info,
-)
-from reactor.exceptions import NoProviderError, OutputValidationError, ProviderError
+from reactor.exceptions import NoProviderError, OutputValidationError
 
-if TYPE_CHECKING:
-    from reactor._signals.bus import SignalBus
-
-__all__ = [
-    "Answers",
-    "CallSite",
-    "ModelAgent",
-    "ModelCall",
-    "RunProvider",
-    "no_provider",
-]
+__all__ = ["Answers", "ModelAgent", "ModelCall", "RunProvider", "no_provider"]
 
 
 class Answers(Protocol):
@@ -115,29 +81,6 @@ class ModelAgent(Protocol):
     @property
     def skills(self) -> tuple[Skill, ...]:
         """Skills added to its system prompt."""
-        ...
-
-
-class CallSite(Protocol):
-    """What a model call needs of the run it streams into."""
-
-    @property
-    def bus(self) -> SignalBus:
-        """Where the call's events are emitted."""
-        ...
-
-    def record_request(self, request: ProviderRequest) -> None:
-        """Keep what the provider was asked (for recordings and diffs)."""
-        ...
-
-    def count_usage(
-        self, usage: Usage, cost_usd: float | None, agent: str = "", model: str | None = None
-    ) -> None:
-        """Add ``agent``'s call's tokens and cost to the run's metrics."""
-        ...
-
-    def check_budget(self, agent: str, provider: Provider, request: ProviderRequest) -> None:
-        """Refuse (raise) a call that would start over a budget; else count it."""
         ...
 
 
@@ -223,11 +166,11 @@ class ModelCall:
             )
             end = answers.answer(request) if answers is not None else None
             if end is None:
-                # The call itself, each event signalled (see _SignalledCall). Not a
+                # The call itself, each event signalled (see SignalledCall). Not a
                 # coroutine of its own: one frame fewer for every call in flight.
                 self.site.check_budget(name, provider, request)
-                await _turn_to_start(provider, request)
-                call = _SignalledCall(self.site, provider, request, name)
+                await turn_to_start(provider, request)
+                call = SignalledCall(self.site, provider, request, name)
                 async with call as events:
                     async for event in events:
                         call.event(event)
@@ -262,143 +205,13 @@ class ModelCall:
     ) -> AsyncIterator[ProviderEvent]:
         """One call, each event signalled and streamed to the caller as it comes."""
         self.site.check_budget(name, provider, request)
-        await _turn_to_start(provider, request)
-        call = _SignalledCall(self.site, provider, request, name)
+        await turn_to_start(provider, request)
+        call = SignalledCall(self.site, provider, request, name)
         async with call as events:
             async for event in events:
                 call.event(event)
                 yield event
             call.ended()
-
-
-async def _turn_to_start(provider: Provider, request: ProviderRequest) -> None:
-    """During a replay, wait until ``provider:start`` comes in its recorded turn."""
-    turn = getattr(provider, "turn_to_start", None)
-    if turn is not None:
-        await turn(request)
-
-
-class _SignalledCall:
-    """One provider call as signals.
-
-    ``provider:start`` comes first, then a signal per event, and ``provider:end``
-    (with the usage, the cost and the duration, which the run's metrics add up) or
-    ``provider:error`` last. ``async with call as events:`` iterates the provider's
-    stream; leaving the block on an error signals it, and the stream is closed.
-    """
-
-    __slots__ = ("end", "events", "name", "provider", "site", "started")
-
-    def __init__(
-        self, site: CallSite, provider: Provider, request: ProviderRequest, name: str
-    ) -> None:
-        self.site, self.provider, self.name = site, provider, name
-        self.end: End | None = None
-        site.record_request(request)
-        model_for = getattr(provider, "model_for", None)
-        model = (
-            model_for(request)
-            if model_for is not None
-            else request.options.get("model") or getattr(provider, "model", None)
-        )
-        site.bus.emit(
-            PROVIDER_START,
-            {"agent": name, "model": model, "request_hash": request.request_hash},
-            source=name,
-        )
-        self.started = time.perf_counter()
-        self.events = provider.stream(request)
-
-    def event(self, event: ProviderEvent) -> None:
-        """Signal one event of the stream."""
-        emit, name = self.site.bus.emit, self.name
-        if isinstance(event, TextDelta):
-            emit(TEXT_DELTA, {"agent": name, "content": event.content}, source=name)
-        elif isinstance(event, ThinkingDelta):
-            emit(THINKING_DELTA, {"agent": name, "content": event.content}, source=name)
-        elif isinstance(event, TextComplete):
-            emit(TEXT_COMPLETE, {"agent": name, "content": event.content}, source=name)
-        elif isinstance(event, ToolCall):
-            payload = {"agent": name, "id": event.id, "name": event.name}
-            emit(TOOL_CALL, {**payload, "input": event.input}, source=name)
-        elif isinstance(event, ToolResult):
-            payload = {"agent": name, "id": event.id, "name": event.name}
-            emit(
-                TOOL_RESULT, {**payload, "result": event.result, "error": event.error}, source=name
-            )
-        elif isinstance(event, Retry):
-            emit(
-                PROVIDER_RETRY,
-                {
-                    "agent": name,
-                    "attempt": event.attempt,
-                    "wait_s": event.wait_s,
-                    "status": event.status,
-                    "error": event.error,
-                },
-                source=name,
-            )
-        elif isinstance(event, End):
-            self.end = event
-            usage = event.usage
-            self.site.count_usage(usage, event.cost_usd, name, event.model)
-            emit(
-                PROVIDER_END,
-                {
-                    "agent": name,
-                    "output": event.output,
-                    "usage": usage.to_dict(),
-                    "cost_usd": event.cost_usd,
-                    "stop_reason": event.stop_reason,
-                    "duration_ms": since(self.started),
-                },
-                source=name,
-            )
-        else:
-            raise ProviderError(
-                f"Provider {type(self.provider).__name__} yielded {event!r}, which is not a "
-                "provider event (TextDelta, ThinkingDelta, TextComplete, ToolCall, "
-                "ToolResult, Retry or End).",
-                agent=name,
-            )
-
-    def ended(self) -> End:
-        """The call's ``End``.
-
-        Raises:
-            ProviderError: The stream finished without one.
-        """
-        if self.end is None:
-            raise ProviderError(
-                f"Provider {type(self.provider).__name__} finished without an End event for "
-                f"agent {self.name!r}; a stream must end with End(output=...).",
-                agent=self.name,
-            )
-        return self.end
-
-    async def __aenter__(self) -> AsyncIterator[ProviderEvent]:
-        return self.events
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        if isinstance(exc, Exception):  # not a cancellation
-            self.failed(exc)
-        close = getattr(self.events, "aclose", None)
-        if close is not None:
-            await close()
-
-    def failed(self, exc: Exception) -> None:
-        """Signal the call's failure."""
-        self.site.bus.emit(
-            PROVIDER_ERROR,
-            {
-                "agent": self.name,
-                "error": error_info(exc),
-                "retryable": bool(getattr(exc, "retryable", False)),
-            },
-            source=self.name,
-        )
 
 
 class RunProvider:
@@ -441,8 +254,3 @@ def no_provider(name: str) -> NoProviderError:
         "agent(...) for this agent only.",
         agent=name,
     )
-
-
-def since(started: float) -> float:
-    """Milliseconds since ``started`` (a ``time.perf_counter()`` reading)."""
-    return round((time.perf_counter() - started) * 1000, 3)
