@@ -56,6 +56,7 @@ from reactor.exceptions import (
     SuggestionResolvedError,
     SuggestionStaleError,
     TemplateError,
+    ToolNotRecordedError,
 )
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ if TYPE_CHECKING:
     from reactor._signals.patterns import Pattern
     from reactor._signals.signal import Signal
     from reactor._signals.stream import SignalStream
+    from reactor.eval import EvalCase, EvalReport
     from reactor.logging import (
         MetricsReporter,
         StructlogReporter,
@@ -168,6 +170,8 @@ __all__ = [
     "Deny",
     "Divergence",
     "End",
+    "EvalCase",
+    "EvalReport",
     "EventNode",
     "EventTree",
     "GraphChangedError",
@@ -245,6 +249,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolContext",
+    "ToolNotRecordedError",
     "ToolResult",
     "Trace",
     "Usage",
@@ -274,6 +279,8 @@ _LAZY: dict[str, str] = {
     "ConsoleChannel": "reactor._graph.console",
     "Divergence": "reactor._recording.diff",
     "End": "reactor._providers.base",
+    "EvalCase": "reactor.eval",
+    "EvalReport": "reactor.eval",
     "EventNode": "reactor._recording.eventtree",
     "EventTree": "reactor._recording.eventtree",
     "Hooks": "reactor._providers.hooks",

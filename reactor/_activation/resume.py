@@ -27,7 +27,7 @@ import bisect
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from reactor._activation.fold import Flight, LogFold, Prompt
@@ -41,7 +41,7 @@ from reactor._recording.recording import Recording
 from reactor._recording.seals import skip
 from reactor._signals.names import HARNESS_SNAPSHOT
 from reactor._signals.signal import Signal
-from reactor.exceptions import RecordingError
+from reactor.exceptions import RecordingError, ToolNotRecordedError
 
 __all__ = ["InFlight", "RecordedAnswers", "ResumePlan"]
 
@@ -81,13 +81,19 @@ class RecordedAnswers:
         ends = self._ends.get(digest, [])
         return ends[index] if index < len(ends) else None
 
-    def tools(self, tools: Sequence[Tool]) -> tuple[Tool, ...]:
-        """``tools`` whose recorded calls return their recorded results again."""
-        if not self._tools:
-            return tuple(tools)
-        return tuple(dataclasses.replace(tool, fn=self._remembered(tool)) for tool in tools)
+    def tools(
+        self, tools: Sequence[Tool], *, live: Collection[str] | None = None
+    ) -> tuple[Tool, ...]:
+        """``tools`` whose recorded calls return their recorded results again.
 
-    def _remembered(self, tool: Tool) -> Callable[..., Any]:
+        A call that was not recorded runs the tool; with ``live`` (an evaluation), only
+        if the tool is among them: any other raises :class:`~reactor.ToolNotRecordedError`.
+        """
+        if not self._tools and live is None:
+            return tuple(tools)
+        return tuple(dataclasses.replace(tool, fn=self._remembered(tool, live)) for tool in tools)
+
+    def _remembered(self, tool: Tool, live: Collection[str] | None) -> Callable[..., Any]:
         run = tool.fn
 
         async def remembered(**arguments: Any) -> Any:
@@ -98,6 +104,14 @@ class RecordedAnswers:
                 if error is not None:
                     raise RecordedToolError(error)
                 return result
+            if live is not None and tool.name not in live:
+                raise ToolNotRecordedError(
+                    f"The model called tool {tool.name!r} with {_key(given)}, which the "
+                    "recording never saw: an evaluation does not repeat a side effect. "
+                    f"Name it in live_tools (--live-tool {tool.name}) to run it for real.",
+                    tool=tool.name,
+                    arguments=given,
+                )
             value = run(**arguments)
             return await value if hasattr(value, "__await__") else value
 

@@ -43,6 +43,12 @@ class Origin:
         self._found: tuple[str, str | None] | None = None
         self._given: dict[str, str | None] = {}  # target -> its file's hash, read once
 
+    @classmethod
+    def of_caller(cls) -> Origin:
+        """The module that called the function calling this (``reactive()``'s caller)."""
+        frame = sys._getframe(2)
+        return cls(frame.f_globals.get("__name__"), frame.f_globals.get("__file__"))
+
     def describe(self, graph: object, target: str | None = None) -> tuple[str | None, str | None]:
         """``(target, file hash)`` for ``graph``: the given target, else discovered."""
         if target is not None:

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import sys
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from reactor._agents.agent import Agent
 from reactor._engine.options import OPTION_NAMES, RunKwargs, RunOptions
 from reactor._engine.result import RunResult
 from reactor._engine.run import Run
+from reactor._graph.evaluate import Runs, Scorer, evaluate, evaluate_sync
 from reactor._graph.handle import Channel, RunHandle
 from reactor._graph.origin import Origin
 from reactor._graph.reads import NOTHING, Read, needs_reading, read_store, with_input
+from reactor._graph.report import EvalReport
 from reactor._graph.shape import GraphShape, shape_of
 from reactor._graph.validate import Declarations, find_cycles, problems, state_schema
 from reactor._signals.door import check_payload
@@ -28,6 +29,8 @@ from reactor.exceptions import (
 from stores import create_store
 
 if TYPE_CHECKING:
+    from reactor._providers.base import Provider
+    from reactor._recording.store import SignalStore
     from reactor.typing import EndCondition
 
 __all__ = ["Reactive", "reactive", "run_reactive"]
@@ -171,6 +174,37 @@ class Reactive:
         merged: RunKwargs = {**options, "fork": {"run_id": run_id, "at": at, "state": state}}
         return await self.run(channels=channels, **merged)
 
+    async def evaluate(
+        self,
+        runs: Runs,
+        *,
+        store: SignalStore,
+        provider: Provider | None = None,
+        scorers: Iterable[Scorer] = (),
+        live_tools: Collection[str] = (),
+        concurrency: int = 8,
+    ) -> EvalReport:
+        """Run recorded runs again on this graph, and say what changed (a regression suite).
+
+        ``runs``: run ids, :class:`~reactor.Recording` s, ``store.runs(...)`` or a dict
+        filter of it. Unchanged model requests are answered from the recording, then
+        ``provider`` (without one: ``diverged``); unrecorded tool calls raise
+        :class:`~reactor.ToolNotRecordedError` unless in ``live_tools``. A case passes
+        when it is ``same`` or ``changed`` and every scorer (``scorer(old, new)``, see
+        :mod:`reactor.eval`) is truthy. New runs are tagged ``eval=<id>`` in ``store``.
+
+        Raises:
+            ValueError: ``runs`` is empty, or ``concurrency`` < 1 (RunNotFoundError: unknown id).
+        """
+        return await evaluate(
+            self, runs, store=store, provider=provider, scorers=scorers,
+            live_tools=live_tools, concurrency=concurrency,
+        )  # fmt: skip
+
+    def evaluate_sync(self, runs: Runs, **options: Any) -> EvalReport:
+        """:meth:`evaluate` from synchronous code (a script, a CI job)."""
+        return evaluate_sync(self, runs, **options)
+
     def resume_sync(
         self, run_id: str, *, channels: Sequence[Channel] = (), **options: Unpack[RunKwargs]
     ) -> RunResult:
@@ -193,13 +227,13 @@ class Reactive:
         ``run_id`` names the new run when the caller must know it before it starts (a
         job queue does); by default it is a fresh ``run_<16 hex>``.
         """
-        if channels:
-            handle = self.start(channels=channels, keep_open=False, run_id=run_id, **options)
-            return await handle.result()
         run_options = self._run_options(options, run_id)
         read = NOTHING
         if needs_reading(run_options):  # the store is read off the event loop
             read = await asyncio.to_thread(read_store, self, run_options)
+        if channels:
+            handle = self._handle(run_options, options, read, channels, live=False)
+            return await handle.result()
         run = self._run(with_input(run_options, options, read), read)
         run.begin(read[2])
         return await run.execute()
@@ -255,14 +289,26 @@ class Reactive:
         ``channels`` are attached to the run (see :class:`reactor.Channel`);
         ``run_id`` names it, as for :meth:`run`.
         """
-        loop = asyncio.get_running_loop()
+        asyncio.get_running_loop()
         run_options = self._run_options(options, run_id)
         read = NOTHING
         if needs_reading(run_options):  # start() is synchronous: read here
             read = read_store(self, run_options)
-        run = self._run(with_input(run_options, options, read), read, live=keep_open)
+        return self._handle(run_options, options, read, channels, live=keep_open)
+
+    def _handle(
+        self,
+        run_options: RunOptions,
+        given: Mapping[str, Any],
+        read: Read,
+        channels: Sequence[Channel],
+        *,
+        live: bool,
+    ) -> RunHandle:
+        """Begin the run of ``run_options`` (its store read already) in a task of its own."""
+        run = self._run(with_input(run_options, given, read), read, live=live)
         run.begin(read[2])
-        task = loop.create_task(run.execute(), name=f"reactor {run.run_id}")
+        task = asyncio.get_running_loop().create_task(run.execute(), name=f"reactor {run.run_id}")
         return RunHandle(run, task, channels)
 
     def shape(self, *, observed: Mapping[str, Iterable[str]] | None = None) -> GraphShape:
@@ -326,7 +372,7 @@ def reactive(
         external=external_patterns,
         name=name,
         defaults=defaults,
-        origin=_caller(),
+        origin=Origin.of_caller(),
         naming_problems=found,
     )
 
@@ -401,9 +447,3 @@ async def run_reactive(
         assert agents is not None
         graph = reactive(agents, state=state, end_when=end_when, external=external, name=name)
     return await graph.run(**options)
-
-
-def _caller() -> Origin:
-    """The module that called ``reactive()``: where the graph will be found later."""
-    frame = sys._getframe(2)
-    return Origin(frame.f_globals.get("__name__"), frame.f_globals.get("__file__"))

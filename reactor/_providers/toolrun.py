@@ -13,6 +13,7 @@ from reactor._providers.base import ToolCall, ToolResult
 from reactor._providers.hooks import Deny, PostToolUse, PreToolUse, call_hook, from_before_tool
 from reactor._providers.tools import Tool, ToolContext, current_tool_keys
 from reactor._signals.signal import to_jsonable
+from reactor.exceptions import ToolNotRecordedError
 
 __all__ = [
     "AfterTool",
@@ -120,6 +121,8 @@ async def _invoke(
         )
     try:
         value = await tool.invoke(call.input, context)
+    except ToolNotRecordedError:  # an evaluation refused it: the activation fails
+        raise
     except ToolFailure as exc:
         return ToolResult(call.id, call.name, None, error=exc.error)
     except (Exception, SystemExit) as exc:  # a tool that exits must not end the app

@@ -48,7 +48,8 @@ leaf also subclasses the builtin it resembles, so code that already catches
     │   ├── StateKeyError(KeyError)           the state has no such key
     │   ├── StateValidationError(ValueError)  a write does not validate; nothing changed
     │   └── TransactionError(RuntimeError)    a transaction cannot commit or bind
-    └── TemplateError(ValueError)         a prompt or guard template cannot render
+    ├── TemplateError(ValueError)         a prompt or guard template cannot render
+    └── ToolNotRecordedError(LookupError) an evaluation's model called a tool not recorded
 
 The ``migration`` package adds its own errors to the same tree::
 
@@ -89,7 +90,6 @@ from reactor.exceptions._engine import (
     PromptTimeoutError,
     ProviderError,
     ReactorError,
-    ReadOnlyStateError,
     RecordingError,
     ReplayMismatchError,
     ReplyValidationError,
@@ -100,11 +100,8 @@ from reactor.exceptions._engine import (
     RunTimeoutError,
     ScriptExhaustedError,
     SignalNameError,
-    StateKeyError,
-    StateValidationError,
-    StoreError,
     TemplateError,
-    TransactionError,
+    ToolNotRecordedError,
 )
 from reactor.exceptions._service import (
     AgentConflictError,
@@ -119,6 +116,13 @@ from reactor.exceptions._service import (
     SuggestionNotFoundError,
     SuggestionResolvedError,
     SuggestionStaleError,
+)
+from reactor.exceptions._state import (
+    ReadOnlyStateError,
+    StateKeyError,
+    StateValidationError,
+    StoreError,
+    TransactionError,
 )
 
 __all__ = [
@@ -167,6 +171,7 @@ __all__ = [
     "SuggestionResolvedError",
     "SuggestionStaleError",
     "TemplateError",
+    "ToolNotRecordedError",
     "TransactionError",
 ]
 

@@ -23,7 +23,6 @@ __all__ = [
     "PromptTimeoutError",
     "ProviderError",
     "ReactorError",
-    "ReadOnlyStateError",
     "RecordingError",
     "ReplayMismatchError",
     "ReplyValidationError",
@@ -34,11 +33,8 @@ __all__ = [
     "RunTimeoutError",
     "ScriptExhaustedError",
     "SignalNameError",
-    "StateKeyError",
-    "StateValidationError",
-    "StoreError",
     "TemplateError",
-    "TransactionError",
+    "ToolNotRecordedError",
 ]
 
 
@@ -110,56 +106,6 @@ class SignalNameError(ReactorError, ValueError):
     def __init__(self, message: str, *, name: object = None) -> None:
         super().__init__(message)
         self.name = name
-
-
-class StoreError(ReactorError):
-    """A state store refused an operation; the state is unchanged."""
-
-
-class ReadOnlyStateError(StoreError, TypeError):
-    """State read from a store (``store.state``, payloads, snapshots) was mutated.
-
-    Reads are read-only so that nothing can change the state behind the store's back
-    (and without a signal). Write through an ``@action``, ``store.set()``,
-    ``store.update()`` or ``store.transaction()``.
-    """
-
-
-class StateKeyError(StoreError, KeyError):
-    """The state has no such key.
-
-    Attributes:
-        key: The key asked for.
-    """
-
-    def __init__(self, message: str, *, key: str) -> None:
-        super().__init__(message)
-        self.key = key
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class StateValidationError(StoreError, ValueError):
-    """A write does not validate against the state model; nothing was changed.
-
-    Attributes:
-        key: The top-level state key the failing value belongs to.
-        path: The dotted path of the first invalid value (``analysis.confidence``).
-        errors: pydantic's error list, for programmatic inspection.
-    """
-
-    def __init__(
-        self, message: str, *, key: str, path: str, errors: list[dict[str, object]]
-    ) -> None:
-        super().__init__(message)
-        self.key = key
-        self.path = path
-        self.errors = errors
-
-
-class TransactionError(StoreError, RuntimeError):
-    """A transaction cannot commit (a nested write failed) or a store cannot be bound."""
 
 
 class AgentConfigError(ReactorError, ValueError):
@@ -444,3 +390,21 @@ class CycleWarning(UserWarning):
     Runs stay bounded by ``max_depth`` and ``max_activations``; guards or ``end_when``
     usually end intentional loops.
     """
+
+
+class ToolNotRecordedError(ReactorError, LookupError):
+    """An evaluation's model called a tool with arguments its recording never saw.
+
+    An evaluation (``graph.evaluate``) never repeats a side effect by accident: a tool
+    call whose name and arguments were recorded gets the recorded result, any other
+    fails the activation with this error, unless the tool is in ``live_tools``.
+
+    Attributes:
+        tool: The tool's name.
+        arguments: What the model called it with.
+    """
+
+    def __init__(self, message: str, *, tool: str, arguments: Any) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.arguments = arguments

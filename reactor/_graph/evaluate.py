@@ -1,0 +1,298 @@
+"""Recorded runs as a regression suite: ``graph.evaluate(runs, store=...)``.
+
+Each recorded run is run again on the current graph, as a replay: every model request
+that equals the recorded one is answered from the recording (no model call, no cost),
+every outside input (a reply, a sent signal, a fired timer) is released at its recorded
+turn. From the first request that differs, ``provider`` answers (without one, the case
+stops there, ``diverged``, naming the agent and the field). The model's tool calls get
+their recorded results when the recording has the same call (name and arguments); any
+other fails the activation with :class:`~reactor.ToolNotRecordedError`, unless the
+tool is in ``live_tools``: an evaluation never repeats a side effect by accident. Each
+new run is recorded to ``store`` with the tags ``eval=<id>`` and ``eval_of=<run id>``,
+so ``reactor diff`` and the web UI show any case beside its recording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import secrets
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
+from typing import Any, Protocol
+
+from reactor._activation.resume import RecordedAnswers
+from reactor._engine.result import RunResult
+from reactor._graph.report import EvalCase, EvalReport, EvalStatus, state_diff
+from reactor._providers.base import (
+    Provider,
+    ProviderEvent,
+    ProviderRequest,
+    Retry,
+    ToolResult,
+)
+from reactor._providers.replay import ReplayProvider
+from reactor._recording.info import RunInfo
+from reactor._recording.recording import Recording
+from reactor._recording.store import SignalStore
+from reactor._signals.names import HARNESS_END, PROVIDER_END, TOOL_CALL, TOOL_RESULT
+from reactor.exceptions import ReplayMismatchError
+
+__all__ = ["Evaluated", "Runs", "Scorer", "evaluate", "evaluate_sync"]
+
+
+class Evaluated(Protocol):
+    """What an evaluation needs of its graph (:class:`~reactor.Reactive` is one)."""
+
+    @property
+    def name(self) -> str | None:
+        """The graph's name."""
+        ...
+
+    async def run(
+        self, *, replay: ReplayProvider, record: SignalStore, tags: Mapping[str, str]
+    ) -> RunResult:
+        """Run the graph (a replay, here)."""
+        ...
+
+
+Scorer = Callable[[Recording, RunResult], bool | float]
+"""``scorer(old, new)``: the recorded run and the new one's result; truthy passes."""
+
+Runs = str | Recording | RunInfo | Mapping[str, Any] | Iterable[str | Recording | RunInfo]
+"""What ``evaluate`` takes: run ids, recordings, ``store.runs(...)`` or a filter of it."""
+
+
+class _Guarded:
+    """The provider of an evaluation's changed requests: tools get their recorded results."""
+
+    def __init__(self, provider: Provider, recording: Recording, live: Collection[str]) -> None:
+        self.provider = provider
+        self.model = getattr(provider, "model", None)
+        self._answers = _tool_answers(recording)
+        self._live = frozenset(live)
+        self.calls = 0
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """The provider's answer, its tools guarded (see the module's docstring)."""
+        tools = self._answers.tools(request.tools, live=self._live)
+        self.calls += 1
+        rounds_end = False  # after a round's tool results, the next event is a new request
+        async for event in self.provider.stream(dataclasses.replace(request, tools=tools)):
+            if isinstance(event, ToolResult):
+                rounds_end = True
+            elif rounds_end or isinstance(event, Retry):
+                self.calls += 1
+                rounds_end = False
+            yield event
+
+
+def _tool_answers(recording: Recording) -> RecordedAnswers:
+    """Every tool result of a recording, by tool name and arguments."""
+    answers = RecordedAnswers()
+    calls: dict[str, Any] = {}
+    for signal in recording.signals:
+        payload = signal.payload if isinstance(signal.payload, Mapping) else {}
+        if signal.name == TOOL_CALL:
+            calls[str(payload.get("id"))] = payload.get("input")
+        elif signal.name == TOOL_RESULT and str(payload.get("id")) in calls:
+            arguments = calls.pop(str(payload.get("id")))
+            answers.add_tool(
+                str(payload.get("name")), arguments, payload.get("result"), payload.get("error")
+            )
+    return answers
+
+
+async def evaluate(
+    graph: Evaluated,
+    runs: Runs,
+    *,
+    store: SignalStore,
+    provider: Provider | None = None,
+    scorers: Iterable[Scorer] = (),
+    live_tools: Collection[str] = (),
+    concurrency: int = 8,
+) -> EvalReport:
+    """Evaluate ``graph`` on recorded runs (see the module's docstring); the report.
+
+    Raises:
+        ValueError: ``concurrency`` is not a whole number >= 1, or ``runs`` is empty.
+        RunNotFoundError: A run id is not in ``store``.
+    """
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ValueError(f"concurrency must be a whole number >= 1, got {concurrency!r}.")
+    wanted = await asyncio.to_thread(_wanted, runs, store)
+    report_id = f"eval_{secrets.token_hex(6)}"
+    scoring = tuple(scorers)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def case(item: str | Recording) -> EvalCase:
+        async with gate:
+            recording = item if isinstance(item, Recording) else await _loaded(store, item)
+            return await _case(graph, recording, store, provider, scoring, live_tools, report_id)
+
+    cases = await asyncio.gather(*(case(item) for item in wanted))
+    return EvalReport(report_id, graph.name, tuple(cases))
+
+
+def _wanted(runs: Runs, store: SignalStore) -> list[str | Recording]:
+    """Run ids and recordings, from what ``evaluate`` was given (a filter is read here)."""
+    items: Iterable[Any]
+    if isinstance(runs, str | Recording | RunInfo):
+        items = [runs]
+    elif isinstance(runs, Mapping):
+        items = _recorded(store, runs)
+    else:
+        items = list(runs)
+    wanted: list[str | Recording] = []
+    for item in items:
+        if isinstance(item, RunInfo):
+            wanted.append(item.run_id)
+        elif isinstance(item, str | Recording):
+            wanted.append(item)
+        else:
+            raise TypeError(
+                f"evaluate() takes run ids, Recordings, RunInfos (store.runs(...)) or a "
+                f"filter of store.runs as a dict; got {item!r}."
+            )
+    if not wanted:
+        raise ValueError("evaluate() was given no runs: pass run ids, recordings or a filter.")
+    return wanted
+
+
+def _recorded(store: SignalStore, where: Mapping[str, Any]) -> list[RunInfo]:
+    """The runs ``store.runs(**where)`` lists, less the runs evaluations made."""
+    where = dict(where)
+    limit = where.pop("limit", None)
+    mine = str(where.get("tag") or "").startswith("eval")  # asked for evaluations' runs
+    asked = limit if limit is not None else 1_000
+    while True:
+        listed = store.runs(**where, limit=asked)
+        kept = [info for info in listed if mine or "eval" not in info.tags]
+        if len(listed) < asked or (limit is not None and len(kept) >= limit):
+            return kept if limit is None else kept[:limit]
+        asked *= 4
+
+
+async def _loaded(store: SignalStore, run_id: str) -> Recording:
+    return await asyncio.to_thread(lambda: store.load(store.resolve(run_id)))
+
+
+async def _case(
+    graph: Evaluated,
+    recording: Recording,
+    store: SignalStore,
+    provider: Provider | None,
+    scorers: tuple[Scorer, ...],
+    live_tools: Collection[str],
+    report_id: str,
+) -> EvalCase:
+    fallback = None if provider is None else _Guarded(provider, recording, live_tools)
+    old_tokens, old_cost, old_duration = _spent(recording)
+    tags = {"eval": report_id, "eval_of": recording.run_id}
+    try:
+        result = await graph.run(
+            replay=ReplayProvider(recording, fallback=fallback), record=store, tags=tags
+        )
+    except Exception as exc:  # the graph refused the run: nothing began
+        return EvalCase(
+            recording.run_id, None, "failed", False,
+            tokens=(old_tokens, 0), cost_usd=(old_cost, 0.0), duration_ms=(old_duration, None),
+            error=f"{type(exc).__name__}: {exc}",
+        )  # fmt: skip
+    divergence = recording.diff(result)
+    mismatch = _mismatch(result)
+    status: EvalStatus
+    if divergence is None:
+        status = "same"
+    elif mismatch is not None:
+        status = "diverged"
+    elif result.error is not None and recording.status != "failed":
+        status = "failed"
+    else:
+        status = "changed"
+    scores = _scored(scorers, recording, result) if status in ("same", "changed") else {}
+    error = None
+    if status in ("failed", "diverged"):
+        failure = mismatch or result.error
+        error = f"{type(failure).__name__}: {failure}"
+    left = divergence.left if divergence is not None else None
+    return EvalCase(
+        run_id=recording.run_id,
+        new_run_id=result.run_id,
+        status=status,
+        passed=status in ("same", "changed") and all(scores.values()),
+        divergence=divergence,
+        agent=mismatch.agent if mismatch is not None else _agent_of(divergence),
+        field=(mismatch.field if mismatch is not None else None)
+        or (divergence.field if divergence is not None else None),
+        seq=left.seq if left is not None else None,
+        state_diff=state_diff(recording.state, result.state),
+        tokens=(old_tokens, result.metrics.input_tokens + result.metrics.output_tokens),
+        cost_usd=(old_cost, result.metrics.cost_usd),
+        duration_ms=(old_duration, result.metrics.duration_ms),
+        scores=scores,
+        model_calls=0 if fallback is None else fallback.calls,
+        error=error,
+    )
+
+
+def _mismatch(result: RunResult) -> ReplayMismatchError | None:
+    """The request no recording answered, if that is what stopped the new run."""
+    errors = [result.error, *(failure.error for failure in result.failures)]
+    return next((error for error in errors if isinstance(error, ReplayMismatchError)), None)
+
+
+def _agent_of(divergence: Any) -> str | None:
+    if divergence is None:
+        return None
+    if divergence.agent is not None:
+        return str(divergence.agent)
+    signal = divergence.left or divergence.right
+    return None if signal is None else signal.source
+
+
+def _scored(scorers: tuple[Scorer, ...], old: Recording, new: RunResult) -> dict[str, bool | float]:
+    scores: dict[str, bool | float] = {}
+    for scorer in scorers:
+        name = str(getattr(scorer, "__name__", None) or repr(scorer))
+        try:
+            scores[name] = scorer(old, new)
+        except Exception as exc:  # a scorer that raises fails its case, and says why
+            scores[f"{name} raised {type(exc).__name__}: {exc}"] = False
+    return scores
+
+
+def _spent(recording: Recording) -> tuple[int, float | None, float | None]:
+    """A recording's tokens (input and output), cost and duration, from its signals."""
+    tokens, cost, duration = 0, 0.0, None
+    known = True
+    for signal in recording.signals:
+        payload = signal.payload if isinstance(signal.payload, Mapping) else {}
+        if signal.name == PROVIDER_END:
+            usage = payload.get("usage") or {}
+            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            price = payload.get("cost_usd")
+            if isinstance(price, int | float):
+                cost += price
+            else:
+                known = False
+        elif signal.name == HARNESS_END:
+            taken = payload.get("duration_ms")
+            duration = float(taken) if isinstance(taken, int | float) else None
+    return tokens, (round(cost, 6) if known else None), duration
+
+
+def evaluate_sync(graph: Evaluated, runs: Runs, **options: Any) -> EvalReport:
+    """:func:`evaluate` from synchronous code (scripts, CI jobs).
+
+    Raises:
+        RuntimeError: Called while an event loop is running (``await`` it there).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(evaluate(graph, runs, **options))
+    raise RuntimeError(
+        "evaluate_sync() cannot be used inside a running event loop; use "
+        "`await graph.evaluate(...)` there."
+    )
