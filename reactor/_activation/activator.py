@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from reactor._activation.resume import RecordedAnswers
     from reactor._providers.base import Provider
     from reactor._providers.mcp import MCPServer
+    from reactor._providers.replay import ReplayProvider
     from reactor._providers.tools import Tool
     from reactor._signals.signal import Signal
     from stores import Store
@@ -103,7 +104,7 @@ class RunServices(CallSite, Protocol):
         ...
 
     @property
-    def replay(self) -> Provider | None:
+    def replay(self) -> ReplayProvider | None:
         """The provider answering every agent during a replay, if this is one."""
         ...
 
@@ -124,10 +125,6 @@ class RunServices(CallSite, Protocol):
 
     def release(self, activation: Activation) -> None:
         """Account for a finished activation."""
-        ...
-
-    def completion_turn(self, activation: Activation) -> Turn | None:
-        """When a replayed handler activation may finish (``None``: at once)."""
         ...
 
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
@@ -255,7 +252,10 @@ class Activator:
         started = time.perf_counter()
         # A prompt agent's code (on_output) may never run: its context waits until it does.
         ctx: AgentContext[Any] | None = None
-        turn = services.completion_turn(activation) if agent.run is not None else None
+        replay = services.replay  # a replayed handler finishes in its recorded turn
+        turn = None
+        if replay is not None and agent.run is not None:
+            turn = replay.completion_turn(name, activation.index)
         try:
             if agent.run is not None:
                 ctx = self.context(agent_run, activation.trigger, activation)

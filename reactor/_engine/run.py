@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from reactor._activation.activator import Activator, Turn
+from reactor._activation.activator import Activator
 from reactor._activation.agentrun import Activation, AgentRun
 from reactor._activation.fold import LogFold
 from reactor._activation.resume import ResumePlan
@@ -31,7 +31,6 @@ from reactor._engine.costs import Costs
 from reactor._engine.opening import Forked, announce, first_signal
 from reactor._engine.options import RunOptions
 from reactor._engine.outside import OutsideInput
-from reactor._engine.pacing import Room
 from reactor._engine.result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
 from reactor._engine.routes import routes_of
 from reactor._engine.runspec import GraphSpec, end_check, watchers
@@ -108,10 +107,8 @@ class Run:
         self._timer: asyncio.TimerHandle | None = None
         self._started = 0.0
         self._end_payload: dict[str, Any] | None = None
-        replay = options.replay
-        self.replay: ReplayProvider | None = (
-            ReplayProvider(replay) if isinstance(replay, Recording) else replay
-        )
+        replay = options.replay  # a recording is replayed by a ReplayProvider of it
+        self.replay = ReplayProvider(replay) if isinstance(replay, Recording) else replay
         self.extras = RunExtras(self.bus, options, self.run_id)  # MCP servers, child runs
         # The run's parts reach it through a weak proxy: no cycle, so a finished run is
         # freed as soon as nobody holds it, not at the garbage collector's next pass.
@@ -119,7 +116,7 @@ class Run:
         self.outside = OutsideInput(  # a replay releases the recorded outside input
             services,
             options.record,
-            self.replay.recording if isinstance(self.replay, ReplayProvider) else None,
+            self.replay.recording if self.replay is not None else None,
         )
         self._asking: Asking | None = None  # most runs ask nobody anything
         self._timers: Timers | None = None  # nor sleep
@@ -140,11 +137,11 @@ class Run:
             self.store.restore(resumed.state)
         origin = (self.target, self.target_hash)
         announce(self.run_id, self.graph.name, options, origin, resumed, forked)
-        if isinstance(self.replay, ReplayProvider):
+        if self.replay is not None:
             self.replay.follow(self.bus)  # recorded events go in their recorded turns
         self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
         self._recorder = self.outside.recorder()
-        replayed = self.replay.recording if isinstance(self.replay, ReplayProvider) else None
+        replayed = self.replay.recording if self.replay is not None else None
         names = [agent_run.name for agent_run in self.agents]
         fold = resumed.fold if resumed is not None else LogFold(names, self._routes, self.run_id)
         snapshots = snapshots_for(self.bus, replayed, options.record, fold)
@@ -250,8 +247,7 @@ class Run:
     def asking(self) -> Asking:
         """The run's questions to people."""
         if self._asking is None:
-            replay = self.replay
-            unanswered = replay.unanswered if isinstance(replay, ReplayProvider) else None
+            unanswered = self.replay.unanswered if self.replay is not None else None
             self._asking = Asking(self.bus, self.run_id, self.outside.note_delivery, unanswered)
         return self._asking
 
@@ -268,10 +264,7 @@ class Run:
 
         So a replay's prompts are the recorded prompts, and find their recorded answers.
         """
-        replay = self.replay
-        if isinstance(replay, ReplayProvider):
-            return replay.recording.run_id
-        return self.run_id
+        return self.replay.recording.run_id if self.replay is not None else self.run_id
 
     def record_request(self, request: ProviderRequest) -> None:
         """Keep what a provider was asked, for the result and the recording (once per hash)."""
@@ -407,24 +400,10 @@ class Run:
         """Account for a finished activation (and start what was queued behind it)."""
         self.scheduler.release(activation)
 
-    def completion_turn(self, activation: Activation) -> Turn | None:
-        """During a replay, when a handler activation may finish: in its recorded turn."""
-        replay = self.replay
-        if not isinstance(replay, ReplayProvider):
-            return None
-        return replay.completion_turn(activation.agent_run.name, activation.index)
-
     def settle(self, edit: Mapping[str, Any]) -> None:
         """A fork's edit, once what was in flight at its point has settled (actor ``user``)."""
         if not self.ending:
             self.store.update(dict(edit), actor="user")
-
-    def step_turn(self, activation: Activation) -> Room | None:
-        """During a replay, what an activation waits on before each step (its emits' turns)."""
-        replay = self.replay
-        if not isinstance(replay, ReplayProvider):
-            return None
-        return replay.step_turn(activation.agent_run.name, activation.index)
 
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
         """Count an agent's failure (``signal``); stop the run if ``fail_fast``."""

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from reactor._activation.activator import Activator
     from reactor._activation.resume import ResumePlan
     from reactor._engine.options import RunOptions
+    from reactor._providers.replay import ReplayProvider
     from reactor._signals.bus import SignalBus
 
 __all__ = ["Scheduler", "SchedulerHost"]
@@ -73,8 +74,9 @@ class SchedulerHost(Protocol):
         """Handle an agent's failure (``signal`` is its ``agent:<name>:failed``)."""
         ...
 
-    def step_turn(self, activation: Activation) -> Room | None:
-        """During a replay, what the activation waits on before each of its steps."""
+    @property
+    def replay(self) -> ReplayProvider | None:
+        """The recording's answers, during a replay (each step waits for its turn)."""
         ...
 
     def settle(self, edit: Mapping[str, Any]) -> None:
@@ -321,7 +323,13 @@ class Scheduler:
 
     def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
         context = self.activator.task_context(activation)
-        room = _either(self.host.step_turn(activation), self._room)
+        replay = self.host.replay
+        steps = (
+            None
+            if replay is None
+            else replay.step_turn(activation.agent_run.name, activation.index)
+        )
+        room = _either(steps, self._room)
         if room is not None:
             context.run(set_pace, room)  # a sync handler's thread waits too
             coroutine = Paced(coroutine, room)

@@ -73,13 +73,16 @@ def test_an_unchanged_graph_evaluates_same_with_no_model_call() -> None:
     assert endpoint.requests == []
     assert [case.run_id for case in report.cases] == ids
     for case in report.cases:
-        assert case.divergence is None and case.state_diff == {}
+        assert case.divergence is None
+        assert case.state_diff == {}
         assert case.tokens == (22, 22)  # what the graph spends live, answered from the log
         assert case.model_calls == 0
         assert case.new_run_id is not None
         new = store.info(case.new_run_id)
-        assert new is not None and new.tags == {"eval": report.id, "eval_of": case.run_id}
-    assert report.summary()["same"] == 3 and report.summary()["model_calls"] == 0
+        assert new is not None
+        assert new.tags == {"eval": report.id, "eval_of": case.run_id}
+    assert report.summary()["same"] == 3
+    assert report.summary()["model_calls"] == 0
     assert {info.run_id for info in store.runs(tag=f"eval={report.id}")} == {
         case.new_run_id for case in report.cases
     }
@@ -94,8 +97,10 @@ def test_a_changed_prompt_without_a_provider_diverges_at_the_agent_that_asks() -
     assert not report.passed
     case = report.cases[0]
     assert case.agent == "analyst"
-    assert case.field is not None and case.field.startswith("messages")
-    assert case.error is not None and "ReplayMismatchError" in case.error
+    assert case.field is not None
+    assert case.field.startswith("messages")
+    assert case.error is not None
+    assert "ReplayMismatchError" in case.error
 
 
 def test_a_changed_prompt_with_a_provider_shows_the_flipped_decisions() -> None:
@@ -112,16 +117,21 @@ def test_a_changed_prompt_with_a_provider_shows_the_flipped_decisions() -> None:
     by_run = {case.run_id: case for case in report.cases}
     aapl, msft, nvda = (by_run[run_id] for run_id in ids)
     assert len(endpoint.requests) == 3  # each changed request went to the model
-    assert msft.status == "changed" and msft.passed  # it was down already: nothing flips
+    assert msft.status == "changed"
+    assert msft.passed
     assert msft.scores == {"decision_kept('decision')": True, "cost_within(1.5)": True}
     for flipped in (aapl, nvda):
-        assert flipped.status == "changed" and not flipped.passed
+        assert flipped.status == "changed"
+        assert not flipped.passed
         assert flipped.scores["decision_kept('decision')"] is False
         assert flipped.state_diff == {"trend": ("up", "down"), "decision": ("buy", "hold")}
-        assert flipped.agent == "analyst" and flipped.seq is not None
-        assert flipped.tokens == (22, 22) and flipped.model_calls == 1
+        assert flipped.agent == "analyst"
+        assert flipped.seq is not None
+        assert flipped.tokens == (22, 22)
+        assert flipped.model_calls == 1
     assert not report.passed
-    assert report.summary()["changed"] == 3 and report.summary()["failed_cases"] == 2
+    assert report.summary()["changed"] == 3
+    assert report.summary()["failed_cases"] == 2
 
 
 BROKER: list[str] = []
@@ -163,21 +173,27 @@ def test_a_tool_with_a_side_effect_is_not_called_again() -> None:
     first = broker().run_sync(
         input={"symbol": "AAPL"}, provider=fake_anthropic(buys(5)), record=store
     )
-    assert first.status == "completed" and BROKER == ["5 AAPL"]
+    assert first.status == "completed"
+    assert BROKER == ["5 AAPL"]
     changed = broker("Buy 5 {{ input.symbol }}, and say so politely.")
 
     same_call = changed.evaluate_sync([first.run_id], store=store, provider=fake_anthropic(buys(5)))
     [case] = same_call.cases
     assert case.status == "changed", case.error
     assert BROKER == ["5 AAPL"]  # the recorded result answered the same call
-    assert case.model_calls == 2 and case.state_diff == {}
+    assert case.model_calls == 2
+    assert case.state_diff == {}
     new = store.load(str(case.new_run_id))
     assert new.state["done"] == "Done: order 1: 5 AAPL"
 
-    other_call = changed.evaluate_sync([first.run_id], store=store, provider=fake_anthropic(buys(9)))
+    other_call = changed.evaluate_sync(
+        [first.run_id], store=store, provider=fake_anthropic(buys(9))
+    )
     [case] = other_call.cases
-    assert case.status == "failed" and not case.passed
-    assert case.error is not None and "ToolNotRecordedError" in case.error
+    assert case.status == "failed"
+    assert not case.passed
+    assert case.error is not None
+    assert "ToolNotRecordedError" in case.error
     assert "place_order" in case.error
     assert BROKER == ["5 AAPL"]  # never placed
 
@@ -259,7 +275,7 @@ def test_evaluate_says_what_is_wrong_with_its_arguments() -> None:
     async def inside() -> None:
         graph.evaluate_sync(ids, store=store)
 
-    with pytest.raises(RuntimeError, match="await graph.evaluate"):
+    with pytest.raises(RuntimeError, match=r"await graph\.evaluate"):
         asyncio.run(inside())
 
 
@@ -290,7 +306,8 @@ def test_the_report_goes_to_json_junit_and_a_table(tmp_path: Path) -> None:
         ids, store=store, provider=fake_anthropic(market), scorers=[decision_kept("decision")]
     )
     data = json.loads(report.to_json())
-    assert data["summary"]["cases"] == 3 and data["summary"]["passed"] == 1
+    assert data["summary"]["cases"] == 3
+    assert data["summary"]["passed"] == 1
     assert data["summary"]["cost_usd"]["old"] == data["summary"]["cost_usd"]["new"]
     flipped = next(case for case in data["cases"] if case["run_id"] == ids[0])
     assert flipped["state_diff"]["decision"] == {"old": "buy", "new": "hold"}
@@ -304,10 +321,13 @@ def test_the_report_goes_to_json_junit_and_a_table(tmp_path: Path) -> None:
     assert set(cases) == set(ids)
     assert cases[ids[1]].find("failure") is None
     failure = cases[ids[0]].find("failure")
-    assert failure is not None and "decision_kept" in (failure.get("message") or "")
+    assert failure is not None
+    assert "decision_kept" in (failure.get("message") or "")
 
     text = str(report)
-    assert ids[0] in text and "changed" in text and "1 passed" in text
+    assert ids[0] in text
+    assert "changed" in text
+    assert "1 passed" in text
     from rich.console import Console
 
     console = Console(width=200, record=True)

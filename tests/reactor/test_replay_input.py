@@ -46,7 +46,8 @@ def _answered_run(folder: Path) -> str:
     import sys
 
     spec = importlib.util.spec_from_file_location("asking", folder / "asking.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["asking"] = module
     spec.loader.exec_module(module)
