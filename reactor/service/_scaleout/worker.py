@@ -2,7 +2,7 @@
 
 A worker opens the service's database and signal store (not its dispatcher or
 schedules), then takes jobs from the Redis stream with taskiq's receiver, ``concurrency``
-at a time. For each job it:
+at a time (waiting for Redis, with backoff, if it is not there yet). For each job it:
 
 1. takes the run's lease in the database, or puts the job back unacknowledged when a
    live worker holds it (a long run whose job was reclaimed by idle time);
@@ -141,6 +141,7 @@ class Worker:
             max_async_tasks=self.concurrency,
             wait_tasks_timeout=self.grace,
             ack_type=None,
+            run_startup=False,  # the broker starts once Redis answers (it may be down now)
         )
         try:
             async with asyncio.TaskGroup() as group:
@@ -159,7 +160,7 @@ class Worker:
                 finishing = group.create_task(self.reactions.finishes.run())
                 beat = group.create_task(self._heartbeat())
                 self._recover.set()  # jobs Redis lost while no worker was there
-                recovering = group.create_task(self._recovering())
+                recovering = group.create_task(self.queue.requeue_after_reconnects(self._recover))
                 holding = group.create_task(self._hold_waiting(stop))
                 log("reactor.worker", "info", "worker started", worker=self.id)
                 await receiver.listen(stop)
@@ -289,21 +290,6 @@ class Worker:
                 await self.unmarks((JOB_KEYS + key, QUEUED_KEYS + key))
         except Exception as exc:
             log("reactor.worker", "warning", "job not acknowledged", job=key, error=repr(exc))
-
-    async def _recovering(self) -> None:
-        """After each reconnect to Redis (and at the start), queue again what Redis lost."""
-        while True:
-            await self._recover.wait()
-            self._recover.clear()
-            try:
-                requeued = await self.queue.requeue_lost()
-            except Exception as exc:  # Redis or the database went away again: next time
-                log("reactor.worker", "warning", "cannot look for lost jobs", error=repr(exc))
-                await asyncio.sleep(1.0)
-                self._recover.set()
-                continue
-            for key in requeued:
-                log("reactor.worker", "warning", "job lost by redis; queued again", job=key)
 
     async def _hold_waiting(self, stop: asyncio.Event) -> None:
         """On SIGTERM, suspend at once the runs that wait for a person, a timer or a message.

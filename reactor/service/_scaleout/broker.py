@@ -1,0 +1,223 @@
+"""The queue's Redis and the broker workers take their jobs with: settings, reclaim, backoff.
+
+:class:`QueueSettings` says where the jobs are (``REACTOR_REDIS_URL``) and when a
+silent job is taken over (``REACTOR_RECLAIM_AFTER``). :class:`JobBroker` is taskiq's
+Redis Streams broker as a worker uses it: one job per read, jobs idle past the
+reclaim time claimed first, and a Redis that is away (also at the start) waited for
+with a jittered backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import random
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from taskiq import AckableMessage
+from taskiq_redis import RedisStreamBroker
+
+from reactor._signals.diagnostics import log
+from reactor.exceptions import ServiceConfigError
+
+__all__ = [
+    "BACKOFF_FIRST",
+    "BACKOFF_MAX",
+    "REACTION",
+    "RECLAIM_ENV",
+    "REDIS_ENV",
+    "STREAM",
+    "JobBroker",
+    "QueueSettings",
+]
+
+REDIS_ENV = "REACTOR_REDIS_URL"
+RECLAIM_ENV = "REACTOR_RECLAIM_AFTER"
+STREAM = "reactor:jobs"
+GROUP = "reactor-workers"
+REACTION = "reaction"
+"""The key of a reaction's job: ``{"reaction": <entry id>, "agent": <name>}``."""
+BACKOFF_FIRST = 0.2
+BACKOFF_MAX = 10.0
+"""Seconds before the first reconnection to Redis, and the most between two."""
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueSettings:
+    """Where the jobs are: the Redis URL, and when a silent job is taken over.
+
+    Attributes:
+        url: ``redis://host:port/db``.
+        reclaim_after: Seconds a job may stay unacknowledged without its worker's
+            heartbeat before another worker takes it over (and how old a run's lease
+            may get).
+    """
+
+    url: str
+    reclaim_after: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("redis://", "rediss://", "unix://")):
+            raise ServiceConfigError(
+                f"{REDIS_ENV} must be a Redis URL like redis://127.0.0.1:6379/0, got {self.url!r}."
+            )
+        if not self.reclaim_after > 0:
+            raise ServiceConfigError(
+                f"{RECLAIM_ENV} must be a positive number of seconds, got {self.reclaim_after!r}."
+            )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> QueueSettings | None:
+        """The settings ``REACTOR_REDIS_URL`` and ``REACTOR_RECLAIM_AFTER`` give (else None)."""
+        env = os.environ if env is None else env
+        url = env.get(REDIS_ENV, "").strip()
+        if not url:
+            return None
+        text = env.get(RECLAIM_ENV, "").strip() or "30"
+        try:
+            reclaim = float(text)
+        except ValueError:
+            raise ServiceConfigError(
+                f"{RECLAIM_ENV} must be a number of seconds, got {text!r}."
+            ) from None
+        return cls(url, reclaim)
+
+
+class JobBroker(RedisStreamBroker):
+    """taskiq's Redis Streams broker, taking one job at a time and reclaiming idle ones.
+
+    The stock ``listen`` reads new jobs in batches and looks for idle ones only after
+    new ones arrived; a worker here takes one job per read (so that jobs spread over
+    workers) and first claims the jobs idle for longer than the reclaim time, on every
+    round, also when the stream is quiet, so a dead worker's jobs are taken over at
+    once. It starts (makes its consumer group) in ``listen``, with the same backoff as a
+    reconnect: a worker started while Redis is down waits for it instead of exiting.
+    """
+
+    def __init__(self, settings: QueueSettings, *, consumer: str | None = None) -> None:
+        idle_ms = max(1, int(settings.reclaim_after * 1000))
+        super().__init__(
+            settings.url,
+            queue_name=STREAM,
+            consumer_group_name=GROUP,
+            consumer_name=consumer,
+            consumer_id="0",  # a group made after jobs were queued still gets them
+            xread_block=min(1000, idle_ms),
+            idle_timeout=idle_ms,
+            xread_count=1,
+            health_check_interval=1,  # a connection kept from before a Redis restart is
+        )  # found closed by a ping and made again, not by the command it was taken for
+        self.reconnected: Callable[[], None] = lambda: None
+        """Called after Redis came back (a worker then looks for jobs Redis lost)."""
+        self.ready = False
+        """Whether :meth:`startup` went through (it needs Redis: ``listen`` retries it)."""
+
+    async def startup(self) -> None:
+        """Make the consumer group (taskiq's start); ``ready`` once it is made."""
+        await super().startup()
+        self.ready = True
+
+    async def listen(self) -> AsyncGenerator[AckableMessage, None]:
+        """Jobs, for ever: a lost connection to Redis is retried with backoff, logged.
+
+        Started here unless it was (a ``Receiver`` made with ``run_startup=False``): a
+        Redis that does not answer yet is waited for like one that went away.
+        """
+        failures = 0
+
+        def answered() -> None:
+            nonlocal failures
+            if failures:
+                log("reactor.worker", "info", "redis reconnected", after=failures)
+                failures = 0
+                self.reconnected()
+
+        while True:
+            try:
+                if not self.ready:
+                    await self.startup()
+                async for message in self._listen(answered):
+                    yield message
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                failures += 1
+                wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** min(failures - 1, 8))
+                wait *= 0.5 + random.random()  # jitter: workers do not reconnect in step
+                log(
+                    "reactor.worker",
+                    "warning",
+                    "redis connection lost; reconnecting"
+                    if self.ready
+                    else "redis unreachable; waiting for it",
+                    attempt=failures,
+                    retry_in_s=round(wait, 2),
+                    error=repr(exc),
+                )
+                await asyncio.sleep(wait)
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                # Redis came back without its data (no persistence): make the stream and
+                # the group again; the database re-queues what was lost.
+                log("reactor.worker", "warning", "job stream lost; making it again")
+                await self._make_group()
+                answered()
+                self.reconnected()
+
+    async def _make_group(self) -> None:
+        async with Redis(connection_pool=self.connection_pool) as redis:
+            with contextlib.suppress(ResponseError):  # made meanwhile by another worker
+                await redis.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+
+    async def _listen(self, answered: Callable[[], None]) -> AsyncGenerator[AckableMessage, None]:
+        async with Redis(connection_pool=self.connection_pool) as redis:
+            while True:
+                # Jobs idle for too long first (their workers died), one at a time and
+                # without waiting while there are more; then new jobs, waiting a while.
+                claimed: Any = await redis.xautoclaim(
+                    STREAM, GROUP, self.consumer_name, min_idle_time=self.idle_timeout, count=1
+                )
+                answered()  # Redis answers (again)
+                for message_id, fields in claimed[1]:
+                    if fields:  # a job deleted from the stream leaves an empty entry
+                        log(
+                            "reactor.worker", "info", "job reclaimed",
+                            message=_text(message_id), job=_key(fields),
+                            idle_s=round(self.idle_timeout / 1000, 1),
+                        )  # fmt: skip
+                        yield self._message(message_id, fields)
+                if claimed[1]:
+                    continue
+                fetched: Any = await redis.xreadgroup(
+                    GROUP, self.consumer_name, {STREAM: ">"}, count=1, block=self.block
+                )
+                for _stream, messages in fetched or ():
+                    for message_id, fields in messages:
+                        yield self._message(message_id, fields)
+
+    def _message(self, message_id: Any, fields: Mapping[bytes, bytes]) -> AckableMessage:
+        return AckableMessage(
+            data=fields[b"data"], ack=self._ack_generator(id=message_id, queue_name=STREAM)
+        )
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _key(fields: Mapping[bytes, bytes]) -> str:
+    """The run id (or ``reaction:<entry>``) a job on the stream is for, as far as it says."""
+    try:
+        (job,) = json.loads(fields[b"data"])["args"]
+        if REACTION in job:
+            return f"reaction:{job[REACTION]}"
+        return str(job.get("resume") or job.get("run_id"))
+    except (KeyError, TypeError, ValueError):
+        return "?"
