@@ -1,4 +1,4 @@
-"""How a run's log begins: new, resumed after a stop, or forked from another run.
+"""How a run's log begins (new, resumed after a stop, forked), and how it pauses.
 
 A new run says ``harness:start`` (its input, initial state and its graph's
 fingerprints). A resumed run goes on after its last recorded signal with
@@ -6,7 +6,8 @@ fingerprints). A resumed run goes on after its last recorded signal with
 to a point: they are written to the store under the fork's id, then ``harness:forked``
 says where they came from, and the state the fork was given is written by the actor
 ``user``. Resumed and forked runs both record the fingerprints of the graph that goes
-on, so that the next resume compares its graph with this one.
+on, so that the next resume compares its graph with this one. A run suspended to
+resume later (a shutdown) says ``harness:suspended`` last, and nothing after it.
 """
 
 from __future__ import annotations
@@ -18,15 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 from reactor._recording.info import RunInfo, normalize_tags
 from reactor._signals.frozen import freeze_payload
-from reactor._signals.names import HARNESS_FORKED, HARNESS_RESUMED, HARNESS_START
+from reactor._signals.names import (
+    HARNESS_FORKED,
+    HARNESS_RESUMED,
+    HARNESS_START,
+    HARNESS_SUSPENDED,
+)
 
 if TYPE_CHECKING:
     from reactor._activation.resume import ResumePlan
     from reactor._engine.options import RunOptions
-    from reactor._signals.bus import SignalBus
+    from reactor._signals.bus import Handler, SignalBus
     from stores import Store
 
-__all__ = ["Forked", "announce", "first_signal"]
+__all__ = ["Forked", "announce", "first_signal", "last_signal"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +100,20 @@ def first_signal(
     else:
         payload = {"from_run_id": forked.from_run_id, "at": forked.at, "fingerprints": fingerprints}
         bus.publish(HARNESS_FORKED, freeze_payload(payload), "harness", None, 0)
+
+
+def last_signal(bus: SignalBus, recorder: Handler | None, reason: str) -> None:
+    """Emit ``harness:suspended {reason}``, recorded by ``recorder``, then seal the bus.
+
+    It is recorded but not routed (no agent starts on it, nothing starts after it), and
+    what the run says afterwards (its activations, cancelled) gets no ``seq`` and
+    reaches nobody: a resume numbers its signals after this one, and no watcher ever
+    saw a signal the log lacks.
+    """
+    bus.set_after_dispatch(None)
+    bus.set_router(recorder)
+    bus.publish(HARNESS_SUSPENDED, {"reason": reason}, "harness", None, 0)
+    bus.seal()
 
 
 def rebound(signals: Sequence[Any], run_id: str) -> list[Any]:

@@ -130,9 +130,11 @@ class OutsideInput:
             self.deliver(message)
         return 0.0 if due else min(_due(message) for message in later.values())
 
-    def expect(self, message_id: str, name: str, payload: Any, at: datetime) -> None:
+    def expect(
+        self, message_id: str, name: str, payload: Any, at: datetime, source: str = "user"
+    ) -> None:
         """A message this process posted to the run for later: wait for it from now on."""
-        posted = Posted(message_id, "", name, to_jsonable(payload), "user", time.time())
+        posted = Posted(message_id, "", name, to_jsonable(payload), source, time.time())
         self.deliver(dataclasses.replace(posted, due_at=at.timestamp()))
 
     async def nap(self, until: float) -> None:
@@ -227,6 +229,18 @@ class OutsideInput:
             )
         except PromptError as exc:
             log("reactor.run", "warning", "reply not applied", message=message_id, error=str(exc))
+
+    def abort(self, reason: str, source: str) -> bool:
+        """A caller's abort: ``session:abort {reason}`` with its ``source``, then the stop.
+
+        Returns whether it stopped the run (not when it is ending, or aborted already).
+        """
+        if self.host.ending or self._aborted:
+            return False
+        self._aborted = True
+        self.host.bus.publish(ABORT, {"reason": reason}, source, None, 0)
+        self.host.stop("aborted", reason)
+        return True
 
     def _abort(self, payload: Any, source: str | None, message_id: str | None) -> None:
         """Emit ``session:abort {reason}`` (who stopped the run, in its log) and stop it."""

@@ -28,7 +28,7 @@ from reactor._agents.asking import Asking
 from reactor._agents.fingerprint import recorded_fingerprints
 from reactor._engine.collector import run_finished, run_started
 from reactor._engine.costs import Costs
-from reactor._engine.opening import Forked, announce, first_signal
+from reactor._engine.opening import Forked, announce, first_signal, last_signal
 from reactor._engine.options import RunOptions
 from reactor._engine.outside import OutsideInput
 from reactor._engine.result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
@@ -305,13 +305,14 @@ class Run:
         self.bus.set_router(None)
         self.bus.set_after_dispatch(None)
 
-    def suspend(self) -> None:
-        """Record nothing more (no ``harness:end``), so a resume reruns what is in flight.
+    def suspend(self, reason: str = "suspended") -> None:
+        """Record ``harness:suspended {reason}`` last (no ``harness:end``): a resume goes on.
 
         Then cancel the run's task: it flushes the log and raises ``RunSuspendedError``.
         """
         if self._end_payload is not None or self.suspended:
             return
+        last_signal(self.bus, self._recorder, reason)  # in flight is dropped, unseen
         self.suspended = True
         self._recorder = None
         self.closed = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Generator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
@@ -10,7 +11,13 @@ from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
 from reactor._signals.diagnostics import log
 from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
-from reactor._signals.names import HARNESS_END, SESSION_PROMPT, inbox_signal, reserved_namespace
+from reactor._signals.names import (
+    HARNESS_END,
+    HARNESS_SUSPENDED,
+    SESSION_PROMPT,
+    inbox_signal,
+    reserved_namespace,
+)
 from reactor._signals.patterns import Pattern, normalize_patterns
 from reactor._signals.signal import Signal
 from reactor._signals.stream import SignalStream
@@ -29,6 +36,9 @@ if TYPE_CHECKING:
     from reactor._engine.run import Run
 
 __all__ = ["Channel", "RunHandle"]
+
+_LAST = re.compile(f"{re.escape(HARNESS_END)}|{re.escape(HARNESS_SUSPENDED)}")
+"""A run's last signal: it ended, or it was suspended to resume later."""
 
 _CHANNEL_GRACE = 2.0
 """Seconds channels get to finish after their run ends, before they are cancelled."""
@@ -95,28 +105,35 @@ class RunHandle:
         return self._run.closed
 
     def signals(self, pattern: Pattern | None = None) -> SignalStream:
-        """Every signal of the run from its start, then live ones until ``harness:end``.
+        """Every signal of the run from its start, then live ones until its last.
+
+        The last is ``harness:end``, or ``harness:suspended`` for a run suspended to
+        resume later (:meth:`suspend`).
 
         Args:
             pattern: Only signals whose name matches it (as ``SignalBus.signals``);
-                the stream still ends at ``harness:end``. ``None``: every signal.
+                the stream still ends at the run's last signal. ``None``: every signal.
         """
         bus = self._run.bus
         if pattern is None:
-            return bus.signals("**", until=HARNESS_END, history=True)
+            return bus.signals("**", until=_LAST, history=True)
         wanted = normalize_patterns(pattern)
         return SignalStream(
-            bus, (*wanted, HARNESS_END), until=HARNESS_END, history=True, keep=wanted
+            bus, (*wanted, HARNESS_END, HARNESS_SUSPENDED), until=_LAST, history=True, keep=wanted
         )
 
     @overload
-    def send(self, name: str, payload: Any = None) -> Signal: ...
+    def send(self, name: str, payload: Any = None, *, source: str = "user") -> Signal: ...
 
     @overload
-    def send(self, name: str, payload: Any = None, *, at: datetime) -> str: ...
+    def send(
+        self, name: str, payload: Any = None, *, at: datetime, source: str = "user"
+    ) -> str: ...
 
-    def send(self, name: str, payload: Any = None, *, at: datetime | None = None) -> Signal | str:
-        """Inject a signal from outside the graph (``source="user"``); return it.
+    def send(
+        self, name: str, payload: Any = None, *, at: datetime | None = None, source: str = "user"
+    ) -> Signal | str:
+        """Inject a signal from outside the graph, as ``source`` (who sends it); return it.
 
         With ``at`` (an aware datetime) the signal is scheduled instead: it is posted to
         the run's signal store (``store.post(run_id, name, payload, at=at)``), durable,
@@ -156,10 +173,10 @@ class RunHandle:
                     "store until it is due, and this run records to none: start it with "
                     "record=store (MemorySignalStore() for this process only)."
                 )
-            message_id = record.post(run.run_id, name, payload, at=at)
-            run.outside.expect(message_id, name, payload, at)  # it waits for it from now
+            message_id = record.post(run.run_id, name, payload, source=source, at=at)
+            run.outside.expect(message_id, name, payload, at, source)  # waited for from now
             return message_id
-        return run.bus.publish(name, freeze_payload(payload), "user", None, 0)
+        return run.bus.publish(name, freeze_payload(payload), source, None, 0)
 
     def send_to(self, agent: str, payload: Any = None) -> Signal:
         """Send a message to one agent: ``inbox:<agent>``, which only that agent receives.
@@ -251,23 +268,38 @@ class RunHandle:
         """Accept no more input; the run finishes once in-flight work is done."""
         self._run.close()
 
-    def abort(self, reason: str = "aborted") -> None:
-        """Stop now: cancel in-flight activations (their provider calls too)."""
-        self._run.stop("aborted", reason)
+    def abort(self, reason: str = "aborted", *, source: str = "user") -> None:
+        """Stop now, as ``source`` (who aborts it), for ``reason``.
 
-    async def suspend(self) -> None:
+        The log says who and why: ``session:abort {reason}`` from ``source``, then the
+        run ends ``aborted`` with that reason; in-flight activations are cancelled
+        (their provider calls too). Aborting a run that has ended changes nothing.
+
+        Raises:
+            PayloadError: The log cannot hold ``reason`` (the run goes on, unchanged).
+        """
+        check_payload(reason, "reason")
+        if self._task.done():
+            return
+        run = self._run
+        if not run.outside.abort(reason, source):
+            run.stop("aborted", reason)  # stopping already: what is in flight is cancelled
+
+    async def suspend(self, reason: str = "suspended") -> None:
         """Stop the run without ending it, to resume it later (a deploy, a shutdown).
 
-        As if its process had stopped, but cleanly: nothing more is recorded (no
-        ``harness:end``), in-flight activations are dropped and the log is flushed; the
-        run stays ``running`` (or ``waiting``) in its store, and
-        ``graph.resume(run_id, record=store)`` continues it, running again what was in
-        flight. Awaiting :meth:`result` afterwards raises
+        As if its process had stopped, but cleanly: ``harness:suspended {reason}`` is
+        recorded last (no ``harness:end``), in-flight activations are dropped unseen and
+        the log is flushed; the run stays ``running`` (or ``waiting``) in its store, and
+        ``graph.resume(run_id, record=store)`` continues it after that signal, running
+        again what was in flight. Awaiting :meth:`result` afterwards raises
         :class:`~reactor.RunSuspendedError`.
 
         Raises:
             RunClosedError: The run is not recorded (there would be nothing to resume).
+            PayloadError: The log cannot hold ``reason`` (the run goes on, unchanged).
         """
+        check_payload(reason, "reason")
         run = self._run
         if run.options.record is None:
             raise RunClosedError(
@@ -276,7 +308,7 @@ class RunHandle:
             )
         if self._task.done():
             return
-        run.suspend()
+        run.suspend(reason)
         if not run.suspended:  # it has just ended
             return
         self._task.cancel()

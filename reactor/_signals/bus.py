@@ -166,8 +166,7 @@ class SignalBus:
     def __init__(self, history_limit: int | None = None, *, run_id: str | None = None) -> None:
         if history_limit is not None and history_limit < 0:
             raise ValueError(f"history_limit must be None or >= 0, got {history_limit}.")
-        self.run_id = run_id
-        self.history_limit = history_limit
+        self.run_id, self.history_limit = run_id, history_limit
         self._history: deque[Signal] | list[Signal] = (
             [] if history_limit is None else deque(maxlen=history_limit)
         )
@@ -179,6 +178,7 @@ class SignalBus:
         self._pattern_subs: tuple[Subscription, ...] = ()
         self._after: Handler | None = None
         self._router: Handler | None = None
+        self.sealed = False  # see seal()
 
     # -- emitting ----------------------------------------------------------------
 
@@ -230,6 +230,8 @@ class SignalBus:
         """
         if name not in self._handlers:
             self._resolve(name)
+        if self.sealed:  # said to nobody, numbered nothing: see seal()
+            return new_signal(name, payload, "", 0, time.time(), source, caused_by, depth, None)
         self._seq = seq = self._seq + 1
         signal = new_signal(
             name, payload, f"sig_{seq}", seq, time.time(), source, caused_by, depth, self.run_id
@@ -278,15 +280,8 @@ class SignalBus:
 
     def _handler_failed(self, handler: Handler, signal: Signal, exc: Exception) -> None:
         described = _describe(handler)
-        log(
-            "reactor.bus",
-            "error",
-            "signal handler raised",
-            handler=described,
-            signal=signal.name,
-            signal_id=signal.id,
-            exc_info=exc,
-        )
+        log("reactor.bus", "error", "signal handler raised", handler=described,
+            signal=signal.name, signal_id=signal.id, exc_info=exc)  # fmt: skip
         if signal.name not in _SILENT:
             self.emit(
                 BUS_HANDLER_ERROR,
@@ -391,6 +386,14 @@ class SignalBus:
         for signal in signals:
             self._history.append(signal)
             self._seq = max(self._seq, signal.seq)
+
+    def seal(self) -> None:
+        """Emit nothing more (runtime use): a suspended run's last signal stays its last.
+
+        What is published later (what was in flight, cancelled) gets no ``seq``, no
+        history and no subscriber: nobody sees a signal the log lacks.
+        """
+        self.sealed = True
 
     def set_router(self, router: Handler | None) -> None:
         """Call ``router(signal)`` first for every signal (runtime use).

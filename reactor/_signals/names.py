@@ -26,6 +26,7 @@ __all__ = [
     "HARNESS_SIGNALS",
     "HARNESS_SNAPSHOT",
     "HARNESS_START",
+    "HARNESS_SUSPENDED",
     "INBOX_PREFIX",
     "MCP_CALL",
     "MCP_CONNECT",
@@ -97,6 +98,8 @@ HARNESS_SNAPSHOT = "harness:snapshot"
 """What a resume needs, every ``snapshot_every`` signals: :class:`HarnessSnapshot`."""
 HARNESS_FORKED = "harness:forked"
 """First signal a fork emits after the log it copied: :class:`HarnessForked`."""
+HARNESS_SUSPENDED = "harness:suspended"
+"""Last signal of a run stopped without ending, to resume: :class:`HarnessSuspended`."""
 HARNESS_SIGNALS = "harness:*"
 """The pattern of the run's own milestones."""
 BUS_HANDLER_ERROR = "bus:handler_error"
@@ -233,6 +236,7 @@ SYSTEM_SIGNALS = (
     HARNESS_RESUMED,
     HARNESS_SNAPSHOT,
     HARNESS_FORKED,
+    HARNESS_SUSPENDED,
     BUS_HANDLER_ERROR,
     PROVIDER_START,
     PROVIDER_END,

@@ -26,6 +26,7 @@ __all__ = [
     "HarnessResumed",
     "HarnessSnapshot",
     "HarnessStart",
+    "HarnessSuspended",
     "ObjectChanged",
     "PromptEnd",
     "ProviderEnd",
@@ -107,6 +108,16 @@ class HarnessEnd(TypedDict):
     duration_ms: float
     activations: int
     failures: int
+
+
+class HarnessSuspended(TypedDict):
+    """``harness:suspended``: why the run stopped without ending (it resumes after it).
+
+    A shutdown, a worker that stops or lost the run, ``handle.suspend(reason)``: never
+    an outcome, so the run stays ``running`` or ``waiting`` in its store.
+    """
+
+    reason: str
 
 
 class AgentActivated(TypedDict):

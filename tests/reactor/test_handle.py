@@ -8,11 +8,13 @@ import pytest
 from reactor import (
     AgentContext,
     MemorySignalStore,
+    PayloadError,
     RunClosedError,
     SignalNameError,
     agent,
     reactive,
 )
+from reactor._signals.signal import Signal
 from reactor.exceptions import ReadOnlyStateError
 from reactor.testing import signal_names as names
 from tests.reactor.support import SlowProvider
@@ -226,3 +228,119 @@ async def test_payloads_cannot_change_after_they_are_emitted() -> None:
     recorded = store.load(result.run_id).select("order:placed")[0].payload
     assert recorded == {"symbol": "AAPL", "legs": [{"qty": 1}]}
     assert result.select("agent:trader:completed")[0].payload["output"]["symbol"] == "MSFT"
+
+
+# -- acts with their actors ----------------------------------------------------------
+
+
+async def test_abort_records_who_and_why_and_ends_with_that_reason() -> None:
+    store = MemorySignalStore()
+    provider = SlowProvider(10.0)
+    handle = reactive({"a": agent(prompt="x")}).start(provider=provider, record=store)
+    await asyncio.sleep(0.02)
+    handle.abort("desk closed early", source="user:bob")
+    result = await asyncio.wait_for(handle.result(), 5)
+    assert (result.status, result.reason) == ("aborted", "desk closed early")
+    log = store.load(handle.run_id)
+    (abort,) = log.select("session:abort")
+    assert (abort.payload, abort.source) == ({"reason": "desk closed early"}, "user:bob")
+    assert (log.status, log.info.reason) == ("aborted", "desk closed early")
+    assert names(result)[-1] == "harness:end"
+    assert result.select("harness:end")[0].payload["reason"] == "desk closed early"
+
+
+async def test_an_abort_whose_reason_the_log_cannot_hold_changes_nothing() -> None:
+    store = MemorySignalStore()
+    handle = reactive({"a": agent(prompt="x")}).start(provider=SlowProvider(10.0), record=store)
+    await asyncio.sleep(0.02)
+    with pytest.raises(PayloadError, match=r"reason"):
+        handle.abort("\ud800")
+    assert not handle.done
+    assert not handle.closed
+    assert "session:abort" not in names(handle._run.bus.history)
+    handle.abort("a clean reason")
+    result = await asyncio.wait_for(handle.result(), 5)
+    assert (result.status, result.reason) == ("aborted", "a clean reason")
+    assert store.load(handle.run_id).status == "aborted"
+
+
+async def test_send_and_reply_record_the_callers_source() -> None:
+    graph = reactive(
+        {"echo": agent(run=lambda ctx: ctx.signal.payload, activate_on="msg")},
+        external=["msg"],
+    )
+    store = MemorySignalStore()
+    handle = graph.start(record=store)
+    sent = handle.send("msg", 1, source="user:ada")
+    handle.close()
+    await handle.result()
+    assert sent.source == "user:ada"
+    (recorded,) = store.load(handle.run_id).select("msg")
+    assert recorded.source == "user:ada"
+
+
+# -- suspended, not ended ------------------------------------------------------------
+
+
+async def test_a_suspended_run_says_why_last_and_resumes_after_it() -> None:
+    started = asyncio.Event()
+
+    async def slow(ctx: AgentContext) -> str:
+        started.set()
+        await asyncio.sleep(3600 if not ctx.input else 0)
+        return "done"
+
+    graph = reactive({"slow": agent(run=slow)})
+    store = MemorySignalStore()
+    handle = graph.start(keep_open=False, record=store)
+    seen: list[Signal] = []
+    subscription = handle._run.bus.subscribe("**", seen.append)
+    await asyncio.wait_for(started.wait(), 5)
+    await handle.suspend("the service stopped (SIGTERM)")
+    subscription.cancel()
+    log = store.load(handle.run_id)
+    assert log.signals[-1].name == "harness:suspended"
+    assert log.signals[-1].payload == {"reason": "the service stopped (SIGTERM)"}
+    assert "harness:end" not in names(log)
+    # What was in flight is dropped unseen: nobody saw a signal the log lacks.
+    assert [s.seq for s in seen] == [s.seq for s in log.signals][-len(seen) :]
+    assert seen[-1].name == "harness:suspended"
+    assert store.runs()[0].status == "running"
+
+    result = await graph.resume(handle.run_id, record=store, input=1)
+    assert result.status == "completed"
+    seqs = [s.seq for s in store.load(handle.run_id).signals]
+    assert seqs == list(range(1, len(seqs) + 1))  # no seq twice: it goes on after the last
+    resumed = store.load(handle.run_id).select("harness:resumed")[0]
+    assert resumed.seq == log.signals[-1].seq + 1
+
+
+async def forever(ctx: AgentContext) -> None:
+    await asyncio.sleep(3600)
+
+
+async def test_a_suspended_runs_stream_ends_with_its_last_signal() -> None:
+    graph = reactive({"slow": agent(run=forever)})
+    handle = graph.start(record=MemorySignalStore())
+    streamed: list[str] = []
+
+    async def follow() -> None:
+        async for signal in handle.signals():
+            streamed.append(signal.name)
+
+    following = asyncio.ensure_future(follow())
+    await asyncio.sleep(0.05)
+    await handle.suspend("deploy")
+    await asyncio.wait_for(following, 5)
+    assert streamed[-1] == "harness:suspended"
+
+
+async def test_a_suspend_whose_reason_the_log_cannot_hold_changes_nothing() -> None:
+    graph = reactive({"slow": agent(run=forever)})
+    handle = graph.start(record=MemorySignalStore())
+    await asyncio.sleep(0.02)
+    with pytest.raises(PayloadError, match=r"reason"):
+        await handle.suspend("\udfff")
+    assert not handle.done
+    handle.abort()
+    assert (await handle.result()).status == "aborted"
