@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from reactor._signals.door import check_text
 from reactor._signals.names import (
     SESSION_PROMPT,
     SESSION_REPLY,
@@ -78,7 +79,14 @@ def runs_filter(
 
     For the SQL stores: ``r`` is the runs table, ``status_sql`` the expression of a
     run's status, ``tags`` the tags table, ``mark`` the driver's placeholder.
+
+    Raises:
+        PayloadError: A filter holds a NUL character (or a lone surrogate): PostgreSQL
+            cannot compare it, so SQLite refuses it too (an API answers 422).
     """
+    for name, text in (("graph", graph), ("tag", tag), ("status", status)):
+        if text is not None:
+            check_text(text, name)
     where: list[str] = []
     params: list[Any] = []
     if status is not None:

@@ -8,6 +8,12 @@ raises :class:`~reactor.exceptions.PayloadError` naming the path of the first ba
 value, before anything is emitted or stored, so one bad value never reaches a signal
 store, where it would fail a whole batch of other runs' signals.
 
+A NUL character (U+0000) is refused only where a database cannot hold it, so that
+SQLite and PostgreSQL give the same answer: in object data (``check_payload(...,
+nul=True)``: PostgreSQL's ``jsonb`` has no NUL) and in text that is stored or compared
+in a text column (:func:`check_text`: names, types, ids, filters). A signal's payload
+may hold one: the log keeps payloads as ``json`` text, where it is an escape.
+
 The check serializes the value once (pydantic's Rust encoder, with the project's own
 encoders: the read-only state views); only when that fails, or when the output could
 hold ``NaN``/``Infinity``, does it walk the value to find the path.
@@ -28,7 +34,7 @@ import pydantic_core
 from reactor._signals.signal import unwrapper_of
 from reactor.exceptions import PayloadError
 
-__all__ = ["check_payload"]
+__all__ = ["check_payload", "check_text"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ADVICE = (
@@ -49,20 +55,25 @@ def _strict_fallback(value: Any) -> Any:
     return unwrap(value)
 
 
-def check_payload(value: Any, where: str) -> None:
+def check_payload(value: Any, where: str, *, nul: bool = False) -> None:
     """Raise :class:`PayloadError` if the log cannot hold ``value``.
 
     Args:
         value: What enters (a payload, an input, a state value, object data).
         where: The name of the value in the message's path (``input``, ``payload``,
             ``state.items``, ``data``).
+        nul: Refuse a NUL character in any string, key or value, at any depth (object
+            data, which PostgreSQL keeps as ``jsonb``).
 
     Raises:
-        PayloadError: A string with a lone surrogate, ``NaN``/``Infinity``, or a value
-            with no JSON form; the message names its path.
+        PayloadError: A string with a lone surrogate (or a NUL, with ``nul``),
+            ``NaN``/``Infinity``, or a value with no JSON form; the message names its
+            path.
     """
     kind = type(value)
-    if value is None or kind is bool or kind is int or (kind is str and value.isascii()):
+    if value is None or kind is bool or kind is int:
+        return
+    if kind is str and value.isascii() and not (nul and "\x00" in value):
         return
     encoded: bytes | None = None
     try:
@@ -70,15 +81,38 @@ def check_payload(value: Any, where: str) -> None:
     except Exception:  # what failed is found by the walk below
         pass
     else:
-        if b"NaN" not in encoded and b"Infinity" not in encoded:
+        suspect = b"NaN" in encoded or b"Infinity" in encoded
+        if not suspect and not (nul and b"\\u0000" in encoded):
             return
-    found = _find(value, where, 0)
+    found = _find(value, where, 0, nul)
     if found is None:
         if encoded is not None:
-            return  # "NaN" inside a string, not a number
+            return  # "NaN" (or a backslash and "u0000") inside a string
         found = (where, "a value with no JSON form")
     path, reason = found
     raise PayloadError(f"{path} cannot be recorded: it is {reason}. {_ADVICE}", path=path)
+
+
+def check_text(text: str, where: str) -> None:
+    """Raise :class:`PayloadError` if a database cannot hold or compare ``text``.
+
+    For text that goes into (or is looked up in) a text column: an object's type or
+    id, a filter of a listing. PostgreSQL refuses a NUL there and SQLite does not;
+    refused here, both answer the same.
+
+    Args:
+        text: The text.
+        where: Its name in the message (``type``, ``tag``, ``object_id``).
+
+    Raises:
+        PayloadError: It holds a NUL character or a lone surrogate.
+    """
+    if text.isascii() and "\x00" not in text:
+        return
+    found = _bad_text(text, where, nul=True)
+    if found is not None:
+        path, reason = found
+        raise PayloadError(f"{path} cannot be used: it is {reason}.", path=path)
 
 
 def _key_path(path: str, key: Any) -> str:
@@ -87,45 +121,45 @@ def _key_path(path: str, key: Any) -> str:
     return f"{path}[{key!r}]"
 
 
-def _find(value: Any, path: str, depth: int) -> tuple[str, str] | None:
+def _find(value: Any, path: str, depth: int, nul: bool) -> tuple[str, str] | None:
     """The path of the first value the log cannot hold, and why, or ``None``."""
     if depth > 200:
         return (path, "nested too deeply (over 200 levels)")
     if value is None or isinstance(value, bool | int):
         return None
     if isinstance(value, str):
-        return _bad_text(value, path)
+        return _bad_text(value, path, nul=nul)
     if isinstance(value, float):
         return None if math.isfinite(value) else (path, f"{value!r}, which JSON cannot hold")
     unwrap = unwrapper_of(value)
     if unwrap is not None:
-        return _find(unwrap(value), path, depth + 1)
+        return _find(unwrap(value), path, depth + 1, nul)
     if isinstance(value, Mapping):
         for key, item in value.items():
             if isinstance(key, str):
-                bad_key = _bad_text(key, f"{path} (a key)")
+                bad_key = _bad_text(key, f"{path} (a key)", nul=nul)
                 if bad_key is not None:
                     return bad_key
             elif not isinstance(key, int | float | bool | enum.Enum) and key is not None:
                 return (f"{path} (a key)", f"a {type(key).__name__} key; keys must be strings")
-            found = _find(item, _key_path(path, key), depth + 1)
+            found = _find(item, _key_path(path, key), depth + 1, nul)
             if found is not None:
                 return found
         return None
     if isinstance(value, list | tuple | set | frozenset):
         for index, item in enumerate(value):
-            found = _find(item, f"{path}[{index}]", depth + 1)
+            found = _find(item, f"{path}[{index}]", depth + 1, nul)
             if found is not None:
                 return found
         return None
     if isinstance(value, pydantic.BaseModel):
         fields = {name: getattr(value, name) for name in type(value).model_fields}
-        return _find({**fields, **(value.model_extra or {})}, path, depth + 1)
+        return _find({**fields, **(value.model_extra or {})}, path, depth + 1, nul)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
-        return _find(fields, path, depth + 1)
+        return _find(fields, path, depth + 1, nul)
     if isinstance(value, enum.Enum):
-        return _find(value.value, path, depth + 1)
+        return _find(value.value, path, depth + 1, nul)
     if isinstance(value, bytes | bytearray):
         try:
             bytes(value).decode("utf-8")
@@ -139,10 +173,17 @@ def _find(value: Any, path: str, depth: int) -> tuple[str, str] | None:
     return None
 
 
-def _bad_text(text: str, path: str) -> tuple[str, str] | None:
+def _bad_text(text: str, path: str, *, nul: bool = False) -> tuple[str, str] | None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         char = text[exc.start]
         return (path, f"a string with a lone surrogate ({char!r} at index {exc.start})")
+    if nul and "\x00" in text:
+        index = text.index("\x00")
+        return (
+            path,
+            f"a string with a NUL character ('\\x00' at index {index}), which PostgreSQL "
+            "cannot keep (so neither database takes it): remove it",
+        )
     return None

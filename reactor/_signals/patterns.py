@@ -1,7 +1,9 @@
 """Signal names and the glob language that matches them.
 
-A name is ``:``-separated, non-empty segments without whitespace or ``*``. A pattern
-is a name whose segments may be wildcards:
+A name is valid Unicode text: ``:``-separated, non-empty segments without whitespace,
+``*`` or a NUL character (PostgreSQL keeps no NUL in text, so no signal store takes
+one: a name is accepted or refused alike on every backend). A pattern is a name whose
+segments may be wildcards:
 
 * ``*`` as a whole segment matches exactly one segment; inside a segment
   (``trade*``) it matches any run of characters within that segment;
@@ -70,6 +72,13 @@ def _name_problem(name: str) -> str | None:
         return "'*' is reserved for patterns; emit a concrete name such as 'trade:proposed'"
     if "" in name.split(":"):
         return "segments between ':' cannot be empty"
+    if not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"names must be valid Unicode text (a lone surrogate at index {exc.start})"
+    if "\x00" in name:
+        return f"names cannot contain a NUL character ('\\x00' at index {name.index(chr(0))})"
     return None
 
 
@@ -110,9 +119,10 @@ def _compile_glob(pattern: str) -> Matcher:
         if problem is not None:
             raise PatternError(f"Invalid pattern {pattern!r}: {problem}.", pattern=pattern)
         return pattern.__eq__
-    if _WHITESPACE.search(pattern):
+    if _WHITESPACE.search(pattern) or "\x00" in pattern:
         raise PatternError(
-            f"Invalid pattern {pattern!r}: patterns cannot contain whitespace.", pattern=pattern
+            f"Invalid pattern {pattern!r}: patterns cannot contain whitespace or a NUL character.",
+            pattern=pattern,
         )
     # Matching runs against ":" + name, so every segment, the first included, is
     # preceded by a colon and `**` can swallow zero or more ":segment" groups.

@@ -70,6 +70,8 @@ def test_compiled_patterns_are_cached() -> None:
         pytest.param(":a", r"segments between ':' cannot be empty", id="leading-colon"),
         pytest.param("a:*:", r"segments between ':' cannot be empty", id="trailing-colon"),
         pytest.param("a b", r"cannot contain whitespace", id="whitespace"),
+        pytest.param("a:\x00", r"cannot contain a NUL character", id="nul"),
+        pytest.param("a:*\x00", r"cannot contain whitespace or a NUL character", id="nul-glob"),
     ],
 )
 def test_invalid_patterns_raise_at_subscription(pattern: str, message: str) -> None:
@@ -107,6 +109,17 @@ def test_normalize_deduplicates_and_keeps_order() -> None:
         pytest.param("a::b", "segments between ':' cannot be empty", id="empty-segment"),
         pytest.param("a *", "cannot contain whitespace", id="whitespace"),
         pytest.param("a:*", "'\\*' is reserved for patterns", id="star"),
+        pytest.param(
+            "order:pla\x00ced",
+            r"^Invalid signal name 'order:pla\\x00ced': names cannot contain a NUL character "
+            r"\('\\x00' at index 9\)\.$",
+            id="nul",
+        ),
+        pytest.param(
+            "order:\ud800",
+            r"names must be valid Unicode text \(a lone surrogate at index 6\)",
+            id="lone-surrogate",
+        ),
     ],
 )
 def test_invalid_names_raise(name: str, message: str) -> None:
