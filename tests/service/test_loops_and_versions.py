@@ -46,7 +46,7 @@ async def test_two_agents_updating_each_other_stop_at_the_depth_limit(url: str) 
         subscription = service.bus.subscribe("reaction:loop", loops.append)
         try:
             counter = await objects.create("Counter", {"ping": 0, "pong": 0}, actor=User("u1"))
-            await objects.update(counter.id, {"ping": 0}, actor=User("u1"))
+            await objects.update(counter.id, {"ping": 1}, actor=User("u1"))
             await service.idle(timeout=30)
         finally:
             subscription.cancel()

@@ -3,6 +3,10 @@
 Every change made here is the calling user's: objects are created, updated and deleted
 as ``User(<id>)``, and suggestions are approved or rejected by them (an approved
 suggestion's changes are still the agent's, with ``approved_by`` the user).
+
+A NUL character in a path or query parameter is ``422`` naming the parameter, on every
+database (PostgreSQL cannot compare one); in an object's type or data too (the object
+store refuses it).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import fastapi
 import pydantic
 
 from reactor._signals.diagnostics import log
+from reactor._signals.door import check_text
 from reactor.service._api.base import ApiError, Caller, Service, authenticate
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import (
@@ -24,14 +29,19 @@ from reactor.service._objects.changes import (
 from reactor.service._objects.owners import RetryRefused
 from reactor.service._objects.values import TYPE_LENGTH, StoredObject, User
 
-__all__ = ["objects_router", "retry_entry", "suggestions_router"]
+__all__ = ["CreatedObject", "objects_router", "retry_entry", "suggestions_router"]
 
-objects_router = fastapi.APIRouter(
-    prefix="/api/objects", tags=["objects"], dependencies=[fastapi.Depends(authenticate)]
-)
-suggestions_router = fastapi.APIRouter(
-    prefix="/api", tags=["suggestions"], dependencies=[fastapi.Depends(authenticate)]
-)
+
+def _no_nul(request: fastapi.Request) -> None:
+    """Refuse a NUL in any path or query parameter: 422 naming it, on every database."""
+    for name, value in (*request.path_params.items(), *request.query_params.multi_items()):
+        if isinstance(value, str):
+            check_text(value, name)
+
+
+_CHECKS = [fastapi.Depends(authenticate), fastapi.Depends(_no_nul)]
+objects_router = fastapi.APIRouter(prefix="/api/objects", tags=["objects"], dependencies=_CHECKS)
+suggestions_router = fastapi.APIRouter(prefix="/api", tags=["suggestions"], dependencies=_CHECKS)
 
 Limit = Annotated[int, fastapi.Query(ge=1, le=10_000, description="At most this many.")]
 
@@ -45,6 +55,16 @@ class NewObject(pydantic.BaseModel):
         min_length=1, max_length=TYPE_LENGTH, description="Its type (``Person``)."
     )
     data: dict[str, Any] = pydantic.Field(description="Its fields.")
+
+
+class CreatedObject(StoredObject):
+    """A new object, and what the caller should know about it."""
+
+    warnings: list[str] = pydantic.Field(
+        default=[],
+        description="What was accepted but may be a mistake: a type that no registered "
+        "model or reaction names was stored untyped (a misspelled type, say).",
+    )
 
 
 class ObjectChanges(pydantic.BaseModel):
@@ -64,9 +84,30 @@ async def list_objects(
 
 
 @objects_router.post("", status_code=201)
-async def create_object(body: NewObject, service: Service, user: Caller) -> StoredObject:
-    """Create an object as the calling user; its reactions follow."""
-    return await service.objects.create(body.type, body.data, actor=user)
+async def create_object(body: NewObject, service: Service, user: Caller) -> CreatedObject:
+    """Create an object as the calling user; its reactions follow.
+
+    422 when its type's model refuses the data (a field it lacks, a value it refuses),
+    when the database cannot hold it (a NUL character), or when its type is not
+    registered and the object store takes no untyped objects; an untyped object that
+    is stored comes with ``warnings`` unless a reaction names its type.
+    """
+    created = await service.objects.create(body.type, body.data, actor=user)
+    return CreatedObject(**dict(created), warnings=_type_warnings(service, body.type))
+
+
+def _type_warnings(service: ReactionService, type: str) -> list[str]:
+    """Why an object of ``type`` may be a mistake: no model and no reaction names it."""
+    registered = service.objects.types
+    if type in registered or any(type in r.reaction.types for r in service.reactions.values()):
+        return []
+    known = ", ".join(sorted(registered)) or "none"
+    return [
+        f"No model is registered for type {type!r} (registered: {known}) and no reaction "
+        "names it: the object was stored as given, unvalidated. If the type is misspelled, "
+        "delete the object and create it again; an object store made with untyped=False "
+        "refuses such objects."
+    ]
 
 
 @objects_router.get("/{object_id}")

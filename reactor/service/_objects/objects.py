@@ -8,17 +8,15 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-import pydantic
-import pydantic_core
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from reactor._agents.reaction import type_name_problem
 from reactor._signals.bus import SignalBus
-from reactor._signals.door import check_payload
-from reactor.exceptions import ObjectNotFoundError, ObjectValidationError, ServiceConfigError
+from reactor._signals.door import check_payload, check_text
+from reactor.exceptions import ObjectNotFoundError, ObjectValidationError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 from reactor.service._objects.db import DEFAULT_URL, Database, describe_url
+from reactor.service._objects.models import ObjectTypes, Types, fields_of
 from reactor.service._objects.rows import event_from_row, object_from_row
 from reactor.service._objects.schema import object_events, objects
 from reactor.service._objects.values import (
@@ -29,19 +27,18 @@ from reactor.service._objects.values import (
     User,
     actor_from_context,
 )
-from reactor.service._objects.writes import Change, ObjectWrites
+from reactor.service._objects.writes import Change, ObjectWrites, Outcome
 from stores import current_actor
 
 __all__ = ["ObjectStore"]
-
-Types = Iterable[type[pydantic.BaseModel]] | Mapping[str, type[pydantic.BaseModel]]
 
 
 class ObjectStore:
     """Typed objects in SQLite or PostgreSQL: ``create``, ``get``, ``update``, ``delete``.
 
     Every change writes the object and an :class:`ObjectEvent` (the log reactions are
-    dispatched from) together, then emits ``object:<Type>:<event>`` on :attr:`bus`;
+    dispatched from) together, then emits ``object:<Type>:<event>`` on :attr:`bus`
+    (an update that changes nothing is no change: no event, the version stays);
     changes made at the same time share one transaction (each in its own savepoint:
     one that fails changes nothing and raises to its caller alone). A change by an
     agent is attributed to it without saying so: the actor
@@ -59,19 +56,37 @@ class ObjectStore:
         url: ``sqlite:///path`` (the default is ``.reactor/app.db``), or
             ``postgresql://user@host:port/dbname``.
         types: pydantic models whose objects are validated, named by their class
-            names (or ``{"Person": Person}``). Objects of other types are stored as
-            they are given, as long as they are JSON objects.
+            names (or ``{"Person": Person}``). A field a model does not declare is
+            refused (``ObjectValidationError``, nothing stored) unless the model's
+            ``model_config`` sets ``extra`` itself: ``"allow"`` keeps it, ``"ignore"``
+            drops it.
         bus: Where changes are emitted (a new bus by default).
+        untyped: Whether objects of a type no model is registered for are stored (as
+            they are given, as long as they are JSON objects); with ``False`` creating
+            one is an ``ObjectValidationError`` (a misspelled type, say).
 
     Raises:
         ServiceConfigError: The URL or a type is unusable.
     """
 
-    def __init__(self, url: str = DEFAULT_URL, *, types: Types = (), bus: SignalBus | None = None):
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        types: Types = (),
+        bus: SignalBus | None = None,
+        untyped: bool = True,
+    ):
         self.db = Database(url)
-        self.types = _registered(types)
+        self._types = ObjectTypes(types, untyped=untyped)
+        self.types = self._types.models
         self.bus = bus if bus is not None else SignalBus(history_limit=1000)
         self._writes = ObjectWrites(self.db, self.bus)
+
+    @property
+    def untyped(self) -> bool:
+        """Whether objects of a type no model is registered for are stored."""
+        return self._types.untyped
 
     @property
     def url(self) -> str:
@@ -113,25 +128,32 @@ class ObjectStore:
         """Store a new object (version 1) and emit ``object:<type>:created``.
 
         Raises:
-            ObjectValidationError: ``data`` does not fit the type; nothing was stored.
-            PayloadError: The log cannot hold ``data`` (a lone surrogate, ``NaN``, a
-                type with no JSON form); nothing was stored.
+            ObjectValidationError: ``data`` does not fit the type (a field its model
+                lacks, a value it refuses), or the type is not registered and the store
+                takes no untyped objects; nothing was stored.
+            PayloadError: The database cannot hold ``data`` or ``type`` (a NUL
+                character, a lone surrogate, ``NaN``, a type with no JSON form);
+                nothing was stored.
         """
-        (event,) = await self.apply([Create(type, self._fields(type, data))], actor=actor)
-        return event.object
+        return await self._one(Create(type, fields_of(type, data)), actor)
 
     async def update(
         self, id: str, data: Mapping[str, Any], *, actor: User | AgentActor | None = None
     ) -> StoredObject:
         """Change some fields of an object (the others are kept); its version grows by one.
 
+        An update that changes nothing (the fields hold those values already, or the
+        model ignores them) stores nothing: the object comes back at its version, no
+        event is emitted and no reaction runs.
+
         Raises:
             ObjectNotFoundError: No object has that id.
-            ObjectValidationError: The result does not fit the type; nothing changed.
-            PayloadError: The log cannot hold ``data``; nothing changed.
+            ObjectValidationError: The result does not fit the type (a field its model
+                lacks, a value it refuses); nothing changed.
+            PayloadError: The database cannot hold ``data`` (a NUL character, a lone
+                surrogate, ``NaN``); nothing changed.
         """
-        (event,) = await self.apply([Update(id, self._fields("object", data))], actor=actor)
-        return event.object
+        return await self._one(Update(id, fields_of("object", data)), actor)
 
     async def delete(self, id: str, *, actor: User | AgentActor | None = None) -> StoredObject:
         """Delete an object and emit ``object:<type>:deleted``; return it as it was.
@@ -139,8 +161,11 @@ class ObjectStore:
         Raises:
             ObjectNotFoundError: No object has that id.
         """
-        (event,) = await self.apply([Delete(id)], actor=actor)
-        return event.object
+        return await self._one(Delete(id), actor)
+
+    async def _one(self, op: Operation, actor: User | AgentActor | None) -> StoredObject:
+        (outcome,) = await self._submit([op], actor=actor)
+        return outcome.object if isinstance(outcome, ObjectEvent) else outcome
 
     async def apply(
         self,
@@ -163,12 +188,27 @@ class ObjectStore:
             stale: Makes the error of an unmet ``expect``.
 
         Returns:
-            The stored events, in order.
+            The stored events, in order (an update that changes nothing has none).
 
         Raises:
             ObjectNotFoundError: An update or delete names an unknown object.
             ObjectValidationError: Some data does not fit its type.
+            PayloadError: The database cannot hold some data or id.
         """
+        found = await self._submit(
+            operations, actor=actor, approved_by=approved_by, expect=expect, stale=stale
+        )
+        return [outcome for outcome in found if isinstance(outcome, ObjectEvent)]
+
+    async def _submit(
+        self,
+        operations: Sequence[Operation],
+        *,
+        actor: User | AgentActor | None,
+        approved_by: User | AgentActor | None = None,
+        expect: Mapping[str, int] | None = None,
+        stale: Callable[[int | None], Exception] | None = None,
+    ) -> builtins.list[Outcome]:
         who = actor if actor is not None else actor_from_context(current_actor())
         await self.open()
         change = Change(
@@ -187,60 +227,24 @@ class ObjectStore:
         """``data`` as it would be stored as a ``type``: validated, as JSON data.
 
         Raises:
-            ObjectValidationError: It does not fit.
-            PayloadError: The log cannot hold it (a lone surrogate, ``NaN``).
+            ObjectValidationError: It does not fit (a field the type's model lacks,
+                unless the model sets ``extra``; a value it refuses).
+            PayloadError: The database cannot hold it (a NUL character, a lone
+                surrogate, ``NaN``).
         """
-        problem = type_name_problem(type)
-        if problem is not None:
-            raise ObjectValidationError(
-                f"Cannot store the object: {problem}.", type=str(type), errors=[]
-            )
-        data = self._fields(type, data)
-        model = self.types.get(type)
-        if model is None:
-            try:
-                jsonable = pydantic_core.to_jsonable_python(dict(data))
-            except pydantic_core.PydanticSerializationError as exc:
-                raise ObjectValidationError(
-                    f"{type} data cannot be stored as JSON ({exc}); give plain JSON values.",
-                    type=type,
-                    errors=[],
-                ) from None
-            assert isinstance(jsonable, dict)
-            check_payload(jsonable, "data")  # what the log cannot hold is refused here
-            return jsonable
-        try:
-            stored = model.model_validate(dict(data)).model_dump(mode="json")
-        except pydantic.ValidationError as exc:
-            errors = exc.errors(include_url=False, include_context=False)
-            listed = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']} (got {e.get('input')!r})"
-                for e in errors
-            )
-            raise ObjectValidationError(
-                f"{type} data is invalid: {listed}. Nothing was stored; fix the data (or the "
-                f"{model.__name__} model).",
-                type=type,
-                errors=[dict(e) for e in errors],
-            ) from None
-        check_payload(stored, "data")
-        return stored
-
-    @staticmethod
-    def _fields(type: str, data: Any) -> dict[str, Any]:
-        if not isinstance(data, Mapping):
-            raise ObjectValidationError(
-                f"{type} data must be a JSON object (a dict of fields), got "
-                f"{builtins.type(data).__name__}.",
-                type=type,
-                errors=[],
-            )
-        return dict(data)
+        return self._types.validate(type, data)
 
     def _prepare(self, op: Operation) -> Operation:
-        if isinstance(op, Create):
-            return op.model_copy(update={"data": self.validate(op.type, op.data)})
-        return op
+        """``op`` checked where its values enter: what it names, what it stores."""
+        if op.id is not None:
+            check_text(op.id, "id")
+        if not isinstance(op, Create):
+            if isinstance(op, Update):
+                check_payload(op.data, "data", nul=True)  # early: merged data is validated too
+            return op
+        data = self.validate(op.type, op.data)
+        self._types.check_new(op.type)
+        return op.model_copy(update={"data": data})
 
     @staticmethod
     async def _row(conn: AsyncConnection, object_id: str) -> sa.Row[Any] | None:
@@ -255,6 +259,7 @@ class ObjectStore:
         Raises:
             ObjectNotFoundError: No object has that id (or never had that version).
         """
+        check_text(id, "id")
         await self.open()
         async with self.db.read() as conn:
             if version is None:
@@ -280,6 +285,8 @@ class ObjectStore:
         self, type: str | None = None, *, limit: int | None = None
     ) -> builtins.list[StoredObject]:
         """Objects (of ``type``, or all), oldest first."""
+        if type is not None:
+            check_text(type, "type")
         await self.open()
         query = sa.select(objects).order_by(objects.c.created_at, objects.c.id).limit(limit)
         if type is not None:
@@ -304,6 +311,8 @@ class ObjectStore:
             limit: At most this many.
             ids: Only the events with these ids.
         """
+        if object_id is not None:
+            check_text(object_id, "object_id")
         await self.open()
         query = sa.select(object_events).order_by(object_events.c.event_id).limit(limit)
         if ids is not None:
@@ -343,18 +352,3 @@ def _not_found(object_id: str, url: str) -> ObjectNotFoundError:
         "list the objects with objects.list().",
         object_id=object_id,
     )
-
-
-def _registered(types: Types) -> dict[str, type[pydantic.BaseModel]]:
-    items = types.items() if isinstance(types, Mapping) else ((t.__name__, t) for t in types)
-    registered: dict[str, type[pydantic.BaseModel]] = {}
-    for name, model in items:
-        problem = type_name_problem(name)
-        if problem is not None:
-            raise ServiceConfigError(f"Cannot register the type: {problem}.")
-        if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
-            raise ServiceConfigError(
-                f"types must be pydantic models (or {{name: model}}), got {model!r} for {name!r}."
-            )
-        registered[name] = model
-    return registered

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
+from reactor._signals.door import check_payload
 from reactor.exceptions import SuggestionNotFoundError, SuggestionResolvedError
 from reactor.service._objects.changes import Operation, Suggestion, SuggestionStatus
 from reactor.service._objects.db import Database
@@ -38,7 +39,12 @@ class Suggestions:
         run_id: str | None,
         object_version: int | None = None,
     ) -> Suggestion:
-        """Store a pending suggestion and return it."""
+        """Store a pending suggestion and return it.
+
+        Raises:
+            PayloadError: The database cannot keep its operations or reasoning (a NUL
+                character, a lone surrogate); nothing was stored.
+        """
         suggestion = Suggestion(
             id=f"sug_{uuid.uuid4().hex}",
             agent=agent,
@@ -49,6 +55,9 @@ class Suggestions:
             run_id=run_id,
             created_at=datetime.now(UTC),
         )
+        changes = operations_adapter.dump_python(suggestion.operations, mode="json")
+        check_payload(changes, "operations", nul=True)  # jsonb on PostgreSQL has no NUL
+        check_payload(reasoning, "reasoning", nul=True)
         async with self.db.write() as conn:
             await conn.execute(
                 suggestions.insert().values(
@@ -56,7 +65,7 @@ class Suggestions:
                     agent=agent,
                     object_id=object_id,
                     object_version=object_version,
-                    changes=operations_adapter.dump_python(suggestion.operations, mode="json"),
+                    changes=changes,
                     reasoning=reasoning,
                     status="pending",
                     run_id=run_id,

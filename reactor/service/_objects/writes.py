@@ -8,6 +8,10 @@ unknown object, a stale version) is rolled back alone and raises to its caller, 
 the others commit. The events are then emitted in the order of their ids, and each
 caller gets its own. Alone, a change is written at once.
 
+An update that changes nothing (every field already holds the value given, or the
+type's model dropped what was given) is not a change: no event is stored or emitted,
+the version stays, and its caller gets the object as it is.
+
 On an SQLite file the whole transaction runs in one call to the database's writer
 thread (:meth:`Database.run_write`): one thread hop per group instead of several per
 statement.
@@ -30,13 +34,25 @@ from reactor._signals.frozen import freeze_payload
 from reactor.exceptions import ObjectValidationError, ServiceStateError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 from reactor.service._objects.db import Database
+from reactor.service._objects.rows import object_from_row
 from reactor.service._objects.schema import object_events, objects
-from reactor.service._objects.values import AgentActor, Cause, EventKind, ObjectEvent, User
+from reactor.service._objects.values import (
+    AgentActor,
+    Cause,
+    EventKind,
+    ObjectEvent,
+    StoredObject,
+    User,
+)
 
-__all__ = ["Change", "ObjectWrites", "new_object_id"]
+__all__ = ["Change", "ObjectWrites", "Outcome", "new_object_id"]
 
 MAX_GROUP = 500
 """The most changes committed in one transaction."""
+
+Outcome = ObjectEvent | StoredObject
+"""What one operation came to: its stored event, or (an update that changed nothing)
+the object as it is."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,18 +91,18 @@ class ObjectWrites:
     def __init__(self, db: Database, bus: SignalBus) -> None:
         self.db = db
         self.bus = bus
-        self._queue: list[tuple[Change, asyncio.Future[list[ObjectEvent]]]] = []
+        self._queue: list[tuple[Change, asyncio.Future[list[Outcome]]]] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def submit(self, change: Change) -> list[ObjectEvent]:
-        """Apply ``change`` in the next group; its stored events.
+    async def submit(self, change: Change) -> list[Outcome]:
+        """Apply ``change`` in the next group; what each of its operations came to.
 
         Raises:
             Exception: What applying it raised (nothing of it was stored), or what
                 the group's commit raised.
         """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[ObjectEvent]] = loop.create_future()
+        future: asyncio.Future[list[Outcome]] = loop.create_future()
         self._queue.append((change, future))
         if self._writer is None or self._writer.done():
             self._writer = loop.create_task(self._write())
@@ -118,6 +134,8 @@ class ObjectWrites:
                     future.set_exception(outcome)
                     continue
                 for event in outcome:
+                    if not isinstance(event, ObjectEvent):
+                        continue  # nothing changed: nothing to tell
                     payload = freeze_payload(event.payload())
                     self.bus.publish(event.name, payload, str(change.actor), None, 0)
                 future.set_result(outcome)
@@ -131,11 +149,9 @@ def _gone() -> Exception:
     )
 
 
-def _apply_group(
-    conn: sa.Connection, *, changes: list[Change]
-) -> list[list[ObjectEvent] | Exception]:
-    """Apply each change in a savepoint of one transaction; its events, or its error."""
-    outcomes: list[list[ObjectEvent] | Exception] = []
+def _apply_group(conn: sa.Connection, *, changes: list[Change]) -> list[list[Outcome] | Exception]:
+    """Apply each change in a savepoint of one transaction; its outcomes, or its error."""
+    outcomes: list[list[Outcome] | Exception] = []
     if len(changes) == 1:  # alone: the transaction is its savepoint
         return [_apply(conn, changes[0])]
     for change in changes:
@@ -150,7 +166,7 @@ def _apply_group(
     return outcomes
 
 
-def _apply(conn: sa.Connection, change: Change) -> list[ObjectEvent]:
+def _apply(conn: sa.Connection, change: Change) -> list[Outcome]:
     """Apply one change's operations, in order (raises on the first that fails)."""
     now = datetime.now(UTC)
     for object_id, version in change.expect.items():
@@ -160,7 +176,7 @@ def _apply(conn: sa.Connection, change: Change) -> list[ObjectEvent]:
     return [_apply_one(conn, op, change, now) for op in change.operations]
 
 
-def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime) -> ObjectEvent:
+def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime) -> Outcome:
     actor, approved_by = change.actor, change.approved_by
     event: EventKind
     if isinstance(op, Create):
@@ -186,6 +202,8 @@ def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime
         object_id, type, old, created = row.id, row.type, dict(row.data), row.created_at
         if isinstance(op, Update):
             data = change.validate(type, {**old, **op.data})
+            if not _changes(old, data):
+                return object_from_row(row)  # not a change: no event, the version stays
             version, event = row.version + 1, "updated"
             conn.execute(
                 objects.update()
