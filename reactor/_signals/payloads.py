@@ -40,6 +40,7 @@ __all__ = [
     "SpanPayload",
     "StateChanged",
     "StateItems",
+    "SuggestionDecided",
     "SuggestionPayload",
     "TextPayload",
     "TimerFired",
@@ -347,6 +348,20 @@ class SuggestionPayload(TypedDict):
     reasoning: str
     operations: int
     actor: ActorPayload | None
+
+
+class SuggestionDecided(TypedDict):
+    """``suggestion:approved|rejected`` in the processing log's history and the JSON log.
+
+    What a person decided: which suggestion, on which version of which object, whether
+    they approved it anyway (``force``: the object had changed since), and who.
+    """
+
+    suggestion_id: str
+    object_id: str | None
+    object_version: int | None
+    force: bool
+    actor: ActorPayload
 
 
 class CapabilityDenied(TypedDict):

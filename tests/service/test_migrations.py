@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -19,7 +21,7 @@ from reactor.service import (
     ServiceConfigError,
     upgrade_database,
 )
-from reactor.service._objects.db import DEFAULT_URL, VERSION_TABLE, Database
+from reactor.service._objects.db import DEFAULT_URL, MIGRATIONS, VERSION_TABLE, Database
 from reactor.service._objects.schema import metadata
 
 COLUMNS = {
@@ -105,6 +107,7 @@ COLUMNS = {
         "resolved_by_id",
         "object_version",
     },
+    "processing_history": {"id", "name", "suggestion_id", "object_id", "payload", "created_at"},
     "reaction_cursors": {"agent", "event_id", "updated_at"},
     "run_leases": {"run_id", "worker", "heartbeat_at", "epoch"},
     "cron_ticks": {"agent", "tick_at", "claimed_at"},
@@ -137,7 +140,7 @@ def inspect_schema(conn: sa.Connection) -> dict[str, Any]:
 
 
 async def migrated(url: str) -> dict[str, Any]:
-    assert await upgrade_database(url) == "0007"
+    assert await upgrade_database(url) == "0008"
     engine = create_async_engine(Database(url).driver_url)
     try:
         async with engine.connect() as conn:
@@ -173,12 +176,55 @@ async def test_json_columns_are_jsonb_on_postgresql(postgres_url: str) -> None:
 
 
 async def test_upgrading_again_changes_nothing(url: str) -> None:
-    assert await upgrade_database(url) == "0007"
+    assert await upgrade_database(url) == "0008"
     async with ObjectStore(url) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
-    assert await upgrade_database(url) == "0007"
+    assert await upgrade_database(url) == "0008"
     async with ObjectStore(url) as objects:
         assert (await objects.get(ada.id)).data == {"name": "Ada"}
+
+
+def _alembic(conn: sa.Connection, action: str, revision: str) -> None:
+    """Run one Alembic command (``upgrade``, ``downgrade``) of the shipped revisions."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = conn
+    config.attributes["version_table"] = VERSION_TABLE
+    getattr(command, action)(config, revision)
+
+
+async def test_0008_adds_the_processing_history_and_keeps_the_suggestions(url: str) -> None:
+    database = Database(url)
+    if database.path is not None:
+        database.path.parent.mkdir(parents=True)
+    engine = create_async_engine(database.driver_url)
+    suggestion = sa.table(
+        "suggestions",
+        *(sa.column(name) for name in ("id", "agent", "changes", "reasoning", "status")),
+        sa.column("created_at"),
+    )
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_alembic, "upgrade", "0007")
+            await conn.execute(
+                suggestion.insert().values(
+                    id="sug_1", agent="enrich", changes=sa.text("'[]'"), reasoning="why",
+                    status="rejected", created_at=sa.func.current_timestamp(),
+                )
+            )  # fmt: skip
+        assert await upgrade_database(url) == "0008"
+        async with engine.begin() as conn:
+            tables = await conn.run_sync(lambda sync: sa.inspect(sync).get_table_names())
+            kept = (await conn.execute(sa.text("SELECT id, status FROM suggestions"))).all()
+            history = (await conn.execute(sa.text("SELECT * FROM processing_history"))).all()
+            await conn.run_sync(_alembic, "downgrade", "0007")
+            after = await conn.run_sync(lambda sync: sa.inspect(sync).get_table_names())
+    finally:
+        await engine.dispose()
+    assert "processing_history" in tables
+    assert [tuple(row) for row in kept] == [("sug_1", "rejected")]
+    assert history == []
+    assert "processing_history" not in after
 
 
 async def test_the_database_may_hold_other_tables(url: str) -> None:
@@ -200,7 +246,7 @@ def test_reactor_db_upgrade_migrates_the_database(
     assert main(["db", "upgrade", "--db", url]) == 0
     assert main(["db", "upgrade", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{url}: the tables are at revision 0007 (the newest)."] * 2
+    assert out == [f"{url}: the tables are at revision 0008 (the newest)."] * 2
 
 
 def test_reactor_db_upgrade_takes_a_file_path(
@@ -226,7 +272,7 @@ def test_reactor_db_upgrade_takes_a_postgres_url_as_postgresql(
     short = postgres_url.replace("postgresql://", "postgres://", 1)
     assert short.startswith("postgres://")
     assert main(["db", "upgrade", "--db", short]) == 0
-    assert "revision 0007" in capsys.readouterr().out
+    assert "revision 0008" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("url", ["http://localhost/app", "postgresql+asyncpg://h/app"])

@@ -98,6 +98,7 @@ def test_a_nul_in_an_update_is_422_and_the_object_stays(api: httpx2.Client) -> N
         pytest.param(f"/api/objects?type=Note{NUL}", "type", id="object-type"),
         pytest.param(f"/api/objects/obj_{NUL}", "object_id", id="object-id"),
         pytest.param(f"/api/processing-log?agent=enrich{NUL}", "agent", id="log-agent"),
+        pytest.param(f"/api/processing-log/history?object_id={NUL}", "object_id", id="history"),
     ],
 )
 def test_a_nul_in_a_filter_or_an_id_is_422_naming_it(

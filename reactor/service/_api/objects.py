@@ -2,7 +2,8 @@
 
 Every change made here is the calling user's: objects are created, updated and deleted
 as ``User(<id>)``, and suggestions are approved or rejected by them (an approved
-suggestion's changes are still the agent's, with ``approved_by`` the user).
+suggestion's changes are still the agent's, with ``approved_by`` the user); each
+decision is in the processing log's history (``/api/processing-log/history``).
 
 A NUL character in a path or query parameter is ``422`` naming the parameter, on every
 database (PostgreSQL cannot compare one); in an object's type or data too (the object
@@ -26,6 +27,7 @@ from reactor.service._objects.changes import (
     Suggestion,
     SuggestionStatus,
 )
+from reactor.service._objects.history import HistoryEntry
 from reactor.service._objects.owners import RetryRefused
 from reactor.service._objects.values import TYPE_LENGTH, StoredObject, User
 
@@ -167,6 +169,22 @@ async def processing_log(
 ) -> list[ProcessingEntry]:
     """What each reaction agent was given and what became of it, oldest first."""
     return await service.processing_log(agent=agent, object_id=object_id, status=status)
+
+
+@suggestions_router.get("/processing-log/history", tags=["processing log"])
+async def processing_history(
+    service: Service,
+    suggestion_id: str | None = None,
+    object_id: str | None = None,
+    after: Annotated[int | None, fastapi.Query(ge=0, description="After this id.")] = None,
+    limit: Limit = 1000,
+) -> list[HistoryEntry]:
+    """What people decided (``suggestion:approved``, ``suggestion:rejected``), oldest first."""
+    await service.db.open()
+    history = service.suggestion_store.history
+    return await history.list(
+        suggestion_id=suggestion_id, object_id=object_id, after=after, limit=limit
+    )
 
 
 @suggestions_router.post("/processing-log/{entry_id}/retry", tags=["processing log"])

@@ -175,6 +175,7 @@ class ObjectStore:
         approved_by: User | AgentActor | None = None,
         expect: Mapping[str, int] | None = None,
         stale: Callable[[int | None], Exception] | None = None,
+        also: Sequence[sa.Executable] = (),
     ) -> builtins.list[ObjectEvent]:
         """Apply several changes in one transaction: all of them, or (on an error) none.
 
@@ -186,6 +187,9 @@ class ObjectStore:
                 same transaction: otherwise nothing is applied and ``stale(current)``
                 is raised (``current`` is ``None`` for a deleted object).
             stale: Makes the error of an unmet ``expect``.
+            also: Statements of the service's own tables (in this database) written in
+                the same transaction: an approval's line of the processing log's
+                history.
 
         Returns:
             The stored events, in order (an update that changes nothing has none).
@@ -196,7 +200,7 @@ class ObjectStore:
             PayloadError: The database cannot hold some data or id.
         """
         found = await self._submit(
-            operations, actor=actor, approved_by=approved_by, expect=expect, stale=stale
+            operations, actor=actor, approved_by=approved_by, expect=expect, stale=stale, also=also
         )
         return [outcome for outcome in found if isinstance(outcome, ObjectEvent)]
 
@@ -208,6 +212,7 @@ class ObjectStore:
         approved_by: User | AgentActor | None = None,
         expect: Mapping[str, int] | None = None,
         stale: Callable[[int | None], Exception] | None = None,
+        also: Sequence[sa.Executable] = (),
     ) -> builtins.list[Outcome]:
         who = actor if actor is not None else actor_from_context(current_actor())
         await self.open()
@@ -220,6 +225,7 @@ class ObjectStore:
             cause=CURRENT_CAUSE.get(),  # the reaction making it, if one is
             not_found=lambda object_id: _not_found(object_id, self.url),
             validate=self.validate,
+            also=tuple(also),
         )
         return await self._writes.submit(change)
 

@@ -32,6 +32,7 @@ __all__ = [
     "metadata",
     "object_events",
     "objects",
+    "processing_history",
     "processing_log",
     "prompt_replies",
     "queued_jobs",
@@ -193,6 +194,22 @@ processing_log = sa.Table(
     sa.Index(None, "status", "updated_at"),  # entries processing for too long
     sa.Index(None, "object_id"),
 )
+
+processing_history = sa.Table(
+    "processing_history",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(64), nullable=False),  # suggestion:approved, ...
+    sa.Column("suggestion_id", sa.String(64)),
+    sa.Column("object_id", sa.String(64)),
+    sa.Column("payload", JSONType, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Index(None, "suggestion_id"),
+    sa.Index(None, "object_id"),
+)
+"""The processing log's history: what people decided about agents' work (approving or
+rejecting a suggestion, with who, when and on which version), one row per decision,
+never changed: the audit trail of the service's side of the log."""
 
 suggestions = sa.Table(
     "suggestions",

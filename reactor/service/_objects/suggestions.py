@@ -1,7 +1,8 @@
 """The ``suggestions`` table: changes proposed by agents, waiting for a person.
 
 A suggestion is resolved once: the move from ``pending`` is a conditional update, so
-of two people approving at once (in any processes) exactly one succeeds.
+of two people approving at once (in any processes) exactly one succeeds. What is
+decided goes into the processing log's :attr:`Suggestions.history` too.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from reactor._signals.door import check_payload
+from reactor._signals.payloads import SuggestionDecided
 from reactor.exceptions import SuggestionNotFoundError, SuggestionResolvedError
 from reactor.service._objects.changes import Operation, Suggestion, SuggestionStatus
 from reactor.service._objects.db import Database
+from reactor.service._objects.history import History, history_row
 from reactor.service._objects.rows import operations_adapter, suggestion_from_row
 from reactor.service._objects.schema import suggestions
 from reactor.service._objects.values import AgentActor, User
@@ -24,10 +27,11 @@ __all__ = ["Suggestions"]
 
 
 class Suggestions:
-    """The suggestions of one database."""
+    """The suggestions of one database, and the decisions about them (:attr:`history`)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.history = History(db)
 
     async def add(
         self,
@@ -107,8 +111,17 @@ class Suggestions:
         actor: User | AgentActor,
         *,
         only_from: SuggestionStatus = "pending",
+        decided: tuple[str, SuggestionDecided] | None = None,
     ) -> Suggestion:
         """Move a suggestion from ``only_from`` to ``status``, recording who did it.
+
+        Args:
+            suggestion_id: The suggestion.
+            status: Its new status.
+            actor: Who moves it.
+            only_from: The status it must be in.
+            decided: A decision for the :attr:`history` (its name and payload), written
+                in the same transaction when the move happens.
 
         Raises:
             SuggestionNotFoundError: No suggestion has that id.
@@ -130,6 +143,8 @@ class Suggestions:
                     .returning(*suggestions.c)
                 )
             ).first()
+            if row is not None and decided is not None:
+                await conn.execute(history_row(*decided))
         if row is not None:
             return suggestion_from_row(row)
         current = await self.get(suggestion_id)

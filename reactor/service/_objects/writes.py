@@ -68,6 +68,8 @@ class Change:
         cause: The reaction making them, if one is.
         not_found: Makes the error of an unknown object id.
         validate: Validates an object's data for its type (updates merge first).
+        also: Statements written in the same transaction, after the operations (the
+            processing log's history line of an approval).
     """
 
     operations: Sequence[Operation]
@@ -78,6 +80,7 @@ class Change:
     cause: Cause | None
     not_found: Callable[[str], Exception]
     validate: Callable[[str, Any], dict[str, Any]]
+    also: Sequence[sa.Executable] = ()
 
 
 class ObjectWrites:
@@ -173,7 +176,10 @@ def _apply(conn: sa.Connection, change: Change) -> list[Outcome]:
         current = conn.scalar(sa.select(objects.c.version).where(objects.c.id == object_id))
         if current != version:
             raise change.stale(current)
-    return [_apply_one(conn, op, change, now) for op in change.operations]
+    outcomes = [_apply_one(conn, op, change, now) for op in change.operations]
+    for statement in change.also:
+        conn.execute(statement)
+    return outcomes
 
 
 def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime) -> Outcome:

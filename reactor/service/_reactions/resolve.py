@@ -1,13 +1,22 @@
-"""Approving and rejecting suggestions: a person's decision, applied as the agent's change."""
+"""Approving and rejecting suggestions: a person's decision, applied as the agent's change.
+
+Each decision is part of the audit trail: ``suggestion:approved`` or
+``suggestion:rejected`` ``{suggestion_id, object_id, object_version, force, actor}``
+goes into the processing log's history (in the transaction that decides) and, once it
+is stored, into the process's log as an ``info`` event of that name.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from reactor._agents.agent import Agent
+from reactor._signals.diagnostics import log
 from reactor._signals.names import SUGGESTION_APPROVED, SUGGESTION_REJECTED
+from reactor._signals.payloads import SuggestionDecided
 from reactor.exceptions import SuggestionStaleError
 from reactor.service._objects.changes import Suggestion
+from reactor.service._objects.history import history_row
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.suggestions import Suggestions
 from reactor.service._objects.values import AgentActor, User
@@ -31,7 +40,9 @@ async def approve(
     one wins); if the changes cannot be applied (or, unless ``force``, the object
     changed since the version the suggestion was based on), it goes back to
     ``pending``. The version is checked again in the transaction that applies the
-    changes, so a change made in between is caught too.
+    changes, so a change made in between is caught too; the approval's line of the
+    history is written in that transaction as well (when the suggestions live in the
+    objects' database; otherwise just after it).
 
     Raises:
         SuggestionNotFoundError: No suggestion has that id.
@@ -41,6 +52,8 @@ async def approve(
         SuggestionStaleError: The object changed since (and ``force`` is not set).
     """
     suggestion = await suggestions.resolve(suggestion_id, "completed", who)
+    decided = _decided(suggestion, who, force=force)
+    together = suggestions.db is objects.db  # one database: one transaction
     try:
         agent = agents.get(suggestion.agent)
         if agent is not None:
@@ -56,12 +69,26 @@ async def approve(
             approved_by=who,
             expect=expected,
             stale=lambda found: _stale(suggestion, found),
+            also=(history_row(SUGGESTION_APPROVED, decided),) if together else (),
         )
     except BaseException:
         await suggestions.resolve(suggestion_id, "pending", who, only_from="completed")
         raise
+    if not together:
+        await suggestions.history.add(SUGGESTION_APPROVED, decided)
+    log("reactor.service", "info", SUGGESTION_APPROVED, **decided)
     announce(objects, SUGGESTION_APPROVED, suggestion, who)
     return suggestion
+
+
+def _decided(suggestion: Suggestion, who: User | AgentActor, *, force: bool) -> SuggestionDecided:
+    return {
+        "suggestion_id": suggestion.id,
+        "object_id": suggestion.object_id,
+        "object_version": suggestion.object_version,
+        "force": force,
+        "actor": who.payload(),
+    }
 
 
 def _stale(suggestion: Suggestion, current: int | None) -> SuggestionStaleError:
@@ -86,6 +113,11 @@ async def reject(
         SuggestionNotFoundError: No suggestion has that id.
         SuggestionResolvedError: It was approved or rejected already.
     """
-    suggestion = await suggestions.resolve(suggestion_id, "rejected", who)
+    current = await suggestions.get(suggestion_id)
+    decided = _decided(current, who, force=False)
+    suggestion = await suggestions.resolve(
+        suggestion_id, "rejected", who, decided=(SUGGESTION_REJECTED, decided)
+    )
+    log("reactor.service", "info", SUGGESTION_REJECTED, **decided)
     announce(objects, SUGGESTION_REJECTED, suggestion, who)
     return suggestion

@@ -1,0 +1,201 @@
+"""Approving and rejecting a suggestion leaves an audit trail, on every backend.
+
+``suggestion:approved`` / ``suggestion:rejected`` ``{suggestion_id, object_id,
+object_version, force, actor}`` goes into the processing log's history (in the
+transaction that decides) and into the process's log at ``info``; a decision that did
+not happen (a stale approval refused, changes that could not apply) leaves neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from reactor import AgentContext, agent
+from reactor.service import (
+    Changes,
+    Create,
+    ObjectNotFoundError,
+    Reaction,
+    ReactionService,
+    SuggestionStaleError,
+    Update,
+    User,
+)
+from tests.service.server import serving, wait_for
+from tests.service.support import running
+
+
+def _employer(ctx: AgentContext[Any]) -> Changes:
+    return Changes(
+        reasoning="Ada worked with Babbage.",
+        operations=(
+            Create("Company", {"name": "Analytical Engines"}),
+            Update(ctx.object.id, {"employer": "Analytical Engines"}),
+        ),
+    )
+
+
+AGENTS = {
+    "enrich": agent(
+        run=_employer,
+        output=Changes,
+        reaction=Reaction(types=["Person"], events=["created"]),
+        execution_mode="suggest",
+    )
+}
+
+
+def decided(suggestion_id: str, object_id: str, force: bool = False) -> dict[str, Any]:
+    """The history's payload (and the log line's fields) of one decision by ``boss``."""
+    return {
+        "suggestion_id": suggestion_id,
+        "object_id": object_id,
+        "object_version": 1,
+        "force": force,
+        "actor": {"type": "user", "id": "boss"},
+    }
+
+
+def lines(logs: Sequence[Mapping[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The ``info`` lines logged as ``name``, without their event and level."""
+    return [
+        {k: v for k, v in line.items() if k not in ("event", "log_level")}
+        for line in logs
+        if line["event"] == name and line["log_level"] == "info"
+    ]
+
+
+async def history(service: ReactionService) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.name, e.payload) for e in await service.suggestion_store.history.list()]
+
+
+async def test_approving_is_in_the_history_and_the_log(url: str) -> None:
+    async with running(url, AGENTS) as (objects, service):
+        ada = await objects.create("Person", {"name": "Ada"})
+        await service.idle(timeout=30)
+        (pending,) = await service.suggestions()
+        with structlog.testing.capture_logs() as logs:
+            await service.approve(pending.id, actor=User("boss"))
+        (entry,) = await service.suggestion_store.history.list(suggestion_id=pending.id)
+        assert await service.suggestion_store.history.list(object_id=ada.id) == [entry]
+        assert await service.suggestion_store.history.list(after=entry.id) == []
+    expected = decided(pending.id, ada.id)
+    assert (entry.name, entry.suggestion_id, entry.object_id, entry.payload) == (
+        "suggestion:approved",
+        pending.id,
+        ada.id,
+        expected,
+    )
+    assert lines(logs, "suggestion:approved") == [expected]
+
+
+async def test_rejecting_is_in_the_history_and_the_log(url: str) -> None:
+    async with running(url, AGENTS) as (objects, service):
+        ada = await objects.create("Person", {"name": "Ada"})
+        await service.idle(timeout=30)
+        (pending,) = await service.suggestions()
+        with structlog.testing.capture_logs() as logs:
+            await service.reject(pending.id, actor=User("boss"))
+        recorded = await history(service)
+    expected = decided(pending.id, ada.id)
+    assert recorded == [("suggestion:rejected", expected)]
+    assert lines(logs, "suggestion:rejected") == [expected]
+
+
+async def test_a_stale_approval_refused_leaves_no_trail_and_a_forced_one_says_so(
+    url: str,
+) -> None:
+    async with running(url, AGENTS) as (objects, service):
+        ada = await objects.create("Person", {"name": "Ada"})
+        await service.idle(timeout=30)
+        (pending,) = await service.suggestions()
+        await objects.update(ada.id, {"email": "ada@x.org"})
+        with structlog.testing.capture_logs() as logs:
+            with pytest.raises(SuggestionStaleError):
+                await service.approve(pending.id, actor=User("boss"))
+            assert await history(service) == []
+            assert lines(logs, "suggestion:approved") == []
+            await service.approve(pending.id, actor=User("boss"), force=True)
+        recorded = await history(service)
+    expected = decided(pending.id, ada.id, force=True)
+    assert recorded == [("suggestion:approved", expected)]
+    assert lines(logs, "suggestion:approved") == [expected]
+
+
+async def test_an_approval_whose_changes_cannot_apply_leaves_no_trail(url: str) -> None:
+    async with running(url, AGENTS) as (objects, service):
+        ada = await objects.create("Person", {"name": "Ada"})
+        await service.idle(timeout=30)
+        (pending,) = await service.suggestions()
+        await objects.delete(ada.id)
+        with structlog.testing.capture_logs() as logs, pytest.raises(ObjectNotFoundError):
+            await service.approve(pending.id, actor=User("boss"))
+        assert await history(service) == []
+        await service.reject(pending.id, actor=User("boss"))
+        assert [name for name, _ in await history(service)] == ["suggestion:rejected"]
+    assert lines(logs, "suggestion:approved") == []
+
+
+async def test_with_the_service_tables_elsewhere_approvals_are_recorded_there(
+    url: str, tmp_path: Path
+) -> None:
+    elsewhere = f"sqlite:///{tmp_path / 'service.db'}"
+    async with running(url, AGENTS, db=elsewhere) as (objects, service):
+        ada = await objects.create("Person", {"name": "Ada"})
+        await service.idle(timeout=30)
+        (pending,) = await service.suggestions()
+        await service.approve(pending.id, actor=User("boss"))
+        assert service.suggestion_store.db is not objects.db
+        recorded = await history(service)
+    await service.db.close()  # the service does not close a database it was given by URL
+    assert recorded == [("suggestion:approved", decided(pending.id, ada.id))]
+
+
+def test_decisions_made_over_http_are_in_the_history(url: str, tmp_path: Path) -> None:
+    with serving(url, tmp_path / "server.log") as server, server.client() as api:
+        for _ in range(2):
+            created = api.post("/api/objects", json={"type": "Person", "data": {"name": "Ada"}})
+            assert created.status_code == 201, created.text
+
+        def both() -> list[dict[str, Any]] | None:
+            found: list[dict[str, Any]] = api.get("/api/suggestions?status=pending").json()
+            return found if len(found) == 2 else None
+
+        pending = wait_for(both, timeout=60)
+        first, second = sorted(pending, key=lambda s: s["created_at"])
+        approved = api.post(f"/api/suggestions/{first['id']}/approve")
+        assert approved.status_code == 200, approved.text
+        rejected = api.post(f"/api/suggestions/{second['id']}/reject")
+        assert rejected.status_code == 200, rejected.text
+        found = api.get("/api/processing-log/history")
+        assert found.status_code == 200, found.text
+        only = api.get(f"/api/processing-log/history?suggestion_id={second['id']}").json()
+    alice = {"type": "user", "id": "alice"}
+    assert [(e["name"], e["payload"]) for e in found.json()] == [
+        (
+            "suggestion:approved",
+            {
+                "suggestion_id": first["id"],
+                "object_id": first["object_id"],
+                "object_version": 1,
+                "force": False,
+                "actor": alice,
+            },
+        ),
+        (
+            "suggestion:rejected",
+            {
+                "suggestion_id": second["id"],
+                "object_id": second["object_id"],
+                "object_version": 1,
+                "force": False,
+                "actor": alice,
+            },
+        ),
+    ]
+    assert [e["name"] for e in only] == ["suggestion:rejected"]
