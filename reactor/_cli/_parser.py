@@ -7,6 +7,14 @@ from typing import NoReturn
 
 import reactor
 from reactor._cli._base import DB_ENV
+from reactor._cli._eval import (
+    EVAL_EXAMPLE,
+    EVAL_SUMMARY,
+    TAG_EXAMPLE,
+    add_eval_arguments,
+    add_tag_command,
+    cmd_eval,
+)
 from reactor._cli._graphs import FORMATS, cmd_graph
 from reactor._cli._records import cmd_diff, cmd_runs, cmd_show
 from reactor._cli._running import cmd_fork, cmd_replay, cmd_resume, cmd_run
@@ -123,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     runs = command(
-        "runs", "List recorded runs, newest first.", "reactor runs --graph trading-bot --limit 5"
+        "runs",
+        "List recorded runs, newest first; `reactor runs tag` tags them (a dataset is a tag).",
+        f"reactor runs --graph trading-bot --limit 5\n  {TAG_EXAMPLE}",
     )
     _db(runs, "the run database")
     runs.add_argument("--graph", help="only runs of this graph")
@@ -139,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print JSON lines")
     _plain(runs)
     runs.set_defaults(handler=cmd_runs)
+    add_tag_command(runs)
 
     show = command(
         "show",
@@ -245,6 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     _db(diff, "the run database")
     _plain(diff)
     diff.set_defaults(handler=cmd_diff)
+
+    evaluation = command("eval", EVAL_SUMMARY, EVAL_EXAMPLE)
+    add_eval_arguments(evaluation, statuses=STATUSES)
+    evaluation.set_defaults(handler=cmd_eval)
 
     graph = command(
         "graph",

@@ -1,0 +1,433 @@
+"""``reactor eval`` and ``reactor runs tag``: recorded runs as a regression suite.
+
+``reactor eval --graph MODULE:GRAPH`` runs recorded runs again on the graph as the
+code is now (``graph.evaluate``), prints a case per run and exits 0 when every case
+passes, 1 when one does not, and 2 when the command cannot start (a bad option, a
+graph, provider or scorer it cannot load, no run selected). A dataset is a tag:
+``reactor runs tag RUN... dataset=golden``, then ``reactor eval --tag dataset=golden``.
+
+No provider is the default: an evaluation spends nothing unless asked, and a case
+whose model request changed ends ``diverged`` until ``--provider`` answers it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import reactor.logging
+from reactor import eval as scorers
+from reactor._cli._base import CommandError, db_option, db_path, is_url, writable_db
+from reactor._cli._load import attribute, load_graph, provider
+from reactor._cli._output import Output
+from reactor._cli._render import Table, clean, money
+from reactor._graph.evaluate import Scorer
+from reactor._graph.reactive import Reactive
+from reactor._graph.report import EvalReport
+from reactor._providers.base import Provider
+from reactor._recording.info import RunInfo, parse_duration
+from reactor._recording.storebase import SignalStoreBase
+
+__all__ = [
+    "EVAL_EXAMPLE",
+    "EVAL_SUMMARY",
+    "TAG_EXAMPLE",
+    "add_eval_arguments",
+    "add_tag_command",
+    "cmd_eval",
+    "cmd_runs_tag",
+]
+
+EVAL_SUMMARY = "Run recorded runs again on the graph as it is now; exit 1 if a case fails."
+EVAL_EXAMPLE = (
+    "reactor eval --graph examples.trading_bot.app:graph --tag dataset=golden "
+    "--scorer 'decision_kept(decision)' --junit eval.xml"
+)
+TAG_EXAMPLE = "reactor runs tag run_3f2a run_9c1d dataset=golden"
+DEFAULT_LIMIT = 100
+"""How many runs ``reactor eval`` takes, newest first, unless ``--limit`` says."""
+
+_BUILTINS: dict[str, Callable[..., Scorer]] = {
+    "state_equal": scorers.state_equal,
+    "decision_kept": scorers.decision_kept,
+    "cost_within": scorers.cost_within,
+}
+"""The scorers of :mod:`reactor.eval` that ``--scorer 'NAME(ARGS)'`` builds."""
+
+
+class _UsageError(CommandError):
+    """The command cannot start as asked: exit status 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What an evaluation needs, each part checked before any run starts."""
+
+    graph: Reactive
+    name: str
+    provider: Provider | None
+    words: str
+    scorers: list[Scorer]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}")
+    return value
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser, *, statuses: Sequence[str]) -> None:
+    """Give ``reactor eval`` its options (``statuses``: what ``--status`` accepts)."""
+    many: dict[str, Any] = {"action": "append", "default": []}
+    options: list[tuple[str, dict[str, Any]]] = [
+        ("--graph", {"metavar": "MODULE:GRAPH", "required": True,
+                     "help": "the graph as the code is now (a module or file.py)"}),
+        ("--db", {"metavar": "PATH",
+                  "help": "the run database (default: $REACTOR_DB, else .reactor/runs.db)"}),
+        ("--graph-name", {"metavar": "NAME", "help": "evaluate the runs recorded under this "
+                          "graph name (default: the graph's name)"}),
+        ("--tag", {**many, "metavar": "KEY[=VALUE]",
+                   "help": "only runs with this tag (repeat it: runs with every one)"}),
+        ("--status", {"choices": [*statuses, "any"], "default": "completed",
+                      "help": "only runs with this status (default: completed; any: all)"}),
+        ("--since", {"metavar": "AGE", "type": _duration,
+                     "help": "only runs started in the last AGE: 7d, 12h, 90m, 2w"}),
+        ("--limit", {"metavar": "N", "type": _positive, "default": DEFAULT_LIMIT,
+                     "help": f"at most this many runs, newest first (default {DEFAULT_LIMIT})"}),
+        ("--provider", {"default": "none", "help": "who answers a model request that changed: "
+                        "none (default: the case ends diverged, nothing is spent), anthropic, "
+                        "scripted (the module's `scripted_provider`) or MODULE:ATTR"}),
+        ("--scorer", {**many, "metavar": "SCORER", "help": "a check every case must pass "
+                      "(repeatable): MODULE:ATTR, a function scorer(old, new) -> bool | float, "
+                      "or 'decision_kept(KEY)', 'state_equal(KEY, ...)', 'cost_within(RATIO)'"}),
+        ("--live-tool", {**many, "metavar": "NAME", "help": "a tool that may really run when "
+                         "its call was not recorded (repeatable)"}),
+        ("--concurrency", {"metavar": "N", "type": _positive, "default": 8,
+                           "help": "cases run at once (default 8)"}),
+        ("--junit", {"metavar": "FILE", "help": "also write the report as JUnit XML"}),
+        ("--json", {"metavar": "FILE", "help": "also write the report as JSON"}),
+        ("--plain", {"action": "store_true",
+                     "help": "plain text, no tables or colours (as when piped)"}),
+    ]  # fmt: skip
+    for flag, settings in options:
+        parser.add_argument(flag, **settings)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Evaluate recorded runs on the graph; 0 every case passed, 1 one did not, 2 usage."""
+    try:
+        plan = _plan(args)
+        store = _existing_db(args)
+    except _UsageError as exc:
+        print(f"reactor eval: error: {exc}", file=sys.stderr)
+        return 2
+    reactor.logging.configure(level="error")  # a diverged case is in the table, not a warning
+    out = Output(plain=args.plain)
+    with store:
+        try:
+            infos = _selected(store, args, plan.name)
+        except _UsageError as exc:
+            print(f"reactor eval: error: {exc}", file=sys.stderr)
+            return 2
+        what = f"{_many(len(infos), 'run')} of {clean(plan.name)}"
+        out.line(f"Evaluating {what} on {args.graph}; {plan.words}.")
+        report = plan.graph.evaluate_sync(
+            infos,
+            store=store,
+            provider=plan.provider,
+            scorers=plan.scorers,
+            live_tools=tuple(args.live_tool),
+            concurrency=args.concurrency,
+        )
+    _print_report(out, report, plan.name, db_option(db_path(args)))
+    if args.junit:
+        report.to_junit_xml(args.junit)
+        out.line(f"JUnit XML written to {args.junit}")
+    if args.json:
+        Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
+        out.line(f"JSON written to {args.json}")
+    return 0 if report.passed else 1
+
+
+def _plan(args: argparse.Namespace) -> _Plan:
+    """The graph, the name its runs have, the provider and the scorers; options checked.
+
+    Raises:
+        _UsageError: An option is wrong, or what it names cannot be loaded.
+    """
+    for option in ("junit", "json"):
+        where = getattr(args, option)
+        if where and not Path(where).resolve().parent.is_dir():
+            raise _UsageError(f"--{option} {where}: the folder {Path(where).parent} does not exist")
+    for tag in args.tag:
+        if not tag.partition("=")[0]:
+            raise _UsageError(f"--tag {tag!r} has no key: use --tag KEY or --tag KEY=VALUE")
+    try:
+        module, graph = load_graph(args.graph)
+        name = args.graph_name or graph.name
+        if not name:
+            raise _UsageError(
+                f"{args.graph} has no name, so its runs cannot be found by it; pass "
+                "--graph-name NAME (the GRAPH column of `reactor runs`)"
+            )
+        if args.provider == "none":
+            chosen = None
+            words = "a changed model request is not answered (--provider none: it ends diverged)"
+        else:
+            chosen, words = provider(args.provider, module)
+            words = f"changed model requests are answered by {words}"
+        checks = [_scorer(text) for text in args.scorer]
+    except _UsageError:
+        raise
+    except CommandError as exc:
+        raise _UsageError(str(exc)) from None
+    return _Plan(graph, name, chosen, words, checks)
+
+
+def _existing_db(args: argparse.Namespace) -> SignalStoreBase:
+    """The run database to read runs from and record new ones to: it must exist."""
+    path = db_path(args)
+    if not is_url(path) and not Path(path).exists():
+        raise _UsageError(
+            f"no run database at {path}; record runs with `reactor run`, or name the "
+            "database with --db PATH or $REACTOR_DB"
+        )
+    return writable_db(args)
+
+
+def _scorer(text: str) -> Scorer:
+    """The scorer ``--scorer`` names: ``MODULE:ATTR`` or ``NAME(ARGS)`` of reactor.eval."""
+    if "(" in text and ":" not in text.partition("(")[0]:
+        return _builtin(text)
+    if ":" not in text:
+        raise _UsageError(
+            f"--scorer {text!r}: write MODULE:ATTR (a function scorer(old, new) -> bool | "
+            f"float) or one of {', '.join(f'{name}(...)' for name in _BUILTINS)}"
+        )
+    found = attribute(text, "--scorer")
+    if any(found is factory for factory in _BUILTINS.values()):
+        raise _UsageError(
+            f"--scorer {text!r} makes scorers, it is not one; write --scorer "
+            f"'{found.__name__}(...)' instead"
+        )
+    if not callable(found):
+        raise _UsageError(
+            f"--scorer {text!r} is {type(found).__name__}, not a function scorer(old, new)"
+        )
+    try:
+        inspect.signature(found).bind(None, None)
+    except TypeError:
+        raise _UsageError(
+            f"--scorer {text!r} cannot be called as scorer(old, new) (it takes "
+            f"{inspect.signature(found)}); a scorer takes the recorded run and the new result"
+        ) from None
+    except ValueError:  # no signature to read (a builtin): it is called as it is
+        pass
+    scorer: Scorer = found
+    return scorer
+
+
+def _builtin(text: str) -> Scorer:
+    """``decision_kept(decision)``, ``state_equal(a, b)``, ``cost_within(1.2)``."""
+    forms = ", ".join(f"{name}(...)" for name in _BUILTINS)
+    try:
+        call = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        call = None
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or call.keywords:
+        raise _UsageError(f"--scorer {text!r} is not a call like decision_kept(decision)")
+    factory = _BUILTINS.get(call.func.id)
+    if factory is None:
+        raise _UsageError(f"--scorer {text!r}: no scorer {call.func.id!r}; use {forms}")
+    values: list[Any] = []
+    for node in call.args:
+        if isinstance(node, ast.Name):  # a bare word is a state key
+            values.append(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str | int | float):
+            values.append(node.value)
+        else:
+            raise _UsageError(f"--scorer {text!r}: {ast.unparse(node)} is not a key or a number")
+    try:
+        made: Scorer = factory(*values)
+    except (TypeError, ValueError) as exc:
+        raise _UsageError(f"--scorer {text!r}: {str(exc).rstrip('.')}") from None
+    return made
+
+
+def _selected(store: SignalStoreBase, args: argparse.Namespace, name: str) -> list[RunInfo]:
+    """The runs to evaluate, newest first: the filters, less the runs evaluations made."""
+    tags: list[str] = args.tag
+    status = None if args.status == "any" else args.status
+    cutoff = None if args.since is None else time.time() - args.since.total_seconds()
+    evaluations = any(tag.startswith("eval") for tag in tags)  # asked for their runs
+    asked = args.limit * 2
+    while True:
+        listed = store.runs(graph=name, tag=tags[0] if tags else None, status=status, limit=asked)
+        kept: list[RunInfo] = []
+        for info in listed:
+            if cutoff is not None and info.started_at < cutoff:
+                return _some(kept, args, name)  # newest first: the rest are older
+            if (evaluations or "eval" not in info.tags) and all(
+                _tagged(info, tag) for tag in tags[1:]
+            ):
+                kept.append(info)
+                if len(kept) == args.limit:
+                    return kept
+        if len(listed) < asked:
+            return _some(kept, args, name)
+        asked *= 4
+
+
+def _tagged(info: RunInfo, tag: str) -> bool:
+    key, equals, value = tag.partition("=")
+    return key in info.tags and (not equals or info.tags[key] == value)
+
+
+def _some(kept: list[RunInfo], args: argparse.Namespace, name: str) -> list[RunInfo]:
+    """``kept``, unless it is empty: then say which filters selected nothing."""
+    if kept:
+        return kept
+    what = [f"of graph {name!r}"]
+    listing = [f"--graph {name}"]
+    if args.status != "any":
+        what.append(f"with status {args.status!r}")
+        listing.append(f"--status {args.status}")
+    for tag in args.tag:
+        what.append(f"tagged {tag!r}")
+    if args.tag:
+        listing.append(f"--tag {args.tag[0]}")
+    if args.since is not None:
+        what.append(f"started in the last {args.since}")
+    where = db_option(db_path(args))
+    raise _UsageError(
+        f"no runs {' '.join(what)} in {clean(db_path(args))} (runs made by evaluations are "
+        f"left out); list what is recorded with `reactor runs {' '.join(listing)}{where}`, "
+        "and choose with --graph-name, --tag, --status (any) or --since"
+    )
+
+
+def _print_report(out: Output, report: EvalReport, name: str, where: str) -> None:
+    """The cases as a table, the counts, and how to look at a case."""
+    rows = [
+        (
+            clean(case.run_id),
+            clean(case.new_run_id or "-"),
+            case.status,
+            "yes" if case.passed else "no",
+            f"{case.tokens[0]} -> {case.tokens[1]}",
+            f"{money(case.cost_usd[0])} -> {money(case.cost_usd[1])}",
+            clean(case.describe()),
+        )
+        for case in report.cases
+    ]
+    heads = ("RUN", "NEW RUN", "STATUS", "PASSED", "TOKENS", "COST", "WHAT")
+    out.table(Table(heads, tuple(rows)), title=f"eval {report.id} of {clean(name)}")
+    counts = report.summary()
+    cost = counts["cost_usd"]
+    out.line(
+        f"{_many(counts['cases'], 'case')}: {counts['same']} same, {counts['changed']} changed, "
+        f"{counts['diverged']} diverged, {counts['failed']} failed; {counts['passed']} "
+        f"passed, {counts['failed_cases']} did not; {counts['model_calls']} model calls; "
+        f"cost {money(cost['old'])} recorded, {money(cost['new'])} now",
+        style="green" if report.passed else "bold red",
+    )
+    shown = next((case for case in report.cases if case.status != "same"), None)
+    if shown is not None and shown.new_run_id is not None:
+        out.line(
+            f"compare a case: reactor diff {clean(shown.run_id)} {clean(shown.new_run_id)}{where}"
+            f"   its new runs: reactor runs --tag eval={report.id}{where}"
+        )
+
+
+def _many(count: int, thing: str) -> str:
+    return f"{count} {thing}{'' if count == 1 else 's'}"
+
+
+def add_tag_command(runs: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Give ``reactor runs`` its ``tag`` action (``reactor runs`` alone still lists)."""
+    actions = runs.add_subparsers(dest="runs_command", metavar="", help=argparse.SUPPRESS)
+    tag = actions.add_parser(
+        "tag",
+        description="Set tags on recorded runs, or remove them: a dataset is a tag.",
+        usage="%(prog)s [-h] RUN... [KEY=VALUE ...] [--remove KEY] [--db PATH] [--plain]",
+        epilog=f"Example:\n  {TAG_EXAMPLE}\n  reactor eval --graph MODULE:GRAPH --tag "
+        "dataset=golden",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tag.add_argument(
+        "items",
+        nargs="+",
+        metavar="RUN|KEY=VALUE",
+        help="runs (ids, unique prefixes, last) and the tags to set (KEY=VALUE; KEY= for none)",
+    )
+    tag.add_argument(
+        "--remove", action="append", default=[], metavar="KEY", help="remove this tag (repeatable)"
+    )
+    tag.add_argument(
+        "--db",
+        default=argparse.SUPPRESS,  # `reactor runs --db X tag ...` keeps its X
+        metavar="PATH",
+        help="the run database (default: $REACTOR_DB, else .reactor/runs.db)",
+    )
+    tag.add_argument("--plain", action="store_true", help="plain text, no colours (as when piped)")
+    tag.set_defaults(parser=tag, handler=cmd_runs_tag)
+    return tag
+
+
+def cmd_runs_tag(args: argparse.Namespace) -> int:
+    """Tag runs (every run is found before any is changed); print each run's tags after.
+
+    Raises:
+        CommandError: The database does not exist, or a tag cannot be stored.
+        RunNotFoundError: A run is unknown, or a prefix is ambiguous.
+    """
+    refs = [item for item in args.items if "=" not in item]
+    tags = {
+        key: value for key, _, value in (item.partition("=") for item in args.items if "=" in item)
+    }
+    if "" in tags:
+        args.parser.error("a tag needs a key: KEY=VALUE (or KEY= for a tag with no value)")
+    if not refs:
+        args.parser.error("name the runs to tag: ids, unique prefixes or last")
+    if not tags and not args.remove:
+        args.parser.error("give the tags to set (KEY=VALUE) or to remove (--remove KEY)")
+    try:
+        store = _existing_db(args)
+    except _UsageError as exc:
+        raise CommandError(str(exc)) from None
+    with store:
+        run_ids = list(dict.fromkeys(store.resolve(ref) for ref in refs))
+        try:
+            infos = [store.tag(run_id, tags, remove=args.remove) for run_id in run_ids]
+        except ValueError as exc:
+            raise CommandError(str(exc).rstrip(".")) from None
+    out = Output(plain=args.plain)
+    for info in infos:
+        shown = ", ".join(f"{key}={value}" if value else key for key, value in info.tags.items())
+        out.line(f"{clean(info.run_id)} ({clean(info.graph or '-')}): {clean(shown or 'no tags')}")
+    if tags:
+        key, value = next(iter(tags.items()))
+        out.line(
+            f"evaluate them: reactor eval --graph MODULE:GRAPH --tag {clean(key)}={clean(value)}"
+            f"{db_option(db_path(args))}"
+        )
+    return 0
