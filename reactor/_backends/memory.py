@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reactor._backends.tally import Tally, merged_state
 from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
-from reactor._recording.info import RunInfo, matches_filters, pending_timers, prune_bounds
+from reactor._recording.info import (
+    RunInfo,
+    matches_filters,
+    pending_timers,
+    prune_bounds,
+    retagged,
+)
 from reactor._recording.log import latest_snapshot, needed_seqs
 from reactor._recording.recording import Recording
 from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapshot_every
@@ -225,6 +232,18 @@ class MemorySignalStore(SignalStoreBase):
         found = [i for i in infos if matches_filters(i, graph=graph, tag=tag, status=status)]
         found.sort(key=lambda info: info.started_at, reverse=True)
         return found[:limit] if limit is not None else found
+
+    def tag(
+        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
+    ) -> RunInfo:
+        """Set and drop a run's tags; its info after (see :class:`SignalStoreBase`)."""
+        with self._lock:
+            if run_id not in self._signals:
+                raise RunNotFoundError(f"No run {run_id!r} in this memory store.")
+            info = self._infos.get(run_id) or RunInfo(run_id=run_id)
+            new_tags = retagged(info.tags, tags, remove)
+            self._infos[run_id] = dataclasses.replace(info, tags=new_tags)
+        return self.info(run_id)
 
     def delete(self, run_id: str) -> bool:
         """Forget a run; return whether it existed."""

@@ -7,7 +7,7 @@ import atexit
 import math
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,16 +20,18 @@ from reactor._backends.postgres_db import (
     WAKEUPS,
     check_url,
     connect,
+    delete_run,
     describe,
     migrate,
     prune_runs,
     read_inbox,
+    retag_run,
     shown,
 )
 from reactor._backends.postgres_read import Reads
 from reactor._backends.postgres_writer import STOP, Delivery, Fence, Request, write_loop
 from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
-from reactor._recording.info import RunInfo, prune_bounds, runs_filter
+from reactor._recording.info import RunInfo, prune_bounds, retagged, runs_filter
 from reactor._recording.recording import Recording
 from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapshot_every
 from reactor._recording.storebase import SignalStoreBase
@@ -37,7 +39,7 @@ from reactor._recording.tail import sound_tail
 from reactor._recording.writes import Backlog, WriteFailures
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
-from reactor.exceptions import RecordingError
+from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["PostgresSignalStore"]
 
@@ -390,23 +392,30 @@ class PostgresSignalStore(SignalStoreBase):
         if self._writer is not None:
             self.flush()
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                found = conn.execute(
-                    "DELETE FROM reactor_runs WHERE run_id = %s", (run_id,)
-                ).rowcount
-                found += conn.execute(
-                    "DELETE FROM reactor_signals WHERE run_id = %s", (run_id,)
-                ).rowcount
-                conn.execute("DELETE FROM reactor_run_tags WHERE run_id = %s", (run_id,))
-                conn.execute("DELETE FROM reactor_requests WHERE run_id = %s", (run_id,))
-                conn.execute("DELETE FROM reactor_inbox WHERE run_id = %s", (run_id,))
-                conn.execute("DELETE FROM reactor_timers WHERE run_id = %s", (run_id,))
+            with self._pool.connection() as conn:
+                found = delete_run(conn, run_id)
         except psycopg.Error as exc:
             raise RecordingError(
                 f"Deleting run {run_id!r} from {self._shown} failed ({describe(exc)}); "
                 "check that the database is reachable."
             ) from exc
         return bool(found)
+
+    def tag(
+        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
+    ) -> RunInfo:
+        """Set and drop a run's tags; its info after (see :class:`SignalStoreBase`)."""
+        retagged({}, tags, remove)  # bad tags are refused before anything is written
+        if self._writer is not None:
+            self.flush()
+        try:
+            with self._pool.connection() as conn:
+                found = retag_run(conn, run_id, dict(tags or {}), list(remove))
+        except psycopg.Error as exc:
+            raise RecordingError(f"Tagging run {run_id!r} failed ({describe(exc)}).") from exc
+        if not found:
+            raise RunNotFoundError(f"No run {run_id!r} in {self._shown}.")
+        return self.info(run_id)
 
     def prune(
         self,

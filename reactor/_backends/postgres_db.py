@@ -9,7 +9,7 @@ processes that open a new database at the same moment do not race to create them
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -32,12 +32,14 @@ __all__ = [
     "Damaged",
     "check_url",
     "connect",
+    "delete_run",
     "describe",
     "info_of",
     "migrate",
     "prune_runs",
     "read_inbox",
     "requests_of",
+    "retag_run",
     "shown",
     "signals_of",
 ]
@@ -337,6 +339,39 @@ def prune_runs(
             for table in ("signals", "run_tags", "requests", "inbox", "timers", "runs"):
                 conn.execute(f"DELETE FROM reactor_{table} WHERE run_id = ANY(%s)", (ids,))
     return len(ids)
+
+
+def delete_run(conn: psycopg.Connection[Any], run_id: str) -> bool:
+    """Delete a run, its signals, tags, requests, inbox and timers; whether it existed."""
+    found = 0
+    with conn.transaction():
+        for table in ("runs", "signals", "run_tags", "requests", "inbox", "timers"):
+            found += conn.execute(
+                f"DELETE FROM reactor_{table} WHERE run_id = %s", (run_id,)
+            ).rowcount
+    return found > 0
+
+
+def retag_run(
+    conn: psycopg.Connection[Any], run_id: str, tags: Mapping[str, str], remove: Collection[str]
+) -> bool:
+    """Set and drop a run's tags in one transaction; whether the run exists."""
+    with conn.transaction():
+        found = conn.execute(
+            "SELECT 1 FROM reactor_runs WHERE run_id = %s FOR UPDATE", (run_id,)
+        ).fetchone()
+        if found is not None:
+            conn.execute(
+                "DELETE FROM reactor_run_tags WHERE run_id = %s AND key = ANY(%s)",
+                (run_id, list(remove)),
+            )
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO reactor_run_tags (run_id, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (run_id, key) DO UPDATE SET value = EXCLUDED.value",
+                    [(run_id, key, value) for key, value in tags.items()],
+                )
+    return found is not None
 
 
 class Damaged(Exception):

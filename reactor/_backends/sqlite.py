@@ -9,18 +9,18 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pydantic_core
 
-from reactor._backends.sqlite_db import STATUS, WAKEUPS, prune_runs
+from reactor._backends.sqlite_db import STATUS, WAKEUPS, prune_runs, retag_run
 from reactor._backends.sqlite_read import Connections, Reads
 from reactor._backends.sqlite_writer import STOP, Delivery, Request, write_loop
 from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
-from reactor._recording.info import RunInfo, prune_bounds, runs_filter
+from reactor._recording.info import RunInfo, prune_bounds, retagged, runs_filter
 from reactor._recording.recording import Recording
 from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapshot_every
 from reactor._recording.storebase import SignalStoreBase
@@ -28,7 +28,7 @@ from reactor._recording.tail import sound_tail
 from reactor._recording.writes import Backlog, WriteFailures
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal, json_fallback
-from reactor.exceptions import RecordingError
+from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
 
@@ -388,6 +388,20 @@ class SQLiteSignalStore(SignalStoreBase):
                 conn.execute("ROLLBACK")
                 raise
         return found > 0
+
+    def tag(
+        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
+    ) -> RunInfo:
+        """Set and drop a run's tags; its info after (see :class:`SignalStoreBase`)."""
+        retagged({}, tags, remove)  # bad tags are refused before anything is written
+        if self.readonly:
+            raise RecordingError(f"The signal store {self.path} is open read-only.")
+        if self._writer is not None:
+            self.flush()
+        with self._connections.connection() as conn:
+            if not retag_run(conn, run_id, dict(tags or {}), list(remove)):
+                raise RunNotFoundError(f"No run {run_id!r} in {self.path}.")
+        return self.info(run_id)
 
     def prune(
         self,

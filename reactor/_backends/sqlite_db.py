@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "decode_signal",
     "migrate",
     "prune_runs",
+    "retag_run",
 ]
 
 SCHEMA_VERSION = 7
@@ -415,3 +417,25 @@ def prune_runs(
         conn.execute("ROLLBACK")
         raise
     return len(ids)
+
+
+def retag_run(
+    conn: sqlite3.Connection, run_id: str, tags: Mapping[str, str], remove: Collection[str]
+) -> bool:
+    """Set and drop a run's tags in one transaction; whether the run exists."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if found is not None:
+            conn.executemany(
+                "DELETE FROM run_tags WHERE run_id = ? AND key = ?", [(run_id, k) for k in remove]
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?, ?, ?)",
+                [(run_id, key, value) for key, value in tags.items()],
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found is not None

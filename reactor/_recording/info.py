@@ -34,6 +34,7 @@ __all__ = [
     "parse_until",
     "pending_timers",
     "prune_bounds",
+    "retagged",
     "runs_filter",
     "until_text",
 ]
@@ -120,6 +121,28 @@ def normalize_tags(tags: Mapping[str, str] | Iterable[str] | str | None) -> dict
     if isinstance(tags, str):
         tags = [tags]
     return dict(parse_tag(str(tag)) for tag in tags)
+
+
+def retagged(
+    tags: Mapping[str, str], add: Mapping[str, str] | None, remove: Collection[str]
+) -> dict[str, str]:
+    """``tags`` with ``add`` set and the keys in ``remove`` dropped (a store's ``tag``).
+
+    Raises:
+        ValueError: A key is empty or not text.
+        PayloadError: A key or value holds a NUL character (no database compares it).
+    """
+    changes = dict(add or {})
+    for key, value in [*changes.items(), *((key, "") for key in remove)]:
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise ValueError(
+                f"A tag is a non-empty text key and a text value, got {key!r}={value!r} "
+                '(e.g. {"dataset": "golden"}).'
+            )
+        check_text(key, "tag")
+        check_text(value, "tag")
+    kept = {key: value for key, value in tags.items() if key not in remove}
+    return {**kept, **changes}
 
 
 @dataclasses.dataclass(frozen=True)

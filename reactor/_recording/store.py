@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
@@ -215,6 +215,12 @@ class SignalStore(Protocol):
 
     def delete(self, run_id: str) -> bool:
         """Delete a run; return whether it existed."""
+        ...
+
+    def tag(
+        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
+    ) -> RunInfo:
+        """Set ``tags`` on a recorded run and drop the keys in ``remove``; its info after."""
         ...
 
     def prune(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
@@ -231,6 +231,22 @@ class SignalStoreBase:
     def delete(self, run_id: str) -> bool:
         """Delete a run; return whether it existed (subclasses implement it)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement delete().")
+
+    def tag(
+        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
+    ) -> RunInfo:
+        """Set ``tags`` on a recorded run and drop the keys in ``remove``; its info after.
+
+        A key set again takes the new value; a key in ``remove`` that the run does not
+        have is no error. A dataset is a tag: ``store.tag(run_id, {"dataset": "golden"})``,
+        then ``store.runs(tag="dataset=golden")``.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ValueError: A key is empty, or a key or value holds a NUL character.
+            NotImplementedError: This store cannot change a run's tags.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot change a run's tags.")
 
     def prune(
         self,

@@ -161,6 +161,26 @@ async def test_the_state_is_the_latest_without_reading_the_log(any_store: Signal
         any_store.state("run_nope")
 
 
+async def test_tags_are_set_and_dropped_on_a_recorded_run(any_store: SignalStoreBase) -> None:
+    first = await TICKER.run(input=3, record=any_store, tags={"env": "prod"})
+    second = await TICKER.run(input=4, record=any_store)
+    info = any_store.tag(first.run_id, {"dataset": "golden", "env": "staging"})
+    assert info.tags == {"env": "staging", "dataset": "golden"}
+    any_store.tag(second.run_id, {"dataset": "golden"})
+    golden = any_store.runs(tag="dataset=golden")
+    assert [run.run_id for run in golden] == [second.run_id, first.run_id]
+    assert any_store.tag(first.run_id, remove=["dataset", "absent"]).tags == {"env": "staging"}
+    assert [run.run_id for run in any_store.runs(tag="dataset")] == [second.run_id]
+    assert any_store.info(first.run_id).tags == {"env": "staging"}
+    with pytest.raises(RunNotFoundError):
+        any_store.tag("run_nope", {"dataset": "golden"})
+    with pytest.raises(ValueError, match="non-empty text key"):
+        any_store.tag(first.run_id, {"": "x"})
+    with pytest.raises(ValueError, match="NUL"):
+        any_store.tag(first.run_id, {"dataset": "gol\x00den"})
+    assert any_store.info(first.run_id).tags == {"env": "staging"}  # nothing was written
+
+
 def test_a_run_recorded_before_states_were_kept_has_its_state_from_its_log(
     tmp_path: Path,
 ) -> None:

@@ -10,7 +10,7 @@ each member is the wrapped store's.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -147,6 +147,12 @@ class ServiceRecord:
     def delete(self, run_id: str) -> bool:
         """Delete a recorded run."""
         return self.store.delete(run_id)
+
+    def tag(
+        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
+    ) -> RunInfo:
+        """Set and drop a run's tags (see :meth:`reactor.SignalStoreBase.tag`)."""
+        return self.store.tag(run_id, tags, remove=remove)
 
     def prune(
         self,
