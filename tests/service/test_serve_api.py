@@ -341,7 +341,8 @@ def test_a_live_run_is_aborted_and_listed(api: httpx2.Client) -> None:
     assert ok(api.post(f"/api/runs/{run_id}/abort", json={"reason": "enough"})) == {
         "run_id": run_id,
         "reason": "enough",
-        "message_id": None,  # it executes here: stopped at once, not through its inbox
+        "status": "aborted",  # it executes here: aborted before the answer, not posted
+        "message_id": None,
     }
 
     def ended() -> Any:

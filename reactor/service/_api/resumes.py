@@ -72,17 +72,27 @@ def _request(service: ReactionService, info: RunInfo, what: str) -> RunRequest:
 
 
 async def with_blocks(service: ReactionService, infos: Sequence[RunInfo]) -> list[RunInfo]:
-    """``infos`` with the unfinished runs the service blocked shown ``blocked``, and why."""
+    """``infos`` with the unfinished runs the service blocked shown ``blocked``, and why.
+
+    A run that ended while its store could not write it (a full disk) is shown
+    ``failed``, with its ``RecordingError``, until its end is written (see
+    :class:`~reactor.service._hosting.record.ServiceRecord`): never ``running`` forever.
+    """
     open_ids = [info.run_id for info in infos if not info.complete]
     if not open_ids:
         return list(infos)
+    record = service.host.record
+    unended = record.unended if record is not None else {}
     blocked = await BlockedRuns(service.db).reasons(open_ids)
-    return [
-        dataclasses.replace(info, status="blocked", reason=blocked[info.run_id])
-        if info.run_id in blocked and not info.complete
-        else info
-        for info in infos
-    ]
+    shown = []
+    for info in infos:
+        end = unended.get(info.run_id)
+        if end is not None and not info.complete:
+            info = dataclasses.replace(info, status="failed", reason=end.payload["reason"])
+        elif info.run_id in blocked and not info.complete:
+            info = dataclasses.replace(info, status="blocked", reason=blocked[info.run_id])
+        shown.append(info)
+    return shown
 
 
 async def resume_run(service: ReactionService, run_id: str, *, force: bool, user: User) -> str:

@@ -17,13 +17,14 @@ import asyncio
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import fastapi
 import pydantic
 
 from reactor._recording.inbox import check_posted
 from reactor._recording.info import RunInfo, matches_filters
+from reactor._signals.door import check_payload
 from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.patterns import validate_name
 from reactor._signals.signal import Signal
@@ -102,10 +103,17 @@ class Answered(pydantic.BaseModel):
 
 
 class Aborted(pydantic.BaseModel):
-    """The run was stopped, or (``message_id``) asked to stop where it executes."""
+    """What was decided: the run was aborted here, or the abort was posted to its inbox.
+
+    ``status`` ``aborted``: it executed in this process and has ended ``aborted`` with
+    ``reason``, ``session:abort`` from the caller in its log. ``posted``: it executes
+    elsewhere (a worker) or not at all; ``session:abort`` is in its inbox
+    (``message_id``), and it ends ``aborted`` where it executes, or when it resumes.
+    """
 
     run_id: str
     reason: str
+    status: Literal["aborted", "posted"]
     message_id: str | None = None
 
 
@@ -235,12 +243,21 @@ def _taken(decision: ReplyDecision) -> str:
 
 
 async def abort_run(service: ReactionService, run_id: str, reason: str, user: User) -> str | None:
-    """Stop a run: at once when it executes here, else through its inbox.
+    """Abort a run as ``user``: here when it executes here, else through its inbox.
 
-    Returns None when it was stopped here, else the posted message's id: the process
-    executing it (a worker) stops it within moments, or it stops when it is resumed.
+    Returns None once a run executing here has ended ``aborted`` (its log has
+    ``session:abort {reason}`` from ``user``), else the posted message's id: the process
+    executing it (a worker) aborts it within moments, or it is aborted when it resumes.
+
+    Raises:
+        PayloadError: The log cannot hold ``reason`` (422: nothing is aborted).
+        ApiError: 404 for no such run, 409 once it has ended.
     """
-    if service.host.abort(run_id, reason, user.id):
+    check_payload(reason, "reason")
+    result = await service.host.abort(run_id, reason, str(user))
+    if result is not None and result.status != "aborted":
+        raise ApiError(409, f"Run {run_id} has ended ({result.status}); it takes no more input.")
+    if result is not None:
         return None
     await _open_run(service, run_id)
     store = store_of(service)
@@ -279,12 +296,18 @@ async def listed_runs(
 ) -> list[RunInfo]:
     """The recorded runs and those queued for a worker, newest first, filtered.
 
-    Blocked runs are shown ``blocked`` (``status="blocked"`` lists them alone).
+    Blocked runs are shown ``blocked`` (``status="blocked"`` lists them alone), runs
+    that ended while their store could not write it ``failed`` (see ``with_blocks``).
     """
     store = store_of(service)
-    if status in ("blocked", "running", "waiting"):
+    if status in ("blocked", "running", "waiting") or (status == "failed" and _unended(service)):
         found: list[RunInfo] = []
-        for unfinished in ("running", "waiting") if status == "blocked" else (status,):
+        unfinished_ones = ("running", "waiting") if status in ("blocked", "failed") else (status,)
+        if status == "failed":
+            found += await asyncio.to_thread(
+                store.runs, graph=graph, tag=tag, status=status, limit=limit
+            )
+        for unfinished in unfinished_ones:
             found += await asyncio.to_thread(
                 store.runs, graph=graph, tag=tag, status=unfinished, limit=None
             )
@@ -303,6 +326,11 @@ async def listed_runs(
     if not queued:
         return infos
     return sorted([*queued, *infos], key=lambda info: info.started_at, reverse=True)[:limit]
+
+
+def _unended(service: ReactionService) -> bool:
+    """Whether some run ended while its store could not write it (it is shown ``failed``)."""
+    return service.host.record is not None and bool(service.host.record.unended)
 
 
 @router.post("", status_code=202)
@@ -344,11 +372,14 @@ async def reply_to_prompt(
 
 @router.post("/{run_id}/abort")
 async def abort(run_id: str, service: Service, user: Caller, body: Abort | None = None) -> Aborted:
-    """Stop a run (it ends ``aborted``); 409 once it has ended.
+    """Abort a run as the calling user (it ends ``aborted``); 409 once it has ended.
 
-    A run executing in this process stops at once; one executing elsewhere (a worker)
-    or not at all (it resumes later) gets ``session:abort`` through its inbox.
+    A run executing in this process is aborted before the answer (``status``
+    ``aborted``); one executing elsewhere (a worker) or not at all (it resumes later)
+    gets ``session:abort`` through its inbox (``posted``). A reason the log cannot hold
+    is a 422, and nothing is aborted.
     """
     reason = body.reason if body is not None else Abort().reason
     message_id = await abort_run(service, run_id, reason, user)
-    return Aborted(run_id=run_id, reason=reason, message_id=message_id)
+    status: Literal["aborted", "posted"] = "aborted" if message_id is None else "posted"
+    return Aborted(run_id=run_id, reason=reason, status=status, message_id=message_id)

@@ -37,6 +37,7 @@ from reactor.service._objects.blocks import BlockedRuns
 from reactor.service._objects.db import Database
 from reactor.service._reactions.catalog import AgentCatalog
 from reactor.service._reactions.dispatcher import HandOff
+from reactor.service._scaleout.durable import Flushes
 from reactor.service._scaleout.leases import claim_tick, claim_wakeup
 from reactor.service._scaleout.queue import JobQueue, QueueSettings
 
@@ -110,6 +111,7 @@ class RunHost:
         self.wake_margin = WAKE_MARGIN
         self._waking: asyncio.Task[None] | None = None
         self._woken: set[tuple[str, datetime]] = set()  # wakeups looked at already
+        self.flushes = Flushes(lambda: self.record)  # one flush for the starts answered at once
 
     def open(
         self, group: asyncio.TaskGroup, record: SignalStore, changed: Callable[[], None]
@@ -155,7 +157,7 @@ class RunHost:
         if self._waking is not None:
             self._waking.cancel()
             self._waking = None
-        held = self.runs.hold(self.record)
+        held = self.runs.hold()
         self._group = None
         return held
 
@@ -169,7 +171,7 @@ class RunHost:
                 log("reactor.service", "warning", "waiting runs not read", error=repr(exc))
             else:
                 waiting = {info.run_id for info in infos}
-        return self.runs.hold_waiting(record, grace, reactions, waiting)
+        return self.runs.hold_waiting(grace, reactions, waiting)
 
     async def _wake_loop(self) -> None:
         while True:
@@ -178,6 +180,13 @@ class RunHost:
                 await self.wake()
             except Exception as exc:  # the store or the database is away: next time
                 log("reactor.service", "error", "wakeups not read", error=repr(exc))
+            record = self.record
+            if record is not None and record.unended:  # runs that ended on a full disk
+                try:
+                    for run_id in await asyncio.to_thread(record.write_ends):
+                        log("reactor.service", "info", "run's end recorded", run_id=run_id)
+                except Exception as exc:  # the store is still away: next time
+                    log("reactor.service", "warning", "ends not recorded", error=repr(exc))
 
     async def wake(self) -> list[str]:
         """Resume the suspended runs whose timer or scheduled message is due; their ids.
@@ -241,13 +250,18 @@ class RunHost:
             await self.runs.started(request, run_id)
             await self.queue.enqueue(request)
             return run_id
-        return await self.execute(request)
+        return await self.execute(request, accepted=True)
 
-    async def execute(self, request: RunRequest) -> str:
+    async def execute(self, request: RunRequest, *, accepted: bool = False) -> str:
         """Start ``request`` in this process; return its run id once it has begun.
 
-        A resume the run's graph refuses (``GraphChangedError``: the code changed what
-        its log says was done) blocks the run, with the reason, before it is raised.
+        With ``accepted`` (a ``202`` follows), once its start is written in the store:
+        an accepted run id is never a ``404``. A resume the run's graph refuses
+        (``GraphChangedError``: the code changed what its log says was done) blocks the
+        run, with the reason, before it is raised.
+
+        Raises:
+            ServiceStateError: ``accepted``, and the store could not write its start.
         """
         assert self._group is not None
         blocks = BlockedRuns(self.runs.db)
@@ -261,7 +275,28 @@ class RunHost:
         if request.resume is not None:
             await blocks.unblock(request.resume)
         await self.runs.started(request, run_id)
+        if accepted:
+            await self._recorded(run_id)
         return run_id
+
+    async def _recorded(self, run_id: str) -> None:
+        """Return once the run's row is written in the store (one flush for all waiting).
+
+        Raises:
+            ServiceStateError: The store could not write it (the run stops at once).
+        """
+        record = self.record
+        if record is None:
+            return
+        await self.flushes.durable()
+        try:
+            await asyncio.to_thread(record.info, run_id)
+        except Exception as exc:  # not written (RunNotFoundError), or the store is away
+            raise ServiceStateError(
+                f"Run {run_id} could not be recorded: the store ({record!r}) failed to write "
+                "it (a full disk, a database away: the service's log says which), so it was "
+                "stopped at once and nothing of it is kept. Try again once the store records."
+            ) from exc
 
     async def react(
         self,
@@ -315,12 +350,19 @@ class RunHost:
             )
         return await self.submit(request, "run_agent")
 
-    def abort(self, run_id: str, reason: str, user: str) -> bool:
-        """Stop a run executing here (it ends ``aborted``); return whether it was here."""
-        aborted = self.runs.abort(run_id, reason)
-        if aborted:
-            log("reactor.service", "info", "run aborted", run_id=run_id, reason=reason, user=user)
-        return aborted
+    async def abort(self, run_id: str, reason: str, user: str) -> RunResult | None:
+        """Abort a run executing here as ``user`` (its source); its result once it ended.
+
+        ``None``: it does not execute here (it is told through its inbox instead).
+
+        Raises:
+            PayloadError: The log cannot hold ``reason`` (nothing is aborted).
+        """
+        result = await self.runs.abort(run_id, reason, user)
+        if result is not None:
+            log("reactor.service", "info", "run aborted", run_id=run_id, reason=reason,
+                user=user, status=result.status)  # fmt: skip
+        return result
 
     async def scheduled(self, name: str) -> None:
         """A cron agent's time has come: run it (a failure to start is logged, not raised).

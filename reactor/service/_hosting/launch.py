@@ -34,7 +34,8 @@ from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo
 from reactor._recording.store import Reporter
 from reactor._signals.diagnostics import log
-from reactor.exceptions import ServiceConfigError
+from reactor.exceptions import RecordingError, RunSuspendedError, ServiceConfigError
+from reactor.service._hosting.controls import Controls
 from reactor.service._hosting.live import RunFeed
 from reactor.service._hosting.record import ServiceRecord
 from reactor.service._objects.db import Database
@@ -107,13 +108,14 @@ class RunRequest:
 
 @dataclasses.dataclass
 class LiveRun:
-    """A run executing in this process: its request, its feed of signals, its task."""
+    """A run executing in this process: its request, feed of signals, task and controls."""
 
     run_id: str
     request: RunRequest
     feed: RunFeed
     task: asyncio.Task[RunResult | None]
     started_at: datetime
+    controls: Controls
 
 
 class Runs:
@@ -148,7 +150,6 @@ class Runs:
         self.graphs = dict(graphs)
         self.reporters: list[Reporter] = []  # of every run, besides the run's own feed
         self.live: dict[str, LiveRun] = {}
-        self.aborting: dict[str, str] = {}
         self.tasks: set[asyncio.Task[RunResult | None]] = set()
         self._agents = agents
         self.db = db
@@ -211,7 +212,7 @@ class Runs:
         """Start ``request`` in ``group``: its id once it has begun, and its task.
 
         The task ends with the run's result, or ``None`` when the run did not end here
-        (aborted, held to resume later). ``scope``: what the run's agents see beside
+        (suspended, to resume later). ``scope``: what the run's agents see beside
         the request (a reaction's object and event); ``graph``: the graph the request
         names, when the caller holds it already (a reaction's).
 
@@ -222,8 +223,8 @@ class Runs:
             RunFinishedError: The run to resume has ended.
         """
         graph = graph if graph is not None else self.graph(request)
-        feed = RunFeed()
-        task = group.create_task(self._run(graph, request, feed, provider, record, scope))
+        feed, controls = RunFeed(), Controls()
+        task = group.create_task(self._run(graph, request, feed, controls, provider, record, scope))
         self.tasks.add(task)
 
         def finished(task: asyncio.Task[RunResult | None]) -> None:
@@ -236,7 +237,7 @@ class Runs:
         task.add_done_callback(finished)
         run_id = await feed.started
         if not task.done():
-            self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC))
+            self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC), controls)
         return run_id, task
 
     async def _run(
@@ -244,44 +245,48 @@ class Runs:
         graph: Reactive,
         request: RunRequest,
         feed: RunFeed,
+        controls: Controls,
         provider: Provider | None,
         record: ServiceRecord | None,
         scope: Mapping[str, Any] | None,
     ) -> RunResult | None:
         started = datetime.now(UTC)
-        try:
-            # A resumed run takes its recorded input (``run`` reads it from the log
-            # when no ``input=`` is given); a new one the request's, and one without
-            # input (None) the graph's default (``reactive(..., input=...)``).
-            given: dict[str, Any] = {}
-            if request.resume is None and request.fork is None:
-                if request.input is not None:
-                    given["input"] = request.input
-            elif request.resume is None:
-                given["fork"] = request.fork  # a fork that has begun is resumed instead
-            if scope is not None:
-                given["scope"] = scope
-            running = asyncio.ensure_future(
-                graph.run(
-                    **given,
-                    provider=provider,
-                    record=record,
-                    reporters=[feed, *self.reporters],
-                    history_limit=HISTORY,
-                    tags=request.run_tags(),
-                    resume=request.resume,
-                    run_id=None if request.resume else request.run_id,
-                    on_change="force" if request.force else "fail",
-                )
+        # A resumed run takes its recorded input (``run`` reads it from the log when no
+        # ``input=`` is given); a new one the request's, and one without input (None)
+        # the graph's default (``reactive(..., input=...)``).
+        given: dict[str, Any] = {}
+        if request.resume is None and request.fork is None:
+            if request.input is not None:
+                given["input"] = request.input
+        elif request.resume is None:
+            given["fork"] = request.fork  # a fork that has begun is resumed instead
+        if scope is not None:
+            given["scope"] = scope
+        running = asyncio.ensure_future(
+            graph.run(
+                **given,
+                channels=[controls],
+                provider=provider,
+                record=record,
+                reporters=[feed, *self.reporters],
+                history_limit=HISTORY,
+                tags=request.run_tags(),
+                resume=request.resume,
+                run_id=None if request.resume else request.run_id,
+                on_change="force" if request.force else "fail",
             )
-            result = await self._unless_held(running, feed, record)
+        )
+        try:
+            result = await asyncio.shield(running)
         except asyncio.CancelledError:
-            run_id = feed.started.result() if feed.started.done() else None
-            reason = self.aborting.pop(run_id, None) if run_id else None
-            if reason is None:  # held, or the service is going: the run resumes later
-                raise
-            if request.kind == "agent":
-                await self._agent_run(request, run_id or "", started, "aborted", None, reason)
+            # Stopped by the service (a shutdown, a lost lease) or its task group going
+            # away: a fault, never an outcome. The run is suspended, to resume later.
+            await controls.suspend()
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await running
+            raise
+        except RunSuspendedError:  # suspended through its handle: it resumes later
             return None
         except Exception as exc:  # options the run refused: the caller hears of it
             if not feed.started.done():
@@ -292,6 +297,8 @@ class Runs:
         finally:
             if not feed.started.done():
                 feed.started.cancel()
+        if isinstance(result.error, RecordingError) and record is not None and result.signals:
+            record.unwritten(result.run_id, result.signals[-1], result.error)  # written later
         if not result.ok and request.kind != "reaction":  # a reaction's entry says it
             log(
                 "reactor.service",
@@ -304,33 +311,9 @@ class Runs:
             )
         if request.kind == "agent":
             error = result.error or (result.failures[0].error if result.failures else None)
-            await self._agent_run(
-                request, result.run_id, started, result.status, None if error is None else error
-            )
+            why = None if result.ok else result.reason
+            await self._agent_run(request, result.run_id, started, result.status, error, why)
         return result
-
-    async def _unless_held(
-        self,
-        running: asyncio.Future[RunResult],
-        feed: RunFeed,
-        record: ServiceRecord | None,
-    ) -> RunResult:
-        """The run's result; cancelled from outside, the run is held first, never ended.
-
-        Only a caller's ``abort`` ends a run ``aborted``: a cancellation for any other
-        reason (a shutdown, a task group whose sibling failed on a lost connection) is
-        an infrastructure fault, so the log must show the run unfinished, to resume.
-        """
-        try:
-            return await asyncio.shield(running)
-        except asyncio.CancelledError:
-            run_id = feed.started.result() if feed.started.done() else None
-            if run_id is not None and run_id not in self.aborting and record is not None:
-                record.hold(run_id)
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await running
-            raise
 
     async def started(self, request: RunRequest, run_id: str) -> None:
         """Write the ``agent_runs`` row of an agent's run as it starts (once per run)."""
@@ -391,18 +374,25 @@ class Runs:
                 )
                 return
 
-    def abort(self, run_id: str, reason: str) -> bool:
-        """Stop a live run (it ends ``aborted``); return whether it was live here."""
+    async def abort(self, run_id: str, reason: str, source: str) -> RunResult | None:
+        """Abort a run executing here, as ``source``; its result once it has ended.
+
+        Its log says who and why (``session:abort {reason}``), and it ends ``aborted``
+        with that reason (unless it had ended already: see the result). ``None``: the
+        run does not execute here.
+
+        Raises:
+            PayloadError: The log cannot hold ``reason`` (nothing is aborted).
+        """
         live = self.live.get(run_id)
         if live is None or live.task.done():
-            return False
-        self.aborting[run_id] = reason
-        live.task.cancel()
-        return True
+            return None
+        await live.controls.abort(reason, source)
+        await asyncio.wait([live.task])
+        return None if live.task.cancelled() else live.task.result()
 
     def hold_waiting(
         self,
-        record: ServiceRecord | None,
         grace: float,
         reactions: int,
         waiting_in_store: Collection[str] = (),
@@ -418,7 +408,7 @@ class Runs:
             for run_id, live in self.live.items()
             if live.feed.waiting or run_id in waiting_in_store
         ]
-        held = self.hold(record, only=waiting)
+        held = self.hold(waiting)
         busy = sorted(set(self.live) - set(held))
         if busy or reactions:
             log(
@@ -427,13 +417,16 @@ class Runs:
             )  # fmt: skip
         return held
 
-    def hold(self, record: ServiceRecord | None, only: Collection[str] | None = None) -> list[str]:
-        """Stop live runs (``only`` these) without ending them in the log: they resume later."""
+    def hold(self, only: Collection[str] | None = None, reason: str | None = None) -> list[str]:
+        """Stop live runs (``only`` these) without ending them: they resume later.
+
+        Each is suspended (``harness:suspended {reason}`` last in its log) as its task
+        stops; ``reason`` is why (by default, the service stopped).
+        """
         held = sorted(self.live if only is None else set(only) & set(self.live))
         for run_id in held:
-            if record is not None:
-                record.hold(run_id)
             live = self.live[run_id]
-            live.feed.end()  # watchers see no harness:end: the run has not ended
+            if reason is not None:
+                live.controls.reason = reason
             live.task.cancel()
         return held

@@ -2,8 +2,8 @@
 
 * :class:`RunFeed` is a reporter of one run that keeps its most recent signals in a
   bounded ring and hands them to any number of watchers (Server-Sent Events,
-  WebSockets) in batches, until ``harness:end``. What came before the ring is in the
-  store: a watcher that needs it reads it there, page by page.
+  WebSockets) in batches, until ``harness:end`` (or ``harness:suspended``). What came
+  before the ring is in the store: a watcher that needs it reads it there, page by page.
 * :class:`Watcher` is one watcher's place in the feed. A watcher more than the ring
   behind (its client stopped reading) is *behind*: it can no longer be served from the
   ring, :attr:`Watcher.behind` is resolved at once, and the next batch it asks for
@@ -24,6 +24,7 @@ from typing import Any
 from reactor._recording.info import RunInfo
 from reactor._signals.names import (
     HARNESS_END,
+    HARNESS_SUSPENDED,
     SESSION_PROMPT,
     SESSION_REPLY,
     SESSION_TIMEOUT,
@@ -122,7 +123,7 @@ class RunFeed:
             ring[slot] = signal
             self._texts[slot] = None
         self._count += 1
-        if name == HARNESS_END:
+        if name in (HARNESS_END, HARNESS_SUSPENDED):  # its last signal here
             self.end()
         elif self._waking is None and self._watching:
             self._on_loop(self._schedule)

@@ -1,15 +1,19 @@
-"""The signal store the service's runs record to: the real one, less what held runs say.
+"""The signal store the service's runs record to: the real one, less what fenced runs say.
 
 :class:`ServiceRecord` passes everything to the store it wraps, except what a run
-records after it was *held* (the service stopping, a worker losing the run's lease):
-such a run stops without a ``harness:end`` in its log, so it is still unfinished
-there and is resumed at the next start. It is a whole :class:`~reactor.SignalStore`:
-each member is the wrapped store's.
+records after it was *held* (a worker that lost the run's lease: another one has it
+now). It is a whole :class:`~reactor.SignalStore`: each member is the wrapped store's.
+
+It also keeps the end of each run that ended while its store could not write it (a
+full disk): :meth:`write_ends` writes it once the store records again, so the run's
+row says ``failed`` (with the ``RecordingError``) instead of ``running`` forever.
+Until then the service shows it so (:attr:`unended`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +24,7 @@ from reactor._recording.recording import Recording
 from reactor._recording.store import PAGE, SignalStore
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
-from reactor.exceptions import RecordingError
+from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["ServiceRecord"]
 
@@ -38,15 +42,43 @@ class ServiceRecord:
         self.fence: Callable[[str], bool] | None = None
         """Whether this process may still write for a run (a worker's lease); a run it
         may not is held at once: nothing more of it is recorded here."""
+        self.unended: dict[str, Signal] = {}
+        """Runs that ended while their store could not write it: the end to write."""
+
+    def unwritten(self, run_id: str, end: Signal, error: RecordingError) -> None:
+        """Keep the end of a run whose recording failed, to write it once the store can.
+
+        What is written is the run's own ``harness:end`` (its ``seq``, what its
+        followers saw), saying ``failed`` with the error: the log has a hole before it,
+        but no ``seq`` that means two things.
+        """
+        payload = {**end.payload, "status": "failed", "reason": f"RecordingError: {error}"}
+        self.unended[run_id] = dataclasses.replace(end, payload=payload)
+
+    def write_ends(self) -> list[str]:
+        """Write the ends kept by :meth:`unwritten`; the runs now ended in the store.
+
+        Blocking (call it off the loop). A run whose start was never written (it was
+        refused with an error, not accepted) is forgotten.
+        """
+        written = []
+        for run_id, end in list(self.unended.items()):
+            try:
+                self.store.info(run_id)
+            except RunNotFoundError:
+                del self.unended[run_id]
+                continue
+            self.store.append(end)
+            self.store.flush()
+            if self.store.recording_error(run_id) is None:
+                del self.unended[run_id]
+                written.append(run_id)
+        return written
 
     @property
     def snapshot_every(self) -> int | None:
         """How often the runs recorded here take a snapshot (the store's setting)."""
         return self.store.snapshot_every
-
-    def hold(self, run_id: str) -> None:
-        """Record nothing more of ``run_id`` (it is being stopped, to resume later)."""
-        self._held.add(run_id)
 
     def _writes(self, run_id: str | None) -> bool:
         if run_id is None:

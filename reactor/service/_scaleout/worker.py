@@ -164,7 +164,9 @@ class Worker:
                 holding = group.create_task(self._hold_waiting(stop))
                 log("reactor.worker", "info", "worker started", worker=self.id)
                 await receiver.listen(stop)
-                service.host.close()  # runs still going are held: their jobs stay pending
+                service.host.close()  # runs still going are suspended: their jobs stay pending
+                if suspending := list(service.host.runs.tasks):  # then their jobs settle
+                    await asyncio.wait(suspending, timeout=self.grace)
                 for task in self.reactions.active.values():
                     task.cancel()  # taken up again by whoever gets their jobs
                 await asyncio.sleep(0)  # let them unwind before the batcher stops
@@ -427,7 +429,7 @@ class Worker:
             if key.startswith("reaction:"):
                 self.reactions.cancel(int(key.removeprefix("reaction:")))
             else:
-                host.runs.hold(host.record, only=[key])
+                host.runs.hold([key], "its lease was lost (another worker has it)")
 
     async def _forget(self) -> None:
         async with Redis.from_url(self.settings.url) as redis:
