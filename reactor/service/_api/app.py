@@ -36,6 +36,7 @@ from reactor.exceptions import ServiceConfigError
 from reactor.service._api.access import Tokens
 from reactor.service._api.agents import router as agents_router
 from reactor.service._api.base import State, install_errors
+from reactor.service._api.compare import router as compare_router
 from reactor.service._api.follow import Streams, StreamSettings
 from reactor.service._api.guard import Guard, GuardSettings
 from reactor.service._api.objects import objects_router, suggestions_router
@@ -160,6 +161,7 @@ def create_app(
         objects_router,
         suggestions_router,
         runs_router,
+        compare_router,
         resumes_router,
         events_router,
         ws_router,

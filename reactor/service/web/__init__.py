@@ -4,8 +4,8 @@ Server-rendered pages (Jinja2 templates, one stylesheet, one small script, all s
 in the package: nothing comes from a CDN; graphs are laid out and drawn as SVG on the
 server) on top of the same service objects as the HTTP API. :func:`install_web` adds
 them to an app: the sign-in form at ``/``, then ``/runs``, ``/runs/{run_id}``,
-``/graphs``, ``/graphs/{name}``, ``/suggestions``, ``/agents``, ``/processing-log`` and
-``/workers``.
+``/runs/{a}/compare/{b}``, ``/evals/{eval_id}``, ``/graphs``, ``/graphs/{name}``,
+``/suggestions``, ``/agents``, ``/processing-log`` and ``/workers``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from starlette.responses import Response
 from reactor.service._objects.db import Database
 from reactor.service.web._agents import router as agents_router
 from reactor.service.web._auth import router as auth_router
+from reactor.service.web._compare import router as compare_router
 from reactor.service.web._forks import router as forks_router
 from reactor.service.web._graphs import router as graphs_router
 from reactor.service.web._manage import router as manage_router
@@ -42,6 +43,7 @@ def install_web(app: fastapi.FastAPI, db: Database | None = None, prefix: str = 
     for router in (
         auth_router,
         runs_router,
+        compare_router,
         forks_router,
         graphs_router,
         agents_router,

@@ -41,8 +41,9 @@ __all__ = [
     "shown",
 ]
 
-ROUTINE_TAGS = frozenset({"service", "trigger", "user", "reaction"})
-"""Tags a service gives its runs that the list shows already (the graph or agent, who)."""
+ROUTINE_TAGS = frozenset({"service", "trigger", "user", "reaction", "eval", "eval_of"})
+"""Tags a service gives its runs that the list shows already (the graph or agent, who,
+the evaluation a run is a case of, as links)."""
 LABEL_LENGTH = 80
 """Characters of a run's label at most."""
 
