@@ -254,6 +254,43 @@ def test_on_a_full_disk_an_accepted_run_is_never_a_404_and_the_refused_say_why(
         assert ok(api.get(f"/api/runs/{chatty}"))["info"]["reason"].startswith("RecordingError")
 
 
+# -- nothing stays running for a dead process ----------------------------------------
+
+
+def _notes(path: Path) -> list[list[str]]:
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_reaction_cut_off_by_kill_9_goes_on_as_the_same_run(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    log, notes, gate = tmp_path / "server.log", tmp_path / "notes.log", tmp_path / "gate"
+    env = {"REACTOR_TEST_REACTIONS": str(notes)}
+    with serving(db, log, app=AUDITED, env=env) as first, first.client() as api:
+        note = {"type": "Note", "data": {"gate": str(gate)}}
+        assert api.post("/api/objects", json=note).status_code == 201
+        ((_, run_id),) = wait_for(lambda: _notes(notes))  # its reaction is under way
+        wait_for(lambda: ok(api.get(f"/api/runs/{run_id}"))["info"]["signals"] >= 2)
+        first.process.kill()  # kill -9, mid-reaction
+        first.process.wait(30)
+    gate.touch()
+    with serving(db, log, app=AUDITED, env=env) as again, again.client() as api:
+
+        def done() -> list[dict[str, Any]]:
+            entries = ok(api.get("/api/processing-log"))
+            return entries if entries[0]["status"] == "completed" else []
+
+        (entry,) = wait_for(done, 60)
+        assert (entry["run_id"], entry["attempts"]) == (run_id, 2)  # the same run, resumed
+        info = ok(api.get(f"/api/runs/{run_id}"))["info"]
+        assert info["status"] == "completed"
+        signals = log_of(api, run_id)
+        assert [s["name"] for s in signals].count("harness:resumed") == 1
+        seqs = [signal["seq"] for signal in signals]
+        assert seqs == list(range(1, len(seqs) + 1))
+        assert ok(api.get("/api/runs", params={"status": "running"})) == []
+    assert _notes(notes) == [["start", run_id], ["start", run_id], ["end", run_id]]
+
+
 @pytest.mark.timeout(180)
 def test_a_stopping_worker_suspends_its_run_and_the_next_goes_on_after_its_last_seq(
     queued: str, redis_url: str, tmp_path: Path

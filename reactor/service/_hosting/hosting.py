@@ -306,23 +306,29 @@ class RunHost:
         scope: Mapping[str, Any],
         tags: Mapping[str, str],
         run_id: str,
+        resume: bool = False,
     ) -> RunResult | None:
         """Run a reaction in this process, as every run of the service: its result.
 
         The dispatcher (here, or a worker's) calls it once it has taken the entry: the
         run is recorded to the service's store, shows among the live runs, and is held
-        with the others when the service stops. ``None``: it did not end here (aborted,
-        or held: its entry is taken up again).
+        with the others when the service stops. ``None``: it did not end here (it was
+        suspended: its entry is taken up again). ``resume``: go on with run ``run_id``,
+        which an attempt cut off by a crash recorded.
 
         Raises:
             ServiceStateError: The service is not running.
+            GraphChangedError: ``resume``, and the graph changed what its log says.
         """
         if self._group is None:
             raise ServiceStateError(
                 "A reaction needs the service running: use `async with service:`."
             )
         name = str(graph.name)
-        request = RunRequest("reaction", name, input, "reaction", tags=tags, run_id=run_id)
+        request = RunRequest(
+            "reaction", name, input, "reaction", tags=tags,
+            resume=run_id if resume else None, run_id=None if resume else run_id,
+        )  # fmt: skip
         _, task = await self.runs.launch(
             self._group, request, provider=self.provider, record=self.record,
             done=self._changed, scope=scope, graph=graph,

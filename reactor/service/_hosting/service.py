@@ -131,7 +131,9 @@ class ReactionService:
         self.log = ProcessingLog(self.db)
         self.log.owner = process_id()
         owners = Owners(self.db, self.log.owner)
-        self.upkeep = Upkeep(self.log, owners, int(max_attempts), self._cancel, self._more)
+        self.upkeep = Upkeep(
+            self.log, owners, int(max_attempts), self._cancel, self._more, lambda: self.host.record
+        )
         self.suggestion_store = Suggestions(self.db)
         self._max_running = int(max_running)
         self._owned_record: SignalStore | None = None

@@ -1,11 +1,12 @@
 """The service's housekeeping: heartbeats, reactions cut off by a crash, stuck entries.
 
 Every ``BEAT_EVERY`` seconds the service says it is alive (``service_processes``) and
-puts back to ``pending`` the processing-log entries whose process died (``failed``
-after ``max_attempts``); every ``stuck_check_every`` seconds it marks entries
-``processing`` for longer than ``stuck_after`` as ``abandoned`` (a process alive but
-hung: nothing proves it died, so a person decides, with the retry button or
-``POST /api/processing-log/{id}/retry``).
+puts back to ``pending`` the processing-log entries whose process died (their runs
+are resumed by the next attempt; past ``max_attempts`` the entry is ``failed`` and its
+run is closed ``failed``, with the reason: never ``running`` for a dead process);
+every ``stuck_check_every`` seconds it marks entries ``processing`` for longer than
+``stuck_after`` as ``abandoned`` (a process alive but hung: nothing proves it died, so
+a person decides, with the retry button or ``POST /api/processing-log/{id}/retry``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from datetime import timedelta
 from typing import Literal
 
 from reactor._agents.agent import Agent
+from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import log
 from reactor.service._objects.changes import ProcessingEntry
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.owners import BEAT_EVERY, Owners
 from reactor.service._objects.processing import ProcessingLog
 from reactor.service._reactions.dispatcher import Dispatcher
+from reactor.service._reactions.reaction import close_run
 from reactor.service._reactions.registry import ReactionAgent
 
 __all__ = ["Upkeep", "follow", "switch_reaction"]
@@ -79,6 +82,8 @@ class Upkeep:
         max_attempts: Takes of an entry before it is given up.
         cancel: Cancels an entry this process runs (an abandoned one).
         more_work: Called when entries went back to ``pending``.
+        record: The store the runs are recorded to (once the service runs), where the
+            run of an entry given up is closed ``failed``.
     """
 
     def __init__(
@@ -88,9 +93,10 @@ class Upkeep:
         max_attempts: int,
         cancel: Callable[[int], object],
         more_work: Callable[[list[ProcessingEntry]], object],
+        record: Callable[[], SignalStore | None] = lambda: None,
     ) -> None:
         self.log, self.owners, self.max_attempts = log, owners, max_attempts
-        self._cancel, self._more_work = cancel, more_work
+        self._cancel, self._more_work, self._record = cancel, more_work, record
 
     async def beat(self) -> None:
         """One heartbeat, and the entries of dead processes taken up again."""
@@ -110,6 +116,11 @@ class Upkeep:
         pending = [entry for entry in changed if entry.status == "pending"]
         if pending:
             self._more_work(pending)
+        record = self._record()
+        for entry in changed:  # given up: its run, left by a dead process, ends failed
+            if entry.status == "failed" and entry.run_id is not None and record is not None:
+                why = f"its process died; {entry.error}"
+                await asyncio.to_thread(close_run, record, entry.run_id, why)
 
     async def beating(self, beaten: bool = False) -> None:
         """Beat until cancelled (a failure is logged, and tried again next time).

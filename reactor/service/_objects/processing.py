@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from reactor._recording.info import new_run_id
 from reactor.service._objects.changes import EntryStatus, ProcessingEntry
 from reactor.service._objects.db import Database
 from reactor.service._objects.rows import entry_from_row
@@ -30,7 +31,7 @@ from reactor.service._objects.schema import (
 )
 from reactor.service._objects.values import ObjectEvent
 
-__all__ = ["Claim", "Finished", "ProcessingLog"]
+__all__ = ["Claim", "Finished", "ProcessingLog", "Taken"]
 
 _KEY = ("agent", "object_id", "object_version", "event_type")
 _ACTIVE = sa.text(ACTIVE_PREDICATE)
@@ -54,6 +55,18 @@ class Claim:
     event: ObjectEvent
     exclusive: bool = False
     refused: str | None = None  # why it is logged ``skipped`` at once (a reaction loop)
+
+
+@dataclass(frozen=True)
+class Taken:
+    """An entry taken to be processed, with its run's id (``entry.run_id``: from its first take).
+
+    ``earlier``: it had one already, so an attempt cut off by a crash (or retried by
+    hand) may have recorded it: resume it, rather than leave it ``running``.
+    """
+
+    entry: ProcessingEntry
+    earlier: bool
 
 
 @dataclass(frozen=True)
@@ -166,12 +179,13 @@ class ProcessingLog:
                 )
         return busy
 
-    async def take(self, agents: Iterable[str], limit: int) -> list[ProcessingEntry]:
+    async def take(self, agents: Iterable[str], limit: int) -> list[Taken]:
         """Start the oldest ``pending`` entries of ``agents`` (at most ``limit``).
 
         They move to ``processing`` in one statement, so that of several processes
         taking work at once each entry goes to one (on PostgreSQL the others skip the
-        rows being taken instead of waiting for them). Returns them, oldest first.
+        rows being taken instead of waiting for them); those without a run get their
+        run's id in the same transaction. Returns them, oldest first.
         """
         names = sorted(agents)
         if not names or limit < 1:
@@ -190,9 +204,34 @@ class ProcessingLog:
                 .values(**self._taken())
                 .returning(*processing_log.c)
             )
-            return sorted(map(entry_from_row, rows), key=lambda entry: entry.id)
+            taken = sorted(map(entry_from_row, rows), key=lambda entry: entry.id)
+            return await self._named(conn, taken)
 
-    async def take_one(self, entry_id: int, *, in_order: bool) -> ProcessingEntry | None:
+    async def _named(self, conn: AsyncConnection, taken: list[ProcessingEntry]) -> list[Taken]:
+        """Give each taken entry without a run its run's id (in the caller's transaction)."""
+        fresh = {entry.id: new_run_id() for entry in taken if entry.run_id is None}
+        if fresh:
+            await conn.execute(
+                processing_log.update()
+                .where(processing_log.c.id == sa.bindparam("entry"))
+                .values(run_id=sa.bindparam("new_run_id")),
+                [{"entry": entry, "new_run_id": run_id} for entry, run_id in fresh.items()],
+            )
+        return [
+            Taken(entry.model_copy(update={"run_id": fresh[entry.id]}), False)
+            if entry.id in fresh
+            else Taken(entry, True)
+            for entry in taken
+        ]
+
+    async def set_run(self, entry_id: int, run_id: str) -> None:
+        """The entry's reaction runs as ``run_id`` from now on (its earlier run had ended)."""
+        async with self.db.write() as conn:
+            await conn.execute(
+                processing_log.update().where(processing_log.c.id == entry_id).values(run_id=run_id)
+            )
+
+    async def take_one(self, entry_id: int, *, in_order: bool) -> Taken | None:
         """Start one entry (a queued job's): ``pending``, or ``processing`` by a dead worker.
 
         The caller holds the entry's lease, so an entry still ``processing`` was left by
@@ -216,7 +255,10 @@ class ProcessingLog:
             row = (
                 await conn.execute(query.values(**self._taken()).returning(*processing_log.c))
             ).first()
-        return None if row is None else entry_from_row(row)
+            if row is None:
+                return None
+            (taken,) = await self._named(conn, [entry_from_row(row)])
+        return taken
 
     def _taken(self) -> dict[str, Any]:
         """What taking an entry writes: ``processing``, by whom, one attempt more."""
@@ -272,20 +314,17 @@ class ProcessingLog:
                 ],
             )
         runs = [
-            {
-                "agent": o.agent,
-                "run_id": o.run_id,
-                "trigger": "reaction",
-                "status": o.run_status,
-                "started_at": o.started_at,
-                "finished_at": o.finished_at,
-                "error": o.error,
-            }
+            {"agent": o.agent, "run_id": o.run_id, "trigger": "reaction", "status": o.run_status,
+             "started_at": o.started_at, "finished_at": o.finished_at, "error": o.error}
             for o in outcomes
             if o.run_id is not None
-        ]
-        if runs:
-            await conn.execute(agent_runs.insert(), runs)
+        ]  # fmt: skip
+        if runs:  # a resumed run may have its row (an attempt that began it finished it)
+            sql = postgresql if conn.dialect.name == "postgresql" else sqlite
+            insert = sql.insert(agent_runs)
+            ended = {key: insert.excluded[key] for key in ("status", "finished_at", "error")}
+            done = insert.on_conflict_do_update(index_elements=["run_id"], set_=ended)
+            await conn.execute(done, runs)
         return live
 
     async def release(self, entry_ids: Iterable[int]) -> None:

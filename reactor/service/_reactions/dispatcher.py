@@ -25,14 +25,16 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 
+from reactor._recording.info import new_run_id
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import REACTION_LOOP, agent_actor
+from reactor.exceptions import GraphChangedError, RunNotFoundError
 from reactor.service._objects.batch import Batcher
 from reactor.service._objects.changes import ProcessingEntry
-from reactor.service._objects.processing import Claim, Finished, ProcessingLog
+from reactor.service._objects.processing import Claim, Finished, ProcessingLog, Taken
 from reactor.service._objects.values import AgentActor, ObjectEvent
-from reactor.service._reactions.reaction import ReactionServices, react
+from reactor.service._reactions.reaction import ReactionRun, ReactionServices, close_run, react
 from reactor.service._reactions.registry import ReactionAgent
 
 __all__ = ["Dispatcher"]
@@ -222,14 +224,14 @@ class Dispatcher:
             logged = self._logged
             try:
                 entries = await self.log.take(self.agents, free)
-                events = await self._events({entry.event_id for entry in entries})
+                events = await self._events({taken.entry.event_id for taken in entries})
             except Exception as exc:  # a database hiccup: look again later
                 log("reactor.service", "error", "cannot take work", error=repr(exc))
                 await asyncio.sleep(1.0)
                 self._work.set()
                 continue
-            for entry in entries:
-                self._start(entry, events.get(entry.event_id))
+            for taken in entries:
+                self._start(taken, events.get(taken.entry.event_id))
             if len(entries) == free:
                 self._work.set()  # there may be more
             elif logged == self._logged:
@@ -286,25 +288,26 @@ class Dispatcher:
             if not found or found[0].agent not in self.agents:
                 return True
             target = self.agents[found[0].agent]
-            entry = await self.log.take_one(
+            taken = await self.log.take_one(
                 entry_id, in_order=target.reaction.concurrency == "queue"
             )
-            if entry is not None:
+            if taken is not None:
                 break
             waiting = found[0].status in ("pending", "processing")  # for earlier ones
             if not waiting or asyncio.get_running_loop().time() > deadline:
                 return not waiting
             await asyncio.sleep(FOLLOW_EVERY)
-        events = await self.services.objects.events(ids={entry.event_id})
-        task = self._start(entry, events[0] if events else None)
+        events = await self.services.objects.events(ids={taken.entry.event_id})
+        task = self._start(taken, events[0] if events else None)
         with contextlib.suppress(asyncio.CancelledError):  # cancelled: the worker stops
             await asyncio.shield(task)
         return not task.cancelled()
 
-    def _start(self, entry: ProcessingEntry, event: ObjectEvent | None) -> asyncio.Task[None]:
+    def _start(self, taken: Taken, event: ObjectEvent | None) -> asyncio.Task[None]:
         """Process a taken entry in a task of the group (``active`` until it ends)."""
+        entry = taken.entry
         self.taken.add(entry.id)
-        task = self._group.create_task(self._process(entry, event))
+        task = self._group.create_task(self._process(taken, event))
         self.active[entry.id] = task
         task.add_done_callback(functools.partial(self._done, entry.id))
         return task
@@ -328,11 +331,11 @@ class Dispatcher:
         self._work.set()
         self._changed()
 
-    async def _process(self, entry: ProcessingEntry, event: ObjectEvent | None) -> None:
+    async def _process(self, taken: Taken, event: ObjectEvent | None) -> None:
         """Process one taken entry; nothing it meets stops the service."""
-        started = datetime.now(UTC)
+        started, entry = datetime.now(UTC), taken.entry
         try:
-            finished = await self._react(entry, event, started)
+            finished = await self._react(taken, event, started)
             if not await self.finishes.submit(finished):
                 log(
                     "reactor.service",
@@ -354,24 +357,67 @@ class Dispatcher:
                 error=repr(exc),
             )
 
-    async def _react(
-        self, entry: ProcessingEntry, event: ObjectEvent | None, started: datetime
-    ) -> Finished:
+    async def _react(self, taken: Taken, event: ObjectEvent | None, started: datetime) -> Finished:
+        entry = taken.entry
         target = self.agents.get(entry.agent)
         try:
             if target is None:
                 raise LookupError(f"the agent {entry.agent!r} was disabled or deleted meanwhile")
             if event is None:
                 raise LookupError(f"the object event {entry.event_id} is not stored")
-            if target.reaction.concurrency != "queue":
-                return await react(self.services, target, entry.id, event)
-            async with self._lane(entry):
-                return await react(self.services, target, entry.id, event)
+            run = await self._run_of(taken)
+            lane = self._lane(entry) if target.reaction.concurrency == "queue" else None
+            async with lane or contextlib.nullcontext():
+                try:
+                    return await react(self.services, target, entry.id, event, run)
+                except GraphChangedError:  # the agent changed since the run began
+                    if not run.resume:
+                        raise
+                    run = await self._taken_over(entry, run.run_id)
+                    return await react(self.services, target, entry.id, event, run)
         except Exception as exc:  # not the agent's failure (that is in its run)
             return Finished(
                 entry.id, entry.agent, "failed", f"{type(exc).__name__}: {exc}", None,
                 "failed", started, datetime.now(UTC),
             )  # fmt: skip
+
+    async def _run_of(self, taken: Taken) -> ReactionRun:
+        """The run a taken entry's reaction goes on as: its own, resumed if unfinished.
+
+        A first take starts the run the entry names. A later one (the process of an
+        earlier attempt died, or the entry is retried by hand) resumes that run when
+        the store has it unfinished, so that it never stays ``running`` for a dead
+        process; starts it when the store never got it; and starts a new run, named in
+        the entry first, when it had ended.
+        """
+        entry, record = taken.entry, self.services.record
+        assert entry.run_id is not None  # taken entries name their run
+        if not taken.earlier or record is None:
+            return ReactionRun(entry.run_id)
+        try:
+            info = await asyncio.to_thread(record.info, entry.run_id)
+        except RunNotFoundError:
+            return ReactionRun(entry.run_id)
+        if not info.complete:
+            return ReactionRun(entry.run_id, resume=True)
+        run_id = new_run_id()
+        await self.log.set_run(entry.id, run_id)
+        return ReactionRun(run_id)
+
+    async def _taken_over(self, entry: ProcessingEntry, earlier: str) -> ReactionRun:
+        """A new run for an entry whose earlier run cannot be resumed; that one is closed.
+
+        It ends ``failed``, its reason naming the run that took its work over.
+        """
+        run_id = new_run_id()
+        await self.log.set_run(entry.id, run_id)
+        why = (
+            f"its process died mid-reaction and the agent {entry.agent!r} changed since, so "
+            f"processing-log entry {entry.id} was retried as run {run_id}"
+        )
+        if self.services.record is not None:
+            await asyncio.to_thread(close_run, self.services.record, earlier, why)
+        return ReactionRun(run_id)
 
     @contextlib.asynccontextmanager
     async def _lane(self, entry: ProcessingEntry) -> AsyncIterator[None]:

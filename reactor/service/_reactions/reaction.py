@@ -10,10 +10,14 @@ own failures: they are the returned :class:`Finished`'s error.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
+
+import pydantic
 
 from reactor._agents.reaction import Capabilities
 from reactor._engine.result import RunResult
@@ -22,9 +26,15 @@ from reactor._recording.info import new_run_id
 from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
-from reactor._signals.names import SUGGESTION_CREATED, agent_actor, agent_event
-from reactor._signals.payloads import SuggestionPayload
-from reactor.exceptions import CapabilityError, ObjectNotFoundError, ObjectValidationError
+from reactor._signals.names import HARNESS_END, SUGGESTION_CREATED, agent_actor, agent_event
+from reactor._signals.payloads import HarnessEnd, SuggestionPayload
+from reactor._signals.signal import new_signal
+from reactor.exceptions import (
+    CapabilityError,
+    ObjectNotFoundError,
+    ObjectValidationError,
+    RunNotFoundError,
+)
 from reactor.service._objects.changes import Changes, Create, EntryStatus, Operation, Suggestion
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.processing import Finished
@@ -35,9 +45,11 @@ from reactor.service._reactions.view import AgentObjects, check_capability
 
 __all__ = [
     "Launcher",
+    "ReactionRun",
     "ReactionServices",
     "announce",
     "check_all",
+    "close_run",
     "react",
     "suggestion_payload",
 ]
@@ -57,9 +69,25 @@ class Launcher(Protocol):
         scope: Mapping[str, Any],
         tags: Mapping[str, str],
         run_id: str,
+        resume: bool = False,
     ) -> RunResult | None:
-        """Run ``graph`` recorded to the service's store; its result (``None``: not ended here)."""
+        """Run ``graph`` as ``run_id``, recorded to the service's store; its result.
+
+        ``resume``: go on with that recorded run. ``None``: suspended, not ended here.
+        """
         ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ReactionRun:
+    """The run a reaction goes on as: its id (its entry's), and whether it is resumed.
+
+    ``resume``: an earlier attempt recorded it and did not end it (its process died):
+    the retry goes on with it, so it never stays ``running`` for a dead process.
+    """
+
+    run_id: str
+    resume: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,18 +105,30 @@ class ReactionServices:
 
 
 async def react(
-    services: ReactionServices, target: ReactionAgent, entry_id: int, event: ObjectEvent
+    services: ReactionServices,
+    target: ReactionAgent,
+    entry_id: int,
+    event: ObjectEvent,
+    run: ReactionRun | None = None,
 ) -> Finished:
-    """Run ``target`` on ``event`` (as a recorded run) and settle its proposed changes."""
+    """Run ``target`` on ``event`` (as a recorded run) and settle its proposed changes.
+
+    ``run``: the run it goes on as (its entry's; a new one by default).
+
+    Raises:
+        GraphChangedError: ``run`` is resumed, and the agent changed what its log
+            says was done.
+    """
     agent = target.agent
     view = AgentObjects(services.objects, target.name, agent.capabilities, agent.execution_mode)
     started = datetime.now(UTC)
-    run_id = new_run_id()
+    run = run if run is not None else ReactionRun(new_run_id())
+    run_id = run.run_id
     # What this reaction changes (through ctx.objects or its output) names it as its
     # cause, one step deeper than the event it reacts to: loops are cut at a depth.
     caused = CURRENT_CAUSE.set(Cause.after(event, run_id, target.name))
     try:
-        return await _react(services, target, entry_id, event, view, started, run_id)
+        return await _react(services, target, entry_id, event, view, started, run)
     finally:
         CURRENT_CAUSE.reset(caused)
 
@@ -100,20 +140,22 @@ async def _react(
     event: ObjectEvent,
     view: AgentObjects,
     started: datetime,
-    run_id: str,
+    run: ReactionRun,
 ) -> Finished:
+    run_id = run.run_id
     result = await services.launcher.react(
         target.graph,
         input=event.payload(),
         scope={"object": event.object, "objects": view, "event": event},
         tags={"reaction": target.name, "object": event.id, "event": event.name},
         run_id=run_id,
+        resume=run.resume,
     )
-    if result is None:  # aborted, or held (the service stops): not settled here
+    if result is None:  # suspended (the service stops): not settled here
         return Finished(
             entry_id=entry_id, agent=target.name, status="failed",
             error=f"its run {run_id} was stopped before it ended", run_id=run_id,
-            run_status="aborted", started_at=started, finished_at=datetime.now(UTC),
+            run_status="running", started_at=started, finished_at=datetime.now(UTC),
         )  # fmt: skip
 
     def finished(status: EntryStatus, error: BaseException | None) -> Finished:
@@ -147,12 +189,49 @@ async def _react(
 
 
 def _output(result: RunResult, agent: str) -> Any:
-    """The agent's last output (its ``agent:<name>:completed`` payload)."""
+    """The agent's last output (its ``agent:<name>:completed`` payload).
+
+    A resumed run may have it from its log, as JSON: changes are read back as such.
+    """
     completed = agent_event(agent, "completed")
     for signal in reversed(result.signals):
-        if signal.name == completed and isinstance(signal.payload, dict):
-            return signal.payload.get("output")
+        if signal.name == completed and isinstance(signal.payload, Mapping):
+            output = signal.payload.get("output")
+            if isinstance(output, Mapping) and "operations" in output:
+                with contextlib.suppress(pydantic.ValidationError):
+                    return Changes.model_validate(dict(output))
+            return output
     return None
+
+
+def close_run(store: SignalStore, run_id: str, reason: str) -> bool:
+    """End a run nobody will resume ``failed``, with ``reason``, after its last signal.
+
+    For a reaction's run left unfinished by a process that died, when its work was
+    taken over by another run or given up: its row then says ``failed`` and why (the
+    run that took over, or how to retry), never ``running`` forever. Blocking. Returns
+    whether it closed it (not when the store lacks it, or it has ended).
+    """
+    try:
+        info = store.info(run_id)
+    except RunNotFoundError:
+        return False
+    if info.complete:
+        return False
+    seq = info.last_seq + 1
+    payload: HarnessEnd = {
+        "status": "failed",
+        "reason": reason,
+        "duration_ms": round(max(0.0, time.time() - (info.started_at or 0)) * 1000, 3),
+        "activations": 0,
+        "failures": 0,
+    }
+    end = new_signal(
+        HARNESS_END, payload, f"sig_{seq}", seq, time.time(), "harness", None, 0, run_id
+    )
+    store.append(end)
+    store.flush()
+    return store.recording_error(run_id) is None
 
 
 async def _settle(
