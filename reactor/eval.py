@@ -22,9 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reactor._engine.result import RunResult
-from reactor._graph.report import EvalCase, EvalReport
+from reactor._graph.report import EvalCase, EvalReport, spent
 from reactor._recording.recording import Recording
-from reactor._signals.names import PROVIDER_END
 from reactor._signals.signal import to_jsonable
 
 __all__ = [
@@ -61,6 +60,8 @@ class Scorer:
 def state_equal(*keys: str) -> Scorer:
     """The final state is the same: at ``keys`` (every key when none are given).
 
+    A key may be a dotted path into the state (``"proposal.action"``).
+
     Raises:
         TypeError: A key is not a string.
     """
@@ -71,7 +72,7 @@ def state_equal(*keys: str) -> Scorer:
     def check(old: Recording, new: RunResult) -> bool:
         before, after = old.state, _plain(new.state)
         chosen = keys or tuple(dict.fromkeys([*before, *after]))
-        return all(before.get(key) == after.get(key) for key in chosen)
+        return all(_at(before, key) == _at(after, key) for key in chosen)
 
     shown = ", ".join(map(repr, keys))
     return Scorer(f"state_equal({shown})", check)
@@ -80,6 +81,9 @@ def state_equal(*keys: str) -> Scorer:
 def decision_kept(key: str) -> Scorer:
     """The decision the run wrote at ``key`` (its final value) did not flip.
 
+    ``key`` is a state key or a dotted path into it: ``decision_kept("proposal.action")``
+    passes when the action is the same, whatever the proposal's rationale says.
+
     Raises:
         TypeError: ``key`` is not a string.
     """
@@ -87,7 +91,7 @@ def decision_kept(key: str) -> Scorer:
         raise TypeError(f"decision_kept takes a state key (a string), got {key!r}.")
 
     def check(old: Recording, new: RunResult) -> bool:
-        return bool(old.state.get(key) == _plain(new.state).get(key))
+        return bool(_at(old.state, key) == _at(_plain(new.state), key))
 
     return Scorer(f"decision_kept({key!r})", check)
 
@@ -104,7 +108,7 @@ def cost_within(ratio: float) -> Scorer:
         )
 
     def check(old: Recording, new: RunResult) -> bool:
-        before, after = _cost(old), new.metrics.cost_usd
+        before, after = spent(old)[1], new.metrics.cost_usd
         if before is None or after is None:
             return False
         return after <= before * ratio + 1e-12
@@ -112,16 +116,14 @@ def cost_within(ratio: float) -> Scorer:
     return Scorer(f"cost_within({ratio})", check)
 
 
-def _cost(recording: Recording) -> float | None:
-    total = 0.0
-    for signal in recording.signals:
-        if signal.name == PROVIDER_END:
-            payload = signal.payload if isinstance(signal.payload, Mapping) else {}
-            price = payload.get("cost_usd")
-            if not isinstance(price, int | float):
-                return None
-            total += price
-    return total
+def _at(state: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted ``path`` of ``state`` (``None`` where it is missing)."""
+    value: Any = state
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
 
 
 def _plain(state: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from reactor._activation.resume import RecordedAnswers
 from reactor._engine.result import RunResult
-from reactor._graph.report import EvalCase, EvalReport, EvalStatus, state_diff
+from reactor._graph.report import EvalCase, EvalReport, EvalStatus, spent, state_diff
 from reactor._providers.base import (
     Provider,
     ProviderEvent,
@@ -34,7 +34,8 @@ from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo
 from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
-from reactor._signals.names import HARNESS_END, PROVIDER_END, TOOL_CALL, TOOL_RESULT
+from reactor._signals.diagnostics import muted
+from reactor._signals.names import TOOL_CALL, TOOL_RESULT
 from reactor.exceptions import ReplayMismatchError
 
 __all__ = ["Evaluated", "Runs", "Scorer", "evaluate", "evaluate_sync"]
@@ -187,12 +188,12 @@ async def _case(
     report_id: str,
 ) -> EvalCase:
     fallback = None if provider is None else _Guarded(provider, recording, live_tools)
-    old_tokens, old_cost, old_duration = _spent(recording)
+    old_tokens, old_cost, old_duration = spent(recording)
     tags = {"eval": report_id, "eval_of": recording.run_id}
+    replay = ReplayProvider(recording, fallback=fallback)
     try:
-        result = await graph.run(
-            replay=ReplayProvider(recording, fallback=fallback), record=store, tags=tags
-        )
+        with muted("agent failed"):  # the report says which agent failed, and why
+            result = await graph.run(replay=replay, record=store, tags=tags)
     except Exception as exc:  # the graph refused the run: nothing began
         return EvalCase(
             recording.run_id, None, "failed", False,
@@ -201,6 +202,7 @@ async def _case(
         )  # fmt: skip
     divergence = recording.diff(result)
     mismatch = _mismatch(result)
+    changed = mismatch or replay.first_change()  # the first request that differs, if one
     status: EvalStatus
     if divergence is None:
         status = "same"
@@ -222,8 +224,8 @@ async def _case(
         status=status,
         passed=status in ("same", "changed") and all(scores.values()),
         divergence=divergence,
-        agent=mismatch.agent if mismatch is not None else _agent_of(divergence),
-        field=(mismatch.field if mismatch is not None else None)
+        agent=changed.agent if changed is not None else _agent_of(divergence),
+        field=(changed.field if changed is not None else None)
         or (divergence.field if divergence is not None else None),
         seq=left.seq if left is not None else None,
         state_diff=state_diff(recording.state, result.state),
@@ -260,26 +262,6 @@ def _scored(scorers: tuple[Scorer, ...], old: Recording, new: RunResult) -> dict
         except Exception as exc:  # a scorer that raises fails its case, and says why
             scores[f"{name} raised {type(exc).__name__}: {exc}"] = False
     return scores
-
-
-def _spent(recording: Recording) -> tuple[int, float | None, float | None]:
-    """A recording's tokens (input and output), cost and duration, from its signals."""
-    tokens, cost, duration = 0, 0.0, None
-    known = True
-    for signal in recording.signals:
-        payload = signal.payload if isinstance(signal.payload, Mapping) else {}
-        if signal.name == PROVIDER_END:
-            usage = payload.get("usage") or {}
-            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-            price = payload.get("cost_usd")
-            if isinstance(price, int | float):
-                cost += price
-            else:
-                known = False
-        elif signal.name == HARNESS_END:
-            taken = payload.get("duration_ms")
-            duration = float(taken) if isinstance(taken, int | float) else None
-    return tokens, (round(cost, 6) if known else None), duration
 
 
 def evaluate_sync(graph: Evaluated, runs: Runs, **options: Any) -> EvalReport:

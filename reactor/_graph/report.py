@@ -18,9 +18,11 @@ from typing import Any, Literal
 from xml.etree import ElementTree
 
 from reactor._recording.diff import Divergence
+from reactor._recording.recording import Recording
+from reactor._signals.names import HARNESS_END, PROVIDER_END
 from reactor._signals.signal import to_jsonable
 
-__all__ = ["EvalCase", "EvalReport", "EvalStatus"]
+__all__ = ["EvalCase", "EvalReport", "EvalStatus", "spent", "state_diff"]
 
 EvalStatus = Literal["same", "changed", "diverged", "failed"]
 """What became of a recorded run on the current graph."""
@@ -93,10 +95,11 @@ class EvalCase:
         if self.error is not None and self.status in ("failed", "diverged"):
             return self.error
         where = f"agent {self.agent!r}, " if self.agent else ""
-        keys = ", ".join(sorted(self.state_diff)) or "no state key"
+        keys = ", ".join(sorted(self.state_diff))
+        state = f"changed {keys}" if keys else "same final state"
         failed = [name for name, score in self.scores.items() if not score]
         scored = f"; failed: {', '.join(failed)}" if failed else ""
-        return f"first differs at seq {self.seq} ({where}{self.field}); changed {keys}{scored}"
+        return f"first differs at seq {self.seq} ({where}{self.field}); {state}{scored}"
 
 
 def _add(total: float | None, value: float | None) -> float | None:
@@ -201,14 +204,19 @@ class EvalReport:
 
     def __rich__(self) -> Any:
         """The report as a rich table (needs ``rich``: the ``cli`` extra)."""
+        from rich.control import strip_control_codes
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(title=f"eval {self.id} of {self.graph or 'the graph'}")
-        for head in ("run", "status", "passed", "tokens", "cost", "what"):
-            table.add_column(head, overflow="fold")
+        title = strip_control_codes(f"eval {self.id} of {self.graph or 'the graph'}")
+        table = Table(title=Text(title))
+        for head in ("run", "status", "passed", "tokens", "cost"):
+            table.add_column(head, no_wrap=True)
+        table.add_column("what", overflow="fold", ratio=1)
         styles = {"same": "green", "changed": "yellow", "diverged": "magenta", "failed": "red"}
         for case, row in zip(self.cases, self.rows(), strict=True):
-            table.add_row(*row, style=None if case.passed else styles[case.status])
+            cells = (Text(strip_control_codes(cell)) for cell in row)  # never markup
+            table.add_row(*cells, style=None if case.passed else styles[case.status])
         return table
 
 
@@ -221,3 +229,23 @@ def state_diff(old: Mapping[str, Any], new: Any) -> dict[str, tuple[Any, Any]]:
     new = to_jsonable(new)
     keys: Sequence[str] = list(dict.fromkeys([*old, *new]))
     return {key: (old.get(key), new.get(key)) for key in keys if old.get(key) != new.get(key)}
+
+
+def spent(recording: Recording) -> tuple[int, float | None, float | None]:
+    """A recording's tokens (input and output), cost and duration, from its signals."""
+    tokens, cost, duration = 0, 0.0, None
+    known = True
+    for signal in recording.signals:
+        payload = signal.payload if isinstance(signal.payload, Mapping) else {}
+        if signal.name == PROVIDER_END:
+            usage = payload.get("usage") or {}
+            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            price = payload.get("cost_usd")
+            if isinstance(price, int | float):
+                cost += price
+            else:
+                known = False
+        elif signal.name == HARNESS_END:
+            taken = payload.get("duration_ms")
+            duration = float(taken) if isinstance(taken, int | float) else None
+    return tokens, (round(cost, 6) if known else None), duration

@@ -82,6 +82,7 @@ class ReplayProvider:
         self._order = Sequencer(order_timeout)
         self._last_seq: Callable[[], int] = lambda: 0
         self._answered: set[str] | None = None
+        self._first_miss: tuple[ProviderRequest, int] | None = None
 
     def follow(self, bus: Any) -> None:
         """Order this replay by ``bus``, the replayed run's (the run calls it at its start).
@@ -149,6 +150,8 @@ class ReplayProvider:
             call = calls[index]
         else:
             self.misses.append(request)
+            if self._first_miss is None:
+                self._first_miss = (request, position)
             if self.fallback is not None:
                 self._order.diverged = True  # the log differs from here on: no ordering
                 async for event in self.fallback.stream(request):
@@ -172,6 +175,16 @@ class ReplayProvider:
                 raise _replayed_error(step.error, call.agent)
             assert step.event is not None
             yield step.event
+
+    def first_change(self) -> ReplayMismatchError | None:
+        """How the first request no recorded answer matched differs (``None``: none did).
+
+        The agent, and the first field of the request that differs from the nearest
+        recorded one: what a ``fallback`` answered from there on.
+        """
+        if self._first_miss is None:
+            return None
+        return self._mismatch(*self._first_miss)
 
     def completion_turn(self, agent: str, nth: int) -> Turn | None:
         """The turn of ``agent``'s ``nth`` activation (from 1) to finish, if recorded.

@@ -261,7 +261,10 @@ def _difference(a: Signal, b: Signal, ignored: frozenset[str]) -> str | None:
         return None  # what a resume needs, derived from the signals before it (compared)
     if a.name == HARNESS_START:
         ignored = ignored | _CODE  # the same behaviour from other code is the same run
-    return json_difference(to_jsonable(a.payload), to_jsonable(b.payload), "payload", ignored)
+    left, right = to_jsonable(a.payload), to_jsonable(b.payload)
+    if left == right:  # most signals of two runs that match: no walk needed
+        return None
+    return json_difference(left, right, "payload", ignored)
 
 
 _CODE = frozenset({"fingerprints"})

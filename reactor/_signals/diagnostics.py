@@ -9,12 +9,17 @@ internals into an application that did not ask. They never raise.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import structlog
 
-__all__ = ["log", "short_repr"]
+__all__ = ["log", "muted", "short_repr"]
+
+_MUTED: ContextVar[frozenset[str]] = ContextVar("reactor_muted", default=frozenset())
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
@@ -26,6 +31,8 @@ def log(logger: str, level: str, event: str, **fields: Any) -> None:
     is dropped: reporting a problem must never become a new one in the middle of a
     signal's dispatch or an agent's activation.
     """
+    if event in _MUTED.get():
+        return
     try:
         if structlog.is_configured():
             getattr(structlog.get_logger(logger), level)(event, **fields)
@@ -37,6 +44,20 @@ def log(logger: str, level: str, event: str, **fields: Any) -> None:
             stdlib.log(number, "%s %s", event, details)
     except Exception:  # the destination failed; the run must go on without this line
         return
+
+
+@contextlib.contextmanager
+def muted(*events: str) -> Iterator[None]:
+    """Drop the diagnostics named ``events`` in this context (and the tasks it starts).
+
+    For a caller that reports them itself: an evaluation's report says which agents
+    failed, so its runs do not also log ``agent failed``.
+    """
+    token = _MUTED.set(_MUTED.get() | frozenset(events))
+    try:
+        yield
+    finally:
+        _MUTED.reset(token)
 
 
 def short_repr(value: Any, limit: int = 120) -> str:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+import structlog
+import structlog.testing
 
 from reactor import (
     AgentContext,
@@ -92,7 +95,9 @@ def test_a_changed_prompt_without_a_provider_diverges_at_the_agent_that_asks() -
     store = MemorySignalStore()
     ids = recorded(store)
     changed = desk("As a pessimist: is {{ input.symbol }} trending up or down? One word.")
-    report = changed.evaluate_sync(ids, store=store)
+    with structlog.testing.capture_logs() as logged:
+        report = changed.evaluate_sync(ids, store=store)
+    assert [line["event"] for line in logged if line["event"] == "agent failed"] == []  # reported
     assert [case.status for case in report.cases] == ["diverged"] * 3
     assert not report.passed
     case = report.cases[0]
@@ -126,6 +131,7 @@ def test_a_changed_prompt_with_a_provider_shows_the_flipped_decisions() -> None:
         assert flipped.scores["decision_kept('decision')"] is False
         assert flipped.state_diff == {"trend": ("up", "down"), "decision": ("buy", "hold")}
         assert flipped.agent == "analyst"
+        assert flipped.field == "messages[0].content"  # the request's field that changed
         assert flipped.seq is not None
         assert flipped.tokens == (22, 22)
         assert flipped.model_calls == 1
@@ -333,6 +339,11 @@ def test_the_report_goes_to_json_junit_and_a_table(tmp_path: Path) -> None:
     console = Console(width=200, record=True)
     console.print(report)
     assert ids[0] in console.export_text()
+    marked = dataclasses.replace(report.cases[0], error="[bold]x[/bold]\x1b[2J", status="failed")
+    console = Console(width=200, record=True)
+    console.print(dataclasses.replace(report, cases=(marked,)))
+    assert "[bold]x[/bold]" in console.export_text()  # text from a log is never markup
+    assert "\x1b" not in console.export_text()
 
 
 def test_evaluating_runs_stored_in_sqlite_records_the_new_runs_beside_them(
@@ -346,3 +357,38 @@ def test_evaluating_runs_stored_in_sqlite_records_the_new_runs_beside_them(
         assert all(new_id is not None for new_id in new_ids)
         assert {info.run_id for info in store.runs(tag=f"eval={report.id}")} == set(new_ids)
         assert store.load(ids[0]).diff(store.load(str(new_ids[0]))) is None
+
+
+def test_scorers_read_dotted_paths_into_the_state() -> None:
+    store = MemorySignalStore()
+    graph = reactive(
+        {
+            "trader": agent(
+                run=lambda ctx: {"action": "buy", "why": f"run {ctx.input}"},
+                updates="proposal",
+            )
+        },
+        state={"proposal": None},
+        name="dotted",
+    )
+    recorded_run = graph.run_sync(input=1, record=store)
+    changed = reactive(
+        {
+            "trader": agent(
+                run=lambda ctx: {"action": "buy", "why": "another reason"}, updates="proposal"
+            )
+        },
+        state={"proposal": None},
+        name="dotted",
+    )
+    report = changed.evaluate_sync(
+        [recorded_run.run_id],
+        store=store,
+        scorers=[decision_kept("proposal.action"), state_equal("proposal.why")],
+    )
+    [case] = report.cases
+    assert case.status == "changed"
+    assert case.scores == {
+        "decision_kept('proposal.action')": True,
+        "state_equal('proposal.why')": False,
+    }
