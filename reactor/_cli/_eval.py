@@ -107,8 +107,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser, *, statuses: Sequence[st
                           "graph name (default: the graph's name)"}),
         ("--tag", {**many, "metavar": "KEY[=VALUE]",
                    "help": "only runs with this tag (repeat it: runs with every one)"}),
-        ("--status", {"choices": [*statuses, "any"], "default": "completed",
-                      "help": "only runs with this status (default: completed; any: all)"}),
+        ("--status", {"choices": [*statuses, "finished", "any"], "default": "finished",
+                      "help": "only runs with this status (default: finished, i.e. completed "
+                      "or ended by end_when; any: all)"}),
         ("--since", {"metavar": "AGE", "type": _duration,
                      "help": "only runs started in the last AGE: 7d, 12h, 90m, 2w"}),
         ("--limit", {"metavar": "N", "type": _positive, "default": DEFAULT_LIMIT,
@@ -260,8 +261,8 @@ def _builtin(text: str) -> Scorer:
         raise _UsageError(f"--scorer {text!r}: no scorer {call.func.id!r}; use {forms}")
     values: list[Any] = []
     for node in call.args:
-        if isinstance(node, ast.Name):  # a bare word is a state key
-            values.append(node.id)
+        if isinstance(node, ast.Name | ast.Attribute):  # a bare word (or a.b) is a state key
+            values.append(ast.unparse(node))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str | int | float):
             values.append(node.value)
         else:
@@ -276,7 +277,8 @@ def _builtin(text: str) -> Scorer:
 def _selected(store: SignalStoreBase, args: argparse.Namespace, name: str) -> list[RunInfo]:
     """The runs to evaluate, newest first: the filters, less the runs evaluations made."""
     tags: list[str] = args.tag
-    status = None if args.status == "any" else args.status
+    status = None if args.status in ("any", "finished") else args.status
+    finished = args.status == "finished"  # a run that ended well: completed, or end_when held
     cutoff = None if args.since is None else time.time() - args.since.total_seconds()
     evaluations = any(tag.startswith("eval") for tag in tags)  # asked for their runs
     asked = args.limit * 2
@@ -286,8 +288,10 @@ def _selected(store: SignalStoreBase, args: argparse.Namespace, name: str) -> li
         for info in listed:
             if cutoff is not None and info.started_at < cutoff:
                 return _some(kept, args, name)  # newest first: the rest are older
-            if (evaluations or "eval" not in info.tags) and all(
-                _tagged(info, tag) for tag in tags[1:]
+            if (
+                (evaluations or "eval" not in info.tags)
+                and (not finished or info.status in FINISHED)
+                and all(_tagged(info, tag) for tag in tags[1:])
             ):
                 kept.append(info)
                 if len(kept) == args.limit:
@@ -295,6 +299,10 @@ def _selected(store: SignalStoreBase, args: argparse.Namespace, name: str) -> li
         if len(listed) < asked:
             return _some(kept, args, name)
         asked *= 4
+
+
+FINISHED = frozenset({"completed", "ended"})
+"""What ``--status finished`` (the default) selects: the runs that ended as designed."""
 
 
 def _tagged(info: RunInfo, tag: str) -> bool:
@@ -308,7 +316,9 @@ def _some(kept: list[RunInfo], args: argparse.Namespace, name: str) -> list[RunI
         return kept
     what = [f"of graph {name!r}"]
     listing = [f"--graph {name}"]
-    if args.status != "any":
+    if args.status == "finished":
+        what.append("that finished (completed, or ended by end_when)")
+    elif args.status != "any":
         what.append(f"with status {args.status!r}")
         listing.append(f"--status {args.status}")
     for tag in args.tag:

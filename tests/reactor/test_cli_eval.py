@@ -260,9 +260,9 @@ def test_reports_are_written_as_junit_xml_and_json(
         ),
         pytest.param(
             ["--tag", "dataset=none"],
-            "no runs of graph 'desk' with status 'completed' tagged 'dataset=none' in "
-            ".reactor/runs.db (runs made by evaluations are left out); list what is recorded "
-            "with `reactor runs --graph desk --status completed --tag dataset=none`",
+            "no runs of graph 'desk' that finished (completed, or ended by end_when) tagged "
+            "'dataset=none' in .reactor/runs.db (runs made by evaluations are left out); list "
+            "what is recorded with `reactor runs --graph desk --tag dataset=none`",
             id="no-runs-selected",
         ),
         pytest.param(["--db", "other.db"], "no run database at other.db", id="no-database"),
@@ -390,3 +390,44 @@ def test_the_exit_status_reaches_the_shell(project: dict[str, str], tmp_path: Pa
     same = reactor_cli(tmp_path, "eval", "--graph", "desk.py:graph", "--json", "eval.json")
     assert same.returncode == 0, same.stderr
     assert json.loads((tmp_path / "eval.json").read_text())["summary"]["same"] == 3
+
+
+ENDING = textwrap.dedent(
+    """
+    from reactor import ScriptedProvider, agent, reactive
+
+    graph = reactive(
+        {"analyst": agent(prompt="Trend of {{ input }}? One word.", updates="trend")},
+        state={"trend": None},
+        end_when=lambda run: run.state.trend is not None,
+        name="ending",
+    )
+
+
+    def market():
+        return ScriptedProvider({"analyst": lambda request: "up"})
+    """
+)
+
+
+def test_runs_that_ended_by_end_when_are_finished_runs_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "ending.py").write_text(ENDING)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("REACTOR_DB", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        for day in ("mon", "tue"):
+            assert cli("run", "ending.py:graph", "--provider", "ending.py:market",
+                       "--quiet", "--plain", "--input", json.dumps(day)) == 0  # fmt: skip
+        with SQLiteSignalStore(tmp_path / ".reactor" / "runs.db") as store:
+            assert {info.status for info in store.runs()} == {"ended"}
+        capsys.readouterr()
+        assert cli("eval", "--graph", "ending.py:graph", "--plain") == 0  # finished: selected
+        assert "2 cases: 2 same" in capsys.readouterr().out
+        assert cli("eval", "--graph", "ending.py:graph", "--status", "completed") == 2
+        assert "no runs of graph 'ending' with status 'completed'" in capsys.readouterr().err
+    finally:
+        structlog.reset_defaults()
+        sys.modules.pop("ending", None)
