@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PACKAGES := reactor stores migration
 
-.PHONY: demo test lint typecheck pytest bench bench-peers screenshots clean
+.PHONY: demo eval test lint typecheck pytest bench bench-peers screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) -m examples.trading_bot
+
+# The bot's recorded runs as a regression suite: which decisions a stricter trader flips.
+eval: $(STAMP)
+	$(PY) -m examples.trading_bot.evaluate
 
 test: lint typecheck pytest
 

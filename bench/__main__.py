@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench import (
     bus,
+    evaluation,
     limits,
     longlife,
     many,
@@ -41,6 +42,7 @@ WORKLOADS = {
     "serve": serve.run,
     "stream": stream.run,
     "workers": workers.run,
+    "evaluation": evaluation.run,
 }
 
 

@@ -28,13 +28,15 @@ from examples.trading_bot.models import (
 )
 from examples.trading_bot.scripted import SCENARIOS
 from examples.trading_bot.scripted import scripted_provider as _scripted
-from reactor import AgentContext, RunView, ScriptedProvider, agent, reactive
+from reactor import AgentContext, Reactive, RunView, ScriptedProvider, agent, reactive
 
 __all__ = [
     "CONFIDENCE",
+    "TRADER",
     "PaperBroker",
     "broker",
     "describe",
+    "desk",
     "finished",
     "graph",
     "scripted_provider",
@@ -140,42 +142,48 @@ def finished(run: RunView) -> bool:
     )
 
 
-graph = reactive(
-    {
-        "market": agent(run=record_market, output=MarketData),
-        "analyst": agent(system=SYSTEM, prompt=ANALYST, output=Analysis, updates="analysis"),
-        "risk": agent(system=SYSTEM, prompt=RISK, output=RiskAssessment, updates="risk"),
-        "trader": agent(
-            system=SYSTEM,
-            prompt=TRADER,
-            output=TradeProposal,
-            activate_on=["state:analysis:changed", "state:risk:changed"],
-            when=f"state.analysis is not none and state.risk is not none "
-            f"and state.market is not none and state.analysis.confidence >= {CONFIDENCE}",
-            updates="proposal",
-            emits=["trade:proposed"],
-        ),
-        "reviewer": agent(
-            system=SYSTEM,
-            prompt=REVIEWER,
-            output=Review,
-            activate_on="trade:proposed",
-            when="state.proposal.action != 'hold'",
-            updates="review",
-            emits=["review:done"],
-        ),
-        "executor": agent(
-            run=execute,
-            output=Execution,
-            activate_on="review:done",
-            when="signal.payload.approved",
-        ),
-    },
-    state=TradeStore,
-    end_when=finished,
-    name="trading-bot",
-    input={"symbol": "AAPL", "prices": SCENARIOS["bull"], "cash": 10_000.0},
-)
+def desk(trader: str = TRADER) -> Reactive:
+    """The bot's graph; ``trader`` is the trader's prompt (``make eval`` tries another)."""
+    return reactive(
+        {
+            "market": agent(run=record_market, output=MarketData),
+            "analyst": agent(system=SYSTEM, prompt=ANALYST, output=Analysis, updates="analysis"),
+            "risk": agent(system=SYSTEM, prompt=RISK, output=RiskAssessment, updates="risk"),
+            "trader": agent(
+                system=SYSTEM,
+                prompt=trader,
+                output=TradeProposal,
+                activate_on=["state:analysis:changed", "state:risk:changed"],
+                when=f"state.analysis is not none and state.risk is not none "
+                f"and state.market is not none and state.analysis.confidence >= {CONFIDENCE}",
+                updates="proposal",
+                emits=["trade:proposed"],
+            ),
+            "reviewer": agent(
+                system=SYSTEM,
+                prompt=REVIEWER,
+                output=Review,
+                activate_on="trade:proposed",
+                when="state.proposal.action != 'hold'",
+                updates="review",
+                emits=["review:done"],
+            ),
+            "executor": agent(
+                run=execute,
+                output=Execution,
+                activate_on="review:done",
+                when="signal.payload.approved",
+            ),
+        },
+        state=TradeStore,
+        end_when=finished,
+        name="trading-bot",
+        input={"symbol": "AAPL", "prices": SCENARIOS["bull"], "cash": 10_000.0},
+    )
+
+
+graph = desk()
+"""The trading bot."""
 
 
 def scripted_provider() -> ScriptedProvider:

@@ -20,6 +20,7 @@ from reactor._providers.pricing import DEFAULT_MODEL
 __all__ = ["SCENARIOS", "scripted_provider"]
 
 _JSON = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
+_FLOOR = re.compile(r"only when the analysis is at least (\d+)% confident")
 
 SCENARIOS: dict[str, list[float]] = {
     "bull": [182.0, 183.1, 184.0, 183.6, 185.2, 186.4, 187.9, 188.6],
@@ -83,7 +84,8 @@ def trade(request: ProviderRequest) -> TradeProposal:
     """Buy into an up trend, sell into a down trend, otherwise hold.
 
     An eager trader: when the risk budget is zero it still probes with a small
-    position (and the reviewer is there to say no).
+    position (and the reviewer is there to say no). A prompt that asks to trade "only
+    when the analysis is at least N% confident" is followed (``make eval`` tries one).
     """
     data = _data(request)
     analysis, risk, price = data["analysis"], data["risk"], data["price"]
@@ -91,14 +93,18 @@ def trade(request: ProviderRequest) -> TradeProposal:
     action: Literal["buy", "sell", "hold"] = actions.get(analysis["trend"], "hold")
     quantity = int(risk["max_position"] * analysis["confidence"])
     why = f"{analysis['trend'].capitalize()} trend at {analysis['confidence']:.0%} confidence"
+    floor = _FLOOR.search(request.prompt)
     if action == "hold":
         quantity, why = 0, "No trend worth the risk."
+    elif floor is not None and analysis["confidence"] * 100 < int(floor.group(1)):
+        action, quantity = "hold", 0
+        why = f"{analysis['confidence']:.0%} confidence is below the {floor.group(1)}% asked."
     elif risk["max_position"] == 0:
         quantity = max(1, int(0.05 * data["cash"] / price))
         why += f"; a small probe despite {risk['level']} risk."
     else:
         why += f", within a {risk['level']} risk budget."
-    if quantity == 0:
+    if quantity == 0 and action != "hold":
         action, why = "hold", "The position the risk allows rounds to nothing."
     limit = round(price * (1.002 if action == "buy" else 0.998), 2)
     return TradeProposal(action=action, quantity=quantity, limit_price=limit, rationale=why)

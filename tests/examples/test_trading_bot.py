@@ -210,3 +210,25 @@ def test_an_executor_run_again_after_a_crash_places_its_order_once() -> None:
     assert broker.orders == placed  # the broker saw the key again: no second order
     [key] = [k for k, order in broker.orders.items() if order.order_id == execution["order_id"]]
     assert execution["order_id"] == f"ord_{key[:10]}"
+
+
+def test_the_eval_example_shows_the_decisions_a_stricter_trader_flips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from xml.etree import ElementTree
+
+    from examples.trading_bot.evaluate import main
+
+    db, junit = tmp_path / "eval.db", tmp_path / "eval.xml"
+    assert main(["--db", str(db), "--junit", str(junit)]) == 0
+    shown = capsys.readouterr().out
+    assert "16 recorded runs: 1 same, 15 changed; 15 model calls" in shown
+    flipped = re.findall(r"^  (\w+) +(buy|sell) -> hold +(\d+)% confidence", shown, re.M)
+    assert len(flipped) == 4
+    assert all(int(confidence) < 90 for _, _, confidence in flipped)
+    suite = ElementTree.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("16", "4")
+    with SQLiteSignalStore(db) as store:  # the golden set is kept, and tagged
+        assert len(store.runs(tag="dataset=golden")) == 16
+    assert main(["--db", str(db)]) == 0  # again: the golden set is not recorded twice
+    assert "16 recorded runs" in capsys.readouterr().out
