@@ -10,8 +10,8 @@ ones by the offline model. The report shows each run, and the decisions that fli
 
 The same check from the command line, as a CI job runs it (exit 1: a decision flipped)::
 
-    reactor eval --graph examples.trading_bot.evaluate:stricter --db .reactor/eval.db \\
-        --tag dataset=golden --provider scripted --scorer examples.trading_bot.evaluate:action_kept
+    reactor eval --graph examples.trading_bot.evaluate:stricter --db .reactor/eval.db
+        --tag dataset=golden --provider scripted --scorer "decision_kept(proposal.action)"
 """
 
 from __future__ import annotations

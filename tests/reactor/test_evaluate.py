@@ -274,7 +274,7 @@ def test_evaluate_says_what_is_wrong_with_its_arguments() -> None:
     with pytest.raises(ValueError, match="concurrency"):
         graph.evaluate_sync(ids, store=store, concurrency=0)
     with pytest.raises(TypeError, match="run ids, Recordings"):
-        graph.evaluate_sync([42], store=store)
+        graph.evaluate_sync([42], store=store)  # type: ignore[list-item]
     with pytest.raises(LookupError):
         graph.evaluate_sync(["run_nothere"], store=store)
 

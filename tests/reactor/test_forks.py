@@ -87,9 +87,8 @@ async def test_a_fork_settles_what_was_in_flight_from_the_log_without_asking_the
     class Refusing:
         model = "refusing"
 
-        async def stream(self, request: Any) -> Any:
+        def stream(self, request: Any) -> Any:
             raise AssertionError("the fork asked the model again")
-            yield  # an async generator
 
     handle = DESK.start(
         fork={"run_id": recorded.run_id, "at": at, "state": {"risk": "high"}},

@@ -59,7 +59,7 @@ def _answered_run(folder: Path) -> str:
             handle.reply(prompt.prompt_id, "yes", source="user:bob")
             result = await handle.result()
             assert result.status == "completed"
-            return result.run_id
+            return str(result.run_id)
 
     try:
         return asyncio.run(answered())
