@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import reactor.logging
+from reactor._agents.asking import PendingPrompt
 from reactor._cli._base import (
     CommandError,
     db_option,
@@ -26,6 +27,7 @@ from reactor._cli._render import clean, cost_of, money, status_text
 from reactor._engine.result import RunResult
 from reactor._graph.compat import resume_plan
 from reactor._graph.console import ConsoleChannel
+from reactor._graph.handle import Channel, RunHandle
 from reactor._graph.reactive import Reactive
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo
@@ -34,7 +36,7 @@ from reactor._reporting.progress import ProgressReporter
 from reactor._signals.diagnostics import short_repr
 from reactor._signals.names import PROVIDER_START
 from reactor._signals.signal import to_jsonable
-from reactor.exceptions import RunSuspendedError
+from reactor.exceptions import RunFinishedError, RunSuspendedError
 
 __all__ = ["cmd_fork", "cmd_replay", "cmd_resume", "cmd_run", "summary"]
 
@@ -185,24 +187,61 @@ def _run(graph: Reactive, args: argparse.Namespace, options: dict[str, Any]) -> 
         if args.log_level != "info":
             reporters.append(reactor.logging.StructlogReporter())
     progress = None
-    channels: list[ConsoleChannel] = []
+    channels: list[Channel] = []
+    unattended = None
     if getattr(args, "interactive", False):  # the console shows the run: no progress line
         channels.append(ConsoleChannel(plain=args.plain))
-    elif not args.quiet:
-        progress = ProgressReporter(rich=False if args.plain else None)
-        reporters.append(progress)
+    else:
+        if "replay" not in options:  # nobody can answer a question: say so, not wait
+            channels.append(unattended := Unattended())
+        if not args.quiet:
+            progress = ProgressReporter(rich=False if args.plain else None)
+            reporters.append(progress)
     options["reporters"] = reporters
     try:
         return asyncio.run(graph.run(channels=channels, **options))
     except RunSuspendedError as exc:
         db = db_option(db_path(args))
+        asks = "" if unattended is None else unattended.what()
         raise CommandError(
-            f"run {exc.run_id} was suspended while it waits for an answer; continue it "
-            f"with: reactor resume {exc.run_id}{db} --interactive"
+            f"run {exc.run_id} was suspended while it waits for an answer{asks}; continue "
+            f"it with: reactor resume {exc.run_id}{db} --interactive"
         ) from None
     finally:
         if progress is not None:
             progress.close()
+
+
+class Unattended:
+    """A run's channel when nobody is at the keyboard (no ``--interactive``).
+
+    A question nobody can answer is not waited on in silence: a recorded run is
+    suspended at once (``reactor resume RUN --interactive`` answers it), one recorded
+    nowhere (``--no-record``) is aborted, its reason naming the question; either way the
+    command says what was asked, and how to answer.
+    """
+
+    def __init__(self) -> None:
+        self.asked: PendingPrompt | None = None
+
+    async def attach(self, handle: RunHandle) -> None:
+        """Wait for the run's first question, then stop the run (see the class)."""
+        try:
+            self.asked = await handle.next_prompt()
+        except RunFinishedError:
+            return
+        if handle.recorded:
+            await handle.suspend(f"nobody could answer {self.asked.prompt_id}: no --interactive")
+        else:
+            handle.abort(f"it asks{self.what()} and nobody can answer without --interactive")
+
+    def what(self) -> str:
+        """What the run asked, for a message (empty when it asked nothing)."""
+        asked = self.asked
+        if asked is None:
+            return ""
+        choices = f" ({', '.join(asked.choices)})" if asked.choices else ""
+        return f" ({asked.agent}: {clean(asked.question)}{choices})"
 
 
 def _print_summary(args: argparse.Namespace, lines: list[str]) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
 
 import pytest
 
+from reactor import SQLiteSignalStore
 from tests.reactor.cli_support import reactor_cli, write_project
 
 
@@ -195,3 +198,43 @@ def test_a_run_that_asks_no_model_names_no_provider(project: Path) -> None:
     result = reactor_cli(project, "run", "handlers:graph", "--input", "21", "--quiet")
     assert result.returncode == 0, result.stderr
     assert not [line for line in result.stdout.splitlines() if line.startswith("provider:")]
+
+
+ASKING = (
+    "from reactor import agent, reactive\n"
+    "graph = reactive({'pick': agent(ask='Which side?', choices=['buy', 'sell'],"
+    " updates='side')}, state={'side': None}, name='picker')\n"
+)
+
+
+def test_run_without_interactive_says_at_once_what_it_waits_for(tmp_path: Path) -> None:
+    (tmp_path / "ask.py").write_text(ASKING)
+    started = time.monotonic()
+    done = reactor_cli(tmp_path, "run", "ask:graph")
+    assert time.monotonic() - started < 30  # it does not wait in silence for an answer
+    assert done.returncode == 1
+    found = re.search(r"run (run_\w+) was suspended", done.stderr)
+    assert found is not None, done.stderr
+    run_id = found.group(1)
+    assert done.stderr.strip() == (
+        f"reactor run: error: run {run_id} was suspended while it waits for an answer "
+        f"(pick: Which side? (buy, sell)); continue it with: reactor resume {run_id} "
+        "--interactive"
+    )
+    with SQLiteSignalStore(tmp_path / ".reactor" / "runs.db") as store:
+        log, info = store.load(run_id), store.info(run_id)
+    assert (info.status, log.signals[-1].name) == ("waiting", "harness:suspended")
+    answered = reactor_cli(tmp_path, "resume", run_id)  # still nobody to answer: said again
+    assert "(pick: Which side? (buy, sell))" in answered.stderr
+
+
+def test_an_unrecorded_run_without_interactive_is_aborted_naming_the_question(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "ask.py").write_text(ASKING)
+    done = reactor_cli(tmp_path, "run", "ask:graph", "--no-record")
+    assert done.returncode == 1
+    assert (
+        "aborted - it asks (pick: Which side? (buy, sell)) and nobody can answer without "
+        "--interactive"
+    ) in done.stdout

@@ -137,6 +137,21 @@ def test_an_abort_from_the_web_ui_is_in_the_log_with_the_signed_in_user(server: 
     assert 'action="/runs/' + run_id + '/reply"' not in page
 
 
+def test_the_run_page_says_why_a_signal_was_refused(server: Server) -> None:
+    with server.client(None) as browser, server.client() as api:
+        csrf = _signed_in(browser)
+        run_id = start(api, "nap", {"seconds": 60})
+        sent = {"csrf": csrf, "name": "harness:end", "payload": '{"n": 1}'}
+        assert browser.post(f"/runs/{run_id}/signals", data=sent).status_code == 303
+        page = browser.get(f"/runs/{run_id}").text
+        assert "come from the runtime only" in page
+        assert "The payload is not JSON" not in page
+        sent = {"csrf": csrf, "name": "go", "payload": "{nope"}
+        assert browser.post(f"/runs/{run_id}/signals", data=sent).status_code == 303
+        assert "The payload is not JSON" in browser.get(f"/runs/{run_id}").text
+        ok(api.post(f"/api/runs/{run_id}/abort"))
+
+
 # -- a shutdown is not an abort ------------------------------------------------------
 
 

@@ -233,10 +233,13 @@ async def reply_form(
         if prompt.get("choices") and not answer:
             session.notify("error", "Choose an answer before replying; nothing was sent.")
             return back(request, f"/runs/{run_id}")
-        given: Any = json.loads(answer) if prompt.get("schema") is not None else answer
+        try:
+            given: Any = json.loads(answer) if prompt.get("schema") is not None else answer
+        except ValueError:
+            notice = 'This prompt asks for a JSON object; write one, e.g. {"ok": true}.'
+            session.notify("error", notice)
+            return back(request, f"/runs/{run_id}")
         await reply(service, run_id, prompt_id, given, session.user)
-    except ValueError:
-        session.notify("error", 'This prompt asks for a JSON object; write one, e.g. {"ok": true}.')
     except (ApiError, ReactorError) as exc:
         session.notify("error", _problem(exc))
     else:
@@ -248,12 +251,17 @@ async def reply_form(
 async def signal_form(
     request: Request, run_id: str, session: Checked, name: Field, payload: Field = ""
 ) -> Response:
-    """Send a signal to a run (its payload is JSON, or empty for none)."""
+    """Send a signal to a run (its payload is JSON, or empty for none).
+
+    A payload that is not JSON and a name the run refuses are each said as such.
+    """
     try:
         data = json.loads(payload) if payload.strip() else None
-        await post_signal(service_of(request), run_id, name.strip(), data, session.user)
     except ValueError:
         session.notify("error", 'The payload is not JSON; write e.g. {"n": 1} or leave it empty.')
+        return back(request, f"/runs/{run_id}")
+    try:
+        await post_signal(service_of(request), run_id, name.strip(), data, session.user)
     except (ApiError, ReactorError) as exc:
         session.notify("error", _problem(exc))
     else:
