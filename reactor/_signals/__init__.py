@@ -8,8 +8,9 @@
 ``diagnostics`` (the library's own log lines), ``door`` (the check every value
 entering a run or a store passes: :class:`~reactor.PayloadError` for what the log
 cannot hold), ``offloop`` (calls from a handler's worker thread, run on the run's
-loop), ``views`` (read-only views over committed state).
+loop), ``views`` (read-only views over committed state), ``settings`` (the
+vocabulary of the environment: every ``REACTOR_*`` variable, read once).
 
-May use: the standard library, blinker, pydantic, structlog and
+May use: the standard library, blinker, pydantic, pydantic-settings, structlog and
 :mod:`reactor.exceptions`. Nothing above it.
 """

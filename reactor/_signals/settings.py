@@ -1,0 +1,418 @@
+"""The environment's vocabulary: every ``REACTOR_*`` variable, read once, typed and checked.
+
+:class:`Settings` (pydantic-settings) is the only reader of ``REACTOR_*`` variables in
+the library, the command line and the service; docs/configuration.md lists them all.
+:func:`settings` reads the process's environment once and keeps the result; a bad
+value is a :class:`~reactor.exceptions.ServiceConfigError` (a ``ValueError``) whose
+message has one line per bad variable, every one listed::
+
+    REACTOR_MAX_STREAMS='abc': must be a whole number >= 1
+
+An empty variable counts as unset. The public home of the class is
+``reactor.service.Settings``; it lives here, at the bottom, because the engine (the
+longest template), the command line (the run database) and the service all read it,
+and it needs neither FastAPI nor anything else of the service stack.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import math
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from reactor.exceptions import ServiceConfigError
+
+__all__ = [
+    "ENV_PREFIX",
+    "Settings",
+    "database_location",
+    "masked_url",
+    "parse_duration",
+    "settings",
+]
+
+ENV_PREFIX = "REACTOR_"
+Source = Literal["default", "env", "option"]
+"""Where a setting's value came from."""
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_ON = frozenset({"1", "true", "yes", "on"})
+_OFF = frozenset({"0", "false", "no", "off"})
+_DB_SCHEMES = ("sqlite", "postgresql", "postgres")
+_DB_DRIVERS = ("", "pysqlite", "aiosqlite", "psycopg", "psycopg2")
+DB_FORMS = "a file path, sqlite:///path.db or postgresql://user@host:5432/dbname"
+"""What ``--db``, ``REACTOR_DB`` and ``REACTOR_SERVICE_DB`` take."""
+
+
+def parse_duration(text: str) -> timedelta:
+    """A duration written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
+
+    Raises:
+        ValueError: It is not a whole number followed by one of those units.
+    """
+    value = text.strip().lower() if isinstance(text, str) else ""
+    number, unit = value[:-1], value[-1:]
+    if unit not in _UNITS or not number.isdigit():
+        raise ValueError(
+            f"{text!r} is not a duration; write a whole number and a unit: 30d (days), "
+            "12h (hours), 90m (minutes), 45s (seconds) or 2w (weeks)."
+        )
+    return timedelta(seconds=int(number) * _UNITS[unit])
+
+
+def database_location(text: str) -> Path | str:
+    """A database as ``--db`` and ``REACTOR_DB`` name it: a SQLite file's path, or a URL.
+
+    ``sqlite:///runs.db`` (``sqlite:////abs/runs.db`` for an absolute path) and a plain
+    path are both the file's :class:`~pathlib.Path`; a ``postgresql://`` (or
+    ``postgres://``) URL is kept as text, without a SQLAlchemy driver suffix.
+
+    Raises:
+        ValueError: A URL of another kind, or a SQLite URL that names no file.
+    """
+    text = text.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        if not text:
+            raise ValueError(f"names no database; use {DB_FORMS}")
+        return Path(text)
+    backend, _, driver = scheme.lower().partition("+")
+    if backend not in _DB_SCHEMES or driver not in _DB_DRIVERS:
+        raise ValueError(f"is not a database this can use; use {DB_FORMS}")
+    if backend == "sqlite":
+        path = rest[1:] if rest.startswith("/") else ""
+        if not path or path == ":memory:" or "?" in path:
+            raise ValueError(f"names no SQLite file; use {DB_FORMS}")
+        return Path(path)
+    return f"{backend}://{rest}"
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password (if it has one) shown as ``***``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = rest.partition("/")
+    user, at, host = authority.rpartition("@")
+    if not at or ":" not in user:
+        return url
+    return f"{scheme}://{user.partition(':')[0]}:***@{host}{slash}{path}"
+
+
+def _text(value: object) -> str:
+    return value.strip() if isinstance(value, str) else str(value)
+
+
+def _whole(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    text = _text(value)
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ValueError("must be a whole number >= 1")
+    return int(text)
+
+
+def _switch(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = _text(value).lower()
+    if text in _ON or text in _OFF:
+        return text in _ON
+    raise ValueError("is neither on nor off: set it to 1 for on, or 0 (or unset it) for off")
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = _text(value)
+        try:
+            seconds = float(text)
+        except ValueError:
+            try:
+                seconds = parse_duration(text).total_seconds()
+            except ValueError:
+                seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError("must be a number of seconds above 0 (30, 2.5) or a duration (45s, 2m)")
+    return seconds
+
+
+def _duration(value: object) -> timedelta:
+    if isinstance(value, timedelta):
+        return value
+    try:
+        return parse_duration(_text(value))
+    except ValueError:
+        raise ValueError(
+            "is not a duration: write a whole number and a unit, 30d (days), 12h (hours), "
+            "90m (minutes), 45s (seconds) or 2w (weeks)"
+        ) from None
+
+
+def _database(value: object) -> str:
+    text = _text(value)
+    database_location(text)  # raises ValueError with what to write instead
+    return text
+
+
+def _redis(value: object) -> str:
+    text = _text(value)
+    if not text.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError("must be a Redis URL like redis://127.0.0.1:6379/0")
+    return text
+
+
+def _hosts(value: object) -> tuple[str, ...]:
+    if isinstance(value, tuple | list):
+        return tuple(str(host) for host in value)
+    return tuple(host.strip() for host in _text(value).split(",") if host.strip())
+
+
+def _tokens(value: object) -> pydantic.SecretStr:
+    secret = value if isinstance(value, pydantic.SecretStr) else None
+    text = secret.get_secret_value() if secret is not None else _text(value)
+    entries = (e.strip() for line in text.splitlines() for e in line.split("#", 1)[0].split(","))
+    for number, entry in enumerate(filter(None, entries), start=1):
+        token, colon, user = entry.rpartition(":")
+        if not colon or not token.strip() or not user.strip():
+            raise ValueError(
+                f"entry {number} is not token:user_id; write pairs such as s3cret:alice, "
+                "separated by commas"
+            )
+    return secret if secret is not None else pydantic.SecretStr(text)
+
+
+Whole = Annotated[int, pydantic.BeforeValidator(_whole)]
+Switch = Annotated[bool, pydantic.BeforeValidator(_switch)]
+Seconds = Annotated[float, pydantic.BeforeValidator(_seconds)]
+Database = Annotated[str, pydantic.BeforeValidator(_database)]
+_SECRET = {"api_tokens"}
+_URLS = {"db", "service_db", "redis_url"}
+
+
+class Settings(BaseSettings):
+    """Every ``REACTOR_*`` variable, typed and checked (docs/configuration.md lists them).
+
+    ``Settings()`` reads the process's environment; :func:`settings` does it once per
+    process and keeps the result. Options given to the constructor win over the
+    environment (``Settings(service_db=...)``, as ``reactor serve --db`` does).
+
+    Attributes:
+        db: ``REACTOR_DB``: the run database of ``reactor run``, ``runs``, ``show``...
+        service_db: ``REACTOR_SERVICE_DB``: the database of ``reactor serve``, ``worker``.
+        redis_url: ``REACTOR_REDIS_URL``: the job queue (scale-out) and shared rate limits.
+        reclaim_after: ``REACTOR_RECLAIM_AFTER``: seconds before a silent job is taken over.
+        retention: ``REACTOR_RETENTION``: how long ended runs are kept (``None``: always).
+        api_tokens: ``REACTOR_API_TOKENS``: ``token:user`` pairs (a secret).
+        api_tokens_file: ``REACTOR_API_TOKENS_FILE``: a file of ``token:user`` lines.
+        allowed_hosts: ``REACTOR_ALLOWED_HOSTS``: more host names the service answers to.
+        max_body: ``REACTOR_MAX_BODY``: the largest request body, in bytes.
+        stream_buffer: ``REACTOR_STREAM_BUFFER``: signals a run's feed keeps.
+        max_streams: ``REACTOR_MAX_STREAMS``: streams (SSE, WebSocket) at once.
+        otel: ``REACTOR_OTEL``: trace every run a service or worker executes.
+        otel_capture_content: ``REACTOR_OTEL_CAPTURE_CONTENT``: spans hold prompts too.
+        max_template_chars: ``REACTOR_MAX_TEMPLATE_CHARS``: the longest rendered template.
+        handler_threads: ``REACTOR_HANDLER_THREADS``: threads for synchronous handlers.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,
+        frozen=True,
+        extra="forbid",
+        validate_default=False,  # the defaults are right as written
+    )
+
+    db: Database = pydantic.Field(
+        ".reactor/runs.db",
+        description="the run database of reactor run, runs, show, replay, resume, fork, "
+        "diff, eval (when --db is not given)",
+    )
+    service_db: Database = pydantic.Field(
+        "sqlite:///.reactor/app.db",
+        description="the database of reactor serve, reactor worker and reactor db",
+    )
+    redis_url: Annotated[str | None, pydantic.BeforeValidator(_redis)] = pydantic.Field(
+        None, description="the job queue of serve and worker; shared rate limits"
+    )
+    reclaim_after: Seconds = pydantic.Field(
+        30.0, description="seconds a job may stay silent before another worker takes it"
+    )
+    retention: Annotated[timedelta | None, pydantic.BeforeValidator(_duration)] = pydantic.Field(
+        None, description="how long the service keeps runs after they end"
+    )
+    api_tokens: Annotated[pydantic.SecretStr | None, pydantic.BeforeValidator(_tokens)] = (
+        pydantic.Field(None, description="token:user pairs for the HTTP API", repr=False)
+    )
+    api_tokens_file: Annotated[Path | None, pydantic.BeforeValidator(_text)] = pydantic.Field(
+        None, description="a file of token:user lines for the HTTP API"
+    )
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode, pydantic.BeforeValidator(_hosts)] = (
+        pydantic.Field((), description="more host names the service answers to (*: any)")
+    )
+    max_body: Whole = pydantic.Field(1024 * 1024, description="the largest request body, bytes")
+    stream_buffer: Whole = pydantic.Field(
+        1000, description="signals a run's feed keeps; a follower that far behind is dropped"
+    )
+    max_streams: Whole = pydantic.Field(
+        256, description="Server-Sent Event and WebSocket streams at once"
+    )
+    otel: Switch = pydantic.Field(False, description="trace every run with OpenTelemetry")
+    otel_capture_content: Switch = pydantic.Field(
+        False, description="spans hold prompts and answers too"
+    )
+    max_template_chars: Whole = pydantic.Field(
+        4_000_000, description="the longest text a prompt or guard template may render"
+    )
+    handler_threads: Whole = pydantic.Field(
+        32, description="threads that run agents' synchronous run= handlers"
+    )
+
+    _options: frozenset[str] = pydantic.PrivateAttr(frozenset())
+
+    def __init__(self, **options: Any) -> None:
+        try:
+            super().__init__(**options)
+        except pydantic.ValidationError as exc:
+            raise ServiceConfigError(_lines(exc, options)) from None
+        self._options = frozenset(options)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Options, then the environment (the one :meth:`from_environ` was given, if so)."""
+        environ = _GIVEN.get()
+        return (init_settings, env_settings if environ is None else _Given(settings_cls, environ))
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], **options: Any) -> Settings:
+        """The settings ``environ`` (not the process's environment) gives, then ``options``.
+
+        Raises:
+            ServiceConfigError: A value is bad (one line per bad variable).
+        """
+        token = _GIVEN.set(environ)
+        try:
+            return cls(**options)
+        finally:
+            _GIVEN.reset(token)
+
+    @staticmethod
+    def variable(field: str) -> str:
+        """The environment variable of a field: ``max_streams`` -> ``REACTOR_MAX_STREAMS``."""
+        return f"{ENV_PREFIX}{field.upper()}"
+
+    def shown(self, field: str) -> str:
+        """A field's value as it may be shown: secrets and URL passwords masked."""
+        value = getattr(self, field)
+        if value is None or value == ():
+            return "(not set)"
+        if field in _SECRET:
+            text = value.get_secret_value()
+            pairs = sum(1 for e in text.replace("\n", ",").split(",") if e.split("#")[0].strip())
+            return f"*** ({pairs} token{'s' if pairs != 1 else ''})"
+        if field in _URLS:
+            return masked_url(str(value))
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, timedelta):
+            return _compact(value)
+        if isinstance(value, float):
+            return f"{value:g}s"
+        if isinstance(value, tuple):
+            return ",".join(value)
+        return str(value)
+
+    def effective(self) -> list[tuple[str, str, Source]]:
+        """Each variable, its value as shown, and where it came from.
+
+        ``option``: given to the constructor (a command-line option, which wins over the
+        environment); ``env``: the environment set it; ``default``: neither did.
+        """
+        rows: list[tuple[str, str, Source]] = []
+        for field in type(self).model_fields:
+            source: Source = "env" if field in self.model_fields_set else "default"
+            if field in self._options:
+                source = "option"
+            rows.append((self.variable(field), self.shown(field), source))
+        return rows
+
+
+_GIVEN: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "reactor_settings_environ", default=None
+)
+"""The environment :meth:`Settings.from_environ` reads instead of the process's."""
+
+
+class _Given(EnvSettingsSource):
+    """The environment source, over a given mapping rather than ``os.environ``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._given = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        fold = (lambda name: name) if self.case_sensitive else str.lower
+        return {fold(name): value for name, value in self._given.items() if value != ""}
+
+
+def _compact(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    for unit in ("w", "d", "h", "m"):
+        if seconds and seconds % _UNITS[unit] == 0:
+            return f"{seconds // _UNITS[unit]}{unit}"
+    return f"{seconds}s"
+
+
+def _lines(error: pydantic.ValidationError, options: Mapping[str, object]) -> str:
+    """One line per bad variable: ``REACTOR_X='value': what it must be``."""
+    lines: dict[str, str] = {}
+    for problem in error.errors(include_url=False):
+        field = str(problem["loc"][0]) if problem["loc"] else ""
+        name = Settings.variable(field) if field in Settings.model_fields else field
+        if field in options:
+            name = f"{name} (given as an option)"
+        if problem["type"] == "extra_forbidden":
+            lines.setdefault(field, f"{field!r} is not a setting")
+            continue
+        given = problem.get("input")
+        shown = "'***'" if field in _SECRET else repr(_text(given))
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        lines.setdefault(field, f"{name}={shown}: {message}")
+    return "\n".join(lines.values())
+
+
+@functools.cache
+def settings() -> Settings:
+    """The process's settings: its environment's ``REACTOR_*`` variables, read once.
+
+    Tests that set variables make a :class:`Settings` of their own, or call
+    ``settings.cache_clear()`` so that the next call reads the environment again.
+
+    Raises:
+        ServiceConfigError: A value is bad (one line per bad variable; not kept, so the
+            next call reads again).
+    """
+    return Settings()
