@@ -2,9 +2,9 @@
 
 :class:`RunHost` is the one place the service starts runs from (the API, schedules,
 resumption after a restart); it refuses new runs while the service stops, and on the
-way out holds those still running so that they resume at the next start. With a job
-queue (``REACTOR_REDIS_URL``) it only queues them: workers execute them (reactions
-too), and resume those a dead worker left.
+way out suspends those still running (``harness:suspended``, never ``aborted``) so that
+they resume at the next start. With a job queue (``REACTOR_REDIS_URL``) it only queues
+them: workers execute them (reactions too), and resume those a dead worker left.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class RunHost:
             await queue.aclose()
 
     def close(self) -> list[str]:
-        """Take no more runs, and hold the live ones (they resume at the next start)."""
+        """Take no more runs, and suspend the live ones (they resume at the next start)."""
         self.stopping = True
         if self._waking is not None:
             self._waking.cancel()
@@ -250,7 +250,8 @@ class RunHost:
             await self.runs.started(request, run_id)
             await self.queue.enqueue(request)
             return run_id
-        return await self.execute(request, accepted=True)
+        # A new run is answered once its row is written; a resumed one has its row.
+        return await self.execute(request, accepted=request.resume is None)
 
     async def execute(self, request: RunRequest, *, accepted: bool = False) -> str:
         """Start ``request`` in this process; return its run id once it has begun.
