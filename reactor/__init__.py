@@ -75,7 +75,13 @@ if TYPE_CHECKING:
     from reactor._backends.memory import MemorySignalStore
     from reactor._backends.postgres import PostgresSignalStore
     from reactor._backends.sqlite import SQLiteSignalStore
-    from reactor._engine.collector import CollectorTuning, tune_collector, untune_collector
+    from reactor._engine.collector import (
+        CollectorTuning,
+        tune_collector,
+        tune_gc,
+        untune_collector,
+        untune_gc,
+    )
     from reactor._engine.options import RunKwargs
     from reactor._engine.result import (
         AgentFailure,
@@ -262,7 +268,9 @@ __all__ = [
     "tool",
     "trace",
     "tune_collector",
+    "tune_gc",
     "untune_collector",
+    "untune_gc",
 ]
 
 __version__ = "0.1.0"
@@ -336,7 +344,9 @@ _LAZY: dict[str, str] = {
     "tool": "reactor._providers.tools",
     "trace": "reactor._prompts.trace",
     "tune_collector": "reactor._engine.collector",
+    "tune_gc": "reactor._engine.collector",
     "untune_collector": "reactor._engine.collector",
+    "untune_gc": "reactor._engine.collector",
 }
 """Where each public name is defined; imported on first access."""
 

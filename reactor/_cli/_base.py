@@ -15,11 +15,13 @@ from reactor._recording.storebase import SignalStoreBase
 __all__ = [
     "DB_ENV",
     "CommandError",
+    "add_gc_option",
     "db_option",
     "db_path",
     "is_url",
     "json_argument",
     "open_db",
+    "start_gc",
     "tags_argument",
     "writable_db",
 ]
@@ -108,3 +110,34 @@ def tags_argument(tags: list[str]) -> dict[str, str]:
             raise CommandError(f"--tag {tag!r} has no key: use --tag KEY or --tag KEY=VALUE")
         parsed[key] = value
     return parsed
+
+
+def add_gc_option(parser: argparse.ArgumentParser) -> None:
+    """Give a long-running command (``serve``, ``worker``) its ``--no-tune-gc``."""
+    parser.add_argument(
+        "--no-tune-gc",
+        dest="tune_gc",
+        action="store_false",
+        help="leave Python's garbage collector as it is (default: reactor.tune_gc(), full "
+        "collections rarer while 100 or more runs are in flight, and what the process "
+        "holds when the service starts frozen out of them)",
+    )
+
+
+def start_gc(args: argparse.Namespace) -> None:
+    """Tune the garbage collector for the life of the process, unless ``--no-tune-gc``.
+
+    A long-running command owns its process, so it may: a library imported by an
+    application never does (see :func:`reactor.tune_gc`). Said in the log either way.
+    """
+    import structlog
+
+    from reactor._engine.collector import tune_gc
+
+    if not args.tune_gc:
+        structlog.get_logger("reactor.cli").info("garbage collector left as it is")
+        return
+    tuning = tune_gc()
+    structlog.get_logger("reactor.cli").info(
+        "garbage collector tuned", busy_at=tuning.busy_at, full_threshold=tuning.full_threshold
+    )

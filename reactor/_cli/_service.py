@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from reactor._cli._base import CommandError
+from reactor._cli._base import CommandError, add_gc_option, start_gc
 
 __all__ = [
     "DB_EXAMPLE",
@@ -208,11 +208,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="API tokens, one token:user a line (also: $REACTOR_API_TOKENS='token:user,...')",
     )
     add_log_format(serve)
+    add_gc_option(serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``reactor serve``: run the service and its HTTP API until SIGTERM."""
     as_json = start_logging(args.log_format)
+    start_gc(args)
     return logged("serve", as_json, lambda: _serve(args, as_json))
 
 

@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from reactor._cli._base import CommandError
+from reactor._cli._base import CommandError, add_gc_option, start_gc
 
 __all__ = [
     "WORKERS_EXAMPLE",
@@ -69,6 +69,7 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
         help="seconds runs in flight get to finish on SIGTERM (default: 30)",
     )
     add_log_format(worker)
+    add_gc_option(worker)
 
 
 def _settings() -> object:
@@ -93,6 +94,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from reactor._cli._service import logged, start_logging
 
     as_json = start_logging(args.log_format)
+    start_gc(args)
     return logged("worker", as_json, lambda: _work(args))
 
 

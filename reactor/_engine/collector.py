@@ -1,4 +1,4 @@
-"""Fewer full garbage collections while many runs are in flight, by default.
+"""Fewer full garbage collections while many runs are in flight, when asked for.
 
 A run in flight holds about a hundred small objects for as long as it waits on its
 model calls. Python's collector starts a full collection each time the long-lived
@@ -9,18 +9,19 @@ many-small-runs rows). Runs are freed by reference counting when they end, whate
 the collector does, so making full collections rarer while the process is busy costs
 little: only garbage cycles that outlive the young generations wait longer.
 
-reactor counts the runs in flight in this process (``Run.execute`` reports each start
-and end). A tuning with the defaults of :func:`tune_collector` is installed when this
-module is first imported, unless the environment says ``REACTOR_TUNE_COLLECTOR=0``;
-:func:`untune_collector` removes it. The thresholds change only while a tuning is
-installed and only while the process is busy, never when the application collects
-less already, and the application's own settings come back when it is not busy.
+The collector belongs to the application: importing reactor and running graphs never
+change it. :func:`tune_gc` installs a tuning (``reactor serve`` and ``reactor worker``
+install one as they start, unless told ``--no-tune-gc``); :func:`untune_gc` removes
+it. reactor counts the runs in flight in this process (``Run.execute`` reports each
+start and end); the thresholds change only while a tuning is installed and only while
+the process is busy, never when the application collects less already, and the
+application's own settings come back when it is not busy. ``tune_collector`` and
+``untune_collector`` are their earlier names, kept as aliases for one release.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import threading
 from types import TracebackType
 from typing import Self
@@ -30,30 +31,29 @@ __all__ = [
     "run_finished",
     "run_started",
     "tune_collector",
+    "tune_gc",
     "untune_collector",
+    "untune_gc",
 ]
 
-ENV = "REACTOR_TUNE_COLLECTOR"
 BUSY_AT = 100  # runs in flight
 FULL_THRESHOLD = 1_000  # Python's is 10
-_OFF = frozenset({"0", "off", "false", "no"})
-_ON = frozenset({"", "1", "on", "true", "yes"})
 
 _lock = threading.Lock()
 _in_flight = 0
 _frozen = False  # freeze_long_lived() was done
-_tuning: CollectorTuning | None  # the installed one: set from the environment at the end
+_tuning: CollectorTuning | None = None  # the installed one: none until tune_gc()
 
 
-def tune_collector(
-    *, busy_at: int = BUSY_AT, full_threshold: int = FULL_THRESHOLD
-) -> CollectorTuning:
+def tune_gc(*, busy_at: int = BUSY_AT, full_threshold: int = FULL_THRESHOLD) -> CollectorTuning:
     """Make full garbage collections rarer while at least ``busy_at`` runs are in flight.
 
-    Process-wide. A tuning with these defaults is installed from the start (see
-    :func:`untune_collector` and ``REACTOR_TUNE_COLLECTOR=0`` to leave the collector
-    alone); call this to install one with other settings. While this process has
-    ``busy_at`` or more runs in flight (on any event loop), the collector's third
+    Process-wide, and only when called: importing reactor and running graphs leave the
+    collector as the application set it. ``reactor serve`` and ``reactor worker`` call
+    this with the defaults as they start (``--no-tune-gc`` leaves the collector alone
+    there); an application that runs thousands of graphs at once may call it too, once
+    at start or around a block. While this process has ``busy_at`` or more runs in
+    flight (on any event loop), the collector's third
     threshold (the number of collections of the middle generation before a full one is
     considered; Python's default is 10) is raised to ``full_threshold``; the young
     generations are left as they are. When the runs in flight drop below ``busy_at``
@@ -64,9 +64,12 @@ def tune_collector(
 
         import reactor
 
-        reactor.tune_collector(busy_at=1_000)       # for the life of the process
-        with reactor.tune_collector(busy_at=10):    # or for a block
+        reactor.tune_gc()                   # for the life of the process
+        with reactor.tune_gc(busy_at=10):   # or for a block
             await asyncio.gather(*(graph.run() for _ in range(10_000)))
+
+    ``tune_collector`` is the same function under its earlier name (an alias kept for
+    one release).
 
     Installing a tuning replaces the one installed before (undoing it first); undoing
     it, or leaving its ``with`` block, puts the one before back.
@@ -82,24 +85,27 @@ def tune_collector(
     """
     for name, value in (("busy_at", busy_at), ("full_threshold", full_threshold)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(
-                f"tune_collector({name}=...) takes a whole number >= 1, got {value!r}."
-            )
+            raise ValueError(f"tune_gc({name}=...) takes a whole number >= 1, got {value!r}.")
     tuning = CollectorTuning(busy_at, full_threshold)
     _install(tuning)
     return tuning
 
 
-def untune_collector() -> None:
+def untune_gc() -> None:
     """Leave the garbage collector to the application: uninstall the tuning.
 
-    Removes the tuning installed by default or by :func:`tune_collector`; if it had
-    changed the thresholds (the process was busy), the application's come back now.
-    Setting ``REACTOR_TUNE_COLLECTOR=0`` in the environment does the same from the
-    start, for processes (``reactor serve``, ``reactor worker``) whose code you do not
-    want to touch.
+    Removes the tuning installed by :func:`tune_gc`; if it had changed the thresholds
+    (the process was busy), the application's come back now. Does nothing when no
+    tuning is installed (the default). ``untune_collector`` is the same function under
+    its earlier name (an alias kept for one release).
     """
     _install(None)
+
+
+tune_collector = tune_gc
+"""Alias of :func:`tune_gc` (its earlier name), kept for one release."""
+untune_collector = untune_gc
+"""Alias of :func:`untune_gc` (its earlier name), kept for one release."""
 
 
 def freeze_long_lived() -> bool:
@@ -109,8 +115,8 @@ def freeze_long_lived() -> bool:
     170,000 objects in ``reactor serve``) live as long as the process, yet each full
     collection would walk them all again (a sixth of the time of 10,000 reactions).
     ``gc.freeze()`` moves them where the collector does not look. Does nothing (returns
-    False) after the first call, or when the collector is left to the application
-    (:func:`untune_collector`, ``REACTOR_TUNE_COLLECTOR=0``).
+    False) after the first call, or when the collector is left to the application (no
+    :func:`tune_gc`: the default, and ``--no-tune-gc``).
     """
     global _frozen
     with _lock:
@@ -135,7 +141,7 @@ def _install(tuning: CollectorTuning | None) -> None:
 
 
 class CollectorTuning:
-    """An installed :func:`tune_collector`: undo it, or use it as a context manager.
+    """An installed :func:`tune_gc`: undo it, or use it as a context manager.
 
     Attributes:
         busy_at: How many runs in flight make the process busy.
@@ -244,20 +250,3 @@ def _count(step: int) -> None:
         _in_flight += step
         if _tuning is not None:
             _tuning._follow(_in_flight)
-
-
-def _from_environment() -> CollectorTuning | None:
-    """The tuning installed at import: the defaults, unless ``REACTOR_TUNE_COLLECTOR`` is off."""
-    value = os.environ.get(ENV, "").strip().lower()
-    if value in _OFF:
-        return None
-    if value not in _ON:
-        raise ValueError(
-            f"{ENV}={os.environ[ENV]!r} is not understood: set it to 0 (or off, false, no) "
-            "to leave the garbage collector alone, or to 1 (or on, true, yes, or unset it) "
-            "for reactor's default tuning."
-        )
-    return CollectorTuning(BUSY_AT, FULL_THRESHOLD)
-
-
-_tuning = _from_environment()

@@ -1,13 +1,13 @@
-"""Full collections rarer only while the process has many runs in flight, by default."""
+"""Full collections rarer only while the process has many runs in flight, once asked for.
+
+Importing reactor and running graphs change nothing: that is
+:mod:`tests.reactor.test_process_globals`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import os
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -24,9 +24,8 @@ def app_thresholds() -> Iterator[None]:
     before = gc.get_threshold()
     gc.set_threshold(*APP)
     yield
-    reactor.untune_collector()
+    reactor.untune_gc()
     gc.set_threshold(*before)
-    reactor.tune_collector()  # reactor's default, as the test process started with
 
 
 class Parked:
@@ -59,8 +58,8 @@ class Parked:
 
 def tuning_for(extra_runs: int) -> CollectorTuning:
     """A tuning that is busy once ``extra_runs`` more runs than now are in flight."""
-    in_flight = reactor.tune_collector().runs_in_flight
-    return reactor.tune_collector(busy_at=in_flight + extra_runs)
+    in_flight = reactor.tune_gc().runs_in_flight
+    return reactor.tune_gc(busy_at=in_flight + extra_runs)
 
 
 async def test_full_collections_are_rarer_only_while_enough_runs_are_in_flight() -> None:
@@ -106,8 +105,8 @@ async def test_an_application_that_collects_less_already_is_left_alone() -> None
 
 @pytest.mark.parametrize(
     "stop",
-    [CollectorTuning.undo, lambda tuning: reactor.untune_collector()],
-    ids=["undo", "untune_collector"],
+    [CollectorTuning.undo, lambda tuning: reactor.untune_gc()],
+    ids=["undo", "untune_gc"],
 )
 async def test_stopping_gives_the_thresholds_back_at_once(
     stop: Callable[[CollectorTuning], None],
@@ -125,66 +124,16 @@ async def test_stopping_gives_the_thresholds_back_at_once(
     assert parked.seen == [APP] * 3
 
 
-HUNDRED_IN_FLIGHT = textwrap.dedent(
-    """
-    import asyncio, gc
-    from reactor import agent, reactive
-
-    async def main():
-        seen = []
-        release = asyncio.Event()
-
-        async def wait(ctx):
-            await release.wait()
-            seen.append(gc.get_threshold())
-
-        graph = reactive({"wait": agent(run=wait)})
-        gc.set_threshold(700, 10, 10)
-        runs = [asyncio.create_task(graph.run()) for _ in range(100)]
-        await asyncio.sleep(0.2)
-        release.set()
-        await asyncio.gather(*runs)
-        print(sorted(set(seen)), gc.get_threshold())
-
-    asyncio.run(main())
-    """
-)
-
-
-def in_a_new_process(tune: str | None) -> subprocess.CompletedProcess[str]:
-    """Hold 100 runs in flight in a fresh interpreter; it prints the thresholds it saw."""
-    env = {k: v for k, v in os.environ.items() if k != "REACTOR_TUNE_COLLECTOR"}
-    if tune is not None:
-        env["REACTOR_TUNE_COLLECTOR"] = tune
-    return subprocess.run(
-        [sys.executable, "-c", HUNDRED_IN_FLIGHT], env=env, capture_output=True, text=True
-    )
-
-
-def test_a_process_is_tuned_from_the_start_while_a_hundred_runs_are_in_flight() -> None:
-    done = in_a_new_process(None)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[(700, 10, 1000)] (700, 10, 10)"
-
-
-@pytest.mark.parametrize("off", ["0", "off", "False", " no "])
-def test_the_environment_can_leave_the_collector_alone(off: str) -> None:
-    done = in_a_new_process(off)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[(700, 10, 10)] (700, 10, 10)"
-
-
-def test_a_setting_not_understood_in_the_environment_says_what_is_expected() -> None:
-    done = in_a_new_process("sometimes")
-    assert done.returncode == 1
-    assert "REACTOR_TUNE_COLLECTOR='sometimes' is not understood: set it to 0" in done.stderr
+def test_the_earlier_names_are_aliases() -> None:
+    assert reactor.tune_collector is reactor.tune_gc
+    assert reactor.untune_collector is reactor.untune_gc
 
 
 async def test_leaving_a_block_puts_the_tuning_before_back() -> None:
     parked = Parked()
     before = tuning_for(1)
     tasks = await parked.hold(1)
-    with reactor.tune_collector(busy_at=before.busy_at, full_threshold=50):
+    with reactor.tune_gc(busy_at=before.busy_at, full_threshold=50):
         assert gc.get_threshold() == (700, 10, 50)
     assert gc.get_threshold() == (700, 10, 1_000)
     assert before.busy
@@ -198,7 +147,7 @@ async def test_a_new_tuning_replaces_the_one_before() -> None:
     first = tuning_for(1)
     tasks = await parked.hold(1)
     assert gc.get_threshold() == (700, 10, 1_000)
-    second = reactor.tune_collector(busy_at=first.busy_at, full_threshold=50)
+    second = reactor.tune_gc(busy_at=first.busy_at, full_threshold=50)
     assert gc.get_threshold() == (700, 10, 50)
     assert not first.busy
     assert second.busy
@@ -228,7 +177,7 @@ async def test_a_failed_run_is_counted_out_too() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"busy_at": 0}, "tune_collector(busy_at=...) takes a whole number >= 1, got 0."),
+        ({"busy_at": 0}, "tune_gc(busy_at=...) takes a whole number >= 1, got 0."),
         ({"full_threshold": -5}, "full_threshold=...) takes a whole number >= 1, got -5."),
         ({"busy_at": 2.5}, "got 2.5"),
         ({"busy_at": True}, "got True"),
@@ -236,5 +185,5 @@ async def test_a_failed_run_is_counted_out_too() -> None:
 )
 def test_bad_settings_say_what_is_expected(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match="whole number") as raised:
-        reactor.tune_collector(**kwargs)  # type: ignore[arg-type]
+        reactor.tune_gc(**kwargs)  # type: ignore[arg-type]
     assert message in str(raised.value)

@@ -144,6 +144,10 @@ def test_every_line_reactor_serve_writes_is_a_json_object(tmp_path: Path) -> Non
     assert ("uvicorn.error", "Application startup complete.") in said  # uvicorn's own
     assert ("noisy.app", "loaded noisy") in said  # an app's stdlib logger
     assert ("reactor.service", "service stopped") in said
+    tuned = [line for line in lines if line["event"] == "garbage collector tuned"]
+    assert [(t["logger"], t["busy_at"], t["full_threshold"]) for t in tuned] == [
+        ("reactor.cli", 100, 1_000)
+    ]
     warned = [line for line in lines if line.get("logger") == "py.warnings"]
     assert [line["level"] for line in warned] == ["warning"]
     assert "UserWarning: noisy is old; use served" in warned[0]["event"]
@@ -194,6 +198,9 @@ def test_a_worker_and_its_server_log_json_lines_by_default_off_a_terminal(
     worked = json_lines(tmp_path, "worker")
     taking = [line for line in worked if line["event"] == "taking jobs"]
     assert [line["concurrency"] for line in taking] == [32]
+    assert [line["busy_at"] for line in worked if line["event"] == "garbage collector tuned"] == [
+        100
+    ]
     assert any(str(line.get("logger")).startswith("taskiq") for line in worked), worked
     assert ("reactor.worker", "worker stopped") in {
         (ln.get("logger"), ln["event"]) for ln in worked
@@ -210,8 +217,7 @@ def test_console_lines_are_for_a_person(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     command = serve_command(
         *("--db", f"sqlite:///{tmp_path / 'app.db'}", "--port", str(port), "--grace", "5"),
-        "--log-format",
-        "console",
+        *("--log-format", "console", "--no-tune-gc"),
     )
     with running(command, tmp_path, "serve", {"REACTOR_API_TOKENS": TOKENS}) as process:
         ready(url, process)
@@ -227,3 +233,5 @@ def test_console_lines_are_for_a_person(tmp_path: Path) -> None:
     for part in ("request", "[reactor.access]", "method=GET", "status=200", "user=alice"):
         assert part in request[0]
     assert any("Application startup complete." in line for line in lines)
+    assert any("garbage collector left as it is" in line for line in lines)
+    assert not any("garbage collector tuned" in line for line in lines)
