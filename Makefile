@@ -10,7 +10,7 @@ PACKAGES := reactor stores migration
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,cli,otel]'
+	$(PY) -m pip install --quiet -e '.[dev,all]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -32,10 +32,6 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
-
 from reactor._recording.info import RunInfo
 from reactor._signals.names import (
     DELTAS,
@@ -50,6 +46,12 @@ from reactor._signals.names import (
     parse_agent_event,
 )
 from reactor._signals.signal import Signal, to_jsonable
+from reactor.exceptions._extras import importing
+
+with importing("otel", what="reactor.otel"):
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+from pathlib import Path
 
 import pytest
 
+import reactor
 import reactor.exceptions
 
 PUBLIC_API = {
@@ -181,6 +184,7 @@ PUBLIC_API = {
         "IdleTimeoutError",
         "LoopLimitError",
         "MCPServerError",
+        "MissingExtraError",
         "NoProviderError",
         "ObjectNotFoundError",
         "ObjectValidationError",
@@ -242,6 +246,7 @@ PUBLIC_API = {
         "ServiceConfigError",
         "ServiceError",
         "ServiceStateError",
+        "Settings",
         "StoredObject",
         "Suggestion",
         "SuggestionNotFoundError",
@@ -328,3 +333,60 @@ def test_public_names_import_from_their_package_in_a_fresh_interpreter(package: 
     code = f"from {package} import {names}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def _typing_imports() -> dict[str, str]:
+    """What reactor/__init__.py imports under ``TYPE_CHECKING``: name -> module."""
+    tree = ast.parse(Path(reactor.__file__).read_text())
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )
+    found: dict[str, str] = {}
+    for statement in block.body:
+        assert isinstance(statement, ast.ImportFrom), ast.unparse(statement)
+        for alias in statement.names:
+            # `name as name`: re-exported for mypy --strict and IDEs (no literal __all__)
+            assert alias.asname == alias.name, ast.unparse(statement)
+            found[alias.name] = f"{statement.module}"
+    return found
+
+
+def test_the_type_checking_imports_are_the_one_list_of_public_names() -> None:
+    """reactor's names are listed once (``_PUBLIC``); what type checkers see must agree."""
+    expected = "\n".join(
+        f"    from {module} import {name} as {name}"
+        for name, module in sorted(reactor._PUBLIC.items(), key=lambda item: item[::-1])
+    )
+    assert _typing_imports() == reactor._PUBLIC, (
+        f"reactor/__init__.py's TYPE_CHECKING block must be:\n\nif TYPE_CHECKING:\n{expected}"
+    )
+    assert reactor.__all__ == sorted(reactor._PUBLIC)
+
+
+def test_each_public_name_of_reactor_is_loaded_from_its_home() -> None:
+    """One documented home per name: reactor's own, or a public module it aliases."""
+    lower = (
+        "reactor.eval",
+        "reactor.exceptions",
+        "reactor.logging",
+        "reactor.otel",
+        "reactor.typing",
+    )
+    above = ("reactor.service", "reactor.testing")
+    for name, module in reactor._PUBLIC.items():
+        value = getattr(reactor, name)
+        if not any(part.startswith("_") for part in module.split(".")):
+            assert getattr(importlib.import_module(module), name) is value
+            assert name in importlib.import_module(module).__all__, f"{module}.{name}"
+            assert f":mod:`{module}`" in (reactor.__doc__ or ""), f"{module} is not named"
+            continue
+        for other in lower:  # a public home would be the one to load it from
+            home = importlib.import_module(other)
+            exported = name in home.__all__ and getattr(home, name) is value
+            assert not exported, f"reactor.{name} lives in {other}: load it from there"
+        for other in above:  # a re-export of reactor's name says it is an alias
+            package = importlib.import_module(other)
+            if name in package.__all__ and getattr(package, name) is value:
+                assert f"reactor.{name}" in (package.__doc__ or ""), f"{other}.{name}"

@@ -4,7 +4,8 @@
 ``minute hour day month weekday`` in UTC. APScheduler 3 counts weekdays from Monday
 (``0`` is Monday), where cron counts from Sunday (``0`` and ``7`` are Sunday):
 :func:`cron_trigger` translates the weekday field, so ``0 9 * * 1-5`` means weekdays
-at 09:00, as in any crontab. APScheduler is imported only when a schedule is read.
+at 09:00, as in any crontab. APScheduler (the ``service`` extra) is imported only when a
+schedule is read.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import re
 from datetime import UTC
 from typing import TYPE_CHECKING
+
+from reactor.exceptions._extras import importing
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
@@ -62,7 +65,8 @@ def cron_trigger(expression: str) -> CronTrigger:
         raise ValueError(f"it has {len(fields)} fields, cron has 5 (minute hour day month weekday)")
     minute, hour, day, month, weekday = fields
     weekdays = ",".join(part for item in weekday.split(",") for part in _weekday_item(item))
-    from apscheduler.triggers.cron import CronTrigger
+    with importing("service", what="A schedule (agent(schedule=...), cron_schedule)"):
+        from apscheduler.triggers.cron import CronTrigger
 
     return CronTrigger(
         minute=minute, hour=hour, day=day, month=month, day_of_week=weekdays, timezone=UTC

@@ -20,8 +20,6 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
 from reactor.exceptions import AgentConfigError
 
 __all__ = ["Skill", "system_with_skills"]
@@ -86,6 +84,8 @@ def _parse(text: str, file: Path) -> tuple[str, str, str]:
         raise AgentConfigError(
             f"Skill file {str(file)!r} does not close its front matter with '---'. {fix}"
         ) from None
+    import yaml  # only when a skill file is read: most programs have none
+
     try:
         meta = yaml.safe_load("\n".join(lines[1:end])) or {}
     except yaml.YAMLError as exc:

@@ -10,7 +10,6 @@ the activation with a :class:`~reactor.TemplateError` instead of eating the memo
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
@@ -23,6 +22,7 @@ import pydantic_core
 from jinja2.sandbox import SandboxedEnvironment
 
 from reactor._agents.compiled import compile_fast, compile_fast_template
+from reactor._signals.settings import settings
 from reactor._signals.signal import json_fallback
 from reactor.exceptions import AgentConfigError, TemplateError
 
@@ -44,8 +44,11 @@ CONTEXT_NAMES = ("state", "input", "signal", "agent", "run_id")
 Expression: TypeAlias = Callable[[Mapping[str, Any]], Any]
 """A compiled guard: evaluates over the names templates see."""
 
-MAX_CHARS = int(os.environ.get("REACTOR_MAX_TEMPLATE_CHARS", "4000000"))
-"""The longest text a template may render (``REACTOR_MAX_TEMPLATE_CHARS``)."""
+
+def max_chars() -> int:
+    """The longest text a template may render (``REACTOR_MAX_TEMPLATE_CHARS``)."""
+    return settings().max_template_chars
+
 
 _MAX_EXPONENT = 10_000
 _MISSING_NAME = re.compile(r"'([^']+)' is undefined")
@@ -98,11 +101,11 @@ class _Environment(SandboxedEnvironment):
                 if (
                     isinstance(sequence, str | list | tuple)
                     and isinstance(times, int)
-                    and len(sequence) * times > MAX_CHARS
+                    and len(sequence) * times > max_chars()
                 ):
                     raise jinja2.exceptions.SecurityError(
                         f"repeating a value {times:,} times would make "
-                        f"{len(sequence) * times:,} items, over the limit of {MAX_CHARS:,}"
+                        f"{len(sequence) * times:,} items, over the limit of {max_chars():,}"
                     )
         return super().call_binop(context, operator, left, right)
 
@@ -130,13 +133,13 @@ class Template:
         if self._fast is None:
             return _bounded(self._jinja.generate(context))
         text: str = self._fast(context)
-        if len(text) > MAX_CHARS:
+        if len(text) > max_chars():
             raise _TooLong
         return text
 
 
 class _TooLong(Exception):
-    """A template rendered more than ``MAX_CHARS``."""
+    """A template rendered more than :func:`max_chars`."""
 
 
 def compile_template(source: str, *, agent: str | None, field: str) -> Template:
@@ -242,14 +245,16 @@ def render(
         TemplateError: A variable or attribute is missing (named in the message), the
             sandbox refused an operation, the output is too long, or the template failed
             in another way. Never a raw Jinja error.
+        ServiceConfigError: A ``REACTOR_*`` variable is bad (read here the first time).
     """
+    max_chars()  # a bad setting is raised as itself, not as the template's failure
     try:
         if isinstance(template, Template):
             return template.render(context)
         return bool(template(context))
     except _TooLong:
         raise TemplateError(
-            f"Agent {agent!r}: the {field} rendered more than {MAX_CHARS:,} characters; "
+            f"Agent {agent!r}: the {field} rendered more than {max_chars():,} characters; "
             "shorten what it includes, or raise REACTOR_MAX_TEMPLATE_CHARS.",
             agent=agent,
         ) from None
@@ -285,10 +290,10 @@ def render(
 
 def _bounded(pieces: Iterable[str]) -> str:
     parts: list[str] = []
-    size = 0
+    size, limit = 0, max_chars()
     for piece in pieces:
         size += len(piece)
-        if size > MAX_CHARS:
+        if size > limit:
             raise _TooLong
         parts.append(piece)
     return "".join(parts)

@@ -16,11 +16,20 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from reactor._cli._base import CommandError
+from reactor._cli._base import CommandError, SettingsError, checked_settings
 from reactor._cli._parser import build_parser
 from reactor.exceptions import ReactorError
+from reactor.exceptions._extras import require_extras
 
 __all__ = ["main"]
+
+_EXTRAS = {
+    "db": ("service",),
+    "serve": ("service",),
+    "worker": ("service", "scaleout"),
+    "workers": ("service", "scaleout"),
+}
+"""The extras a command needs beyond the core: without them, one line says what to install."""
 
 _SIGPIPE_STATUS = 141
 """What a shell reports for a command stopped by SIGPIPE: the reader went away."""
@@ -37,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        require_extras(*_EXTRAS.get(args.command, ()), what="this command")
+        if hasattr(args, "db") and not hasattr(args, "log_format"):
+            checked_settings()  # bad REACTOR_* values stop it first (serve, worker: once logging)
         return handler(args)
     except BrokenPipeError:
         # The reader stopped (`reactor runs | head`): leave quietly, and keep Python
@@ -45,8 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return _SIGPIPE_STATUS
     except (CommandError, ReactorError, OSError) as exc:
-        print(f"reactor {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+        lines = str(exc).splitlines() if isinstance(exc, SettingsError) else [str(exc)]
+        for line in lines:  # bad settings: a line per variable
+            print(f"reactor {args.command}: error: {line}", file=sys.stderr)
+        return exc.status if isinstance(exc, CommandError) else 1
     except KeyboardInterrupt:
         print(f"reactor {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -1,26 +1,32 @@
-"""What the commands share: the user-facing error, the run database, JSON arguments."""
+"""What the commands share: the user-facing error, the settings, databases, JSON arguments."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from reactor._backends.sqlite import DEFAULT_PATH, SQLiteSignalStore
+from reactor._backends.sqlite import SQLiteSignalStore
 from reactor._recording.info import parse_tag
 from reactor._recording.storebase import SignalStoreBase
+from reactor._signals.settings import Settings, database_location, settings
+from reactor.exceptions import ServiceConfigError
+from reactor.exceptions._extras import importing
 
 __all__ = [
     "DB_ENV",
     "CommandError",
+    "SettingsError",
     "add_gc_option",
+    "checked_settings",
+    "db_argument",
     "db_option",
     "db_path",
     "is_url",
     "json_argument",
     "open_db",
+    "service_url",
     "start_gc",
     "tags_argument",
     "writable_db",
@@ -33,19 +39,62 @@ DB_ENV = "REACTOR_DB"
 class CommandError(Exception):
     """A user-facing error: printed on one line, exit status 1."""
 
+    status = 1
+
+
+class SettingsError(CommandError):
+    """Bad ``REACTOR_*`` values: one line each, exit status 2 (as for bad arguments)."""
+
+    status = 2
+
+
+def checked_settings(**options: Any) -> Settings:
+    """The process's settings (with ``options`` over them, as ``serve --db`` gives).
+
+    Raises:
+        SettingsError: A value is bad; the message has one line per bad variable.
+    """
+    try:
+        return Settings(**options) if options else settings()
+    except ServiceConfigError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def db_argument(text: str) -> str:
+    """``--db``'s type: a file path, ``sqlite:///path`` or ``postgresql://...``, checked."""
+    try:
+        database_location(text, memory=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
+    return text.strip()
+
+
+def service_url(where: str) -> str:
+    """A service's database as a URL: a plain path is the SQLite file ``sqlite:///path``."""
+    location = database_location(where, memory=True)
+    return f"sqlite:///{location}" if isinstance(location, Path) else where
+
 
 def db_path(args: argparse.Namespace) -> Path | str:
     """The run database: ``--db``, else ``$REACTOR_DB``, else ``.reactor/runs.db``.
 
-    A ``postgresql://`` URL is kept as text (a ``Path`` would fold its ``//``).
+    ``sqlite:///path`` and a plain path are the file's ``Path``; a ``postgresql://``
+    URL is kept as text (a ``Path`` would fold its ``//``).
+
+    Raises:
+        CommandError: The database names no file (``sqlite://``, in memory).
+        SettingsError: A ``REACTOR_*`` value is bad.
     """
-    where = args.db or os.environ.get(DB_ENV) or str(DEFAULT_PATH)
-    return where if is_url(where) else Path(where)
+    where = args.db or checked_settings().db
+    try:
+        return database_location(where)
+    except ValueError as exc:
+        raise CommandError(f"--db {where} {exc}") from None
 
 
 def db_option(path: Path | str) -> str:
     """How to name ``path`` in a suggested command (nothing for the default one)."""
-    if str(path) == (os.environ.get(DB_ENV) or str(DEFAULT_PATH)):
+    if str(path) == str(database_location(checked_settings().db)):
         return ""
     return f" --db {path}"
 
@@ -80,7 +129,8 @@ def writable_db(args: argparse.Namespace) -> SignalStoreBase:
 
 
 def _postgres(url: str) -> SignalStoreBase:
-    from reactor._backends.postgres import PostgresSignalStore
+    with importing("postgres", what="A postgresql:// database"):
+        from reactor._backends.postgres import PostgresSignalStore
 
     return PostgresSignalStore(url)
 

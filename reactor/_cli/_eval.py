@@ -25,7 +25,7 @@ from typing import Any
 
 import reactor.logging
 from reactor import eval as scorers
-from reactor._cli._base import CommandError, db_option, db_path, is_url, writable_db
+from reactor._cli._base import CommandError, db_argument, db_option, db_path, is_url, writable_db
 from reactor._cli._load import attribute, load_graph, provider
 from reactor._cli._output import Output
 from reactor._cli._render import Table, clean, money
@@ -101,8 +101,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser, *, statuses: Sequence[st
     options: list[tuple[str, dict[str, Any]]] = [
         ("--graph", {"metavar": "MODULE:GRAPH", "required": True,
                      "help": "the graph as the code is now (a module or file.py)"}),
-        ("--db", {"metavar": "PATH",
-                  "help": "the run database (default: $REACTOR_DB, else .reactor/runs.db)"}),
+        ("--db", {"metavar": "PATH", "type": db_argument,
+                  "help": "the run database: a path, sqlite:///path or postgresql://... "
+                  "(default: $REACTOR_DB, else .reactor/runs.db)"}),
         ("--graph-name", {"metavar": "NAME", "help": "evaluate the runs recorded under this "
                           "graph name (default: the graph's name)"}),
         ("--tag", {**many, "metavar": "KEY[=VALUE]",
@@ -396,7 +397,9 @@ def add_tag_command(runs: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--db",
         default=argparse.SUPPRESS,  # `reactor runs --db X tag ...` keeps its X
         metavar="PATH",
-        help="the run database (default: $REACTOR_DB, else .reactor/runs.db)",
+        type=db_argument,
+        help="the run database: a path, sqlite:///path or postgresql://... (default: "
+        "$REACTOR_DB, else .reactor/runs.db)",
     )
     tag.add_argument("--plain", action="store_true", help="plain text, no colours (as when piped)")
     tag.set_defaults(parser=tag, handler=cmd_runs_tag)

@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 import reactor
-from reactor._cli._base import DB_ENV
+from reactor._cli._base import DB_ENV, db_argument
 from reactor._cli._eval import (
     EVAL_EXAMPLE,
     EVAL_SUMMARY,
@@ -305,7 +305,9 @@ def _db(parser: argparse.ArgumentParser, what: str, *aliases: str) -> None:
         *aliases,
         dest="db",
         metavar="PATH",
-        help=f"{what} (default: ${DB_ENV}, else .reactor/runs.db)",
+        type=db_argument,
+        help=f"{what}: a file path, sqlite:///path or postgresql://... "
+        f"(default: ${DB_ENV}, else .reactor/runs.db)",
     )
 
 

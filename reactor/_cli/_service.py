@@ -14,12 +14,22 @@ import sys
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
 import structlog
 
-from reactor._cli._base import CommandError, add_gc_option, start_gc
+from reactor._cli._base import (
+    CommandError,
+    SettingsError,
+    add_gc_option,
+    checked_settings,
+    db_argument,
+    service_url,
+    start_gc,
+)
+from reactor._signals.settings import Settings
 
 __all__ = [
     "DB_EXAMPLE",
@@ -29,12 +39,14 @@ __all__ = [
     "SERVE_SUMMARY",
     "add_db_arguments",
     "add_log_format",
+    "add_print_config",
     "add_serve_arguments",
     "app_service",
     "cmd_db",
     "cmd_serve",
     "default_log_format",
     "logged",
+    "print_config",
     "say_error",
     "seconds_arg",
     "start_logging",
@@ -65,9 +77,9 @@ def add_db_arguments(db: argparse.ArgumentParser) -> None:
     upgrade.add_argument(
         "--db",
         metavar="URL",
-        default=DEFAULT_SERVICE_URL,
+        type=db_argument,
         help="sqlite:///path.db, a file path, or postgresql://... "
-        f"(default: {DEFAULT_SERVICE_URL})",
+        f"(default: $REACTOR_SERVICE_DB, else {DEFAULT_SERVICE_URL})",
     )
 
     prune = actions.add_parser(
@@ -84,9 +96,10 @@ def add_db_arguments(db: argparse.ArgumentParser) -> None:
     prune.add_argument(
         "--db",
         metavar="URL",
-        default=DEFAULT_SERVICE_URL,
+        type=db_argument,
         help="the database whose recorded runs to prune: sqlite:///path.db, a file path "
-        f"(.reactor/runs.db), or postgresql://... (default: {DEFAULT_SERVICE_URL})",
+        "(.reactor/runs.db), or postgresql://... (default: $REACTOR_SERVICE_DB, else "
+        f"{DEFAULT_SERVICE_URL}); one that does not exist is not created",
     )
     prune.add_argument(
         "--older-than",
@@ -129,8 +142,9 @@ def cmd_db(args: argparse.Namespace) -> int:
     from reactor.service import upgrade_database
     from reactor.service._objects.db import describe_url
 
-    revision = asyncio.run(upgrade_database(args.db))
-    print(f"{describe_url(args.db)}: the tables are at revision {revision} (the newest).")
+    url = service_url(args.db or checked_settings().service_db)
+    revision = asyncio.run(upgrade_database(url))
+    print(f"{describe_url(url)}: the tables are at revision {revision} (the newest).")
     return 0
 
 
@@ -139,9 +153,15 @@ def _prune(args: argparse.Namespace) -> int:
     from reactor.service._hosting.hosting import default_record
     from reactor.service._objects.db import Database, describe_url
 
+    config = checked_settings()
+    url = service_url(args.db or config.service_db)
+    named = "--db" if args.db else ""
+    if not args.db and "service_db" in config.model_fields_set:
+        named = "REACTOR_SERVICE_DB"
+    _existing(url, named)
     statuses = args.status or ["completed"]
     status = None if "all" in statuses else tuple(statuses)
-    store, _ = asyncio.run(default_record(Database(args.db)))
+    store, _ = asyncio.run(default_record(Database(url)))
     try:
         count = store.prune(
             older_than=args.older_than,
@@ -157,10 +177,29 @@ def _prune(args: argparse.Namespace) -> int:
     age = _age(args.older_than)
     runs = f"{count} run{'s' if count != 1 else ''}"
     if args.dry_run:
-        print(f"{describe_url(args.db)}: {runs} ({which}) ended more than {age} ago would go.")
+        print(f"{describe_url(url)}: {runs} ({which}) ended more than {age} ago would go.")
     else:
-        print(f"{describe_url(args.db)}: deleted {runs} ({which}) that ended more than {age} ago.")
+        print(f"{describe_url(url)}: deleted {runs} ({which}) that ended more than {age} ago.")
     return 0
+
+
+def _existing(url: str, named_by: str) -> None:
+    """Refuse a SQLite database that is not there (or in memory): pruning creates none.
+
+    Raises:
+        CommandError: Naming where it looked (and who named it) and how to name one.
+    """
+    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else None
+    if url.startswith("sqlite") and path is None:
+        raise CommandError(f"--db {url} is a database in memory: it has no runs to prune")
+    if path is None or Path(path).exists():
+        return
+    how = f"named by {named_by}" if named_by else "the default"
+    raise CommandError(
+        f"no database at {path} ({how}; nothing was created): name the one whose runs to "
+        "prune with --db PATH or URL, or REACTOR_SERVICE_DB (runs recorded by `reactor run` "
+        "are in .reactor/runs.db)"
+    )
 
 
 def _age(age: timedelta) -> str:
@@ -193,7 +232,9 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--db",
         metavar="URL",
-        help=f"the service's database (default: $REACTOR_SERVICE_DB, else {DEFAULT_SERVICE_URL})",
+        type=db_argument,
+        help="the service's database: sqlite:///path.db, a file path or postgresql://... "
+        f"(default: $REACTOR_SERVICE_DB, else {DEFAULT_SERVICE_URL})",
     )
     serve.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, help="the port to listen on (default: 8000)")
@@ -207,29 +248,61 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="API tokens, one token:user a line (also: $REACTOR_API_TOKENS='token:user,...')",
     )
+    add_print_config(serve)
     add_log_format(serve)
     add_gc_option(serve)
 
 
+def add_print_config(parser: argparse.ArgumentParser) -> None:
+    """Give a long-running command (``serve``, ``worker``) its ``--print-config``."""
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective settings (each REACTOR_* variable and option, its value "
+        "with secrets masked, and where it came from), then exit",
+    )
+
+
+def print_config(config: Settings, options: list[tuple[str, str, str]]) -> int:
+    """Print the effective settings: variable, value (secrets masked), where it came from."""
+    rows = [("setting", "value", "from"), *config.effective(), *options]
+    width = [max(len(row[column]) for row in rows) for column in (0, 1)]
+    for name, value, source in rows:
+        print(f"{name:<{width[0]}}  {value:<{width[1]}}  {source}")
+    sys.stdout.flush()
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """``reactor serve``: run the service and its HTTP API until SIGTERM."""
+    if args.print_config:
+        config, settings = _serve_settings(args)
+        given = {"--host": args.host, "--port": args.port, "--grace": args.grace}
+        options = [
+            (name, str(getattr(settings, name[2:])), "default" if value is None else "option")
+            for name, value in given.items()
+        ]
+        return print_config(config, options)
     as_json = start_logging(args.log_format)
     start_gc(args)
     return logged("serve", as_json, lambda: _serve(args, as_json))
 
 
+def _serve_settings(args: argparse.Namespace) -> tuple[Settings, Any]:
+    """The process's settings with ``serve``'s options over them, and how it serves."""
+    from reactor.service._api.serve import ServeSettings
+
+    options = {"service_db": args.db, "api_tokens_file": args.tokens_file}
+    config = checked_settings(**{key: value for key, value in options.items() if value})
+    given = {"host": args.host, "port": args.port, "grace": args.grace}
+    return config, ServeSettings.read(given, config)
+
+
 def _serve(args: argparse.Namespace, as_json: bool) -> int:
     from reactor.exceptions import ServiceConfigError
-    from reactor.service._api.serve import ServeSettings, is_loopback, serve
+    from reactor.service._api.serve import is_loopback, serve
 
-    given = {
-        "host": args.host,
-        "port": args.port,
-        "db": args.db,
-        "grace": args.grace,
-        "tokens_file": args.tokens_file,
-    }
-    settings = ServeSettings.read(given)
+    _, settings = _serve_settings(args)
     try:
         tokens = settings.api_tokens()
     except ServiceConfigError as exc:
@@ -242,7 +315,7 @@ def _serve(args: argparse.Namespace, as_json: bool) -> int:
             as_json,
         )
         return 2
-    service = app_service(args.app, settings.db, given_db=args.db is not None)
+    service = app_service(args.app, service_url(settings.db), given_db=args.db is not None)
     try:
         return serve(service, settings)
     except ServiceConfigError as exc:  # the port is taken: said before anything started
@@ -325,6 +398,10 @@ def logged(command: str, as_json: bool, body: Callable[[], int]) -> int:
         return body()
     except BrokenPipeError:
         raise
+    except SettingsError as exc:  # a line per bad variable
+        for line in str(exc).splitlines():
+            say_error(command, line, as_json)
+        return exc.status
     except (CommandError, ReactorError, OSError) as exc:
         say_error(command, str(exc), as_json)
         return 1

@@ -7,8 +7,16 @@ import asyncio
 import signal
 import sys
 import time
+from typing import Any
 
-from reactor._cli._base import CommandError, add_gc_option, start_gc
+from reactor._cli._base import (
+    CommandError,
+    add_gc_option,
+    checked_settings,
+    db_argument,
+    service_url,
+    start_gc,
+)
 
 __all__ = [
     "WORKERS_EXAMPLE",
@@ -41,19 +49,20 @@ def _positive(text: str) -> int:
 
 def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
     """Give ``reactor worker`` its options."""
-    from reactor._cli._service import add_log_format, seconds_arg
+    from reactor._cli._service import add_log_format, add_print_config, seconds_arg
 
     worker.add_argument(
         "--app",
         metavar="MODULE:SERVICE",
-        required=True,
         help="the ReactionService whose runs to execute (or a function of the database URL "
-        "returning one): the same as `reactor serve --app`",
+        "returning one): the same as `reactor serve --app`; required",
     )
     worker.add_argument(
         "--db",
         metavar="URL",
-        help="the service's database (default: $REACTOR_SERVICE_DB, else the app's)",
+        type=db_argument,
+        help="the service's database: sqlite:///path.db, a file path or postgresql://... "
+        "(default: $REACTOR_SERVICE_DB, else the app's)",
     )
     worker.add_argument(
         "--concurrency",
@@ -68,18 +77,16 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
         default=30.0,
         help="seconds runs in flight get to finish on SIGTERM (default: 30)",
     )
+    add_print_config(worker)
     add_log_format(worker)
     add_gc_option(worker)
 
 
 def _settings() -> object:
-    from reactor.exceptions import ServiceConfigError
     from reactor.service._scaleout.queue import REDIS_ENV, QueueSettings
 
-    try:
-        settings = QueueSettings.from_env()
-    except ServiceConfigError as exc:
-        raise CommandError(str(exc)) from None
+    checked_settings()  # a line per bad REACTOR_* value, exit 2
+    settings = QueueSettings.from_env()
     if settings is None:
         raise CommandError(
             f"{REDIS_ENV} is not set: workers take their jobs from Redis, e.g. "
@@ -91,17 +98,26 @@ def _settings() -> object:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """``reactor worker``: execute queued runs until SIGTERM or Ctrl-C, then drain."""
-    from reactor._cli._service import logged, start_logging
+    from reactor._cli._service import logged, print_config, start_logging
 
+    if args.print_config:
+        config = checked_settings(**({"service_db": args.db} if args.db else {}))
+        given = {"--concurrency": args.concurrency, "--grace": args.grace}
+        sources = {"--concurrency": 32, "--grace": 30.0}  # the defaults
+        options = [
+            (name, str(value), "default" if value == sources[name] else "option")
+            for name, value in given.items()
+        ]
+        return print_config(config, options)
+    if args.app is None:
+        args.parser.error("the following arguments are required: --app")
     as_json = start_logging(args.log_format)
     start_gc(args)
     return logged("worker", as_json, lambda: _work(args))
 
 
 def _work(args: argparse.Namespace) -> int:
-    import os
-
-    from reactor._cli._service import DEFAULT_SERVICE_URL, app_service
+    from reactor._cli._service import app_service
     from reactor._signals.diagnostics import log
     from reactor.exceptions import ServiceConfigError
     from reactor.service._hosting.telemetry import telemetry_from_env
@@ -110,7 +126,7 @@ def _work(args: argparse.Namespace) -> int:
 
     settings = _settings()
     assert isinstance(settings, QueueSettings)
-    db = args.db or os.environ.get("REACTOR_SERVICE_DB") or DEFAULT_SERVICE_URL
+    db = service_url(args.db or checked_settings().service_db)
     service = app_service(args.app, db, given_db=args.db is not None)
     try:
         telemetry = telemetry_from_env()
@@ -137,17 +153,21 @@ def _work(args: argparse.Namespace) -> int:
 
 
 def cmd_workers(args: argparse.Namespace) -> int:
-    """``reactor workers``: the live workers, their runs, and how long they have run."""
+    """``reactor workers``: the live workers, their runs, and the jobs waiting for other code."""
     from reactor.service._scaleout.queue import QueueSettings
+    from reactor.service._scaleout.waiting import waiting_jobs
     from reactor.service._scaleout.worker import live_workers
 
     settings = _settings()
     assert isinstance(settings, QueueSettings)
-    workers = asyncio.run(live_workers(settings))
+
+    async def look() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        return await live_workers(settings), await waiting_jobs(settings)
+
+    workers, waiting = asyncio.run(look())
+    now = time.time()
     if not workers:
         print("No live workers (start one with `reactor worker --app MODULE:SERVICE`).")
-        return 0
-    now = time.time()
     for worker in workers:
         runs = worker["runs"]
         print(
@@ -156,5 +176,12 @@ def cmd_workers(args: argparse.Namespace) -> int:
         )
         for run_id in runs:
             print(f"  {run_id}")
+    if waiting:  # their graph or agent is not in the code of the workers that took them
+        print(f"{len(waiting)} job{'s' if len(waiting) != 1 else ''} waiting for other code:")
+    for job in waiting:
+        print(
+            f"  {job['job']}  waiting for a worker with {job['waits_for']}  "
+            f"for {now - float(job['since']):.0f}s"
+        )
     sys.stdout.flush()
     return 0

@@ -45,6 +45,7 @@ from reactor._recording.store import flush_run
 from reactor._signals.bus import SignalBus
 from reactor._signals.diagnostics import log
 from reactor._signals.names import HARNESS_END, HARNESS_ENDING, INBOX_PREFIX, inbox_agent
+from reactor._signals.settings import settings
 from reactor._signals.signal import Signal
 from reactor.exceptions import BudgetExceededError, RunSuspendedError, RunTimeoutError
 from stores import Store, create_store
@@ -78,6 +79,7 @@ class Run:
         resume: ResumePlan | None = None,
         forked: Forked | None = None,
     ) -> None:
+        settings()  # the environment's REACTOR_* values are checked before any run begins
         self.graph = graph
         self.options = options
         self.input: Any = options.input

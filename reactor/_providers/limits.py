@@ -27,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 import random
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from reactor._signals.diagnostics import log
+from reactor._signals.settings import settings
+from reactor.exceptions._extras import require_extras
 
 __all__ = ["BACKOFF_CAP", "Limits", "backoff"]
 
@@ -41,7 +42,6 @@ BACKOFF_BASE = 0.5
 """Seconds before the first retry when the API does not say (doubled for each next one)."""
 BACKOFF_CAP = 60.0
 """The longest wait between two attempts, ``retry-after`` included."""
-REDIS_ENV = "REACTOR_REDIS_URL"
 OUTAGE_FIRST = 1.0
 OUTAGE_MAX = 30.0
 """Seconds before the shared bucket is asked again after Redis failed (doubled after
@@ -182,7 +182,7 @@ class Limits:
         bucket = self._bucket
         if bucket is None:
             return
-        url = self._redis_url if self._redis_url is not None else os.environ.get(REDIS_ENV, "")
+        url = self._redis_url if self._redis_url is not None else settings().redis_url or ""
         while url and self._shared_usable():
             wait = await self._shared_take(url, bucket)
             if wait is None:
@@ -210,6 +210,7 @@ class Limits:
 
         ``None`` when Redis cannot be reached: the caller takes from ``bucket`` instead.
         """
+        require_extras("scaleout", what="A rate limit shared over Redis (REACTOR_REDIS_URL)")
         try:
             client = self._redis_client(url)
             found = await client.eval(
@@ -220,7 +221,6 @@ class Limits:
             delay = min(OUTAGE_MAX, OUTAGE_FIRST * 2 ** min(self._failures - 1, 8))
             delay *= random.uniform(0.5, 1.0)  # processes do not all come back at once
             self._retry_at = time.monotonic() + delay
-            self._probing = False
             if not self._redis_down:
                 self._redis_down = True
                 log(
@@ -232,7 +232,8 @@ class Limits:
                     retry_in_s=round(delay, 2),
                 )
             return None
-        self._probing = False
+        finally:  # also when the request is cancelled meanwhile: the next one may ask
+            self._probing = False
         if self._redis_down:
             self._redis_down = False
             log(

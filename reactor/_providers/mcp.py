@@ -28,6 +28,7 @@ from reactor._providers.toolrun import ToolFailure
 from reactor._providers.tools import Tool, ToolContext
 from reactor._signals.names import MCP_CALL, MCP_CONNECT, MCP_ERROR, MCP_RESULT, error_info
 from reactor.exceptions import AgentConfigError, MCPServerError
+from reactor.exceptions._extras import importing
 
 __all__ = ["MCPPool", "MCPServer", "MCPTool", "connect_servers"]
 
@@ -145,7 +146,8 @@ class MCPTool(Tool):
 
 
 async def _open(stack: contextlib.AsyncExitStack, server: MCPServer, env: Mapping[str, str]) -> Any:
-    from mcp import Client, StdioServerParameters
+    with importing("mcp", what="MCPServer"):
+        from mcp import Client, StdioServerParameters
 
     if server.transport == "stdio":
         assert server.command is not None

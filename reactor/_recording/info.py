@@ -17,6 +17,7 @@ from reactor._signals.names import (
     TIMER_FIRED,
     TIMER_SET,
 )
+from reactor._signals.settings import parse_duration
 
 if TYPE_CHECKING:
     from reactor._signals.signal import Signal
@@ -276,25 +277,6 @@ def prune_bounds(
                 f"(statuses {', '.join(ENDED)}); a run that has not ended never is."
             )
     return time.time() - older_than.total_seconds(), statuses
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> timedelta:
-    """A duration written ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``.
-
-    Raises:
-        ValueError: It is not a whole number followed by one of those units.
-    """
-    value = text.strip().lower() if isinstance(text, str) else ""
-    number, unit = value[:-1], value[-1:]
-    if unit not in _UNITS or not number.isdigit():
-        raise ValueError(
-            f"{text!r} is not a duration; write a whole number and a unit: 30d (days), "
-            "12h (hours), 90m (minutes), 45s (seconds) or 2w (weeks)."
-        )
-    return timedelta(seconds=int(number) * _UNITS[unit])
 
 
 @dataclasses.dataclass(frozen=True)

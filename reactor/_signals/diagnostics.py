@@ -4,18 +4,19 @@ They go through structlog once it is configured (``reactor.logging.configure()``
 application's own ``structlog.configure()``, or ``structlog.testing.capture_logs()``),
 and through the standard ``logging`` module otherwise, which by default shows warnings
 and errors on stderr and keeps debug notes quiet: a library must not print its
-internals into an application that did not ask. They never raise.
+internals into an application that did not ask. They never raise. This module does not
+import structlog (whoever configures it has), so importing reactor loads neither it
+nor the rich it imports when installed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
-
-import structlog
 
 __all__ = ["log", "muted", "short_repr"]
 
@@ -34,7 +35,8 @@ def log(logger: str, level: str, event: str, **fields: Any) -> None:
     if event in _MUTED.get():
         return
     try:
-        if structlog.is_configured():
+        structlog = sys.modules.get("structlog")  # configured only by whoever imports it
+        if structlog is not None and structlog.is_configured():
             getattr(structlog.get_logger(logger), level)(event, **fields)
             return
         stdlib = logging.getLogger(logger)

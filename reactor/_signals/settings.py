@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -42,6 +42,7 @@ __all__ = [
     "masked_url",
     "parse_duration",
     "settings",
+    "settings_from",
 ]
 
 ENV_PREFIX = "REACTOR_"
@@ -73,12 +74,14 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=int(number) * _UNITS[unit])
 
 
-def database_location(text: str) -> Path | str:
+def database_location(text: str, *, memory: bool = False) -> Path | str:
     """A database as ``--db`` and ``REACTOR_DB`` name it: a SQLite file's path, or a URL.
 
     ``sqlite:///runs.db`` (``sqlite:////abs/runs.db`` for an absolute path) and a plain
     path are both the file's :class:`~pathlib.Path`; a ``postgresql://`` (or
-    ``postgres://``) URL is kept as text, without a SQLAlchemy driver suffix.
+    ``postgres://``) URL is kept as text, without a SQLAlchemy driver suffix. With
+    ``memory``, ``sqlite://`` (a database in memory, a service's for a test) is kept
+    as text too.
 
     Raises:
         ValueError: A URL of another kind, or a SQLite URL that names no file.
@@ -92,12 +95,14 @@ def database_location(text: str) -> Path | str:
     backend, _, driver = scheme.lower().partition("+")
     if backend not in _DB_SCHEMES or driver not in _DB_DRIVERS:
         raise ValueError(f"is not a database this can use; use {DB_FORMS}")
-    if backend == "sqlite":
-        path = rest[1:] if rest.startswith("/") else ""
-        if not path or path == ":memory:" or "?" in path:
-            raise ValueError(f"names no SQLite file; use {DB_FORMS}")
-        return Path(path)
-    return f"{backend}://{rest}"
+    if backend != "sqlite":
+        return f"{backend}://{rest}"
+    path = rest[1:] if rest.startswith("/") else rest
+    if memory and path in ("", ":memory:"):
+        return text
+    if not rest.startswith("/") or path in ("", ":memory:") or "?" in path:
+        raise ValueError(f"names no SQLite file; use {DB_FORMS}")
+    return Path(path)
 
 
 def masked_url(url: str) -> str:
@@ -171,6 +176,12 @@ def _database(value: object) -> str:
     return text
 
 
+def _service_database(value: object) -> str:
+    text = _text(value)
+    database_location(text, memory=True)
+    return text
+
+
 def _redis(value: object) -> str:
     text = _text(value)
     if not text.startswith(("redis://", "rediss://", "unix://")):
@@ -201,7 +212,6 @@ def _tokens(value: object) -> pydantic.SecretStr:
 Whole = Annotated[int, pydantic.BeforeValidator(_whole)]
 Switch = Annotated[bool, pydantic.BeforeValidator(_switch)]
 Seconds = Annotated[float, pydantic.BeforeValidator(_seconds)]
-Database = Annotated[str, pydantic.BeforeValidator(_database)]
 _SECRET = {"api_tokens"}
 _URLS = {"db", "service_db", "redis_url"}
 
@@ -239,12 +249,12 @@ class Settings(BaseSettings):
         validate_default=False,  # the defaults are right as written
     )
 
-    db: Database = pydantic.Field(
+    db: Annotated[str, pydantic.BeforeValidator(_database)] = pydantic.Field(
         ".reactor/runs.db",
         description="the run database of reactor run, runs, show, replay, resume, fork, "
         "diff, eval (when --db is not given)",
     )
-    service_db: Database = pydantic.Field(
+    service_db: Annotated[str, pydantic.BeforeValidator(_service_database)] = pydantic.Field(
         "sqlite:///.reactor/app.db",
         description="the database of reactor serve, reactor worker and reactor db",
     )
@@ -318,6 +328,10 @@ class Settings(BaseSettings):
             return cls(**options)
         finally:
             _GIVEN.reset(token)
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            yield name, masked_url(value) if name in _URLS and isinstance(value, str) else value
 
     @staticmethod
     def variable(field: str) -> str:
@@ -416,3 +430,8 @@ def settings() -> Settings:
             next call reads again).
     """
     return Settings()
+
+
+def settings_from(environ: Mapping[str, str] | None = None) -> Settings:
+    """:func:`settings` (the process's, read once), or the settings ``environ`` gives."""
+    return settings() if environ is None else Settings.from_environ(environ)

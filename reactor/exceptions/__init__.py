@@ -14,6 +14,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── HandlerError(TypeError)           a callable cannot be used as a signal handler
     ├── LoopLimitError(RuntimeError)      a run hit max_depth or max_activations
     ├── MCPServerError(RuntimeError)      an MCP server failed to start or to list its tools
+    ├── MissingExtraError(ModuleNotFoundError) a part needs an extra: the pip install to run
     ├── OutputValidationError(ValueError) an agent's output never matched its model
     ├── PatternError(ValueError)          a signal pattern cannot be compiled
     ├── PayloadError(ValueError)          a value cannot enter the log (path named)
@@ -103,6 +104,7 @@ from reactor.exceptions._engine import (
     TemplateError,
     ToolNotRecordedError,
 )
+from reactor.exceptions._extras import MissingExtraError
 from reactor.exceptions._service import (
     AgentConflictError,
     CapabilityError,
@@ -139,6 +141,7 @@ __all__ = [
     "IdleTimeoutError",
     "LoopLimitError",
     "MCPServerError",
+    "MissingExtraError",
     "NoProviderError",
     "ObjectNotFoundError",
     "ObjectValidationError",

@@ -25,10 +25,15 @@
   applied or kept as :class:`Suggestion` objects for a person, within their
   :class:`Capabilities`.
 
+* :class:`Settings`: every ``REACTOR_*`` variable, typed and checked
+  (``docs/configuration.md``); importing it loads none of the service stack.
+
 See ``docs/reactions.md``.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from reactor._agents.reaction import Capabilities, ExecutionMode, Reaction
 from reactor.exceptions import (
@@ -46,21 +51,27 @@ from reactor.exceptions import (
     SuggestionResolvedError,
     SuggestionStaleError,
 )
-from reactor.service._api.app import create_app
-from reactor.service._hosting.service import ReactionService
-from reactor.service._objects.changes import (
-    Changes,
-    Create,
-    Delete,
-    Operation,
-    ProcessingEntry,
-    Suggestion,
-    Update,
-)
-from reactor.service._objects.db import upgrade_database
-from reactor.service._objects.objects import ObjectStore
-from reactor.service._objects.values import Actor, AgentActor, ObjectEvent, StoredObject, User
-from reactor.service._reactions.view import AgentObjects
+from reactor.exceptions._extras import importing
+
+with importing("service", what="reactor.service"):  # one line naming the pip install
+    from reactor.service._api.app import create_app
+    from reactor.service._hosting.service import ReactionService
+    from reactor.service._objects.changes import (
+        Changes,
+        Create,
+        Delete,
+        Operation,
+        ProcessingEntry,
+        Suggestion,
+        Update,
+    )
+    from reactor.service._objects.db import upgrade_database
+    from reactor.service._objects.objects import ObjectStore
+    from reactor.service._objects.values import Actor, AgentActor, ObjectEvent, StoredObject, User
+    from reactor.service._reactions.view import AgentObjects
+
+if TYPE_CHECKING:
+    from reactor._signals.settings import Settings
 
 __all__ = [
     "Actor",
@@ -87,6 +98,7 @@ __all__ = [
     "ServiceConfigError",
     "ServiceError",
     "ServiceStateError",
+    "Settings",
     "StoredObject",
     "Suggestion",
     "SuggestionNotFoundError",
@@ -97,3 +109,16 @@ __all__ = [
     "create_app",
     "upgrade_database",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Settings`` on first use (it lives with the engine: no FastAPI needed for it)."""
+    if name == "Settings":
+        from reactor._signals.settings import Settings
+
+        return Settings
+    raise AttributeError(f"module 'reactor.service' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,7 +8,8 @@
         result = bot.run_sync(provider=ScriptedProvider({"analyst": ["up"]}))
         assert_signals(result, ["agent:analyst:completed", "agent:trader:completed"])
 
-* :class:`ScriptedProvider`: offline, deterministic answers per agent.
+* :class:`ScriptedProvider`: offline, deterministic answers per agent (an alias of
+  :class:`reactor.ScriptedProvider`, documented there).
 * :func:`fake_anthropic`: an :class:`~reactor.AnthropicProvider` on the real
   ``anthropic`` SDK, talking to an in-process fake Messages endpoint
   (:class:`FakeAnthropic`) that speaks the real wire format: test what your agents

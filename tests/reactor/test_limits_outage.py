@@ -7,8 +7,11 @@ fake Messages endpoint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from reactor import AnthropicProvider, RunResult, agent, run_reactive
+from reactor._providers.limits import Limits
 from reactor.testing import FakeAnthropic, turn
 from tests.redis_server import RedisServer
 
@@ -102,3 +106,49 @@ async def test_with_redis_away_every_call_completes_at_the_processs_own_rate(
         shared.close()
         await provider.aclose()
         await fake.aclose()
+
+
+@pytest.mark.timeout(120)
+async def test_a_request_cancelled_while_it_asks_redis_again_does_not_keep_it_unasked(
+    tmp_path: Path,
+) -> None:
+    """While Redis is away one request at a time asks it again. That request may be
+    cancelled (its run aborted, its worker stopping) while Redis does not answer: the
+    next requests still ask, and find the shared bucket once Redis is back."""
+    redis_server = RedisServer(tmp_path)
+    stalled = socket.create_server(("127.0.0.1", redis_server.port))  # accepts, never answers
+    limits = Limits(requests_per_minute=6000, redis_url=redis_server.url, key=uuid.uuid4().hex)
+    bucket = f"reactor:ratelimit:{limits.key}"
+
+    async def one() -> None:
+        async with limits.slot():
+            pass
+
+    try:
+        with capture_logs() as logs:
+            await one()  # Redis does not answer: the process's bucket
+        assert [e["event"] for e in logs if e["log_level"] == "warning"] == [UNREACHABLE]
+        deadline = time.monotonic() + 60
+        while True:  # until a request hangs: it is the one asking Redis again
+            assert time.monotonic() < deadline, "no request asked Redis again"
+            asking = asyncio.create_task(one())
+            done, _ = await asyncio.wait({asking}, timeout=1.0)
+            if not done:
+                asking.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asking
+                break
+        stalled.close()
+        redis_server.start()
+        shared = redis_server.client()
+        try:
+            while not shared.exists(bucket):
+                assert time.monotonic() < deadline, "the shared bucket was never asked again"
+                await one()
+                await asyncio.sleep(0.05)
+        finally:
+            shared.close()
+    finally:
+        stalled.close()
+        await limits.aclose()
+        redis_server.stop()

@@ -77,7 +77,7 @@ def test_without_the_switch_nothing_is_traced(monkeypatch: pytest.MonkeyPatch) -
 
 def test_a_switch_that_is_neither_on_nor_off_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REACTOR_OTEL", "maybe")
-    with pytest.raises(ServiceConfigError, match=r"REACTOR_OTEL='maybe' is neither on nor off"):
+    with pytest.raises(ServiceConfigError, match=r"^REACTOR_OTEL='maybe': is neither on nor off"):
         telemetry_from_env()
 
 

@@ -31,12 +31,12 @@ import ctypes
 import ctypes.util
 import dataclasses
 import functools
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
-from reactor.exceptions import RunNotFoundError, ServiceConfigError
+from reactor._signals.settings import settings_from
+from reactor.exceptions import RunNotFoundError
 from reactor.service._api.base import ApiError
 from reactor.service._hosting.live import (
     COALESCE,
@@ -92,26 +92,13 @@ class StreamSettings:
     def read(cls, env: Mapping[str, str] | None = None) -> StreamSettings:
         """The settings from ``REACTOR_STREAM_BUFFER`` and ``REACTOR_MAX_STREAMS``.
 
+        ``env``: read these variables instead of the process's (checked alike).
+
         Raises:
-            ServiceConfigError: One is not a positive whole number.
+            ServiceConfigError: A ``REACTOR_*`` value is bad (one line per bad variable).
         """
-        env = os.environ if env is None else env
-        return cls(
-            _positive(env, BUFFER_ENV, DEFAULT_BUFFER, "signals"),
-            _positive(env, MAX_STREAMS_ENV, DEFAULT_MAX_STREAMS, "streams"),
-        )
-
-
-def _positive(env: Mapping[str, str], name: str, default: int, unit: str) -> int:
-    text = env.get(name, "").strip()
-    if not text:
-        return default
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise ServiceConfigError(
-            f"{name} must be a positive whole number of {unit}, got {text!r}; "
-            f"unset it for the default ({default})."
-        )
-    return int(text)
+        config = settings_from(env)
+        return cls(config.stream_buffer, config.max_streams)
 
 
 class Slot:

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reactor.exceptions import ServiceConfigError
+from reactor._signals.settings import settings_from
 
 __all__ = ["ALLOWED_HOSTS_ENV", "MAX_BODY_ENV", "Guard", "GuardSettings"]
 
@@ -62,23 +61,16 @@ class GuardSettings:
     ) -> GuardSettings:
         """The settings for a service bound to ``bind``, from ``REACTOR_*`` variables.
 
+        ``env``: read these variables instead of the process's (checked alike).
+
         Raises:
-            ServiceConfigError: ``REACTOR_MAX_BODY`` is not a positive whole number.
+            ServiceConfigError: A ``REACTOR_*`` value is bad (one line per bad variable).
         """
-        env = os.environ if env is None else env
-        listed = [h.strip() for h in env.get(ALLOWED_HOSTS_ENV, "").split(",")]
-        hosts = {*LOCAL_HOSTS, *extra, *(h for h in listed if h)}
+        config = settings_from(env)
+        hosts = {*LOCAL_HOSTS, *extra, *config.allowed_hosts}
         if bind and bind not in ("0.0.0.0", "::"):  # a wildcard bind names no host
             hosts.add(bind)
-        text = env.get(MAX_BODY_ENV, "").strip()
-        try:
-            max_body = int(text) if text else DEFAULT_MAX_BODY
-        except ValueError:
-            max_body = 0
-        if max_body < 1:
-            raise ServiceConfigError(
-                f"{MAX_BODY_ENV} must be a positive number of bytes, got {text!r}."
-            )
+        max_body = config.max_body
         return cls(frozenset(_bare(h) for h in hosts), max_body)
 
     def allows(self, host: str) -> bool:

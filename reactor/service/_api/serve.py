@@ -1,14 +1,9 @@
 """``reactor serve``: a service's HTTP API on uvicorn, stopped gracefully on SIGTERM.
 
 Settings are read once (:class:`ServeSettings`): the command line, then the
-environment, then defaults.
-
-| variable | meaning | default |
-|---|---|---|
-| ``REACTOR_API_TOKENS`` | ``token:user`` pairs, comma-separated | none |
-| ``REACTOR_API_TOKENS_FILE`` | a file of ``token:user`` lines | none |
-| ``REACTOR_SERVICE_DB`` | the service's database URL | ``sqlite:///.reactor/app.db`` |
-| ``REACTOR_OTEL`` | ``1``: trace every run with OpenTelemetry (``OTEL_*`` say where) | off |
+environment (:class:`~reactor.service.Settings`: ``REACTOR_API_TOKENS``,
+``REACTOR_API_TOKENS_FILE``, ``REACTOR_SERVICE_DB``, ``REACTOR_OTEL``...; all of them
+in docs/configuration.md), then defaults.
 
 On SIGTERM (or Ctrl-C) the service stops taking work, gives in-flight reactions and
 runs ``grace`` seconds, holds the runs still going (they resume at the next start),
@@ -23,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import os
 import signal
 import socket
 import threading
@@ -37,6 +31,7 @@ import pydantic
 import uvicorn
 
 from reactor._signals.diagnostics import log
+from reactor._signals.settings import Settings, settings
 from reactor.exceptions import ServiceConfigError
 from reactor.service._api.access import Tokens
 from reactor.service._api.accesslog import AccessLog
@@ -84,15 +79,20 @@ class ServeSettings(pydantic.BaseModel):
     tokens_file: Path | None = None
 
     @classmethod
-    def read(
-        cls, given: Mapping[str, object], environ: Mapping[str, str] | None = None
-    ) -> ServeSettings:
-        """The settings from ``given`` (options that were set), then the environment."""
-        env = os.environ if environ is None else environ
+    def read(cls, given: Mapping[str, object], config: Settings | None = None) -> ServeSettings:
+        """The settings from ``given`` (options that were set), then ``config``.
+
+        ``config``: the ``REACTOR_*`` settings (by default the process's).
+
+        Raises:
+            ServiceConfigError: A ``REACTOR_*`` value is bad (one line per bad variable).
+        """
+        config = settings() if config is None else config
+        tokens = config.api_tokens
         fields: dict[str, object] = {
-            "tokens": env.get("REACTOR_API_TOKENS") or None,
-            "tokens_file": env.get("REACTOR_API_TOKENS_FILE") or None,
-            "db": env.get("REACTOR_SERVICE_DB") or DEFAULT_URL,
+            "tokens": None if tokens is None else tokens.get_secret_value(),
+            "tokens_file": config.api_tokens_file,
+            "db": config.service_db,
         }
         fields.update({key: value for key, value in given.items() if value is not None})
         return cls.model_validate(fields)

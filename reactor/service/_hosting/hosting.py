@@ -24,12 +24,14 @@ from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo, new_run_id
 from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import log
+from reactor._signals.settings import settings
 from reactor.exceptions import (
     AgentConflictError,
     GraphChangedError,
     ServiceConfigError,
     ServiceStateError,
 )
+from reactor.exceptions._extras import has_extras, importing
 from reactor.service._hosting.launch import RunRequest, Runs
 from reactor.service._hosting.record import ServiceRecord
 from reactor.service._hosting.retention import Retention
@@ -39,10 +41,10 @@ from reactor.service._reactions.catalog import AgentCatalog
 from reactor.service._reactions.dispatcher import HandOff
 from reactor.service._scaleout.durable import Flushes
 from reactor.service._scaleout.leases import claim_tick, claim_wakeup
-from reactor.service._scaleout.queue import JobQueue, QueueSettings
 
 if TYPE_CHECKING:
     from reactor._backends.postgres import PostgresSignalStore
+    from reactor.service._scaleout.queue import JobQueue
 
 __all__ = [
     "WAKE_MARGIN",
@@ -51,6 +53,7 @@ __all__ = [
     "check_positive",
     "close_record",
     "default_record",
+    "job_queue",
 ]
 
 WAKE_MARGIN = 2.0
@@ -69,6 +72,16 @@ async def default_record(db: Database) -> tuple[SignalStore, bool]:
         store: PostgresSignalStore = await asyncio.to_thread(PostgresSignalStore, url)
         return store, True
     return MemorySignalStore(), False
+
+
+def job_queue(db: Database) -> JobQueue | None:
+    """The job queue ``REACTOR_REDIS_URL`` names (the ``scaleout`` extra's), or None."""
+    if not has_extras("scaleout") and settings().redis_url is None:
+        return None  # runs execute in this process
+    with importing("scaleout", what="A job queue (REACTOR_REDIS_URL)"):
+        from reactor.service._scaleout.queue import JobQueue, QueueSettings
+    found = QueueSettings.from_env()
+    return None if found is None else JobQueue(found, db)
 
 
 async def close_record(record: SignalStore | None, owned: SignalStore | None) -> None:
@@ -125,8 +138,8 @@ class RunHost:
         self._group, self._changed = group, changed
         self.record = ServiceRecord(record)
         self.stopping = False
-        if self.queue is None and (settings := QueueSettings.from_env()) is not None:
-            self.queue = JobQueue(settings, self.runs.db)
+        if self.queue is None:
+            self.queue = job_queue(self.runs.db)
         if self.retention is not None:
             retention, store = self.retention, self.record
             self.catalog.cron.daily("retention", lambda: retention.prune(store))

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from reactor._recording.info import parse_duration
 from reactor._signals.diagnostics import log
-from reactor.exceptions import ServiceConfigError
+from reactor._signals.settings import settings_from
 
 __all__ = ["RETENTION_ENV", "Retention"]
 
@@ -39,16 +37,13 @@ class Retention:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Retention | None:
         """``REACTOR_RETENTION``, or ``None`` when it is unset (keep everything).
 
+        ``environ``: read this variable there instead of in the process's environment.
+
         Raises:
-            ServiceConfigError: It is set to something that is not a duration.
+            ServiceConfigError: A ``REACTOR_*`` value is bad (one line per bad variable).
         """
-        text = (os.environ if environ is None else environ).get(RETENTION_ENV, "").strip()
-        if not text:
-            return None
-        try:
-            return cls(parse_duration(text))
-        except ValueError as exc:
-            raise ServiceConfigError(f"{RETENTION_ENV}={text!r}: {exc}") from None
+        older_than = settings_from(environ).retention
+        return None if older_than is None else cls(older_than)
 
     async def prune(self, store: Any) -> int:
         """Delete the ended runs of ``store`` older than :attr:`older_than`; how many."""

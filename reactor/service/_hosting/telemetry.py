@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
 from typing import Any
 
 from reactor._recording.store import Reporter
 from reactor._signals.diagnostics import log
+from reactor._signals.settings import settings
 from reactor.exceptions import ServiceConfigError
 
 __all__ = ["OTEL_ENV", "Telemetry", "telemetry_from_env"]
 
 OTEL_ENV = "REACTOR_OTEL"
-CONTENT_ENV = "REACTOR_OTEL_CAPTURE_CONTENT"
-_ON = frozenset({"1", "true", "yes", "on"})
-_OFF = frozenset({"", "0", "false", "no", "off"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,25 +41,15 @@ class Telemetry:
         self.provider.shutdown()
 
 
-def _switch(environ: Mapping[str, str], name: str) -> bool:
-    value = environ.get(name, "").strip().lower()
-    if value in _ON or value in _OFF:
-        return value in _ON
-    raise ServiceConfigError(
-        f"{name}={environ[name]!r} is neither on nor off: set it to 1 to turn it on, or "
-        "0 (or leave it unset) for off."
-    )
-
-
 def telemetry_from_env(service_name: str = "reactor") -> Telemetry | None:
-    """The telemetry ``REACTOR_OTEL`` asks for (in the process's environment), or ``None``.
+    """The telemetry ``REACTOR_OTEL`` asks for (in the process's settings), or ``None``.
 
     Raises:
-        ServiceConfigError: The switch is neither on nor off, the ``otel`` extra is not
+        ServiceConfigError: A ``REACTOR_*`` value is bad, the ``otel`` extra is not
             installed, or ``OTEL_TRACES_EXPORTER`` names an exporter reactor cannot use.
     """
-    env = os.environ
-    if not _switch(env, OTEL_ENV):
+    config = settings()
+    if not config.otel:
         return None
     try:
         from reactor.otel import OpenTelemetryReporter, tracer_provider_from_env
@@ -76,8 +63,9 @@ def telemetry_from_env(service_name: str = "reactor") -> Telemetry | None:
         ) from None
     except ValueError as exc:
         raise ServiceConfigError(str(exc)) from None
-    content = _switch(env, CONTENT_ENV)
+    content = config.otel_capture_content
     reporter = OpenTelemetryReporter(provider, capture_content=content)
+    env = os.environ  # OpenTelemetry's own variables: its SDK reads them
     endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
         "OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318 (the OTLP default)"
     )
