@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, overload
 from typing_extensions import TypeVar
 
 from reactor._signals.signal import Signal
+from reactor.exceptions import ServiceStateError
 
 if TYPE_CHECKING:
     from reactor._agents.spans import Span
@@ -151,11 +152,26 @@ class AgentContext(Generic[StateT, StoreT]):
 
     @property
     def objects(self) -> Any:
-        """The object store a reaction agent works on (``scope["objects"]``).
+        """The service's object store, as this agent (``scope["objects"]``).
 
-        Changes made through it are attributed to this agent.
+        Every run a ``ReactionService`` starts (``reactor serve``: graphs, cron and
+        manual agents, reactions) has it; changes made through it are attributed to
+        this agent and checked against its ``capabilities``.
+
+        Raises:
+            ServiceStateError: The run was started outside a service and given no
+                ``scope={"objects": ...}``.
         """
-        return self.scope.get("objects")
+        found = self.scope.get("objects")
+        if found is None:
+            raise ServiceStateError(
+                f"Agent {self.agent!r} uses ctx.objects, but run {self.run_id} has no object "
+                "store: the objects exist in runs that `reactor serve` or a ReactionService "
+                "starts (graphs, cron and manual agents, reactions). Start it through the "
+                "service (service.submit(...), POST /api/runs), or give the run one: "
+                'run(..., scope={"objects": ObjectStore(...)}).'
+            )
+        return found
 
     @property
     def state(self) -> StateT:

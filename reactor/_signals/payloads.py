@@ -330,12 +330,16 @@ class ObjectChanged(TypedDict):
 
 
 class CausePayload(TypedDict):
-    """The reaction that made an object change: ``{run_id, agent, depth, chain}``."""
+    """The run that made an object change: ``{run_id, agent, depth, chain}``.
+
+    ``suggestion_id``: the suggestion whose approval made it (only then).
+    """
 
     run_id: str
     agent: str
     depth: int
     chain: list[str]
+    suggestion_id: NotRequired[str]
 
 
 class SuggestionPayload(TypedDict):

@@ -140,7 +140,7 @@ def inspect_schema(conn: sa.Connection) -> dict[str, Any]:
 
 
 async def migrated(url: str) -> dict[str, Any]:
-    assert await upgrade_database(url) == "0008"
+    assert await upgrade_database(url) == "0009"
     engine = create_async_engine(Database(url).driver_url)
     try:
         async with engine.connect() as conn:
@@ -176,10 +176,10 @@ async def test_json_columns_are_jsonb_on_postgresql(postgres_url: str) -> None:
 
 
 async def test_upgrading_again_changes_nothing(url: str) -> None:
-    assert await upgrade_database(url) == "0008"
+    assert await upgrade_database(url) == "0009"
     async with ObjectStore(url) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
-    assert await upgrade_database(url) == "0008"
+    assert await upgrade_database(url) == "0009"
     async with ObjectStore(url) as objects:
         assert (await objects.get(ada.id)).data == {"name": "Ada"}
 
@@ -212,7 +212,7 @@ async def test_0008_adds_the_processing_history_and_keeps_the_suggestions(url: s
                     status="rejected", created_at=sa.func.current_timestamp(),
                 )
             )  # fmt: skip
-        assert await upgrade_database(url) == "0008"
+        assert await upgrade_database(url) == "0009"
         async with engine.begin() as conn:
             tables = await conn.run_sync(lambda sync: sa.inspect(sync).get_table_names())
             kept = (await conn.execute(sa.text("SELECT id, status FROM suggestions"))).all()
@@ -246,7 +246,7 @@ def test_reactor_db_upgrade_migrates_the_database(
     assert main(["db", "upgrade", "--db", url]) == 0
     assert main(["db", "upgrade", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{url}: the tables are at revision 0008 (the newest)."] * 2
+    assert out == [f"{url}: the tables are at revision 0009 (the newest)."] * 2
 
 
 def test_reactor_db_upgrade_takes_a_file_path(
@@ -258,11 +258,13 @@ def test_reactor_db_upgrade_takes_a_file_path(
 
 
 def test_reactor_db_upgrade_reports_a_bad_url(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["db", "upgrade", "--db", "mysql://localhost/app"]) == 1
+    with pytest.raises(SystemExit) as exited:  # a bad argument, as argparse says it
+        main(["db", "upgrade", "--db", "mysql://localhost/app"])
+    assert exited.value.code == 2
     assert capsys.readouterr().err == (
-        "reactor db: error: Unsupported database URL 'mysql://localhost/app': use "
-        "sqlite:///path/to/file.db (aiosqlite) or postgresql://user@host:5432/dbname "
-        "(psycopg 3).\n"
+        "reactor db upgrade: error: argument --db: 'mysql://localhost/app' is not a database "
+        "this can use; use a file path, sqlite:///path.db or postgresql://user@host:5432/dbname "
+        "(see `reactor db upgrade --help`)\n"
     )
 
 
@@ -272,14 +274,16 @@ def test_reactor_db_upgrade_takes_a_postgres_url_as_postgresql(
     short = postgres_url.replace("postgresql://", "postgres://", 1)
     assert short.startswith("postgres://")
     assert main(["db", "upgrade", "--db", short]) == 0
-    assert "revision 0008" in capsys.readouterr().out
+    assert "revision 0009" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("url", ["http://localhost/app", "postgresql+asyncpg://h/app"])
 def test_a_database_url_the_service_cannot_use_is_one_line(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["db", "upgrade", "--db", url]) == 1
+    with pytest.raises(SystemExit) as exited:
+        main(["db", "upgrade", "--db", url])
+    assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "postgresql://user@host:5432/dbname" in err

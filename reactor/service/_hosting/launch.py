@@ -10,6 +10,10 @@ scope, the object and the event it reacts to, is given beside it); what executes
 is kept apart in :attr:`Runs.live` (run id -> :class:`LiveRun`), while the store knows
 every run.
 
+Every run's agents have the service's objects as ``ctx.objects``: a reaction's as its
+execution mode says (its scope), the others' changed at once, as the agent
+(:class:`~reactor.service._reactions.view.RunObjects`).
+
 Runs of agents also get a row of ``agent_runs`` (``trigger`` ``manual``, ``cron`` or
 ``api``), written when they start and completed when they end. Runs are tagged
 ``service=<graph|agent>:<name>`` (and ``trigger``, ``user``), which is how a restarted
@@ -39,7 +43,9 @@ from reactor.service._hosting.controls import Controls
 from reactor.service._hosting.live import RunFeed
 from reactor.service._hosting.record import ServiceRecord
 from reactor.service._objects.db import Database
+from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.schema import agent_runs
+from reactor.service._reactions.view import RunObjects
 
 __all__ = ["SERVICE_TAG", "LiveRun", "RunRequest", "Runs"]
 
@@ -125,13 +131,18 @@ class Runs:
         graphs: The graphs started by name.
         agents: Looks an agent up by name (raises when there is none).
         db: Where ``agent_runs`` is.
+        objects: The object store the runs' agents see as ``ctx.objects``.
 
     Raises:
         ServiceConfigError: A value of ``graphs`` is not a graph.
     """
 
     def __init__(
-        self, graphs: Mapping[str, Reactive], agents: Callable[[str], Agent], db: Database
+        self,
+        graphs: Mapping[str, Reactive],
+        agents: Callable[[str], Agent],
+        db: Database,
+        objects: ObjectStore | None = None,
     ) -> None:
         for name, graph in graphs.items():
             if not isinstance(graph, Reactive):
@@ -153,6 +164,7 @@ class Runs:
         self.tasks: set[asyncio.Task[RunResult | None]] = set()
         self._agents = agents
         self.db = db
+        self.objects = objects
         self._single: dict[str, tuple[Agent, Reactive]] = {}
 
     def graph(self, request: RunRequest) -> Reactive:
@@ -260,6 +272,9 @@ class Runs:
                 given["input"] = request.input
         elif request.resume is None:
             given["fork"] = request.fork  # a fork that has begun is resumed instead
+        if scope is None and self.objects is not None:  # a reaction's scope has its own
+            allowed = {name: member.capabilities for name, member in graph.agents.items()}
+            scope = {"objects": RunObjects(self.objects, allowed)}
         if scope is not None:
             given["scope"] = scope
         running = asyncio.ensure_future(

@@ -123,7 +123,7 @@ class ReactionService:
         self.provider, self.record = provider, record
         self.cron = CronJobs(lambda name: self.host.scheduled(name))
         self.catalog = AgentCatalog(self.db, self.agents, self.cron, self._set_reaction)
-        self.runs = Runs(graphs or {}, self.catalog.agent, self.db)
+        self.runs = Runs(graphs or {}, self.catalog.agent, self.db, objects)
         self.runs.reporters.extend(reporters)
         self.host = RunHost(self.runs, self.catalog, provider)
         self.stuck_after, self.stuck_check_every = float(stuck_after), float(stuck_check_every)

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from reactor.exceptions import DatabaseError, ServiceConfigError
+from reactor.exceptions._extras import require_extras
 
 __all__ = ["DEFAULT_URL", "VERSION_TABLE", "Database", "describe_url", "upgrade_database"]
 
@@ -77,6 +78,7 @@ def _driver_url(url: str) -> sa.URL:
     if backend == "sqlite" and driver in _SQLITE_DRIVERS:
         return parsed.set(drivername="sqlite+aiosqlite")
     if backend in ("postgresql", "postgres") and driver in _POSTGRES_DRIVERS:
+        require_extras("postgres", what="A postgresql:// database")
         return parsed.set(drivername="postgresql+psycopg")
     raise ServiceConfigError(
         f"Unsupported database URL {describe_url(url)!r}: use {ACCEPTED_SCHEMES}."

@@ -17,7 +17,14 @@ from reactor.exceptions import ObjectNotFoundError, ObjectValidationError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 from reactor.service._objects.db import DEFAULT_URL, Database, describe_url
 from reactor.service._objects.models import ObjectTypes, Types, fields_of
-from reactor.service._objects.rows import event_from_row, object_from_row
+from reactor.service._objects.rows import (
+    STORED_TYPES,
+    ObjectPage,
+    event_from_row,
+    object_from_row,
+    object_page,
+    page_query,
+)
 from reactor.service._objects.schema import object_events, objects
 from reactor.service._objects.values import (
     CURRENT_CAUSE,
@@ -301,6 +308,57 @@ class ObjectStore:
             rows = (await conn.execute(query)).all()
         return [object_from_row(row) for row in rows]
 
+    async def page(
+        self,
+        type: str | None = None,
+        *,
+        after: str | None = None,
+        limit: int = 50,
+        search: str | None = None,
+        since: datetime | None = None,
+        created_by: str | None = None,
+    ) -> ObjectPage:
+        """One page of objects (of ``type``, or all), the most recently changed first.
+
+        Pages are keyset pages, each one indexed read of at most ``limit`` objects,
+        whatever the store holds: pass a page's ``next`` as ``after`` for the next one.
+
+        Args:
+            type: Only objects of this type.
+            after: The cursor of the page before (its :attr:`ObjectPage.next`).
+            limit: Objects a page holds at most (1 to 500).
+            search: Objects whose id begins with it, or with a field (a string) that
+                holds it, in any case: a title, a name, a symbol.
+            since: Objects changed at or after this time.
+            created_by: Objects created by this actor: ``user:alice``, ``agent:enrich``,
+                or an id alone (either).
+
+        Raises:
+            ServiceConfigError: ``after`` is not a cursor a page gave, or ``limit`` is
+                out of range.
+        """
+        given = {"type": type, "after": after, "search": search, "created_by": created_by}
+        for name, text in given.items():
+            if text is not None:
+                check_text(text, name)
+        query = page_query(
+            type=type, after=after, limit=limit, search=search, since=since,
+            created_by=created_by, dialect=self.db.dialect,
+        )  # fmt: skip
+        await self.open()
+        async with self.db.read() as conn:
+            return object_page((await conn.execute(query)).all(), limit)
+
+    async def stored_types(self, limit: int = 200) -> builtins.list[str]:
+        """The types of the stored objects, in order (at most ``limit``).
+
+        One indexed step per type (a loose index scan), never a read of every object.
+        """
+        await self.open()
+        async with self.db.read() as conn:
+            rows = await conn.execute(STORED_TYPES, {"limit": limit})
+            return [str(row[0]) for row in rows]
+
     async def events(
         self,
         object_id: str | None = None,
@@ -308,19 +366,26 @@ class ObjectStore:
         *,
         limit: int | None = None,
         ids: Iterable[int] | None = None,
+        before: int | None = None,
+        newest_first: bool = False,
     ) -> builtins.list[ObjectEvent]:
-        """Stored changes in the order they were made.
+        """Stored changes in the order they were made (``newest_first``: the other way).
 
         Args:
             object_id: Only this object's.
             since: Only those after this ``event_id``, or after this time.
             limit: At most this many.
             ids: Only the events with these ids.
+            before: Only those before this ``event_id`` (to page back through them).
+            newest_first: The newest first (with ``limit``: the latest ones).
         """
         if object_id is not None:
             check_text(object_id, "object_id")
         await self.open()
-        query = sa.select(object_events).order_by(object_events.c.event_id).limit(limit)
+        order = object_events.c.event_id.desc() if newest_first else object_events.c.event_id
+        query = sa.select(object_events).order_by(order).limit(limit)
+        if before is not None:
+            query = query.where(object_events.c.event_id < before)
         if ids is not None:
             query = query.where(object_events.c.event_id.in_(sorted(set(ids))))
         if object_id is not None:

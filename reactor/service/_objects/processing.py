@@ -367,19 +367,19 @@ class ProcessingLog:
         status: str | None = None,
         ids: Iterable[int] | None = None,
         agents: Iterable[str] | None = None,
+        events: Iterable[int] | None = None,
     ) -> list[ProcessingEntry]:
-        """Entries, oldest first, filtered by any of agent(s), object, status and ids."""
+        """Entries, oldest first, filtered by any of agent(s), object, status, ids and events."""
         query = sa.select(processing_log).order_by(processing_log.c.id)
         if agent is not None:
             query = query.where(processing_log.c.agent == agent)
-        if agents is not None:
-            query = query.where(processing_log.c.agent.in_(sorted(agents)))
         if object_id is not None:
             query = query.where(processing_log.c.object_id == object_id)
         if status is not None:
             query = query.where(processing_log.c.status == status)
-        if ids is not None:
-            query = query.where(processing_log.c.id.in_(sorted(ids)))
+        for column, listed in (("id", ids), ("agent", agents), ("event_id", events)):
+            if listed is not None:
+                query = query.where(processing_log.c[column].in_(sorted(listed)))
         async with self.db.read() as conn:
             return [entry_from_row(row) for row in await conn.execute(query)]
 

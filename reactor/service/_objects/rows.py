@@ -1,13 +1,23 @@
-"""Database rows as values: objects, events, log entries and suggestions."""
+"""Database rows as values (objects, events, log entries, suggestions), and pages of objects.
+
+A page of objects is a keyset page, the most recently changed first: its cursor is the
+last object's ``updated_at`` and id, so each page is one indexed read
+(``ix_objects_type_updated_at_id``, ``ix_objects_updated_at_id``) of at most a page.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import pydantic
 import sqlalchemy as sa
 
+from reactor.exceptions import ServiceConfigError
 from reactor.service._objects.changes import Operation, ProcessingEntry, Suggestion
+from reactor.service._objects.schema import object_events, objects
 from reactor.service._objects.values import (
     AgentActor,
     Cause,
@@ -17,11 +27,16 @@ from reactor.service._objects.values import (
 )
 
 __all__ = [
+    "MAX_PAGE",
+    "STORED_TYPES",
+    "ObjectPage",
     "actor_from_row",
     "entry_from_row",
     "event_from_row",
     "object_from_row",
+    "object_page",
     "operations_adapter",
+    "page_query",
     "suggestion_from_row",
 ]
 
@@ -108,3 +123,119 @@ def suggestion_from_row(row: sa.Row[Any]) -> Suggestion:
         resolved_at=row.resolved_at,
         resolved_by=actor_from_row(row.resolved_by_type, row.resolved_by_id),
     )
+
+
+MAX_PAGE = 500
+"""Objects a page of :meth:`ObjectStore.page` holds at most."""
+
+STORED_TYPES = sa.text(
+    "WITH RECURSIVE found(type) AS (SELECT MIN(type) FROM objects UNION ALL "
+    "SELECT (SELECT MIN(type) FROM objects WHERE type > found.type) FROM found "
+    "WHERE found.type IS NOT NULL) SELECT type FROM found WHERE type IS NOT NULL LIMIT :limit"
+)
+"""Each stored type once, one index lookup after another (``ix_objects_type``)."""
+
+_FIELDS = {
+    "postgresql": "EXISTS (SELECT 1 FROM jsonb_each(objects.data) AS field WHERE "
+    "jsonb_typeof(field.value) = 'string' AND lower(field.value #>> '{}') LIKE :pattern "
+    "ESCAPE '\\')",
+    "sqlite": "EXISTS (SELECT 1 FROM json_each(objects.data) AS field WHERE "
+    "field.type = 'text' AND lower(field.value) LIKE :pattern ESCAPE '\\')",
+}
+"""An object with a string field that holds ``:pattern`` (the JSON functions differ)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectPage:
+    """A page of :meth:`ObjectStore.page`: its objects, and the cursor of the next page.
+
+    Attributes:
+        objects: The objects, the most recently changed first.
+        next: Give it as ``after`` for the next page; ``None`` on the last page.
+    """
+
+    objects: list[StoredObject]
+    next: str | None
+
+
+def _cursor(text: str) -> tuple[datetime, str]:
+    moment, _, last = text.partition("|")
+    try:
+        when = datetime.fromisoformat(moment)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None or not last:
+        raise ServiceConfigError(
+            f"{text!r} is not the cursor of a page of objects: give the `next` of the page "
+            "before as `after`, or leave it out for the first page."
+        )
+    return when, last
+
+
+def _found(search: str, dialect: str) -> sa.ColumnElement[bool]:
+    """Objects whose id begins with ``search``, or with a string field holding it."""
+    escaped = search.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    fields = sa.text(_FIELDS.get(dialect, _FIELDS["sqlite"])).bindparams(pattern=f"%{escaped}%")
+    return sa.or_(objects.c.id.startswith(search, autoescape=True), fields)
+
+
+def _created_by(who: str) -> sa.ColumnElement[bool]:
+    """Objects whose ``created`` event is ``who``'s (``user:id``, ``agent:name`` or an id)."""
+    kind, _, name = who.partition(":")
+    created = sa.select(object_events.c.event_id).where(
+        object_events.c.object_id == objects.c.id,
+        object_events.c.version == 1,
+        object_events.c.event == "created",
+    )
+    if name and kind in ("user", "agent"):
+        created = created.where(object_events.c.actor_type == kind)
+    else:
+        name = who
+    return sa.exists(created.where(object_events.c.actor_id == name))
+
+
+def page_query(
+    *,
+    type: str | None,
+    after: str | None,
+    limit: int,
+    search: str | None,
+    since: datetime | None,
+    created_by: str | None,
+    dialect: str,
+) -> sa.Select[Any]:
+    """The query of a page of objects (see :meth:`ObjectStore.page`): ``limit`` + 1 rows.
+
+    Raises:
+        ServiceConfigError: ``after`` is not a cursor a page gave, or ``limit`` is out
+            of range.
+    """
+    if not 1 <= limit <= MAX_PAGE:
+        raise ServiceConfigError(f"limit must be 1 to {MAX_PAGE}, got {limit}.")
+    order = (objects.c.updated_at.desc(), objects.c.id.desc())
+    query = sa.select(objects).order_by(*order).limit(limit + 1)
+    if type is not None:
+        query = query.where(objects.c.type == type)
+    if after is not None:
+        moment, last = _cursor(after)
+        query = query.where(
+            sa.or_(
+                objects.c.updated_at < moment,
+                sa.and_(objects.c.updated_at == moment, objects.c.id < last),
+            )
+        )
+    if since is not None:
+        query = query.where(objects.c.updated_at >= since)
+    if search:
+        query = query.where(_found(search, dialect))
+    if created_by:
+        query = query.where(_created_by(created_by))
+    return query
+
+
+def object_page(rows: Sequence[sa.Row[Any]], limit: int) -> ObjectPage:
+    """The page the rows of :func:`page_query` make (one more than ``limit``: a next page)."""
+    found = [object_from_row(row) for row in rows[:limit]]
+    if len(rows) <= limit:
+        return ObjectPage(found, None)
+    return ObjectPage(found, f"{found[-1].updated_at.isoformat()}|{found[-1].id}")

@@ -101,6 +101,8 @@ objects = sa.Table(
     sa.Column("actor_id", sa.String(200), nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Index(None, "type", "updated_at", "id"),  # pages of a type's objects, newest first
+    sa.Index(None, "updated_at", "id"),  # pages of all objects
 )
 
 object_events = sa.Table(
@@ -193,6 +195,7 @@ processing_log = sa.Table(
     sa.Index(None, "status", "id"),  # the oldest pending entries, for whoever takes work
     sa.Index(None, "status", "updated_at"),  # entries processing for too long
     sa.Index(None, "object_id"),
+    sa.Index(None, "event_id"),  # what an object's change caused (its page's history)
 )
 
 processing_history = sa.Table(

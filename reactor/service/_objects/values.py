@@ -7,6 +7,7 @@ signals carry, and a value read once cannot change behind its reader's back.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -29,6 +30,7 @@ __all__ = [
     "StoredObject",
     "User",
     "actor_from_context",
+    "title_of",
 ]
 
 NAME_LENGTH = 200
@@ -38,6 +40,9 @@ TYPE_LENGTH = 200
 """Most characters of an object type (``objects.type``)."""
 ID_LENGTH = 64
 """Most characters of an object's id (``objects.id``)."""
+
+SHORT_TEXT = 80
+"""Most characters of a string field that may stand for its object (see :func:`title_of`)."""
 
 _AGENT_PREFIX = agent_actor("")
 _USER_PREFIX = "user:"
@@ -123,16 +128,38 @@ class StoredObject(pydantic.BaseModel):
     created_at: datetime
     updated_at: datetime
 
+    @property
+    def title(self) -> str | None:
+        """What a person calls it: see :func:`title_of`."""
+        return title_of(self.data)
+
+
+def title_of(data: Mapping[str, Any]) -> str | None:
+    """What an object's data is called: its ``title`` field, else its first short string.
+
+    A short string has 1 to :data:`SHORT_TEXT` characters (not only spaces); ``None``
+    when the data has neither (a title longer than that is cut, with ``…``).
+    """
+    title = data.get("title")
+    if isinstance(title, str) and title.strip():
+        return title if len(title) <= SHORT_TEXT else title[: SHORT_TEXT - 1] + "…"
+    for value in data.values():
+        if isinstance(value, str) and value.strip() and len(value) <= SHORT_TEXT:
+            return value
+    return None
+
 
 class Cause(pydantic.BaseModel):
-    """The reaction that made an object change: which run of which agent, how deep.
+    """The run that made an object change: which run of which agent, how deep.
 
     Attributes:
-        run_id: The reaction's recorded run.
-        agent: The reaction agent.
+        run_id: The agent's recorded run (a reaction's, or another run of the service).
+        agent: The agent.
         depth: How many reactions lead to this change (1: a reaction to a change
-            nobody's reaction made).
+            nobody's reaction made; 0: no reaction: a change made by a graph's, a cron
+            or a manual agent's run, or an approved suggestion).
         chain: The agents of those reactions, first to last.
+        suggestion_id: The suggestion whose approval made the change, if one did.
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -141,15 +168,19 @@ class Cause(pydantic.BaseModel):
     agent: str
     depth: int
     chain: tuple[str, ...] = ()
+    suggestion_id: str | None = None
 
     def payload(self) -> CausePayload:
-        """``{run_id, agent, depth, chain}``, as stored and in signals."""
-        return {
+        """``{run_id, agent, depth, chain}`` (and ``suggestion_id``), as stored and in signals."""
+        payload: CausePayload = {
             "run_id": self.run_id,
             "agent": self.agent,
             "depth": self.depth,
             "chain": list(self.chain),
         }
+        if self.suggestion_id is not None:
+            payload["suggestion_id"] = self.suggestion_id
+        return payload
 
     def spelled(self) -> str:
         """The chain as it reads: ``a -> b -> a``."""

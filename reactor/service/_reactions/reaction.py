@@ -40,6 +40,7 @@ from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.processing import Finished
 from reactor.service._objects.suggestions import Suggestions
 from reactor.service._objects.values import CURRENT_CAUSE, AgentActor, Cause, ObjectEvent, User
+from reactor.service._reactions.guard import guard_skips
 from reactor.service._reactions.registry import ReactionAgent
 from reactor.service._reactions.view import AgentObjects, check_capability
 
@@ -143,10 +144,17 @@ async def _react(
     run: ReactionRun,
 ) -> Finished:
     run_id = run.run_id
+    given, scope = event.payload(), {"object": event.object, "objects": view, "event": event}
+    skipped = None if run.resume else guard_skips(target, given, scope, run_id)
+    if skipped is not None:  # no run: the entry says why
+        return Finished(
+            entry_id=entry_id, agent=target.name, status="skipped", error=skipped, run_id=None,
+            run_status="skipped", started_at=started, finished_at=datetime.now(UTC),
+        )  # fmt: skip
     result = await services.launcher.react(
         target.graph,
-        input=event.payload(),
-        scope={"object": event.object, "objects": view, "event": event},
+        input=given,
+        scope=scope,
         tags={"reaction": target.name, "object": event.id, "event": event.name},
         run_id=run_id,
         resume=run.resume,

@@ -19,7 +19,7 @@ from reactor.service._objects.changes import Suggestion
 from reactor.service._objects.history import history_row
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.suggestions import Suggestions
-from reactor.service._objects.values import AgentActor, User
+from reactor.service._objects.values import CURRENT_CAUSE, AgentActor, Cause, User
 from reactor.service._reactions.reaction import announce, check_all
 
 __all__ = ["approve", "reject"]
@@ -63,14 +63,24 @@ async def approve(
         expected = None
         if not force and suggestion.object_id is not None and suggestion.object_version:
             expected = {suggestion.object_id: suggestion.object_version}
-        await objects.apply(
-            suggestion.operations,
-            actor=AgentActor(suggestion.agent),
-            approved_by=who,
-            expect=expected,
-            stale=lambda found: _stale(suggestion, found),
-            also=(history_row(SUGGESTION_APPROVED, decided),) if together else (),
-        )
+        # Its changes name the suggestion (and the run that made it) as their cause: no
+        # reaction's, so a reaction to them is as deep as one to a person's change.
+        cause = Cause(
+            run_id=suggestion.run_id or "", agent=suggestion.agent, depth=0,
+            suggestion_id=suggestion.id,
+        )  # fmt: skip
+        caused = CURRENT_CAUSE.set(cause)
+        try:
+            await objects.apply(
+                suggestion.operations,
+                actor=AgentActor(suggestion.agent),
+                approved_by=who,
+                expect=expected,
+                stale=lambda found: _stale(suggestion, found),
+                also=(history_row(SUGGESTION_APPROVED, decided),) if together else (),
+            )
+        finally:
+            CURRENT_CAUSE.reset(caused)
     except BaseException:
         await suggestions.resolve(suggestion_id, "pending", who, only_from="completed")
         raise

@@ -1,13 +1,20 @@
-"""``ctx.objects`` in a reaction: the object store as one agent, within its capabilities."""
+"""``ctx.objects``: the object store as one agent, within its capabilities.
+
+A reaction's agent sees :class:`AgentObjects` (its changes follow its execution mode);
+every other run of the service (a graph's agents, cron and manual agents) sees
+:class:`RunObjects`, whose changes are applied at once as the agent making them.
+"""
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from reactor._agents.reaction import Capabilities, ExecutionMode
+from reactor._signals.bus import current_signal
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import CAPABILITY_DENIED, agent_actor
@@ -15,10 +22,18 @@ from reactor._signals.payloads import CapabilityDenied
 from reactor.exceptions import CapabilityError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 from reactor.service._objects.objects import ObjectStore
-from reactor.service._objects.values import AgentActor, ObjectEvent, StoredObject
+from reactor.service._objects.values import (
+    CURRENT_CAUSE,
+    AgentActor,
+    Cause,
+    ObjectEvent,
+    StoredObject,
+    actor_from_context,
+)
 from reactor.service._objects.writes import new_object_id
+from stores import current_actor
 
-__all__ = ["AgentObjects", "check_capability"]
+__all__ = ["AgentObjects", "RunObjects", "check_capability"]
 
 OperationName = Literal["create", "update", "delete"]
 
@@ -163,3 +178,92 @@ class AgentObjects:
 
     def __repr__(self) -> str:
         return f"<AgentObjects agent={self.agent!r} mode={self.mode} held={len(self.held)}>"
+
+
+class RunObjects:
+    """The object store as the agents of a run that is not a reaction see it (``ctx.objects``).
+
+    A graph started through the service, a cron or a manual agent: a change is made
+    at once (execution modes are about what a reaction proposes) as the agent making
+    it, within that agent's capabilities (:class:`AgentObjects` in ``execute`` mode),
+    and names the agent's run as its cause (``event.cause``, depth 0: no reaction),
+    so an object's history links the run that changed it. Outside an agent (a
+    ``on_output`` runs inside one) it is the store, as whoever runs.
+
+    Args:
+        store: The object store.
+        capabilities: Each agent of the run's graph's capabilities, by name.
+    """
+
+    def __init__(self, store: ObjectStore, capabilities: Mapping[str, Capabilities]) -> None:
+        self.store = store
+        self.capabilities = dict(capabilities)
+
+    def _agent(self) -> AgentObjects | None:
+        actor = actor_from_context(current_actor())
+        if not isinstance(actor, AgentActor):
+            return None
+        allowed = self.capabilities.get(actor.id, Capabilities())
+        return AgentObjects(self.store, actor.id, allowed, "execute")
+
+    def _cause(self, agent: str) -> Cause | None:
+        signal = current_signal()
+        if signal is None or signal.run_id is None:
+            return None
+        return Cause(run_id=signal.run_id, agent=agent, depth=0)
+
+    async def get(self, id: str, *, version: int | None = None) -> StoredObject:
+        """The object (see :meth:`ObjectStore.get`)."""
+        return await self.store.get(id, version=version)
+
+    async def list(
+        self, type: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[StoredObject]:
+        """Objects (see :meth:`ObjectStore.list`)."""
+        return await self.store.list(type, limit=limit)
+
+    async def events(
+        self, object_id: str | None = None, since: int | datetime | None = None
+    ) -> builtins.list[ObjectEvent]:
+        """Stored changes (see :meth:`ObjectStore.events`)."""
+        return await self.store.events(object_id, since)
+
+    async def create(self, type: str, data: Mapping[str, Any]) -> StoredObject:
+        """Create an object as the agent running now."""
+        view = self._agent()
+        if view is None:
+            return await self.store.create(type, data)
+        with _caused(self._cause(view.agent)):
+            return await view.create(type, data)
+
+    async def update(self, id: str, data: Mapping[str, Any]) -> StoredObject:
+        """Update an object as the agent running now."""
+        view = self._agent()
+        if view is None:
+            return await self.store.update(id, data)
+        with _caused(self._cause(view.agent)):
+            return await view.update(id, data)
+
+    async def delete(self, id: str) -> StoredObject:
+        """Delete an object as the agent running now."""
+        view = self._agent()
+        if view is None:
+            return await self.store.delete(id)
+        with _caused(self._cause(view.agent)):
+            return await view.delete(id)
+
+    def __repr__(self) -> str:
+        return f"<RunObjects agents={sorted(self.capabilities)}>"
+
+
+@contextlib.contextmanager
+def _caused(cause: Cause | None) -> Iterator[None]:
+    """Changes made in the block name ``cause`` (unless a reaction's cause is set)."""
+    if cause is None or CURRENT_CAUSE.get() is not None:
+        yield
+        return
+    token = CURRENT_CAUSE.set(cause)
+    try:
+        yield
+    finally:
+        CURRENT_CAUSE.reset(token)

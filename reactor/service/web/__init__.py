@@ -5,7 +5,8 @@ in the package: nothing comes from a CDN; graphs are laid out and drawn as SVG o
 server) on top of the same service objects as the HTTP API. :func:`install_web` adds
 them to an app: the sign-in form at ``/``, then ``/runs``, ``/runs/{run_id}``,
 ``/runs/{a}/compare/{b}``, ``/evals/{eval_id}``, ``/graphs``, ``/graphs/{name}``,
-``/suggestions``, ``/agents``, ``/processing-log`` and ``/workers``.
+``/objects``, ``/objects/{type}/{id}``, ``/suggestions``, ``/agents``,
+``/processing-log`` and ``/workers``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from reactor.service.web._compare import router as compare_router
 from reactor.service.web._forks import router as forks_router
 from reactor.service.web._graphs import router as graphs_router
 from reactor.service.web._manage import router as manage_router
+from reactor.service.web._objects import router as objects_router
 from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page, root_of
 from reactor.service.web._runs import router as runs_router
 from reactor.service.web._sessions import Sessions
@@ -46,6 +48,7 @@ def install_web(app: fastapi.FastAPI, db: Database | None = None, prefix: str = 
         compare_router,
         forks_router,
         graphs_router,
+        objects_router,
         agents_router,
         manage_router,
         workers_router,

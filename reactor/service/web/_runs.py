@@ -159,6 +159,7 @@ async def run(request: Request, run_id: str, session: SignedIn, at: At = None) -
         session,
         timeline=_timeline(window),
         before=window.before,
+        reacted=(await labels(request, [info]))[run_id],  # a reaction's: its object
         **shown_details,
     )
 

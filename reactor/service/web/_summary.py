@@ -25,6 +25,7 @@ from reactor._signals.names import (
 )
 from reactor._signals.signal import Signal
 from reactor.service._objects.changes import Create, Delete, Operation, Update
+from reactor.service._objects.values import title_of
 
 __all__ = [
     "ROUTINE_TAGS",
@@ -216,17 +217,40 @@ def _inner(value: Any) -> str:
     return _brief(value)
 
 
+def _reaction(tags: Mapping[str, str], input: Any) -> str | None:
+    """A reaction's run: its object's type and title, and the change (``None`` otherwise).
+
+    ``Quote NVDA, updated (v3)``: the title is the object's ``title`` field, else its
+    first short text field (from the event the run was given, its input); else its id.
+    """
+    object_id, event = tags.get("object"), tags.get("event", "")
+    if "reaction" not in tags or not object_id:
+        return None
+    _, type, kind = [*event.split(":"), "", "", ""][:3]  # object:<Type>:<event>
+    given: Mapping[str, Any] = input if isinstance(input, Mapping) else {}
+    data, version = given.get("data"), given.get("version")
+    title = title_of(data) if isinstance(data, Mapping) else None
+    text = f"{given.get('type') or type or 'object'} {title or object_id}"
+    if kind:
+        text += f", {kind}" + (f" (v{version})" if isinstance(version, int) else "")
+    return text
+
+
 def label(tags: Mapping[str, str], input: Any) -> str:
     """What tells a run from another: its own tags, else a short summary of its input.
 
-    The tags the list shows otherwise (:data:`ROUTINE_TAGS`) are left out. An input
-    object reads ``key=value, ...`` (lists and objects in it only counted: ``prices=[8
-    items]``); ``""`` when the run has neither.
+    A reaction's run is named by its object (see :func:`_reaction`). The tags the list
+    shows otherwise (:data:`ROUTINE_TAGS`) are left out. An input object reads
+    ``key=value, ...`` (lists and objects in it only counted: ``prices=[8 items]``);
+    ``""`` when the run has neither.
     """
     own = [
         f"{key}={value}" if value else key for key, value in tags.items() if key not in ROUTINE_TAGS
     ]
-    if own:
+    reacted = _reaction(tags, input)
+    if reacted is not None:
+        text = reacted
+    elif own:
         text = " ".join(own)
     elif isinstance(input, Mapping):
         text = ", ".join(f"{key}={_inner(value)}" for key, value in input.items())
