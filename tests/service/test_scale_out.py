@@ -442,9 +442,9 @@ def test_a_long_run_on_a_live_worker_is_not_taken_over(
 
 
 @pytest.mark.timeout(60)
-def test_a_job_whose_run_has_ended_or_that_cannot_run_is_dropped(
-    queued: str, redis_url: str, tmp_path: Path
-) -> None:
+def test_a_job_whose_run_has_ended_is_dropped(queued: str, redis_url: str, tmp_path: Path) -> None:
+    """A job delivered twice: the second finds the run ended and is acknowledged. (A
+    job naming a graph the worker lacks is not dropped: test_scale_out_degraded.)"""
     db = queued
     with workers(1, db, redis_url, tmp_path):
         (run_id,) = asyncio.run(submit(db, 1, seconds=0))
@@ -455,23 +455,21 @@ def test_a_job_whose_run_has_ended_or_that_cannot_run_is_dropped(
             async with service.objects, service:
                 assert service.host.queue is not None
                 await service.host.queue.enqueue(RunRequest("graph", "steps", run_id=run_id))
-                # and a job this app cannot run: dropped, not redelivered forever
-                await service.host.queue.enqueue(RunRequest("graph", "nope", run_id="run_nope"))
 
         asyncio.run(again())
         client = redis.Redis.from_url(redis_url)
         wait_for(
             lambda: (
                 client.xpending("reactor:jobs", "reactor-workers")["pending"] == 0
-                and client.xlen("reactor:jobs") == 3
+                and client.xlen("reactor:jobs") == 2
             ),
             20,
-            "the duplicate and the job it cannot run to be acknowledged",
+            "the duplicate to be acknowledged",
         )
+        client.close()
     (log,) = recordings(db, [run_id]).values()
     assert [s.name for s in log.signals].count("harness:end") == 1
     assert (tmp_path / "steps.log").read_text().split() == [run_id]
-    assert "job dropped" in (tmp_path / "worker0.log").read_text()
 
 
 @pytest.mark.timeout(60)

@@ -17,6 +17,7 @@ from tests.service.server import Server, serving
 
 REDIS = os.environ.get("REACTOR_TEST_REDIS", "redis://127.0.0.1:6379")
 APP = "tests.service.queued:make_service"
+OLD_APP = "tests.service.rolling:make_old_service"
 
 
 @pytest.fixture
@@ -42,16 +43,15 @@ def queued(redis_url: str, postgres_url: str, tmp_path: Path) -> Iterator[Server
         yield server
 
 
-@pytest.fixture
-def worker(queued: Server, redis_url: str, postgres_url: str, tmp_path: Path) -> Iterator[int]:
-    """One ``reactor worker`` process (its pid), killed at the end."""
+def _worker(app: str, redis_url: str, postgres_url: str, tmp_path: Path) -> Iterator[int]:
+    """One ``reactor worker`` process of ``app`` (its pid), killed at the end."""
     env = {
         **os.environ,
         "REACTOR_REDIS_URL": redis_url,
         "REACTOR_RECLAIM_AFTER": "2",
         "REACTOR_SERVICE_DB": postgres_url,
     }
-    command = [sys.executable, "-m", "reactor", "worker", "--app", APP, "--concurrency", "3"]
+    command = [sys.executable, "-m", "reactor", "worker", "--app", app, "--concurrency", "3"]
     with (tmp_path / "worker.log").open("wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -59,6 +59,18 @@ def worker(queued: Server, redis_url: str, postgres_url: str, tmp_path: Path) ->
     finally:
         process.kill()
         process.wait(10)
+
+
+@pytest.fixture
+def worker(queued: Server, redis_url: str, postgres_url: str, tmp_path: Path) -> Iterator[int]:
+    """One ``reactor worker`` process of the service's app (its pid)."""
+    yield from _worker(APP, redis_url, postgres_url, tmp_path)
+
+
+@pytest.fixture
+def old_worker(queued: Server, redis_url: str, postgres_url: str, tmp_path: Path) -> Iterator[int]:
+    """One ``reactor worker`` of an older version of the app: it lacks the ``steps`` graph."""
+    yield from _worker(OLD_APP, redis_url, postgres_url, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +100,27 @@ def test_the_workers_page_lists_each_live_worker_and_the_runs_it_holds(
         page.goto("/workers")
         expect(page.locator("#in-process")).to_have_count(0)
         expect(row.locator('[data-label="Runs held"]')).to_contain_text("0 of 3")
+
+
+@pytest.mark.timeout(120)
+def test_the_workers_page_shows_a_job_waiting_for_a_worker_with_its_code(
+    browser: Browser, queued: Server, old_worker: int
+) -> None:
+    """The only worker lacks the graph a run needs: the run stays queued, and the page
+    says what it waits for."""
+    with signed_in(browser, queued) as page, queued.client() as api:
+        page.goto("/workers")
+        expect(page.locator("#worker-rows tr", has_text=f"-{old_worker}-")).to_be_visible(
+            timeout=WAIT_MS * 2
+        )
+        expect(page.locator("#waiting-rows")).to_contain_text("None")
+        run_id = start(api, "steps", {"seconds": 0})
+        row = page.locator("#waiting-rows tr", has_text=run_id)
+        expect(row).to_be_visible(timeout=WAIT_MS * 2)  # the table follows the queue
+        expect(row.locator('[data-label="Waiting for"]')).to_have_text(
+            "a worker with graph 'steps'"
+        )
+        expect(row.locator('[data-label="Since (UTC)"]')).to_contain_text(" s ago")
+        row.get_by_role("link", name=run_id).click()
+        expect(page.locator("#run-status")).to_have_text("queued")
+        assert ok(api.get(f"/api/runs/{run_id}"))["info"]["status"] == "queued"

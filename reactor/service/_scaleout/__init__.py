@@ -4,7 +4,8 @@
 queue's settings, and the broker workers take jobs with: reclaim, backoff), ``jobs``
 (the jobs kept in the database too, queued again when Redis loses them), ``leases``
 (claims in the database that make several processes safe: run leases, cron ticks),
-``durable`` (fencing in the log, durable handovers), ``worker`` (``reactor worker``).
+``durable`` (fencing in the log, durable handovers), ``waiting`` (jobs a worker's code
+cannot run, left for one whose code can), ``worker`` (``reactor worker``).
 
 May use: ``_hosting`` (its sibling), ``_reactions`` and ``_objects``.
 """

@@ -3,8 +3,9 @@
 :class:`QueueSettings` says where the jobs are (``REACTOR_REDIS_URL``) and when a
 silent job is taken over (``REACTOR_RECLAIM_AFTER``). :class:`JobBroker` is taskiq's
 Redis Streams broker as a worker uses it: one job per read, jobs idle past the
-reclaim time claimed first, and a Redis that is away (also at the start) waited for
-with a jittered backoff.
+reclaim time claimed first, a Redis that is away (also at the start) waited for with
+a jittered backoff, and jobs the worker's code cannot run left to the other workers
+(:meth:`JobBroker.park`, :mod:`reactor.service._scaleout.waiting`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
 import random
+import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ from taskiq import AckableMessage
 from taskiq_redis import RedisStreamBroker
 
 from reactor._signals.diagnostics import log
+from reactor._signals.settings import settings_from
 from reactor.exceptions import ServiceConfigError
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "RECLAIM_ENV",
     "REDIS_ENV",
     "STREAM",
+    "STREAM_ID",
     "JobBroker",
     "QueueSettings",
 ]
@@ -45,9 +48,13 @@ STREAM = "reactor:jobs"
 GROUP = "reactor-workers"
 REACTION = "reaction"
 """The key of a reaction's job: ``{"reaction": <entry id>, "agent": <name>}``."""
+STREAM_ID = "reactor_stream_id"
+"""The label that gives a job's function its message id on the stream (to park it)."""
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 10.0
 """Seconds before the first reconnection to Redis, and the most between two."""
+PENDING_PAGE = 100
+"""Idle jobs looked at per round trip when looking for one to claim."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,19 +83,17 @@ class QueueSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> QueueSettings | None:
-        """The settings ``REACTOR_REDIS_URL`` and ``REACTOR_RECLAIM_AFTER`` give (else None)."""
-        env = os.environ if env is None else env
-        url = env.get(REDIS_ENV, "").strip()
-        if not url:
+        """The settings ``REACTOR_REDIS_URL`` and ``REACTOR_RECLAIM_AFTER`` give (else None).
+
+        ``env``: read these variables instead of the process's (checked alike).
+
+        Raises:
+            ServiceConfigError: A ``REACTOR_*`` value is bad (one line per bad variable).
+        """
+        config = settings_from(env)
+        if config.redis_url is None:
             return None
-        text = env.get(RECLAIM_ENV, "").strip() or "30"
-        try:
-            reclaim = float(text)
-        except ValueError:
-            raise ServiceConfigError(
-                f"{RECLAIM_ENV} must be a number of seconds, got {text!r}."
-            ) from None
-        return cls(url, reclaim)
+        return cls(config.redis_url, config.reclaim_after)
 
 
 class JobBroker(RedisStreamBroker):
@@ -119,11 +124,26 @@ class JobBroker(RedisStreamBroker):
         """Called after Redis came back (a worker then looks for jobs Redis lost)."""
         self.ready = False
         """Whether :meth:`startup` went through (it needs Redis: ``listen`` retries it)."""
+        self.parked: dict[str, float] = {}
+        """Message ids this worker leaves to the others, until when (monotonic)."""
 
     async def startup(self) -> None:
         """Make the consumer group (taskiq's start); ``ready`` once it is made."""
         await super().startup()
         self.ready = True
+
+    async def park(self, message_id: str, seconds: float) -> None:
+        """Leave a job pending for the other workers, and alone here for ``seconds``.
+
+        Its idle time is set to the reclaim time, so another worker claims it on its
+        next round rather than after the reclaim time; this one skips it meanwhile.
+        """
+        self.parked[message_id] = time.monotonic() + seconds
+        async with Redis(connection_pool=self.connection_pool) as redis:
+            await redis.xclaim(
+                STREAM, GROUP, self.consumer_name, min_idle_time=0,
+                message_ids=[message_id], idle=self.idle_timeout, justid=True,
+            )  # fmt: skip
 
     async def listen(self) -> AsyncGenerator[AckableMessage, None]:
         """Jobs, for ever: a lost connection to Redis is retried with backoff, logged.
@@ -179,21 +199,19 @@ class JobBroker(RedisStreamBroker):
     async def _listen(self, answered: Callable[[], None]) -> AsyncGenerator[AckableMessage, None]:
         async with Redis(connection_pool=self.connection_pool) as redis:
             while True:
-                # Jobs idle for too long first (their workers died), one at a time and
-                # without waiting while there are more; then new jobs, waiting a while.
-                claimed: Any = await redis.xautoclaim(
-                    STREAM, GROUP, self.consumer_name, min_idle_time=self.idle_timeout, count=1
-                )
+                # Jobs idle for too long first (their workers died, or left them to
+                # others), one at a time and without waiting while there are more; then
+                # new jobs, waiting a while.
+                claimed = await self._claim_idle(redis)
                 answered()  # Redis answers (again)
-                for message_id, fields in claimed[1]:
-                    if fields:  # a job deleted from the stream leaves an empty entry
-                        log(
-                            "reactor.worker", "info", "job reclaimed",
-                            message=_text(message_id), job=_key(fields),
-                            idle_s=round(self.idle_timeout / 1000, 1),
-                        )  # fmt: skip
-                        yield self._message(message_id, fields)
-                if claimed[1]:
+                if claimed is not None:
+                    message_id, fields = claimed
+                    log(
+                        "reactor.worker", "info", "job reclaimed",
+                        message=_text(message_id), job=_key(fields),
+                        idle_s=round(self.idle_timeout / 1000, 1),
+                    )  # fmt: skip
+                    yield self._message(message_id, fields)
                     continue
                 fetched: Any = await redis.xreadgroup(
                     GROUP, self.consumer_name, {STREAM: ">"}, count=1, block=self.block
@@ -202,10 +220,45 @@ class JobBroker(RedisStreamBroker):
                     for message_id, fields in messages:
                         yield self._message(message_id, fields)
 
+    async def _claim_idle(self, redis: Redis) -> tuple[Any, Mapping[bytes, bytes]] | None:
+        """Claim the oldest job idle past the reclaim time, or None if there is none.
+
+        Jobs this worker leaves to the others (:meth:`park`) are not its to claim.
+        """
+        now = time.monotonic()
+        for message_id in [m for m, until in self.parked.items() if until <= now]:
+            del self.parked[message_id]  # its time is up: tried here again if still pending
+        start = "-"
+        while True:
+            pending: Any = await redis.xpending_range(
+                STREAM, GROUP, min=start, max="+", count=PENDING_PAGE, idle=self.idle_timeout
+            )
+            for entry in pending:
+                message_id = _text(entry["message_id"])
+                if message_id in self.parked:
+                    continue
+                claimed: Any = await redis.xclaim(
+                    STREAM,
+                    GROUP,
+                    self.consumer_name,
+                    min_idle_time=self.idle_timeout,
+                    message_ids=[message_id],
+                )  # fmt: skip (another worker may have claimed it first: then nothing)
+                for found_id, fields in claimed:
+                    if fields:  # a job deleted from the stream leaves an empty entry
+                        return found_id, fields
+            if len(pending) < PENDING_PAGE:
+                return None
+            start = "(" + _text(pending[-1]["message_id"])
+
     def _message(self, message_id: Any, fields: Mapping[bytes, bytes]) -> AckableMessage:
-        return AckableMessage(
-            data=fields[b"data"], ack=self._ack_generator(id=message_id, queue_name=STREAM)
-        )
+        """The job for taskiq, labelled with its message id (to park it)."""
+        data = fields[b"data"]
+        with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+            message = json.loads(data)
+            message["labels"][STREAM_ID] = _text(message_id)
+            data = json.dumps(message).encode()
+        return AckableMessage(data=data, ack=self._ack_generator(id=message_id, queue_name=STREAM))
 
 
 def _text(value: Any) -> str:

@@ -24,10 +24,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import queued_jobs
 
-__all__ = ["JOB_KEYS", "QueuedJobs"]
+__all__ = ["JOB_KEYS", "WAITING_KEYS", "QueuedJobs"]
 
 JOB_KEYS = "reactor:job:"
 """Prefix of the markers of the jobs on the stream: ``reactor:job:<key>``."""
+WAITING_KEYS = "reactor:waiting:"
+"""Prefix of the keys of jobs waiting for a worker with their code (``reactor:waiting:
+<key>``, :mod:`reactor.service._scaleout.waiting`): they go with the job's marker."""
 PAGE = 500
 """Rows of ``queued_jobs`` looked at per round trip to Redis."""
 
@@ -72,7 +75,7 @@ class QueuedJobs:
             await self._unsynced(conn)
             await conn.execute(queued_jobs.delete().where(queued_jobs.c.key == key))
         async with self._redis() as redis:
-            await redis.delete(JOB_KEYS + key)
+            await redis.delete(JOB_KEYS + key, WAITING_KEYS + key)
 
     async def requeue_lost(
         self, kick: Callable[[str, dict[str, Any]], Awaitable[None]]

@@ -9,7 +9,7 @@ processing-log entry E", acknowledged once the entry is settled. A worker that d
 leaves its jobs pending; once a job has been idle for ``REACTOR_RECLAIM_AFTER`` seconds
 another worker claims it and resumes the run from its log (or runs the reaction again).
 Without the variable everything runs in the serving process. How a worker takes jobs
-(reclaiming, backoff) is :mod:`reactor.service._scaleout.broker`.
+(reclaiming, backoff, jobs left to other workers) is :mod:`reactor.service._scaleout.broker`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ A worker opens the service's database and signal store (not its dispatcher or
 schedules), then takes jobs from the Redis stream with taskiq's receiver, ``concurrency``
 at a time (waiting for Redis, with backoff, if it is not there yet). For each job it:
 
+0. leaves it pending for another worker if the job's graph or agent is not in this
+   code (a rolling deploy: :mod:`reactor.service._scaleout.waiting`);
 1. takes the run's lease in the database, or puts the job back unacknowledged when a
    live worker holds it (a long run whose job was reclaimed by idle time);
 2. drops it (acknowledged) if its run has ``harness:end`` in the log: a duplicate (the
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -59,7 +62,7 @@ from reactor.service._reactions.dispatcher import Dispatcher
 from reactor.service._reactions.reaction import ReactionServices
 from reactor.service._reactions.registry import ReactionAgent, register
 from reactor.service._scaleout.durable import Flushes, Grouped, LogFence
-from reactor.service._scaleout.jobs import JOB_KEYS
+from reactor.service._scaleout.jobs import JOB_KEYS, WAITING_KEYS
 from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import (
     QUEUED_KEYS,
@@ -72,6 +75,7 @@ from reactor.service._scaleout.queue import (
     live_workers,
     request_of,
 )
+from reactor.service._scaleout.waiting import Waiting
 
 __all__ = ["Worker", "live_workers"]
 
@@ -119,6 +123,8 @@ class Worker:
         self.handovers: Grouped[tuple[str, bool]] = Grouped(self._hand_over)
         self.unmarks: Grouped[tuple[str, ...]] = Grouped(self._unmark)
         self.held: set[str] = set()  # runs suspended here on SIGTERM: their jobs stay pending
+        reread = functools.partial(self._read_agents, if_changed=True)
+        self.waiting = Waiting(service, self.broker, self.id, settings.reclaim_after, reread)
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
             await self._job(job, context)
@@ -204,6 +210,10 @@ class Worker:
         if run_id is None:
             await context.ack()
             return
+        lacks = await self.waiting.lacks(request.kind, request.name)
+        if lacks is not None:  # not this worker's to drop: one with that code will run it
+            await self.waiting.leave(run_id, lacks, context)
+            return
         record = self.service.host.record
         assert record is not None
         if not await self._lease(run_id):
@@ -229,9 +239,9 @@ class Worker:
                     if request.resume is None:
                         request = request.__class__(**{**job, "resume": run_id, "run_id": None})
                 await self._execute(run_id, request)
-        except ReactorError as exc:  # its graph or agent is not in this app: it never will be
+        except ReactorError as exc:  # it cannot run (finished, its agent deleted): never will
             log("reactor.worker", "error", "job dropped", run_id=run_id, error=str(exc))
-            ended = True  # it never will start
+            ended = True
         except BaseException:
             self.running.pop(run_id, None)
             with contextlib.suppress(Exception):  # what it recorded is durable first
@@ -289,7 +299,7 @@ class Worker:
             if key.startswith("reaction:"):
                 await self.queue.remove(key)
             else:  # its row went with its lease
-                await self.unmarks((JOB_KEYS + key, QUEUED_KEYS + key))
+                await self.unmarks((JOB_KEYS + key, QUEUED_KEYS + key, WAITING_KEYS + key))
         except Exception as exc:
             log("reactor.worker", "warning", "job not acknowledged", job=key, error=repr(exc))
 
@@ -312,9 +322,13 @@ class Worker:
 
     async def _reaction(self, entry_id: int, agent: str, context: Context) -> None:
         reactions = self.reactions
+        key = f"reaction:{entry_id}"
         if agent not in reactions.agents:  # made or enabled since: read the agents again
             await self._read_agents()
-        key = f"reaction:{entry_id}"
+            lacks = await self.waiting.lacks("agent", agent)
+            if lacks is not None:  # a worker with that code will run it
+                await self.waiting.leave(key, lacks, context)
+                return
         if not await self._lease(key):
             return  # leave the job pending
         self.running[key] = time.time()

@@ -4,7 +4,10 @@ With ``REACTOR_REDIS_URL`` set, ``reactor serve`` only queues runs and ``reactor
 worker`` processes execute them; each worker renews a heartbeat key in Redis naming
 its runs (:func:`reactor.service._scaleout.worker.live_workers` reads them, as
 ``reactor workers`` does). The page lists the live ones, refreshed every two seconds;
-without a queue it says that runs execute in the serving process itself.
+without a queue it says that runs execute in the serving process itself. Below them,
+the jobs that wait for a worker with their code (a graph or an agent the live workers
+lack, as during a rolling deploy: :mod:`reactor.service._scaleout.waiting`), so that a
+run left ``queued`` says why.
 """
 
 from __future__ import annotations
@@ -12,11 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import fastapi
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reactor.service._scaleout.worker import live_workers
 from reactor.service.web._render import SignedIn, page, service_of
 
 __all__ = ["router"]
@@ -25,17 +26,28 @@ router = fastapi.APIRouter(include_in_schema=False)
 
 
 async def _workers(request: Request) -> dict[str, Any]:
-    """What the page shows: the queue (if any), its live workers, or why they are unknown."""
+    """What the page shows: the queue, its live workers and jobs waiting for other code.
+
+    Or where runs execute (no queue), or why the workers are unknown (Redis away).
+    """
     service = service_of(request)
     queue = service.host.queue
+    shown: dict[str, Any] = {"queued": queue is not None, "workers": [], "waiting": []}
+    shown.update(problem=None, live=[] if queue else sorted(service.live))
     if queue is None:
-        return {"queued": False, "workers": [], "problem": None, "live": sorted(service.live)}
+        return shown
+    from redis.exceptions import RedisError  # a queue is the scaleout extra's: it is there
+
+    from reactor.service._scaleout.waiting import waiting_jobs
+    from reactor.service._scaleout.worker import live_workers
+
     try:
-        workers = await live_workers(queue.settings)
+        shown["workers"] = await live_workers(queue.settings)
+        shown["waiting"] = await waiting_jobs(queue.settings)
     except (RedisError, OSError) as exc:
         problem = f"Redis cannot be reached ({exc}); the workers are unknown until it can."
-        return {"queued": True, "workers": [], "problem": problem, "live": []}
-    return {"queued": True, "workers": workers, "problem": None, "live": []}
+        shown.update(workers=[], waiting=[], problem=problem)
+    return shown
 
 
 @router.get("/workers")
@@ -48,3 +60,9 @@ async def workers(request: Request, session: SignedIn) -> Response:
 async def worker_rows(request: Request, session: SignedIn) -> Response:
     """The workers' rows alone, for the script that keeps the table up to date."""
     return page(request, "worker_rows.html", session, fragment=True, **await _workers(request))
+
+
+@router.get("/workers/waiting")
+async def waiting_rows(request: Request, session: SignedIn) -> Response:
+    """The rows of the jobs waiting for a worker with their code, for the same script."""
+    return page(request, "waiting_rows.html", session, fragment=True, **await _workers(request))
