@@ -110,7 +110,11 @@ def check_budget(
     Raises:
         BudgetExceededError: A limit is reached.
     """
-    whose = "The run's budget" if scope == "run" else f"Agent {agent!r}'s budget"
+    whose = "The run's budget" if scope == "run" else f"The budget of agent {agent!r}"
+
+    def of(amount: str) -> str:  # "The run's budget of 100 input tokens"
+        return f"{whose} of {amount}" if scope == "run" else f"{whose} ({amount})"
+
     if budget.model_calls is not None and spent.model_calls >= budget.model_calls:
         raise _exceeded(
             f"{whose} allows {budget.model_calls} model call(s), and {spent.model_calls} "
@@ -124,8 +128,9 @@ def check_budget(
     for name in ("input_tokens", "output_tokens"):
         limit, used = getattr(budget, name), getattr(spent, name)
         if limit is not None and used >= limit:
+            amount = f"{limit:,} {name.replace('_', ' ')}"
             raise _exceeded(
-                f"{whose} of {limit:,} {name.replace('_', ' ')} is spent ({used:,} used): "
+                f"{of(amount)} is spent ({used:,} used): "
                 f"agent {agent!r} was not allowed another model call.",
                 name,
                 limit,
@@ -150,7 +155,7 @@ def check_budget(
         )
     if spent.usd >= budget.usd:
         raise _exceeded(
-            f"{whose} of ${budget.usd:g} is spent (${spent.usd:.6f} so far): agent {agent!r} "
+            f"{of(f'${budget.usd:g}')} is spent (${spent.usd:.6f} so far): agent {agent!r} "
             "was not allowed another model call.",
             "usd",
             budget.usd,

@@ -118,7 +118,19 @@ async def test_an_agents_own_budget_bounds_only_its_calls() -> None:
     result = await looping.run(provider=ScriptedProvider({"writer": ["a", "b", "c"]}))
     assert isinstance(result.error, BudgetExceededError)
     assert (result.error.scope, result.error.agent) == ("agent", "writer")
-    assert str(result.error).startswith("Agent 'writer''s budget allows 2 model call(s)")
+    assert str(result.error).startswith("The budget of agent 'writer' allows 2 model call(s)")
+
+
+async def test_an_agents_spent_budget_names_the_agent_and_the_amount() -> None:
+    provider = ScriptedProvider({"writer": ["x" * 400] * 5})
+    result = await chatty(budget=Budget(output_tokens=150)).run(provider=provider)
+    assert isinstance(result.error, BudgetExceededError)
+    assert re.match(
+        r"^The budget of agent 'writer' \(150 output tokens\) is spent \(\d+ used\): agent "
+        r"'writer' was not allowed another model call\. Raise the budget if the run should go "
+        r"on\.$",
+        str(result.error),
+    )
 
 
 @pytest.mark.filterwarnings("ignore::reactor.CycleWarning")
