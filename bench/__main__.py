@@ -30,7 +30,9 @@ from bench._runner import Row, render, write_section
 WORKLOADS = {
     "bus": bus.run,
     "stores": stores.run,
-    "runtime": runtime.run,
+    # this checkout's engine beside the commit before Part III's (bench/baseline.py)
+    "engine": runtime.side_by_side,
+    "runtime": runtime.in_process,
     "telemetry": telemetry.run,
     "limits": limits.run,
     "recording": recording.run,
