@@ -1,0 +1,296 @@
+"""What ``pip install reactor-agents`` gives: the engine alone, and each extra its part.
+
+``EXTRAS`` (``reactor/exceptions/_extras.py``) names the modules each extra installs;
+it is checked here against pyproject.toml's ``optional-dependencies`` and against the
+modules reactor imports. Then the core is built into a wheel and installed alone in a
+fresh virtualenv (a pip install: it takes a while), where the README's quickstart runs
+and none of the service stack is installed, imported, or needed, and a part of an extra
+says in one line what to install.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from reactor.exceptions._extras import DISTRIBUTION, EXTRAS
+
+ROOT = Path(__file__).parent.parent
+PACKAGES = ("reactor", "stores", "migration")
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+OPTIONAL = {
+    extra: packages
+    for extra, packages in PYPROJECT["optional-dependencies"].items()
+    if extra not in ("all", "dev")
+}
+
+SERVICE_STACK = (
+    "fastapi",
+    "starlette",
+    "sqlalchemy",
+    "uvicorn",
+    "alembic",
+    "aiosqlite",
+    "taskiq",
+    "redis",
+    "psycopg",
+    "apscheduler",
+    "grandalf",
+    "rich",
+    "mcp",
+    "opentelemetry.sdk",
+)
+"""Modules the core must not install; a few the extras only bring in (starlette)."""
+
+SUBPROCESS_TIMEOUT = 300
+"""Seconds for each pip or Python subprocess: a stuck install fails, never hangs."""
+
+
+def name_of(requirement: str) -> str:
+    """A requirement's distribution name, normalized (``"sqlalchemy[asyncio]>=2"``)."""
+    match = re.match(r"[A-Za-z0-9._-]+", requirement)
+    assert match is not None, requirement
+    return re.sub(r"[-_.]+", "-", match.group()).lower()
+
+
+def modules_of(distribution: str) -> set[str]:
+    """The dotted names of the modules and packages (namespace ones too) it installs."""
+    try:
+        files = importlib.metadata.files(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        pytest.fail(f"{distribution} is not installed: run `pip install -e '.[dev,all]'`")
+    modules: set[str] = set()
+    for file in files:
+        parts = file.parts
+        if parts[-1].endswith(".py") and not parts[0].endswith((".dist-info", ".data")):
+            dotted = (*parts[:-1], parts[-1].removesuffix(".py").removesuffix("__init__"))
+            dotted = tuple(filter(None, dotted))
+            modules.update(".".join(dotted[:n]) for n in range(1, len(dotted) + 1))
+    return modules
+
+
+def test_extras_are_the_optional_dependencies_all_installs() -> None:
+    assert set(EXTRAS) == set(OPTIONAL)
+    (everything,) = PYPROJECT["optional-dependencies"]["all"]
+    match = re.fullmatch(rf"{DISTRIBUTION}\[(?P<extras>[a-z,]+)\]", everything)
+    assert match is not None, everything
+    assert sorted(match["extras"].split(",")) == sorted(EXTRAS)
+    core = {name_of(requirement) for requirement in PYPROJECT["dependencies"]}
+    for extra, packages in OPTIONAL.items():
+        assert not core & {name_of(package) for package in packages}, extra
+
+
+@pytest.mark.parametrize("extra", sorted(EXTRAS))
+def test_each_extra_installs_its_modules_and_each_package_gives_one(extra: str) -> None:
+    provided = {name_of(package): modules_of(name_of(package)) for package in OPTIONAL[extra]}
+    for module in EXTRAS[extra]:
+        assert any(module in modules for modules in provided.values()), (
+            f"{module} (EXTRAS[{extra!r}]) comes from none of {sorted(provided)}"
+        )
+    for package, modules in provided.items():
+        assert modules & set(EXTRAS[extra]), (
+            f"{package} ([{extra}]) gives none of EXTRAS[{extra!r}]: name the module "
+            "reactor imports from it, or drop the package"
+        )
+
+
+def imported_modules() -> dict[str, Path]:
+    """Each third-party top-level module reactor imports, with one file importing it."""
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.partition(".")[0]
+                    if top not in sys.stdlib_module_names and top not in PACKAGES:
+                        found.setdefault(top, path.relative_to(ROOT))
+    return found
+
+
+def test_every_module_reactor_imports_is_a_dependency_or_an_extras() -> None:
+    declared = {name_of(r) for r in PYPROJECT["dependencies"]}
+    declared |= {name_of(r) for packages in OPTIONAL.values() for r in packages}
+    # A package a declared one requires (pydantic's pydantic-core, anthropic's HTTP
+    # library, FastAPI's Starlette) comes with it.
+    installed_with = {
+        name_of(requirement)
+        for package in declared
+        for requirement in importlib.metadata.requires(package) or []
+        if "extra ==" not in requirement
+    }
+    distributions = importlib.metadata.packages_distributions()
+    for module, path in imported_modules().items():
+        if path == Path("reactor/testing/plugin.py"):
+            continue  # the pytest plugin: loaded by pytest, never by reactor
+        sources = {name_of(d) for d in distributions.get(module, [])}
+        assert sources & (declared | installed_with), (
+            f"{path} imports {module} (from {sorted(sources) or 'nothing installed'}), "
+            "which neither the dependencies nor an extra of pyproject.toml install"
+        )
+
+
+def quickstart() -> str:
+    """The README's quickstart.py, as a user saves it."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"^<!-- file: quickstart.py -->\n```python\n(.*?)^```", readme, re.S | re.M)
+    assert block is not None, "the README has no quickstart.py block"
+    return block.group(1)
+
+
+PROBE = """
+import importlib.metadata, importlib.util, json, runpy, sys
+
+runpy.run_path("quickstart.py", run_name="__main__")
+imported = sorted({name.partition(".")[0] for name in sys.modules})
+
+import reactor
+from reactor.exceptions import MissingExtraError
+from reactor.exceptions._extras import EXTRAS, has_extras
+
+importable = []
+for module in [m for modules in EXTRAS.values() for m in modules] + sys.argv[2:]:
+    try:
+        if importlib.util.find_spec(module) is not None:
+            importable.append(module)
+    except ImportError:
+        pass
+try:
+    import reactor.service
+except MissingExtraError as exc:
+    service = [type(exc).__name__, str(exc)]
+else:
+    service = ["imported", reactor.service.__file__]
+requires = {
+    dist.metadata["Name"]: [r for r in dist.requires or [] if "extra ==" not in r]
+    for dist in importlib.metadata.distributions()
+}
+json.dump(
+    {
+        "imported": imported,
+        "reactor": reactor.__file__,
+        "importable": importable,
+        "extras": {extra: has_extras(extra) for extra in EXTRAS},
+        "service": service,
+        "requires": requires,
+    },
+    open(sys.argv[1], "w"),
+)
+"""
+
+
+def run(command: list[str | Path], cwd: Path, env: dict[str, str]) -> str:
+    """Run ``command`` to its end within the timeout; its output, or a failure showing it."""
+    try:
+        done = subprocess.run(
+            [str(part) for part in command],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=SUBPROCESS_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{command} took over {SUBPROCESS_TIMEOUT} s: {exc.stdout!r} {exc.stderr!r}")
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def a_clean_environment() -> dict[str, str]:
+    """This process's environment without its virtualenv, Python path or reactor settings.
+
+    pip's own settings (``PIP_*``, its configuration files and cache) stay: the install
+    uses them as any install here does.
+    """
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+        and not key.startswith(("PYTEST", "REACTOR_", "COV_"))
+    }
+
+
+@pytest.mark.timeout(4 * SUBPROCESS_TIMEOUT)  # a pip install: a minute or two, on a slow day more
+def test_the_core_alone_runs_the_quickstart_without_the_service_stack(tmp_path: Path) -> None:
+    env = a_clean_environment()
+    source = tmp_path / "source"  # what the wheel is built from, out of the shared checkout
+    for name in ("pyproject.toml", "README.md"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    for package in PACKAGES:
+        shutil.copytree(
+            ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    pip: list[str | Path] = [sys.executable, "-m", "pip"]
+    run([*pip, "wheel", "--no-deps", "--wheel-dir", tmp_path / "dist", source], tmp_path, env)
+    (wheel,) = (tmp_path / "dist").glob("reactor_agents-*.whl")
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", venv], tmp_path, env)
+    python = venv / "bin" / "python"
+    in_venv: list[str | Path] = [*pip, "--python", python]
+    run([*in_venv, "install", "--no-compile", wheel], tmp_path, env)
+    listed = json.loads(run([*in_venv, "list", "--format=json"], tmp_path, env))
+    installed = {name_of(entry["name"]): entry["version"] for entry in listed}
+
+    user = tmp_path / "user"  # the user's project: nothing of the checkout on sys.path
+    user.mkdir()
+    (user / "quickstart.py").write_text(quickstart())
+    (user / "probe.py").write_text(PROBE)
+    output = run([python, "probe.py", "report.json", *SERVICE_STACK], user, env)
+    report = json.loads((user / "report.json").read_text())
+    assert output.splitlines() == ["completed buy"]
+    assert Path(report["reactor"]).is_relative_to(venv), report["reactor"]
+
+    # No extra's package is installed, but what a core dependency itself requires
+    # (anthropic requires opentelemetry-api).
+    requires = {name_of(d): {name_of(r) for r in rs} for d, rs in report["requires"].items()}
+    for extra, packages in OPTIONAL.items():
+        for package in map(name_of, packages):
+            if package in installed:
+                needed_by = {d for d, rs in requires.items() if package in rs} - {DISTRIBUTION}
+                assert needed_by, f"{package} ([{extra}]) is installed with the core alone"
+    assert report["extras"] == dict.fromkeys(EXTRAS, False)
+    assert not set(report["importable"]) & set(SERVICE_STACK), report["importable"]
+    stack = {module.partition(".")[0] for module in SERVICE_STACK}
+    stack |= {m.partition(".")[0] for modules in EXTRAS.values() for m in modules}
+    assert not stack & set(report["imported"]), "the quickstart imported a part of an extra"
+
+    kind, message = report["service"]
+    assert kind == "MissingExtraError"
+    assert re.fullmatch(
+        r"reactor\.service needs the service extra \(\w+ is not installed\): "
+        rf"pip install '{DISTRIBUTION}\[service\]'",
+        message,
+    ), message
+
+    for command, extras in (("serve", "service"), ("worker", "service,scaleout")):
+        done = subprocess.run(
+            [venv / "bin" / "reactor", command],
+            cwd=user,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=SUBPROCESS_TIMEOUT,
+        )
+        assert done.returncode != 0
+        assert done.stdout == ""
+        assert re.fullmatch(
+            rf"reactor {command}: error: this command needs the .* "
+            rf"pip install '{DISTRIBUTION}\[{extras}\]'\n",
+            done.stderr,
+        ), done.stderr
