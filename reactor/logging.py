@@ -39,6 +39,7 @@ from reactor._signals.names import (
     parse_agent_event,
 )
 from reactor._signals.patterns import Pattern, compile_pattern
+from reactor._signals.payloads import input_tokens
 from reactor._signals.signal import Signal, to_jsonable
 
 __all__ = ["MetricsReporter", "StructlogReporter", "configure", "level_of"]
@@ -294,7 +295,7 @@ class MetricsReporter:
             agent = str(payload.get("agent"))
             usage: Mapping[str, int] = payload.get("usage") or {}
             self.provider_calls[agent] += 1
-            self.input_tokens[agent] += int(usage.get("input_tokens", 0))
+            self.input_tokens[agent] += input_tokens(usage)  # the prompt cache's too
             self.output_tokens[agent] += int(usage.get("output_tokens", 0))
             cost, spent = payload.get("cost_usd"), self.cost_usd[agent]
             known = spent is not None and isinstance(cost, int | float)

@@ -45,6 +45,7 @@ from reactor._signals.names import (
     TOOL_RESULT,
     parse_agent_event,
 )
+from reactor._signals.payloads import input_tokens
 from reactor._signals.signal import Signal, to_jsonable
 from reactor.exceptions._extras import importing
 
@@ -341,7 +342,7 @@ def _usage(payload: Mapping[str, Any]) -> dict[str, int]:
     read = int(usage.get("cache_read_input_tokens") or 0)
     created = int(usage.get("cache_creation_input_tokens") or 0)
     attributes = {
-        "gen_ai.usage.input_tokens": int(usage.get("input_tokens") or 0) + read + created,
+        "gen_ai.usage.input_tokens": input_tokens(usage),
         "gen_ai.usage.output_tokens": int(usage.get("output_tokens") or 0),
     }
     if read:

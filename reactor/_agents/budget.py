@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from reactor._signals.payloads import input_tokens
 from reactor.exceptions import BudgetExceededError
 
 __all__ = ["Budget", "Spending", "check_budget"]
@@ -69,9 +70,7 @@ class Spending:
 
     def add(self, usage: Mapping[str, int], cost_usd: float | None, model: str | None) -> None:
         """Count one call's usage (``provider:end``'s) and cost."""
-        self.input_tokens += int(usage.get("input_tokens", 0))
-        self.input_tokens += int(usage.get("cache_read_input_tokens", 0))
-        self.input_tokens += int(usage.get("cache_creation_input_tokens", 0))
+        self.input_tokens += input_tokens(usage)
         self.output_tokens += int(usage.get("output_tokens", 0))
         if cost_usd is None:
             self.usd = None

@@ -7,6 +7,7 @@ payloads ``State*``, and so on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from reactor._signals.names import ErrorInfo
@@ -47,6 +48,7 @@ __all__ = [
     "TimerSet",
     "ToolCallPayload",
     "ToolResultPayload",
+    "input_tokens",
 ]
 
 
@@ -278,6 +280,20 @@ class ProviderEnd(TypedDict):
     cost_usd: float | None
     stop_reason: str | None
     duration_ms: float
+
+
+def input_tokens(usage: Mapping[str, Any]) -> int:
+    """All the input a model read in a call, from ``provider:end``'s ``usage``.
+
+    Anthropic's ``input_tokens`` leaves out the tokens read from and written to the
+    prompt cache; they are input the model read, so budgets,
+    :class:`~reactor.logging.MetricsReporter` and OpenTelemetry all count them through
+    this one function.
+    """
+    return sum(
+        int(usage.get(key) or 0)
+        for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
 
 
 class ProviderErrorPayload(TypedDict):

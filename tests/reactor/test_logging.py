@@ -12,6 +12,9 @@ from pydantic import BaseModel
 
 import reactor.logging
 from reactor import (
+    Budget,
+    BudgetExceededError,
+    CycleWarning,
     MetricsReporter,
     ProgressReporter,
     Reactive,
@@ -21,6 +24,7 @@ from reactor import (
     reactive,
 )
 from reactor.logging import level_of
+from reactor.testing import FakeAnthropic, turn
 
 
 class Verdict(BaseModel):
@@ -284,3 +288,26 @@ def test_configuring_again_replaces_the_route_of_stdlib_lines(root_logger: loggi
     assert "said once" in line
     assert "[warning" in line
     assert "[somelib]" in line
+
+
+async def test_metrics_count_the_prompt_caches_input_tokens_as_budgets_do() -> None:
+    cached = turn(
+        "a", input_tokens=10, cache_read_input_tokens=4_000, cache_creation_input_tokens=1_000
+    )
+    fake = FakeAnthropic(cached, turn("b"))
+    writer = agent(prompt="Write.", activate_on=["harness:start", "part:done"], emits=["part:done"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CycleWarning)  # the loop is the point
+        looping = reactive({"writer": writer}, max_depth=None)
+    metrics = MetricsReporter()
+    try:
+        result = await looping.run(
+            provider=fake.provider(), budget=Budget(input_tokens=5_000), reporters=[metrics]
+        )
+    finally:
+        await fake.aclose()
+    assert isinstance(result.error, BudgetExceededError)
+    assert result.error.spent == 5_010  # the second call was refused
+    snapshot = metrics.snapshot()
+    assert snapshot["agents"]["writer"]["input_tokens"] == 5_010
+    assert snapshot["totals"]["input_tokens"] == 5_010
