@@ -294,3 +294,9 @@ def test_the_core_alone_runs_the_quickstart_without_the_service_stack(tmp_path: 
             rf"pip install '{DISTRIBUTION}\[{extras}\]'\n",
             done.stderr,
         ), done.stderr
+
+
+def test_the_readme_says_what_each_extra_is_for() -> None:
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| [^|]+ \|$", readme, re.MULTILINE)
+    assert sorted(rows) == sorted([*EXTRAS, "all"])
