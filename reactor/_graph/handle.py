@@ -115,11 +115,21 @@ class RunHandle:
                 the stream still ends at the run's last signal. ``None``: every signal.
         """
         bus = self._run.bus
-        if pattern is None:
-            return bus.signals("**", until=_LAST, history=True)
-        wanted = normalize_patterns(pattern)
+        # A resumed run's history holds the harness:suspended of its earlier lives:
+        # while it runs again, only a new one is its last.
+        earlier = (
+            0
+            if bus.sealed
+            else max((s.seq for s in bus.history if s.name == HARNESS_SUSPENDED), default=0)
+        )
+        wanted = ("**",) if pattern is None else normalize_patterns(pattern)
         return SignalStream(
-            bus, (*wanted, HARNESS_END, HARNESS_SUSPENDED), until=_LAST, history=True, keep=wanted
+            bus,
+            wanted if pattern is None else (*wanted, HARNESS_END, HARNESS_SUSPENDED),
+            until=_LAST,
+            history=True,
+            keep=None if pattern is None else wanted,
+            until_after=earlier,
         )
 
     @overload

@@ -52,9 +52,11 @@ class SignalStream:
         until: Pattern | None,
         history: bool,
         keep: tuple[Pattern, ...] | None = None,
+        until_after: int = 0,
     ) -> None:
         self._queue: asyncio.Queue[Signal | None] = asyncio.Queue()
         self._until = compile_pattern(until) if until is not None else None
+        self._until_after = until_after  # ``until`` ends it only after this seq
         # Received only to end the stream (``until`` outside the patterns): not yielded.
         self._keep = None if keep is None else [compile_pattern(p) for p in keep]
         self._closed = False
@@ -83,7 +85,11 @@ class SignalStream:
             signal = await self._queue.get()
             if signal is None:  # closed while waiting
                 raise StopAsyncIteration
-            if self._until is not None and self._until(signal.name):
+            if (
+                self._until is not None
+                and signal.seq > self._until_after
+                and self._until(signal.name)
+            ):
                 self.close()
             keep = self._keep
             if keep is None or any(matches(signal.name) for matches in keep):

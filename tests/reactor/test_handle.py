@@ -10,6 +10,7 @@ from reactor import (
     MemorySignalStore,
     PayloadError,
     RunClosedError,
+    RunHandle,
     SignalNameError,
     agent,
     reactive,
@@ -333,6 +334,34 @@ async def test_a_suspended_runs_stream_ends_with_its_last_signal() -> None:
     await handle.suspend("deploy")
     await asyncio.wait_for(following, 5)
     assert streamed[-1] == "harness:suspended"
+
+
+class Follower:
+    """A channel that keeps the names of the signals its run streams."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    async def attach(self, handle: RunHandle) -> None:
+        async for signal in handle.signals():
+            self.names.append(signal.name)
+
+
+async def test_a_resumed_runs_stream_goes_past_its_earlier_suspension() -> None:
+    async def slow_at_first(ctx: AgentContext) -> None:
+        if not ctx.input:
+            await forever(ctx)
+
+    graph = reactive({"slow": agent(run=slow_at_first)})
+    store = MemorySignalStore()
+    handle = graph.start(record=store)
+    await asyncio.sleep(0.05)
+    await handle.suspend("deploy")
+    follower = Follower()
+    result = await graph.resume(handle.run_id, record=store, input=1, channels=[follower])
+    assert result.status == "completed"
+    assert "harness:suspended" in follower.names  # its earlier life, from the history
+    assert follower.names[-1] == "harness:end"  # and on to the end of this one
 
 
 async def test_a_suspend_whose_reason_the_log_cannot_hold_changes_nothing() -> None:
