@@ -8,6 +8,8 @@ not happen (a stale approval refused, changes that could not apply) leaves neith
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,6 +143,15 @@ async def test_an_approval_whose_changes_cannot_apply_leaves_no_trail(url: str) 
     assert lines(logs, "suggestion:approved") == []
 
 
+def open_files() -> set[str]:
+    """The files this process holds open."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed since it was listed
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return found
+
+
 async def test_with_the_service_tables_elsewhere_approvals_are_recorded_there(
     url: str, tmp_path: Path
 ) -> None:
@@ -152,7 +163,7 @@ async def test_with_the_service_tables_elsewhere_approvals_are_recorded_there(
         await service.approve(pending.id, actor=User("boss"))
         assert service.suggestion_store.db is not objects.db
         recorded = await history(service)
-    await service.db.close()  # the service does not close a database it was given by URL
+    assert str(tmp_path / "service.db") not in open_files()  # the service closed it
     assert recorded == [("suggestion:approved", decided(pending.id, ada.id))]
 
 

@@ -120,6 +120,7 @@ class ReactionService:
             if agent.reaction is not None
         }
         self.db = Database(db) if db is not None else objects.db
+        self._owns_db = db is not None  # closed on the way out (the store's is the store's)
         self.provider, self.record = provider, record
         self.cron = CronJobs(lambda name: self.host.scheduled(name))
         self.catalog = AgentCatalog(self.db, self.agents, self.cron, self._set_reaction)
@@ -254,6 +255,8 @@ class ReactionService:
             await self.host.aclose()
             if self._owned_record is not None:
                 self.record = self._owned_record = None
+            if self._owns_db:
+                await self.db.close()  # opened again if the service is entered again
 
     def _running(self, what: str) -> Dispatcher:
         if self._group is None or self._dispatcher is None:
