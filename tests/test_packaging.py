@@ -180,17 +180,18 @@ requires = {
     dist.metadata["Name"]: [r for r in dist.requires or [] if "extra ==" not in r]
     for dist in importlib.metadata.distributions()
 }
-json.dump(
-    {
-        "imported": imported,
-        "reactor": reactor.__file__,
-        "importable": importable,
-        "extras": {extra: has_extras(extra) for extra in EXTRAS},
-        "service": service,
-        "requires": requires,
-    },
-    open(sys.argv[1], "w"),
-)
+with open(sys.argv[1], "w") as report:
+    json.dump(
+        {
+            "imported": imported,
+            "reactor": reactor.__file__,
+            "importable": importable,
+            "extras": {extra: has_extras(extra) for extra in EXTRAS},
+            "service": service,
+            "requires": requires,
+        },
+        report,
+    )
 """
 
 
@@ -251,7 +252,7 @@ def test_the_core_alone_runs_the_quickstart_without_the_service_stack(tmp_path: 
     user.mkdir()
     (user / "quickstart.py").write_text(quickstart())
     (user / "probe.py").write_text(PROBE)
-    output = run([python, "probe.py", "report.json", *SERVICE_STACK], user, env)
+    output = run([python, "-W", "error", "probe.py", "report.json", *SERVICE_STACK], user, env)
     report = json.loads((user / "report.json").read_text())
     assert output.splitlines() == ["completed buy"]
     assert Path(report["reactor"]).is_relative_to(venv), report["reactor"]
