@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from reactor import exceptions as exceptions  # cheap: loaded with the package, as always
 
 if TYPE_CHECKING:
+    from reactor._activation.threads import abandoned_threads as abandoned_threads
     from reactor._agents.agent import Agent as Agent
     from reactor._agents.agent import agent as agent
     from reactor._agents.asking import PendingPrompt as PendingPrompt
@@ -246,6 +247,7 @@ _PUBLIC: dict[str, str] = {
     "ToolResult": "reactor._providers.base",
     "Trace": "reactor._prompts.trace",
     "Usage": "reactor._providers.base",
+    "abandoned_threads": "reactor._activation.threads",
     "agent": "reactor._agents.agent",
     "current_signal": "reactor._signals.bus",
     "getenv": "reactor._agents.env",

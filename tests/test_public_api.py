@@ -42,6 +42,7 @@ PUBLIC_API = {
         "SessionInfo",
         "Skill",
         "Trace",
+        "abandoned_threads",
         "getenv",
         "trace",
         "tune_collector",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from reactor._activation.agentrun import Activation, AgentRun
 from reactor._activation.keys import ActivationKeys, idempotency_key
-from reactor._activation.threads import Turn, call_code, handled
+from reactor._activation.threads import Share, Turn, call_code, handled
 from reactor._activation.timers import Timers
 from reactor._agents.asking import Asking
 from reactor._agents.context import AgentContext
@@ -146,6 +146,7 @@ class Activator:
         # What prompts in an activation reach the run through (a weak proxy: no cycle).
         self._site = cast("Activator", weakref.proxy(self))
         self._sites: dict[AgentRun, tuple[Activator, AgentRun]] = {}
+        self.share = Share(services.run_id)  # the run's share of the handler threads
 
     def provider_of(self, agent_run: AgentRun) -> Provider | None:
         """The provider an agent's calls go to: the replay's, its own, else the run's."""
@@ -260,7 +261,7 @@ class Activator:
             if agent.run is not None:
                 ctx = self.context(agent_run, activation.trigger, activation)
                 # What a handler returns is its own: the log gets a copy nobody can change.
-                output = freeze_payload(await handled(agent.run, ctx, turn))
+                output = freeze_payload(await handled(agent.run, ctx, turn, self.share))
                 check_payload(output, "output")
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
@@ -295,7 +296,9 @@ class Activator:
                 services.store.set(agent.updates, OutputSpec.state_value(output))
             if agent.on_output is not None:
                 ctx = ctx or self.context(agent_run, activation.trigger, activation)
-                await call_code(agent.on_output, ctx, output, agent=name, what="on_output")
+                await call_code(
+                    agent.on_output, ctx, output, agent=name, what="on_output", share=self.share
+                )
             emitted = ctx.emitted if ctx is not None else None
             for signal_name in agent.emits:
                 if emitted is None or signal_name not in emitted:
