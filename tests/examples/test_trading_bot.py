@@ -14,6 +14,7 @@ from examples.trading_bot.app import broker, describe, graph
 from examples.trading_bot.scripted import SCENARIOS, scripted_provider
 from reactor import MemorySignalStore, Recording, RunResult, SQLiteSignalStore
 from reactor.exceptions import RecordingError
+from tests.reactor.cli_support import reactor_cli
 
 
 def run(scenario: str, **market: object) -> tuple[RunResult, MemorySignalStore]:
@@ -116,13 +117,7 @@ def test_the_demo_runs_end_to_end_offline(tmp_path: Path) -> None:
     assert " tokens in / " in out
     assert re.search(rf"^  replay:  reactor replay run_\w+ --db {re.escape(str(db))}$", out, re.M)
     assert "✓ ended in" in completed.stderr
-    replay = subprocess.run(
-        [sys.executable, "-m", "reactor", "replay", "last", "--db", str(db), "--quiet"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    replay = reactor_cli(Path.cwd(), "replay", "last", "--db", str(db), "--quiet", env=env)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert replay.stdout.splitlines()[-1].startswith("Replay matches run_")
 
@@ -155,7 +150,7 @@ def test_the_bot_killed_mid_run_resumes_from_the_command_line_to_the_same_decisi
         stderr=subprocess.DEVNULL,
     ) as bot:
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 120
             started = False
             while time.monotonic() < deadline and not started:
                 time.sleep(0.1)
@@ -172,13 +167,7 @@ def test_the_bot_killed_mid_run_resumes_from_the_command_line_to_the_same_decisi
             assert started, "the bot did not start its model calls in time"
         finally:
             bot.send_signal(signal.SIGKILL)
-    resumed = subprocess.run(
-        [sys.executable, "-m", "reactor", "resume", "last", "--db", str(db), "--quiet"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    resumed = reactor_cli(root, "resume", "last", "--db", str(db), "--quiet", env=env)
     assert resumed.returncode == 0, resumed.stderr
     with SQLiteSignalStore(db, readonly=True) as store:
         recording = store.load(store.resolve("last"))

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.migration import nodes
 from tests.migration.test_limits import alias_bomb
+from tests.reactor.cli_support import CliResult, reactor_cli
 
 ROOT = Path(__file__).parents[2]
 
@@ -34,15 +33,8 @@ shared = counter()
 '''
 
 
-def migrate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-W", "error", "-m", "reactor", "migrate", *args],
-        cwd=project,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def migrate(project: Path, *args: str) -> CliResult:
+    return reactor_cli(project, "migrate", *args, env=dict(os.environ))
 
 
 def write(project: Path, name: str, data: object) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from examples.migration.code_review import FLOW, provider
 from migration import FlowSpec, NodeRegistry, check, harness_to_reactive, to_python
 from migration._edge.edge import execute
+from tests.reactor.cli_support import reactor_cli
 
 ROOT = Path(__file__).parents[2]
 
@@ -69,7 +70,7 @@ async def test_the_generated_python_runs_the_same_flow() -> None:
 
 
 def test_reactor_migrate_checks_it_with_default_answers() -> None:
-    result = run("-m", "reactor", "migrate", str(FLOW), "--check")
+    result = reactor_cli(ROOT, "migrate", str(FLOW), "--check", env=dict(os.environ))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("Flow 'code-review': the edge-based and the reactive run agree")
     assert result.stderr == ""

@@ -1,4 +1,4 @@
-"""The `reactor` command, run as a user runs it: in a subprocess, in a project folder."""
+"""The `reactor` command, run as a user runs it in a project folder (in this process)."""
 
 from __future__ import annotations
 

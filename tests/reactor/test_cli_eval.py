@@ -16,7 +16,7 @@ import structlog
 
 from reactor import SQLiteSignalStore
 from reactor._cli import main
-from tests.reactor.cli_support import reactor_cli
+from tests.reactor.cli_support import reactor_process
 
 DESK = textwrap.dedent(
     """
@@ -384,10 +384,11 @@ def test_runs_without_tag_still_lists(
 
 
 def test_the_exit_status_reaches_the_shell(project: dict[str, str], tmp_path: Path) -> None:
-    changed = reactor_cli(tmp_path, "eval", "--graph", "pessimist.py:graph")
+    # A real process: the status a shell sees is the point.
+    changed = reactor_process(tmp_path, "eval", "--graph", "pessimist.py:graph")
     assert changed.returncode == 1, changed.stderr
     assert changed.stderr == ""
-    same = reactor_cli(tmp_path, "eval", "--graph", "desk.py:graph", "--json", "eval.json")
+    same = reactor_process(tmp_path, "eval", "--graph", "desk.py:graph", "--json", "eval.json")
     assert same.returncode == 0, same.stderr
     assert json.loads((tmp_path / "eval.json").read_text())["summary"]["same"] == 3
 

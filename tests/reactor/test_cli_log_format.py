@@ -13,7 +13,7 @@ import pytest
 
 from reactor._cli._parser import build_parser
 from reactor._cli._service import default_log_format
-from tests.reactor.cli_support import cli_env, reactor_cli, reactor_on_a_terminal
+from tests.reactor.cli_support import cli_env, reactor_on_a_terminal, reactor_process
 
 REFUSED = (
     "refusing to listen on 0.0.0.0 without API tokens; set REACTOR_API_TOKENS='token:user,...' "
@@ -62,7 +62,11 @@ def test_a_refusal_to_serve_is_a_line_for_a_person_on_a_terminal(tmp_path: Path)
 
 
 def test_a_refusal_to_serve_is_a_json_line_off_a_terminal(tmp_path: Path) -> None:
-    done = reactor_cli(tmp_path, "serve", "--host", "0.0.0.0", "--db", f"sqlite:///{tmp_path}/a")
+    # serve and worker set up the process's logging and excepthooks as they start: a new
+    # process each, as for the terminal above.
+    done = reactor_process(
+        tmp_path, "serve", "--host", "0.0.0.0", "--db", f"sqlite:///{tmp_path}/a"
+    )
     assert done.returncode == 2
     assert done.stderr == ""
     [line] = [json.loads(text) for text in done.stdout.splitlines()]
@@ -76,7 +80,7 @@ def test_a_refusal_to_serve_is_a_json_line_off_a_terminal(tmp_path: Path) -> Non
 
 def test_a_worker_that_cannot_start_says_why_in_a_json_line(tmp_path: Path) -> None:
     env = {k: v for k, v in cli_env().items() if k != "REACTOR_REDIS_URL"}
-    done = reactor_cli(tmp_path, "worker", "--app", "app:service", env=env)
+    done = reactor_process(tmp_path, "worker", "--app", "app:service", env=env)
     assert done.returncode == 1
     assert done.stderr == ""
     [line] = [json.loads(text) for text in done.stdout.splitlines()]

@@ -178,6 +178,7 @@ def test_bare_reactor_shows_the_commands_and_fails(project: Path) -> None:
 def test_a_closed_pipe_ends_the_output_quietly(project: Path) -> None:
     ran = reactor_cli(project, "run", "more:counter", "--quiet")
     assert ran.returncode == 0, ran.stderr
+    # A real process and a real pipe: what the reader's going away does to it is the point.
     process = subprocess.Popen(
         [sys.executable, "-W", "error", "-m", "reactor", "show", "last"],
         cwd=project,
@@ -185,10 +186,14 @@ def test_a_closed_pipe_ends_the_output_quietly(project: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert process.stdout is not None
-    process.stdout.readline()
-    process.stdout.close()  # like `| head -1`
-    _, stderr = process.communicate(timeout=60)
+    try:
+        assert process.stdout is not None
+        process.stdout.readline()
+        process.stdout.close()  # like `| head -1`
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()  # nothing if it ended; never left running for a later test to meet
+        process.wait()
     assert stderr == b""
     assert process.returncode == 141
 

@@ -34,8 +34,14 @@ SCRIPT = textwrap.dedent(
 
 
 def run_script(folder: Path, name: str) -> None:
+    # The user's script run as a script: its `__main__` block is the point.
     completed = subprocess.run(
-        [sys.executable, name], cwd=folder, env=cli_env(), capture_output=True, text=True
+        [sys.executable, name],
+        cwd=folder,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert completed.returncode == 0, completed.stderr
 

@@ -16,6 +16,7 @@ from types import ModuleType
 import pytest
 
 from reactor import Recording, ScriptedProvider
+from tests.reactor.cli_support import CliResult, reactor_cli
 from tests.reactor.databases import StorePlace
 
 DESK = textwrap.dedent(
@@ -187,14 +188,8 @@ def test_reactor_resume_picks_up_the_run_from_the_command_line(
 
     cut = run_until(place, tmp_path, reviewing)
 
-    def reactor(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "reactor", *args, "--db", place.where, "--plain"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
+    def reactor(*args: str) -> CliResult:
+        return reactor_cli(tmp_path, *args, "--db", place.where, "--plain", env=dict(os.environ))
 
     running = reactor("runs", "--status", "running")
     assert cut.run_id in running.stdout

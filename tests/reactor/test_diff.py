@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from reactor import (
@@ -14,6 +12,7 @@ from reactor import (
     reactive,
 )
 from reactor.typing import Provider
+from tests.reactor.cli_support import reactor_cli
 
 
 def join_graph(prompt: str = "Say something about {{ input }}.") -> Reactive:
@@ -107,12 +106,7 @@ def test_reactor_diff_prints_the_root_cause(tmp_path: Path) -> None:
     with SQLiteSignalStore(db) as store:
         left = join_graph().run_sync(input="x", provider=answers("BBB"), record=store)
         right = join_graph().run_sync(input="x", provider=answers("XXX"), record=store)
-    completed = subprocess.run(
-        [sys.executable, "-m", "reactor", "diff", left.run_id, right.run_id, "--db", str(db)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    completed = reactor_cli(tmp_path, "diff", left.run_id, right.run_id, "--db", str(db))
     assert completed.returncode == 1, completed.stderr
     assert "agent 'b''s answer differs" in completed.stdout
     assert "left:  'BBB'" in completed.stdout
