@@ -1,6 +1,12 @@
-"""Reaction workload: 10,000 object updates through the service, two reaction agents.
+"""Reaction workloads: object updates through the service, two reaction agents.
 
-The updates are stored first (100 objects, 100 updates each); then a service starts
+*Live* (DESIGN.md section 34, the way a desk sees it): the service runs while
+``WRITES`` updates arrive over the Python ``ObjectStore`` API (``WRITERS`` writers at
+once), to one hot object or spread over 100; timed from the first write to the last
+completed processing-log entry (2,000 events/s). The baseline is the same writes with
+no service.
+
+*Backlog*: the updates are stored first (100 objects, 100 updates each); then a service starts
 on the database and is timed. Two figures: events *dispatched* per second (until the
 last event is logged in the processing log for both agents: the target of DESIGN.md
 section 22), and events *processed* end to end (until it is idle: every reaction run
@@ -13,6 +19,7 @@ runs the same two agents directly, one run per event each, with no database.
 from __future__ import annotations
 
 import asyncio
+import functools
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -21,10 +28,12 @@ from typing import Any
 
 from bench._runner import Row, best_of_pair, rate
 from reactor import AgentContext, agent, reactive
-from reactor.service import ObjectStore, Reaction, ReactionService, User
+from reactor.service import ObjectStore, ProcessingEntry, Reaction, ReactionService, User
 
 OBJECTS = 100
 UPDATES = 10_000
+WRITES = 3_000
+WRITERS = 20
 TARGET = 2_000.0
 ON_UPDATES = Reaction(types=["Account"], events=["updated"], concurrency="parallel")
 
@@ -54,7 +63,59 @@ async def backlog(url: str, updates: int) -> None:
         ]
         for n in range(updates):
             account = made[n % OBJECTS]
-            await objects.update(account.id, {"balance": n}, actor=User("bench"))
+            # n + 1: an update that changes nothing stores no event
+            await objects.update(account.id, {"balance": n + 1}, actor=User("bench"))
+
+
+async def live(writes: int, spread: int, service: bool) -> float:
+    """Seconds from the first write to the last completed entry (or write, alone).
+
+    ``writes`` updates go to ``spread`` objects; without ``service`` they are only
+    stored (the baseline).
+
+    Raises:
+        AssertionError: The processing log is not exact.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        async with ObjectStore(f"sqlite:///{Path(folder) / 'bench.db'}") as objects:
+            made = [
+                await objects.create("Account", {"balance": 0}, actor=User("bench"))
+                for _ in range(spread)
+            ]
+
+            async def writer(first: int) -> None:
+                for n in range(first, writes, WRITERS):
+                    account = made[n % spread]
+                    await objects.update(account.id, {"balance": n + 1}, actor=User("bench"))
+
+            async def write_all() -> None:
+                async with asyncio.TaskGroup() as group:
+                    for first in range(WRITERS):
+                        group.create_task(writer(first))
+
+            if not service:
+                start = time.perf_counter()
+                await write_all()
+                return time.perf_counter() - start
+            async with ReactionService(objects=objects, agents=AGENTS) as running:
+                await running.idle()  # the agents are registered, nothing is pending
+                began = datetime.now(UTC)
+                await write_all()
+                await running.idle()
+                log = await running.processing_log()
+        log = [e for e in log if e.created_at >= began]
+        _check_exact(log, writes)
+        return (max(e.updated_at for e in log) - began).total_seconds()
+
+
+def _check_exact(log: list[ProcessingEntry], events: int) -> None:
+    keys = {(e.agent, e.object_id, e.object_version) for e in log}
+    statuses = {e.status for e in log}
+    if len(log) != 2 * events or len(keys) != len(log) or statuses != {"completed"}:
+        raise AssertionError(
+            f"processing log not exact: {len(log)} entries, {len(keys)} distinct, "
+            f"statuses {sorted(statuses)} (expected {2 * events} completed)"
+        )
 
 
 async def through_service(updates: int) -> tuple[float, float]:
@@ -73,13 +134,7 @@ async def through_service(updates: int) -> tuple[float, float]:
                 await service.idle()
                 processed = time.perf_counter() - start
                 log = await service.processing_log()
-        keys = {(e.agent, e.object_id, e.object_version) for e in log}
-        statuses = {e.status for e in log}
-        if len(log) != 2 * updates or len(keys) != len(log) or statuses != {"completed"}:
-            raise AssertionError(
-                f"processing log not exact: {len(log)} entries, {len(keys)} distinct, "
-                f"statuses {sorted(statuses)} (expected {2 * updates} completed)"
-            )
+        _check_exact(log, updates)
         dispatched = (max(e.created_at for e in log) - began).total_seconds()
         return dispatched, processed
 
@@ -97,7 +152,40 @@ async def directly(updates: int) -> float:
         return time.perf_counter() - start
 
 
+def _timed_live(writes: int, spread: int, service: bool) -> float:
+    return asyncio.run(live(writes, spread, service))
+
+
+def live_rows(runs: int, scale: float) -> list[Row]:
+    """The live rows: one hot object, then 100 objects."""
+    writes = max(300, int(WRITES * scale))
+    rows = []
+    for spread, name in ((1, "hot object"), (OBJECTS, f"{OBJECTS} objects")):
+        ours, alone = best_of_pair(
+            max(1, runs // 2),
+            functools.partial(_timed_live, writes, spread, True),
+            functools.partial(_timed_live, writes, spread, False),
+        )
+        rows.append(
+            Row(
+                workload=(
+                    f"reactions live, {name}: {writes:,} updates over the ObjectStore API "
+                    f"({WRITERS} writers) while 2 reaction agents react, first write to last "
+                    "completed entry (SQLite, processing log exact)"
+                ),
+                ours=rate(writes, ours),
+                baseline=f"{rate(writes, alone)} (the writes alone, no service)",
+                ratio=ours / alone,
+                ratio_text=f"{alone / ours:.2f}x the writes' rate",
+                target=">= 2,000 events/s",
+                met=writes / ours >= TARGET,
+            )
+        )
+    return rows
+
+
 def run(runs: int, scale: float) -> list[Row]:
+    rows = live_rows(runs, scale)
     updates = max(1_000, int(UPDATES * scale))
     timings: list[tuple[float, float]] = []
 
@@ -110,6 +198,7 @@ def run(runs: int, scale: float) -> list[Row]:
     processed = min(t[1] for t in timings)
     baseline = f"{rate(updates, direct)} (the agents run directly, no database)"
     return [
+        *rows,
         Row(
             workload=(
                 f"reactions: {updates:,} object updates dispatched to 2 reaction agents "

@@ -10,24 +10,24 @@ completed, and logged as ``skipped``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from reactor._recording.info import new_run_id
 from reactor.service._objects.changes import EntryStatus, ProcessingEntry
+from reactor.service._objects.cursors import Cursors
 from reactor.service._objects.db import Database
 from reactor.service._objects.rows import entry_from_row
 from reactor.service._objects.schema import (
     ACTIVE_PREDICATE,
     agent_runs,
     processing_log,
-    reaction_cursors,
 )
 from reactor.service._objects.values import ObjectEvent
 
@@ -39,6 +39,7 @@ _ACTIVE = sa.text(ACTIVE_PREDICATE)
 to the partial index only when it sees the values (a prepared statement's parameters
 would hide them)."""
 _IN_FLIGHT = processing_log.c.status.in_(("pending", "processing"))
+T = TypeVar("T")
 _CHUNK = 500
 """Most ids in one ``IN (...)`` list."""
 
@@ -83,11 +84,11 @@ class Finished:
     finished_at: datetime
 
 
-class ProcessingLog:
+class ProcessingLog(Cursors):
     """The ``processing_log`` table of one database, and the agents' dispatch cursors."""
 
     def __init__(self, db: Database) -> None:
-        self.db = db
+        super().__init__(db)
         self.owner: str | None = None  # the process taking entries: see ``Owners``
 
     def _insert(self) -> Any:
@@ -106,56 +107,61 @@ class ProcessingLog:
         Returns:
             The new entries, in the order of ``claims``.
         """
+        return await self._transact(functools.partial(self._claim, claims=claims, cursors=cursors))
+
+    def _claim(
+        self, conn: sa.Connection, *, claims: Sequence[Claim], cursors: Mapping[str, int] | None
+    ) -> list[ProcessingEntry]:
         now = datetime.now(UTC)
-        async with self.db.write() as conn:
-            busy = await self._in_flight(conn, [c for c in claims if c.exclusive])
-            fresh: list[tuple[int, dict[str, Any]]] = []
-            skipped: list[tuple[int, dict[str, Any]]] = []
-            for index, claim in enumerate(claims):
-                event = claim.event
-                row = {
-                    "agent": claim.agent, "object_id": event.id, "object_version": event.version,
-                    "event_type": event.event, "event_id": event.event_id, "status": "pending",
-                    "error": None, "created_at": now, "updated_at": now,
-                }  # fmt: skip
-                triple = (claim.agent, event.id, event.version)
-                kinds = busy.setdefault(triple, set()) if claim.exclusive else set()
-                if claim.refused is not None:
-                    skipped.append((index, {**row, "status": "skipped", "error": claim.refused}))
-                elif kinds and event.event not in kinds:  # the same event is a duplicate instead
-                    skipped.append((index, {**row, "status": "skipped", "error": _BUSY}))
+        busy = self._in_flight(conn, [c for c in claims if c.exclusive])
+        fresh: list[tuple[int, dict[str, Any]]] = []
+        skipped: list[tuple[int, dict[str, Any]]] = []
+        for index, claim in enumerate(claims):
+            event = claim.event
+            row = {
+                "agent": claim.agent, "object_id": event.id, "object_version": event.version,
+                "event_type": event.event, "event_id": event.event_id, "status": "pending",
+                "error": None, "created_at": now, "updated_at": now,
+            }  # fmt: skip
+            triple = (claim.agent, event.id, event.version)
+            kinds = busy.setdefault(triple, set()) if claim.exclusive else set()
+            if claim.refused is not None:
+                skipped.append((index, {**row, "status": "skipped", "error": claim.refused}))
+            elif kinds and event.event not in kinds:  # the same event is a duplicate instead
+                skipped.append((index, {**row, "status": "skipped", "error": _BUSY}))
+            else:
+                kinds.add(event.event)
+                fresh.append((index, row))
+        placed: dict[int, ProcessingEntry] = {}
+        if fresh:
+            inserted = conn.execute(
+                self._insert()
+                .on_conflict_do_nothing(index_elements=list(_KEY), index_where=_ACTIVE)
+                .returning(*processing_log.c),
+                [row for _, row in fresh],
+            )
+            by_key = {_key(entry): entry for entry in map(entry_from_row, inserted)}
+            for index, row in fresh:
+                entry = by_key.pop(_key(row), None)
+                if entry is None:  # taken already (or earlier in this batch)
+                    skipped.append((index, {**row, "status": "skipped", "error": _DUPLICATE}))
                 else:
-                    kinds.add(event.event)
-                    fresh.append((index, row))
-            placed: dict[int, ProcessingEntry] = {}
-            if fresh:
-                inserted = await conn.execute(
-                    self._insert()
-                    .on_conflict_do_nothing(index_elements=list(_KEY), index_where=_ACTIVE)
-                    .returning(*processing_log.c),
-                    [row for _, row in fresh],
-                )
-                by_key = {_key(entry): entry for entry in map(entry_from_row, inserted)}
-                for index, row in fresh:
-                    entry = by_key.pop(_key(row), None)
-                    if entry is None:  # taken already (or earlier in this batch)
-                        skipped.append((index, {**row, "status": "skipped", "error": _DUPLICATE}))
-                    else:
-                        placed[index] = entry
-            if skipped:
-                skipped.sort(key=lambda item: item[0])
-                inserted = await conn.execute(
-                    processing_log.insert().returning(*processing_log.c),
-                    [row for _, row in skipped],
-                )
-                entries = sorted(map(entry_from_row, inserted), key=lambda entry: entry.id)
-                placed.update(zip((index for index, _ in skipped), entries, strict=True))
-            if cursors:
-                await self._advance(conn, cursors, now)
+                    placed[index] = entry
+        if skipped:
+            skipped.sort(key=lambda item: item[0])
+            inserted = conn.execute(
+                processing_log.insert().returning(*processing_log.c),
+                [row for _, row in skipped],
+            )
+            entries = sorted(map(entry_from_row, inserted), key=lambda entry: entry.id)
+            placed.update(zip((index for index, _ in skipped), entries, strict=True))
+        if cursors:
+            self._advance(conn, cursors, now)
         return [placed[index] for index in sorted(placed)]
 
-    async def _in_flight(
-        self, conn: AsyncConnection, claims: Sequence[Claim]
+    @staticmethod
+    def _in_flight(
+        conn: sa.Connection, claims: Sequence[Claim]
     ) -> dict[tuple[str, str, int], set[str]]:
         """The event types in flight per (agent, object, version) of exclusive claims."""
         busy: dict[tuple[str, str, int], set[str]] = {}
@@ -163,7 +169,7 @@ class ProcessingLog:
             return busy
         object_ids = sorted({c.event.id for c in claims})
         for start in range(0, len(object_ids), _CHUNK):
-            rows = await conn.execute(
+            rows = conn.execute(
                 sa.select(
                     processing_log.c.agent,
                     processing_log.c.object_id,
@@ -197,32 +203,13 @@ class ProcessingLog:
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        async with self.db.write() as conn:
-            rows = await conn.execute(
-                processing_log.update()
-                .where(processing_log.c.id.in_(oldest), processing_log.c.status == "pending")
-                .values(**self._taken())
-                .returning(*processing_log.c)
-            )
-            taken = sorted(map(entry_from_row, rows), key=lambda entry: entry.id)
-            return await self._named(conn, taken)
-
-    async def _named(self, conn: AsyncConnection, taken: list[ProcessingEntry]) -> list[Taken]:
-        """Give each taken entry without a run its run's id (in the caller's transaction)."""
-        fresh = {entry.id: new_run_id() for entry in taken if entry.run_id is None}
-        if fresh:
-            await conn.execute(
-                processing_log.update()
-                .where(processing_log.c.id == sa.bindparam("entry"))
-                .values(run_id=sa.bindparam("new_run_id")),
-                [{"entry": entry, "new_run_id": run_id} for entry, run_id in fresh.items()],
-            )
-        return [
-            Taken(entry.model_copy(update={"run_id": fresh[entry.id]}), False)
-            if entry.id in fresh
-            else Taken(entry, True)
-            for entry in taken
-        ]
+        taking = (
+            processing_log.update()
+            .where(processing_log.c.id.in_(oldest), processing_log.c.status == "pending")
+            .values(**self._taken())
+            .returning(*processing_log.c)
+        )
+        return await self._transact(functools.partial(_named, taking=taking))
 
     async def set_run(self, entry_id: int, run_id: str) -> None:
         """The entry's reaction runs as ``run_id`` from now on (its earlier run had ended)."""
@@ -251,14 +238,9 @@ class ProcessingLog:
                     earlier.c.status.in_(("pending", "processing")),
                 )
             )
-        async with self.db.write() as conn:
-            row = (
-                await conn.execute(query.values(**self._taken()).returning(*processing_log.c))
-            ).first()
-            if row is None:
-                return None
-            (taken,) = await self._named(conn, [entry_from_row(row)])
-        return taken
+        taking = query.values(**self._taken()).returning(*processing_log.c)
+        found = await self._transact(functools.partial(_named, taking=taking))
+        return found[0] if found else None
 
     def _taken(self) -> dict[str, Any]:
         """What taking an entry writes: ``processing``, by whom, one attempt more."""
@@ -275,17 +257,16 @@ class ProcessingLog:
         Only entries still ``processing`` change (one the stuck-job detector marked
         ``abandoned`` stays so); returns the ids of those that did.
         """
-        async with self.db.write() as conn:
-            return await self._finish(conn, outcomes, datetime.now(UTC))
+        return await self._transact(
+            functools.partial(self._finish, outcomes=outcomes, now=datetime.now(UTC))
+        )
 
     @staticmethod
-    async def _finish(
-        conn: AsyncConnection, outcomes: Sequence[Finished], now: datetime
-    ) -> set[int]:
+    def _finish(conn: sa.Connection, *, outcomes: Sequence[Finished], now: datetime) -> set[int]:
         ids = sorted(o.entry_id for o in outcomes)
         live: set[int] = set()
         for start in range(0, len(ids), _CHUNK):
-            rows = await conn.execute(
+            rows = conn.execute(
                 sa.select(processing_log.c.id)
                 .where(processing_log.c.id.in_(ids[start : start + _CHUNK]))
                 .where(processing_log.c.status == "processing")
@@ -294,7 +275,7 @@ class ProcessingLog:
             live.update(rows.scalars())
         done = [o for o in outcomes if o.entry_id in live]
         if done:
-            await conn.execute(
+            conn.execute(
                 processing_log.update()
                 .where(processing_log.c.id == sa.bindparam("entry"))
                 .values(
@@ -324,7 +305,7 @@ class ProcessingLog:
             insert = sql.insert(agent_runs)
             ended = {key: insert.excluded[key] for key in ("status", "finished_at", "error")}
             done = insert.on_conflict_do_update(index_elements=["run_id"], set_=ended)
-            await conn.execute(done, runs)
+            conn.execute(done, runs)
         return live
 
     async def release(self, entry_ids: Iterable[int]) -> None:
@@ -393,49 +374,27 @@ class ProcessingLog:
             )
         return int(found or 0)
 
-    async def cursors(self, agents: Iterable[str]) -> dict[str, int]:
-        """Each agent's dispatch position; a new agent starts at 0 (every stored event)."""
-        names = sorted(set(agents))
-        if not names:
-            return {}
-        async with self.db.read() as conn:
-            rows = await conn.execute(
-                sa.select(reaction_cursors).where(reaction_cursors.c.agent.in_(names))
-            )
-            found = {row.agent: int(row.event_id) for row in rows}
-        return {name: found.get(name, 0) for name in names}
 
-    async def stored_cursor(self, agent: str) -> int | None:
-        """The agent's stored dispatch position (``None`` for an agent never dispatched to)."""
-        async with self.db.read() as conn:
-            found = await conn.scalar(
-                sa.select(reaction_cursors.c.event_id).where(reaction_cursors.c.agent == agent)
-            )
-        return None if found is None else int(found)
+def _named(conn: sa.Connection, *, taking: sa.Executable) -> list[Taken]:
+    """Take entries (``taking`` returns their rows) and give each without a run its run's id.
 
-    async def set_cursor(self, agent: str, event_id: int) -> None:
-        """Start an agent at ``event_id``: it is given the events after it (never earlier)."""
-        async with self.db.write() as conn:
-            await self._advance(conn, {agent: event_id}, datetime.now(UTC))
-
-    async def forget_cursor(self, agent: str) -> None:
-        """Forget an agent's position (it was deleted; one made again starts afresh)."""
-        async with self.db.write() as conn:
-            await conn.execute(reaction_cursors.delete().where(reaction_cursors.c.agent == agent))
-
-    async def _advance(
-        self, conn: AsyncConnection, cursors: Mapping[str, int], now: datetime
-    ) -> None:
-        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
-        rows = [{"agent": a, "event_id": e, "updated_at": now} for a, e in sorted(cursors.items())]
-        insert = dialect.insert(reaction_cursors).values(rows)
-        await conn.execute(
-            insert.on_conflict_do_update(
-                index_elements=["agent"],
-                set_={"event_id": insert.excluded.event_id, "updated_at": now},
-                where=reaction_cursors.c.event_id < insert.excluded.event_id,
-            )
+    Returns them oldest first, each with whether it had a run already.
+    """
+    taken = sorted(map(entry_from_row, conn.execute(taking)), key=lambda entry: entry.id)
+    fresh = {entry.id: new_run_id() for entry in taken if entry.run_id is None}
+    if fresh:
+        conn.execute(
+            processing_log.update()
+            .where(processing_log.c.id == sa.bindparam("entry"))
+            .values(run_id=sa.bindparam("new_run_id")),
+            [{"entry": entry, "new_run_id": run_id} for entry, run_id in fresh.items()],
         )
+    return [
+        Taken(entry.model_copy(update={"run_id": fresh[entry.id]}), False)
+        if entry.id in fresh
+        else Taken(entry, True)
+        for entry in taken
+    ]
 
 
 def _key(entry: ProcessingEntry | Mapping[str, Any]) -> tuple[Any, ...]:
