@@ -46,6 +46,7 @@ class Reactive:
         end_when: When a run ends before quiescence (callable or pattern), if ever.
         external: Patterns of signals that arrive from outside (``handle.send``).
         warnings: Cycle warnings found at build time.
+        defaults: The run options given to :func:`reactive` (``input`` among them).
     """
 
     def __init__(
@@ -67,14 +68,14 @@ class Reactive:
         self.external = external
         self.name = name
         self.single = single
-        self._defaults = dict(defaults)
+        self.defaults: Mapping[str, Any] = dict(defaults)
         self._origin = origin or Origin(None, None)
         self._declarations = Declarations(
             agents=self.agents,
             state=state_schema(create_store(state)),
             external=external,
             single=single,
-            scope=frozenset(self._defaults.get("scope") or ()),
+            scope=frozenset(self.defaults.get("scope") or ()),
         )
         found = [*naming_problems, *problems(self._declarations)]
         if found:
@@ -95,7 +96,7 @@ class Reactive:
                 f"Unknown run option(s): {', '.join(sorted(unknown))}. "
                 f"Run options are: {', '.join(sorted(OPTION_NAMES))}."
             )
-        merged = {**self._defaults, **overrides}
+        merged = {**self.defaults, **overrides}
         replay = merged.get("replay")
         if replay is not None and "input" not in overrides:
             # A replay re-runs the recorded input, unless this run gives another.

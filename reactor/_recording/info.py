@@ -18,6 +18,7 @@ from reactor._signals.names import (
     TIMER_SET,
 )
 from reactor._signals.settings import parse_duration
+from reactor._signals.signal import iso_time
 
 if TYPE_CHECKING:
     from reactor._signals.signal import Signal
@@ -43,7 +44,7 @@ __all__ = [
 
 def until_text(when: datetime) -> str:
     """``when`` as the ``until`` of ``timer:set``: ISO 8601 in UTC, to the microsecond."""
-    return when.astimezone(UTC).isoformat(timespec="microseconds")
+    return iso_time(when, "microseconds")
 
 
 def parse_until(text: str) -> datetime:
@@ -209,14 +210,10 @@ class RunInfo:
         return {
             **dataclasses.asdict(self),
             "tags": dict(self.tags),
-            "started_at": _iso(self.started_at),
-            "ended_at": None if self.ended_at is None else _iso(self.ended_at),
+            "started_at": iso_time(self.started_at),
+            "ended_at": None if self.ended_at is None else iso_time(self.ended_at),
             "complete": self.complete,
         }
-
-
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
 
 
 def open_status(signals: Iterable[Any]) -> str:

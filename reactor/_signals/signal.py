@@ -14,7 +14,7 @@ import pydantic_core
 
 from reactor._signals.patterns import Pattern, compile_pattern
 
-__all__ = ["Signal", "new_signal", "to_jsonable"]
+__all__ = ["Signal", "iso_time", "new_signal", "to_jsonable"]
 
 
 def _new_id() -> str:
@@ -62,7 +62,7 @@ class Signal:
             "seq": self.seq,
             "name": self.name,
             "payload": to_jsonable(self.payload),
-            "timestamp": _iso(self.timestamp),
+            "timestamp": iso_time(self.timestamp),
             "source": self.source,
             "caused_by": self.caused_by,
             "depth": self.depth,
@@ -76,7 +76,7 @@ class Signal:
             "seq": self.seq,
             "name": self.name,
             "payload": self.payload,
-            "timestamp": _iso(self.timestamp),
+            "timestamp": iso_time(self.timestamp),
             "source": self.source,
             "caused_by": self.caused_by,
             "depth": self.depth,
@@ -181,8 +181,14 @@ def new_signal(
     return signal
 
 
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
+def iso_time(when: float | datetime, timespec: str = "auto") -> str:
+    """``when`` (a UNIX time, or an aware datetime) in ISO 8601, in UTC, ending in ``Z``.
+
+    Every time reactor writes in ISO form comes from here (signals, run rows, timers,
+    the API, the web UI, the CLI), so they all read alike: ``2025-01-31T09:30:00.25Z``.
+    """
+    moment = when if isinstance(when, datetime) else datetime.fromtimestamp(when, tz=UTC)
+    return moment.astimezone(UTC).isoformat(timespec=timespec)[:-6] + "Z"  # "+00:00"
 
 
 # Objects that stand for another value when serialized (the read-only state views of

@@ -63,7 +63,7 @@ def test_json_round_trip_with_a_model_payload() -> None:
         "seq": 7,
         "name": "trade:proposed",
         "payload": {"trade": {"symbol": "AAPL", "qty": 3, "placed": "2026-01-02T03:04:05Z"}},
-        "timestamp": "2023-11-14T22:13:20.250000+00:00",
+        "timestamp": "2023-11-14T22:13:20.250000Z",
         "source": "trader",
         "caused_by": "sig_6",
         "depth": 2,

@@ -16,6 +16,7 @@ from typing import Any
 import httpx2
 
 from reactor import AgentContext, SQLiteSignalStore, agent, reactive
+from reactor._signals.signal import iso_time
 from reactor.service import ObjectStore, ReactionService
 from tests.service.server import ALICE, Server, serving, wait_for
 from tests.service.support import TYPES
@@ -46,12 +47,12 @@ def test_sigterm_holds_a_sleeping_run_at_once_and_the_next_start_wakes_it_on_tim
         assert name == "timer:set"
         until = datetime.fromisoformat(timer["until"])
         assert run["timers"] == [
-            {"timer_id": timer["timer_id"], "agent": "sleeper", "until": until.isoformat()}
+            {"timer_id": timer["timer_id"], "agent": "sleeper", "until": iso_time(until)}
         ]
         page = _page(server, f"/runs/{run_id}")
         assert "Waiting for a time" in page
         shown = until.strftime("%Y-%m-%d %H:%M:%S")
-        when = f'<time datetime="{until.isoformat()}">{shown} UTC</time>'
+        when = f'<time datetime="{iso_time(until)}">{shown} UTC</time>'
         assert f'<strong class="agent">sleeper</strong> sleeps until {when}' in page
         started = time.monotonic()
         assert server.stop(timeout=30) == 0

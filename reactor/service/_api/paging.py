@@ -21,7 +21,7 @@ import fastapi
 
 from reactor._recording.store import PAGE
 from reactor._signals.patterns import Pattern, compile_pattern
-from reactor._signals.signal import Signal
+from reactor._signals.signal import Signal, iso_time
 from reactor.exceptions import PatternError, RunNotFoundError
 from reactor.service._api.base import ApiError, Service, authenticate
 from reactor.service._api.reads import (
@@ -86,7 +86,7 @@ async def get_run(run_id: str, service: Service) -> dict[str, Any]:
         state=await asyncio.to_thread(store.state, run_id),
         prompts=await open_prompts(service, run_id, asked),
         timers=[
-            {"timer_id": timer.timer_id, "agent": timer.agent, "until": timer.until.isoformat()}
+            {"timer_id": timer.timer_id, "agent": timer.agent, "until": iso_time(timer.until)}
             for timer in timers(info, asked)
         ],
         signals=[signal.to_dict() for signal in signals],

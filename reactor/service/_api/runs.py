@@ -27,7 +27,7 @@ from reactor._recording.info import RunInfo, matches_filters
 from reactor._signals.door import check_payload
 from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.patterns import validate_name
-from reactor._signals.signal import Signal
+from reactor._signals.signal import Signal, iso_time
 from reactor.service._api.agents import RunStarted
 from reactor.service._api.base import ApiError, Caller, Service, authenticate
 from reactor.service._api.paging import router as paging_router
@@ -237,7 +237,7 @@ def _behind(run_id: str, prompt_id: str, signals: list[Signal], asking: Collecti
 def _taken(decision: ReplyDecision) -> str:
     return (
         f"Prompt {decision.prompt_id!r} of run {decision.run_id} was answered by "
-        f"{decision.answered_by} at {decision.answered_at.isoformat()} with "
+        f"{decision.answered_by} at {iso_time(decision.answered_at)} with "
         f"{decision.answer!r}; it takes one answer."
     )
 
@@ -279,8 +279,9 @@ async def list_runs(
 ) -> list[dict[str, Any]]:
     """Runs newest first (queued ones too), filtered by graph, status and tag.
 
-    A run the service will not resume by itself (its graph changed what its log says
-    was done) is ``blocked``, its ``reason`` says why.
+    ``status=any`` (as no ``status``) lists runs of every status. A run the service
+    will not resume by itself (its graph changed what its log says was done) is
+    ``blocked``, its ``reason`` says why.
     """
     infos = await listed_runs(service, graph=graph, status=status, tag=tag, limit=limit)
     return [{**info.to_dict(), "live": info.run_id in service.live} for info in infos]
@@ -297,8 +298,10 @@ async def listed_runs(
     """The recorded runs and those queued for a worker, newest first, filtered.
 
     Blocked runs are shown ``blocked`` (``status="blocked"`` lists them alone), runs
-    that ended while their store could not write it ``failed`` (see ``with_blocks``).
+    that ended while their store could not write it ``failed`` (see ``with_blocks``);
+    ``status="any"`` is no filter.
     """
+    status = None if status == "any" else status
     store = store_of(service)
     if status in ("blocked", "running", "waiting") or (status == "failed" and _unended(service)):
         found: list[RunInfo] = []
@@ -365,7 +368,7 @@ async def reply_to_prompt(
         prompt_id=prompt_id,
         answer=decision.answer,
         answered_by=decision.answered_by,
-        answered_at=decision.answered_at.isoformat(),
+        answered_at=iso_time(decision.answered_at),
         message_id=decision.message_id,
     )
 

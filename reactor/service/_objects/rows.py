@@ -15,6 +15,7 @@ from typing import Any
 import pydantic
 import sqlalchemy as sa
 
+from reactor._signals.signal import iso_time
 from reactor.exceptions import ServiceConfigError
 from reactor.service._objects.changes import Operation, ProcessingEntry, Suggestion
 from reactor.service._objects.schema import object_events, objects
@@ -238,4 +239,4 @@ def object_page(rows: Sequence[sa.Row[Any]], limit: int) -> ObjectPage:
     found = [object_from_row(row) for row in rows[:limit]]
     if len(rows) <= limit:
         return ObjectPage(found, None)
-    return ObjectPage(found, f"{found[-1].updated_at.isoformat()}|{found[-1].id}")
+    return ObjectPage(found, f"{iso_time(found[-1].updated_at)}|{found[-1].id}")

@@ -2,7 +2,8 @@
 
 A graph's page draws it as an SVG made on the server (:mod:`._drawing`: agents as
 boxes, signals as labelled arrows), lists its recent runs, and has a form that starts a
-run with a JSON input, through the same service function as ``POST /api/runs``
+run with a JSON input (prefilled with the graph's default input, if it has one),
+through the same service function as ``POST /api/runs``
 (:meth:`ReactionService.submit`); the browser then opens the new run's page. A run's
 page draws its graph too, the agents active at that moment highlighted.
 """
@@ -17,6 +18,7 @@ from starlette.responses import Response
 
 from reactor._graph.reactive import Reactive
 from reactor._recording.info import RunInfo
+from reactor._signals.signal import to_jsonable
 from reactor.exceptions import ReactorError, ServiceStateError
 from reactor.service._api.base import ApiError
 from reactor.service._api.runs import listed_runs
@@ -28,6 +30,7 @@ from reactor.service.web._render import (
     SignedIn,
     back,
     json_field,
+    json_text,
     page,
     service_of,
     web_of,
@@ -81,11 +84,17 @@ async def graphs(request: Request, session: SignedIn) -> Response:
     return page(request, "graphs.html", session, graphs=listed)
 
 
+def default_input(graph: Reactive) -> str | None:
+    """The graph's default input (``reactive(..., input=...)``) as pretty JSON, if any."""
+    given = graph.defaults.get("input")
+    return None if given is None else json_text(to_jsonable(given))  # a model as its data
+
+
 async def _graph_page(
     request: Request,
     session: Session,
     name: str,
-    given: str = "",
+    given: str | None = None,
     problem: str | None = None,
     code: int = 200,
 ) -> Response:
@@ -97,6 +106,7 @@ async def _graph_page(
         recent = await listed_runs(service, graph=name, limit=RECENT)
     except (ApiError, ReactorError):
         recent = []
+    default = default_input(graph)
     return page(
         request,
         "graph.html",
@@ -107,7 +117,8 @@ async def _graph_page(
         drawing=drawing_of(request, graph),
         active=(),
         recent=recent,
-        given=given,
+        given=(default or "") if given is None else given,  # the form starts prefilled
+        example=default or "{}",
         problem=problem,
     )
 

@@ -25,6 +25,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from reactor._graph.reactive import Reactive
+from reactor._signals.signal import iso_time
 from reactor.service._api.base import state_of
 from reactor.service._hosting.service import ReactionService
 from reactor.service.web._drawing import Drawing
@@ -39,6 +40,7 @@ __all__ = [
     "back",
     "form_session",
     "json_field",
+    "json_text",
     "page",
     "root_of",
     "signed_in",
@@ -77,12 +79,13 @@ def _ago(value: float | None) -> str:
     return f"{max(0.0, time.time() - value):.0f} s ago"
 
 
-def _json(value: Any, indent: int | None = 2) -> str:
+def json_text(value: Any, indent: int | None = 2) -> str:
+    """``value`` (JSON data) as JSON for a page: pretty, keys sorted (the ``json`` filter)."""
     return json.dumps(value, indent=indent, sort_keys=True, default=str, ensure_ascii=False)
 
 
 def _short(value: Any, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else _json(value, None)
+    text = value if isinstance(value, str) else json_text(value, None)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -113,7 +116,13 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters.update(
-        when=_when, seconds=_seconds, money=_money, json=_json, short=_short, ago=_ago
+        when=_when,
+        iso=iso_time,
+        seconds=_seconds,
+        money=_money,
+        json=json_text,
+        short=_short,
+        ago=_ago,
     )
     return environment
 

@@ -2,20 +2,22 @@
 
 The list refreshes itself from ``/runs/rows`` (the table's rows alone); neither reads a
 run's log (the counters of each run's row, and a label from its first signal). A run's
-page shows the tail of its log as recorded when the page was made (its last 200
-signals; "Show earlier signals" fetches the page before them from
-``/runs/{run_id}/signals?before=``), then follows it over Server-Sent Events
-(``/runs/{run_id}/events``, the API's stream behind the session cookie): the script
-adds each signal to the timeline and fetches ``/runs/{run_id}/details`` (the status,
-prompts, metrics, causal tree and state: see :mod:`._window`) as they change. The forms
-go through the same functions as the API: a reply, a signal, an abort are the
-signed-in user's.
+page shows its input (from its first signal) and tags at the top, then the tail of its
+log as recorded when the page was made (its last 200 signals; "Show earlier signals"
+fetches the page before them from ``/runs/{run_id}/signals?before=``), then follows it
+over Server-Sent Events (``/runs/{run_id}/events``, the API's stream behind the session
+cookie): the script adds each signal to the timeline and fetches
+``/runs/{run_id}/details`` (the status, prompts, metrics, causal tree and state: see
+:mod:`._window`) as they change. The forms go through the same functions as the API: a
+reply, a signal, an abort are the signed-in user's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import fastapi
@@ -23,10 +25,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reactor._recording.info import RunInfo
+from reactor._signals.names import HARNESS_START
 from reactor.exceptions import ReactorError, RunNotFoundError
 from reactor.service._api.base import ApiError
 from reactor.service._api.follow import known_run
-from reactor.service._api.reads import pending_prompts, questions, run_info
+from reactor.service._api.reads import pending_prompts, questions, run_info, store_of
 from reactor.service._api.runs import abort_run, listed_runs, post_signal, reply
 from reactor.service._api.stream import event_stream
 from reactor.service._hosting.service import ReactionService
@@ -102,6 +105,7 @@ async def runs(
     tag: Filter = None,
 ) -> Response:
     """The runs, newest first, filtered by graph, status and tag (``key`` or ``key=value``)."""
+    status = None if status == "any" else status  # the filter's own "any" is ""
     return page(
         request,
         "runs.html",
@@ -125,6 +129,7 @@ async def run_rows(
     tag: Filter = None,
 ) -> Response:
     """The rows of the list alone, for the script that keeps it up to date."""
+    status = None if status == "any" else status
     rows = await _rows(request, graph, status, tag)
     filtered = bool(graph or status or tag)
     return page(request, "run_rows.html", session, fragment=True, rows=rows, filtered=filtered)
@@ -138,6 +143,25 @@ async def _recording(request: Request, run_id: str) -> RunInfo | None:
         return None
 
 
+async def _input(request: Request, info: RunInfo) -> tuple[bool, Any]:
+    """Whether the run has begun, and its input (from its first signal, ``harness:start``).
+
+    The page shows it above everything else: ``harness:start`` itself is mostly its
+    agents' fingerprints.
+    """
+    if info.status == "queued":  # in the job queue: no log yet
+        return False, None
+    store = store_of(service_of(request))
+    try:
+        first = await asyncio.to_thread(store.signals, info.run_id, limit=1)
+    except LookupError:  # deleted (or pruned) since its row was read
+        return False, None
+    if not first or first[0].name != HARNESS_START:
+        return False, None
+    payload = first[0].payload
+    return True, payload.get("input") if isinstance(payload, Mapping) else None
+
+
 At = Annotated[int | None, fastapi.Query(ge=0)]
 
 
@@ -147,16 +171,19 @@ def _timeline(window: Window) -> list[Any]:
 
 @router.get("/runs/{run_id}")
 async def run(request: Request, run_id: str, session: SignedIn, at: At = None) -> Response:
-    """A run: its timeline (the tail of its log), status, prompts, metrics, tree and state."""
+    """A run: its input and tags, timeline (its log's tail), status, prompts and state."""
     info = await _recording(request, run_id)
     if info is None:
         return page(request, "missing.html", session, 404, what=f"run {run_id}")
     window = await tail_window(request, info)
     shown_details = await details(request, info, window, at)
+    begun, given = await _input(request, info)
     return page(
         request,
         "run.html",
         session,
+        begun=begun,
+        given=given,
         timeline=_timeline(window),
         before=window.before,
         reacted=(await labels(request, [info]))[run_id],  # a reaction's: its object
