@@ -2,7 +2,8 @@
 
 A run's page shows its input and tags first; the start form is prefilled with the
 graph's own default input; ``?status=any`` lists every status; every time the API and
-the web UI write in ISO form ends in ``Z``.
+the web UI write in ISO form ends in ``Z``; a job queue (Redis) that went away is a
+503 that names it, logged in one line.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 from reactor import AgentContext, agent, reactive
 from reactor.service import ObjectStore, ReactionService, create_app
+from tests.redis_server import RedisServer
+from tests.service.queued import make_service as queued_service
 from tests.service.server import wait_for
 
 TOKEN = "tok-small-0123456789"
@@ -177,3 +181,40 @@ def test_every_time_the_api_and_the_pages_write_ends_in_z(client: TestClient) ->
     assert shown
     assert all(text.endswith("Z") for text in shown), shown
     ok(client.post(f"/api/runs/{napping}/abort", headers=API))
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisServer]:
+    """A redis-server of the test's own (the job queue of the service below), stopped at the end."""
+    server = RedisServer(tmp_path)
+    monkeypatch.setenv("REACTOR_REDIS_URL", server.url)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_job_queue_that_went_away_is_a_503_naming_redis_in_one_log_line(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    service = queued_service(f"sqlite:///{tmp_path / 'app.db'}")
+    app = create_app(service, tokens={TOKEN: "alice"})
+    with TestClient(app, base_url="http://localhost") as client:  # a raised error fails here
+        ok(client.post("/api/runs", json={"graph": "steps"}, headers=API), 202)
+        redis_server.stop()
+        with structlog.testing.capture_logs() as logs:
+            refused = client.post("/api/runs", json={"graph": "steps"}, headers=API)
+            listed = client.get("/api/runs", headers=API)
+    for answer in (refused, listed):
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["Retry-After"] == "5"
+        detail = answer.json()["detail"]
+        assert detail.startswith("The job queue (Redis, REACTOR_REDIS_URL) cannot be reached"), (
+            detail
+        )
+        assert "database" not in detail
+    said = [entry for entry in logs if entry["event"] == "redis unreachable"]
+    assert [entry["path"] for entry in said] == ["/api/runs", "/api/runs"]
+    assert all(entry["log_level"] == "warning" and "exc_info" not in entry for entry in said)
+    assert all("\n" not in str(entry["error"]) for entry in said)

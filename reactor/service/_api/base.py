@@ -2,7 +2,8 @@
 
 Every error is ``{"error": <kind>, "detail": <what to do>}`` with its status: 401
 (no or a wrong token), 404 (unknown), 409 (conflict with the current state), 422
-(invalid input, FastAPI's own validation included) and 503 (the service is stopping).
+(invalid input, FastAPI's own validation included) and 503 (the service is stopping,
+or its database or the job queue's Redis cannot be reached: said in one log line).
 The library's errors map to these by kind, so a route raises what the service raised.
 """
 
@@ -101,36 +102,48 @@ STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
 
 
 RETRY_AFTER = 5
-"""Seconds a client is told to wait while the database is unreachable (``Retry-After``)."""
+"""Seconds a client is told to wait while a database or Redis is unreachable (``Retry-After``)."""
+
+_REDIS_AWAY = ("ConnectionError", "TimeoutError", "BusyLoadingError")
+"""The errors of redis-py that say the job queue's Redis is away (not a bug)."""
 
 
-def unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says a database (the service's, the log's) or Redis is away."""
+def unreachable(exc: BaseException) -> str | None:
+    """What ``exc`` says is away, if anything.
+
+    ``"redis"`` (the job queue's, scale-out), ``"database"`` (the service's, the log's),
+    or ``None`` when it says neither.
+    """
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, sa.exc.OperationalError | sa.exc.InterfaceError):
-            return True
-        if isinstance(current, sa.exc.DBAPIError) and current.connection_invalidated:
-            return True
         kind = type(current)
+        if kind.__module__.startswith("redis.") and kind.__name__ in _REDIS_AWAY:
+            return "redis"
+        if isinstance(current, sa.exc.OperationalError | sa.exc.InterfaceError):
+            return "database"
+        if isinstance(current, sa.exc.DBAPIError) and current.connection_invalidated:
+            return "database"
         if kind.__module__.startswith("psycopg") and kind.__name__ in (
             "OperationalError",
             "InterfaceError",
             "PoolTimeout",
         ):
-            return True
-        if kind.__module__.startswith("redis.") and kind.__name__ in (
-            "ConnectionError",
-            "TimeoutError",
-            "BusyLoadingError",
-        ):  # the job queue's Redis (scale-out)
-            return True
+            return "database"
         if isinstance(current, ConnectionError | TimeoutError):
-            return True
+            return "database"
         current = current.__cause__ or current.__context__
-    return False
+    return None
+
+
+def _redis_away() -> tuple[type[Exception], ...]:
+    """redis-py's errors that say Redis is away (none without the ``scaleout`` extra)."""
+    try:
+        from redis import exceptions
+    except ImportError:
+        return ()
+    return tuple(getattr(exceptions, name) for name in _REDIS_AWAY)
 
 
 class ApiError(Exception):
@@ -142,11 +155,19 @@ class ApiError(Exception):
         self.detail = detail
 
 
-def _unavailable() -> JSONResponse:
+_AWAY = {
+    "database": "The service's database cannot be reached right now",
+    "redis": "The job queue (Redis, REACTOR_REDIS_URL) cannot be reached right now",
+}
+
+
+def _unavailable(request: fastapi.Request, exc: BaseException, what: str) -> JSONResponse:
+    """The 503 of a database or Redis that is away, said in one log line (no traceback)."""
+    error = (str(exc) or type(exc).__name__).splitlines()[0]
+    log("reactor.service", "warning", f"{what} unreachable", path=request.url.path, error=error)
     return error_response(
         503,
-        "The service's database cannot be reached right now; nothing was changed. "
-        f"Try again in {RETRY_AFTER} seconds.",
+        f"{_AWAY[what]}; nothing was changed. Try again in {RETRY_AFTER} seconds.",
         {"Retry-After": str(RETRY_AFTER)},
     )
 
@@ -172,8 +193,9 @@ def install_errors(app: fastapi.FastAPI) -> None:
     @app.exception_handler(ReactorError)
     async def reactor_error(request: fastapi.Request, exc: ReactorError) -> JSONResponse:
         status = next((code for kind, code in STATUSES if isinstance(exc, kind)), None)
-        if status is None and unreachable(exc):  # the signal store's database is away
-            return _unavailable()
+        away = None if status is not None else unreachable(exc)
+        if away is not None:  # the signal store's database (or Redis) is away
+            return _unavailable(request, exc, away)
         return error_response(status or 500, str(exc))
 
     @app.exception_handler(RequestValidationError)
@@ -184,18 +206,22 @@ def install_errors(app: fastapi.FastAPI) -> None:
     async def away(request: fastapi.Request, exc: Exception) -> JSONResponse:
         # Handled here, not by the catch-all below: its answer is sent and the error
         # raised again, which drops the client's kept-alive connection.
-        if unreachable(exc):
-            return _unavailable()
+        what = unreachable(exc)
+        if what is not None:
+            return _unavailable(request, exc, what)
         log("reactor.service", "error", "request failed", path=request.url.path, error=repr(exc))
         return error_response(500, "The service failed on this request; see its log.")
 
     app.add_exception_handler(sa.exc.SQLAlchemyError, away)
     app.add_exception_handler(OSError, away)
+    for kind in _redis_away():  # the job queue's Redis (scale-out)
+        app.add_exception_handler(kind, away)
 
     @app.exception_handler(Exception)
     async def unexpected(request: fastapi.Request, exc: Exception) -> JSONResponse:
-        if unreachable(exc):
-            return _unavailable()
+        what = unreachable(exc)
+        if what is not None:
+            return _unavailable(request, exc, what)
         return error_response(500, "The service failed on this request; see its log.")
 
     @app.exception_handler(HTTPException)
