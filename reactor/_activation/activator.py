@@ -260,8 +260,12 @@ class Activator:
         try:
             if agent.run is not None:
                 ctx = self.context(agent_run, activation.trigger, activation)
+                if turn is None and agent_run.run_is_async():  # two coroutine frames fewer
+                    output = await agent.run(ctx)
+                else:  # a sync handler goes to a thread, a replayed one waits its turn
+                    output = await handled(agent.run, ctx, turn, self.share)
                 # What a handler returns is its own: the log gets a copy nobody can change.
-                output = freeze_payload(await handled(agent.run, ctx, turn, self.share))
+                output = freeze_payload(output)
                 check_payload(output, "output")
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)

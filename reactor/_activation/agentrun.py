@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+import types
 from collections import deque
 from typing import Any
 
@@ -55,6 +57,7 @@ class AgentRun:
         "agent",
         "cancelled",
         "completed",
+        "coroutine",
         "failed",
         "last_output",
         "launched",
@@ -84,6 +87,16 @@ class AgentRun:
         self.last_output: Any = None
         self.undeclared: set[str] | None = None  # names emitted but not declared
         self.messages: Mailbox | None = None  # made when a first message comes
+        self.coroutine: bool | None = None  # whether its run= is async: known at first call
+
+    def run_is_async(self) -> bool:
+        """Whether the agent's ``run=`` is a coroutine function (found once per run)."""
+        if self.coroutine is None:
+            fn = self.agent.run
+            plain = type(fn) is types.FunctionType  # read off its code: no inspect calls
+            flagged = plain and bool(fn.__code__.co_flags & inspect.CO_COROUTINE)  # type: ignore[union-attr]
+            self.coroutine = flagged or inspect.iscoroutinefunction(fn)
+        return self.coroutine
 
     def mailbox(self) -> Mailbox:
         """The agent's messages for ``ctx.receive()``."""

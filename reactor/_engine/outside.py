@@ -22,7 +22,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from reactor._recording.inbox import ABORT, REPLY, Posted
 from reactor._signals.diagnostics import log
@@ -68,6 +68,11 @@ class OutsideHost(Protocol):
         ...
 
 
+# Shared by the runs that have none (most): never added to, one empty object for all.
+_NOTHING_TO_NOTE: Final[dict[int, str]] = {}
+_NOTHING_REPLAYED: Final[list[Signal]] = []
+
+
 class OutsideInput:
     """The inbox and replayed outside input of one run."""
 
@@ -76,12 +81,13 @@ class OutsideInput:
     ) -> None:
         self.host = host
         self.record = record
-        self._delivering: dict[int, str] = {}  # seq -> message id, until recorded
+        # seq -> message id, until recorded (an unrecorded run notes no delivery)
+        self._delivering: dict[int, str] = {} if record is not None else _NOTHING_TO_NOTE
         self._seen: set[str] | None = None  # ids of delivered messages (most runs: none)
         self._unwatch: Callable[[], None] | None = None
         self._unfollow: Callable[[], None] | None = None
         self._aborted = False
-        self._replayed = _outside_of(replay) if replay is not None else []
+        self._replayed = _outside_of(replay) if replay is not None else _NOTHING_REPLAYED
         self._later: dict[str, Posted] | None = None  # posted with at=, not due yet
         self._nap: asyncio.Event | None = None
 
@@ -213,7 +219,8 @@ class OutsideInput:
 
     def note_delivery(self, message_id: str) -> None:
         """The next signal the run emits delivers message ``message_id``."""
-        self._delivering[self.host.bus.last_seq + 1] = message_id
+        if self.record is not None:
+            self._delivering[self.host.bus.last_seq + 1] = message_id
 
     def _reply(self, payload: Any, source: str | None, message_id: str | None) -> None:
         prompt_id = payload.get("prompt_id") if isinstance(payload, Mapping) else None

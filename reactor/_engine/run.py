@@ -25,7 +25,6 @@ from reactor._activation.fold import LogFold
 from reactor._activation.resume import ResumePlan
 from reactor._activation.timers import TIMERS, Timers
 from reactor._agents.asking import Asking
-from reactor._agents.fingerprint import recorded_fingerprints
 from reactor._engine.collector import run_finished, run_started
 from reactor._engine.costs import Costs
 from reactor._engine.opening import Forked, announce, first_signal, last_signal
@@ -33,7 +32,7 @@ from reactor._engine.options import RunOptions
 from reactor._engine.outside import OutsideInput
 from reactor._engine.result import AgentFailure, Fingerprints, RunMetrics, RunResult, RunStatus
 from reactor._engine.routes import routes_of
-from reactor._engine.runspec import GraphSpec, end_check, watchers
+from reactor._engine.runspec import GraphSpec, end_check, graph_fingerprints, watchers
 from reactor._engine.scheduler import Scheduler
 from reactor._engine.snapshots import snapshots_for
 from reactor._engine.subruns import RunExtras
@@ -144,9 +143,7 @@ class Run:
         self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
         self._recorder = self.outside.recorder()
         replayed = self.replay.recording if self.replay is not None else None
-        names = [agent_run.name for agent_run in self.agents]
-        fold = resumed.fold if resumed is not None else LogFold(names, self._routes, self.run_id)
-        snapshots = snapshots_for(self.bus, replayed, options.record, fold)
+        snapshots = snapshots_for(self.bus, replayed, options.record, self._fold)
         if snapshots is not None:
             self._recorder = snapshots.recorder(self._recorder)
         self.bus.set_router(self._route)
@@ -155,7 +152,7 @@ class Run:
         for watcher in watchers():
             self.bus.subscribe("**", watcher)
         self.bus.set_after_dispatch(self._after_dispatch)
-        prints = recorded_fingerprints(self.graph.agents)
+        prints = graph_fingerprints(self.graph, self.agents)
         first_signal(self.bus, self.store, options, prints, resumed, forked)
         if resumed is not None:
             self.asking.preload(resumed.pending_prompts)
@@ -167,6 +164,10 @@ class Run:
                 self.scheduler.hold(dict(forked.state))
             self.scheduler.resume(resumed)
         self.outside.watch(self.run_id, waiting)
+
+    def _fold(self) -> LogFold:  # what snapshots fold the log into
+        names = [agent_run.name for agent_run in self.agents]
+        return self.resumed.fold if self.resumed else LogFold(names, self._routes, self.run_id)
 
     def _route(self, signal: Signal) -> None:
         """Record ``signal``, and give it to the agents its name activates.

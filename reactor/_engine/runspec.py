@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._agents.agent import Agent
 from reactor._agents.context import RunView
+from reactor._agents.fingerprint import recorded_fingerprints
 from reactor._signals.bus import SignalBus
 from reactor._signals.patterns import compile_pattern
 from reactor._signals.signal import Signal
 from stores import Store
 
-__all__ = ["GraphSpec", "end_check", "watchers", "watching"]
+if TYPE_CHECKING:
+    from reactor._activation.agentrun import AgentRun
+    from reactor._signals.views import DictView
+
+__all__ = ["GraphSpec", "end_check", "graph_fingerprints", "watchers", "watching"]
 
 _WATCHERS: contextvars.ContextVar[tuple[Callable[[Signal], object], ...]] = contextvars.ContextVar(
     "reactor_watchers", default=()
@@ -67,6 +73,36 @@ class GraphSpec(Protocol):
 def watchers() -> tuple[Callable[[Signal], object], ...]:
     """The handlers :func:`watching` gave runs started in this context."""
     return _WATCHERS.get()
+
+
+_PRINTS: weakref.WeakKeyDictionary[Any, tuple[list[tuple[str, Agent]], DictView]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def graph_fingerprints(graph: GraphSpec, agents: Sequence[AgentRun]) -> DictView:
+    """What ``harness:start`` records of ``graph``'s agents (``agents``, this run's).
+
+    Made once per graph and shared by its runs while its agents stay the same ones
+    (a graph's ``agents`` may be changed between runs: then they are made again).
+    """
+    try:
+        known = _PRINTS.get(graph)
+    except TypeError:  # a graph that cannot be weakly referred to: no cache
+        return recorded_fingerprints(graph.agents)
+    if (
+        known is not None
+        and len(known[0]) == len(agents)
+        and all(
+            name == run.name and agent is run.agent
+            for (name, agent), run in zip(known[0], agents, strict=True)
+        )
+    ):
+        return known[1]
+    current = [(agent_run.name, agent_run.agent) for agent_run in agents]
+    prints = recorded_fingerprints(graph.agents)
+    _PRINTS[graph] = (current, prints)
+    return prints
 
 
 def end_check(

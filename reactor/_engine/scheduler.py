@@ -329,7 +329,7 @@ class Scheduler:
             if replay is None
             else replay.step_turn(activation.agent_run.name, activation.index)
         )
-        room = _either(steps, self._room)
+        room = self._room if steps is None else _either(steps, self._room)
         if room is not None:
             context.run(set_pace, room)  # a sync handler's thread waits too
             coroutine = Paced(coroutine, room)

@@ -92,14 +92,19 @@ class Snapshots:
 
 
 def snapshots_for(
-    bus: SignalBus, replayed: Recording | None, record: SignalStore | None, fold: LogFold
+    bus: SignalBus,
+    replayed: Recording | None,
+    record: SignalStore | None,
+    fold: Callable[[], LogFold],
 ) -> Snapshots | None:
     """A run's snapshots: every ``snapshot_every`` signals of ``record``, or as a replay's.
 
-    A replay takes them where ``replayed`` took its own. ``None``: the run takes none.
+    A replay takes them where ``replayed`` took its own. ``None``: the run takes none,
+    and ``fold`` (what makes the run's fold) is not called: a run that is not recorded
+    with snapshots pays nothing for them.
     """
     if replayed is not None:
         points = snapshot_points(replayed)
-        return Snapshots(bus, fold, None, points) if points else None
+        return Snapshots(bus, fold(), None, points) if points else None
     every = snapshot_every(record)
-    return Snapshots(bus, fold, every) if every else None
+    return Snapshots(bus, fold(), every) if every else None

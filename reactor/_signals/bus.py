@@ -228,8 +228,8 @@ class SignalBus:
         current context's: an activation (caused by its trigger), ``harness:end`` and
         outside input (roots).
         """
-        if name not in self._handlers:
-            self._resolve(name)
+        if name not in self._handlers:  # kept only while a pattern may match (not in runs)
+            self._resolve(name) if self._pattern_subs else validate_name(name)
         if self.sealed:  # said to nobody, numbered nothing: see seal()
             return new_signal(name, payload, "", 0, time.time(), source, caused_by, depth, None)
         self._seq = seq = self._seq + 1
@@ -253,7 +253,7 @@ class SignalBus:
             while done < len(queue):
                 signal = queue[done]
                 done += 1
-                handlers = handlers_for[signal.name]
+                handlers = handlers_for.get(signal.name, ())
                 if router is not None:
                     try:
                         router(signal)
