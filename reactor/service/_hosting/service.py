@@ -142,6 +142,7 @@ class ReactionService:
         self._dispatcher: Dispatcher | None = None
         self._loops: list[asyncio.Task[None]] = []
         self._subscription: Subscription | None = None
+        self._unwatch: Callable[[], None] = lambda: None
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
 
@@ -194,6 +195,7 @@ class ReactionService:
         )  # fmt: skip
         self._dispatcher = dispatcher
         self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())
+        self._unwatch = self.objects.on_written(dispatcher.written)
         detecting = self.upkeep.detecting(self.stuck_after, self.stuck_check_every)
         following = follow(dispatcher, self._wake, self.poll_every, self._poke)
         for loop in (dispatcher.process(), detecting, following, self.upkeep.beating(True)):
@@ -248,6 +250,7 @@ class ReactionService:
             self._loops.clear()
             if self._subscription is not None:
                 self._subscription.cancel()
+                self._unwatch()
             with contextlib.suppress(Exception):  # a dead database cannot take them back
                 await self.log.release(dispatcher.taken)  # taken up again at the next start
                 await self.upkeep.owners.leave()

@@ -405,6 +405,16 @@ class ObjectStore:
             found = await conn.scalar(sa.select(sa.func.max(object_events.c.event_id)))
         return int(found or 0)
 
+    def on_written(
+        self, listener: Callable[[builtins.list[ObjectEvent]], object]
+    ) -> Callable[[], None]:
+        """Call ``listener`` with the events of each group of writes made here; a stopper.
+
+        In id order, once committed (other processes' writes are not seen).
+        """
+        self._writes.listeners.append(listener)
+        return lambda: self._writes.listeners.remove(listener)
+
     def __repr__(self) -> str:
         return f"<ObjectStore {describe_url(self.url)} types={sorted(self.types)}>"
 

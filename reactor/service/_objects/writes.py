@@ -96,6 +96,8 @@ class ObjectWrites:
         self.bus = bus
         self._queue: list[tuple[Change, asyncio.Future[list[Outcome]]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self.listeners: list[Callable[[list[ObjectEvent]], object]] = []
+        """Called with each group's stored events (in id order) before they are emitted."""
 
     async def submit(self, change: Change) -> list[Outcome]:
         """Apply ``change`` in the next group; what each of its operations came to.
@@ -132,6 +134,11 @@ class ObjectWrites:
                 if not isinstance(exc, Exception):
                     raise
                 continue
+            stored = [
+                e for o in outcomes if isinstance(o, list) for e in o if isinstance(e, ObjectEvent)
+            ]
+            for listener in self.listeners if stored else ():
+                listener(sorted(stored, key=lambda event: event.event_id))
             for (change, future), outcome in zip(group, outcomes, strict=True):
                 if isinstance(outcome, Exception):
                     future.set_exception(outcome)

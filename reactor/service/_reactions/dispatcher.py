@@ -25,16 +25,20 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 
-from reactor._recording.info import new_run_id
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import REACTION_LOOP, agent_actor
-from reactor.exceptions import GraphChangedError, RunNotFoundError
+from reactor.exceptions import GraphChangedError
 from reactor.service._objects.batch import Batcher
 from reactor.service._objects.changes import ProcessingEntry
 from reactor.service._objects.processing import Claim, Finished, ProcessingLog, Taken
 from reactor.service._objects.values import AgentActor, ObjectEvent
-from reactor.service._reactions.reaction import ReactionRun, ReactionServices, close_run, react
+from reactor.service._reactions.reaction import (
+    ReactionServices,
+    react,
+    run_of,
+    taken_over,
+)
 from reactor.service._reactions.registry import ReactionAgent
 
 __all__ = ["Dispatcher"]
@@ -101,6 +105,7 @@ class Dispatcher:
         self.queued = 0  # entries pending or processing elsewhere, as last seen
         self._resend = True
         self._read: dict[int, ObjectEvent] = {}  # events just dispatched, for process()
+        self._written: list[ObjectEvent] = []  # events just written in this process
 
     @property
     def position(self) -> int:
@@ -170,7 +175,9 @@ class Dispatcher:
         """Log the next events after the cursors; return whether more may follow."""
         if not self.agents:
             return False
-        events = await self.services.objects.events(since=self.position, limit=BATCH)
+        events = self._next_written() or await self.services.objects.events(
+            since=self.position, limit=BATCH
+        )
         if not events:
             return False
         claims = [
@@ -188,6 +195,31 @@ class Dispatcher:
         self.cursors.update({name: at for name, at in through.items() if name in self.agents})
         self.more_work(entries)
         return len(events) == BATCH
+
+    def written(self, events: list[ObjectEvent]) -> None:
+        """Events this process just stored (in id order): dispatched without reading them."""
+        self._written += events
+        if len(self._written) > KEEP_READ:  # far behind: read them from the store
+            del self._written[: len(self._written) - KEEP_READ]
+
+    def _next_written(self) -> list[ObjectEvent]:
+        """The events after the position, if those written here are exactly the next ones.
+
+        Their ids follow each other from the position on, so no other process's event
+        can lie between them; after a gap (another process wrote) they are read.
+        """
+        written, after = self._written, self.position
+        start = 0
+        while start < len(written) and written[start].event_id <= after:
+            start += 1
+        del written[:start]
+        found = []
+        for event in written[:BATCH]:
+            if event.event_id != after + 1:
+                break
+            found.append(event)
+            after += 1
+        return found
 
     async def dispatch(self, event: ObjectEvent) -> list[ProcessingEntry]:
         """Deliver one event (again): log it for the matching agents."""
@@ -365,7 +397,7 @@ class Dispatcher:
                 raise LookupError(f"the agent {entry.agent!r} was disabled or deleted meanwhile")
             if event is None:
                 raise LookupError(f"the object event {entry.event_id} is not stored")
-            run = await self._run_of(taken)
+            run = await run_of(self.log, self.services.record, taken)
             lane = self._lane(entry) if target.reaction.concurrency == "queue" else None
             async with lane or contextlib.nullcontext():
                 try:
@@ -373,51 +405,13 @@ class Dispatcher:
                 except GraphChangedError:  # the agent changed since the run began
                     if not run.resume:
                         raise
-                    run = await self._taken_over(entry, run.run_id)
+                    run = await taken_over(self.log, self.services.record, entry, run.run_id)
                     return await react(self.services, target, entry.id, event, run)
         except Exception as exc:  # not the agent's failure (that is in its run)
             return Finished(
                 entry.id, entry.agent, "failed", f"{type(exc).__name__}: {exc}", None,
                 "failed", started, datetime.now(UTC),
             )  # fmt: skip
-
-    async def _run_of(self, taken: Taken) -> ReactionRun:
-        """The run a taken entry's reaction goes on as: its own, resumed if unfinished.
-
-        A first take starts the run the entry names. A later one (the process of an
-        earlier attempt died, or the entry is retried by hand) resumes that run when
-        the store has it unfinished, so that it never stays ``running`` for a dead
-        process; starts it when the store never got it; and starts a new run, named in
-        the entry first, when it had ended.
-        """
-        entry, record = taken.entry, self.services.record
-        assert entry.run_id is not None  # taken entries name their run
-        if not taken.earlier or record is None:
-            return ReactionRun(entry.run_id)
-        try:
-            info = await asyncio.to_thread(record.info, entry.run_id)
-        except RunNotFoundError:
-            return ReactionRun(entry.run_id)
-        if not info.complete:
-            return ReactionRun(entry.run_id, resume=True)
-        run_id = new_run_id()
-        await self.log.set_run(entry.id, run_id)
-        return ReactionRun(run_id)
-
-    async def _taken_over(self, entry: ProcessingEntry, earlier: str) -> ReactionRun:
-        """A new run for an entry whose earlier run cannot be resumed; that one is closed.
-
-        It ends ``failed``, its reason naming the run that took its work over.
-        """
-        run_id = new_run_id()
-        await self.log.set_run(entry.id, run_id)
-        why = (
-            f"its process died mid-reaction and the agent {entry.agent!r} changed since, so "
-            f"processing-log entry {entry.id} was retried as run {run_id}"
-        )
-        if self.services.record is not None:
-            await asyncio.to_thread(close_run, self.services.record, earlier, why)
-        return ReactionRun(run_id)
 
     @contextlib.asynccontextmanager
     async def _lane(self, entry: ProcessingEntry) -> AsyncIterator[None]:

@@ -10,6 +10,7 @@ own failures: they are the returned :class:`Finished`'s error.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import time
@@ -35,9 +36,16 @@ from reactor.exceptions import (
     ObjectValidationError,
     RunNotFoundError,
 )
-from reactor.service._objects.changes import Changes, Create, EntryStatus, Operation, Suggestion
+from reactor.service._objects.changes import (
+    Changes,
+    Create,
+    EntryStatus,
+    Operation,
+    ProcessingEntry,
+    Suggestion,
+)
 from reactor.service._objects.objects import ObjectStore
-from reactor.service._objects.processing import Finished
+from reactor.service._objects.processing import Finished, ProcessingLog, Taken
 from reactor.service._objects.suggestions import Suggestions
 from reactor.service._objects.values import CURRENT_CAUSE, AgentActor, Cause, ObjectEvent, User
 from reactor.service._reactions.guard import guard_skips
@@ -52,7 +60,9 @@ __all__ = [
     "check_all",
     "close_run",
     "react",
+    "run_of",
     "suggestion_payload",
+    "taken_over",
 ]
 
 _REFUSED = (CapabilityError, ObjectNotFoundError, ObjectValidationError)
@@ -210,6 +220,48 @@ def _output(result: RunResult, agent: str) -> Any:
                     return Changes.model_validate(dict(output))
             return output
     return None
+
+
+async def run_of(log: ProcessingLog, record: SignalStore | None, taken: Taken) -> ReactionRun:
+    """The run a taken entry's reaction goes on as: its own, resumed if unfinished.
+
+    A first take starts the run the entry names. A later one (the process of an
+    earlier attempt died, or the entry is retried by hand) resumes that run when the
+    store has it unfinished, so that it never stays ``running`` for a dead process;
+    starts it when the store never got it; and starts a new run, named in the entry
+    first, when it had ended.
+    """
+    entry = taken.entry
+    assert entry.run_id is not None  # taken entries name their run
+    if not taken.earlier or record is None:
+        return ReactionRun(entry.run_id)
+    try:
+        info = await asyncio.to_thread(record.info, entry.run_id)
+    except RunNotFoundError:
+        return ReactionRun(entry.run_id)
+    if not info.complete:
+        return ReactionRun(entry.run_id, resume=True)
+    run_id = new_run_id()
+    await log.set_run(entry.id, run_id)
+    return ReactionRun(run_id)
+
+
+async def taken_over(
+    log: ProcessingLog, record: SignalStore | None, entry: ProcessingEntry, earlier: str
+) -> ReactionRun:
+    """A new run for an entry whose earlier run cannot be resumed; that one is closed.
+
+    It ends ``failed``, its reason naming the run that took its work over.
+    """
+    run_id = new_run_id()
+    await log.set_run(entry.id, run_id)
+    why = (
+        f"its process died mid-reaction and the agent {entry.agent!r} changed since, so "
+        f"processing-log entry {entry.id} was retried as run {run_id}"
+    )
+    if record is not None:
+        await asyncio.to_thread(close_run, record, earlier, why)
+    return ReactionRun(run_id)
 
 
 def close_run(store: SignalStore, run_id: str, reason: str) -> bool:
