@@ -169,7 +169,7 @@ def test_an_unknown_type_says_how_to_register_one() -> None:
     )
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(120)
 def test_a_hostile_file_is_a_one_line_error(tmp_path: Path) -> None:
     name = write(tmp_path, "bomb.yaml", alias_bomb())
     result = migrate(tmp_path, name, "--check")

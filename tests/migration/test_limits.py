@@ -28,7 +28,7 @@ def chain(size: int, *, back: bool = False) -> dict[str, Any]:
     return flow([node(f"n{i}") for i in range(size)], edges)
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 def test_a_file_that_is_not_utf8_says_where(tmp_path: Path) -> None:
     path = tmp_path / "latin1.yaml"
     path.write_bytes("flow: {name: café}\nnodes: []\nedges: []\n".encode("latin-1"))
@@ -40,14 +40,14 @@ def test_a_file_that_is_not_utf8_says_where(tmp_path: Path) -> None:
         FlowSpec.load(path)
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 def test_a_byte_order_mark_is_not_an_error(tmp_path: Path) -> None:
     path = tmp_path / "bom.yaml"
     path.write_bytes(b"\xef\xbb\xbfflow: {name: bom}\nnodes: [{id: a, type: echo}]\nedges: []\n")
     assert FlowSpec.load(path).name == "bom"
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 def test_deep_nesting_is_refused_before_it_is_built() -> None:
     text = "flow: {name: deep}\nnodes: [{id: x, type: echo, input: {text: " + "[" * 900
     text += "]" * 900 + "}}]\nedges: []\n"
@@ -59,7 +59,7 @@ def test_deep_nesting_is_refused_before_it_is_built() -> None:
         FlowSpec.load(text)
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 def test_an_alias_bomb_is_refused_quickly_with_a_short_message() -> None:
     text = alias_bomb()
     assert len(text) < 700
@@ -71,7 +71,7 @@ def test_an_alias_bomb_is_refused_quickly_with_a_short_message() -> None:
     )
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 def test_aliases_that_stay_small_are_fine() -> None:
     spec = FlowSpec.load(
         "defaults: &text {text: hi}\nflow: {name: aliased}\n"
@@ -81,7 +81,7 @@ def test_aliases_that_stay_small_are_fine() -> None:
     assert spec.node("b").input == {"text": "hi"}
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 def test_python_data_gets_the_same_limits() -> None:
     deep: Any = "leaf"
     for _ in range(900):
@@ -95,7 +95,7 @@ def test_python_data_gets_the_same_limits() -> None:
         FlowSpec.load(flow([node("x", input={"text": shared})]))
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 def test_messages_about_values_stay_short() -> None:
     big = {f"key{i}": "x" * 1000 for i in range(1000)}
     with pytest.raises(FlowSpecError) as info:
@@ -104,7 +104,7 @@ def test_messages_about_values_stay_short() -> None:
     assert str(info.value).startswith("flow: name: Input should be a valid string (got {")
 
 
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(60)
 async def test_a_chain_of_a_thousand_nodes_loads_and_runs() -> None:
     spec = FlowSpec.load(chain(1000))
     assert spec.topology.order[:2] == ("n0", "n1")
@@ -114,7 +114,7 @@ async def test_a_chain_of_a_thousand_nodes_loads_and_runs() -> None:
     assert list(outputs)[-1] == "n999"
 
 
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(60)
 def test_a_cycle_through_a_thousand_nodes_is_spelled_out_short() -> None:
     with pytest.raises(FlowSpecError) as info:
         FlowSpec.load(chain(1000, back=True))
@@ -126,7 +126,7 @@ def test_a_cycle_through_a_thousand_nodes_is_spelled_out_short() -> None:
     assert info.value.edge == "n999->n0"
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize(
     ("when", "problem"),
     [
@@ -155,7 +155,7 @@ def test_expressions_are_bounded(when: str, problem: str) -> None:
     assert len(found) < 5000
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 async def test_a_long_flat_condition_evaluates_without_recursion() -> None:
     when = " and ".join(["x"] * 300)
     spec = flow([node("x", "constant", input={"value": 1}), node("a", when=when)], [("x", "a")])
@@ -163,7 +163,7 @@ async def test_a_long_flat_condition_evaluates_without_recursion() -> None:
     assert outputs["a"] == {"text": "a"}
 
 
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(60)
 async def test_nan_outputs_are_refused_by_the_reactive_log_and_the_check_says_so() -> None:
     registry = NodeRegistry()
     registry.register("math.nan", lambda input: {"value": math.nan, "list": [math.nan, 1.0]})
@@ -172,7 +172,7 @@ async def test_nan_outputs_are_refused_by_the_reactive_log_and_the_check_says_so
     assert "PayloadError: state.outputs.a.value cannot be recorded: it is nan" in result.report()
 
 
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(60)
 async def test_the_check_has_a_timeout() -> None:
     spec = flow([node("slow", "control.wait", input={"ms": 60_000})], name="slow")
     with pytest.raises(
@@ -183,7 +183,7 @@ async def test_the_check_has_a_timeout() -> None:
         await check(spec, timeout=0.2)
 
 
-@pytest.mark.timeout(5)
+@pytest.mark.timeout(30)
 def test_a_file_over_the_size_limit_is_not_read(tmp_path: Path) -> None:
     path = tmp_path / "huge.yaml"
     path.write_text("# " + "x" * 4_000_000 + "\n")

@@ -24,7 +24,16 @@ from reactor.service._scaleout.waiting import waiting_jobs
 from reactor.service._scaleout.worker import live_workers
 from tests.redis_server import RedisServer
 from tests.service.queued import make_service
-from tests.service.test_scale_out import ended, noted, recordings, submit, wait_for
+from tests.service.test_scale_out import (
+    GRACE,
+    PATIENCE,
+    SLOW,
+    ended,
+    noted,
+    recordings,
+    submit,
+    wait_for,
+)
 
 NEW = "tests.service.queued:make_service"
 OLD = "tests.service.rolling:make_old_service"  # no ``steps`` graph, no ``orders`` agent
@@ -58,14 +67,14 @@ def worker(
     command = [sys.executable, "-m", "reactor", "worker", "--app", app, "--concurrency", "4"]
     with (tmp_path / f"{name}.log").open("wb") as log:
         process = subprocess.Popen(
-            [*command, "--grace", "5"], env=env, stdout=log, stderr=subprocess.STDOUT
+            [*command, "--grace", str(GRACE)], env=env, stdout=log, stderr=subprocess.STDOUT
         )
     try:
         yield process
     finally:
         if process.poll() is None:
             process.kill()
-        process.wait(10)
+        process.wait(PATIENCE)
 
 
 def beating(process: subprocess.Popen[bytes], url: str, tmp_path: Path, name: str) -> None:
@@ -75,7 +84,7 @@ def beating(process: subprocess.Popen[bytes], url: str, tmp_path: Path, name: st
         alive(process, tmp_path, name)
         return any(w["pid"] == process.pid for w in asyncio.run(live_workers(QueueSettings(url))))
 
-    wait_for(listed, 60, f"{name} to beat")
+    wait_for(listed, PATIENCE, f"{name} to beat")
 
 
 def alive(process: subprocess.Popen[bytes], tmp_path: Path, name: str) -> None:
@@ -120,7 +129,7 @@ def pending(url: str) -> list[dict[str, Any]]:
         client.close()
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(SLOW)
 def test_a_worker_started_while_redis_is_down_waits_for_it_and_then_works(
     postgres_url: str, server: RedisServer, tmp_path: Path
 ) -> None:
@@ -133,18 +142,18 @@ def test_a_worker_started_while_redis_is_down_waits_for_it_and_then_works(
             alive(process, tmp_path, "worker")
             return said(tmp_path, "worker").count("redis unreachable; waiting for it") >= 3
 
-        wait_for(retried, 60, "the worker to try Redis three times")
+        wait_for(retried, PATIENCE, "the worker to try Redis three times")
         server.start()
         beating(process, server.url, tmp_path, "worker")
         (run_id,) = asyncio.run(submit(db, 1, seconds=0.1))
-        wait_for(lambda: ended(db, [run_id]), 60, "the run to end")
+        wait_for(lambda: ended(db, [run_id]), PATIENCE, "the run to end")
         alive(process, tmp_path, "worker")
     (log,) = recordings(db, [run_id]).values()
     assert log.status == "completed"
     assert "redis reconnected" in said(tmp_path, "worker")
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(SLOW)
 def test_a_job_the_workers_lack_the_code_for_waits_for_a_worker_that_has_it(
     postgres_url: str, server: RedisServer, tmp_path: Path
 ) -> None:
@@ -173,7 +182,7 @@ def test_a_job_the_workers_lack_the_code_for_waits_for_a_worker_that_has_it(
         # it once per job: it does not spin on them, and nothing is acknowledged.
         wait_for(
             lambda: all(entry["times_delivered"] >= 3 for entry in pending(server.url)),
-            90,
+            PATIENCE,
             "the old worker to look at both jobs again, twice",
         )
         assert len(pending(server.url)) == 2
@@ -194,13 +203,13 @@ def test_a_job_the_workers_lack_the_code_for_waits_for_a_worker_that_has_it(
         assert not ended(db, [run_id])
 
         with worker(NEW, db, server.url, tmp_path, "new") as new:
-            wait_for(lambda: ended(db, [run_id]), 60, "the new worker to run the run")
+            wait_for(lambda: ended(db, [run_id]), PATIENCE, "the new worker to run the run")
             wait_for(
                 lambda: asyncio.run(entry_statuses(db)) == ["completed"],
-                60,
+                PATIENCE,
                 "the new worker to run the reaction",
             )
-            wait_for(lambda: not pending(server.url), 30, "both jobs acknowledged")
+            wait_for(lambda: not pending(server.url), PATIENCE, "both jobs acknowledged")
             assert asyncio.run(waiting_jobs(settings)) == []
             alive(old, tmp_path, "old")
     (log,) = recordings(db, [run_id]).values()
@@ -213,7 +222,7 @@ def test_a_job_the_workers_lack_the_code_for_waits_for_a_worker_that_has_it(
     ]
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(SLOW)
 def test_runs_an_old_worker_takes_are_run_by_a_new_one_at_once(
     postgres_url: str, server: RedisServer, tmp_path: Path
 ) -> None:
@@ -230,7 +239,7 @@ def test_runs_an_old_worker_takes_are_run_by_a_new_one_at_once(
         beating(old, server.url, tmp_path, "old")
         beating(new, server.url, tmp_path, "new")
         run_ids = asyncio.run(submit(db, 12, seconds=0.1))
-        wait_for(lambda: ended(db, run_ids), 40, "every run to end")
+        wait_for(lambda: ended(db, run_ids), PATIENCE, "every run to end")
         alive(old, tmp_path, "old")
     logs = recordings(db, run_ids)
     assert [log.status for log in logs.values()] == ["completed"] * 12

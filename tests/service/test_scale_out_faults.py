@@ -22,7 +22,15 @@ from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import QueueSettings
 from reactor.service._scaleout.worker import live_workers
 from tests.service.server import free_port
-from tests.service.test_scale_out import ended, recordings, submit, wait_for, workers
+from tests.service.test_scale_out import (
+    PATIENCE,
+    SLOW,
+    ended,
+    recordings,
+    submit,
+    wait_for,
+    workers,
+)
 
 
 @contextmanager
@@ -38,7 +46,7 @@ def private_redis(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[b
         for process in processes:
             if process.poll() is None:
                 process.kill()
-            process.wait(10)
+            process.wait(PATIENCE)
 
 
 def start_redis(port: int, tmp_path: Path) -> subprocess.Popen[bytes]:
@@ -53,7 +61,7 @@ def start_redis(port: int, tmp_path: Path) -> subprocess.Popen[bytes]:
         except redis.ConnectionError:
             return False
 
-    wait_for(up, 20, "redis-server to start")
+    wait_for(up, PATIENCE, "redis-server to start")
     client.close()
     return process
 
@@ -68,7 +76,7 @@ async def queued_rows(db: str) -> list[str]:
         await database.close()
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(SLOW)
 @pytest.mark.parametrize("shutdown", ["nosave", "save"])
 def test_runs_in_flight_and_queued_survive_a_redis_restart(
     postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shutdown: str
@@ -83,15 +91,17 @@ def test_runs_in_flight_and_queued_survive_a_redis_restart(
         with workers(3, db, url, tmp_path, concurrency=4) as processes:
             run_ids = asyncio.run(submit(db, 30, seconds=1.5))
             steps = tmp_path / "steps.log"
-            wait_for(lambda: steps.exists() and len(steps.read_text().split()) >= 6, 30, "runs")
+            wait_for(
+                lambda: steps.exists() and len(steps.read_text().split()) >= 6, PATIENCE, "runs"
+            )
             subprocess.run(["redis-cli", "-p", str(port), "shutdown", shutdown], check=False)
-            servers[0].wait(10)
+            servers[0].wait(PATIENCE)
             started_before = len(steps.read_text().split())
             assert started_before < 30, "every run started before Redis stopped"
             asyncio.run(asyncio.sleep(4))
             servers.append(start_redis(port, tmp_path))
-            wait_for(lambda: ended(db, run_ids), 90, "every run to end")
-            wait_for(lambda: not asyncio.run(queued_rows(db)), 30, "every job acknowledged")
+            wait_for(lambda: ended(db, run_ids), PATIENCE, "every run to end")
+            wait_for(lambda: not asyncio.run(queued_rows(db)), PATIENCE, "every job acknowledged")
             assert all(process.poll() is None for process in processes)
         logs = recordings(db, run_ids)
         client = redis.Redis.from_url(url)
@@ -143,7 +153,7 @@ async def test_the_log_refuses_appends_from_a_stale_lease(postgres_url: str) -> 
         await db.close()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(SLOW)
 def test_a_stalled_worker_whose_run_was_taken_over_stops_it_and_writes_nothing_more(
     postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -164,7 +174,7 @@ def test_a_stalled_worker_whose_run_was_taken_over_stops_it_and_writes_nothing_m
                             return int(found["pid"])
                 return None
 
-            wait_for(lambda: holder() is not None, 30, "the run to be mid-way")
+            wait_for(lambda: holder() is not None, PATIENCE, "the run to be mid-way")
             (stalled,) = [p for p in processes if p.pid == holder()]
             (other,) = [p for p in processes if p is not stalled]
             stalled.send_signal(signal.SIGSTOP)
@@ -174,10 +184,10 @@ def test_a_stalled_worker_whose_run_was_taken_over_stops_it_and_writes_nothing_m
                     names = [s.name for s in recordings(db, [run_id])[run_id].signals]
                     return "harness:resumed" in names
 
-                wait_for(resumed, 40, "the other worker to take the run over")
+                wait_for(resumed, PATIENCE, "the other worker to take the run over")
             finally:
                 stalled.send_signal(signal.SIGCONT)
-            wait_for(lambda: ended(db, [run_id]), 40, "the run to end")
+            wait_for(lambda: ended(db, [run_id]), PATIENCE, "the run to end")
             assert stalled.poll() is None
         log = recordings(db, [run_id])[run_id]
     names = [s.name for s in log.signals]
