@@ -10,11 +10,14 @@ only public names both engines have, so the same graphs run on both.
 ``key=value`` figures:
 
 * ``loop N``: ``ours_us`` per self-loop activation and ``base_us`` per step of bare
-  asyncio (await a new task), measured alternately in this process, best of 5.
+  asyncio (await a new task), measured alternately in this process, best of 5; and
+  each one's CPU time (``*_cpu_us``, this process's: what other load on the machine
+  does not inflate).
 * ``fanout N``: ``ours_s`` wall for N agents each waiting 50 ms on one signal and
   ``base_s`` for ``asyncio.gather`` of N such sleeps, alternately, best of 5.
 * ``many N``: ``cost_ms`` per small run over the 50 ms floor and ``kb`` per in-flight
-  run, N concurrent 3-agent runs (two scripted 50 ms calls, an async join).
+  run, N concurrent 3-agent runs (two scripted 50 ms calls, an async join); ``cpu_ms``
+  the process's CPU time per run.
 
 The collector is Python's unless ``--tuned`` (then the engine's own tuning, whichever
 name it has). An engine that tuned the collector by default (before Part III) is
@@ -154,15 +157,17 @@ def _peak_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def _alternate(first: Any, second: Any) -> tuple[float, float]:
-    a: list[float] = []
-    b: list[float] = []
+def _alternate(first: Any, second: Any) -> tuple[float, float, float, float]:
+    """Each side's best wall time and best CPU time (this process's), alternately."""
+    a: list[tuple[float, float]] = []
+    b: list[tuple[float, float]] = []
     for _ in range(ROUNDS):
-        gc.collect()
-        a.append(asyncio.run(first()))
-        gc.collect()
-        b.append(asyncio.run(second()))
-    return min(a), min(b)
+        for side, measure in ((a, first), (b, second)):
+            gc.collect()
+            cpu = time.process_time()
+            wall = asyncio.run(measure())
+            side.append((wall, time.process_time() - cpu))
+    return min(w for w, _ in a), min(w for w, _ in b), min(c for _, c in a), min(c for _, c in b)
 
 
 def main(argv: list[str]) -> str:
@@ -170,20 +175,26 @@ def main(argv: list[str]) -> str:
     _collector(tuned)
     where = Path(reactor.__file__).resolve().parent.parent
     if workload == "loop":
-        base, ours = _alternate(lambda: _bare_loop(n), lambda: _self_loop(n))
-        figures = f"ours_us={ours / n * 1e6:.4f} base_us={base / n * 1e6:.4f}"
+        base, ours, base_cpu, ours_cpu = _alternate(lambda: _bare_loop(n), lambda: _self_loop(n))
+        figures = (
+            f"ours_us={ours / n * 1e6:.4f} base_us={base / n * 1e6:.4f} "
+            f"ours_cpu_us={ours_cpu / n * 1e6:.4f} base_cpu_us={base_cpu / n * 1e6:.4f}"
+        )
     elif workload == "fanout":
         graph = _fanout_graph(n)
-        base, ours = _alternate(lambda: _gather(n), lambda: _fanout(graph, n))
+        base, ours, _, _ = _alternate(lambda: _gather(n), lambda: _fanout(graph, n))
         figures = f"ours_s={ours:.5f} base_s={base:.5f}"
     elif workload == "many":
         graph = _small_graph()
         asyncio.run(_many(graph, 10))  # warm: imports, caches
         gc.collect()
-        before = _rss_kb()
+        before, cpu = _rss_kb(), time.process_time()
         wall = asyncio.run(_many(graph, n))
+        cpu = time.process_time() - cpu
         kb = max(0, _peak_rss_kb() - before) / n
-        figures = f"cost_ms={(wall - LATENCY) / n * 1000:.5f} kb={kb:.3f}"
+        figures = (
+            f"cost_ms={(wall - LATENCY) / n * 1000:.5f} kb={kb:.3f} cpu_ms={cpu / n * 1000:.5f}"
+        )
     else:
         raise SystemExit(f"unknown workload {workload!r}: use loop, fanout or many")
     return f"{figures} reactor={where} pid={os.getpid()}"

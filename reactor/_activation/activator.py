@@ -146,7 +146,14 @@ class Activator:
         # What prompts in an activation reach the run through (a weak proxy: no cycle).
         self._site = cast("Activator", weakref.proxy(self))
         self._sites: dict[AgentRun, tuple[Activator, AgentRun]] = {}
-        self.share = Share(services.run_id)  # the run's share of the handler threads
+        self._share: Share | None = None  # made when its first sync code runs
+
+    @property
+    def share(self) -> Share:
+        """The run's share of the handler threads."""
+        if self._share is None:
+            self._share = Share(self.services.run_id)
+        return self._share
 
     def provider_of(self, agent_run: AgentRun) -> Provider | None:
         """The provider an agent's calls go to: the replay's, its own, else the run's."""
