@@ -14,15 +14,15 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from reactor._recording.info import new_run_id
 from reactor.service._objects.changes import EntryStatus, ProcessingEntry
-from reactor.service._objects.cursors import Cursors
 from reactor.service._objects.db import Database
+from reactor.service._objects.owners import Cursors
 from reactor.service._objects.rows import entry_from_row
 from reactor.service._objects.schema import (
     ACTIVE_PREDICATE,
@@ -39,7 +39,6 @@ _ACTIVE = sa.text(ACTIVE_PREDICATE)
 to the partial index only when it sees the values (a prepared statement's parameters
 would hide them)."""
 _IN_FLIGHT = processing_log.c.status.in_(("pending", "processing"))
-T = TypeVar("T")
 _CHUNK = 500
 """Most ids in one ``IN (...)`` list."""
 
