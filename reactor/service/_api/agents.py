@@ -7,14 +7,12 @@ from typing import Any
 import fastapi
 import pydantic
 
-from reactor.service._api.base import Caller, Service, authenticate
+from reactor.service._api.base import CHECKS, Caller, Service
 from reactor.service._reactions.definitions import AgentChanges, AgentDefinition, AgentRecord
 
 __all__ = ["RunStarted", "router"]
 
-router = fastapi.APIRouter(
-    prefix="/api/agents", tags=["agents"], dependencies=[fastapi.Depends(authenticate)]
-)
+router = fastapi.APIRouter(prefix="/api/agents", tags=["agents"], dependencies=CHECKS)
 
 
 class RunInput(pydantic.BaseModel):

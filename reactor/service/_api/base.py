@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection
 
 from reactor._signals.diagnostics import log
+from reactor._signals.door import check_text
 from reactor.exceptions import (
     AgentConfigError,
     AgentConflictError,
@@ -51,6 +52,7 @@ from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.values import User
 
 __all__ = [
+    "CHECKS",
     "ApiError",
     "Caller",
     "Service",
@@ -58,6 +60,7 @@ __all__ = [
     "authenticate",
     "error_response",
     "install_errors",
+    "no_nul",
     "state_of",
     "user_of",
 ]
@@ -280,6 +283,16 @@ def authenticate(
     """The calling user: a dependency of every ``/api`` route."""
     return user_of(request, credentials.credentials if credentials is not None else None)
 
+
+def no_nul(request: fastapi.Request) -> None:
+    """Refuse a NUL in any path or query parameter: 422 naming it, on every database."""
+    for name, value in (*request.path_params.items(), *request.query_params.multi_items()):
+        if isinstance(value, str):
+            check_text(value, name)
+
+
+CHECKS = [fastapi.Depends(authenticate), fastapi.Depends(no_nul)]
+"""The dependencies of every ``/api`` router: the caller's token, and no NUL anywhere."""
 
 Caller = Annotated[User, fastapi.Depends(authenticate)]
 """The calling user (the route answers 401 without a valid token)."""

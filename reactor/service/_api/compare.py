@@ -32,15 +32,13 @@ from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
 from reactor._signals.names import HARNESS_START
 from reactor._signals.signal import Signal, to_jsonable
-from reactor.service._api.base import Service, authenticate
+from reactor.service._api.base import CHECKS, Service
 from reactor.service._api.reads import run_info, store_of
 from reactor.service._hosting.service import ReactionService
 
 __all__ = ["CAP", "PAGE", "Comparison", "Side", "compare", "compare_logs", "router"]
 
-router = fastapi.APIRouter(
-    prefix="/api/runs", tags=["runs"], dependencies=[fastapi.Depends(authenticate)]
-)
+router = fastapi.APIRouter(prefix="/api/runs", tags=["runs"], dependencies=CHECKS)
 
 PAGE = 500
 """Signals read from each log at a time."""

@@ -23,7 +23,7 @@ from reactor._recording.store import PAGE
 from reactor._signals.patterns import Pattern, compile_pattern
 from reactor._signals.signal import Signal, iso_time
 from reactor.exceptions import PatternError, RunNotFoundError
-from reactor.service._api.base import ApiError, Service, authenticate
+from reactor.service._api.base import CHECKS, ApiError, Service
 from reactor.service._api.reads import (
     TAIL,
     earlier,
@@ -40,7 +40,7 @@ from reactor.service._objects.replies import PromptReplies
 
 __all__ = ["open_prompts", "router"]
 
-router = fastapi.APIRouter(tags=["runs"], dependencies=[fastapi.Depends(authenticate)])
+router = fastapi.APIRouter(tags=["runs"], dependencies=CHECKS)
 
 MAX_NAMES = 32
 """Names and patterns a page may be filtered by at most."""

@@ -25,7 +25,7 @@ from reactor._graph.compat import resume_plan
 from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
 from reactor.service._api.agents import RunStarted
-from reactor.service._api.base import ApiError, Caller, Service, authenticate
+from reactor.service._api.base import CHECKS, ApiError, Caller, Service
 from reactor.service._api.reads import ending_seq, state_at
 from reactor.service._hosting.hosting import blocked_reason
 from reactor.service._hosting.launch import RunRequest
@@ -36,9 +36,7 @@ from stores import create_store
 
 __all__ = ["fork_run", "resume_run", "router", "with_blocks"]
 
-router = fastapi.APIRouter(
-    prefix="/api/runs", tags=["runs"], dependencies=[fastapi.Depends(authenticate)]
-)
+router = fastapi.APIRouter(prefix="/api/runs", tags=["runs"], dependencies=CHECKS)
 
 
 class Fork(pydantic.BaseModel):

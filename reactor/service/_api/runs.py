@@ -29,7 +29,7 @@ from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.patterns import validate_name
 from reactor._signals.signal import Signal, iso_time
 from reactor.service._api.agents import RunStarted
-from reactor.service._api.base import ApiError, Caller, Service, authenticate
+from reactor.service._api.base import CHECKS, ApiError, Caller, Service
 from reactor.service._api.paging import router as paging_router
 from reactor.service._api.reads import pending_prompts, questions, run_info, store_of
 from reactor.service._api.resumes import with_blocks
@@ -45,9 +45,7 @@ __all__ = [
     "router",
 ]
 
-router = fastapi.APIRouter(
-    prefix="/api/runs", tags=["runs"], dependencies=[fastapi.Depends(authenticate)]
-)
+router = fastapi.APIRouter(prefix="/api/runs", tags=["runs"], dependencies=CHECKS)
 router.include_router(paging_router)  # GET /api/runs/{id} and its pages: see .paging
 
 

@@ -36,12 +36,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from reactor._signals.diagnostics import log
 from reactor.exceptions import ReactorError, RunNotFoundError
 from reactor.service._api.base import (
+    CHECKS,
     KINDS,
     RETRY_AFTER,
     STATUSES,
     ApiError,
     Service,
-    authenticate,
     error_response,
     state_of,
 )
@@ -59,9 +59,7 @@ CHUNK = 64 * 1024
 TRY_AGAIN = 1013
 """The WebSocket close code of a refused or dropped stream: try again later."""
 
-router = fastapi.APIRouter(
-    prefix="/api/runs", tags=["runs"], dependencies=[fastapi.Depends(authenticate)]
-)
+router = fastapi.APIRouter(prefix="/api/runs", tags=["runs"], dependencies=CHECKS)
 ws_router = fastapi.APIRouter(prefix="/api/runs", tags=["runs"])
 
 
