@@ -5,9 +5,9 @@ Design notes (why it looks like this):
 * One ``blinker.Signal`` per distinct signal name is the registry of receivers
   (created when the first subscription connects to the name; a name nobody listens to
   needs none). A subscription is connected (strongly) to the blinker signal of every
-  name it matches: exact names at once, patterns to every name already seen and, as
-  new names first appear, to those too. Matching therefore costs once per (name,
-  pattern), never per emit.
+  name it matches: exact names at once, patterns to every name seen and to new names
+  as they appear (a bus with no pattern, a run's, keeps no table of names). Matching
+  costs once per (name, pattern), never per emit.
 * Delivery walks the blinker signal's receivers in connection order, one call per
   subscription, each in its own ``try``. blinker's own ``send`` is not used for
   delivery because it leaves the order undefined and stops at the first receiver that
@@ -38,6 +38,7 @@ import blinker
 from reactor._signals.diagnostics import log
 from reactor._signals.names import BUS_HANDLER_ERROR, HARNESS_END, error_info
 from reactor._signals.patterns import (
+    VALID_NAMES,
     Matcher,
     Pattern,
     compile_pattern,
@@ -83,8 +84,7 @@ def set_current_signal(signal: Signal) -> None:
 def push_cause(signal: Signal | None) -> contextvars.Token[Signal | None]:
     """Make ``signal`` the cause of what this context emits until :func:`pop_cause`.
 
-    For blocks whose signals hang under a signal of their own (``async with
-    ctx.task(name)``: everything inside is caused by its ``task:start``).
+    For blocks whose signals hang under their own (``ctx.task(name)``: its ``task:start``).
     """
     return _CURRENT.set(signal)
 
@@ -228,7 +228,7 @@ class SignalBus:
         current context's: an activation (caused by its trigger), ``harness:end`` and
         outside input (roots).
         """
-        if name not in self._handlers:  # kept only while a pattern may match (not in runs)
+        if name not in self._handlers and (self._pattern_subs or name not in VALID_NAMES):
             self._resolve(name) if self._pattern_subs else validate_name(name)
         if self.sealed:  # said to nobody, numbered nothing: see seal()
             return new_signal(name, payload, "", 0, time.time(), source, caused_by, depth, None)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TypeAlias
 
 from reactor.exceptions import PatternError, SignalNameError
 
 __all__ = [
+    "VALID_NAMES",
     "Matcher",
     "Pattern",
     "compile_pattern",
@@ -61,6 +62,9 @@ def validate_name(name: str) -> str:
 
 _VALID: set[str] = set()
 """Names already validated (names repeat across runs; this bounds the cache)."""
+
+VALID_NAMES: Collection[str] = _VALID
+"""The names :func:`validate_name` has already passed (for a lookup without a call)."""
 
 
 def _name_problem(name: str) -> str | None:
