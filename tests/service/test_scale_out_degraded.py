@@ -196,6 +196,7 @@ def test_a_job_the_workers_lack_the_code_for_waits_for_a_worker_that_has_it(
             capture_output=True,
             text=True,
             check=True,
+            timeout=PATIENCE,
         ).stdout
         assert "2 jobs waiting for other code:" in listed
         assert f"{run_id}  waiting for a worker with graph 'steps'" in listed
@@ -210,7 +211,12 @@ def test_a_job_the_workers_lack_the_code_for_waits_for_a_worker_that_has_it(
                 "the new worker to run the reaction",
             )
             wait_for(lambda: not pending(server.url), PATIENCE, "both jobs acknowledged")
-            assert asyncio.run(waiting_jobs(settings)) == []
+            # The listing clears once the jobs are done (not in the same instant as the ack).
+            wait_for(
+                lambda: asyncio.run(waiting_jobs(settings)) == [],
+                PATIENCE,
+                "no job shown waiting",
+            )
             alive(old, tmp_path, "old")
     (log,) = recordings(db, [run_id]).values()
     assert log.status == "completed"
