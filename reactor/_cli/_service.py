@@ -151,7 +151,7 @@ def cmd_db(args: argparse.Namespace) -> int:
 def _prune(args: argparse.Namespace) -> int:
     """``reactor db prune``: delete the ended runs older than ``--older-than``."""
     from reactor.service._hosting.hosting import default_record
-    from reactor.service._objects.db import Database, describe_url
+    from reactor.service._objects.db import Database
 
     config = checked_settings()
     url = service_url(args.db or config.service_db)
@@ -177,10 +177,17 @@ def _prune(args: argparse.Namespace) -> int:
     age = _age(args.older_than)
     runs = f"{count} run{'s' if count != 1 else ''}"
     if args.dry_run:
-        print(f"{describe_url(url)}: {runs} ({which}) ended more than {age} ago would go.")
+        print(f"{_shown(url)}: {runs} ({which}) ended more than {age} ago would go.")
     else:
-        print(f"{describe_url(url)}: deleted {runs} ({which}) that ended more than {age} ago.")
+        print(f"{_shown(url)}: deleted {runs} ({which}) that ended more than {age} ago.")
     return 0
+
+
+def _shown(url: str) -> str:
+    """The database as the user knows it: a SQLite file's path, a server's URL unsecret."""
+    from reactor.service._objects.db import describe_url
+
+    return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else describe_url(url)
 
 
 def _existing(url: str, named_by: str) -> None:
@@ -284,7 +291,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ]
         return print_config(config, options)
     as_json = start_logging(args.log_format)
-    start_gc(args)
     return logged("serve", as_json, lambda: _serve(args, as_json))
 
 
@@ -316,6 +322,7 @@ def _serve(args: argparse.Namespace, as_json: bool) -> int:
         )
         return 2
     service = app_service(args.app, service_url(settings.db), given_db=args.db is not None)
+    start_gc(args)  # once it is sure to start: a refusal stays the only line
     try:
         return serve(service, settings)
     except ServiceConfigError as exc:  # the port is taken: said before anything started

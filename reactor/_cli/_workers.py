@@ -112,7 +112,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.app is None:
         args.parser.error("the following arguments are required: --app")
     as_json = start_logging(args.log_format)
-    start_gc(args)
     return logged("worker", as_json, lambda: _work(args))
 
 
@@ -144,6 +143,7 @@ def _work(args: argparse.Namespace) -> int:
         log("reactor.worker", "info", "taking jobs", worker=worker.id, concurrency=args.concurrency)
         await worker.run(stop)
 
+    start_gc(args)  # once it is sure to start: a refusal stays the only line
     try:
         asyncio.run(main())
     finally:
