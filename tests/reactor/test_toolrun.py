@@ -25,10 +25,21 @@ def explode(x: int) -> int:
 
 
 async def test_calls_run_concurrently_and_keep_their_order() -> None:
-    calls = [ToolCall(f"c{i}", "slow_double", {"x": i}) for i in range(4)]
-    started = asyncio.get_running_loop().time()
-    results = await execute_tool_calls(calls, [slow_double])
-    assert asyncio.get_running_loop().time() - started < 0.15
+    arrived: list[int] = []
+    all_in = asyncio.Event()
+
+    @tool
+    async def meet_double(x: int) -> int:
+        """Double x once all four calls are in: only possible if they run at once."""
+        arrived.append(x)
+        if len(arrived) == 4:
+            all_in.set()
+        await asyncio.wait_for(all_in.wait(), 60)  # one at a time, the first never returns
+        await asyncio.sleep(0.01 * (3 - x))  # the last call finishes first
+        return 2 * x
+
+    calls = [ToolCall(f"c{i}", "meet_double", {"x": i}) for i in range(4)]
+    results = await execute_tool_calls(calls, [meet_double])
     assert [(r.id, r.result, r.error) for r in results] == [
         ("c0", 0, None),
         ("c1", 2, None),
@@ -83,7 +94,7 @@ async def test_before_hooks_can_change_or_block_calls_and_after_hooks_replace_re
 
 
 async def test_plain_function_tools_run_at_once_in_worker_threads() -> None:
-    barrier = threading.Barrier(3, timeout=5)
+    barrier = threading.Barrier(3, timeout=60)
 
     @tool
     def meet(x: int) -> int:
@@ -102,7 +113,7 @@ async def test_a_blocking_tool_does_not_hold_back_the_run_timeout() -> None:
 
     def block(x: int) -> int:
         """Block until released."""
-        release.wait(timeout=10)
+        release.wait(timeout=60)
         finished.set()
         return x
 
