@@ -43,6 +43,7 @@ from reactor._signals.names import (
     parse_state_event,
     span_event,
 )
+from reactor._signals.payloads import input_tokens
 from reactor._signals.signal import Signal, to_jsonable
 
 __all__ = ["SECTIONS", "Flight", "LogFold", "Prompt", "Section"]
@@ -351,7 +352,7 @@ class LogFold:
         if owner not in self.open_calls:
             return
         usage = payload.get("usage") or {}
-        used = Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
+        used = Usage(input_tokens(usage), int(usage.get("output_tokens", 0)))
         self.tokens[0] += used.input_tokens
         self.tokens[1] += used.output_tokens
         cost = payload.get("cost_usd")

@@ -29,6 +29,7 @@ from reactor._signals.names import (
     TIMER_SET,
     parse_state_event,
 )
+from reactor._signals.payloads import input_tokens
 from reactor._signals.signal import Signal, json_fallback
 
 __all__ = ["ASKING", "Tally", "Timers", "merged_state"]
@@ -137,7 +138,7 @@ class Tally:
             usage = payload.get("usage")
             usage = usage if isinstance(usage, Mapping) else {}
             spent = self.spent.setdefault(run_id, [0, 0, 0.0])
-            spent[0] += _whole(usage.get("input_tokens"))
+            spent[0] += input_tokens(usage)
             spent[1] += _whole(usage.get("output_tokens"))
             cost = payload.get("cost_usd")
             known = spent[2] is not None and isinstance(cost, int | float)

@@ -31,6 +31,7 @@ from reactor._signals.names import (
     parse_state_event,
 )
 from reactor._signals.patterns import Pattern, compile_pattern
+from reactor._signals.payloads import input_tokens
 from reactor._signals.signal import Signal
 
 __all__ = [
@@ -231,7 +232,7 @@ def agents_table(signals: Sequence[Signal]) -> Table:
             usage = payload.get("usage")
             usage = usage if isinstance(usage, Mapping) else {}
             figures_of["calls"] += 1
-            figures_of["in"] += _count(usage.get("input_tokens"))
+            figures_of["in"] += input_tokens(usage)
             figures_of["out"] += _count(usage.get("output_tokens"))
             cost = payload.get("cost_usd")
             known = isinstance(cost, int | float) and figures_of["cost"] is not None
@@ -319,7 +320,7 @@ def _brief(signal: Signal) -> str:
     if signal.name == PROVIDER_END:
         usage = payload.get("usage")
         usage = usage if isinstance(usage, Mapping) else {}
-        return f"tokens={usage.get('input_tokens')}/{usage.get('output_tokens')}"
+        return f"tokens={input_tokens(usage)}/{usage.get('output_tokens')}"
     state = parse_state_event(signal.name)
     if state is not None and state[1] == "changed":
         return f"paths={payload.get('paths')}  by {payload.get('actor')}"

@@ -130,7 +130,9 @@ class Costs:
         self, usage: Usage, cost_usd: float | None, agent: str = "", model: str | None = None
     ) -> None:
         """Add a call's tokens and cost (an unknown cost makes the total unknown)."""
-        self.input_tokens += usage.input_tokens
+        self.input_tokens += (  # the prompt cache's too: see payloads.input_tokens
+            usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+        )
         self.output_tokens += usage.output_tokens
         known = self.cost_usd is not None and cost_usd is not None
         self.cost_usd = self.cost_usd + cost_usd if known else None  # type: ignore[operator]

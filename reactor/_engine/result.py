@@ -77,7 +77,8 @@ class RunMetrics:
         duration_ms: Wall time from ``harness:start`` to ``harness:end``.
         activations: Agent activations started.
         activations_by_agent: The same, per agent.
-        input_tokens: Provider input tokens, summed.
+        input_tokens: Provider input tokens, summed (the prompt cache's reads and writes
+            included, as budgets count them).
         output_tokens: Provider output tokens, summed.
         cost_usd: Provider cost, summed; ``None`` when any call's cost is unknown (a
             model without a price: an unknown price is never a guessed zero), ``0.0``

@@ -20,6 +20,7 @@ from xml.etree import ElementTree
 from reactor._recording.diff import Divergence
 from reactor._recording.recording import Recording
 from reactor._signals.names import HARNESS_END, PROVIDER_END
+from reactor._signals.payloads import input_tokens
 from reactor._signals.signal import to_jsonable
 
 __all__ = ["EvalCase", "EvalReport", "EvalStatus", "spent", "state_diff"]
@@ -239,7 +240,7 @@ def spent(recording: Recording) -> tuple[int, float | None, float | None]:
         payload = signal.payload if isinstance(signal.payload, Mapping) else {}
         if signal.name == PROVIDER_END:
             usage = payload.get("usage") or {}
-            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            tokens += input_tokens(usage) + int(usage.get("output_tokens", 0))
             price = payload.get("cost_usd")
             if isinstance(price, int | float):
                 cost += price

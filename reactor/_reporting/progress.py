@@ -15,6 +15,7 @@ from reactor._signals.names import (
     agent_event,
     parse_agent_event,
 )
+from reactor._signals.payloads import input_tokens
 from reactor._signals.signal import Signal
 
 __all__ = ["ProgressReporter"]
@@ -88,7 +89,7 @@ class ProgressReporter:
             self._names = ", ".join(sorted(self.running)) or "idle"
         elif name == PROVIDER_END and isinstance(signal.payload, dict):
             usage = signal.payload.get("usage") or {}
-            self.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            self.tokens += input_tokens(usage) + int(usage.get("output_tokens", 0))
             cost = signal.payload.get("cost_usd")
             if self.cost is not None and isinstance(cost, int | float):
                 self.cost += cost

@@ -282,18 +282,24 @@ class ProviderEnd(TypedDict):
     duration_ms: float
 
 
+INPUT_TOKEN_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+"""The fields of ``provider:end``'s ``usage`` that are input the model read."""
+
+
 def input_tokens(usage: Mapping[str, Any]) -> int:
     """All the input a model read in a call, from ``provider:end``'s ``usage``.
 
     Anthropic's ``input_tokens`` leaves out the tokens read from and written to the
-    prompt cache; they are input the model read, so budgets,
-    :class:`~reactor.logging.MetricsReporter` and OpenTelemetry all count them through
-    this one function.
+    prompt cache; they are input the model read, so every count of input tokens
+    (budgets, ``RunMetrics``, a run's row, :class:`~reactor.logging.MetricsReporter`,
+    the progress line, evaluation reports, the web UI and OpenTelemetry) is this
+    one function's. A value that is not a whole number counts 0.
     """
-    return sum(
-        int(usage.get(key) or 0)
-        for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    )
+    return sum(_whole(usage.get(key)) for key in INPUT_TOKEN_KEYS)
+
+
+def _whole(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class ProviderErrorPayload(TypedDict):

@@ -23,6 +23,7 @@ from reactor._signals.names import (
     SESSION_TIMEOUT,
     parse_agent_event,
 )
+from reactor._signals.payloads import input_tokens
 from reactor._signals.signal import Signal
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 from reactor.service._objects.values import title_of
@@ -61,7 +62,7 @@ def _usage(signal: Signal) -> tuple[str, int, int, float | None]:
     cost = payload.get("cost_usd")
     return (
         str(payload.get("agent", "")),
-        int(usage.get("input_tokens", 0) or 0),
+        input_tokens(usage),
         int(usage.get("output_tokens", 0) or 0),
         float(cost) if isinstance(cost, int | float) else None,
     )
