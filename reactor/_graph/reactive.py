@@ -21,11 +21,7 @@ from reactor._graph.shape import GraphShape, shape_of
 from reactor._graph.validate import Declarations, find_cycles, problems, state_schema
 from reactor._signals.door import check_payload
 from reactor._signals.patterns import Pattern, normalize_patterns
-from reactor.exceptions import (
-    AgentConfigError,
-    CycleWarning,
-    GraphValidationError,
-)
+from reactor.exceptions import AgentConfigError, CycleWarning, GraphValidationError
 from stores import create_store
 
 if TYPE_CHECKING:
@@ -218,6 +214,7 @@ class Reactive:
         *,
         channels: Sequence[Channel] = (),
         run_id: str | None = None,
+        fresh: bool = False,
         **options: Unpack[RunKwargs],
     ) -> RunResult:
         """Run the graph until quiescence, ``end_when``, a failure, a limit or timeout.
@@ -226,11 +223,13 @@ class Reactive:
         ``result.error``, not raised. ``channels`` are attached to the run while it
         runs (``ConsoleChannel()`` shows it in the terminal and answers its prompts).
         ``run_id`` names the new run when the caller must know it before it starts (a
-        job queue does); by default it is a fresh ``run_<16 hex>``.
+        job queue does); by default it is a fresh ``run_<16 hex>``. ``fresh``: the caller
+        made that id just now and told nobody, so its inbox is not read before it begins
+        (what is posted to it is delivered while it runs, as to any run).
         """
         run_options = self._run_options(options, run_id)
         read = NOTHING
-        if needs_reading(run_options):  # the store is read off the event loop
+        if needs_reading(run_options, fresh):  # the store is read off the event loop
             read = await asyncio.to_thread(read_store, self, run_options)
         if channels:
             handle = self._handle(run_options, options, read, channels, live=False)

@@ -3,8 +3,9 @@
 A resumed run's plan (its log from the latest snapshot, checked against the graph), a
 fork's (its source's log up to ``at``), and the messages posted to the run before it
 began: only a run whose id was known before (a resumed one, or one given ``run_id=``)
-can have any. ``graph.run()`` makes these reads in a thread; ``start()``, synchronous,
-makes them in place.
+can have any, and not one whose id its caller made just now (``graph.run(fresh=True)``:
+a reaction's first run). ``graph.run()`` makes these reads in a thread; ``start()``,
+synchronous, makes them in place.
 """
 
 from __future__ import annotations
@@ -31,10 +32,16 @@ NOTHING: Read = (None, None, [])
 """What a new run with a fresh id reads: nothing."""
 
 
-def needs_reading(options: RunOptions) -> bool:
-    """Whether a run has anything to read of its store before it begins."""
+def needs_reading(options: RunOptions, fresh: bool = False) -> bool:
+    """Whether a run has anything to read of its store before it begins.
+
+    ``fresh``: its ``run_id`` was made just now, so nothing was posted to it yet (what
+    is posted from now on, its store's inbox watch delivers): no read, no thread.
+    """
     return options.record is not None and (
-        options.resume is not None or options.fork is not None or options.run_id is not None
+        options.resume is not None
+        or options.fork is not None
+        or (options.run_id is not None and not fresh)
     )
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from reactor import (
     agent,
     reactive,
 )
+from reactor._recording.inbox import Posted
 from tests.reactor.databases import StorePlace
 
 
@@ -176,3 +178,27 @@ def test_a_locked_database_holds_the_run_back_and_loses_nothing(tmp_path: Path) 
     events = [entry["event"] for entry in logs]
     assert "database locked; keeping the signals and retrying" in events
     assert "recording resumed" in events
+
+
+class NotedReads(MemorySignalStore):
+    """A memory store that notes which runs' waiting messages are read, and by which thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[tuple[str, str]] = []
+
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        name = threading.current_thread().name
+        self.reads += [(run_id, name) for run_id in run_ids]
+        return super().waiting_messages(run_ids)
+
+
+async def test_a_run_given_its_id_reads_its_inbox_first_unless_the_id_is_fresh() -> None:
+    store, graph = NotedReads(), tally()
+    store.post("run_known", "tick", {"n": 1})
+    known = await graph.run(run_id="run_known", record=store)
+    fresh = await graph.run(run_id="run_fresh", fresh=True, record=store)
+    assert known.state["seen"] == [1]  # read before it began: there at its start
+    assert fresh.ok
+    first_reads = {run_id for run_id, thread in store.reads if thread != "reactor-inbox"}
+    assert first_reads == {"run_known"}  # the fresh one was neither read nor sent a thread

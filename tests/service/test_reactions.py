@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from reactor import AgentContext, ScriptedProvider, agent
-from reactor.service import AgentActor, ObjectStore, Reaction, ReactionService, User
+from reactor import AgentContext, MemorySignalStore, ScriptedProvider, agent
+from reactor.service import (
+    AgentActor,
+    ObjectStore,
+    ProcessingEntry,
+    Reaction,
+    ReactionService,
+    User,
+)
+from reactor.service._objects.db import Database
+from reactor.service._objects.processing import ProcessingLog, Taken
+from reactor.service._reactions.reaction import ReactionRun, run_of
 from tests.service.support import TYPES, Gate, Recorder, running
 
 
@@ -356,3 +367,18 @@ async def test_two_services_on_one_database_process_each_event_once(url: str) ->
     assert completed == sorted(o.id for o in made)
     assert sorted(c["id"] for c in seen.calls) == completed
     assert {e.status for e in log} <= {"completed", "skipped"}
+
+
+async def test_a_reaction_run_reads_its_inbox_at_its_start_only_if_its_id_was_known() -> None:
+    now = datetime.now(UTC)
+    entry = ProcessingEntry(
+        id=1, agent="audit", object_id="obj_1", object_version=2, event_type="updated",
+        event_id=1, status="processing", run_id="run_taken", created_at=now, updated_at=now,
+    )  # fmt: skip
+    log, store = ProcessingLog(Database("sqlite://")), MemorySignalStore()
+    # A first take made its id just now: nobody can have posted to it.
+    first = await run_of(log, store, Taken(entry, earlier=False))
+    assert first == ReactionRun("run_taken", fresh=True)
+    # A retry of a run the store never got: its id was in the log, maybe posted to.
+    again = await run_of(log, store, Taken(entry, earlier=True))
+    assert again == ReactionRun("run_taken")

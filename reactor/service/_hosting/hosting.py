@@ -321,6 +321,7 @@ class RunHost:
         tags: Mapping[str, str],
         run_id: str,
         resume: bool = False,
+        fresh: bool = False,
     ) -> RunResult | None:
         """Run a reaction in this process, as every run of the service: its result.
 
@@ -328,7 +329,8 @@ class RunHost:
         run is recorded to the service's store, shows among the live runs, and is held
         with the others when the service stops. ``None``: it did not end here (it was
         suspended: its entry is taken up again). ``resume``: go on with run ``run_id``,
-        which an attempt cut off by a crash recorded.
+        which an attempt cut off by a crash recorded. ``fresh``: ``run_id`` was made just
+        now (nothing was posted to it: its inbox is not read at its start).
 
         Raises:
             ServiceStateError: The service is not running.
@@ -342,6 +344,7 @@ class RunHost:
         request = RunRequest(
             "reaction", name, input, "reaction", tags=tags,
             resume=run_id if resume else None, run_id=None if resume else run_id,
+            fresh=fresh and not resume,
         )  # fmt: skip
         _, task = await self.runs.launch(
             self._group, request, provider=self.provider, record=self.record,

@@ -74,6 +74,7 @@ class RunRequest:
         resume: The id of an unfinished run to continue instead of starting one.
         tags: More tags for the recording.
         run_id: The new run's id, when it was chosen before it started (a queued job).
+        fresh: ``run_id`` was made just now (a reaction's): its empty inbox is not read.
         force: Resume even if the graph changed what the run's log says was done.
         fork: Start the run as a fork: ``{"run_id", "at", "state"}`` of the source.
     """
@@ -88,6 +89,7 @@ class RunRequest:
     run_id: str | None = None
     force: bool = False
     fork: Mapping[str, Any] | None = None
+    fresh: bool = False
 
     def run_tags(self) -> dict[str, str]:
         """The recording's tags: what it runs, what started it, for whom."""
@@ -288,6 +290,7 @@ class Runs:
                 tags=request.run_tags(),
                 resume=request.resume,
                 run_id=None if request.resume else request.run_id,
+                fresh=request.fresh,
                 on_change="force" if request.force else "fail",
             )
         )

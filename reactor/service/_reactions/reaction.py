@@ -81,10 +81,13 @@ class Launcher(Protocol):
         tags: Mapping[str, str],
         run_id: str,
         resume: bool = False,
+        fresh: bool = False,
     ) -> RunResult | None:
         """Run ``graph`` as ``run_id``, recorded to the service's store; its result.
 
-        ``resume``: go on with that recorded run. ``None``: suspended, not ended here.
+        ``resume``: go on with that recorded run. ``fresh``: ``run_id`` was made just
+        now, nothing was posted to it (its inbox is not read at its start). ``None``:
+        suspended, not ended here.
         """
         ...
 
@@ -95,10 +98,15 @@ class ReactionRun:
 
     ``resume``: an earlier attempt recorded it and did not end it (its process died):
     the retry goes on with it, so it never stays ``running`` for a dead process.
+    ``fresh``: its id was made for this attempt (an entry's first take, or a new run
+    for a retry), so no message can have been posted to it before it starts: its
+    inbox is not read then (what is posted while it runs is delivered as to any run).
+    A retry of a run the store never got is not fresh: its id was known before.
     """
 
     run_id: str
     resume: bool = False
+    fresh: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +141,7 @@ async def react(
     agent = target.agent
     view = AgentObjects(services.objects, target.name, agent.capabilities, agent.execution_mode)
     started = datetime.now(UTC)
-    run = run if run is not None else ReactionRun(new_run_id())
+    run = run if run is not None else ReactionRun(new_run_id(), fresh=True)
     run_id = run.run_id
     # What this reaction changes (through ctx.objects or its output) names it as its
     # cause, one step deeper than the event it reacts to: loops are cut at a depth.
@@ -168,6 +176,7 @@ async def _react(
         tags={"reaction": target.name, "object": event.id, "event": event.name},
         run_id=run_id,
         resume=run.resume,
+        fresh=run.fresh,
     )
     if result is None:  # suspended (the service stops): not settled here
         return Finished(
@@ -233,7 +242,9 @@ async def run_of(log: ProcessingLog, record: SignalStore | None, taken: Taken) -
     """
     entry = taken.entry
     assert entry.run_id is not None  # taken entries name their run
-    if not taken.earlier or record is None:
+    if not taken.earlier:
+        return ReactionRun(entry.run_id, fresh=True)
+    if record is None:
         return ReactionRun(entry.run_id)
     try:
         info = await asyncio.to_thread(record.info, entry.run_id)
@@ -243,7 +254,7 @@ async def run_of(log: ProcessingLog, record: SignalStore | None, taken: Taken) -
         return ReactionRun(entry.run_id, resume=True)
     run_id = new_run_id()
     await log.set_run(entry.id, run_id)
-    return ReactionRun(run_id)
+    return ReactionRun(run_id, fresh=True)
 
 
 async def taken_over(
@@ -261,7 +272,7 @@ async def taken_over(
     )
     if record is not None:
         await asyncio.to_thread(close_run, record, earlier, why)
-    return ReactionRun(run_id)
+    return ReactionRun(run_id, fresh=True)
 
 
 def close_run(store: SignalStore, run_id: str, reason: str) -> bool:
