@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import threading
+import time
 import uuid
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -142,13 +143,16 @@ class InboxWatch:
         self.interval = interval
         self._watchers: dict[str, tuple[asyncio.AbstractEventLoop, Deliver]] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def watch(self, run_id: str, deliver: Deliver) -> Callable[[], None]:
         """Call ``deliver(message)`` in this event loop for each message to ``run_id``.
 
-        Returns a function that stops watching. Call from the run's event loop.
+        Returns a function that stops watching. Call from the run's event loop. The
+        run gets what is posted to it from the next poll on (within :attr:`interval`):
+        what was posted before it began, it read then (a run whose id was known), so a
+        run starting does not wake the thread for a poll of its own (a thousand
+        reactions a second would be a thousand polls).
         """
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -158,7 +162,6 @@ class InboxWatch:
                     target=self._poll, name="reactor-inbox", daemon=True
                 )
                 self._thread.start()
-        self._wake.set()
 
         def unwatch() -> None:
             with self._lock:
@@ -191,5 +194,4 @@ class InboxWatch:
                     loop, deliver = target
                     with contextlib.suppress(RuntimeError):  # the run's loop has closed
                         loop.call_soon_threadsafe(deliver, message)
-            self._wake.wait(self.interval)
-            self._wake.clear()
+            time.sleep(self.interval)
