@@ -2,9 +2,10 @@
 
 :class:`QueueSettings` says where the jobs are (``REACTOR_REDIS_URL``) and when a
 silent job is taken over (``REACTOR_RECLAIM_AFTER``). :class:`JobBroker` is taskiq's
-Redis Streams broker as a worker uses it: one job per read, jobs idle past the
-reclaim time claimed first, a Redis that is away (also at the start) waited for with
-a jittered backoff, and jobs the worker's code cannot run left to the other workers
+Redis Streams broker as a worker uses it: as many jobs per read as the worker has
+room for, the jobs done acknowledged together, jobs idle past the reclaim time claimed
+first, a Redis that is away (also at the start) waited for with a jittered backoff,
+and jobs the worker's code cannot run left to the other workers
 (:meth:`JobBroker.park`, :mod:`reactor.service._scaleout.waiting`).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import random
 import time
@@ -29,6 +31,7 @@ from taskiq_redis import RedisStreamBroker
 from reactor._signals.diagnostics import log
 from reactor._signals.settings import settings_from
 from reactor.exceptions import ServiceConfigError
+from reactor.service._scaleout.durable import Grouped
 
 __all__ = [
     "BACKOFF_FIRST",
@@ -55,6 +58,9 @@ BACKOFF_MAX = 10.0
 """Seconds before the first reconnection to Redis, and the most between two."""
 PENDING_PAGE = 100
 """Idle jobs looked at per round trip when looking for one to claim."""
+CLAIM_EVERY = 0.25
+"""Seconds between two looks for idle jobs while new jobs keep coming (a quiet stream
+is looked at on every round): a look per job would cost each job a round trip."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,13 +103,15 @@ class QueueSettings:
 
 
 class JobBroker(RedisStreamBroker):
-    """taskiq's Redis Streams broker, taking one job at a time and reclaiming idle ones.
+    """taskiq's Redis Streams broker, taking the jobs it has room for and reclaiming idle ones.
 
-    The stock ``listen`` reads new jobs in batches and looks for idle ones only after
-    new ones arrived; a worker here takes one job per read (so that jobs spread over
-    workers) and first claims the jobs idle for longer than the reclaim time, on every
-    round, also when the stream is quiet, so a dead worker's jobs are taken over at
-    once. It starts (makes its consumer group) in ``listen``, with the same backoff as a
+    The stock ``listen`` reads new jobs in batches of a set size and looks for idle ones
+    only after new ones arrived; a worker here reads as many jobs as it can start at
+    once (:attr:`room`: never more, so that jobs spread over workers), acknowledges the
+    jobs done at the same moment with one command, and first claims the jobs idle for
+    longer than the reclaim time (every :data:`CLAIM_EVERY` seconds while jobs keep
+    coming, on every round when the stream is quiet), so a dead worker's jobs are taken
+    over at once. It starts (makes its consumer group) in ``listen``, with the same backoff as a
     reconnect: a worker started while Redis is down waits for it instead of exiting.
     """
 
@@ -126,6 +134,16 @@ class JobBroker(RedisStreamBroker):
         """Whether :meth:`startup` went through (it needs Redis: ``listen`` retries it)."""
         self.parked: dict[str, float] = {}
         """Message ids this worker leaves to the others, until when (monotonic)."""
+        self.in_hand = 0
+        """Jobs given to the worker and not done yet (the worker counts them down)."""
+        self.room: Callable[[], int] = lambda: 1
+        """How many jobs this worker can start now: read at once, in one round trip."""
+        self._acks: Grouped[bytes | str] = Grouped(self._ack_all)
+
+    @functools.cached_property
+    def redis(self) -> Redis:
+        """A client of the broker's connection pool, kept (one per command costs)."""
+        return Redis(connection_pool=self.connection_pool)
 
     async def startup(self) -> None:
         """Make the consumer group (taskiq's start); ``ready`` once it is made."""
@@ -198,27 +216,39 @@ class JobBroker(RedisStreamBroker):
 
     async def _listen(self, answered: Callable[[], None]) -> AsyncGenerator[AckableMessage, None]:
         async with Redis(connection_pool=self.connection_pool) as redis:
+            looked = -CLAIM_EVERY  # when idle jobs were last looked for (monotonic)
             while True:
                 # Jobs idle for too long first (their workers died, or left them to
-                # others), one at a time and without waiting while there are more; then
-                # new jobs, waiting a while.
-                claimed = await self._claim_idle(redis)
-                answered()  # Redis answers (again)
-                if claimed is not None:
-                    message_id, fields = claimed
-                    log(
-                        "reactor.worker", "info", "job reclaimed",
-                        message=_text(message_id), job=_key(fields),
-                        idle_s=round(self.idle_timeout / 1000, 1),
-                    )  # fmt: skip
-                    yield self._message(message_id, fields)
-                    continue
+                # others), one at a time and without waiting while there are more,
+                # looked for at most every CLAIM_EVERY seconds while jobs keep coming;
+                # then new jobs, as many as this worker has room for, waiting a while.
+                if time.monotonic() - looked >= CLAIM_EVERY:
+                    claimed = await self._claim_idle(redis)
+                    answered()  # Redis answers (again)
+                    if claimed is not None:
+                        message_id, fields = claimed
+                        log(
+                            "reactor.worker", "info", "job reclaimed",
+                            message=_text(message_id), job=_key(fields),
+                            idle_s=round(self.idle_timeout / 1000, 1),
+                        )  # fmt: skip
+                        self.in_hand += 1
+                        yield self._message(message_id, fields)
+                        continue
+                    looked = time.monotonic()
                 fetched: Any = await redis.xreadgroup(
-                    GROUP, self.consumer_name, {STREAM: ">"}, count=1, block=self.block
-                )
+                    GROUP, self.consumer_name, {STREAM: ">"},
+                    count=max(1, self.room()), block=self.block,
+                )  # fmt: skip
+                answered()
+                got = False
                 for _stream, messages in fetched or ():
                     for message_id, fields in messages:
+                        got = True
+                        self.in_hand += 1
                         yield self._message(message_id, fields)
+                if not got:
+                    looked = -CLAIM_EVERY  # a quiet stream: look for idle jobs each round
 
     async def _claim_idle(self, redis: Redis) -> tuple[Any, Mapping[bytes, bytes]] | None:
         """Claim the oldest job idle past the reclaim time, or None if there is none.
@@ -258,7 +288,11 @@ class JobBroker(RedisStreamBroker):
             message = json.loads(data)
             message["labels"][STREAM_ID] = _text(message_id)
             data = json.dumps(message).encode()
-        return AckableMessage(data=data, ack=self._ack_generator(id=message_id, queue_name=STREAM))
+        return AckableMessage(data=data, ack=functools.partial(self._acks, message_id))
+
+    async def _ack_all(self, message_ids: list[bytes | str]) -> None:
+        """Acknowledge the jobs done at once: one command for all of them."""
+        await self.redis.xack(STREAM, GROUP, *message_ids)
 
 
 def _text(value: Any) -> str:

@@ -9,23 +9,25 @@
   (the next holder reads all of it), one flush for every run waiting at that moment.
 * :class:`Grouped` does the same for any work done per job at its end (giving leases
   back, forgetting the jobs' rows and markers): one statement or command for every job
-  waiting at that moment, not a round trip each.
+  waiting at that moment, not a round trip each; :class:`Batched` also hands each its
+  result (the leases taken, the runs' rows read at a job's start).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from reactor._recording.store import SignalStore
 from reactor.service._hosting.record import ServiceRecord
 from reactor.service._scaleout.leases import Leases
 
-__all__ = ["Flushes", "Grouped", "LogFence"]
+__all__ = ["Batched", "Flushes", "Grouped", "LogFence"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class LogFence:
@@ -100,7 +102,43 @@ class Flushes:
                     waiter.set_result(None)
 
 
-class Grouped(Generic[T]):
+class Batched(Generic[T, R]):
+    """Does ``work`` once for all the items given while it was busy; each gets its result.
+
+    Args:
+        work: Called with the items waiting; returns their results in the same order.
+            What it raises, each of their callers gets.
+    """
+
+    def __init__(self, work: Callable[[list[T]], Awaitable[Sequence[R]]]) -> None:
+        self._work = work
+        self._waiting: list[tuple[T, asyncio.Future[R]]] = []
+        self._running: asyncio.Future[None] | None = None
+
+    async def __call__(self, item: T) -> R:
+        """``item``'s result, worked on with the others waiting then."""
+        waiter: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, waiter))
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(self._run())
+        return await waiter
+
+    async def _run(self) -> None:
+        while self._waiting:  # who came meanwhile waits for the next round
+            waiting, self._waiting = self._waiting, []
+            try:
+                results = await self._work([item for item, _ in waiting])
+            except Exception as exc:
+                for _, waiter in waiting:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+            else:
+                for (_, waiter), result in zip(waiting, results, strict=True):
+                    if not waiter.done():
+                        waiter.set_result(result)
+
+
+class Grouped(Batched[T, None]):
     """Does ``work`` once for all the items given while it was busy (see the module).
 
     Args:
@@ -108,28 +146,8 @@ class Grouped(Generic[T]):
     """
 
     def __init__(self, work: Callable[[list[T]], Awaitable[None]]) -> None:
-        self._work = work
-        self._waiting: list[tuple[T, asyncio.Future[None]]] = []
-        self._running: asyncio.Future[None] | None = None
+        async def each(items: list[T]) -> list[None]:
+            await work(items)
+            return [None] * len(items)
 
-    async def __call__(self, item: T) -> None:
-        """Return once ``item`` was worked on with the others waiting then."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((item, waiter))
-        if self._running is None or self._running.done():
-            self._running = asyncio.ensure_future(self._run())
-        await waiter
-
-    async def _run(self) -> None:
-        while self._waiting:  # who came meanwhile waits for the next round
-            waiting, self._waiting = self._waiting, []
-            try:
-                await self._work([item for item, _ in waiting])
-            except Exception as exc:
-                for _, waiter in waiting:
-                    if not waiter.done():
-                        waiter.set_exception(exc)
-            else:
-                for _, waiter in waiting:
-                    if not waiter.done():
-                        waiter.set_result(None)
+        super().__init__(each)

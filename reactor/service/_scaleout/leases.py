@@ -11,6 +11,7 @@ of several serving processes whose schedulers fire at the same minute, one runs 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
@@ -19,6 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from reactor._recording.inbox import Wakeup
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import cron_ticks, queued_jobs, run_leases
+from reactor.service._scaleout.jobs import one_statement
 
 __all__ = ["Leases", "claim_tick", "claim_wakeup"]
 
@@ -57,13 +59,23 @@ class Leases:
         One statement: a new lease, or one held by this worker or gone silent, taken over
         (a new epoch when it was another's).
         """
+        return (await self.take_all([run_id]))[0]
+
+    async def take_all(self, run_ids: Sequence[str]) -> list[bool]:
+        """:meth:`take` for each of ``run_ids`` (in order), in one statement for all."""
         now, began = datetime.now(UTC), time.monotonic()
         mine = run_leases.c.worker == self.worker
         insert = (postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert)(
             run_leases
         )
+        unique = list(dict.fromkeys(run_ids))  # one row each: an upsert touches a row once
         statement = (
-            insert.values(run_id=run_id, worker=self.worker, heartbeat_at=now, epoch=1)
+            insert.values(
+                [
+                    {"run_id": run_id, "worker": self.worker, "heartbeat_at": now, "epoch": 1}
+                    for run_id in unique
+                ]
+            )
             .on_conflict_do_update(
                 index_elements=[run_leases.c.run_id],
                 set_={
@@ -73,14 +85,14 @@ class Leases:
                 },
                 where=sa.or_(mine, run_leases.c.heartbeat_at < now - self.ttl),
             )
-            .returning(run_leases.c.epoch)
+            .returning(run_leases.c.run_id, run_leases.c.epoch)
         )
-        async with self.db.write() as conn:
-            row = (await conn.execute(statement)).first()
-        if row is None:
-            return False  # held, and its holder's heartbeat is fresh
-        self.epochs[run_id], self._proved[run_id] = int(row.epoch), began
-        return True
+        async with one_statement(self.db) as conn:
+            rows = (await conn.execute(statement)).all()
+        for row in rows:  # the others are held, and their holders' heartbeats are fresh
+            self.epochs[row.run_id], self._proved[row.run_id] = int(row.epoch), began
+        taken = {row.run_id for row in rows}
+        return [run_id in taken for run_id in run_ids]
 
     async def renew(self, run_ids: list[str]) -> list[str]:
         """Renew this worker's leases of ``run_ids``; the ones it no longer holds."""

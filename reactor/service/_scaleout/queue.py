@@ -42,7 +42,7 @@ from reactor.service._scaleout.broker import (
     JobBroker,
     QueueSettings,
 )
-from reactor.service._scaleout.jobs import QueuedJobs
+from reactor.service._scaleout.jobs import JOB_KEYS, QueuedJobs
 
 __all__ = [
     "QUEUED_KEYS",
@@ -65,6 +65,15 @@ QUEUED_KEYS = "reactor:queued:"
 """Prefix of the keys of runs queued and not started yet: ``reactor:queued:<run id>``."""
 QUEUED_FOR = 7 * 24 * 3600
 """Seconds a queued run's key lives at most (a job no worker can take stays visible)."""
+_PUSH = """
+if ARGV[1] == '1' and not redis.call('SET', KEYS[1], '1', 'NX') then return 0 end
+if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3]) end
+redis.call('XADD', KEYS[3], '*', 'data', ARGV[4])
+return 1
+"""
+"""Queue a job (:meth:`JobQueue._push`): KEYS its marker, its queued marker, the stream;
+ARGV whether to set the marker (if not there, else do nothing), the queued marker (or
+nothing), its lifetime, the job as taskiq puts it on the stream."""
 
 
 class JobQueue:
@@ -105,8 +114,7 @@ class JobQueue:
         if jobs is not None:
             await jobs.add(key, job)
         try:
-            if jobs is None or await jobs.mark(key):
-                await self.kick_again(key, job)
+            await self._push(key, job, mark=jobs is not None)
         except BaseException:
             if jobs is not None:  # not queued after all
                 with contextlib.suppress(Exception):
@@ -115,17 +123,28 @@ class JobQueue:
 
     async def kick_again(self, key: str, job: dict[str, Any]) -> None:
         """Put ``job`` on the stream (a new run is shown queued until a worker starts it)."""
-        if REACTION in job or job.get("resume") is not None or job.get("run_id") is None:
-            await self._kick(job)
-            return
-        marker = json.dumps({**job, "queued_at": time.time()})
-        async with Redis(connection_pool=self.broker.connection_pool) as redis:
-            await redis.set(QUEUED_KEYS + key, marker, ex=QUEUED_FOR)
-            try:
-                await self._kick(job)
-            except BaseException:
-                await redis.delete(QUEUED_KEYS + key)  # not queued after all
-                raise
+        await self._push(key, job, mark=False)
+
+    async def _push(self, key: str, job: dict[str, Any], *, mark: bool) -> bool:
+        """Put ``job`` on the stream; False if ``mark`` and its marker was there already.
+
+        One command (a script, all or nothing): ``mark`` sets the job's marker if it
+        is not there (:meth:`QueuedJobs.mark`), else nothing is done; a new run is
+        marked queued until a worker starts it (:meth:`queued`); then the job goes on
+        the stream as taskiq's kicker would put it.
+        """
+        if not self._started:
+            await self.broker.startup()
+            self._started = True
+        new_run = REACTION not in job and job.get("resume") is None and job.get("run_id")
+        kicker: AsyncKicker[Any, None] = AsyncKicker(TASK, self.broker, {"ack_type": "manual"})
+        message = self.broker.formatter.dumps(kicker._prepare_message(job))
+        marker = json.dumps({**job, "queued_at": time.time()}) if new_run else ""
+        keys = [JOB_KEYS + key, QUEUED_KEYS + key, STREAM]
+        pushed = await self.broker.redis.eval(
+            _PUSH, len(keys), *keys, int(mark), marker, QUEUED_FOR, message.message
+        )
+        return bool(pushed)
 
     async def remove(self, key: str) -> None:
         """A job was acknowledged: the database no longer keeps it."""

@@ -61,7 +61,7 @@ from reactor.service._objects.schema import agents
 from reactor.service._reactions.dispatcher import Dispatcher
 from reactor.service._reactions.reaction import ReactionServices
 from reactor.service._reactions.registry import ReactionAgent, register
-from reactor.service._scaleout.durable import Flushes, Grouped, LogFence
+from reactor.service._scaleout.durable import Batched, Flushes, Grouped, LogFence
 from reactor.service._scaleout.jobs import JOB_KEYS, WAITING_KEYS
 from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import (
@@ -121,13 +121,19 @@ class Worker:
         self.settling: set[str] = set()  # runs ended here whose job is being settled
         self.flushes = Flushes(lambda: self.service.host.record)
         self.handovers: Grouped[tuple[str, bool]] = Grouped(self._hand_over)
+        self.takes: Batched[str, bool] = Batched(self.leases.take_all)
+        self.taking: set[str] = set()  # runs (or reactions) whose lease is being taken
+        self.broker.room = lambda: self.concurrency - self.broker.in_hand
         self.unmarks: Grouped[tuple[str, ...]] = Grouped(self._unmark)
         self.held: set[str] = set()  # runs suspended here on SIGTERM: their jobs stay pending
         reread = functools.partial(self._read_agents, if_changed=True)
         self.waiting = Waiting(service, self.broker, self.id, settings.reclaim_after, reread)
 
         async def run_job(job: dict[str, Any], context: Context = _CONTEXT) -> None:
-            await self._job(job, context)
+            try:
+                await self._job(job, context)
+            finally:
+                self.broker.in_hand -= 1  # its slot is free: one more job read next time
 
         self.broker.register_task(run_job, task_name=TASK, ack_type="manual")
 
@@ -285,8 +291,7 @@ class Worker:
 
     async def _unmark(self, keys: list[tuple[str, ...]]) -> None:
         """Delete the markers of jobs done (after their rows): one command for all."""
-        async with Redis(connection_pool=self.broker.connection_pool) as redis:
-            await redis.delete(*(key for group in keys for key in group))
+        await self.broker.redis.delete(*(key for group in keys for key in group))
 
     async def _ack(self, key: str, context: Context) -> None:
         """Acknowledge a job, then forget it in the database (it is no longer queued).
@@ -318,7 +323,13 @@ class Worker:
         Here (its job reclaimed by idle time from this very worker: the delivery
         executing it acknowledges it) or on another live worker.
         """
-        return key not in self.running and key not in self.settling and await self.leases.take(key)
+        if key in self.running or key in self.settling or key in self.taking:
+            return False
+        self.taking.add(key)
+        try:  # with the other jobs starting now: one statement for all
+            return await self.takes(key)
+        finally:
+            self.taking.discard(key)
 
     async def _reaction(self, entry_id: int, agent: str, context: Context) -> None:
         reactions = self.reactions
