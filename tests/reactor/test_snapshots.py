@@ -240,7 +240,8 @@ def test_a_300000_signal_run_resumes_from_its_last_snapshot(tmp_path: Any) -> No
     assert len(read) <= 10_100
     assert len([seq for seq in read if seq <= crashed - 10_100]) <= 10
     assert len(result.signals) < 10_100  # the resumed run holds its tail, and what it did
-    assert resume_time < 5.0, (resume_time, small.metrics.duration_ms)
+    # What it read is asserted above; this bound only catches a resume that replays the log.
+    assert resume_time < 60, (resume_time, small.metrics.duration_ms)
 
 
 def _without_its_end(path: Any, run_id: str) -> int:

@@ -144,18 +144,22 @@ def test_retention_prunes_ended_runs_daily_and_never_a_waiting_one(
             ):
                 done = [await service.submit("quick") for _ in range(3)]
                 waiting = await service.submit("waits")
-                await asyncio.sleep(0.3)
+                for _ in range(600):  # the quick runs end and the other waits (60 s bound a hang)
+                    statuses = {info.run_id: info.status for info in store.runs()}
+                    if statuses == {waiting: "waiting", **dict.fromkeys(done, "completed")}:
+                        break
+                    await asyncio.sleep(0.1)
                 return waiting, done
 
     waiting, done = asyncio.run(first())
-    time.sleep(1.1)
+    time.sleep(1.1)  # not a wait for something: every run is now older than the 1 s kept
     monkeypatch.setenv("REACTOR_RETENTION", "1s")
     settings.cache_clear()  # as a restarted service would: it reads its settings again
 
     async def second() -> list[str]:
         with SQLiteSignalStore(runs) as store:
             async with ObjectStore(url, types=TYPES) as objects, _service(objects, store):
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
                     left = [info.run_id for info in store.runs()]
                     if not set(done) & set(left):
