@@ -15,18 +15,21 @@ With ``REACTOR_BENCH_LOGS`` set to a folder, each worker's output is written the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 import psycopg
 import redis
 
 from bench._runner import Row
 from reactor import PostgresSignalStore, ScriptedProvider, agent, reactive
+from reactor._signals.settings import settings
 from reactor.service import ObjectStore, ReactionService
 from reactor.service._scaleout.queue import QueueSettings
 from reactor.service._scaleout.worker import live_workers
@@ -59,6 +62,8 @@ def make_service(db: str) -> ReactionService:
 async def _submit(db: str, n: int) -> list[str]:
     service = make_service(db)
     async with service.objects, service:
+        if service.host.queue is None:
+            raise RuntimeError("the submitting service has no queue: it would run them itself")
         return [await service.submit("io") for _ in range(n)]
 
 
@@ -92,17 +97,16 @@ def measure(workers: int, n: int, *, kill: bool = False, concurrency: int = CONC
         )
         for i in range(workers)
     ]
-    saved = {key: os.environ.get(key) for key in ("REACTOR_REDIS_URL", "REACTOR_RECLAIM_AFTER")}
     try:
-        settings = QueueSettings(REDIS, RECLAIM)
+        queue = QueueSettings(REDIS, RECLAIM)
         deadline = time.monotonic() + 60
-        while len(asyncio.run(live_workers(settings))) < workers:
+        while len(asyncio.run(live_workers(queue))) < workers:
             if time.monotonic() > deadline:
                 raise RuntimeError("the workers did not start")
             time.sleep(0.1)
-        os.environ.update(REACTOR_REDIS_URL=REDIS, REACTOR_RECLAIM_AFTER=str(RECLAIM))
         start = time.perf_counter()
-        run_ids = asyncio.run(_submit(db, n))
+        with _environment(REACTOR_REDIS_URL=REDIS, REACTOR_RECLAIM_AFTER=str(RECLAIM)):
+            run_ids = asyncio.run(_submit(db, n))  # queued: the workers execute them
         killed = not kill
         deadline = time.monotonic() + 300
         while True:
@@ -123,11 +127,6 @@ def measure(workers: int, n: int, *, kill: bool = False, concurrency: int = CONC
                 assert [s.name for s in recording.signals].count("harness:end") == 1
         return n / elapsed
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         for process in processes:
             if process.poll() is None:
                 process.kill()
@@ -157,14 +156,37 @@ def in_process(n: int) -> float:
     name = f"reactor_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
-    saved = os.environ.pop("REACTOR_REDIS_URL", None)
     try:
-        return asyncio.run(_in_process(f"{SERVER}/{name}", n))
+        with _environment(REACTOR_REDIS_URL=None):
+            return asyncio.run(_in_process(f"{SERVER}/{name}", n))
     finally:
-        if saved is not None:
-            os.environ["REACTOR_REDIS_URL"] = saved
         with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@contextlib.contextmanager
+def _environment(**values: str | None) -> Iterator[None]:
+    """These ``REACTOR_*`` variables set (None: unset), read again by ``settings()``.
+
+    The process's settings are read once (``reactor.service.settings``): without the
+    cache cleared, a service made after the in-process runs would find no Redis and
+    execute the runs itself.
+    """
+    saved = {key: os.environ.get(key) for key in values}
+
+    def put(items: dict[str, str | None]) -> None:
+        for key, value in items.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        settings.cache_clear()
+
+    put(values)
+    try:
+        yield
+    finally:
+        put(saved)
 
 
 def run(runs: int, scale: float) -> list[Row]:
