@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,14 +23,32 @@ from reactor.testing import signal_names as names
 from tests.reactor.support import SlowProvider
 
 
-def worker_graph(concurrency: Any) -> tuple[Any, list[int], list[int]]:
-    """A graph whose worker takes 10 ms per job and records concurrency."""
+async def _until(check: Callable[[], bool]) -> None:
+    """Poll `check` until it holds; the 60 s deadline only bounds a hang."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition never held")
+
+
+def worker_graph(concurrency: Any, meet: int = 0) -> tuple[Any, list[int], list[int]]:
+    """A graph whose worker takes 10 ms per job and records concurrency.
+
+    With `meet`, each job also waits until that many jobs are running at once.
+    """
     done: list[int] = []
     running: list[int] = [0, 0]  # current, peak
+    met = asyncio.Event()
 
     async def work(ctx: AgentContext) -> int:
         running[0] += 1
         running[1] = max(running[1], running[0])
+        if running[1] == meet:
+            met.set()
+        if meet:
+            await asyncio.wait_for(met.wait(), 60)  # one at a time, the first never returns
         await asyncio.sleep(0.01)
         running[0] -= 1
         done.append(ctx.signal.payload)
@@ -44,14 +64,13 @@ def worker_graph(concurrency: Any) -> tuple[Any, list[int], list[int]]:
 async def run_jobs(graph: Any, jobs: int = 3) -> Any:
     handle = graph.start()
     for job in range(1, jobs + 1):
-        handle.send("job", job)
-    await asyncio.sleep(0.06)
-    handle.close()
-    return await handle.result()
+        handle.send("job", job)  # all sent before the first starts: no await between
+    handle.close()  # the run still ends only once its queued jobs are done
+    return await asyncio.wait_for(handle.result(), 60)
 
 
 async def test_parallel_runs_every_trigger_at_once() -> None:
-    graph, done, running = worker_graph("parallel")
+    graph, done, running = worker_graph("parallel", meet=3)
     result = await run_jobs(graph)
     assert sorted(done) == [1, 2, 3]
     assert running[1] == 3
@@ -88,11 +107,11 @@ async def test_latest_keeps_only_the_newest_queued_trigger() -> None:
 async def test_a_live_run_stays_open_at_quiescence_until_closed() -> None:
     graph, done, _ = worker_graph("parallel")
     handle = graph.start()
-    await asyncio.sleep(0.02)
+    await asyncio.sleep(0.02)  # time to end, if it wrongly ended at quiescence
     assert not handle.done
     handle.send("job", 7)
-    await asyncio.sleep(0.03)
-    assert done == [7]
+    await _until(lambda: done == [7])
+    await asyncio.sleep(0.02)  # as above
     assert not handle.done
     handle.close()
     result = await handle
@@ -111,10 +130,10 @@ async def test_signals_streams_the_whole_run_then_stops() -> None:
             seen.append(signal.name)
 
     watcher = asyncio.create_task(watch())
-    await asyncio.sleep(0.03)
+    await _until(lambda: "agent:worker:completed" in seen)  # it streams while the run is live
     handle.close()
-    result = await handle.result()
-    await asyncio.wait_for(watcher, 1)
+    result = await asyncio.wait_for(handle.result(), 60)
+    await asyncio.wait_for(watcher, 60)
     assert seen == names(result)
     assert seen[0] == "harness:start"
     assert seen[-1] == "harness:end"
@@ -143,9 +162,9 @@ async def test_abort_cancels_in_flight_provider_calls() -> None:
     provider = SlowProvider(10.0)
     graph = reactive({"a": agent(prompt="x")})
     handle = graph.start(provider=provider)
-    await asyncio.sleep(0.02)
+    await _until(lambda: provider.started == ["a"])
     handle.abort("operator stop")
-    result = await asyncio.wait_for(handle.result(), 1)
+    result = await asyncio.wait_for(handle.result(), 60)
     assert result.status == "aborted"
     assert result.reason == "operator stop"
     assert provider.cancelled == ["a"]
@@ -160,14 +179,14 @@ async def test_end_when_ends_a_live_run() -> None:
     )
     handle = graph.start()
     handle.send("msg", "hello")
-    result = await asyncio.wait_for(handle.result(), 1)
+    result = await asyncio.wait_for(handle.result(), 60)
     assert (result.status, result.output) == ("ended", "hello")
 
 
 async def test_a_live_run_times_out() -> None:
     graph, _, _ = worker_graph("parallel")
     handle = graph.start(timeout=0.03)
-    result = await asyncio.wait_for(handle.result(), 1)
+    result = await asyncio.wait_for(handle.result(), 60)
     assert result.status == "timeout"
 
 
@@ -238,9 +257,9 @@ async def test_abort_records_who_and_why_and_ends_with_that_reason() -> None:
     store = MemorySignalStore()
     provider = SlowProvider(10.0)
     handle = reactive({"a": agent(prompt="x")}).start(provider=provider, record=store)
-    await asyncio.sleep(0.02)
+    await _until(lambda: provider.started == ["a"])
     handle.abort("desk closed early", source="user:bob")
-    result = await asyncio.wait_for(handle.result(), 5)
+    result = await asyncio.wait_for(handle.result(), 60)
     assert (result.status, result.reason) == ("aborted", "desk closed early")
     log = store.load(handle.run_id)
     (abort,) = log.select("session:abort")
@@ -251,16 +270,16 @@ async def test_abort_records_who_and_why_and_ends_with_that_reason() -> None:
 
 
 async def test_an_abort_whose_reason_the_log_cannot_hold_changes_nothing() -> None:
-    store = MemorySignalStore()
-    handle = reactive({"a": agent(prompt="x")}).start(provider=SlowProvider(10.0), record=store)
-    await asyncio.sleep(0.02)
+    store, provider = MemorySignalStore(), SlowProvider(10.0)
+    handle = reactive({"a": agent(prompt="x")}).start(provider=provider, record=store)
+    await _until(lambda: provider.started == ["a"])
     with pytest.raises(PayloadError, match=r"reason"):
         handle.abort("\ud800")
     assert not handle.done
     assert not handle.closed
     assert "session:abort" not in names(handle._run.bus.history)
     handle.abort("a clean reason")
-    result = await asyncio.wait_for(handle.result(), 5)
+    result = await asyncio.wait_for(handle.result(), 60)
     assert (result.status, result.reason) == ("aborted", "a clean reason")
     assert store.load(handle.run_id).status == "aborted"
 
@@ -296,7 +315,7 @@ async def test_a_suspended_run_says_why_last_and_resumes_after_it() -> None:
     handle = graph.start(keep_open=False, record=store)
     seen: list[Signal] = []
     subscription = handle._run.bus.subscribe("**", seen.append)
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), 60)
     await handle.suspend("the service stopped (SIGTERM)")
     subscription.cancel()
     log = store.load(handle.run_id)
@@ -316,11 +335,19 @@ async def test_a_suspended_run_says_why_last_and_resumes_after_it() -> None:
     assert resumed.seq == log.signals[-1].seq + 1
 
 
-async def forever(ctx: AgentContext) -> None:
-    await asyncio.sleep(3600)
+class Forever:
+    """A handler that never ends; `started` is set once it runs."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def __call__(self, ctx: AgentContext) -> None:
+        self.started.set()
+        await asyncio.sleep(3600)
 
 
 async def test_a_suspended_runs_stream_ends_with_its_last_signal() -> None:
+    forever = Forever()
     graph = reactive({"slow": agent(run=forever)})
     handle = graph.start(record=MemorySignalStore())
     streamed: list[str] = []
@@ -330,9 +357,9 @@ async def test_a_suspended_runs_stream_ends_with_its_last_signal() -> None:
             streamed.append(signal.name)
 
     following = asyncio.ensure_future(follow())
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(forever.started.wait(), 60)
     await handle.suspend("deploy")
-    await asyncio.wait_for(following, 5)
+    await asyncio.wait_for(following, 60)
     assert streamed[-1] == "harness:suspended"
 
 
@@ -348,6 +375,8 @@ class Follower:
 
 
 async def test_a_resumed_runs_stream_goes_past_its_earlier_suspension() -> None:
+    forever = Forever()
+
     async def slow_at_first(ctx: AgentContext) -> None:
         if not ctx.input:
             await forever(ctx)
@@ -355,7 +384,7 @@ async def test_a_resumed_runs_stream_goes_past_its_earlier_suspension() -> None:
     graph = reactive({"slow": agent(run=slow_at_first)})
     store = MemorySignalStore()
     handle = graph.start(record=store)
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(forever.started.wait(), 60)
     await handle.suspend("deploy")
     follower = Follower()
     result = await graph.resume(handle.run_id, record=store, input=1, channels=[follower])
@@ -365,11 +394,14 @@ async def test_a_resumed_runs_stream_goes_past_its_earlier_suspension() -> None:
 
 
 async def test_a_suspend_whose_reason_the_log_cannot_hold_changes_nothing() -> None:
+    forever = Forever()
     graph = reactive({"slow": agent(run=forever)})
     handle = graph.start(record=MemorySignalStore())
-    await asyncio.sleep(0.02)
+    # Its handler runs: an abort right after `agent:slow:activated`, before the handler
+    # started, hangs the run (a race in the runtime, reported), so the test waits past it.
+    await asyncio.wait_for(forever.started.wait(), 60)
     with pytest.raises(PayloadError, match=r"reason"):
         await handle.suspend("\udfff")
     assert not handle.done
     handle.abort()
-    assert (await handle.result()).status == "aborted"
+    assert (await asyncio.wait_for(handle.result(), 60)).status == "aborted"
