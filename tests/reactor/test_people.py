@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -45,8 +46,9 @@ def desk(**agents: Any) -> Reactive:
 
 
 async def prompted(handle: RunHandle, count: int = 1) -> list[PendingPrompt]:
-    """The run's pending prompts, once there are ``count`` of them."""
-    for _ in range(200):
+    """The run's pending prompts, once there are ``count`` of them (60 s bound a hang)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         if len(handle.prompts()) >= count:
             return handle.prompts()
         await asyncio.sleep(0.01)
@@ -169,7 +171,7 @@ async def test_a_closed_run_still_takes_the_reply_it_waits_for() -> None:
     handle = desk().start()
     [prompt] = await prompted(handle)
     handle.close()
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # time to end, if closing wrongly dropped the question
     assert not handle.done
     handle.reply(prompt.prompt_id, "yes")
     result = await handle.result()
