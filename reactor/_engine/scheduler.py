@@ -124,6 +124,8 @@ class Scheduler:
         deferred, self._deferred = self._deferred, None
         for activation, coroutine in deferred or ():
             self._spawn(activation, coroutine)
+        if self.host.ending:  # stopped (an abort, say) before it began: none of them runs
+            self.cancel_all()
         self._settled()
 
     def drop_deferred(self) -> None:

@@ -269,6 +269,17 @@ async def test_abort_records_who_and_why_and_ends_with_that_reason() -> None:
     assert result.select("harness:end")[0].payload["reason"] == "desk closed early"
 
 
+async def test_an_abort_before_the_first_handler_begins_ends_the_run() -> None:
+    # The first activation is announced (agent:slow:activated) before the run's tasks
+    # start: an abort in between used to leave it to start and run forever.
+    handle = reactive({"slow": agent(run=Forever())}).start()
+    await _until(lambda: "agent:slow:activated" in names(handle._run.bus.history))
+    handle.abort("before it began")
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert (result.status, result.reason) == ("aborted", "before it began")
+    assert "agent:slow:cancelled" in names(result)
+
+
 async def test_an_abort_whose_reason_the_log_cannot_hold_changes_nothing() -> None:
     store, provider = MemorySignalStore(), SlowProvider(10.0)
     handle = reactive({"a": agent(prompt="x")}).start(provider=provider, record=store)
