@@ -28,10 +28,10 @@ async def test_only_events_of_the_agent_types_activate_it(url: str) -> None:
     agents = {"people": agent(run=seen, reaction=Reaction(types=["Person"]))}
     async with running(url, agents) as (objects, service):
         await objects.create("Company", {"name": "Acme"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         assert seen.calls == []
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
     assert [(c["id"], c["event"]) for c in seen.calls] == [(ada.id, "created")]
 
 
@@ -42,7 +42,7 @@ async def test_only_the_agent_events_activate_it(url: str) -> None:
         ada = await objects.create("Person", {"name": "Ada"})
         await objects.update(ada.id, {"email": "ada@x.org"})
         await objects.delete(ada.id)
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
     assert [(c["event"], c["version"]) for c in seen.calls] == [("created", 1)]
 
 
@@ -51,7 +51,7 @@ async def test_an_empty_types_list_reacts_to_every_type(url: str) -> None:
     async with running(url, {"all": agent(run=seen, reaction=Reaction())}) as (objects, service):
         await objects.create("Company", {"name": "Acme"})
         await objects.create("Note", {"text": "hi"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
     assert sorted(c["type"] for c in seen.calls) == ["Company", "Note"]
 
 
@@ -69,7 +69,7 @@ async def test_the_agent_sees_the_object_at_the_version_of_its_event(url: str) -
         await gate.waiting.wait()
         await objects.update(ada.id, {"name": "Ada Lovelace"}, actor=User("u2"))
         gate.open()
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
     ((obj, event, given),) = seen
     assert (obj.id, obj.version, obj.data["name"], obj.actor) == (ada.id, 1, "Ada", User("u1"))
     assert (event.event, event.version) == ("created", 1)
@@ -84,7 +84,7 @@ async def test_templates_see_the_object(url: str) -> None:
     )
     async with running(url, {"greet": greet}, provider=provider) as (objects, service):
         await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
     assert [r.prompt for r in provider.requests] == ["Greet Ada (Person v1)."]
 
 
@@ -103,7 +103,7 @@ async def test_changes_by_users_and_by_agents_carry_their_actor(url: str) -> Non
         ada = await objects.create(
             "Person", {"name": "Ada", "email": "ADA@X.ORG"}, actor=User("u1")
         )
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         events = await objects.events(object_id=ada.id)
     assert [(e.event, e.actor.model_dump()) for e in events] == [
         ("created", {"type": "user", "id": "u1"}),
@@ -129,7 +129,7 @@ async def test_an_agent_is_not_triggered_by_its_own_changes(url: str, ignore_sel
     )
     async with running(url, {"tidy": tidy_agent}) as (objects, service):
         ada = await objects.create("Person", {"name": "  Ada "})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         log = await service.processing_log(agent="tidy")
         assert (await objects.get(ada.id)).data["name"] == "Ada"
     versions = [(e.object_version, e.event_type, e.status) for e in log]
@@ -139,6 +139,16 @@ async def test_an_agent_is_not_triggered_by_its_own_changes(url: str, ignore_sel
         assert versions == [(1, "created", "completed"), (2, "updated", "completed")]
 
 
+async def _entries(service: ReactionService, statuses: list[str]) -> list[ProcessingEntry]:
+    """The processing log once its entries have these statuses (60 s bound a hang)."""
+    for _ in range(600):
+        log = await service.processing_log()
+        if [entry.status for entry in log] == statuses:
+            return log
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the processing log never went {statuses}: {log}")
+
+
 async def test_a_processing_entry_goes_pending_processing_completed(url: str) -> None:
     gate = Gate()
     agents = {"slow": agent(run=gate, reaction=Reaction(types=["Person"]))}
@@ -146,12 +156,11 @@ async def test_a_processing_entry_goes_pending_processing_completed(url: str) ->
         ada = await objects.create("Person", {"name": "Ada"})
         await gate.waiting.wait()
         grace = await objects.create("Person", {"name": "Grace"})
-        await asyncio.sleep(0.1)
-        first, second = await service.processing_log(agent="slow")
+        first, second = await _entries(service, ["processing", "pending"])
         assert (first.object_id, first.status) == (ada.id, "processing")
         assert (second.object_id, second.status) == (grace.id, "pending")
         gate.open()
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         log = await service.processing_log(agent="slow")
         events = await objects.events()
     assert [e.status for e in log] == ["completed", "completed"]
@@ -176,7 +185,7 @@ async def test_a_failing_reaction_is_logged_failed_with_its_error(url: str) -> N
     agents = {"boom": agent(run=boom, reaction=Reaction())}
     async with running(url, agents) as (objects, service):
         await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (entry,) = await service.processing_log(status="failed")
     assert entry.error == "ValueError: cannot handle Ada"
     assert entry.run_id is not None
@@ -191,9 +200,9 @@ async def test_a_duplicate_is_skipped_while_processing_and_after_completion(url:
         (event,) = await objects.events()
         (while_processing,) = await service.dispatch(event)
         gate.open()
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (after_completion,) = await service.dispatch(event)
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         log = await service.processing_log(object_id=ada.id)
     reason = "the same event for this object version is pending, processing or completed"
     assert (while_processing.status, while_processing.error) == ("skipped", reason)
@@ -212,10 +221,10 @@ async def test_a_failed_event_is_processed_again_when_dispatched_again(url: str)
 
     async with running(url, {"flaky": agent(run=flaky, reaction=Reaction())}) as (objects, service):
         await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (event,) = await objects.events()
         (again,) = await service.dispatch(event)
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         log = await service.processing_log()
     assert again.status == "pending"
     assert [e.status for e in log] == ["failed", "completed"]
@@ -229,9 +238,9 @@ async def test_skip_drops_other_events_of_a_version_in_flight(url: str) -> None:
         ada = await objects.create("Person", {"name": "Ada"})
         await gate.waiting.wait()
         await objects.delete(ada.id)  # the deletion carries version 1 too
-        await asyncio.sleep(0.1)
+        await _entries(service, ["processing", "skipped"])  # while the first is held
         gate.open()
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         log = await service.processing_log()
     assert [(e.event_type, e.status) for e in log] == [
         ("created", "completed"),
@@ -254,7 +263,7 @@ async def test_parallel_processes_an_object_versions_at_once(url: str) -> None:
             await asyncio.sleep(0.02)
         statuses = [e.status for e in await service.processing_log()]
         gate.open()
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
     assert sorted(gate.seen) == [(ada.id, 1), (ada.id, 2), (ada.id, 2)]
     assert statuses == ["processing", "processing", "processing"]
 
@@ -278,7 +287,7 @@ async def test_queue_processes_one_objects_events_in_order_one_at_a_time(url: st
         for n in range(4):
             await objects.update(ada.id, {"email": f"ada{n}@x.org"})
             await objects.update(grace.id, {"email": f"grace{n}@x.org"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
     assert [v for o, v in order if o == ada.id] == [1, 2, 3, 4, 5]
     assert [v for o, v in order if o == grace.id] == [1, 2, 3, 4, 5]
     assert max(overlaps) == 1
@@ -304,12 +313,12 @@ async def test_a_stuck_entry_is_abandoned_and_its_reaction_cancelled(url: str) -
             if log[0].status == "abandoned":
                 break
             await asyncio.sleep(0.02)
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (entry,) = await service.processing_log()
         (event,) = await objects.events()
         gate.open()
         (retry,) = await service.dispatch(event)
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         log = await service.processing_log()
     assert entry.status == "abandoned"
     assert entry.error == (
@@ -328,7 +337,7 @@ async def test_the_detector_leaves_recent_entries_alone(url: str) -> None:
         await gate.waiting.wait()
         assert await service.detect_stuck() == []
         gate.open()
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         assert [e.status for e in await service.processing_log()] == ["completed"]
 
 
@@ -338,10 +347,10 @@ async def test_events_stored_before_the_service_started_are_dispatched(url: str)
     async with ObjectStore(url, types=TYPES) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
         async with ReactionService(objects=objects, agents=agents) as service:
-            await service.idle(timeout=10)
+            await service.idle(timeout=60)
         grace = await objects.create("Person", {"name": "Grace"})  # while it is stopped
         async with ReactionService(objects=objects, agents=agents) as service:
-            await service.idle(timeout=10)
+            await service.idle(timeout=60)
             log = await service.processing_log()
     assert [c["id"] for c in seen.calls] == [ada.id, grace.id]
     assert [(e.object_id, e.status) for e in log] == [
@@ -360,8 +369,8 @@ async def test_two_services_on_one_database_process_each_event_once(url: str) ->
         made = [await objects.create("Person", {"name": f"P{n}"}) for n in range(20)]
         for event in await objects.events():  # as a queue that delivers twice would
             await second.dispatch(event)
-        await first.idle(timeout=20)
-        await second.idle(timeout=20)
+        await first.idle(timeout=60)
+        await second.idle(timeout=60)
         log = await first.processing_log()
     completed = sorted(e.object_id for e in log if e.status == "completed")
     assert completed == sorted(o.id for o in made)
