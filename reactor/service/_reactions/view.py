@@ -85,7 +85,29 @@ def check_capability(
     )
 
 
-class AgentObjects:
+class _Reads:
+    """What every view of the store reads as it is: reading needs no capability."""
+
+    store: ObjectStore
+
+    async def get(self, id: str, *, version: int | None = None) -> StoredObject:
+        """The object (see :meth:`ObjectStore.get`)."""
+        return await self.store.get(id, version=version)
+
+    async def list(
+        self, type: str | None = None, *, limit: int | None = None
+    ) -> builtins.list[StoredObject]:
+        """Objects (see :meth:`ObjectStore.list`)."""
+        return await self.store.list(type, limit=limit)
+
+    async def events(
+        self, object_id: str | None = None, since: int | datetime | None = None
+    ) -> builtins.list[ObjectEvent]:
+        """Stored changes (see :meth:`ObjectStore.events`)."""
+        return await self.store.events(object_id, since)
+
+
+class AgentObjects(_Reads):
     """The object store as a reaction agent sees it (``ctx.objects``).
 
     Reads go to the store. Changes are checked against the agent's capabilities
@@ -119,22 +141,6 @@ class AgentObjects:
 
     def _check(self, operation: OperationName, type: str, object_id: str | None = None) -> None:
         check_capability(self.store, self.agent, self.capabilities, operation, type, object_id)
-
-    async def get(self, id: str, *, version: int | None = None) -> StoredObject:
-        """The object (see :meth:`ObjectStore.get`)."""
-        return await self.store.get(id, version=version)
-
-    async def list(
-        self, type: str | None = None, *, limit: int | None = None
-    ) -> builtins.list[StoredObject]:
-        """Objects (see :meth:`ObjectStore.list`)."""
-        return await self.store.list(type, limit=limit)
-
-    async def events(
-        self, object_id: str | None = None, since: int | datetime | None = None
-    ) -> builtins.list[ObjectEvent]:
-        """Stored changes (see :meth:`ObjectStore.events`)."""
-        return await self.store.events(object_id, since)
 
     async def create(self, type: str, data: Mapping[str, Any]) -> StoredObject:
         """Create an object as the agent (or hold the creation for a suggestion)."""
@@ -180,7 +186,7 @@ class AgentObjects:
         return f"<AgentObjects agent={self.agent!r} mode={self.mode} held={len(self.held)}>"
 
 
-class RunObjects:
+class RunObjects(_Reads):
     """The object store as the agents of a run that is not a reaction see it (``ctx.objects``).
 
     A graph started through the service, a cron or a manual agent: a change is made
@@ -211,22 +217,6 @@ class RunObjects:
         if signal is None or signal.run_id is None:
             return None
         return Cause(run_id=signal.run_id, agent=agent, depth=0)
-
-    async def get(self, id: str, *, version: int | None = None) -> StoredObject:
-        """The object (see :meth:`ObjectStore.get`)."""
-        return await self.store.get(id, version=version)
-
-    async def list(
-        self, type: str | None = None, *, limit: int | None = None
-    ) -> builtins.list[StoredObject]:
-        """Objects (see :meth:`ObjectStore.list`)."""
-        return await self.store.list(type, limit=limit)
-
-    async def events(
-        self, object_id: str | None = None, since: int | datetime | None = None
-    ) -> builtins.list[ObjectEvent]:
-        """Stored changes (see :meth:`ObjectStore.events`)."""
-        return await self.store.events(object_id, since)
 
     async def create(self, type: str, data: Mapping[str, Any]) -> StoredObject:
         """Create an object as the agent running now."""
