@@ -1,9 +1,10 @@
-"""Providers the tests of the runtime use to see cancellation."""
+"""Providers the tests of the runtime use to see cancellation, and a poll of a condition."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 from reactor import End, ProviderRequest, TextDelta
 
@@ -28,3 +29,13 @@ class SlowProvider:
             raise
         yield TextDelta(self.answer)
         yield End(output=self.answer)
+
+
+async def until(check: Callable[[], bool]) -> None:
+    """Poll `check` until it holds; the 60 s deadline only bounds a hang."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition never held")

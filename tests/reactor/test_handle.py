@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,16 +19,7 @@ from reactor._signals.signal import Signal
 from reactor.exceptions import ReadOnlyStateError
 from reactor.testing import signal_names as names
 from tests.reactor.support import SlowProvider
-
-
-async def _until(check: Callable[[], bool]) -> None:
-    """Poll `check` until it holds; the 60 s deadline only bounds a hang."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition never held")
+from tests.reactor.support import until as _until
 
 
 def worker_graph(concurrency: Any, meet: int = 0) -> tuple[Any, list[int], list[int]]:

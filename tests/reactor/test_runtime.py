@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from typing import Any, Literal
 
 import pytest
@@ -24,6 +22,7 @@ from reactor import (
 from reactor.testing import signal_names as names
 from stores import Store, action
 from tests.reactor.support import SlowProvider
+from tests.reactor.support import until as _until
 
 
 class Analysis(BaseModel):
@@ -379,16 +378,6 @@ async def test_cancelling_the_caller_cancels_the_run(slow_provider: SlowProvider
     with pytest.raises(asyncio.CancelledError):
         await task
     assert slow_provider.cancelled == ["a"]
-
-
-async def _until(check: Callable[[], bool]) -> None:
-    """Poll `check` until it holds; the 60 s deadline only bounds a hang."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition never held")
 
 
 class Interrupted(BaseException):
