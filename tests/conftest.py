@@ -1,4 +1,6 @@
-"""What every test shares: the process's settings are read afresh for each test.
+"""What every test shares: the process's settings are read afresh for each test, and
+property tests hold on a loaded machine (no deadline, no "too slow" health check: a
+machine at load 10 generates inputs slowly, which says nothing about the code).
 
 ``reactor._signals.settings.settings()`` reads the ``REACTOR_*`` variables once per
 process; a test that sets one (``monkeypatch.setenv``) must not see the value an
@@ -10,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from reactor._signals.settings import settings
+
+hypothesis_settings.register_profile(
+    "loaded", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("loaded")
 
 
 @pytest.fixture(autouse=True)

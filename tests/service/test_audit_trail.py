@@ -306,13 +306,13 @@ def test_a_reaction_cut_off_by_kill_9_goes_on_as_the_same_run(tmp_path: Path) ->
     assert _notes(notes) == [["start", run_id], ["start", run_id], ["end", run_id]]
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(600)
 def test_a_stopping_worker_suspends_its_run_and_the_next_goes_on_after_its_last_seq(
     queued: str, redis_url: str, tmp_path: Path
 ) -> None:
     db = queued
-    with workers(1, db, redis_url, tmp_path) as (worker,):
-        (run_id,) = asyncio.run(submit(db, 1, seconds=20))  # longer than the 5 s of grace
+    with workers(1, db, redis_url, tmp_path, grace=5) as (worker,):
+        (run_id,) = asyncio.run(submit(db, 1, seconds=30))  # far longer than the grace
         steps = tmp_path / "steps.log"
         wait_for(lambda: steps.exists() and run_id in steps.read_text())  # in its wait
         worker.send_signal(signal.SIGTERM)
@@ -326,7 +326,7 @@ def test_a_stopping_worker_suspends_its_run_and_the_next_goes_on_after_its_last_
     assert "cancelled from outside" not in output
     assert "Exception" not in output
     with workers(1, db, redis_url, tmp_path):
-        wait_for(lambda: ended(db, [run_id]), 90)
+        wait_for(lambda: ended(db, [run_id]), 180)
     log = recordings(db, [run_id])[run_id]
     assert log.status == "completed"
     seqs = [s.seq for s in log.signals]

@@ -81,6 +81,7 @@ def workers(
     *,
     concurrency: int = 10,
     environ: dict[str, str] | None = None,
+    grace: float = GRACE,
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """``count`` `reactor worker` processes, stopped (SIGKILL at the latest) at the end."""
     env = {
@@ -96,7 +97,7 @@ def workers(
     logs = [(tmp_path / f"worker{index}.log").open("wb") for index in range(count)]
     processes = [
         subprocess.Popen(
-            [*command, "--concurrency", str(concurrency), "--grace", str(GRACE)],
+            [*command, "--concurrency", str(concurrency), "--grace", str(grace)],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -237,6 +237,7 @@ async def test_idle_gives_up_after_its_timeout(url: str) -> None:
     gate = Gate()
     async with running(url, {"slow": agent(run=gate, reaction=Reaction())}) as (objects, service):
         await objects.create("Person", {"name": "Ada"})
+        await asyncio.wait_for(gate.waiting.wait(), 60)  # the reaction is in flight
         with pytest.raises(
             IdleTimeoutError,
             match=r"^The service was still busy after 0\.2 s: 1 reactions and 1 runs in flight, "
@@ -245,7 +246,7 @@ async def test_idle_gives_up_after_its_timeout(url: str) -> None:
         ):
             await service.idle(timeout=0.2)
         gate.open()
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
 
 
 @pytest.mark.parametrize(

@@ -123,8 +123,14 @@ def test_answered_prompts_say_who_answered_and_what() -> None:
         pytest.param(
             {"reaction": "enrich", "object": "obj_1", "event": "object:Person:created"},
             {"id": "obj_1"},
-            "object=obj_1 event=object:Person:created",
+            "Person obj_1, created",
             id="reaction",
+        ),
+        pytest.param(
+            {"reaction": "price", "object": "obj_2", "event": "object:Quote:updated"},
+            {"id": "obj_2", "type": "Quote", "version": 3, "data": {"symbol": "NVDA"}},
+            "Quote NVDA, updated (v3)",
+            id="reaction-titled",
         ),
         pytest.param(
             {"service": "graph:g", "trigger": "api", "user": "bob"},
