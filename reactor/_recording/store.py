@@ -305,9 +305,19 @@ def check_store(store: object, where: str = "record=") -> SignalStore:
     )
 
 
+REPORTER_MEMBERS = _members(Reporter)
+"""What every reporter has (``patterns``, ``on_signal``): checked by :func:`as_reporter`."""
+
+HOOKS = tuple(name for name in _members(RunReporter) if name not in REPORTER_MEMBERS)
+"""The hooks :class:`RunReporter` adds (``on_request``, ``start``): doing nothing when absent."""
+
+_WHOLE_REPORTERS: set[type] = set()
+"""Reporter classes found with every hook (checked once per class)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Hooked:
-    """A reporter with no ``start`` or ``on_request`` of its own: they do nothing."""
+    """A reporter lacking some of :data:`HOOKS`: those it lacks do nothing."""
 
     reporter: Any
     patterns: Sequence[Pattern]
@@ -319,36 +329,38 @@ class _Hooked:
 def as_reporter(reporter: object) -> RunReporter:
     """``reporter`` as a :class:`RunReporter`: the hooks it lacks do nothing.
 
+    The members checked are those the protocols declare (:data:`REPORTER_MEMBERS`,
+    :data:`HOOKS`), as :func:`check_store` checks a store's.
+
     Raises:
         TypeError: It has no ``patterns`` or no ``on_signal``.
     """
-    patterns = getattr(reporter, "patterns", None)
-    on_signal = getattr(reporter, "on_signal", None)
-    missing = [
-        what
-        for what, ok in (
-            ("patterns", isinstance(patterns, str | tuple | list)),
-            ("on_signal(signal)", callable(on_signal)),
-        )
-        if not ok
-    ]
+    kind = type(reporter)
+    if kind in _WHOLE_REPORTERS:
+        return cast("RunReporter", reporter)
+    missing = [name for name in REPORTER_MEMBERS if not hasattr(reporter, name)]
+    given: Any = reporter
+    if not missing and not isinstance(given.patterns, str | tuple | list):
+        missing.append("patterns")
+    if not missing and not callable(given.on_signal):
+        missing.append("on_signal")
     if missing:
+        shown = ["on_signal(signal)" if name == "on_signal" else name for name in missing]
         raise TypeError(
-            f"{reporter!r} is not a reporter: it has no {' and no '.join(missing)}. A reporter "
+            f"{reporter!r} is not a reporter: it has no {' and no '.join(shown)}. A reporter "
             "has patterns (the signals it wants, e.g. patterns = ('**',)) and "
             "on_signal(signal)."
         )
-    if type(reporter) in _WHOLE or isinstance(reporter, RunReporter):
-        _WHOLE.add(type(reporter))
+    lacking = {name for name in HOOKS if not hasattr(given, name)}
+    if not lacking:
+        _WHOLE_REPORTERS.add(kind)
         return cast("RunReporter", reporter)
-    start = getattr(reporter, "start", None)
-    on_request = getattr(reporter, "on_request", None)
     return _Hooked(
         reporter,
-        cast("Sequence[Pattern]", patterns),
-        cast("Callable[[Signal], None]", on_signal),
-        start if callable(start) else _ignore,
-        on_request if callable(on_request) else _ignore,
+        given.patterns,
+        given.on_signal,
+        _ignore if "start" in lacking else given.start,
+        _ignore if "on_request" in lacking else given.on_request,
     )
 
 

@@ -280,6 +280,30 @@ def test_a_reporter_without_hooks_is_taken_and_one_with_hooks_is_called() -> Non
     assert hooked.started == [result.run_id]
 
 
+def test_a_reporter_is_checked_against_the_members_its_protocol_declares() -> None:
+    class Started:
+        patterns = ("harness:end",)
+
+        def __init__(self) -> None:
+            self.started: list[str] = []
+
+        def on_signal(self, signal: Signal) -> None:
+            pass
+
+        def start(self, info: RunInfo) -> None:  # one hook of two: on_request does nothing
+            self.started.append(info.run_id)
+
+    class Deaf:
+        patterns = ("**",)
+
+    started = Started()
+    graph = reactive({"a": agent(prompt="x")}, name="g")
+    result = graph.run_sync(provider=ScriptedProvider(default=["y"]), reporters=[started])
+    assert started.started == [result.run_id]
+    with pytest.raises(TypeError, match=r"is not a reporter: it has no on_signal\(signal\)\."):
+        graph.run_sync(provider=ScriptedProvider(default=["y"]), reporters=[Deaf()])
+
+
 def _lock(path: Path) -> sqlite3.Connection:
     """Hold the database's write lock from another connection (as another process would)."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
