@@ -26,6 +26,7 @@ __all__ = [
     "is_url",
     "json_argument",
     "open_db",
+    "positive_arg",
     "service_url",
     "start_gc",
     "tags_argument",
@@ -133,6 +134,17 @@ def _postgres(url: str) -> SignalStoreBase:
         from reactor._backends.postgres import PostgresSignalStore
 
     return PostgresSignalStore(url)
+
+
+def positive_arg(text: str) -> int:
+    """An option's whole number, 1 or more (``--limit``, ``--concurrency``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}")
+    return value
 
 
 def json_argument(value: str, option: str) -> Any:

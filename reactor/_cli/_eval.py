@@ -25,7 +25,15 @@ from typing import Any
 
 import reactor.logging
 from reactor import eval as scorers
-from reactor._cli._base import CommandError, db_argument, db_option, db_path, is_url, writable_db
+from reactor._cli._base import (
+    CommandError,
+    db_argument,
+    db_option,
+    db_path,
+    is_url,
+    positive_arg,
+    writable_db,
+)
 from reactor._cli._load import attribute, load_graph, provider
 from reactor._cli._output import Output
 from reactor._cli._render import Table, clean, money
@@ -78,16 +86,6 @@ class _Plan:
     scorers: list[Scorer]
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}")
-    return value
-
-
 def _duration(text: str) -> timedelta:
     try:
         return parse_duration(text)
@@ -113,7 +111,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser, *, statuses: Sequence[st
                       "or ended by end_when; any: all)"}),
         ("--since", {"metavar": "AGE", "type": _duration,
                      "help": "only runs started in the last AGE: 7d, 12h, 90m, 2w"}),
-        ("--limit", {"metavar": "N", "type": _positive, "default": DEFAULT_LIMIT,
+        ("--limit", {"metavar": "N", "type": positive_arg, "default": DEFAULT_LIMIT,
                      "help": f"at most this many runs, newest first (default {DEFAULT_LIMIT})"}),
         ("--provider", {"default": "none", "help": "who answers a model request that changed: "
                         "none (default: the case ends diverged, nothing is spent), anthropic, "
@@ -123,7 +121,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser, *, statuses: Sequence[st
                       "or 'decision_kept(KEY)', 'state_equal(KEY, ...)', 'cost_within(RATIO)'"}),
         ("--live-tool", {**many, "metavar": "NAME", "help": "a tool that may really run when "
                          "its call was not recorded (repeatable)"}),
-        ("--concurrency", {"metavar": "N", "type": _positive, "default": 8,
+        ("--concurrency", {"metavar": "N", "type": positive_arg, "default": 8,
                            "help": "cases run at once (default 8)"}),
         ("--junit", {"metavar": "FILE", "help": "also write the report as JUnit XML"}),
         ("--json", {"metavar": "FILE", "help": "also write the report as JSON"}),

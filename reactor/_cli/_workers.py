@@ -14,6 +14,7 @@ from reactor._cli._base import (
     add_gc_option,
     checked_settings,
     db_argument,
+    positive_arg,
     service_url,
     start_gc,
 )
@@ -37,16 +38,6 @@ WORKERS_SUMMARY = "List the live workers and the runs each executes."
 WORKERS_EXAMPLE = "REACTOR_REDIS_URL=redis://127.0.0.1:6379/0 reactor workers"
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}")
-    return value
-
-
 def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
     """Give ``reactor worker`` its options."""
     from reactor._cli._service import add_log_format, add_print_config, seconds_arg
@@ -66,7 +57,7 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
     )
     worker.add_argument(
         "--concurrency",
-        type=_positive,
+        type=positive_arg,
         default=32,
         help="runs executed at once (default: 32; runs mostly wait on the model, so more at "
         "once do more per second; lower it for CPU-heavy runs or few database connections)",
