@@ -301,7 +301,7 @@ def test_a_reporter_is_checked_against_the_members_its_protocol_declares() -> No
     result = graph.run_sync(provider=ScriptedProvider(default=["y"]), reporters=[started])
     assert started.started == [result.run_id]
     with pytest.raises(TypeError, match=r"is not a reporter: it has no on_signal\(signal\)\."):
-        graph.run_sync(provider=ScriptedProvider(default=["y"]), reporters=[Deaf()])
+        graph.run_sync(provider=ScriptedProvider(default=["y"]), reporters=[Deaf()])  # type: ignore[list-item]
 
 
 def _lock(path: Path) -> sqlite3.Connection:
