@@ -7,10 +7,12 @@ PACKAGES := reactor stores migration
 
 .PHONY: demo eval test lint typecheck pytest bench bench-peers screenshots clean
 
+# uv installs in seconds what pip takes a minute or more for (the same versions); pip
+# is the fallback where uv cannot be installed.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,all]'
+	($(PY) -m pip install --quiet uv && $(PY) -m uv pip install --quiet --python $(PY) -e '.[dev,all]') \
+		|| $(PY) -m pip install --quiet -e '.[dev,all]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -44,7 +46,7 @@ $(CHROMIUM):
 	$(APT_CHROMIUM) || ($(SUDO) apt-get update && $(APT_CHROMIUM))
 
 pytest: $(STAMP) $(CHROMIUM)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 # The web UI's screenshots in docs/images/ (docs/web.md), taken by the same Playwright
 # and Chromium as the browser tests; the workers page needs redis-server too.
