@@ -16,15 +16,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from redis.asyncio import Redis
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import queued_jobs
+
+if TYPE_CHECKING:  # redis is imported where a queue is configured, not by every service
+    from redis.asyncio import Redis
 
 __all__ = ["JOB_KEYS", "WAITING_KEYS", "QueuedJobs", "one_statement", "unsynced"]
 
