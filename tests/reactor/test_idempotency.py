@@ -195,10 +195,10 @@ def test_killed_mid_handler_the_order_goes_out_again_with_the_same_key(tmp_path:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not (orders.exists() and orders.read_text()) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not (orders.exists() and orders.read_text() and _started(database)):
+            assert time.monotonic() < deadline, "the order never went out"
             time.sleep(0.05)
-        time.sleep(0.3)  # the activation's signals reach the database
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -216,6 +216,15 @@ def test_killed_mid_handler_the_order_goes_out_again_with_the_same_key(tmp_path:
         run = store.runs()[0]
         assert store.load(run.run_id).state == {"order": first}
     assert run.status == "completed"
+
+
+def _started(database: Path) -> bool:
+    """Whether the trader's activation has reached the database (the run can resume it)."""
+    if not database.exists():
+        return False
+    with SQLiteSignalStore(database, readonly=True) as store:
+        runs = store.runs()
+        return bool(runs) and bool(store.load(runs[0].run_id).select("agent:trader:activated"))
 
 
 _RESUME = textwrap.dedent(
