@@ -2,13 +2,14 @@
 
 ``steps`` is a two-step graph: ``first`` notes each execution in the file named by
 ``REACTOR_TEST_STEPS`` (one line per execution, from any process), then ``second``
-waits (for the file ``input.gate`` to exist, if given, then ``input.seconds``, default 1)
-before the run ends, its output naming its process. ``tick`` is an agent to run on
-schedule. ``orders`` reacts to ``Order`` objects, one object's events in order: it
-notes ``start``/``end <pid> <object> <version>`` in the file ``REACTOR_TEST_REACTIONS``
-names, waiting ``data.seconds`` (default 0) between the two. ``sleeper`` sleeps on a
-durable timer (``input.seconds``) and keeps when it woke. Agents defined through the
-API are answered by a scripted provider: no changes, the prompt as the reasoning.
+waits (for the file ``input.gate`` to exist, if given, then ``input.seconds``, default 1,
+or until the file ``input.release`` exists) before the run ends, its output naming its
+process. ``tick`` is an agent to run on schedule. ``orders`` reacts to ``Order``
+objects, one object's events in order: it notes ``start``/``end <pid> <object>
+<version>`` in the file ``REACTOR_TEST_REACTIONS`` names, waiting ``data.seconds``
+(default 0) between the two. ``sleeper`` sleeps on a durable timer (``input.seconds``)
+and keeps when it woke. Agents defined through the API are answered by a scripted
+provider: no changes, the prompt as the reasoning.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ async def _second(ctx: AgentContext[Any]) -> str:
     given = ctx.input or {}
     if given.get("gate"):
         await asyncio.to_thread(_wait_for_file, given["gate"])
-    await asyncio.sleep(float(given.get("seconds", 1.0)))
+    deadline = time.monotonic() + float(given.get("seconds", 1.0))
+    release = given.get("release")
+    while time.monotonic() < deadline:  # a poll, not a thread: a worker's stop ends it at once
+        if release and os.path.exists(release):  # noqa: ASYNC240 (a test's marker file)
+            break
+        await asyncio.sleep(0.05)
     return f"done by {os.getpid()}"
 
 

@@ -1,8 +1,9 @@
 """The app the HTTP tests serve: `reactor serve --app tests.service.served:make_service`.
 
 A CRM's agent that suggests employers (scripted), graphs to start by name (one quick,
-one that waits for a ``go`` signal, one that runs until it is stopped), and a scripted
-provider that answers every agent defined through the API.
+one that pauses ``input.seconds`` or until its ``go`` signal is echoed, one that runs
+until it is stopped), and a scripted provider that answers every agent defined through
+the API.
 """
 
 from __future__ import annotations
@@ -46,8 +47,18 @@ enrich = agent(
 )
 
 
+_GONE: dict[str, asyncio.Event] = {}
+"""Per run of ``relay``: set once its ``go`` is echoed, which ends its pause."""
+
+
 async def _pause(ctx: AgentContext[Any]) -> str:
-    await asyncio.sleep(float((ctx.input or {}).get("seconds", 1.0)))
+    gone = _GONE.setdefault(ctx.run_id, asyncio.Event())
+    try:
+        await asyncio.wait_for(gone.wait(), float((ctx.input or {}).get("seconds", 1.0)))
+    except TimeoutError:
+        pass
+    finally:
+        _GONE.pop(ctx.run_id, None)
     return "rested"
 
 
@@ -56,7 +67,8 @@ async def _sleep(ctx: AgentContext[Any]) -> float:
     return time.time()  # when it woke
 
 
-def _echo(ctx: AgentContext[Any]) -> Any:
+async def _echo(ctx: AgentContext[Any]) -> Any:
+    _GONE.setdefault(ctx.run_id, asyncio.Event()).set()
     return ctx.signal.payload
 
 

@@ -117,7 +117,7 @@ def test_a_nul_in_a_suggestion_id_is_422(api: httpx2.Client) -> None:
 
 
 def test_a_nul_in_a_signal_name_is_422(api: httpx2.Client) -> None:
-    run_id = ok(api.post("/api/runs", json={"graph": "relay", "input": {"seconds": 5}}), 202)[
+    run_id = ok(api.post("/api/runs", json={"graph": "relay", "input": {"seconds": 120}}), 202)[
         "run_id"
     ]
     name = f"go{NUL}"

@@ -132,10 +132,18 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
         time.sleep(0.1)
 
 
-async def submit(db: str, count: int, seconds: float = 1.0, gate: Path | None = None) -> list[str]:
+async def submit(
+    db: str,
+    count: int,
+    seconds: float = 1.0,
+    gate: Path | None = None,
+    release: Path | None = None,
+) -> list[str]:
     given: dict[str, Any] = {"seconds": seconds}
     if gate is not None:  # the runs wait for this file to exist before their last wait
         given["gate"] = str(gate)
+    if release is not None:  # their last wait ends early once this file exists
+        given["release"] = str(release)
     service = make_service(db)
     async with service.objects, service:
         return [await service.submit("steps", given) for _ in range(count)]

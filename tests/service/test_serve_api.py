@@ -277,7 +277,7 @@ def test_events_stream_a_run_from_harness_start_to_harness_end(api: httpx2.Clien
 
 
 def test_signals_reach_a_live_run_and_ended_runs_take_no_more(api: httpx2.Client) -> None:
-    run_id = ok(api.post("/api/runs", json={"graph": "relay", "input": {"seconds": 2}}), 202)[
+    run_id = ok(api.post("/api/runs", json={"graph": "relay", "input": {"seconds": 120}}), 202)[
         "run_id"
     ]
     ok(api.post(f"/api/runs/{run_id}/signals", json={"name": "go", "payload": {"n": 7}}), 202)
@@ -295,7 +295,7 @@ def test_signals_reach_a_live_run_and_ended_runs_take_no_more(api: httpx2.Client
 
 
 def test_a_signal_name_the_run_cannot_take_is_refused_at_once(api: httpx2.Client) -> None:
-    run_id = ok(api.post("/api/runs", json={"graph": "relay", "input": {"seconds": 5}}), 202)[
+    run_id = ok(api.post("/api/runs", json={"graph": "relay", "input": {"seconds": 120}}), 202)[
         "run_id"
     ]
     for name in ("Trade Approved!", "a::b", "trade:*"):

@@ -72,9 +72,9 @@ def test_sigterm_lets_short_work_finish_and_holds_long_runs_for_the_next_start(
 def test_the_websocket_channel_streams_signals_and_takes_commands(tmp_path: Path) -> None:
     with serving(f"sqlite:///{tmp_path / 'app.db'}", tmp_path / "server.log") as server:
         with server.client() as api:
-            run_id = api.post("/api/runs", json={"graph": "relay", "input": {"seconds": 2}}).json()[
-                "run_id"
-            ]
+            run_id = api.post(
+                "/api/runs", json={"graph": "relay", "input": {"seconds": 120}}
+            ).json()["run_id"]
         uri = f"ws{server.url.removeprefix('http')}/api/runs/{run_id}/ws"
         with pytest.raises(InvalidStatus):
             connect(uri, open_timeout=10).close()

@@ -104,7 +104,7 @@ def test_a_run_started_through_the_api_is_listed_live_and_its_page_shows_its_sig
 
 
 def test_a_run_fills_in_while_its_page_is_open(page: Page, api: httpx2.Client) -> None:
-    run_id = start(api, "relay", {"seconds": 4})
+    run_id = start(api, "relay", {"seconds": 120})  # or until its go
     page.goto(f"/runs/{run_id}")
     expect(page.locator("#run-status")).to_have_text("running")
     page.evaluate("window.stillTheSamePage = true")

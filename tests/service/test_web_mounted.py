@@ -60,7 +60,7 @@ def browser() -> Iterator[Browser]:
 def test_the_mounted_ui_follows_a_run_live_under_the_prefix(mounted: str, browser: Browser) -> None:
     api = httpx2.Client(base_url=mounted, headers={"Authorization": f"Bearer {ALICE}"})
     assert api.get("/").json() == {"app": "the user's"}
-    started = api.post("/reactor/api/runs", json={"graph": "relay", "input": {"seconds": 4}})
+    started = api.post("/reactor/api/runs", json={"graph": "relay", "input": {"seconds": 120}})
     assert started.status_code == 202, started.text
     run_id = started.json()["run_id"]
     requested: list[str] = []
