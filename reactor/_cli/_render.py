@@ -83,10 +83,10 @@ class Node:
 
 
 def when(timestamp: float | None) -> str:
-    """A UNIX time as local ISO 8601 date and time (to the second), for tables."""
+    """A UNIX time as the local date and time (to the second) and its zone, for tables."""
     if not timestamp:
         return "-"
-    return datetime.fromtimestamp(timestamp).isoformat(sep=" ", timespec="seconds")
+    return datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def money(cost: float | None) -> str:

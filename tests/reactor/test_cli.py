@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from reactor import SQLiteSignalStore
-from tests.reactor.cli_support import reactor_cli, write_project
+from tests.reactor.cli_support import cli_env, reactor_cli, write_project
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +52,25 @@ def test_runs_lists_newest_first_with_tags(project: Path) -> None:
     assert rows[-1].rstrip().endswith("demo")
     filtered = reactor_cli(project, "runs", "--tag", "demo", "--json")
     assert [json.loads(line)["tags"] for line in filtered.stdout.splitlines()] == [{"demo": ""}]
+
+
+def test_tables_show_local_times_with_their_zone(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        listed = reactor_cli(project, "runs", env={**cli_env(), "TZ": "America/New_York"})
+        shown = reactor_cli(project, "show", "last", env={**cli_env(), "TZ": "America/New_York"})
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    newest = json.loads(reactor_cli(project, "runs", "--json").stdout.splitlines()[0])
+    started = datetime.fromisoformat(newest["started_at"]).astimezone(ZoneInfo("America/New_York"))
+    local = started.strftime("%Y-%m-%d %H:%M:%S %Z")
+    assert local.endswith((" EST", " EDT"))
+    assert local in listed.stdout.splitlines()[1]
+    assert local in shown.stdout
 
 
 def test_show_has_agents_timeline_and_tree(project: Path) -> None:
