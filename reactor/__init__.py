@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from reactor import exceptions as exceptions  # cheap: loaded with the package, as always
 
 if TYPE_CHECKING:
-    from reactor._activation.threads import abandoned_threads as abandoned_threads
     from reactor._agents.agent import Agent as Agent
     from reactor._agents.agent import agent as agent
     from reactor._agents.asking import PendingPrompt as PendingPrompt
@@ -94,6 +93,7 @@ if TYPE_CHECKING:
     from reactor._signals.patterns import Pattern as Pattern
     from reactor._signals.signal import Signal as Signal
     from reactor._signals.stream import SignalStream as SignalStream
+    from reactor._signals.threads import abandoned_threads as abandoned_threads
     from reactor.eval import EvalCase as EvalCase
     from reactor.eval import EvalReport as EvalReport
     from reactor.exceptions import AgentConfigError as AgentConfigError
@@ -247,7 +247,7 @@ _PUBLIC: dict[str, str] = {
     "ToolResult": "reactor._providers.base",
     "Trace": "reactor._prompts.trace",
     "Usage": "reactor._providers.base",
-    "abandoned_threads": "reactor._activation.threads",
+    "abandoned_threads": "reactor._signals.threads",
     "agent": "reactor._agents.agent",
     "current_signal": "reactor._signals.bus",
     "getenv": "reactor._agents.env",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from reactor._activation.agentrun import Activation, AgentRun
 from reactor._activation.keys import ActivationKeys, idempotency_key
-from reactor._activation.threads import Share, Turn, call_code, handled
+from reactor._activation.threads import Turn, handled
 from reactor._activation.timers import Timers
 from reactor._agents.asking import Asking
 from reactor._agents.context import AgentContext
@@ -42,6 +42,7 @@ from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import error_info
 from reactor._signals.offloop import on_loop
+from reactor._signals.threads import Share, call_code
 from stores import actor_context
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ class Activator:
             enter_site((self._site, (agent_run, activation.answers)))
         set_env(agent_run.agent.env)
         run_id = self.services.template_run_id
-        set_tool_keys(ActivationKeys(run_id, agent_run.name, activation.trigger.seq))
+        set_tool_keys(ActivationKeys(run_id, agent_run.name, activation.trigger.seq, self.share))
 
     # -- what agent.prompt() needs of the run (reactor._prompts.prompting.PromptSite) -------
 

@@ -15,6 +15,7 @@ import hashlib
 from collections import Counter
 
 from reactor._providers.tools import ToolKeys
+from reactor._signals.threads import Share
 
 __all__ = ["ActivationKeys", "idempotency_key"]
 
@@ -36,10 +37,10 @@ class ActivationKeys(ToolKeys):
     its nth call of ``place_order`` is still that activation's nth order.
     """
 
-    __slots__ = ("_agent", "_calls", "_run_id", "_seq")
+    __slots__ = ("_agent", "_calls", "_run_id", "_seq", "_share")
 
-    def __init__(self, run_id: str, agent: str, seq: int) -> None:
-        self._run_id, self._agent, self._seq = run_id, agent, seq
+    def __init__(self, run_id: str, agent: str, seq: int, share: Share | None = None) -> None:
+        self._run_id, self._agent, self._seq, self._share = run_id, agent, seq, share
         self._calls: Counter[str] | None = None  # made at the first call: most make none
 
     @property
@@ -51,6 +52,11 @@ class ActivationKeys(ToolKeys):
     def agent(self) -> str | None:
         """The agent making them."""
         return self._agent
+
+    @property
+    def share(self) -> Share | None:
+        """The run's share of the handler threads, which its plain-function tools use."""
+        return self._share
 
     def next_key(self, tool: str) -> str:
         """The key of the next call of ``tool`` in this activation."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextvars
 import dataclasses
 import functools
@@ -16,7 +14,7 @@ from typing import Any, overload
 
 import pydantic
 
-from reactor._signals.diagnostics import log
+from reactor._signals.threads import Share, call_code
 from reactor.exceptions import AgentConfigError
 
 __all__ = [
@@ -30,9 +28,6 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="reactor-tool")
-"""Where plain-function tools run: not the loop's default executor, which
-``asyncio.run`` waits for on exit (a tool abandoned by a timeout must not hold it)."""
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
@@ -80,6 +75,11 @@ class ToolKeys:
     @property
     def agent(self) -> str | None:
         """The agent making them."""
+        return None
+
+    @property
+    def share(self) -> Share | None:
+        """The run's share of the handler threads, which its plain-function tools use."""
         return None
 
     def next_key(self, tool: str) -> str:
@@ -140,11 +140,13 @@ class Tool:
     async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
         """Validate ``arguments`` against the schema and call the function.
 
-        An ``async`` function is awaited. A plain function runs in a worker thread, so a
-        slow or blocking tool never stalls the event loop: other agents go on, several
-        calls of one turn run at once, and a run's ``timeout`` or ``abort()`` returns at
-        once. A thread cannot be stopped, though: a blocking tool abandoned that way
-        finishes in the background, and a warning says so.
+        An ``async`` function is awaited. A plain function runs in a thread of the
+        handlers' pool (``REACTOR_HANDLER_THREADS``, in the run's share of it, as a
+        synchronous handler does), so a slow or blocking tool never stalls the event
+        loop: other agents go on, several calls of one turn run at once, and a run's
+        ``timeout`` or ``abort()`` returns at once. A thread cannot be stopped, though: a
+        blocking tool abandoned that way finishes in the background, is counted by
+        :func:`reactor.abandoned_threads`, and a warning says so.
 
         Raises:
             pydantic.ValidationError: The arguments do not match the schema.
@@ -155,26 +157,15 @@ class Tool:
             kwargs[self.context_param] = context or current_tool_keys().context(self.name, "")
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**kwargs)
-        # The thread sees the caller's context: reactor.getenv reads the agent's env.
-        future = asyncio.get_running_loop().run_in_executor(
-            _THREADS, functools.partial(contextvars.copy_context().run, self.fn, **kwargs)
+        # In a thread of the handlers' pool, in the run's share of it (see
+        # reactor._signals.threads); it sees the caller's context (reactor.getenv).
+        keys = current_tool_keys()
+        return await call_code(
+            functools.partial(self.fn, **kwargs),
+            agent=keys.agent or "-",
+            what=f"tool {self.name!r}",
+            share=keys.share or Share(keys.run_id or "-"),
         )
-        try:
-            result = await asyncio.shield(future)
-        except asyncio.CancelledError:
-            if not future.done():
-                log(
-                    "reactor.tools",
-                    "warning",
-                    "tool abandoned in its worker thread",
-                    tool=self.name,
-                    hint="a thread cannot be stopped; the call finishes on its own, and its "
-                    "result is dropped",
-                )
-            raise
-        if inspect.isawaitable(result):  # a plain function returning an awaitable
-            result = await result
-        return result
 
 
 @overload

@@ -238,7 +238,8 @@ class Settings(BaseSettings):
         otel: ``REACTOR_OTEL``: trace every run a service or worker executes.
         otel_capture_content: ``REACTOR_OTEL_CAPTURE_CONTENT``: spans hold prompts too.
         max_template_chars: ``REACTOR_MAX_TEMPLATE_CHARS``: the longest rendered template.
-        handler_threads: ``REACTOR_HANDLER_THREADS``: threads for synchronous handlers.
+        handler_threads: ``REACTOR_HANDLER_THREADS``: threads for synchronous handlers
+            and tools.
     """
 
     model_config = SettingsConfigDict(
@@ -291,7 +292,7 @@ class Settings(BaseSettings):
         4_000_000, description="the longest text a prompt or guard template may render"
     )
     handler_threads: Whole = pydantic.Field(
-        32, description="threads that run agents' synchronous run= handlers"
+        32, description="threads that run agents' synchronous run= handlers and tools"
     )
 
     _options: frozenset[str] = pydantic.PrivateAttr(frozenset())

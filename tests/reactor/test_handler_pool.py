@@ -1,6 +1,6 @@
 """The handler threads are shared fairly: a run's share, and abandoned calls counted.
 
-Synchronous handlers of every run take threads from one pool of
+Synchronous handlers and tools of every run take threads from one pool of
 ``REACTOR_HANDLER_THREADS``; a run's calls hold at most ``max(1, threads // 4)`` of
 them at once, and a call abandoned on a timeout gives its place back, is counted by
 :func:`reactor.abandoned_threads` and replaced by a new thread while it runs.
@@ -22,7 +22,8 @@ from typing import Any
 import structlog
 
 from reactor import AgentContext, abandoned_threads, agent, reactive
-from reactor._activation.threads import _Pool, _pool
+from reactor._signals.threads import _Pool, _pool
+from reactor.testing import ToolUse, fake_anthropic, turn
 
 DEADLINE = 30.0  # generous: the conditions hold long before on a quiet machine
 
@@ -46,12 +47,15 @@ class Blocked:
         self._lock = threading.Lock()
 
     def __call__(self, ctx: AgentContext) -> str:
+        self.block()
+        return ctx.agent
+
+    def block(self) -> None:
         with self._lock:
             self.inside += 1
             self.peak = max(self.peak, self.inside)
         try:
             self.release.wait(DEADLINE)
-            return ctx.agent
         finally:
             with self._lock:
                 self.inside -= 1
@@ -113,6 +117,39 @@ async def test_an_abandoned_handler_is_counted_and_named_until_it_returns() -> N
         blocked.release.set()
     await until(lambda: abandoned_threads() == 0, "the abandoned calls to return and be uncounted")
     assert blocked.done == share
+
+
+async def test_a_runs_blocking_tools_take_its_share_and_are_counted_when_abandoned() -> None:
+    await until(lambda: abandoned_threads() == 0, "earlier tests' threads to return")
+    share = _pool().share
+    blocked = Blocked()
+
+    def hold(n: int) -> int:
+        """Block until the test lets go."""
+        blocked.block()
+        return n
+
+    calls = [ToolUse(f"t{n}", "hold", {"n": n}) for n in range(share + 2)]
+    graph = reactive({"desk": agent(prompt="go", tools=[hold])})
+    provider = fake_anthropic([turn(*calls), "done"])
+    with structlog.testing.capture_logs() as logs:
+        handle = graph.start(provider=provider, keep_open=False)
+        try:
+            await until(lambda: blocked.inside == share, "the run's share of tools to block")
+            assert abandoned_threads() == 0
+            handle.abort("enough")
+            result = await asyncio.wait_for(handle.result(), DEADLINE)
+            assert result.status == "aborted"
+            assert abandoned_threads() == share  # the two waiting for a place never started
+        finally:
+            blocked.release.set()
+    warnings = [
+        line for line in logs if line["event"] == "tool 'hold' abandoned in its worker thread"
+    ]
+    assert len(warnings) == share
+    assert {(line["agent"], line["run_id"]) for line in warnings} == {("desk", result.run_id)}
+    await until(lambda: abandoned_threads() == 0, "the abandoned tools to return")
+    assert blocked.peak == share
 
 
 def test_the_pool_replaces_an_abandoned_thread_while_it_runs() -> None:

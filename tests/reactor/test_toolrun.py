@@ -108,11 +108,13 @@ async def test_plain_function_tools_run_at_once_in_worker_threads() -> None:
 
 
 async def test_a_blocking_tool_does_not_hold_back_the_run_timeout() -> None:
+    started = threading.Event()
     release = threading.Event()
     finished = threading.Event()
 
     def block(x: int) -> int:
         """Block until released."""
+        started.set()
         release.wait(timeout=60)
         finished.set()
         return x
@@ -120,13 +122,13 @@ async def test_a_blocking_tool_does_not_hold_back_the_run_timeout() -> None:
     graph = reactive({"a": agent(prompt="go", tools=[block])})
     provider = fake_anthropic([turn(ToolUse("t1", "block", {"x": 1})), "done"])
     with structlog.testing.capture_logs() as logs:
-        result = await graph.run(provider=provider, timeout=0.2)
+        result = await graph.run(provider=provider, timeout=3)  # the tool starts well before
     assert result.status == "timeout"
+    assert started.is_set()
     assert not finished.is_set()  # the run ended while the tool was still blocked
     release.set()
-    assert [e["tool"] for e in logs if e["event"] == "tool abandoned in its worker thread"] == [
-        "block"
-    ]
+    (warning,) = [e for e in logs if e["event"] == "tool 'block' abandoned in its worker thread"]
+    assert (warning["agent"], warning["run_id"]) == ("a", result.run_id)
 
 
 async def test_a_tool_result_that_cannot_be_sent_is_an_error_for_the_model() -> None:
