@@ -44,7 +44,7 @@ async def test_enrichment_waits_for_approval_and_dedup_may_not_delete(tmp_path: 
     ):
         ada = await objects.create("Person", {"name": "Ada", "email": "ada@acme.io"})
         again = await objects.create("Person", {"name": "Ada", "email": "ada@acme.io"})
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         assert (await objects.get(ada.id)).data["employer"] is None  # only suggested
         duplicate = await objects.get(again.id)
         assert (duplicate.data["duplicate_of"], duplicate.actor) == (ada.id, AgentActor("dedup"))

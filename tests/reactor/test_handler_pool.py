@@ -25,7 +25,7 @@ from reactor import AgentContext, abandoned_threads, agent, reactive
 from reactor._signals.threads import _Pool, _pool
 from reactor.testing import ToolUse, fake_anthropic, turn
 
-DEADLINE = 30.0  # generous: the conditions hold long before on a quiet machine
+DEADLINE = 60.0  # generous: the conditions hold long before on a quiet machine
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:

@@ -340,7 +340,7 @@ def test_a_killed_run_leaves_a_loadable_incomplete_recording(
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 60
             count = 0
             while time.monotonic() < deadline and count < 40:
                 time.sleep(0.05)

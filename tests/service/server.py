@@ -102,7 +102,7 @@ def _ready(server: Server, timeout: float = 60) -> None:
     pytest.fail(f"reactor serve was not ready in {timeout} s:\n{server.output()}")
 
 
-def wait_for(check: Any, timeout: float = 30, every: float = 0.1) -> Any:
+def wait_for(check: Any, timeout: float = 60, every: float = 0.1) -> Any:
     """Call ``check()`` until it returns something truthy; that value (fails after ``timeout``)."""
     deadline = time.monotonic() + timeout
     while True:

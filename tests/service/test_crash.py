@@ -88,7 +88,7 @@ async def test_a_reaction_cut_off_by_a_crash_is_taken_again_at_once(url: str) ->
         ObjectStore(url, types=TYPES) as objects,
         ReactionService(objects=objects, agents=agents, stuck_after=3600) as service,
     ):
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (entry,) = await service.processing_log()
         assert service.record is not None
         runs = service.record.runs()
@@ -114,7 +114,7 @@ async def test_a_cut_off_run_its_changed_agent_cannot_resume_is_closed_naming_it
         ObjectStore(url, types=TYPES) as objects,
         ReactionService(objects=objects, agents=agents, stuck_after=3600) as service,
     ):
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (entry,) = await service.processing_log()
         assert service.record is not None
         runs = {info.run_id: info for info in service.record.runs()}
@@ -141,7 +141,7 @@ async def test_past_max_attempts_it_fails_with_the_reason_and_is_retried_by_hand
         ObjectStore(url, types=TYPES) as objects,
         ReactionService(objects=objects, agents=agents, max_attempts=1) as service,
     ):
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (entry,) = await service.processing_log()
         assert (entry.status, entry.attempts) == ("failed", 1)
         assert entry.error is not None
@@ -153,7 +153,7 @@ async def test_past_max_attempts_it_fails_with_the_reason_and_is_retried_by_hand
         assert (given_up.status, given_up.reason) == ("failed", f"its process died; {entry.error}")
         again = await service.retry(entry.id)
         assert (again.status, again.attempts) == ("pending", 0)
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (entry,) = await service.processing_log()
         assert (entry.status, entry.attempts) == ("completed", 1)
         with pytest.raises(RetryRefused):

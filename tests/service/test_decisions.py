@@ -79,7 +79,7 @@ async def history(service: ReactionService) -> list[tuple[str, dict[str, Any]]]:
 async def test_approving_is_in_the_history_and_the_log(url: str) -> None:
     async with running(url, AGENTS) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (pending,) = await service.suggestions()
         with structlog.testing.capture_logs() as logs:
             await service.approve(pending.id, actor=User("boss"))
@@ -99,7 +99,7 @@ async def test_approving_is_in_the_history_and_the_log(url: str) -> None:
 async def test_rejecting_is_in_the_history_and_the_log(url: str) -> None:
     async with running(url, AGENTS) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (pending,) = await service.suggestions()
         with structlog.testing.capture_logs() as logs:
             await service.reject(pending.id, actor=User("boss"))
@@ -114,7 +114,7 @@ async def test_a_stale_approval_refused_leaves_no_trail_and_a_forced_one_says_so
 ) -> None:
     async with running(url, AGENTS) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (pending,) = await service.suggestions()
         await objects.update(ada.id, {"email": "ada@x.org"})
         with structlog.testing.capture_logs() as logs:
@@ -132,7 +132,7 @@ async def test_a_stale_approval_refused_leaves_no_trail_and_a_forced_one_says_so
 async def test_an_approval_whose_changes_cannot_apply_leaves_no_trail(url: str) -> None:
     async with running(url, AGENTS) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (pending,) = await service.suggestions()
         await objects.delete(ada.id)
         with structlog.testing.capture_logs() as logs, pytest.raises(ObjectNotFoundError):
@@ -158,7 +158,7 @@ async def test_with_the_service_tables_elsewhere_approvals_are_recorded_there(
     elsewhere = f"sqlite:///{tmp_path / 'service.db'}"
     async with running(url, AGENTS, db=elsewhere) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (pending,) = await service.suggestions()
         await service.approve(pending.id, actor=User("boss"))
         assert service.suggestion_store.db is not objects.db

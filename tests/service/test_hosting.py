@@ -146,12 +146,12 @@ async def test_a_reaction_agent_made_by_its_row_reacts_to_changes_from_then_on(u
         )
         await service.catalog.create(definition)
         after = await objects.create("Person", {"name": "After"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         log = await service.processing_log(agent="noter")
         assert [(e.object_id, e.status) for e in log] == [(after.id, "completed")]
         await service.catalog.update("noter", AgentChanges(enabled=False))
         await objects.create("Person", {"name": "Unseen"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         assert len(await service.processing_log(agent="noter")) == 1
         await service.catalog.delete("noter")
         with pytest.raises(AgentNotFoundError, match=r"^No agent named 'noter'; list the agents"):

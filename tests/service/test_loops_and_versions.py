@@ -47,7 +47,7 @@ async def test_two_agents_updating_each_other_stop_at_the_depth_limit(url: str) 
         try:
             counter = await objects.create("Counter", {"ping": 0, "pong": 0}, actor=User("u1"))
             await objects.update(counter.id, {"ping": 1}, actor=User("u1"))
-            await service.idle(timeout=30)
+            await service.idle(timeout=60)
         finally:
             subscription.cancel()
         final = await objects.get(counter.id)
@@ -88,11 +88,11 @@ async def test_approving_a_suggestion_whose_object_changed_is_refused_unless_for
     }
     async with running(url, agents) as (objects, service):
         position = await objects.create("Position", {"price": 100.0}, actor=User("u1"))
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         (first,) = await service.suggestions("pending")
         assert first.object_version == 1
         await objects.update(position.id, {"price": 200.0}, actor=User("u1"))
-        await service.idle(timeout=30)
+        await service.idle(timeout=60)
         second = next(s for s in await service.suggestions("pending") if s.id != first.id)
         assert second.object_version == 2
         await service.approve(second.id, actor=User("u1"))

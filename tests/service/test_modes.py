@@ -50,7 +50,7 @@ def enricher(mode: str, provider_answers: list[Any] | None = None) -> Any:
 async def test_execute_applies_the_changes_at_once_as_the_agent(url: str) -> None:
     async with running(url, {"enrich": enricher("execute")}) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"}, actor=User("u1"))
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         person = await objects.get(ada.id)
         (company,) = await objects.list("Company")
         assert await service.suggestions() == []
@@ -67,7 +67,7 @@ async def test_suggest_stores_a_suggestion_and_changes_nothing(url: str) -> None
     async with running(url, {"enrich": enricher("suggest")}) as (objects, service):
         objects.bus.subscribe("suggestion:*", seen.append)
         ada = await objects.create("Person", {"name": "Ada"}, actor=User("u1"))
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (suggestion,) = await service.suggestions(status="pending")
         (entry,) = await service.processing_log()
         assert await objects.get(ada.id) == ada
@@ -99,7 +99,7 @@ async def test_hybrid_lets_each_output_choose(
 ) -> None:
     async with running(url, {"enrich": enricher("hybrid", list(modes))}) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         assert ((await objects.get(ada.id)).version == 2) is applied
         assert len(await service.suggestions()) == suggested
 
@@ -121,7 +121,7 @@ async def test_hybrid_suggests_unless_the_output_says_execute(url: str) -> None:
     )
     async with running(url, {"enrich": enrich}, provider=provider) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (suggestion,) = await service.suggestions()
     assert suggestion.operations == (Delete(ada.id),)
     assert provider.requests[0].output_schema is not None
@@ -132,7 +132,7 @@ async def test_approving_applies_the_changes_as_the_agent_and_completes(url: str
     async with running(url, {"enrich": enricher("suggest")}) as (objects, service):
         objects.bus.subscribe("suggestion:*", seen.append)
         ada = await objects.create("Person", {"name": "Ada"}, actor=User("u1"))
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (pending,) = await service.suggestions()
         approved = await service.approve(pending.id, actor=User("boss"))
         person = await objects.get(ada.id)
@@ -156,7 +156,7 @@ async def test_approving_applies_the_changes_as_the_agent_and_completes(url: str
 async def test_approving_twice_is_an_error(url: str) -> None:
     async with running(url, {"enrich": enricher("suggest")}) as (objects, service):
         await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (pending,) = await service.suggestions()
         await service.approve(pending.id, actor=User("boss"))
         for again in (service.approve, service.reject):
@@ -174,7 +174,7 @@ async def test_rejecting_changes_nothing(url: str) -> None:
     async with running(url, {"enrich": enricher("suggest")}) as (objects, service):
         objects.bus.subscribe("suggestion:rejected", seen.append)
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (pending,) = await service.suggestions()
         rejected = await service.reject(pending.id, actor=User("boss"))
         assert (rejected.status, rejected.resolved_by, rejected.approved_by) == (
@@ -201,7 +201,7 @@ async def test_an_unknown_suggestion_is_not_found(url: str) -> None:
 async def test_a_suggestion_that_cannot_apply_any_more_stays_pending(url: str) -> None:
     async with running(url, {"enrich": enricher("suggest")}) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (pending,) = await service.suggestions()
         await objects.delete(ada.id)
         with pytest.raises(ObjectNotFoundError):
@@ -214,7 +214,7 @@ async def test_a_suggestion_that_cannot_apply_any_more_stays_pending(url: str) -
 async def test_suggestions_are_listed_newest_first(url: str) -> None:
     async with running(url, {"enrich": enricher("suggest")}) as (objects, service):
         made = [await objects.create("Person", {"name": n}) for n in ("A", "B", "C")]
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         listed = await service.suggestions()
     assert sorted(str(s.object_id) for s in listed) == sorted(o.id for o in made)
     times = [s.created_at for s in listed]
@@ -232,7 +232,7 @@ async def test_changes_made_through_ctx_objects_are_suggested_in_suggest_mode(ur
     agents = {"link": agent(run=link, reaction=ON_PEOPLE, execution_mode="suggest")}
     async with running(url, agents) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         assert await objects.list("Company") == []
         (pending,) = await service.suggestions()
         await service.approve(pending.id, actor=User("boss"))
@@ -269,7 +269,7 @@ async def test_a_forbidden_delete_is_refused_logged_and_emitted(url: str) -> Non
         objects.bus.subscribe("capability:denied", seen.append)
         with structlog.testing.capture_logs() as logs:
             ada = await objects.create("Person", {"name": "Ada"})
-            await service.idle(timeout=10)
+            await service.idle(timeout=60)
         assert await objects.get(ada.id) == ada
         (entry,) = await service.processing_log()
     message = (
@@ -309,7 +309,7 @@ async def test_an_agent_may_only_touch_its_allowed_types(url: str) -> None:
     )
     async with running(url, {"filer": filer}) as (objects, service):
         await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (entry,) = await service.processing_log()
         assert await objects.list("Document") == []
     assert entry.status == "failed"
@@ -341,7 +341,7 @@ async def test_changes_with_a_forbidden_operation_apply_none_of_them(url: str, m
     )
     async with running(url, {"merge": merger}) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         assert await objects.get(ada.id) == ada
         assert await objects.list("Company") == []
         assert await service.suggestions() == []

@@ -82,7 +82,7 @@ async def test_a_disabled_agent_stays_disabled_and_does_not_react(url: str) -> N
         await conn.execute(agents.update().values(enabled=False))
     async with running(url, agents_) as (objects, service):
         await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (row,) = await rows(objects, agents)
     assert seen.calls == []
     assert row["enabled"] is False
@@ -94,7 +94,7 @@ async def test_each_reaction_is_a_recorded_run_with_its_agent_run(url: str) -> N
     agents_ = {"seen": agent(run=seen, reaction=Reaction())}
     async with running(url, agents_, record=record) as (objects, service):
         ada = await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (entry,) = await service.processing_log()
         (run,) = await rows(objects, agent_runs)
         (event,) = await objects.events()
@@ -123,7 +123,7 @@ async def test_runs_are_recorded_in_the_same_database_by_default(url: str, tmp_p
     agents_ = {"seen": agent(run=Recorder(), reaction=Reaction())}
     async with running(url, agents_) as (objects, service):
         await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         (entry,) = await service.processing_log()
         store: SQLiteSignalStore | PostgresSignalStore
         if url.startswith("sqlite"):
@@ -142,7 +142,7 @@ async def test_reaction_runs_are_seen_by_capture_signals(url: str) -> None:
     with capture_signals() as captured:
         async with running(url, agents_) as (objects, service):
             await objects.create("Person", {"name": "Ada"})
-            await service.idle(timeout=10)
+            await service.idle(timeout=60)
     assert captured.names() == [
         "harness:start",
         "agent:seen:activated",
@@ -159,7 +159,7 @@ async def test_a_graph_is_started_by_name_as_a_recorded_run(url: str) -> None:
     record = MemorySignalStore()
     async with running(url, {}, graphs={"counting": graph}, record=record) as (_, service):
         run_id = await service.submit("counting", input=41)
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         with pytest.raises(
             ServiceConfigError,
             match=r"^No graph named 'nope' \(the service has: counting\); register graphs with "
@@ -184,7 +184,7 @@ async def test_stopping_puts_unfinished_work_back_for_the_next_start(url: str) -
         assert [e.status for e in await bare.processing_log()] == ["pending"]
     gate.open()
     async with running(url, agents_) as (objects, service):
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         assert [e.status for e in await service.processing_log()] == ["completed"]
     assert len(gate.seen) == 2
 
@@ -296,6 +296,6 @@ async def test_an_in_memory_database_works_for_scripts(tmp_path: Path) -> None:
         service,
     ):
         await objects.create("Person", {"name": "Ada"})
-        await service.idle(timeout=10)
+        await service.idle(timeout=60)
         assert isinstance(service.record, MemorySignalStore)
     assert len(seen.calls) == 1

@@ -74,7 +74,7 @@ async def changed(
     objects: ObjectStore, service: ReactionService, seen: Recorder, obj: StoredObject
 ) -> list[tuple[str, int]]:
     """The events stored for ``obj`` once every reaction is done (each was reacted to)."""
-    await service.idle(timeout=30)
+    await service.idle(timeout=60)
     events = await objects.events(object_id=obj.id)
     reacted = [c["version"] for c in seen.calls if c["id"] == obj.id]
     assert reacted == [e.version for e in events]
