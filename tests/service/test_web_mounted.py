@@ -58,45 +58,44 @@ def browser() -> Iterator[Browser]:
 
 
 def test_the_mounted_ui_follows_a_run_live_under_the_prefix(mounted: str, browser: Browser) -> None:
-    api = httpx2.Client(base_url=mounted, headers={"Authorization": f"Bearer {ALICE}"})
-    assert api.get("/").json() == {"app": "the user's"}
-    started = api.post("/reactor/api/runs", json={"graph": "relay", "input": {"seconds": 120}})
-    assert started.status_code == 202, started.text
-    run_id = started.json()["run_id"]
-    requested: list[str] = []
-    failed: list[str] = []
+    with httpx2.Client(base_url=mounted, headers={"Authorization": f"Bearer {ALICE}"}) as api:
+        assert api.get("/").json() == {"app": "the user's"}
+        started = api.post("/reactor/api/runs", json={"graph": "relay", "input": {"seconds": 120}})
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        requested: list[str] = []
+        failed: list[str] = []
 
-    def seen(response: Response) -> None:
-        requested.append(response.url)
-        if response.status >= 400:
-            failed.append(f"{response.status} {response.url}")
+        def seen(response: Response) -> None:
+            requested.append(response.url)
+            if response.status >= 400:
+                failed.append(f"{response.status} {response.url}")
 
-    context = browser.new_context(base_url=mounted)
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
-    page.on("response", seen)
-    page.goto("/reactor/")
-    page.get_by_label("Token").fill(ALICE)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
-    assert page.url == f"{mounted}/reactor/runs"
-    page.get_by_role("link", name=run_id).click()
-    expect(page.locator("#run-status")).to_have_text("running")
-    sent = api.post(f"/reactor/api/runs/{run_id}/signals", json={"name": "go", "payload": {}})
-    assert sent.status_code == 202, sent.text
-    timeline = page.locator("#timeline")
-    expect(timeline).to_contain_text("echoed")
-    expect(timeline.locator("li").last).to_contain_text("harness:end", timeout=WAIT_MS * 2)
-    links = timeline.locator("li.new a")  # made by the page's script as signals came
-    assert links.count() > 0
-    hrefs = [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
-    assert all(href.startswith(f"/reactor/runs/{run_id}") for href in hrefs), hrefs
-    links.last.click()
-    assert "/fork?at=" in hrefs[-1]
-    expect(page).to_have_url(mounted + hrefs[-1])
-    expect(page.get_by_role("button", name="Start the fork")).to_be_visible()
-    context.close()
-    api.close()
-    assert not failed, failed
-    assert any(url.endswith("/reactor/static/web.js") for url in requested)
-    assert all(url.startswith(f"{mounted}/reactor/") for url in requested), requested
+        context = browser.new_context(base_url=mounted)
+        context.set_default_timeout(WAIT_MS)
+        page = context.new_page()
+        page.on("response", seen)
+        page.goto("/reactor/")
+        page.get_by_label("Token").fill(ALICE)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+        assert page.url == f"{mounted}/reactor/runs"
+        page.get_by_role("link", name=run_id).click()
+        expect(page.locator("#run-status")).to_have_text("running")
+        sent = api.post(f"/reactor/api/runs/{run_id}/signals", json={"name": "go", "payload": {}})
+        assert sent.status_code == 202, sent.text
+        timeline = page.locator("#timeline")
+        expect(timeline).to_contain_text("echoed")
+        expect(timeline.locator("li").last).to_contain_text("harness:end", timeout=WAIT_MS * 2)
+        links = timeline.locator("li.new a")  # made by the page's script as signals came
+        assert links.count() > 0
+        hrefs = [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
+        assert all(href.startswith(f"/reactor/runs/{run_id}") for href in hrefs), hrefs
+        links.last.click()
+        assert "/fork?at=" in hrefs[-1]
+        expect(page).to_have_url(mounted + hrefs[-1])
+        expect(page.get_by_role("button", name="Start the fork")).to_be_visible()
+        context.close()
+        assert not failed, failed
+        assert any(url.endswith("/reactor/static/web.js") for url in requested)
+        assert all(url.startswith(f"{mounted}/reactor/") for url in requested), requested
