@@ -46,7 +46,7 @@ $(CHROMIUM):
 	$(APT_CHROMIUM) || ($(SUDO) apt-get update && $(APT_CHROMIUM))
 
 pytest: $(STAMP) $(CHROMIUM)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
 
 # The web UI's screenshots in docs/images/ (docs/web.md), taken by the same Playwright
 # and Chromium as the browser tests; the workers page needs redis-server too.
