@@ -137,13 +137,13 @@ def _postgres(url: str) -> SignalStoreBase:
 
 
 def positive_arg(text: str) -> int:
-    """An option's whole number, 1 or more (``--limit``, ``--concurrency``)."""
+    """An option's whole number, 1 or more (``--limit``, ``--at``, ``--concurrency``)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
     return value
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 import reactor
-from reactor._cli._base import DB_ENV, db_argument
+from reactor._cli._base import DB_ENV, db_argument, positive_arg
 from reactor._cli._eval import (
     EVAL_EXAMPLE,
     EVAL_SUMMARY,
@@ -61,16 +61,6 @@ STATUSES = (
     "loop_limit",
 )
 """What ``reactor runs --status`` filters on."""
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
-    return value
 
 
 def _positive_float(text: str) -> float:
@@ -144,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="only runs with this status (running: not ended, as after a crash)",
     )
     runs.add_argument(
-        "--limit", type=_positive_int, default=20, help="how many, at least 1 (default 20)"
+        "--limit", type=positive_arg, default=20, help="how many, at least 1 (default 20)"
     )
     runs.add_argument("--json", action="store_true", help="print JSON lines")
     _plain(runs)
@@ -224,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fork.add_argument("run", metavar="RUN", help="a run id, a unique prefix of one, or last")
     fork.add_argument(
-        "--at", type=_positive_int, required=True, metavar="SEQ", help="the signal to fork at"
+        "--at", type=positive_arg, required=True, metavar="SEQ", help="the signal to fork at"
     )
     fork.add_argument(
         "--set",

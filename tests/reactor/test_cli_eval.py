@@ -226,7 +226,7 @@ def test_reports_are_written_as_junit_xml_and_json(
     [
         pytest.param(["--bogus"], "unrecognized arguments: --bogus", id="unknown-option"),
         pytest.param(["--since", "7x"], "'7x' is not a duration", id="bad-since"),
-        pytest.param(["--limit", "0"], "must be a whole number, 1 or more", id="bad-limit"),
+        pytest.param(["--limit", "0"], "must be a whole number of at least 1", id="bad-limit"),
         pytest.param(
             ["--scorer", "nowhere:check"], "cannot import 'nowhere'", id="scorer-not-found"
         ),
