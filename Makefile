@@ -7,6 +7,11 @@ PACKAGES := reactor stores migration
 
 .PHONY: demo eval test lint typecheck pytest bench bench-peers screenshots clean
 
+# Python's bytecode caches are written on first import, whatever the shell says: with
+# PYTHONDONTWRITEBYTECODE set (as container images often do) each of the suite's
+# hundreds of Python processes compiled every module it imported again, ~1 s each.
+unexport PYTHONDONTWRITEBYTECODE
+
 # uv installs in seconds what pip takes a minute or more for (the same versions); pip
 # is the fallback where uv cannot be installed.
 $(STAMP): pyproject.toml

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -23,3 +24,35 @@ def test_package_imports_alone(statement: str) -> None:
         [sys.executable, "-W", "error", "-c", statement], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+LEAN_SERVICE = """
+import asyncio, sys, tempfile
+from reactor.service import ObjectStore, ReactionService
+
+async def main(folder: str) -> None:
+    async with ObjectStore(f"sqlite:///{folder}/app.db") as objects:
+        async with ReactionService(objects=objects, agents={}):
+            pass
+
+with tempfile.TemporaryDirectory() as folder:
+    asyncio.run(main(folder))
+print(sorted({name.split(".")[0] for name in sys.modules} & {"fastapi", "taskiq", "uvicorn"}))
+import reactor.service
+reactor.service.create_app
+print("fastapi" in sys.modules)
+"""
+
+
+def test_a_service_without_redis_or_http_imports_neither() -> None:
+    """A worker's or a script's service pays for neither the web app nor the job queue."""
+    environ = {key: value for key, value in os.environ.items() if key != "REACTOR_REDIS_URL"}
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", LEAN_SERVICE],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["[]", "True"]

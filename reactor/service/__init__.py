@@ -54,7 +54,6 @@ from reactor.exceptions import (
 from reactor.exceptions._extras import importing
 
 with importing("service", what="reactor.service"):  # one line naming the pip install
-    from reactor.service._api.app import create_app
     from reactor.service._hosting.service import ReactionService
     from reactor.service._objects.changes import (
         Changes,
@@ -72,6 +71,7 @@ with importing("service", what="reactor.service"):  # one line naming the pip in
 
 if TYPE_CHECKING:
     from reactor._signals.settings import Settings
+    from reactor.service._api.app import create_app
 
 __all__ = [
     "Actor",
@@ -112,11 +112,20 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``Settings`` on first use (it lives with the engine: no FastAPI needed for it)."""
+    """``Settings`` and ``create_app``, imported on first use.
+
+    A worker, or a script that only stores objects and runs reactions, never imports
+    FastAPI and the web pages.
+    """
     if name == "Settings":
         from reactor._signals.settings import Settings
 
         return Settings
+    if name == "create_app":
+        with importing("service", what="reactor.service"):
+            from reactor.service._api.app import create_app
+
+        return create_app
     raise AttributeError(f"module 'reactor.service' has no attribute {name!r}")
 
 

@@ -31,7 +31,7 @@ from reactor.exceptions import (
     ServiceConfigError,
     ServiceStateError,
 )
-from reactor.exceptions._extras import has_extras, importing
+from reactor.exceptions._extras import importing
 from reactor.service._hosting.launch import RunRequest, Runs
 from reactor.service._hosting.record import ServiceRecord
 from reactor.service._hosting.retention import Retention
@@ -76,8 +76,8 @@ async def default_record(db: Database) -> tuple[SignalStore, bool]:
 
 def job_queue(db: Database) -> JobQueue | None:
     """The job queue ``REACTOR_REDIS_URL`` names (the ``scaleout`` extra's), or None."""
-    if not has_extras("scaleout") and settings().redis_url is None:
-        return None  # runs execute in this process
+    if settings().redis_url is None:
+        return None  # runs execute in this process (and taskiq is never imported)
     with importing("scaleout", what="A job queue (REACTOR_REDIS_URL)"):
         from reactor.service._scaleout.queue import JobQueue, QueueSettings
     found = QueueSettings.from_env()
