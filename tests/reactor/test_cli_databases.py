@@ -38,6 +38,8 @@ def one_line_error(result: object, command: str) -> str:
     return stderr.rstrip("\n").removeprefix(f"reactor {command}: error: ")
 
 
+# The desk's agents run concurrently: which signal is #3, and where the risk agent's
+# state change falls, depends on scheduling (a loaded machine changes it).
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
@@ -53,12 +55,12 @@ def one_line_error(result: object, command: str) -> str:
         ),
         pytest.param(
             "UPDATE signals SET timestamp = 'yesterday' WHERE seq = 3",
-            r"signal #3 \('agent:risk:activated'\) has the timestamp 'yesterday', not a number",
+            r"signal #3 \('[a-z:_]+'\) has the timestamp 'yesterday', not a number",
             id="text-timestamp",
         ),
         pytest.param(
             "UPDATE signals SET payload = '{\"old\": 1}' WHERE name = 'state:risk:changed'",
-            r"signal #9 \('state:risk:changed'\) has no key and new value in its payload",
+            r"signal #\d+ \('state:risk:changed'\) has no key and new value in its payload",
             id="state-change",
         ),
     ],
