@@ -12,7 +12,6 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-import structlog
 
 from reactor import SQLiteSignalStore
 from reactor._cli import main
@@ -111,7 +110,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
         with SQLiteSignalStore(tmp_path / ".reactor" / "runs.db") as store:
             ids[symbol] = store.resolve("last")
     yield ids
-    structlog.reset_defaults()  # the CLI configured logging to the captured stderr
     for name in set(sys.modules) - before:  # the project's modules, imported by the CLI
         if str(getattr(sys.modules[name], "__file__", "")).startswith(str(tmp_path)):
             del sys.modules[name]
@@ -430,5 +428,4 @@ def test_runs_that_ended_by_end_when_are_finished_runs_too(
         assert cli("eval", "--graph", "ending.py:graph", "--status", "completed") == 2
         assert "no runs of graph 'ending' with status 'completed'" in capsys.readouterr().err
     finally:
-        structlog.reset_defaults()
         sys.modules.pop("ending", None)

@@ -31,12 +31,6 @@ class Verdict(BaseModel):
     approve: bool
 
 
-@pytest.fixture(autouse=True)
-def _restore_structlog() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
-
-
 def graph() -> Reactive:
     return reactive(
         {
