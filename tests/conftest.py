@@ -1,7 +1,8 @@
 """What every test shares: the process's settings are read afresh for each test, a
 test's structlog configuration ends with it, and property tests hold on a loaded
 machine (no deadline, no "too slow" health check: a machine at load 10 generates inputs
-slowly, which says nothing about the code).
+slowly, which says nothing about the code). The collector leaves the collected suite
+alone, as ``reactor serve`` does with what it loads at start.
 
 ``reactor._signals.settings.settings()`` reads the ``REACTOR_*`` variables once per
 process; a test that sets one (``monkeypatch.setenv``) must not see the value an
@@ -10,6 +11,7 @@ earlier test left in the cache, nor leave its own for the next.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -23,6 +25,18 @@ hypothesis_settings.register_profile(
     "loaded", deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 hypothesis_settings.load_profile("loaded")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection made (modules, test items): it lives as long as the process.
+
+    Each full collection would otherwise walk it again, and the young generation is
+    collected less often: ~10% less CPU in a test process. Tests of the collector set
+    their own thresholds, and put these back.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 50)
 
 
 @pytest.fixture(autouse=True)

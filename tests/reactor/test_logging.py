@@ -3,6 +3,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 
@@ -149,7 +151,14 @@ def test_console_logs_are_readable_lines() -> None:
 
 
 def test_importing_reactor_configures_nothing() -> None:
-    assert not structlog.is_configured()
+    # In a new interpreter: this one's other tests configure logging on purpose.
+    code = (
+        "import logging, structlog, reactor, reactor.logging\n"
+        "print(structlog.is_configured(), logging.getLogger().handlers)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "[]"]
 
 
 def test_metrics_reporter_aggregates_tokens_cost_durations_and_activations() -> None:

@@ -22,6 +22,7 @@ from starlette.requests import HTTPConnection
 
 from reactor._signals.diagnostics import log
 from reactor._signals.door import check_text
+from reactor._signals.settings import settings
 from reactor.exceptions import (
     AgentConfigError,
     AgentConflictError,
@@ -141,7 +142,13 @@ def unreachable(exc: BaseException) -> str | None:
 
 
 def _redis_away() -> tuple[type[Exception], ...]:
-    """redis-py's errors that say Redis is away (none without the ``scaleout`` extra)."""
+    """redis-py's errors that say Redis is away.
+
+    None without a job queue (``REACTOR_REDIS_URL``), so a service without one never
+    imports redis-py, nor without the ``scaleout`` extra.
+    """
+    if settings().redis_url is None:
+        return ()
     try:
         from redis import exceptions
     except ImportError:
