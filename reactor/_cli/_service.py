@@ -244,7 +244,9 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         f"(default: $REACTOR_SERVICE_DB, else {DEFAULT_SERVICE_URL})",
     )
     serve.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="the port to listen on (default: 8000)")
+    serve.add_argument(
+        "--port", type=int, help="the port to listen on (default: 8000; 0: any free one, logged)"
+    )
     serve.add_argument(
         "--grace",
         type=seconds_arg,

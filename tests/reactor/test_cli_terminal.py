@@ -69,7 +69,8 @@ def test_without_rich_a_terminal_gets_plain_text(project: Path) -> None:
     assert drawn.replace("\r\n", "\n") == reactor_cli(project, "runs").stdout
     status, drawn = reactor_on_a_terminal(project, "show", "last", python=WITHOUT_RICH)
     assert status == 0
-    assert "│   │   └── agent:trader:activated" in drawn
+    # Under the branch of whichever of analyst and risk finished last (they run at once).
+    assert "│   └── agent:trader:activated" in drawn
     status, drawn = reactor_on_a_terminal(
         project, "run", "desk:graph", "--no-record", python=WITHOUT_RICH
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import socket
@@ -65,17 +66,22 @@ def serving(
     grace: float = 5,
     env: Mapping[str, str] | None = None,
 ) -> Iterator[Server]:
-    """``reactor serve`` on ``db`` until the block ends (stopped, also on failure)."""
-    port = free_port()
-    options = ["--db", db, "--port", str(port), "--grace", str(grace)]
+    """``reactor serve`` on ``db`` until the block ends (stopped, also on failure).
+
+    It listens on a free port it takes itself (``--port 0``) and logs: a port chosen here
+    and bound there could be taken in between, by another test's server.
+    """
+    options = ["--db", db, "--port", "0", "--grace", str(grace)]
     if app is not None:
         options += ["--app", app]
     environ = {**os.environ, "PYTHONPATH": os.getcwd(), "REACTOR_API_TOKENS": TOKENS}
     environ.update(env or {})
     with log.open("ab") as sink:
+        logged = sink.tell()  # what earlier servers wrote to the same log
         process = subprocess.Popen(serve_command(*options), stdout=sink, stderr=sink, env=environ)
-    server = Server(f"http://127.0.0.1:{port}", process, log)
+    server = Server("", process, log)
     try:
+        server.url = _listening(server, logged)
         _ready(server)
         yield server
     finally:
@@ -86,6 +92,22 @@ def serving(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+def _listening(server: Server, logged: int, timeout: float = 60) -> str:
+    """The address the server's ``listening`` log line gives (its own process's)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with server.log.open("rb") as written:
+            written.seek(logged)
+            for line in written.read().split(b"\n")[:-1]:  # whole lines only
+                if line.startswith(b"{") and (entry := json.loads(line))["event"] == "listening":
+                    url: str = entry["url"]
+                    return url
+        if server.process.poll() is not None:
+            pytest.fail(f"reactor serve exited ({server.process.returncode}):\n{server.output()}")
+        time.sleep(0.1)
+    pytest.fail(f"reactor serve did not listen in {timeout} s:\n{server.output()}")
 
 
 def _ready(server: Server, timeout: float = 60) -> None:

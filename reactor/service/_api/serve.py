@@ -188,6 +188,7 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
         **UVICORN_OPTIONS,
     )
     listening = _bind(settings.host, settings.port)  # before the service starts anything
+    log("reactor.service", "info", "listening", url=_url(listening))
     server = _Server(config, app)
     try:
         asyncio.run(server.serve(sockets=[listening]))
@@ -196,6 +197,12 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
         if telemetry is not None:
             telemetry.close()  # the spans still batched are exported
     return 0 if server.started else 1
+
+
+def _url(listening: socket.socket) -> str:
+    """The address a bound socket is served at (its real port, also for ``--port 0``)."""
+    host, port = listening.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _bind(host: str, port: int) -> socket.socket:
