@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,11 +13,14 @@ import pytest
 import redis
 from playwright.sync_api import Browser, expect
 
+from reactor.service._scaleout.queue import WORKER_KEYS
 from tests.service.browsing import WAIT_MS, chromium, ok, signed_in, start
-from tests.service.server import Server, serving
+from tests.service.server import Server, serving, wait_for
 
 REDIS = os.environ.get("REACTOR_TEST_REDIS", "redis://127.0.0.1:6379")
 APP = "tests.service.queued:make_service"
+PATIENCE = 180
+"""Seconds a worker is given to start (a bound on a hang, not a speed check)."""
 OLD_APP = "tests.service.rolling:make_old_service"
 
 
@@ -55,6 +59,16 @@ def _worker(app: str, redis_url: str, postgres_url: str, tmp_path: Path) -> Iter
     with (tmp_path / "worker.log").open("wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
+        # Up once its heartbeat is in Redis: some 20 s after its start at a load of 10.
+        # (Read without asyncio: the browser's driver runs an event loop in this thread.)
+        def up() -> bool:
+            if process.poll() is not None:
+                pytest.fail(f"the worker exited:\n{(tmp_path / 'worker.log').read_text()}")
+            with redis.Redis.from_url(redis_url) as client:
+                beats = [client.get(key) for key in client.scan_iter(match=WORKER_KEYS + "*")]
+            return any(json.loads(beat)["pid"] == process.pid for beat in beats if beat)
+
+        wait_for(up, timeout=PATIENCE)
         yield process.pid
     finally:
         process.kill()
@@ -79,7 +93,7 @@ def browser() -> Iterator[Browser]:
         yield launched
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(PATIENCE + 120)
 def test_the_workers_page_lists_each_live_worker_and_the_runs_it_holds(
     browser: Browser, queued: Server, worker: int
 ) -> None:
@@ -102,7 +116,7 @@ def test_the_workers_page_lists_each_live_worker_and_the_runs_it_holds(
         expect(row.locator('[data-label="Runs held"]')).to_contain_text("0 of 3")
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(PATIENCE + 120)
 def test_the_workers_page_shows_a_job_waiting_for_a_worker_with_its_code(
     browser: Browser, queued: Server, old_worker: int
 ) -> None:
