@@ -79,9 +79,8 @@ def serving(
     with log.open("ab") as sink:
         logged = sink.tell()  # what earlier servers wrote to the same log
         process = subprocess.Popen(serve_command(*options), stdout=sink, stderr=sink, env=environ)
-    server = Server("", process, log)
     try:
-        server.url = _listening(server, logged)
+        server = Server(_listening(process, log, logged), process, log)
         _ready(server)
         yield server
     finally:
@@ -94,20 +93,23 @@ def serving(
                 process.wait(10)
 
 
-def _listening(server: Server, logged: int, timeout: float = 60) -> str:
-    """The address the server's ``listening`` log line gives (its own process's)."""
+def _listening(
+    process: subprocess.Popen[bytes], log: Path, logged: int, timeout: float = 60
+) -> str:
+    """The address its ``listening`` line gives (written to ``log`` after ``logged``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with server.log.open("rb") as written:
+        with log.open("rb") as written:
             written.seek(logged)
             for line in written.read().split(b"\n")[:-1]:  # whole lines only
                 if line.startswith(b"{") and (entry := json.loads(line))["event"] == "listening":
                     url: str = entry["url"]
                     return url
-        if server.process.poll() is not None:
-            pytest.fail(f"reactor serve exited ({server.process.returncode}):\n{server.output()}")
+        if process.poll() is not None:
+            output = log.read_text(errors="replace")
+            pytest.fail(f"reactor serve exited ({process.returncode}):\n{output}")
         time.sleep(0.1)
-    pytest.fail(f"reactor serve did not listen in {timeout} s:\n{server.output()}")
+    pytest.fail(f"reactor serve did not listen in {timeout} s:\n{log.read_text(errors='replace')}")
 
 
 def _ready(server: Server, timeout: float = 60) -> None:

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import redis
 from playwright.sync_api import Browser, expect
 
-from reactor.service._scaleout.queue import WORKER_KEYS
+from reactor.service._scaleout.queue import QueueSettings, live_workers
 from tests.service.browsing import WAIT_MS, chromium, ok, signed_in, start
 from tests.service.server import Server, serving, wait_for
 
 REDIS = os.environ.get("REACTOR_TEST_REDIS", "redis://127.0.0.1:6379")
 APP = "tests.service.queued:make_service"
+OLD_APP = "tests.service.rolling:make_old_service"
 PATIENCE = 180
 """Seconds a worker is given to start (a bound on a hang, not a speed check)."""
-OLD_APP = "tests.service.rolling:make_old_service"
 
 
 @pytest.fixture
@@ -60,13 +61,15 @@ def _worker(app: str, redis_url: str, postgres_url: str, tmp_path: Path) -> Iter
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         # Up once its heartbeat is in Redis: some 20 s after its start at a load of 10.
-        # (Read without asyncio: the browser's driver runs an event loop in this thread.)
+        # Read in a thread of its own: the browser's driver runs an event loop in this one.
+        settings = QueueSettings(redis_url)
+
         def up() -> bool:
             if process.poll() is not None:
                 pytest.fail(f"the worker exited:\n{(tmp_path / 'worker.log').read_text()}")
-            with redis.Redis.from_url(redis_url) as client:
-                beats = [client.get(key) for key in client.scan_iter(match=WORKER_KEYS + "*")]
-            return any(json.loads(beat)["pid"] == process.pid for beat in beats if beat)
+            with ThreadPoolExecutor(1) as thread:
+                found = thread.submit(lambda: asyncio.run(live_workers(settings))).result()
+            return any(worker["pid"] == process.pid for worker in found)
 
         wait_for(up, timeout=PATIENCE)
         yield process.pid
