@@ -59,13 +59,17 @@ def quote(api: httpx2.Client, symbol: str, price: float) -> dict[str, Any]:
     return made
 
 
-def settled(api: httpx2.Client, object_id: str) -> list[dict[str, Any]]:
-    """The object's processing-log entries, once none is pending or processing."""
+def settled(api: httpx2.Client, object_id: str, version: int = 1) -> list[dict[str, Any]]:
+    """The object's processing-log entries, once ``version``'s are logged and none is busy.
+
+    A change's entries are logged just after it is stored, not before its request returns.
+    """
 
     def done() -> list[dict[str, Any]] | None:
         found = ok(api.get("/api/processing-log", params={"object_id": object_id}))
         busy = any(entry["status"] in ("pending", "processing") for entry in found)
-        return None if busy or not found else found
+        logged = any(entry["object_version"] >= version for entry in found)
+        return None if busy or not logged else found
 
     entries: list[dict[str, Any]] = wait_for(done, timeout=60)
     return entries
@@ -140,7 +144,7 @@ def test_an_objects_page_shows_its_data_history_and_what_each_change_caused(
     object_id = made["id"]
     flag_run = entry(settled(api, object_id), "flag", 1)["run_id"]
     ok(api.patch(f"/api/objects/{object_id}", json={"data": {"price": 130}}))
-    entries = settled(api, object_id)  # v3: flagged already, so flag's guard skips it
+    entries = settled(api, object_id, 3)  # flagged already, so flag's guard skips it
     assert entry(entries, "flag", 3)["status"] == "skipped"
     page = shown(visitor, f"/objects/Quote/{object_id}")
     assert "<h1>Quote NVDA</h1>" in page
