@@ -7,20 +7,57 @@ at once (as a Redis that went away does).
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
 
 
 def free_port() -> int:
-    """A TCP port nothing listens on now (on 127.0.0.1)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on and no other test here was given.
+
+    A port the kernel picks (``bind(0)``) is free only until the socket closes: the
+    server the test starts on it can find it taken by another test's server (which took
+    ``--port 0``) or redis-server, and the test then talks to that one. So ports come
+    from below the kernel's ephemeral range, where nobody else is given one, and from a
+    block of this pytest worker's own, one after another.
+    """
+    while True:
+        port = next(_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use (or just closed) by some other process: the next one
+                continue
+            return port
+
+
+def _ports() -> Iterator[int]:
+    """This worker's ports, from a random start in its block (two runs side by side)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as limits:
+        ephemeral = int(limits.read().split()[0])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    size = 1000
+    blocks = (ephemeral - FIRST_PORT) // size
+    if blocks < 1:  # no room below the ephemeral ports: let the kernel choose
+        while True:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                yield sock.getsockname()[1]
+    first = FIRST_PORT + int(worker) % blocks * size
+    start = random.randrange(size)
+    for step in itertools.count():
+        yield first + (start + step) % size
+
+
+FIRST_PORT = 10_000
+_PORTS = _ports()
 
 
 class RedisServer:

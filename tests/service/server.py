@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,13 +21,6 @@ ALICE = "tok-alice-0123456789"
 BOB = "tok-bob-9876543210"
 TOKENS = f"{ALICE}:alice,{BOB}:bob"
 APP = "tests.service.served:make_service"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclasses.dataclass

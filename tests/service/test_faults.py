@@ -16,7 +16,8 @@ import pydantic
 import pytest
 
 from reactor.exceptions import ServiceConfigError
-from tests.service.server import ALICE, free_port, serve_command, serving, wait_for
+from tests.redis_server import free_port
+from tests.service.server import ALICE, serve_command, serving, wait_for
 
 
 def _run(api: httpx2.Client, run_id: str) -> dict[str, Any]:

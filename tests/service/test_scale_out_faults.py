@@ -21,7 +21,7 @@ from reactor.service._scaleout.durable import LogFence
 from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import QueueSettings
 from reactor.service._scaleout.worker import live_workers
-from tests.service.server import free_port
+from tests.redis_server import free_port
 from tests.service.test_scale_out import (
     PATIENCE,
     SLOW,

@@ -22,7 +22,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.service.server import ALICE, BOB, TOKENS, free_port, serve_command, wait_for
+from tests.redis_server import free_port
+from tests.service.server import ALICE, BOB, TOKENS, serve_command, wait_for
 from tests.service.test_scale_out_faults import start_redis
 
 NOISY_APP = textwrap.dedent(

@@ -17,8 +17,9 @@ import httpx2
 import pytest
 from playwright.sync_api import Browser, Response, expect
 
+from tests.redis_server import free_port
 from tests.service.browsing import WAIT_MS, chromium
-from tests.service.server import ALICE, free_port, wait_for
+from tests.service.server import ALICE, wait_for
 
 
 @pytest.fixture
