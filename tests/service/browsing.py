@@ -14,7 +14,7 @@ import httpx2
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.service.browser import CHROMIUM
-from tests.service.server import ALICE, Server
+from tests.service.server import ALICE, Server, ok
 
 WAIT_MS = 15_000
 """Every wait of the browser is bounded: a step that does not happen fails the test."""
@@ -58,11 +58,6 @@ def signed_in(browser: Browser, server: Server, token: str = ALICE) -> Iterator[
         yield page
     finally:
         page.context.close()
-
-
-def ok(response: httpx2.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json()
 
 
 def start(api: httpx2.Client, graph: str, given: Any = None) -> str:

@@ -3,10 +3,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import psycopg
 import pytest
+from playwright.sync_api import Browser, Page
 
 from tests.reactor.databases import admin, create_database, drop_database
+from tests.service.browsing import chromium, signed_in
+from tests.service.server import Server
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +47,27 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'data' / 'app.db'}"
     return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def api(server: Server) -> Iterator[httpx2.Client]:
+    """An API client of the module's ``server``, as alice."""
+    with server.client() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, one for the module."""
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def page(browser: Browser, server: Server) -> Iterator[Page]:
+    """A page of the module's ``server``, signed in as alice, in its own browser context."""
+    with signed_in(browser, server) as opened:
+        yield opened
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

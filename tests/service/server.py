@@ -25,11 +25,12 @@ APP = "tests.service.served:make_service"
 
 @dataclasses.dataclass
 class Server:
-    """A running server: its address, its process and what it logged."""
+    """A running server: its address, its process, what it logged and its database."""
 
     url: str
     process: subprocess.Popen[bytes]
     log: Path
+    db: str
 
     def client(self, token: str | None = ALICE, **options: Any) -> httpx2.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -72,7 +73,7 @@ def serving(
         logged = sink.tell()  # what earlier servers wrote to the same log
         process = subprocess.Popen(serve_command(*options), stdout=sink, stderr=sink, env=environ)
     try:
-        server = Server(_listening(process, log, logged), process, log)
+        server = Server(_listening(process, log, logged), process, log, db)
         _ready(server)
         yield server
     finally:
@@ -83,6 +84,25 @@ def serving(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+DATABASES = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres")]
+"""The kinds of database a module's server runs on (its fixture's ``params``)."""
+
+
+@contextmanager
+def serving_on(request: pytest.FixtureRequest, app: str = APP) -> Iterator[Server]:
+    """``reactor serve`` on a new database of the kind ``request.param`` names.
+
+    A SQLite file, or the module's own PostgreSQL database (``postgres_database``).
+    """
+    folder: Path = request.getfixturevalue("tmp_path_factory").mktemp(str(request.param))
+    if request.param == "sqlite":
+        db = f"sqlite:///{folder / 'app.db'}"
+    else:
+        db = str(request.getfixturevalue("postgres_database"))
+    with serving(db, folder / "server.log", app=app) as running:
+        yield running
 
 
 def _listening(
@@ -116,6 +136,12 @@ def _ready(server: Server, timeout: float = 60) -> None:
             pass
         time.sleep(0.1)
     pytest.fail(f"reactor serve was not ready in {timeout} s:\n{server.output()}")
+
+
+def ok(response: Any, status: int = 200) -> Any:
+    """The JSON of an answer of status ``status`` (httpx's or the ASGI test client's)."""
+    assert response.status_code == status, response.text
+    return response.json()
 
 
 def wait_for(check: Any, timeout: float = 60, every: float = 0.1) -> Any:

@@ -21,7 +21,7 @@ import pytest
 
 from reactor.service._hosting.controls import STOPPED
 from tests.reactor.test_recording_failures import fill, tiny_disk
-from tests.service.server import ALICE, BOB, Server, serving, wait_for
+from tests.service.server import ALICE, BOB, Server, ok, serving, wait_for
 from tests.service.test_scale_out import (
     ended,
     queued,
@@ -39,11 +39,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("audit")
     with serving(f"sqlite:///{folder / 'app.db'}", folder / "server.log") as running:
         yield running
-
-
-def ok(response: httpx2.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json()
 
 
 def start(api: httpx2.Client, graph: str, given: Any = None) -> str:

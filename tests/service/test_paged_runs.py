@@ -28,16 +28,11 @@ from reactor._signals.patterns import compile_pattern
 from reactor.service import ObjectStore, ReactionService, create_app
 from tests.service.browsing import chromium, signed_in
 from tests.service.paging import GRAPHS
-from tests.service.server import Server, serving, wait_for
+from tests.service.server import DATABASES, Server, ok, serving, serving_on, wait_for
 
 APP = "tests.service.paging:make_service"
 LONG = 20_000
 """Ticks of the long run: some 20,000 signals."""
-
-
-def ok(response: httpx2.Response | Any, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json()
 
 
 def problem(response: httpx2.Response, status: int) -> str:
@@ -64,23 +59,13 @@ def seqs(signals: list[dict[str, Any]]) -> list[int]:
     return [signal["seq"] for signal in signals]
 
 
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres")],
-)
-def long_run(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Server, str, list[dict[str, Any]]]]:
+@pytest.fixture(scope="module", params=DATABASES)
+def long_run(request: pytest.FixtureRequest) -> Iterator[tuple[Server, str, list[dict[str, Any]]]]:
     """A server, a run of it with some 20,000 signals (ended), and its log as loaded."""
-    folder = tmp_path_factory.mktemp("paged")
-    if request.param == "sqlite":
-        db = f"sqlite:///{folder / 'app.db'}"
-    else:
-        db = str(request.getfixturevalue("postgres_database"))
-    with serving(db, folder / "server.log", app=APP) as server, server.client() as api:
+    with serving_on(request, APP) as server, server.client() as api:
         run_id = ok(api.post("/api/runs", json={"graph": "burst", "input": LONG}), 202)["run_id"]
         wait_for(lambda: ok(api.get(f"/api/runs/{run_id}"))["info"]["complete"], timeout=300)
-        yield server, run_id, _recorded(db, run_id)
+        yield server, run_id, _recorded(server.db, run_id)
 
 
 @pytest.fixture

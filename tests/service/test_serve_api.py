@@ -9,35 +9,14 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.service.server import ALICE, BOB, Server, serving, wait_for
+from tests.service.server import ALICE, BOB, DATABASES, Server, ok, serving_on, wait_for
 
 
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres")],
-)
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
+@pytest.fixture(scope="module", params=DATABASES)
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     """One server per database kind for the whole module."""
-    folder = tmp_path_factory.mktemp("serve")
-    if request.param == "sqlite":
-        db = f"sqlite:///{folder / 'app.db'}"
-    else:
-        db = str(request.getfixturevalue("postgres_database"))
-    with serving(db, folder / "server.log") as running:
+    with serving_on(request) as running:
         yield running
-
-
-@pytest.fixture
-def api(server: Server) -> Iterator[httpx2.Client]:
-    with server.client() as client:
-        yield client
-
-
-def ok(response: httpx2.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json()
 
 
 def error(response: httpx2.Response, status: int) -> str:

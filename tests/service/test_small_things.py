@@ -24,7 +24,7 @@ from reactor import AgentContext, agent, reactive
 from reactor.service import ObjectStore, ReactionService, create_app
 from tests.redis_server import RedisServer
 from tests.service.queued import make_service as queued_service
-from tests.service.server import wait_for
+from tests.service.server import ok, wait_for
 
 TOKEN = "tok-small-0123456789"
 API = {"Authorization": f"Bearer {TOKEN}"}
@@ -62,11 +62,6 @@ GRAPHS = {
     ),
     "nap": reactive({"nap": agent(run=_nap)}, name="nap"),
 }
-
-
-def ok(response: Any, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json()
 
 
 @pytest.fixture

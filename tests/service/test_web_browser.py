@@ -10,8 +10,8 @@ import httpx2
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.service.browsing import WAIT_MS, chromium, ok, open_page, sign_in, signed_in, start
-from tests.service.server import ALICE, BOB, Server, serving, wait_for
+from tests.service.browsing import WAIT_MS, open_page, sign_in, signed_in, start
+from tests.service.server import ALICE, BOB, Server, ok, serving, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -19,25 +19,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("web")
     with serving(f"sqlite:///{folder / 'app.db'}", folder / "server.log") as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def api(server: Server) -> Iterator[httpx2.Client]:
-    with server.client() as client:
-        yield client
-
-
-@pytest.fixture
-def page(browser: Browser, server: Server) -> Iterator[Page]:
-    """A signed-in page of its own browser context (its own cookies)."""
-    with signed_in(browser, server) as opened:
-        yield opened
 
 
 def test_pages_need_a_sign_in_and_a_token_signs_in_with_the_keyboard(

@@ -15,10 +15,9 @@ from typing import Any
 
 import httpx2
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from reactor import SQLiteSignalStore
-from tests.service.browsing import chromium, signed_in
 from tests.service.evaluated import Evaluated, evaluated
 from tests.service.server import ALICE, Server, serving
 
@@ -55,12 +54,6 @@ def visitor(server: Server) -> Iterator[httpx2.Client]:
         form = client.get("/")
         signed = client.post("/", data={"token": ALICE, "csrf": _csrf(form.text)})
         assert signed.status_code == 303, signed.text
-        yield client
-
-
-@pytest.fixture
-def api(server: Server) -> Iterator[httpx2.Client]:
-    with server.client() as client:
         yield client
 
 
@@ -199,18 +192,6 @@ def test_a_case_links_to_its_comparison_and_the_runs_list_to_its_evaluation(
     listed = shown(visitor, "/runs/rows")
     assert f'case of evaluation <a href="/evals/{runs.changed.id}">' in listed
     assert f'case of evaluation <a href="/evals/{runs.same.id}">' in listed
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def page(browser: Browser, server: Server) -> Iterator[Page]:
-    with signed_in(browser, server) as opened:
-        yield opened
 
 
 def test_an_evaluation_s_case_opens_its_comparison_in_a_browser(

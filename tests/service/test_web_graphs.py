@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
-from tests.service.browsing import WAIT_MS, chromium, ok, signed_in, start
-from tests.service.server import Server, serving
+from tests.service.browsing import WAIT_MS, start
+from tests.service.server import Server, ok, serving
 
 
 @pytest.fixture(scope="module")
@@ -17,24 +17,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("web-graphs")
     with serving(f"sqlite:///{folder / 'app.db'}", folder / "server.log") as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def api(server: Server) -> Iterator[httpx2.Client]:
-    with server.client() as client:
-        yield client
-
-
-@pytest.fixture
-def page(browser: Browser, server: Server) -> Iterator[Page]:
-    with signed_in(browser, server) as opened:
-        yield opened
 
 
 def test_the_graph_page_draws_a_node_per_agent_and_the_signals_between_them(page: Page) -> None:

@@ -16,8 +16,8 @@ import httpx2
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.service.browsing import chromium, ok, signed_in
-from tests.service.server import ALICE, BOB, Server, serving, wait_for
+from tests.service.browsing import signed_in
+from tests.service.server import ALICE, BOB, Server, ok, serving, wait_for
 
 APP = "tests.service.quotes:make_service"
 
@@ -27,12 +27,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("objects")
     with serving(f"sqlite:///{folder / 'app.db'}", folder / "server.log", app=APP) as running:
         yield running
-
-
-@pytest.fixture
-def api(server: Server) -> Iterator[httpx2.Client]:
-    with server.client() as client:
-        yield client
 
 
 @pytest.fixture
@@ -249,12 +243,6 @@ def test_an_unknown_object_is_not_found_and_a_wrong_type_is_corrected(
     assert (moved.status_code, moved.headers["location"]) == (303, f"/objects/Quote/{made['id']}")
     by_id = visitor.get(f"/objects/{made['id']}")
     assert (by_id.status_code, by_id.headers["location"]) == (303, f"/objects/Quote/{made['id']}")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 def test_in_a_browser_an_object_is_found_by_type_and_its_history_leads_to_its_run(

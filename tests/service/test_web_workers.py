@@ -15,8 +15,8 @@ import redis
 from playwright.sync_api import Browser, expect
 
 from reactor.service._scaleout.queue import QueueSettings, live_workers
-from tests.service.browsing import WAIT_MS, chromium, ok, signed_in, start
-from tests.service.server import Server, serving, wait_for
+from tests.service.browsing import WAIT_MS, signed_in, start
+from tests.service.server import Server, ok, serving, wait_for
 
 REDIS = os.environ.get("REACTOR_TEST_REDIS", "redis://127.0.0.1:6379")
 APP = "tests.service.queued:make_service"
@@ -88,12 +88,6 @@ def worker(queued: Server, redis_url: str, postgres_url: str, tmp_path: Path) ->
 def old_worker(queued: Server, redis_url: str, postgres_url: str, tmp_path: Path) -> Iterator[int]:
     """One ``reactor worker`` of an older version of the app: it lacks the ``steps`` graph."""
     yield from _worker(OLD_APP, redis_url, postgres_url, tmp_path)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.mark.timeout(PATIENCE + 120)
