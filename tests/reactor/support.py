@@ -1,12 +1,14 @@
-"""Providers the tests of the runtime use to see cancellation, and a poll of a condition."""
+"""Providers the tests of the runtime use to see cancellation, a poll of a condition, and
+a long-running graph."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
-from reactor import End, ProviderRequest, TextDelta
+from reactor import AgentContext, End, ProviderRequest, Reactive, TextDelta, agent, reactive
 
 
 class SlowProvider:
@@ -39,3 +41,23 @@ async def until(check: Callable[[], bool]) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the condition never held")
+
+
+def ticking(ticks: int) -> Reactive:
+    """A ticker emits ``ticks`` ticks; a counter folds each into the state (4 signals a tick)."""
+
+    async def ticker(ctx: AgentContext[Any]) -> None:
+        for i in range(ticks):
+            ctx.emit("tick", i)
+
+    async def count(ctx: AgentContext[Any]) -> int:
+        return int(ctx.state.n) + 1
+
+    return reactive(
+        {
+            "ticker": agent(run=ticker, activate_on="harness:start", emits=["tick"]),
+            "count": agent(run=count, activate_on="tick", updates="n", concurrency="serial"),
+        },
+        state={"n": 0},
+        name="ticking",
+    )

@@ -17,32 +17,13 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from reactor import AgentContext, Reactive, Recording, agent, reactive
+from reactor import Recording
 from reactor._recording.seals import HASH, seal, snapshot_problem
 from reactor.service._api.reads import state_at
 from tests.reactor.databases import StorePlace, execute
+from tests.reactor.support import ticking
 
 TICKS = 40
-
-
-def ticking() -> Reactive:
-    """A ticker emits ticks; a counter folds each into the state (queued behind itself)."""
-
-    async def ticker(ctx: AgentContext[Any]) -> None:
-        for i in range(TICKS):
-            ctx.emit("tick", i)
-
-    async def count(ctx: AgentContext[Any]) -> int:
-        return int(ctx.state.n) + 1
-
-    return reactive(
-        {
-            "ticker": agent(run=ticker, activate_on="harness:start", emits=["tick"]),
-            "count": agent(run=count, activate_on="tick", updates="n", concurrency="serial"),
-        },
-        state={"n": 0},
-        name="ticking",
-    )
 
 
 # What someone does to a stored snapshot, in each database's SQL (``{p}`` is the payload).
@@ -114,7 +95,7 @@ def recorded(place: StorePlace) -> tuple[str, Recording]:
     """A run of :func:`ticking` with a snapshot every 10 signals: its id and its log."""
     with place.open() as store:
         store.snapshot_every = 10
-        result = ticking().run_sync(record=store, max_activations=None)
+        result = ticking(TICKS).run_sync(record=store, max_activations=None)
         assert result.status == "completed", result.error
         return result.run_id, store.load(result.run_id)
 
@@ -140,7 +121,7 @@ def test_a_resume_skips_a_changed_snapshot_and_ends_as_if_it_were_not_there(
     run_id, latest = crashed_mid_count(store_place)
     change(store_place, run_id, CHANGES[how], latest)
     with capture_logs() as logs, store_place.open() as store:
-        result = ticking().resume_sync(run_id, record=store, max_activations=None)
+        result = ticking(TICKS).resume_sync(run_id, record=store, max_activations=None)
         log = store.load(run_id)
     assert result.status == "completed", result.error
     assert result.state == {"n": TICKS}  # every tick counted once: none lost, none twice
@@ -178,7 +159,7 @@ def test_a_run_whose_every_snapshot_was_changed_resumes_from_its_start(
     with capture_logs() as logs, store_place.open() as store:
         snapshots = [s.seq for s in store.load(run_id).select("harness:snapshot")]
         assert len(store.load_tail(run_id).signals) == len(store.load(run_id).signals)
-        result = ticking().resume_sync(run_id, record=store, max_activations=None)
+        result = ticking(TICKS).resume_sync(run_id, record=store, max_activations=None)
     assert result.state == {"n": TICKS}
     assert {seq for _, seq in skipped(logs)} == set(snapshots)
 
@@ -204,7 +185,7 @@ def test_an_unsealed_snapshot_recorded_before_hashes_is_trusted(store_place: Sto
     change(store_place, run_id, UNSEAL)
     with capture_logs() as logs, store_place.open() as store:
         tail = store.load_tail(run_id)
-        result = ticking().resume_sync(run_id, record=store, max_activations=None)
+        result = ticking(TICKS).resume_sync(run_id, record=store, max_activations=None)
     assert latest in {s.seq for s in tail.signals if s.name == "harness:snapshot"}
     assert tail.signals[0].seq < latest < tail.signals[-1].seq
     assert result.state == {"n": TICKS}
@@ -219,7 +200,7 @@ def test_an_unsealed_snapshot_of_the_wrong_shape_is_skipped(
     change(store_place, run_id, UNSEAL)
     change(store_place, run_id, CHANGES[how], latest)
     with capture_logs() as logs, store_place.open() as store:
-        result = ticking().resume_sync(run_id, record=store, max_activations=None)
+        result = ticking(TICKS).resume_sync(run_id, record=store, max_activations=None)
     assert result.state == {"n": TICKS}
     assert skipped(logs) == [(run_id, latest)]
 

@@ -19,26 +19,7 @@ from reactor import (
     reactive,
 )
 from reactor.testing import ToolUse, fake_anthropic, turn
-
-
-def ticking(ticks: int) -> Reactive:
-    """A ticker emits ``ticks`` ticks; a counter folds each into the state (4 signals a tick)."""
-
-    async def ticker(ctx: AgentContext[Any]) -> None:
-        for i in range(ticks):
-            ctx.emit("tick", i)
-
-    async def count(ctx: AgentContext[Any]) -> int:
-        return int(ctx.state.n) + 1
-
-    return reactive(
-        {
-            "ticker": agent(run=ticker, activate_on="harness:start", emits=["tick"]),
-            "count": agent(run=count, activate_on="tick", updates="n", concurrency="serial"),
-        },
-        state={"n": 0},
-        name="ticking",
-    )
+from tests.reactor.support import ticking
 
 
 def stripped(recording: Recording) -> Recording:
