@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -60,3 +61,19 @@ def test_a_service_without_redis_or_http_imports_neither() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:2] == ["[]", "['fastapi']"]
+
+
+def test_the_reactor_command_loads_the_migration_only_for_reactor_migrate() -> None:
+    """``reactor migrate`` is declared with every command; its converter loads when it runs."""
+    code = (
+        "import sys\n"
+        "from reactor._cli._parser import build_parser\n"
+        "build_parser().parse_args(['migrate', 'flow.yaml'])\n"
+        "print(sorted(name for name in sys.modules if name.startswith('migration')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = ast.literal_eval(result.stdout)
+    assert loaded == ["migration", "migration._convert", "migration._convert.cli"]

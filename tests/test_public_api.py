@@ -6,6 +6,7 @@ import ast
 import importlib
 import inspect
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -336,9 +337,9 @@ def test_public_names_import_from_their_package_in_a_fresh_interpreter(package: 
     assert done.returncode == 0, done.stderr
 
 
-def _typing_imports() -> dict[str, str]:
-    """What reactor/__init__.py imports under ``TYPE_CHECKING``: name -> module."""
-    tree = ast.parse(Path(reactor.__file__).read_text())
+def _typing_imports(package: ModuleType) -> dict[str, str]:
+    """What the package's __init__.py imports under ``TYPE_CHECKING``: name -> module."""
+    tree = ast.parse(Path(str(package.__file__)).read_text())
     block = next(
         node
         for node in tree.body
@@ -354,16 +355,19 @@ def _typing_imports() -> dict[str, str]:
     return found
 
 
-def test_the_type_checking_imports_are_the_one_list_of_public_names() -> None:
-    """reactor's names are listed once (``_PUBLIC``); what type checkers see must agree."""
+@pytest.mark.parametrize("name", ["reactor", "migration"])
+def test_the_type_checking_imports_are_the_one_list_of_public_names(name: str) -> None:
+    """A lazy package's names are listed once (``_PUBLIC``); what type checkers see agrees."""
+    package = importlib.import_module(name)
+    public: dict[str, str] = package._PUBLIC
     expected = "\n".join(
         f"    from {module} import {name} as {name}"
-        for name, module in sorted(reactor._PUBLIC.items(), key=lambda item: item[::-1])
+        for name, module in sorted(public.items(), key=lambda item: item[::-1])
     )
-    assert _typing_imports() == reactor._PUBLIC, (
-        f"reactor/__init__.py's TYPE_CHECKING block must be:\n\nif TYPE_CHECKING:\n{expected}"
+    assert _typing_imports(package) == public, (
+        f"{name}/__init__.py's TYPE_CHECKING block must be:\n\nif TYPE_CHECKING:\n{expected}"
     )
-    assert reactor.__all__ == sorted(reactor._PUBLIC)
+    assert package.__all__ == sorted(public)
 
 
 def test_each_public_name_of_reactor_is_loaded_from_its_home() -> None:

@@ -14,13 +14,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import reactor.logging
-from migration._convert.check import check_sync
-from migration._convert.codegen import to_python
-from migration._nodes.registry import NodeRegistry, RegistrySource
 from reactor import ReactorError
+
+if TYPE_CHECKING:
+    from migration._nodes.registry import RegistrySource
 
 __all__ = ["EXAMPLE", "SUMMARY", "add_arguments", "run"]
 
@@ -64,6 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``reactor migrate``; return the exit status (0 agree/written, 1 not, 2 usage)."""
+    from migration._convert.codegen import to_python  # not when only declared, or --help
+
     reactor.logging.configure(level=_LEVELS[min(args.verbose, 2)], stream=sys.stderr)
     try:
         registry = _registry(args.registry) if args.registry else None
@@ -85,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, registry: RegistrySource | None) -> int:
+    from migration._convert.check import check_sync
+
     if args.timeout is not None and args.timeout <= 0:
         raise _UsageError(f"--timeout takes a number of seconds > 0, got {args.timeout:g}")
     options: dict[str, Any] = {"registry": registry, "timeout": args.timeout}
@@ -97,6 +101,8 @@ def _check(args: argparse.Namespace, registry: RegistrySource | None) -> int:
 
 def _registry(ref: str) -> RegistrySource:
     """The registry (or registry factory) ``MODULE:ATTR`` names."""
+    from migration._nodes.registry import NodeRegistry
+
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
         raise _UsageError(f"--registry takes MODULE:ATTR, got {ref!r}")
