@@ -156,7 +156,9 @@ def test_importing_reactor_configures_nothing() -> None:
         "import logging, structlog, reactor, reactor.logging\n"
         "print(structlog.is_configured(), logging.getLogger().handlers)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "[]"]
 
