@@ -88,6 +88,19 @@ async def stream_round(
     yield message
 
 
+def _transport_cause(exc: BaseException) -> str:
+    """What went wrong on the wire, in the transport's words: the SDK's own text changes.
+
+    The SDK wraps the transport's error (``httpx2.ConnectError("connection refused")``)
+    in its own; the innermost one names the real fault.
+    """
+    root = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    text = str(root)
+    return f"{type(root).__name__}: {text}" if text else type(root).__name__
+
+
 def provider_error(exc: Exception, agent: str) -> ProviderError:
     """An SDK or transport failure as a ``ProviderError`` saying whether to retry."""
     again = "This is usually temporary: try again later, or raise max_retries= on the provider."
@@ -99,7 +112,8 @@ def provider_error(exc: Exception, agent: str) -> ProviderError:
         )
     if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
         return ProviderError(
-            f"Agent {agent!r}: could not reach the Anthropic API ({exc}). Check the network "
+            f"Agent {agent!r}: could not reach the Anthropic API ({_transport_cause(exc)}). "
+            "Check the network "
             f"and ANTHROPIC_BASE_URL. {again}",
             retryable=True,
             agent=agent,

@@ -607,7 +607,10 @@ async def test_an_error_event_inside_the_stream_is_retryable(fake: FakeAnthropic
 
 async def test_connection_errors_are_retryable(fake: FakeAnthropic) -> None:
     error = await failure(fake, httpx2.ConnectError("connection refused"), retries=0)
-    assert str(error).startswith("Agent 'w': could not reach the Anthropic API (Connection error.)")
+    assert str(error).startswith(
+        "Agent 'w': could not reach the Anthropic API (ConnectError: connection refused). "
+        "Check the network and ANTHROPIC_BASE_URL."
+    )
     assert error.retryable is True
     assert isinstance(error.__cause__, anthropic.APIConnectionError)
 
