@@ -5,20 +5,35 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PACKAGES := reactor stores migration
 
-.PHONY: demo eval test lint typecheck pytest bench bench-peers screenshots clean
+.PHONY: demo eval test upgrade lint typecheck pytest bench bench-peers screenshots clean
 
 # Python's bytecode caches are written on first import, whatever the shell says: with
 # PYTHONDONTWRITEBYTECODE set (as container images often do) each of the suite's
 # hundreds of Python processes compiled every module it imported again, ~1 s each.
 unexport PYTHONDONTWRITEBYTECODE
 
-# uv installs in seconds what pip takes a minute or more for (the same versions); pip
-# is the fallback where uv cannot be installed.
-$(STAMP): pyproject.toml
+# The environment is exactly uv.lock (`uv sync --locked`: it fails when pyproject.toml
+# and the lock disagree, and never moves a version), so a fresh clone tests what was
+# tested. --inexact keeps what is not in the lock (pip, and uv itself as pip put it).
+# Where uv cannot be installed, pip installs from pyproject.toml's ranges instead.
+$(STAMP): pyproject.toml uv.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	($(PY) -m pip install --quiet uv && $(PY) -m uv pip install --quiet --python $(PY) -e '.[dev,all]') \
-		|| $(PY) -m pip install --quiet -e '.[dev,all]'
+	if $(PY) -m pip install --quiet uv; then \
+		UV_PROJECT_ENVIRONMENT=$(VENV) $(PY) -m uv sync --quiet --locked --inexact \
+			--python $(PY) --extra dev --extra all; \
+	else \
+		$(PY) -m pip install --quiet -e '.[dev,all]'; \
+	fi
 	touch $(STAMP)
+
+# Moves the lock to the newest versions pyproject.toml allows, installs them and runs the
+# suite: commit uv.lock only when it passes.
+upgrade:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet uv
+	$(PY) -m uv lock --upgrade
+	rm -f $(STAMP)
+	$(MAKE) --no-print-directory test
 
 demo: $(STAMP)
 	$(PY) -m examples.trading_bot
