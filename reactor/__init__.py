@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     from reactor.eval import EvalReport as EvalReport
     from reactor.exceptions import AgentConfigError as AgentConfigError
     from reactor.exceptions import AgentNotFoundError as AgentNotFoundError
+    from reactor.exceptions import BackpressureError as BackpressureError
     from reactor.exceptions import BudgetExceededError as BudgetExceededError
     from reactor.exceptions import CapabilityError as CapabilityError
     from reactor.exceptions import CycleWarning as CycleWarning
@@ -114,6 +115,7 @@ if TYPE_CHECKING:
     from reactor.exceptions import OutputValidationError as OutputValidationError
     from reactor.exceptions import PatternError as PatternError
     from reactor.exceptions import PayloadError as PayloadError
+    from reactor.exceptions import PermissionDeniedError as PermissionDeniedError
     from reactor.exceptions import PromptError as PromptError
     from reactor.exceptions import PromptNotFoundError as PromptNotFoundError
     from reactor.exceptions import PromptTimeoutError as PromptTimeoutError
@@ -136,6 +138,7 @@ if TYPE_CHECKING:
     from reactor.exceptions import SuggestionResolvedError as SuggestionResolvedError
     from reactor.exceptions import SuggestionStaleError as SuggestionStaleError
     from reactor.exceptions import TemplateError as TemplateError
+    from reactor.exceptions import TemplateSecurityError as TemplateSecurityError
     from reactor.exceptions import ToolNotRecordedError as ToolNotRecordedError
     from reactor.logging import MetricsReporter as MetricsReporter
     from reactor.logging import StructlogReporter as StructlogReporter
@@ -155,6 +158,7 @@ _PUBLIC: dict[str, str] = {
     "AnthropicProvider": "reactor._providers.anthropic",
     "Budget": "reactor._agents.budget",
     "BudgetExceededError": "reactor.exceptions",
+    "BackpressureError": "reactor.exceptions",
     "CapabilityError": "reactor.exceptions",
     "Channel": "reactor._graph.handle",
     "CollectorTuning": "reactor._engine.collector",
@@ -187,6 +191,7 @@ _PUBLIC: dict[str, str] = {
     "Pattern": "reactor._signals.patterns",
     "PatternError": "reactor.exceptions",
     "PayloadError": "reactor.exceptions",
+    "PermissionDeniedError": "reactor.exceptions",
     "PendingPrompt": "reactor._agents.asking",
     "PostgresSignalStore": "reactor._backends.postgres",
     "ProgressReporter": "reactor._reporting.progress",
@@ -237,6 +242,7 @@ _PUBLIC: dict[str, str] = {
     "SuggestionResolvedError": "reactor.exceptions",
     "SuggestionStaleError": "reactor.exceptions",
     "TemplateError": "reactor.exceptions",
+    "TemplateSecurityError": "reactor.exceptions",
     "TextComplete": "reactor._providers.base",
     "TextDelta": "reactor._providers.base",
     "ThinkingDelta": "reactor._providers.base",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from typing import Any, Literal, Never, Self, get_args
 
 import pydantic
@@ -20,6 +21,7 @@ from reactor.exceptions import AgentConfigError
 
 __all__ = [
     "EVENTS",
+    "Approval",
     "Capabilities",
     "ExecutionMode",
     "ObjectEvent",
@@ -189,6 +191,92 @@ class Capabilities(_Checked):
                 f"{', '.join(self.allowed_types) or 'none'})"
             )
         return None
+
+
+Justification = Literal["override", "always", "never"]
+"""When a decision on a suggestion must say why: only to approve a stale one with
+``force`` (``override``), for every decision (``always``), or never."""
+
+_APPROVER = re.compile(r"^(viewer|operator|approver|admin|user:[^\s:]{1,200})$")
+
+
+class Approval(_Checked):
+    """Who may decide on an agent's suggestions, and what a decision must carry.
+
+    ``Approval()`` (every agent's default): one principal with the ``approver`` role
+    (or an ``admin``) decides, and may not be the one whose write caused the
+    suggestion. Four eyes: ``Approval(count=2)``.
+
+    Attributes:
+        by: Roles (``approver``) or users (``user:alice``) allowed to decide; an
+            ``admin`` may always decide.
+        count: How many distinct principals must approve before the changes apply.
+        distinct_from_proposer: Refuse the principal whose write caused the suggestion
+            (the actor of the triggering object event).
+        expires_after: A suggestion older than this can no longer be approved (it
+            becomes ``expired``); ``None`` keeps it until someone decides.
+        justification: When a decision must give a reason: ``override`` (approving a
+            stale suggestion with ``force``), ``always`` or ``never``.
+
+    Raises:
+        AgentConfigError: An entry of ``by`` is neither a role nor ``user:<id>``, or
+            ``count`` is not at least 1.
+    """
+
+    by: tuple[str, ...] = ("approver",)
+    count: int = pydantic.Field(default=1, ge=1, le=20)
+    distinct_from_proposer: bool = True
+    expires_after: timedelta | None = None
+    justification: Justification = "override"
+
+    def __init__(
+        self,
+        *,
+        by: Iterable[str] | str = ("approver",),
+        count: int = 1,
+        distinct_from_proposer: bool = True,
+        expires_after: timedelta | float | None = None,
+        justification: Justification = "override",
+        **unknown: Never,
+    ) -> None:
+        super().__init__(
+            by=by,
+            count=count,
+            distinct_from_proposer=distinct_from_proposer,
+            expires_after=expires_after,
+            justification=justification,
+            **unknown,
+        )
+
+    @pydantic.field_validator("by", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    @pydantic.field_validator("by")
+    @classmethod
+    def _deciders(cls, by: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in by:
+            if not _APPROVER.match(entry):
+                raise ValueError(
+                    f"{entry!r} is neither a role (viewer, operator, approver, admin) nor "
+                    "a user written user:<id>"
+                )
+        return tuple(dict.fromkeys(by))
+
+    @pydantic.field_validator("expires_after")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("must be a positive duration (or None: never expires)")
+        return value
+
+    def allows(self, principal_id: str, roles: Iterable[str]) -> bool:
+        """Whether a principal with ``roles`` may decide (an ``admin`` always may)."""
+        held = set(roles)
+        if "admin" in held:
+            return True
+        return any(entry in held or entry == f"user:{principal_id}" for entry in self.by)
 
 
 def _config_error(model: str, exc: pydantic.ValidationError) -> AgentConfigError:

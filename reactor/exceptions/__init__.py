@@ -8,6 +8,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     ├── AgentConfigError(ValueError)      an agent definition is invalid
     │   └── NoProviderError               an LLM agent has no provider to run on
     ├── AgentNotFoundError(LookupError)   a run or the service has no agent of that name
+    ├── BackpressureError(RuntimeError)   outside input refused: the run's unwritten backlog is full
     ├── BudgetExceededError(RuntimeError) a model call would start over a run's or agent's budget
     ├── GraphChangedError(RuntimeError)   a run cannot resume: the graph changed what it did
     ├── GraphValidationError(ValueError)  a graph has problems (all listed, with hints)
@@ -38,6 +39,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     │   ├── IdleTimeoutError(TimeoutError)       the service did not become idle in time
     │   ├── ObjectNotFoundError(LookupError)     no stored object has that id
     │   ├── ObjectValidationError(ValueError)    an object's data does not fit its type
+    │   ├── PermissionDeniedError(PermissionError) a principal's roles do not allow the action
     │   ├── ServiceConfigError(ValueError)       the service or a store is misconfigured
     │   ├── ServiceStateError(RuntimeError)      the service is not running (or already is)
     │   ├── SuggestionNotFoundError(LookupError) no suggestion has that id
@@ -50,6 +52,7 @@ leaf also subclasses the builtin it resembles, so code that already catches
     │   ├── StateValidationError(ValueError)  a write does not validate; nothing changed
     │   └── TransactionError(RuntimeError)    a transaction cannot commit or bind
     ├── TemplateError(ValueError)         a prompt or guard template cannot render
+    │   └── TemplateSecurityError          a template reached for what is not data
     └── ToolNotRecordedError(LookupError) an evaluation's model called a tool not recorded
 
 The ``migration`` package adds its own errors to the same tree::
@@ -75,6 +78,7 @@ from __future__ import annotations
 from reactor.exceptions._engine import (
     AgentConfigError,
     AgentNotFoundError,
+    BackpressureError,
     BudgetExceededError,
     CycleWarning,
     GraphChangedError,
@@ -102,6 +106,7 @@ from reactor.exceptions._engine import (
     ScriptExhaustedError,
     SignalNameError,
     TemplateError,
+    TemplateSecurityError,
     ToolNotRecordedError,
 )
 from reactor.exceptions._extras import MissingExtraError
@@ -112,6 +117,7 @@ from reactor.exceptions._service import (
     IdleTimeoutError,
     ObjectNotFoundError,
     ObjectValidationError,
+    PermissionDeniedError,
     ServiceConfigError,
     ServiceError,
     ServiceStateError,
@@ -131,6 +137,7 @@ __all__ = [
     "AgentConfigError",
     "AgentConflictError",
     "AgentNotFoundError",
+    "BackpressureError",
     "BudgetExceededError",
     "CapabilityError",
     "CycleWarning",
@@ -148,6 +155,7 @@ __all__ = [
     "OutputValidationError",
     "PatternError",
     "PayloadError",
+    "PermissionDeniedError",
     "PromptError",
     "PromptNotFoundError",
     "PromptTimeoutError",
@@ -174,6 +182,7 @@ __all__ = [
     "SuggestionResolvedError",
     "SuggestionStaleError",
     "TemplateError",
+    "TemplateSecurityError",
     "ToolNotRecordedError",
     "TransactionError",
 ]

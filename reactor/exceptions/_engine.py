@@ -8,6 +8,7 @@ from typing import Any
 __all__ = [
     "AgentConfigError",
     "AgentNotFoundError",
+    "BackpressureError",
     "CycleWarning",
     "GraphChangedError",
     "GraphValidationError",
@@ -34,6 +35,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SignalNameError",
     "TemplateError",
+    "TemplateSecurityError",
     "ToolNotRecordedError",
 ]
 
@@ -382,6 +384,37 @@ class TemplateError(ReactorError, ValueError):
         super().__init__(message)
         self.agent = agent
         self.variable = variable
+
+
+class TemplateSecurityError(TemplateError):
+    """A template reached for something that is not data (a module, a function, a class).
+
+    Templates render against plain data only (``input``, ``state``, ``signal``,
+    ``object``, ``objects``); a path that leaves the data is refused, at definition when
+    it can be seen there, else when it renders.
+
+    Attributes:
+        path: The refused path as the template spelled it (``objects.store``).
+    """
+
+    def __init__(self, message: str, *, agent: str, path: str) -> None:
+        super().__init__(message, agent=agent, variable=path)
+        self.path = path
+
+
+class BackpressureError(ReactorError, RuntimeError):
+    """Outside input was refused because the run's unrecorded backlog is full; nothing was sent.
+
+    ``handle.send()`` raises it when the store has ``max_backlog`` signals not yet
+    written; ``await handle.asend()`` waits for room instead.
+
+    Attributes:
+        backlog: The signals waiting to be written when it was refused.
+    """
+
+    def __init__(self, message: str, *, backlog: int) -> None:
+        super().__init__(message)
+        self.backlog = backlog
 
 
 class CycleWarning(UserWarning):

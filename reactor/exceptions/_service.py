@@ -13,6 +13,7 @@ __all__ = [
     "IdleTimeoutError",
     "ObjectNotFoundError",
     "ObjectValidationError",
+    "PermissionDeniedError",
     "ServiceConfigError",
     "ServiceError",
     "ServiceStateError",
@@ -47,6 +48,20 @@ class CapabilityError(ServiceError, PermissionError):
         self.agent = agent
         self.operation = operation
         self.type = type
+
+
+class PermissionDeniedError(ServiceError, PermissionError):
+    """A principal asked for something its roles do not allow; nothing was done.
+
+    Attributes:
+        principal: The principal's id.
+        role: The role the action needs (``viewer``, ``operator``, ``approver``, ``admin``).
+    """
+
+    def __init__(self, message: str, *, principal: str, role: str) -> None:
+        super().__init__(message)
+        self.principal = principal
+        self.role = role
 
 
 class DatabaseError(ServiceError, RuntimeError):

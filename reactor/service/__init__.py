@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reactor._agents.reaction import Capabilities, ExecutionMode, Reaction
+from reactor._agents.reaction import Approval, Capabilities, ExecutionMode, Reaction
 from reactor.exceptions import (
     AgentConflictError,
     AgentNotFoundError,
@@ -44,6 +44,7 @@ from reactor.exceptions import (
     IdleTimeoutError,
     ObjectNotFoundError,
     ObjectValidationError,
+    PermissionDeniedError,
     ServiceConfigError,
     ServiceError,
     ServiceStateError,
@@ -66,7 +67,14 @@ with importing("service", what="reactor.service"):  # one line naming the pip in
     )
     from reactor.service._objects.db import upgrade_database
     from reactor.service._objects.objects import ObjectStore
-    from reactor.service._objects.values import Actor, AgentActor, ObjectEvent, StoredObject, User
+    from reactor.service._objects.values import (
+        Actor,
+        AgentActor,
+        ObjectEvent,
+        Principal,
+        StoredObject,
+        User,
+    )
     from reactor.service._reactions.view import AgentObjects
 
 if TYPE_CHECKING:
@@ -79,6 +87,7 @@ __all__ = [
     "AgentConflictError",
     "AgentNotFoundError",
     "AgentObjects",
+    "Approval",
     "Capabilities",
     "CapabilityError",
     "Changes",
@@ -92,6 +101,8 @@ __all__ = [
     "ObjectStore",
     "ObjectValidationError",
     "Operation",
+    "PermissionDeniedError",
+    "Principal",
     "ProcessingEntry",
     "Reaction",
     "ReactionService",

@@ -7,6 +7,7 @@ signals carry, and a value read once cannot change behind its reader's back.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -21,12 +22,15 @@ __all__ = [
     "CURRENT_CAUSE",
     "ID_LENGTH",
     "NAME_LENGTH",
+    "ROLES",
     "TYPE_LENGTH",
     "Actor",
     "AgentActor",
     "Cause",
     "EventKind",
     "ObjectEvent",
+    "Principal",
+    "Role",
     "StoredObject",
     "User",
     "actor_from_context",
@@ -88,6 +92,48 @@ class AgentActor(_Actor):
 
 Actor = Annotated[User | AgentActor, pydantic.Field(discriminator="type")]
 """A user or an agent; stored and sent as ``{"type": "user" | "agent", "id": ...}``."""
+
+
+Role = Literal["viewer", "operator", "approver", "admin"]
+"""What a principal may do (DESIGN.md section 35): ``viewer`` reads everything and follows
+streams; ``operator`` is a viewer that writes objects and starts, resumes, forks and
+aborts runs and replies to prompts; ``approver`` is a viewer that decides on suggestions;
+``admin`` does everything (agents, schedules, retries, pruning, the audit)."""
+
+ROLES: tuple[Role, ...] = ("viewer", "operator", "approver", "admin")
+"""Every role, least first."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Principal:
+    """Who a request comes from, as its authenticator vouched: an id and roles.
+
+    The id is the actor (``user:<id>``) of everything the principal does. A principal
+    may hold several roles; ``admin`` may do everything, and every role may read
+    (``viewer``).
+
+    Attributes:
+        id: The user's id (from a token line, or a JWT's ``sub``).
+        roles: The roles held.
+        authenticator: Which authenticator vouched for it (``token``, ``jwt``, ``local``,
+            or an application's own), recorded with every decision it makes.
+    """
+
+    id: str
+    roles: frozenset[str] = frozenset({"operator"})
+    authenticator: str = "token"
+
+    def may(self, role: str) -> bool:
+        """Whether the principal holds ``role`` (an admin holds all; everyone may view)."""
+        return role == "viewer" or "admin" in self.roles or role in self.roles
+
+    @property
+    def user(self) -> User:
+        """The actor of what it does."""
+        return User(self.id)
+
+    def __str__(self) -> str:
+        return f"user:{self.id}"
 
 
 def actor_from_context(actor: str) -> User | AgentActor:
