@@ -1,4 +1,8 @@
-"""The shape of the code: no import cycles, short modules, one signal vocabulary."""
+"""The shape of the code: no import cycles, one signal vocabulary, rooms of a readable size.
+
+Functions are kept small by ruff's complexity budget (C901 at 12, PLR0915), not files
+by a line count: a file is split where its meaning splits.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("reactor", "stores", "migration")
-MAX_LINES = 450
 SYSTEM_NAME = re.compile(
     r"^(harness|agent|state|provider|text|thinking|tool|bus|session|prompt|reflection|mcp|spawn):\S+$"
 )
@@ -33,12 +36,6 @@ def test_no_module_imports_itself_back() -> None:
             if chain is not None:
                 cycles.add(" -> ".join((module, *chain)))
     assert not sorted(cycles)
-
-
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_modules_are_short_enough_to_read_in_one_sitting(path: Path) -> None:
-    lines = len(path.read_text().splitlines())
-    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines"
 
 
 def _spelled_names(path: Path) -> list[str]:
