@@ -29,7 +29,7 @@ from reactor._agents.context import AgentContext
 from reactor._agents.env import set_env
 from reactor._agents.output import OutputSpec, check_output
 from reactor._agents.spans import Span
-from reactor._agents.templates import compiled, render
+from reactor._agents.templates import compiled, render, render_async
 from reactor._prompts.modelcall import ModelCall, RunProvider
 from reactor._prompts.prompting import enter_site
 from reactor._prompts.session import session_output
@@ -96,7 +96,12 @@ class RunServices(CallSite, Protocol):
 
     @property
     def scope(self) -> Mapping[str, Any]:
-        """Named values the run gives its agents and templates."""
+        """Named values the run gives its agents (``ctx.scope``)."""
+        ...
+
+    @property
+    def template_scope(self) -> Mapping[str, Any]:
+        """The scope as templates see it: plain data (``reactor._agents.sandbox``)."""
         ...
 
     @property
@@ -181,7 +186,7 @@ class Activator:
         """The names templates and string guards can read."""
         services = self.services
         return {
-            **services.scope,
+            **services.template_scope,
             "state": services.store.state,
             "input": services.input,
             "signal": signal,
@@ -278,7 +283,7 @@ class Activator:
                 if agent.output_spec is not None:
                     output = check_output(agent.output_spec, output, name)
             elif agent.ask_template is not None:
-                question = render(
+                question = await render_async(
                     agent.ask_template,
                     self.template_context(agent_run, activation.trigger),
                     agent=name,
@@ -366,7 +371,8 @@ class Activator:
         """``ctx.ask``: render the question over the state, ask, wait for the answer."""
         agent_run, _ = _owner(key)
         context = self.template_context(agent_run, ctx.signal)
-        text = render(compiled(question, agent_run.name), context, agent=ctx.agent, field="ask")
+        template = compiled(question, agent_run.name)
+        text = await render_async(template, context, agent=ctx.agent, field="ask")
         activation = key if isinstance(key, Activation) else None
         return await self._ask(activation, text, choices, output, timeout, agent_run.name)
 

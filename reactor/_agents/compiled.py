@@ -7,23 +7,24 @@ context for each evaluation, which costs far more than the expression itself. Th
 module compiles the common subset (names, constants, attribute and item access,
 comparisons, ``and`` / ``or`` / ``not``, ``is`` tests, arithmetic, conditional
 expressions, list and tuple literals, plain filters, and templates made of text and
-``{{ ... }}`` outputs) straight to closures that use the same sandbox (attribute and
-item access, filters and the bounded operators go through the sandboxed environment, so
-what Jinja refuses is refused here too) and the same strict undefined values. Anything
-else (statements, calls, filters that need the context, ...) falls back to Jinja2's own
-evaluation.
+``{{ ... }}`` outputs) straight to closures that read as the sandbox does (attributes
+and items through :mod:`reactor._agents.sandbox`'s data-only reads, the bounded
+operators through the environment, so what a template may not reach is refused here
+too) and with the same strict undefined values. Anything else (statements, calls,
+filters that need the context, ...) falls back to Jinja2's own evaluation.
 """
 
 from __future__ import annotations
 
 import operator
-import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jinja2
 import jinja2.nodes as nodes
 from jinja2.sandbox import SandboxedEnvironment
+
+from reactor._agents.sandbox import data_getattr
 
 __all__ = ["compile_fast", "compile_fast_template"]
 
@@ -48,42 +49,6 @@ _ARITHMETIC: dict[type[nodes.Expr], tuple[str, Callable[[Any, Any], Any]]] = {
     nodes.Mod: ("%", operator.mod),
     nodes.Pow: ("**", operator.pow),
 }
-
-
-_RISKY = frozenset(
-    {
-        types.FunctionType,
-        types.MethodType,
-        types.CodeType,
-        types.TracebackType,
-        types.FrameType,
-        types.GeneratorType,
-        types.CoroutineType,
-        types.AsyncGeneratorType,
-    }
-)
-"""Objects whose attributes the sandbox inspects one by one."""
-
-
-def _getattr(env: SandboxedEnvironment, obj: Any, attr: str) -> Any:
-    """``env.getattr(obj, attr)`` for an attribute not starting with ``_``, faster.
-
-    The sandbox refuses such an attribute only on functions, methods, classes, code,
-    frames and generators, and wraps ``str.format``; those, and any callable value, go
-    through the sandbox itself. Everything else is read as Jinja2 reads it: the
-    attribute, else the item, else a strict undefined value.
-    """
-    kind = type(obj)
-    if kind in _RISKY or issubclass(kind, type):
-        return env.getattr(obj, attr)
-    try:
-        value = getattr(obj, attr)
-    except AttributeError:
-        try:
-            return obj[attr]
-        except (TypeError, LookupError):
-            return env.undefined(obj=obj, name=attr)
-    return env.getattr(obj, attr) if callable(value) else value
 
 
 class _Unsupported(Exception):
@@ -143,6 +108,8 @@ def _compile(node: nodes.Node, env: SandboxedEnvironment) -> Evaluate:
             try:
                 return context[name]
             except KeyError:
+                if name in env.globals:  # range, dict, namespace, as Jinja reads them
+                    return env.globals[name]
                 return undefined(name=name)
 
         return lookup
@@ -150,7 +117,7 @@ def _compile(node: nodes.Node, env: SandboxedEnvironment) -> Evaluate:
         if node.attr.startswith("_"):
             raise _Unsupported  # Jinja's sandbox explains the refusal itself
         target, attr = _compile(node.node, env), node.attr
-        return lambda context: _getattr(env, target(context), attr)
+        return lambda context: data_getattr(env, target(context), attr)
     if isinstance(node, nodes.Getitem):
         target, key = _compile(node.node, env), _compile(node.arg, env)
         return lambda context: env.getitem(target(context), key(context))

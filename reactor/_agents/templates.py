@@ -1,10 +1,17 @@
-"""Jinja2 prompt templates and guard expressions: sandboxed, strict, bounded, compiled once.
+"""Jinja2 prompt templates and guard expressions: data only, strict, bounded, compiled once.
 
-Templates run in Jinja's sandbox with strict undefined values, so a missing variable
-is an error naming it, never an empty string. They are also bounded: a rendered text
-longer than ``REACTOR_MAX_TEMPLATE_CHARS`` (4,000,000 by default), a string or list
-repeated past that size, a huge power, or a template that recurses without end fails
-the activation with a :class:`~reactor.TemplateError` instead of eating the memory.
+Templates read plain data only (:mod:`reactor._agents.sandbox`): a path that leaves
+the data (to a module, a function, a class, a store) is a
+:class:`~reactor.TemplateSecurityError`, at definition when it can be seen there,
+else when it renders. Undefined values are strict, so a missing variable is an error
+naming it, never an empty string. Templates are also bounded: a rendered text longer
+than ``REACTOR_MAX_TEMPLATE_CHARS`` (4,000,000 by default), a string or list repeated
+past that size, a huge power, or a template that recurses without end fails the
+activation with a :class:`~reactor.TemplateError` instead of eating the memory.
+
+A template that names ``objects`` (``{{ objects.get("q_1").data.price }}``) reads the
+database, so it renders asynchronously (:func:`render_async`); a ``when`` expression
+is evaluated on every signal and may not query it.
 """
 
 from __future__ import annotations
@@ -19,12 +26,12 @@ import jinja2.meta
 import jinja2.nodes
 import pydantic
 import pydantic_core
-from jinja2.sandbox import SandboxedEnvironment
 
 from reactor._agents.compiled import compile_fast, compile_fast_template
+from reactor._agents.sandbox import DataEnvironment, Refused, data_getattr, refused_path
 from reactor._signals.settings import settings
 from reactor._signals.signal import json_fallback
-from reactor.exceptions import AgentConfigError, TemplateError
+from reactor.exceptions import AgentConfigError, TemplateError, TemplateSecurityError
 
 __all__ = [
     "CONTEXT_NAMES",
@@ -33,6 +40,7 @@ __all__ = [
     "compile_template",
     "compiled",
     "render",
+    "render_async",
     "state_references",
     "to_json",
     "top_level_names",
@@ -84,8 +92,8 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-class _Environment(SandboxedEnvironment):
-    """The sandbox, with repetition and powers bounded."""
+class _Environment(DataEnvironment):
+    """The data-only sandbox, with repetition and powers bounded."""
 
     intercepted_binops = frozenset({"*", "**"})
 
@@ -110,8 +118,29 @@ class _Environment(SandboxedEnvironment):
         return super().call_binop(context, operator, left, right)
 
 
-_ENV = _Environment(undefined=_Undefined, autoescape=False, keep_trailing_newline=True)
-_ENV.filters["tojson"] = to_json
+@jinja2.pass_environment
+def _attr(env: jinja2.Environment, obj: Any, name: str) -> Any:
+    """The ``attr`` filter, reading as ``obj.name`` does (data only)."""
+    return data_getattr(env, obj, str(name))
+
+
+def _environment(*, enable_async: bool) -> _Environment:
+    env = _Environment(
+        undefined=_Undefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        enable_async=enable_async,
+    )
+    for name in ("cycler", "joiner", "lipsum"):  # objects and functions, not data
+        del env.globals[name]
+    env.filters["tojson"] = to_json
+    env.filters["attr"] = _attr
+    return env
+
+
+_ENV = _environment(enable_async=False)
+_ASYNC_ENV = _environment(enable_async=True)
+"""Templates that name ``objects`` await its reads while they render."""
 
 
 class Template:
@@ -119,14 +148,16 @@ class Template:
 
     Attributes:
         source: The template's text.
+        needs_await: It names ``objects``: it renders with :func:`render_async` only.
     """
 
-    __slots__ = ("_fast", "_jinja", "source")
+    __slots__ = ("_fast", "_jinja", "needs_await", "source")
 
-    def __init__(self, source: str, jinja: jinja2.Template) -> None:
+    def __init__(self, source: str, jinja: jinja2.Template, *, needs_await: bool = False) -> None:
         self.source = source
         self._jinja = jinja
-        self._fast = compile_fast_template(source, _ENV)
+        self.needs_await = needs_await
+        self._fast = None if needs_await else compile_fast_template(source, _ENV)
 
     def render(self, context: Mapping[str, Any]) -> str:
         """Render with ``context`` (errors as Jinja2 raises them; see :func:`render`)."""
@@ -136,6 +167,17 @@ class Template:
         if len(text) > max_chars():
             raise _TooLong
         return text
+
+    async def render_async(self, context: Mapping[str, Any]) -> str:
+        """Render with ``context``, awaiting what the template reads (``objects``)."""
+        parts: list[str] = []
+        size, limit = 0, max_chars()
+        async for piece in self._jinja.generate_async(context):
+            size += len(piece)
+            if size > limit:
+                raise _TooLong
+            parts.append(piece)
+        return "".join(parts)
 
 
 class _TooLong(Exception):
@@ -147,8 +189,13 @@ def compile_template(source: str, *, agent: str | None, field: str) -> Template:
 
     Raises:
         AgentConfigError: The template has a syntax error (names the agent and line).
+        TemplateSecurityError: It reaches for something that is not data (named).
     """
     try:
+        tree = _ENV.parse(source)
+        _refuse_seen(tree, agent, field)
+        if "objects" in jinja2.meta.find_undeclared_variables(tree):
+            return Template(source, _ASYNC_ENV.from_string(source), needs_await=True)
         return Template(source, _ENV.from_string(source))
     except jinja2.TemplateSyntaxError as exc:
         raise AgentConfigError(
@@ -173,8 +220,21 @@ def compile_expression(source: str, *, agent: str | None) -> Expression:
 
     Raises:
         AgentConfigError: The expression has a syntax error.
+        TemplateSecurityError: It reaches for something that is not data, or queries
+            ``objects`` (a guard runs on every signal: query in the prompt, or read the
+            ``object`` that changed).
     """
     try:
+        tree = _ENV.parse(f"{{{{ {source} }}}}")
+        _refuse_seen(tree, agent, "when expression")
+        if "objects" in jinja2.meta.find_undeclared_variables(tree):
+            raise TemplateSecurityError(
+                f"Agent {agent or '(unnamed)'!r}: the `when` expression {source!r} queries "
+                "`objects`; a guard is evaluated on every signal and may not read the "
+                "database. Read `object` (what changed), or query `objects` in the prompt.",
+                agent=agent or "(unnamed)",
+                path="objects",
+            )
         slow = _ENV.compile_expression(source, undefined_to_none=False)
     except jinja2.TemplateSyntaxError as exc:
         raise AgentConfigError(
@@ -186,6 +246,23 @@ def compile_expression(source: str, *, agent: str | None) -> Expression:
         ) from exc
     fast = compile_fast(source, _ENV)
     return fast if fast is not None else lambda context: slow(**context)
+
+
+def _refuse_seen(tree: jinja2.nodes.Template, agent: str | None, field: str) -> None:
+    """Refuse a path that leaves the data where the template shows it already."""
+    refused = refused_path(tree)
+    if refused is not None:
+        raise _security_error(refused, agent or "(unnamed)", field)
+
+
+def _security_error(refused: Refused, agent: str, field: str) -> TemplateSecurityError:
+    return TemplateSecurityError(
+        f"Agent {agent!r}: the {field} reaches for {refused.path!r}, which is not data "
+        f"({refused.why}). Templates read only {', '.join(CONTEXT_NAMES)}, object and "
+        "objects (get, find, list) and the run's scope, as plain data.",
+        agent=agent,
+        path=refused.path,
+    )
 
 
 def _reason(exc: jinja2.TemplateSyntaxError) -> str:
@@ -242,50 +319,98 @@ def render(
     """Render a template, or evaluate an expression to a truth value, with ``context``.
 
     Raises:
+        TemplateSecurityError: The template reached for something that is not data.
         TemplateError: A variable or attribute is missing (named in the message), the
-            sandbox refused an operation, the output is too long, or the template failed
-            in another way. Never a raw Jinja error.
+            sandbox refused an operation, the output is too long, the template queries
+            ``objects`` where nothing can wait for it, or the template failed in
+            another way. Never a raw Jinja error.
         ServiceConfigError: A ``REACTOR_*`` variable is bad (read here the first time).
     """
     max_chars()  # a bad setting is raised as itself, not as the template's failure
     try:
         if isinstance(template, Template):
+            if template.needs_await:
+                raise TemplateError(
+                    f"Agent {agent!r}: the {field} queries `objects`, which only an "
+                    "agent's activation can wait for; read `object` here instead.",
+                    agent=agent,
+                )
             return template.render(context)
         return bool(template(context))
-    except _TooLong:
-        raise TemplateError(
+    except Exception as exc:
+        error = _template_error(exc, agent, field)
+        if error is exc:
+            raise
+        raise error from _cause(exc)
+
+
+async def render_async(
+    template: Template, context: Mapping[str, Any], *, agent: str, field: str
+) -> str:
+    """Render a template, awaiting what it reads (``objects``) when it needs to.
+
+    Raises:
+        TemplateSecurityError, TemplateError: As :func:`render`.
+    """
+    if not template.needs_await:
+        return str(render(template, context, agent=agent, field=field))
+    max_chars()
+    try:
+        return await template.render_async(context)
+    except Exception as exc:
+        error = _template_error(exc, agent, field)
+        if error is exc:
+            raise
+        raise error from _cause(exc)
+
+
+def _cause(exc: Exception) -> Exception | None:
+    """What a template error is raised from: only an error Jinja did not explain."""
+    explained = (_TooLong, jinja2.UndefinedError, jinja2.exceptions.SecurityError, RecursionError)
+    return None if isinstance(exc, explained) else exc
+
+
+def _template_error(exc: Exception, agent: str, field: str) -> Exception:
+    """The error a template's failure is raised as (an unexpected one as itself)."""
+    if isinstance(exc, TemplateError):
+        return exc
+    if isinstance(exc, Refused):
+        return _security_error(exc, agent, field)
+    if isinstance(exc, _TooLong):
+        return TemplateError(
             f"Agent {agent!r}: the {field} rendered more than {max_chars():,} characters; "
             "shorten what it includes, or raise REACTOR_MAX_TEMPLATE_CHARS.",
             agent=agent,
-        ) from None
-    except jinja2.UndefinedError as exc:
+        )
+    if isinstance(exc, jinja2.UndefinedError):
         message = str(exc)
         found = _MISSING_NAME.search(message) or _MISSING_ATTR.search(message)
         variable = found.group(1) if found else None
-        raise TemplateError(
+        return TemplateError(
             f"Agent {agent!r}: the {field} uses {variable!r}, which is not defined "
             f"({message}). Available: {', '.join(CONTEXT_NAMES)}; guard optional values "
             "with `is defined` or the `default` filter.",
             agent=agent,
             variable=variable,
-        ) from None
-    except jinja2.exceptions.SecurityError as exc:
-        raise TemplateError(
+        )
+    if isinstance(exc, jinja2.exceptions.SecurityError):
+        return TemplateError(
             f"Agent {agent!r}: the {field} did something the template sandbox does not "
             f"allow: {exc}.",
             agent=agent,
-        ) from None
-    except RecursionError:
-        raise TemplateError(
+        )
+    if isinstance(exc, RecursionError):
+        return TemplateError(
             f"Agent {agent!r}: the {field} recursed too deeply (a macro calling itself "
             "without end?).",
             agent=agent,
-        ) from None
-    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
-        raise TemplateError(
+        )
+    if isinstance(exc, jinja2.TemplateError | TypeError | ValueError | ArithmeticError):
+        return TemplateError(
             f"Agent {agent!r}: the {field} failed to render: {type(exc).__name__}: {exc}.",
             agent=agent,
-        ) from exc
+        )
+    return exc
 
 
 def _bounded(pieces: Iterable[str]) -> str:

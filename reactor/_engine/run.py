@@ -25,6 +25,7 @@ from reactor._activation.fold import LogFold
 from reactor._activation.resume import ResumePlan
 from reactor._activation.timers import TIMERS, Timers
 from reactor._agents.asking import Asking
+from reactor._agents.sandbox import template_values
 from reactor._engine.collector import run_finished, run_started
 from reactor._engine.costs import Costs
 from reactor._engine.opening import Forked, announce, first_signal, last_signal
@@ -64,7 +65,7 @@ class Run:
         "_started", "_timer", "_timers", "_wake", "agents", "bus", "closed", "costs", "end_signal",
         "ending", "error", "extras", "failures", "forked", "graph", "input", "live", "options",
         "outside", "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope",
-        "status", "store", "suspended", "target", "target_hash",
+        "status", "store", "suspended", "target", "target_hash", "template_scope",
     )  # fmt: skip
 
     def __init__(
@@ -84,6 +85,7 @@ class Run:
         self.input: Any = options.input
         self.provider: Provider | None = options.provider
         self.scope: Mapping[str, Any] = options.scope or {}
+        self.template_scope = template_values(self.scope)
         self.live = live
         self.target = target or options.target
         self.target_hash = target_hash

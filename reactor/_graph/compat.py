@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from reactor._activation.resume import ResumePlan
 from reactor._agents.context import AgentContext
 from reactor._agents.fingerprint import PARTS, fingerprints
+from reactor._agents.sandbox import template_values
 from reactor._agents.templates import render
 from reactor._engine.routes import routes_of
 from reactor._engine.runspec import GraphSpec
@@ -230,7 +231,7 @@ def _decides(
     try:
         if agent.when_expression is not None:
             context = {
-                **scope,
+                **template_values(scope),
                 "state": store.state,
                 "input": log.input,
                 "signal": trigger,

@@ -18,7 +18,7 @@ import pydantic
 
 from reactor._agents.output import OutputSpec, feedback, summarize_errors
 from reactor._agents.skills import Skill, system_with_skills
-from reactor._agents.templates import Template, render, to_json
+from reactor._agents.templates import Template, render, render_async, to_json
 from reactor._prompts.signalled import CallSite, SignalledCall, turn_to_start
 from reactor._providers.base import End, Message, Provider, ProviderEvent, ProviderRequest
 from reactor._providers.hooks import NO_HOOKS, Hooks
@@ -107,13 +107,47 @@ class ModelCall:
         """
         if provider is None:
             raise no_provider(name)
+        template = agent.prompt_template
+        assert template is not None
+        if template.needs_await or (agent.system_template and agent.system_template.needs_await):
+            return self._render_then_call(agent, name, provider, context, answers, extra_tools)
         system = (
             render(agent.system_template, context, agent=name, field="system prompt")
             if agent.system_template is not None
             else None
         )
+        prompt = render(template, context, agent=name, field="prompt")
+        return self._call(agent, name, provider, system, prompt, answers, extra_tools)
+
+    async def _render_then_call(
+        self,
+        agent: ModelAgent,
+        name: str,
+        provider: Provider,
+        context: Mapping[str, Any],
+        answers: Answers | None,
+        extra_tools: tuple[Tool, ...],
+    ) -> Any:
+        """:meth:`call_model` of templates that read ``objects``: rendered awaiting them."""
+        system = None
+        if agent.system_template is not None:
+            system = await render_async(
+                agent.system_template, context, agent=name, field="system prompt"
+            )
         assert agent.prompt_template is not None
-        prompt = render(agent.prompt_template, context, agent=name, field="prompt")
+        prompt = await render_async(agent.prompt_template, context, agent=name, field="prompt")
+        return await self._call(agent, name, provider, system, prompt, answers, extra_tools)
+
+    def _call(
+        self,
+        agent: ModelAgent,
+        name: str,
+        provider: Provider,
+        system: str | None,
+        prompt: str,
+        answers: Answers | None,
+        extra_tools: tuple[Tool, ...],
+    ) -> Coroutine[Any, Any, Any]:
         return self.converse(
             provider,
             name=name,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactor._agents.agent import Agent
 from reactor._agents.skills import system_with_skills
-from reactor._agents.templates import render
+from reactor._agents.templates import render_async
 from reactor._prompts.modelcall import Answers, ModelCall
 from reactor._prompts.prompting import reflect
 from reactor._providers.hooks import SessionInfo, call_hook
@@ -43,7 +43,7 @@ async def session_output(
     info = SessionInfo(name, run_id, "")
     if hooks.session_start:
         prompt = agent.prompt_template
-        text = render(prompt, context, agent=name, field="prompt") if prompt else ""
+        text = await render_async(prompt, context, agent=name, field="prompt") if prompt else ""
         info = SessionInfo(name, run_id, text)
         for hook in hooks.session_start:
             await call_hook(hook, info)
@@ -74,7 +74,9 @@ async def _reflect(
     """Ask the model to check an LLM agent's answer (``enable_reflection``)."""
     assert agent.prompt_template is not None
     template = agent.system_template
-    system = render(template, context, agent=name, field="system prompt") if template else None
+    system = None
+    if template is not None:
+        system = await render_async(template, context, agent=name, field="system prompt")
     ask = {
         "name": name,
         "system": system_with_skills(system, agent.skills),
@@ -85,5 +87,5 @@ async def _reflect(
         "hooks": agent.hooks,
         "answers": answers,
     }
-    user = render(agent.prompt_template, context, agent=name, field="prompt")
+    user = await render_async(agent.prompt_template, context, agent=name, field="prompt")
     return await reflect(calls, provider, user, output, agent.max_reflections, ask)

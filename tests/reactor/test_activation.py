@@ -349,9 +349,9 @@ async def test_run_handlers_without_any_provider_see_none() -> None:
             id="guard-typo",
         ),
         pytest.param(
-            "signal.__class__",
+            "signal['__cla' ~ 'ss__']",  # a path built at run time: refused when it renders
             "x",
-            r"^Agent 'a': the when expression did something the template sandbox does not allow",
+            r"^Agent 'a': the when expression reaches for 'Signal.__class__', which is not data",
             id="sandbox",
         ),
         pytest.param(

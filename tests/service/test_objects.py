@@ -284,3 +284,25 @@ async def test_a_write_cut_off_by_the_store_going_away_is_unavailable_not_invali
         writes._writer.cancel()  # what stopping the loop mid-write does to it
         with pytest.raises(ServiceStateError, match="read the object again"):
             await creating
+
+
+async def test_find_matches_top_level_fields_by_value_newest_first(url: str) -> None:
+    async with ObjectStore(url) as objects:
+        a = await objects.create("Quote", {"symbol": "ACME", "live": True, "size": 3, "note": None})
+        b = await objects.create("Quote", {"symbol": "ACME", "live": False, "size": 3})
+        await objects.create("Quote", {"symbol": "INIT", "live": True, "size": 1})
+        await objects.create("Order", {"symbol": "ACME"})
+        newest_first = [b.id, a.id]
+        assert [o.id for o in await objects.find("Quote", {"symbol": "ACME"})] == newest_first
+        assert [o.id for o in await objects.find("Quote", {"symbol": "ACME", "live": True})] == [
+            a.id
+        ]
+        assert [o.id for o in await objects.find("Quote", {"size": 3, "live": False})] == [b.id]
+        assert [o.id for o in await objects.find("Quote", {"symbol": "ACME"}, limit=1)] == [b.id]
+        assert len(await objects.find("Quote")) == 3
+        assert await objects.find("Quote", {"symbol": "NONE"}) == []
+        assert [o.id for o in await objects.find("Quote", {"note": None})] == [a.id]
+        with pytest.raises(ServiceConfigError, match=r"^Cannot find objects by 'data\.x'"):
+            await objects.find("Quote", {"data.x": 1})
+        with pytest.raises(ServiceConfigError, match=r"^Cannot find objects by size= a list"):
+            await objects.find("Quote", {"size": [3]})

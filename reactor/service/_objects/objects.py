@@ -21,6 +21,7 @@ from reactor.service._objects.rows import (
     STORED_TYPES,
     ObjectPage,
     event_from_row,
+    find_query,
     object_from_row,
     object_page,
     page_query,
@@ -304,6 +305,30 @@ class ObjectStore:
         query = sa.select(objects).order_by(objects.c.created_at, objects.c.id).limit(limit)
         if type is not None:
             query = query.where(objects.c.type == type)
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [object_from_row(row) for row in rows]
+
+    async def find(
+        self, type: str, where: Mapping[str, Any] | None = None, *, limit: int = 50
+    ) -> builtins.list[StoredObject]:
+        """The objects of ``type`` whose data has each field of ``where`` equal to its value.
+
+        The most recently changed first, at most ``limit`` (1 to 500), in one query:
+        ``find("Quote", {"symbol": "AAPL"})``.
+
+        Raises:
+            ServiceConfigError: A field is not a top-level name, a value is not a
+                string, a number, a boolean or None, or ``limit`` is out of range.
+        """
+        check_text(type, "type")
+        where = dict(where or {})
+        for field, value in where.items():
+            check_text(field, "field")
+            if isinstance(value, str):
+                check_text(value, field)
+        query = find_query(type, where, limit=limit, dialect=self.db.dialect)
+        await self.open()
         async with self.db.read() as conn:
             rows = (await conn.execute(query)).all()
         return [object_from_row(row) for row in rows]

@@ -8,12 +8,14 @@ last object's ``updated_at`` and id, so each page is one indexed read
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import pydantic
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from reactor._signals.signal import iso_time
 from reactor.exceptions import ServiceConfigError
@@ -34,6 +36,7 @@ __all__ = [
     "actor_from_row",
     "entry_from_row",
     "event_from_row",
+    "find_query",
     "object_from_row",
     "object_page",
     "operations_adapter",
@@ -232,6 +235,53 @@ def page_query(
     if created_by:
         query = query.where(_created_by(created_by))
     return query
+
+
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_MATCHABLE = (str, int, float, bool, type(None))
+
+
+def find_query(type: str, where: Mapping[str, Any], *, limit: int, dialect: str) -> sa.Select[Any]:
+    """The objects of ``type`` whose data has each field of ``where`` equal to its value.
+
+    The most recently changed first, at most ``limit``. On PostgreSQL one ``@>``
+    containment test of the ``jsonb`` data; on SQLite one ``json_extract`` a field.
+
+    Raises:
+        ServiceConfigError: A field is not a plain name, a value is not a string, a
+            number, a boolean or None, or ``limit`` is out of range.
+    """
+    if not 1 <= limit <= MAX_PAGE:
+        raise ServiceConfigError(f"limit must be 1 to {MAX_PAGE}, got {limit}.")
+    for field, value in where.items():
+        if not _FIELD_NAME.match(field):
+            raise ServiceConfigError(
+                f"Cannot find objects by {field!r}: name a top-level field (letters, "
+                "digits and '_')."
+            )
+        if not isinstance(value, _MATCHABLE):
+            raise ServiceConfigError(
+                f"Cannot find objects by {field}= {type_name(value)}: compare a field with "
+                "a string, a number, a boolean or None."
+            )
+    order = (objects.c.updated_at.desc(), objects.c.id.desc())
+    query = sa.select(objects).where(objects.c.type == type).order_by(*order).limit(limit)
+    if not where:
+        return query
+    if dialect == "postgresql":
+        data = sa.type_coerce(objects.c.data, postgresql.JSONB)
+        return query.where(data.contains(dict(where)))
+    for field, value in where.items():
+        if value is None:  # a null field, as jsonb's @> has it (a missing one is not null)
+            query = query.where(sa.func.json_type(objects.c.data, f"$.{field}") == "null")
+        else:
+            query = query.where(sa.func.json_extract(objects.c.data, f"$.{field}") == value)
+    return query
+
+
+def type_name(value: Any) -> str:
+    """A value's type as a JSON user knows it."""
+    return f"a {type(value).__name__}"
 
 
 def object_page(rows: Sequence[sa.Row[Any]], limit: int) -> ObjectPage:

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 
 from reactor._agents.reaction import ObjectEvent as EventKind
+from reactor._agents.sandbox import register_template_value
 from reactor._signals.names import agent_actor, object_signal
 from reactor._signals.payloads import ActorPayload, CausePayload, ObjectChanged
 
@@ -313,3 +314,11 @@ class ObjectEvent(pydantic.BaseModel):
             "actor": self.actor.payload(),
             "cause": None if self.cause is None else self.cause.payload(),
         }
+
+
+def _plain(value: pydantic.BaseModel) -> dict[str, Any]:
+    return value.model_dump(mode="json")
+
+
+register_template_value(StoredObject, _plain)
+register_template_value(ObjectEvent, _plain)

@@ -19,7 +19,7 @@ from pydantic_core import core_schema as cs
 
 from reactor._agents.agent import Agent, agent
 from reactor._agents.reaction import Capabilities, ExecutionMode, Reaction
-from reactor.exceptions import AgentConfigError, TemplateError
+from reactor.exceptions import AgentConfigError, TemplateError, TemplateSecurityError
 from reactor.service._objects.changes import Changes
 from reactor.service._objects.values import NAME_LENGTH
 from reactor.service._reactions.cron import cron_problem
@@ -243,6 +243,11 @@ def build_agent(name: str, row: dict[str, Any]) -> Agent:
             execution_mode=row.get("execution_mode") or "suggest",
             capabilities=Capabilities.from_config(row["capabilities"]),
         )
+    except TemplateSecurityError as exc:
+        field = "role" if " the system " in str(exc) else "prompt"
+        raise TemplateSecurityError(
+            f"Agent {name!r}: {field}: {exc}", agent=name, path=exc.path
+        ) from None
     except TemplateError as exc:
         raise _problem(name, "prompt", f"{exc}") from None
     except AgentConfigError as exc:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reactor._agents.context import AgentContext
+from reactor._agents.sandbox import template_values
 from reactor._agents.templates import render
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import HARNESS_START
@@ -45,9 +46,13 @@ def guard_skips(
     try:
         if agent.when_expression is not None:
             context = {
-                **scope, "state": store.state, "input": input, "signal": start, "agent": name,
+                **template_values(scope),
+                "state": store.state,
+                "input": input,
+                "signal": start,
+                "agent": name,
                 "run_id": run_id,
-            }  # fmt: skip
+            }
             passed = render(agent.when_expression, context, agent=name, field="when expression")
         else:
             ctx = AgentContext(name, run_id, start, input, store, None, None, scope)

@@ -3,6 +3,9 @@
 A reaction's agent sees :class:`AgentObjects` (its changes follow its execution mode);
 every other run of the service (a graph's agents, cron and manual agents) sees
 :class:`RunObjects`, whose changes are applied at once as the agent making them.
+Templates see neither: they see an :class:`~reactor._agents.sandbox.ObjectsView`
+whose reads return plain dicts (``objects.get(id)``, ``objects.find(type, **fields)``,
+``objects.list(type)``), and nothing else of the store.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from reactor._agents.reaction import Capabilities, ExecutionMode
+from reactor._agents.sandbox import ObjectsView, register_template_value
 from reactor._signals.bus import current_signal
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
@@ -105,6 +109,30 @@ class _Reads:
     ) -> builtins.list[ObjectEvent]:
         """Stored changes (see :meth:`ObjectStore.events`)."""
         return await self.store.events(object_id, since)
+
+
+def _plain(stored: StoredObject) -> dict[str, Any]:
+    return stored.model_dump(mode="json")
+
+
+def _template_view(view: _Reads) -> ObjectsView:
+    """What templates see of a view: three reads, each returning plain dicts."""
+    store = view.store
+
+    async def get(id: str) -> dict[str, Any]:
+        return _plain(await store.get(str(id)))
+
+    async def find(type: str, **fields: Any) -> builtins.list[dict[str, Any]]:
+        return [_plain(found) for found in await store.find(str(type), fields)]
+
+    async def listed(type: str | None = None, *, limit: int = 50) -> builtins.list[dict[str, Any]]:
+        found = await store.page(None if type is None else str(type), limit=int(limit))
+        return [_plain(stored) for stored in found.objects]
+
+    return ObjectsView(get=get, find=find, list=listed)
+
+
+register_template_value(_Reads, _template_view)
 
 
 class AgentObjects(_Reads):
