@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import pydantic
 from pydantic_settings import (
@@ -71,7 +72,13 @@ def parse_duration(text: str) -> timedelta:
             f"{text!r} is not a duration; write a whole number and a unit: 30d (days), "
             "12h (hours), 90m (minutes), 45s (seconds) or 2w (weeks)."
         )
-    return timedelta(seconds=int(number) * _UNITS[unit])
+    try:
+        return timedelta(seconds=int(number) * _UNITS[unit])
+    except OverflowError:
+        raise ValueError(
+            f"{text!r} is longer than any duration this can keep (about 2.7 million years); "
+            "write a shorter one, e.g. 52w."
+        ) from None
 
 
 def database_location(text: str, *, memory: bool = False) -> Path | str:
@@ -105,16 +112,50 @@ def database_location(text: str, *, memory: bool = False) -> Path | str:
     return Path(path)
 
 
+_SECRET_PARAMETERS = frozenset(
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "sslpassword",
+        "token",
+        "access_token",
+        "auth",
+        "secret",
+        "client_secret",
+        "api_key",
+        "apikey",
+    }
+)
+"""Query-string parameters whose values are secrets (PostgreSQL and Redis take ``password``
+and ``sslpassword`` there, as other services take tokens)."""
+
+
 def masked_url(url: str) -> str:
-    """``url`` with its password (if it has one) shown as ``***``."""
+    """``url`` as it may be shown: its password and query-string secrets as ``***``.
+
+    ``postgresql://app:s3cret@db/app?sslpassword=k3y&sslmode=require`` is shown as
+    ``postgresql://app:***@db/app?sslpassword=***&sslmode=require``.
+    """
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
+    rest, hash_, fragment = rest.partition("#")
+    rest, question, query = rest.partition("?")
     authority, slash, path = rest.partition("/")
     user, at, host = authority.rpartition("@")
-    if not at or ":" not in user:
-        return url
-    return f"{scheme}://{user.partition(':')[0]}:***@{host}{slash}{path}"
+    if at and ":" in user:
+        authority = f"{user.partition(':')[0]}:***@{host}"
+    if question:
+        query = "&".join(_masked_parameter(part) for part in query.split("&"))
+    return f"{scheme}://{authority}{slash}{path}{question}{query}{hash_}{fragment}"
+
+
+def _masked_parameter(part: str) -> str:
+    name, equals, value = part.partition("=")
+    if equals and value and name.strip().lower() in _SECRET_PARAMETERS:
+        return f"{name}=***"
+    return part
 
 
 def _text(value: object) -> str:
@@ -186,7 +227,27 @@ def _redis(value: object) -> str:
     text = _text(value)
     if not text.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError("must be a Redis URL like redis://127.0.0.1:6379/0")
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  # reading it checks it: a port that is not a number raises
+        _redis_options(text)
+    except ValueError as exc:
+        raise ValueError(
+            f"is not a URL Redis can use ({exc}); write it like redis://:password@host:6379/0"
+        ) from None
+    database = parts.path.strip("/")
+    if parts.scheme != "unix" and not (database == "" or database.isdigit()):
+        raise ValueError(f"names the database {database!r}; Redis databases are numbers (/0)")
     return text
+
+
+def _redis_options(url: str) -> None:
+    """Read ``url`` as redis-py will (its query options too), where it is installed."""
+    try:
+        from redis.connection import parse_url
+    except ImportError:  # without the scaleout extra nothing connects to Redis
+        return
+    parse_url(url)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
 
 
 def _hosts(value: object) -> tuple[str, ...]:
@@ -413,7 +474,12 @@ def _lines(error: pydantic.ValidationError, options: Mapping[str, object]) -> st
             lines.setdefault(field, f"{field!r} is not a setting")
             continue
         given = problem.get("input")
-        shown = "'***'" if field in _SECRET else repr(_text(given))
+        if field in _SECRET:
+            shown = "'***'"
+        elif field in _URLS:
+            shown = repr(masked_url(_text(given)))
+        else:
+            shown = repr(_text(given))
         message = str(problem["msg"]).removeprefix("Value error, ")
         lines.setdefault(field, f"{name}={shown}: {message}")
     return "\n".join(lines.values())

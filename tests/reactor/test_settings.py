@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -239,3 +241,96 @@ def test_reactor_service_settings_is_this_class_and_needs_no_service_stack() -> 
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        pytest.param(
+            "postgresql://app:s3cret@db/app?sslpassword=k3y&sslmode=require",
+            "postgresql://app:***@db/app?sslpassword=***&sslmode=require",
+            id="postgres-sslpassword",
+        ),
+        pytest.param(
+            "postgresql://db/app?user=app&password=s3cret",
+            "postgresql://db/app?user=app&password=***",
+            id="postgres-password-parameter",
+        ),
+        pytest.param(
+            "rediss://cache:6380/2?password=s3cret&ssl_cert_reqs=none",
+            "rediss://cache:6380/2?password=***&ssl_cert_reqs=none",
+            id="redis-password-parameter",
+        ),
+        pytest.param(
+            "https://collector/v1?token=s3cret&Api_Key=k3y#x",
+            "https://collector/v1?token=***&Api_Key=***#x",
+            id="tokens-any-case",
+        ),
+    ],
+)
+def test_secrets_in_the_query_string_are_masked_like_a_password(url: str, shown: str) -> None:
+    assert masked_url(url) == shown
+
+
+def test_query_string_secrets_are_masked_in_the_settings_and_their_errors() -> None:
+    config = Settings.from_environ(
+        {"REACTOR_SERVICE_DB": "postgresql://db/app?password=s3cret&sslpassword=k3y"}
+    )
+    shown = {name: value for name, value, _ in config.effective()}
+    assert shown["REACTOR_SERVICE_DB"] == "postgresql://db/app?password=***&sslpassword=***"
+    with pytest.raises(ServiceConfigError) as raised:
+        Settings.from_environ({"REACTOR_REDIS_URL": "redis://:s3cret@[::1"})
+    assert str(raised.value) == (
+        "REACTOR_REDIS_URL='redis://:***@[::1': is not a URL Redis can use (Invalid IPv6 URL); "
+        "write it like redis://:password@host:6379/0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "line"),
+    [
+        pytest.param(
+            "REACTOR_RETENTION",
+            "99999999999w",
+            "REACTOR_RETENTION='99999999999w': is not a duration",
+            id="retention-overflow",
+        ),
+        pytest.param(
+            "REACTOR_REDIS_URL",
+            "redis://cache:port/0",
+            "REACTOR_REDIS_URL='redis://cache:port/0': is not a URL Redis can use",
+            id="redis-port",
+        ),
+        pytest.param(
+            "REACTOR_REDIS_URL",
+            "redis://cache:6379/0?password=s3cret&db=x",
+            "REACTOR_REDIS_URL='redis://cache:6379/0?password=***&db=x': is not a URL Redis "
+            "can use",
+            id="redis-option",
+        ),
+        pytest.param(
+            "REACTOR_REDIS_URL",
+            "redis://cache:6379/queue",
+            "REACTOR_REDIS_URL='redis://cache:6379/queue': names the database 'queue'; Redis "
+            "databases are numbers (/0)",
+            id="redis-database",
+        ),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2_from_the_command(
+    variable: str, value: str, line: str, tmp_path: Path
+) -> None:
+    environ = {**os.environ, variable: value}
+    done = subprocess.run(
+        [sys.executable, "-m", "reactor", "serve", "--db", str(tmp_path / "app.db"), "--port", "0"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    output = (done.stdout + done.stderr).strip().splitlines()
+    assert len(output) == 1, output
+    assert line in json.loads(output[0])["error"]
+    assert "s3cret" not in output[0]
+    assert "Traceback" not in output[0]

@@ -46,6 +46,7 @@ from reactor.exceptions import (
     SuggestionNotFoundError,
     SuggestionResolvedError,
     SuggestionStaleError,
+    TemplateError,
 )
 from reactor.service._api.access import LOCAL_USER, Tokens
 from reactor.service._api.accesslog import CALLER
@@ -54,6 +55,7 @@ from reactor.service._objects.values import User
 
 __all__ = [
     "CHECKS",
+    "MAX_CURSOR",
     "ApiError",
     "Caller",
     "Service",
@@ -65,6 +67,12 @@ __all__ = [
     "state_of",
     "user_of",
 ]
+
+MAX_CURSOR = 2**63 - 1
+"""The largest ``seq``, id or cursor a request may give: the databases' 64-bit integers.
+
+A larger one is ``422`` where it is read (``fastapi.Query(le=MAX_CURSOR)``), never an
+overflow in the database."""
 
 KINDS = {
     400: "bad_request",
@@ -101,6 +109,7 @@ STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
     (ReplyValidationError, 422),
     (ServiceConfigError, 422),
     (StateValidationError, 422),
+    (TemplateError, 422),
 )
 """The status of each error the service raises on purpose (the first match wins)."""
 

@@ -11,7 +11,12 @@ browser is on this machine too. So, with tokens or without:
 * a body sent to ``/api`` must be ``Content-Type: application/json`` (``415``), so
   that no form or ``text/plain`` request another page can make is read as JSON;
 * a body over ``REACTOR_MAX_BODY`` bytes (default 1 MiB) gets ``413`` before it is
-  read whole.
+  read whole;
+* a body holding a NUL character (U+0000), in a JSON string or a form field, gets
+  ``422`` naming the field before any route reads it: PostgreSQL cannot store one in
+  text (an abort's reason, an agent's name or prompt), SQLite can, and both must answer
+  alike; so nothing a request carries reaches a write that fails for it, and fails
+  other runs' writes with it.
 
 | variable | meaning | default |
 |---|---|---|
@@ -25,7 +30,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -111,7 +116,7 @@ class Guard:
             return
         if scope["type"] == "http" and scope["method"] in _CHANGING:
             try:
-                receive = await self._bounded(headers, receive)
+                body, receive = await self._bounded(headers, receive)
             except _TooLarge:
                 limit = self.settings.max_body
                 await _answer(
@@ -120,6 +125,16 @@ class Guard:
                     413,
                     f"The request body is over {limit} bytes ({MAX_BODY_ENV}); send less, "
                     "or ask the operator to raise the limit.",
+                )
+                return
+            field = nul_field(body, headers.get("content-type", ""))
+            if field is not None:
+                await _answer(
+                    scope,
+                    send,
+                    422,
+                    f"The request is invalid: {field} holds a NUL character (U+0000), which "
+                    "cannot be stored; nothing was changed. Remove it and send again.",
                 )
                 return
         await self.app(scope, receive, send)
@@ -160,8 +175,8 @@ class Guard:
                 )
         return None
 
-    async def _bounded(self, headers: Mapping[str, str], receive: Receive) -> Receive:
-        """The body read whole (up to the limit), handed to the app as it was sent."""
+    async def _bounded(self, headers: Mapping[str, str], receive: Receive) -> tuple[bytes, Receive]:
+        """The body read whole (up to the limit), and a ``receive`` handing it to the app."""
         limit = self.settings.max_body
         length = headers.get("content-length", "")
         if length.strip().isdigit() and int(length) > limit:
@@ -172,7 +187,7 @@ class Guard:
             message = await receive()
             if message["type"] != "http.request":
                 chunks.clear()
-                return _replay([message], receive)
+                return b"", _replay([message], receive)
             body = message.get("body", b"")
             size += len(body)
             if size > limit:
@@ -180,8 +195,47 @@ class Guard:
             chunks.append(body)
             if not message.get("more_body", False):
                 break
-        first: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        return _replay([first], receive)
+        body = b"".join(chunks)
+        first: Message = {"type": "http.request", "body": body, "more_body": False}
+        return body, _replay([first], receive)
+
+
+def nul_field(body: bytes, content_type: str) -> str | None:
+    """The field of a JSON or form body that holds a NUL character, if one does.
+
+    JSON can hold one only escaped (a backslash, then ``u0000``) and a form only as
+    ``%00``: a body without either is passed at the cost of one search.
+    """
+    kind = content_type.split(";")[0].strip().lower()
+    if kind == "application/json" and b"\\u0000" in body:
+        try:
+            return _json_nul(json.loads(body), "")
+        except ValueError:  # not JSON: the route answers that
+            return None
+    if kind == "application/x-www-form-urlencoded" and b"%00" in body:
+        for name, value in parse_qsl(body.decode("latin-1"), keep_blank_values=True):
+            if "\x00" in name or "\x00" in value:
+                return name.replace("\x00", "\\x00")
+    return None
+
+
+def _json_nul(value: Any, path: str) -> str | None:
+    if isinstance(value, str):
+        return (path or "the body") if "\x00" in value else None
+    if isinstance(value, list):
+        items: Iterable[tuple[Any, Any]] = enumerate(value)
+    elif isinstance(value, dict):
+        items = value.items()
+    else:
+        return None
+    for key, item in items:
+        inner = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}".lstrip(".")
+        if isinstance(key, str) and "\x00" in key:
+            return inner.replace("\x00", "\\x00")
+        found = _json_nul(item, inner)
+        if found is not None:
+            return found
+    return None
 
 
 def _route_path(scope: Scope) -> str:
@@ -203,7 +257,7 @@ async def _answer(scope: Scope, send: Send, status: int, detail: str) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008, "reason": detail[:120]})
         return
-    kinds = {403: "forbidden", 413: "too_large", 415: "unsupported_media_type"}
+    kinds = {403: "forbidden", 413: "too_large", 415: "unsupported_media_type", 422: "invalid"}
     body = json.dumps({"error": kinds.get(status, "error"), "detail": detail}).encode()
     head: list[tuple[bytes, bytes]] = [
         (b"content-type", b"application/json"),

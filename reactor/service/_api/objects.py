@@ -18,7 +18,7 @@ import fastapi
 import pydantic
 
 from reactor._signals.diagnostics import log
-from reactor.service._api.base import CHECKS, ApiError, Caller, Service
+from reactor.service._api.base import CHECKS, MAX_CURSOR, ApiError, Caller, Service
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import (
     EntryStatus,
@@ -167,7 +167,9 @@ async def processing_history(
     service: Service,
     suggestion_id: str | None = None,
     object_id: str | None = None,
-    after: Annotated[int | None, fastapi.Query(ge=0, description="After this id.")] = None,
+    after: Annotated[
+        int | None, fastapi.Query(ge=0, le=MAX_CURSOR, description="After this id.")
+    ] = None,
     limit: Limit = 1000,
 ) -> list[HistoryEntry]:
     """What people decided (``suggestion:approved``, ``suggestion:rejected``), oldest first."""
@@ -178,8 +180,11 @@ async def processing_history(
     )
 
 
+EntryId = Annotated[int, fastapi.Path(ge=1, le=MAX_CURSOR, description="The entry's id.")]
+
+
 @suggestions_router.post("/processing-log/{entry_id}/retry", tags=["processing log"])
-async def retry(entry_id: int, service: Service, user: Caller) -> ProcessingEntry:
+async def retry(entry_id: EntryId, service: Service, user: Caller) -> ProcessingEntry:
     """Process a ``failed`` or ``abandoned`` entry again (404 unknown, 409 another status)."""
     return await retry_entry(service, entry_id, user)
 

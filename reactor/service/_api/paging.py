@@ -23,7 +23,7 @@ from reactor._recording.store import PAGE
 from reactor._signals.patterns import Pattern, compile_pattern
 from reactor._signals.signal import Signal, iso_time
 from reactor.exceptions import PatternError, RunNotFoundError
-from reactor.service._api.base import CHECKS, ApiError, Service
+from reactor.service._api.base import CHECKS, MAX_CURSOR, ApiError, Service
 from reactor.service._api.reads import (
     TAIL,
     earlier,
@@ -110,8 +110,10 @@ def _names(given: list[str] | None) -> list[Pattern] | None:
     return list(dict.fromkeys(names)) or None
 
 
-After = Annotated[int, fastapi.Query(ge=0, description="signals after this seq")]
-Before = Annotated[int | None, fastapi.Query(ge=1, description="signals before this seq")]
+After = Annotated[int, fastapi.Query(ge=0, le=MAX_CURSOR, description="signals after this seq")]
+Before = Annotated[
+    int | None, fastapi.Query(ge=1, le=MAX_CURSOR, description="signals before this seq")
+]
 Limit = Annotated[int, fastapi.Query(ge=1, le=PAGE, description="signals at most (1 to 1,000)")]
 Names = Annotated[
     list[str] | None,

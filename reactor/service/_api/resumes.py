@@ -25,7 +25,7 @@ from reactor._graph.compat import resume_plan
 from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
 from reactor.service._api.agents import RunStarted
-from reactor.service._api.base import CHECKS, ApiError, Caller, Service
+from reactor.service._api.base import CHECKS, MAX_CURSOR, ApiError, Caller, Service
 from reactor.service._api.reads import ending_seq, state_at
 from reactor.service._hosting.hosting import blocked_reason
 from reactor.service._hosting.launch import RunRequest
@@ -44,7 +44,7 @@ class Fork(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    at: int = pydantic.Field(ge=1, description="the seq of the signal to fork at")
+    at: int = pydantic.Field(ge=1, le=MAX_CURSOR, description="the seq of the signal to fork at")
     state: dict[str, Any] = pydantic.Field(
         default_factory=dict, description="state keys and their new values (actor: user)"
     )

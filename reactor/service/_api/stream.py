@@ -38,6 +38,7 @@ from reactor.exceptions import ReactorError, RunNotFoundError
 from reactor.service._api.base import (
     CHECKS,
     KINDS,
+    MAX_CURSOR,
     RETRY_AFTER,
     STATUSES,
     ApiError,
@@ -190,7 +191,9 @@ async def events(
     run_id: str,
     request: fastapi.Request,
     service: Service,
-    last_event_id: Annotated[int | None, fastapi.Header(alias="Last-Event-ID")] = None,
+    last_event_id: Annotated[
+        int | None, fastapi.Header(alias="Last-Event-ID", ge=0, le=MAX_CURSOR)
+    ] = None,
 ) -> Response:
     """The run's signals as Server-Sent Events: history, then live, until ``harness:end``."""
     await _known(service, run_id)  # 404 before the stream starts
@@ -249,7 +252,7 @@ async def _command(
 
 @ws_router.websocket("/{run_id}/ws")
 async def channel(
-    websocket: WebSocket, run_id: str, after: Annotated[int, fastapi.Query(ge=0)] = 0
+    websocket: WebSocket, run_id: str, after: Annotated[int, fastapi.Query(ge=0, le=MAX_CURSOR)] = 0
 ) -> None:
     """The WebSocket channel of a run: its signals out (after ``seq`` ``after``), commands in."""
     header = websocket.headers.get("authorization", "")

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from reactor._signals.settings import masked_url
 from reactor.exceptions import DatabaseError, ServiceConfigError
 from reactor.exceptions._extras import require_extras
 
@@ -44,11 +45,8 @@ _OBJECT_WRITES_LOCK = 0x52454143
 
 
 def describe_url(url: str) -> str:
-    """The URL as it may be shown: without its password."""
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return url
+    """The URL as it may be shown: its password and query-string secrets masked."""
+    return masked_url(url)
 
 
 ACCEPTED_SCHEMES = (

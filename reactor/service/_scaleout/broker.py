@@ -29,7 +29,7 @@ from taskiq import AckableMessage
 from taskiq_redis import RedisStreamBroker
 
 from reactor._signals.diagnostics import log
-from reactor._signals.settings import settings_from
+from reactor._signals.settings import masked_url, settings_from
 from reactor.exceptions import ServiceConfigError
 from reactor.service._scaleout.durable import Grouped
 
@@ -80,7 +80,8 @@ class QueueSettings:
     def __post_init__(self) -> None:
         if not self.url.startswith(("redis://", "rediss://", "unix://")):
             raise ServiceConfigError(
-                f"{REDIS_ENV} must be a Redis URL like redis://127.0.0.1:6379/0, got {self.url!r}."
+                f"{REDIS_ENV} must be a Redis URL like redis://127.0.0.1:6379/0, got "
+                f"{masked_url(self.url)!r}."
             )
         if not self.reclaim_after > 0:
             raise ServiceConfigError(

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reactor.exceptions import ReactorError
-from reactor.service._api.base import ApiError
+from reactor.service._api.base import MAX_CURSOR, ApiError
 from reactor.service._api.reads import run_info, state_at, store_of
 from reactor.service._api.resumes import fork_run, resume_run
 from reactor.service.web._render import Checked, SignedIn, back, page, service_of
@@ -29,7 +29,7 @@ __all__ = ["router"]
 
 router = fastapi.APIRouter(include_in_schema=False)
 
-At = Annotated[int, fastapi.Query(ge=1)]
+At = Annotated[int, fastapi.Query(ge=1, le=MAX_CURSOR)]
 Field = Annotated[str, fastapi.Form()]
 
 

@@ -27,7 +27,7 @@ from starlette.responses import Response
 from reactor._recording.info import RunInfo
 from reactor._signals.names import HARNESS_START
 from reactor.exceptions import ReactorError, RunNotFoundError
-from reactor.service._api.base import ApiError
+from reactor.service._api.base import MAX_CURSOR, ApiError
 from reactor.service._api.follow import known_run
 from reactor.service._api.reads import pending_prompts, questions, run_info, store_of
 from reactor.service._api.runs import abort_run, listed_runs, post_signal, reply
@@ -162,7 +162,7 @@ async def _input(request: Request, info: RunInfo) -> tuple[bool, Any]:
     return True, payload.get("input") if isinstance(payload, Mapping) else None
 
 
-At = Annotated[int | None, fastapi.Query(ge=0)]
+At = Annotated[int | None, fastapi.Query(ge=0, le=MAX_CURSOR)]
 
 
 def _timeline(window: Window) -> list[Any]:
@@ -235,7 +235,7 @@ async def run_events(
     if not await known_run(service_of(request), run_id):
         return Response(f"There is no run {run_id}.", 404, media_type="text/plain")
     last = request.headers.get("last-event-id", "")
-    start = int(last) if last.isdigit() else after or 0
+    start = int(last) if last.isdigit() and int(last) <= MAX_CURSOR else after or 0
     return event_stream(request, run_id, start)
 
 
