@@ -79,7 +79,7 @@ def add_db_arguments(db: argparse.ArgumentParser) -> None:
         metavar="URL",
         type=db_argument,
         help="sqlite:///path.db, a file path, or postgresql://... "
-        f"(default: $REACTOR_SERVICE_DB, else {DEFAULT_SERVICE_URL})",
+        f"(default: $REACTOR_DB, else {DEFAULT_SERVICE_URL})",
     )
 
     prune = actions.add_parser(
@@ -98,7 +98,7 @@ def add_db_arguments(db: argparse.ArgumentParser) -> None:
         metavar="URL",
         type=db_argument,
         help="the database whose recorded runs to prune: sqlite:///path.db, a file path "
-        "(.reactor/runs.db), or postgresql://... (default: $REACTOR_SERVICE_DB, else "
+        "(.reactor/runs.db), or postgresql://... (default: $REACTOR_DB, else "
         f"{DEFAULT_SERVICE_URL}); one that does not exist is not created",
     )
     prune.add_argument(
@@ -157,7 +157,7 @@ def _prune(args: argparse.Namespace) -> int:
     url = service_url(args.db or config.service_db)
     named = "--db" if args.db else ""
     if not args.db and "service_db" in config.model_fields_set:
-        named = "REACTOR_SERVICE_DB"
+        named = "REACTOR_DB" if os.environ.get("REACTOR_DB") else "REACTOR_SERVICE_DB"
     _existing(url, named)
     statuses = args.status or ["completed"]
     status = None if "all" in statuses else tuple(statuses)
@@ -204,8 +204,8 @@ def _existing(url: str, named_by: str) -> None:
     how = f"named by {named_by}" if named_by else "the default"
     raise CommandError(
         f"no database at {path} ({how}; nothing was created): name the one whose runs to "
-        "prune with --db PATH or URL, or REACTOR_SERVICE_DB (runs recorded by `reactor run` "
-        "are in .reactor/runs.db)"
+        "prune with --db PATH or URL, or REACTOR_DB (when it is not set, runs recorded by "
+        "`reactor run` are in .reactor/runs.db)"
     )
 
 
@@ -241,7 +241,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="URL",
         type=db_argument,
         help="the service's database: sqlite:///path.db, a file path or postgresql://... "
-        f"(default: $REACTOR_SERVICE_DB, else {DEFAULT_SERVICE_URL})",
+        f"(default: $REACTOR_DB, else {DEFAULT_SERVICE_URL})",
     )
     serve.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
     serve.add_argument(

@@ -53,7 +53,7 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
         metavar="URL",
         type=db_argument,
         help="the service's database: sqlite:///path.db, a file path or postgresql://... "
-        "(default: $REACTOR_SERVICE_DB, else the app's)",
+        "(default: $REACTOR_DB, else the app's)",
     )
     worker.add_argument(
         "--concurrency",

@@ -17,8 +17,10 @@ and it needs neither FastAPI nor anything else of the service stack.
 from __future__ import annotations
 
 import contextvars
+import difflib
 import functools
 import math
+import os
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -34,6 +36,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from reactor._signals.diagnostics import log
 from reactor.exceptions import ServiceConfigError
 
 __all__ = [
@@ -223,6 +226,14 @@ def _service_database(value: object) -> str:
     return text
 
 
+def _same_database(one: str, other: str) -> bool:
+    """Whether two spellings name one database (``runs.db`` and ``sqlite:///runs.db``)."""
+    try:
+        return database_location(one, memory=True) == database_location(other, memory=True)
+    except ValueError:
+        return one == other
+
+
 def _redis(value: object) -> str:
     text = _text(value)
     if not text.startswith(("redis://", "rediss://", "unix://")):
@@ -285,8 +296,10 @@ class Settings(BaseSettings):
     environment (``Settings(service_db=...)``, as ``reactor serve --db`` does).
 
     Attributes:
-        db: ``REACTOR_DB``: the run database of ``reactor run``, ``runs``, ``show``...
-        service_db: ``REACTOR_SERVICE_DB``: the database of ``reactor serve``, ``worker``.
+        db: ``REACTOR_DB``: the database of every command: the runs of ``reactor run``,
+            ``runs``, ``show``..., and the service's of ``reactor serve``, ``worker``.
+        service_db: The service's database: ``REACTOR_DB`` when it is set, else its older
+            name ``REACTOR_SERVICE_DB`` (an alias), else ``.reactor/app.db``.
         redis_url: ``REACTOR_REDIS_URL``: the job queue (scale-out) and shared rate limits.
         reclaim_after: ``REACTOR_RECLAIM_AFTER``: seconds before a silent job is taken over.
         retention: ``REACTOR_RETENTION``: how long ended runs are kept (``None``: always).
@@ -357,6 +370,28 @@ class Settings(BaseSettings):
     )
 
     _options: frozenset[str] = pydantic.PrivateAttr(frozenset())
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _one_database(cls, data: Any) -> Any:
+        """``REACTOR_DB`` names the database of every command; ``REACTOR_SERVICE_DB`` too.
+
+        One given stands for both; both given must name the same database.
+        """
+        if not isinstance(data, dict):
+            return data
+        db, service = data.get("db"), data.get("service_db")
+        if db is not None and service is None:
+            return {**data, "service_db": db}
+        if service is not None and db is None:
+            return {**data, "db": service}
+        if db is not None and not _same_database(_text(db), _text(service)):
+            raise ValueError(
+                f"REACTOR_DB={masked_url(_text(db))!r} and REACTOR_SERVICE_DB (its older "
+                f"name)={masked_url(_text(service))!r} name different databases; set "
+                "REACTOR_DB alone"
+            )
+        return data
 
     def __init__(self, **options: Any) -> None:
         try:
@@ -430,11 +465,14 @@ class Settings(BaseSettings):
         rows: list[tuple[str, str, Source]] = []
         for field in type(self).model_fields:
             source: Source = "env" if field in self.model_fields_set else "default"
-            if field in self._options:
+            if field in self._options or _ALIASED.get(field) in self._options:
                 source = "option"
             rows.append((self.variable(field), self.shown(field), source))
         return rows
 
+
+_ALIASED = {"db": "service_db", "service_db": "db"}
+"""The two names of the one database: an option given for one is the other's source."""
 
 _GIVEN: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "reactor_settings_environ", default=None
@@ -465,8 +503,12 @@ def _compact(value: timedelta) -> str:
 def _lines(error: pydantic.ValidationError, options: Mapping[str, object]) -> str:
     """One line per bad variable: ``REACTOR_X='value': what it must be``."""
     lines: dict[str, str] = {}
+    inputs: dict[str, object] = {}
     for problem in error.errors(include_url=False):
         field = str(problem["loc"][0]) if problem["loc"] else ""
+        if not field:  # the settings as a whole: the message names the variables
+            lines.setdefault("", str(problem["msg"]).removeprefix("Value error, "))
+            continue
         name = Settings.variable(field) if field in Settings.model_fields else field
         if field in options:
             name = f"{name} (given as an option)"
@@ -474,6 +516,9 @@ def _lines(error: pydantic.ValidationError, options: Mapping[str, object]) -> st
             lines.setdefault(field, f"{field!r} is not a setting")
             continue
         given = problem.get("input")
+        if _ALIASED.get(field) in lines and given == inputs.get(_ALIASED[field]):
+            continue  # the one database, under its other name: said once
+        inputs[field] = given
         if field in _SECRET:
             shown = "'***'"
         elif field in _URLS:
@@ -496,7 +541,42 @@ def settings() -> Settings:
         ServiceConfigError: A value is bad (one line per bad variable; not kept, so the
             next call reads again).
     """
-    return Settings()
+    found = Settings()
+    warn_unknown(os.environ)
+    return found
+
+
+_OWN_PREFIXES = (f"{ENV_PREFIX}TEST_", f"{ENV_PREFIX}BENCH_")
+"""Variables of reactor's own test suite and benchmarks, not settings."""
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """The ``REACTOR_*`` variables of ``environ`` that are no setting, each with a near one."""
+    known = [Settings.variable(field) for field in Settings.model_fields]
+    found = []
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name in known or name.startswith(_OWN_PREFIXES):
+            continue
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        found.append((name, near[0] if near else None))
+    return found
+
+
+def warn_unknown(environ: Mapping[str, str]) -> None:
+    """Warn (a log line each) about ``REACTOR_*`` variables that set nothing: a typo, say.
+
+    ``REACTOR_RETENTON=7d`` would otherwise keep every run for ever without a word.
+    """
+    for name, near in unknown_variables(environ):
+        hint = f"did you mean {near}? " if near else ""
+        log(
+            "reactor.settings",
+            "warning",
+            "unknown setting",
+            variable=name,
+            hint=f"{name} is not a reactor setting; {hint}It is ignored (docs/configuration.md "
+            "lists the settings).",
+        )
 
 
 def settings_from(environ: Mapping[str, str] | None = None) -> Settings:

@@ -33,8 +33,8 @@ def test_prune_without_db_says_the_default_database_is_not_there_and_creates_non
     assert said.out == ""
     assert said.err == (
         "reactor db: error: no database at .reactor/app.db (the default; nothing was "
-        "created): name the one whose runs to prune with --db PATH or URL, or "
-        "REACTOR_SERVICE_DB (runs recorded by `reactor run` are in .reactor/runs.db)\n"
+        "created): name the one whose runs to prune with --db PATH or URL, or REACTOR_DB "
+        "(when it is not set, runs recorded by `reactor run` are in .reactor/runs.db)\n"
     )
     assert list(project.iterdir()) == []  # no .reactor/, no app.db
 

@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from reactor import TemplateError, agent, reactive
-from reactor._signals.settings import Settings, database_location, masked_url, settings
+from reactor._signals.settings import (
+    Settings,
+    database_location,
+    masked_url,
+    settings,
+    unknown_variables,
+)
 from reactor.exceptions import ServiceConfigError
 
 REPO = Path(__file__).parents[2]
@@ -334,3 +340,58 @@ def test_a_bad_setting_is_one_line_and_exit_2_from_the_command(
     assert line in json.loads(output[0])["error"]
     assert "s3cret" not in output[0]
     assert "Traceback" not in output[0]
+
+
+def test_an_unknown_variable_is_named_with_the_setting_it_may_mean() -> None:
+    environ = {
+        "REACTOR_RETENTON": "7d",
+        "REACTOR_MAXBODY": "10",
+        "REACTOR_NOTHING_LIKE_IT": "1",
+        "REACTOR_RETENTION": "7d",
+        "REACTOR_TEST_POSTGRES": "postgresql://x",  # the suite's own
+        "OTHER": "x",
+    }
+    assert unknown_variables(environ) == [
+        ("REACTOR_MAXBODY", "REACTOR_MAX_BODY"),
+        ("REACTOR_NOTHING_LIKE_IT", None),
+        ("REACTOR_RETENTON", "REACTOR_RETENTION"),
+    ]
+
+
+def test_the_command_warns_about_an_unknown_variable(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "reactor", "serve", "--print-config"],
+        env={**os.environ, "REACTOR_RETENTON": "7d"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "REACTOR_RETENTON is not a reactor setting; did you mean REACTOR_RETENTION?" in (
+        done.stdout + done.stderr
+    )
+
+
+def test_one_variable_names_the_database_of_every_command() -> None:
+    alone = Settings.from_environ({"REACTOR_DB": "postgresql://app@db/app"})
+    assert alone.db == alone.service_db == "postgresql://app@db/app"
+    older = Settings.from_environ({"REACTOR_SERVICE_DB": "sqlite:///shared.db"})
+    assert older.db == older.service_db == "sqlite:///shared.db"
+    both = Settings.from_environ(
+        {"REACTOR_DB": "shared.db", "REACTOR_SERVICE_DB": "sqlite:///shared.db"}
+    )
+    assert both.db == "shared.db"
+    option = Settings.from_environ({}, service_db="sqlite:///given.db")
+    assert option.db == "sqlite:///given.db"
+    assert {name: source for name, _, source in option.effective()}["REACTOR_DB"] == "option"
+    with pytest.raises(ServiceConfigError) as raised:
+        Settings.from_environ(
+            {"REACTOR_DB": "postgresql://app:s3cret@db/app", "REACTOR_SERVICE_DB": "other.db"}
+        )
+    assert str(raised.value) == (
+        "REACTOR_DB='postgresql://app:***@db/app' and REACTOR_SERVICE_DB (its older "
+        "name)='other.db' name different databases; set REACTOR_DB alone"
+    )
+    neither = Settings.from_environ({})
+    assert (neither.db, neither.service_db) == (".reactor/runs.db", "sqlite:///.reactor/app.db")

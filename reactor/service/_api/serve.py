@@ -2,7 +2,7 @@
 
 Settings are read once (:class:`ServeSettings`): the command line, then the
 environment (:class:`~reactor.service.Settings`: ``REACTOR_API_TOKENS``,
-``REACTOR_API_TOKENS_FILE``, ``REACTOR_SERVICE_DB``, ``REACTOR_OTEL``...; all of them
+``REACTOR_API_TOKENS_FILE``, ``REACTOR_DB``, ``REACTOR_OTEL``...; all of them
 in docs/configuration.md), then defaults.
 
 On SIGTERM (or Ctrl-C) the service stops taking work, gives in-flight reactions and
