@@ -2,11 +2,14 @@
 
 ``Hooks(pre_tool_use=[...], post_tool_use=[...], session_start=[...],
 session_end=[...])``: each a list of sync or async callables. A ``pre_tool_use`` hook
-may deny a call (:class:`Deny`: the tool does not run, the model gets the reason as the
-tool's error) or replace its input (a dict); ``post_tool_use`` sees each result and may
-replace it. ``session_start(info)`` runs before the first model request of a
-``prompt()`` or an activation and ``session_end(info, result)`` after the last.
-The older ``before_tool`` / ``after_tool`` options are shorthands for one hook each.
+returns the call to let it run (or a changed one, or a dict that replaces its input),
+or refuses it: :class:`Deny` (the tool does not run, the model gets the reason as the
+tool's error), or ``None``, which refuses too: a guard that says nothing lets nothing
+through. ``post_tool_use`` sees each result and may replace it (a
+:class:`~reactor.ToolResult`, or a plain value as the tool's new result).
+``session_start(info)`` runs before the first model request of a ``prompt()`` or an
+activation and ``session_end(info, result)`` after the last. The older ``before_tool``
+/ ``after_tool`` options are shorthands for one hook each, with the same meanings.
 """
 
 from __future__ import annotations
@@ -60,9 +63,11 @@ class SessionInfo:
 
 
 PreToolUse: TypeAlias = Callable[[ToolCall], Any]
-"""``pre_tool_use(call) -> None | Deny | dict | ToolCall`` (or an awaitable of one)."""
+"""``pre_tool_use(call) -> ToolCall | dict | Deny | None`` (or an awaitable of one):
+the call runs (as returned), its input is replaced, or it is refused (``Deny``, ``None``)."""
 PostToolUse: TypeAlias = Callable[[ToolCall, ToolResult], Any]
-"""``post_tool_use(call, result) -> None | ToolResult``: ``None`` keeps the result."""
+"""``post_tool_use(call, result) -> None | ToolResult | value``: ``None`` keeps the result;
+a plain value replaces the tool's result."""
 SessionStart: TypeAlias = Callable[[SessionInfo], Any]
 """``session_start(info)``, before the first model request of a session."""
 SessionEnd: TypeAlias = Callable[[SessionInfo, Any], Any]
@@ -82,11 +87,13 @@ class Hooks:
     """The hooks of an agent, a prompt or one call; see the module docstring.
 
     Args:
-        pre_tool_use: Before each tool call, in order: return ``None`` to go on,
-            :class:`Deny` to refuse it, a dict to replace its input (or a
-            :class:`~reactor.ToolCall` to replace the call).
+        pre_tool_use: Before each tool call, in order: return the
+            :class:`~reactor.ToolCall` (as it is, or changed) to let it run, a dict to
+            replace its input, :class:`Deny` to refuse it with a reason, or ``None`` to
+            refuse it (as ``before_tool`` does).
         post_tool_use: After each tool call (denied ones too), in order: return a
-            :class:`~reactor.ToolResult` to replace the result, ``None`` to keep it.
+            :class:`~reactor.ToolResult` or a plain value to replace the result,
+            ``None`` to keep it.
         session_start: ``fn(info)`` before the first model request of a session.
         session_end: ``fn(info, result)`` after its last; ``result`` is the output, or
             the exception that ended the session.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from reactor._providers.base import ToolCall, ToolResult
 from reactor._providers.hooks import Deny, PostToolUse, PreToolUse, call_hook, from_before_tool
@@ -80,7 +80,10 @@ async def execute_tool_calls(
         for check in checks:
             verdict = await call_hook(check, call)
             if verdict is None:
-                continue
+                verdict = Deny(
+                    "Blocked by a pre_tool_use hook (it returned None; a hook returns the "
+                    "call to let it run)."
+                )
             if isinstance(verdict, Deny):
                 result = ToolResult(call.id, call.name, None, error=verdict.reason)
                 break
@@ -91,24 +94,28 @@ async def execute_tool_calls(
             else:
                 raise TypeError(
                     f"A pre_tool_use hook returned {verdict!r} for tool {call.name!r}; "
-                    "return None to run the call, Deny(reason) to refuse it, or a dict "
-                    "to replace its input."
+                    "return the call to run it, a dict to replace its input, or "
+                    "Deny(reason) (or None) to refuse it."
                 )
         if result is None:
             result = await _invoke(call, by_name.get(call.name), by_name, context)
         for finish in finishes:
             replaced = await call_hook(finish, call, result)
-            if replaced is not None:
+            if isinstance(replaced, ToolResult):
                 result = replaced
+            elif replaced is not None:  # a plain value is the tool's new result
+                result = _checked_result(call, replaced)
         return result
 
     if len(calls) == 1:
         return [await run(calls[0])]
     outcomes = await asyncio.gather(*(run(call) for call in calls), return_exceptions=True)
+    results: list[ToolResult] = []
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
-    return [outcome for outcome in outcomes if isinstance(outcome, ToolResult)]
+        results.append(outcome)
+    return results
 
 
 async def _invoke(
@@ -127,6 +134,11 @@ async def _invoke(
         return ToolResult(call.id, call.name, None, error=exc.error)
     except (Exception, SystemExit) as exc:  # a tool that exits must not end the app
         return ToolResult(call.id, call.name, None, error=f"{type(exc).__name__}: {exc}")
+    return _checked_result(call, value)
+
+
+def _checked_result(call: ToolCall, value: Any) -> ToolResult:
+    """``value`` as the call's result, or an error result if it cannot be sent back."""
     try:
         to_jsonable(value)
     except (ValueError, TypeError) as exc:

@@ -162,3 +162,52 @@ async def test_the_first_failing_hook_is_raised_as_itself() -> None:
     calls = [ToolCall(f"c{i}", "slow_double", {"x": i}) for i in range(2)]
     with pytest.raises(PermissionError, match=r"^no c0$"):
         await execute_tool_calls(calls, [slow_double], before=[refuse])
+
+
+async def test_a_post_hook_returning_a_plain_value_replaces_the_result_of_each_call() -> None:
+    from reactor import Hooks
+    from reactor.testing import FakeAnthropic
+
+    def rounded(call: ToolCall, result: ToolResult) -> object:
+        return f"~{result.result}" if call.name == "slow_double" else None
+
+    fake = FakeAnthropic(
+        turn(ToolUse("t1", "slow_double", {"x": 2}), ToolUse("t2", "slow_double", {"x": 5})),
+        "done",
+    )
+    doubler = agent(
+        name="doubler",
+        tools=[slow_double],
+        hooks=Hooks(post_tool_use=[rounded]),
+        provider=fake.provider(),
+    )
+    assert await doubler.prompt("double 2 and 5") == "done"
+    results = fake.bodies[1]["messages"][-1]["content"]
+    assert [(r["tool_use_id"], r["content"]) for r in results] == [("t1", "~4"), ("t2", "~10")]
+
+
+async def test_a_pre_hook_returning_none_refuses_the_call_as_before_tool_does() -> None:
+    ran: list[int] = []
+
+    @tool
+    def counted(x: int) -> int:
+        """Count a call."""
+        ran.append(x)
+        return x
+
+    def silent(call: ToolCall) -> None:
+        return None
+
+    call = ToolCall("t1", "counted", {"x": 1})
+    [as_pre] = await execute_tool_calls([call], [counted], pre=[silent])
+    [as_before] = await execute_tool_calls([call], [counted], before=[silent])
+    assert as_pre.error == (
+        "Blocked by a pre_tool_use hook (it returned None; a hook returns the call to let it run)."
+    )
+    assert as_before.error == "Blocked by a before_tool hook."
+    assert ran == []
+    allowed = await execute_tool_calls(
+        [ToolCall("t2", "counted", {"x": 2})], [counted], pre=[lambda call: call]
+    )
+    assert [r.result for r in allowed] == [2]
+    assert ran == [2]
