@@ -103,6 +103,7 @@ if TYPE_CHECKING:
     from reactor.exceptions import CapabilityError as CapabilityError
     from reactor.exceptions import CycleWarning as CycleWarning
     from reactor.exceptions import DatabaseError as DatabaseError
+    from reactor.exceptions import EntryNotFoundError as EntryNotFoundError
     from reactor.exceptions import GraphChangedError as GraphChangedError
     from reactor.exceptions import GraphValidationError as GraphValidationError
     from reactor.exceptions import HandlerError as HandlerError
@@ -124,6 +125,7 @@ if TYPE_CHECKING:
     from reactor.exceptions import RecordingError as RecordingError
     from reactor.exceptions import ReplayMismatchError as ReplayMismatchError
     from reactor.exceptions import ReplyValidationError as ReplyValidationError
+    from reactor.exceptions import RetryRefusedError as RetryRefusedError
     from reactor.exceptions import RunClosedError as RunClosedError
     from reactor.exceptions import RunFinishedError as RunFinishedError
     from reactor.exceptions import RunNotFoundError as RunNotFoundError
@@ -165,6 +167,7 @@ _PUBLIC: dict[str, str] = {
     "ConsoleChannel": "reactor._graph.console",
     "CycleWarning": "reactor.exceptions",
     "DatabaseError": "reactor.exceptions",
+    "EntryNotFoundError": "reactor.exceptions",
     "Deny": "reactor._providers.hooks",
     "Divergence": "reactor._recording.diff",
     "End": "reactor._providers.base",
@@ -210,6 +213,7 @@ _PUBLIC: dict[str, str] = {
     "ReplayMismatchError": "reactor.exceptions",
     "ReplayProvider": "reactor._providers.replay",
     "ReplyValidationError": "reactor.exceptions",
+    "RetryRefusedError": "reactor.exceptions",
     "Reporter": "reactor.typing",
     "RunClosedError": "reactor.exceptions",
     "RunFinishedError": "reactor.exceptions",

@@ -36,10 +36,12 @@ leaf also subclasses the builtin it resembles, so code that already catches
     │   ├── AgentConflictError(RuntimeError)     an agent exists, or is defined in code
     │   ├── CapabilityError(PermissionError)     an agent's change is outside its capabilities
     │   ├── DatabaseError(RuntimeError)          a database cannot be opened or migrated
+    │   ├── EntryNotFoundError(LookupError)      no processing-log entry has that id
     │   ├── IdleTimeoutError(TimeoutError)       the service did not become idle in time
     │   ├── ObjectNotFoundError(LookupError)     no stored object has that id
     │   ├── ObjectValidationError(ValueError)    an object's data does not fit its type
     │   ├── PermissionDeniedError(PermissionError) a principal's roles do not allow the action
+    │   ├── RetryRefusedError(RuntimeError)      a processing-log entry cannot be retried
     │   ├── ServiceConfigError(ValueError)       the service or a store is misconfigured
     │   ├── ServiceStateError(RuntimeError)      the service is not running (or already is)
     │   ├── SuggestionNotFoundError(LookupError) no suggestion has that id
@@ -114,10 +116,12 @@ from reactor.exceptions._service import (
     AgentConflictError,
     CapabilityError,
     DatabaseError,
+    EntryNotFoundError,
     IdleTimeoutError,
     ObjectNotFoundError,
     ObjectValidationError,
     PermissionDeniedError,
+    RetryRefusedError,
     ServiceConfigError,
     ServiceError,
     ServiceStateError,
@@ -142,6 +146,7 @@ __all__ = [
     "CapabilityError",
     "CycleWarning",
     "DatabaseError",
+    "EntryNotFoundError",
     "GraphChangedError",
     "GraphValidationError",
     "HandlerError",
@@ -165,6 +170,7 @@ __all__ = [
     "RecordingError",
     "ReplayMismatchError",
     "ReplyValidationError",
+    "RetryRefusedError",
     "RunClosedError",
     "RunFinishedError",
     "RunNotFoundError",

@@ -10,10 +10,12 @@ __all__ = [
     "AgentConflictError",
     "CapabilityError",
     "DatabaseError",
+    "EntryNotFoundError",
     "IdleTimeoutError",
     "ObjectNotFoundError",
     "ObjectValidationError",
     "PermissionDeniedError",
+    "RetryRefusedError",
     "ServiceConfigError",
     "ServiceError",
     "ServiceStateError",
@@ -62,6 +64,34 @@ class PermissionDeniedError(ServiceError, PermissionError):
         super().__init__(message)
         self.principal = principal
         self.role = role
+
+
+class EntryNotFoundError(ServiceError, LookupError):
+    """No processing-log entry has that id.
+
+    Attributes:
+        entry_id: The id asked for.
+    """
+
+    def __init__(self, message: str, *, entry_id: int) -> None:
+        super().__init__(message)
+        self.entry_id = entry_id
+
+
+class RetryRefusedError(ServiceError, RuntimeError):
+    """A processing-log entry cannot be retried; nothing was changed.
+
+    Attributes:
+        entry_id: The entry.
+        status: Its status (only ``failed`` and ``abandoned`` entries are retried), or
+            ``duplicate`` when the same event is pending, processing or completed for
+            its agent in another entry.
+    """
+
+    def __init__(self, message: str, *, entry_id: int, status: str) -> None:
+        super().__init__(message)
+        self.entry_id = entry_id
+        self.status = status
 
 
 class DatabaseError(ServiceError, RuntimeError):

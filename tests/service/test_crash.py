@@ -14,10 +14,15 @@ import pytest
 
 from reactor import AgentContext, agent
 from reactor.exceptions import RunNotFoundError
-from reactor.service import ObjectStore, Reaction, ReactionService
+from reactor.service import (
+    EntryNotFoundError,
+    ObjectStore,
+    Reaction,
+    ReactionService,
+    RetryRefusedError,
+)
 from reactor.service._hosting.hosting import default_record
 from reactor.service._objects.db import Database
-from reactor.service._objects.owners import RetryRefused
 from tests.service.support import TYPES, Recorder
 
 HANGING_SERVICE = textwrap.dedent(
@@ -156,6 +161,12 @@ async def test_past_max_attempts_it_fails_with_the_reason_and_is_retried_by_hand
         await service.idle(timeout=60)
         (entry,) = await service.processing_log()
         assert (entry.status, entry.attempts) == ("completed", 1)
-        with pytest.raises(RetryRefused):
+        with pytest.raises(RetryRefusedError) as refused:
             await service.retry(entry.id)  # completed: nothing to retry
+        assert str(refused.value) == (
+            f"Entry {entry.id} is completed: only a failed or abandoned entry is retried."
+        )
+        assert (refused.value.entry_id, refused.value.status) == (entry.id, "completed")
+        with pytest.raises(EntryNotFoundError, match=r"^No processing-log entry 999999\.$"):
+            await service.retry(999999)
     assert [c["id"] for c in seen.calls] == [ada]

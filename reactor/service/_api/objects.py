@@ -18,7 +18,7 @@ import fastapi
 import pydantic
 
 from reactor._signals.diagnostics import log
-from reactor.service._api.base import CHECKS, MAX_CURSOR, ApiError, Caller, Service
+from reactor.service._api.base import CHECKS, MAX_CURSOR, Caller, Service
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import (
     EntryStatus,
@@ -27,7 +27,6 @@ from reactor.service._objects.changes import (
     SuggestionStatus,
 )
 from reactor.service._objects.history import HistoryEntry
-from reactor.service._objects.owners import RetryRefused
 from reactor.service._objects.values import TYPE_LENGTH, StoredObject, User
 
 __all__ = ["CreatedObject", "objects_router", "retry_entry", "suggestions_router"]
@@ -193,22 +192,9 @@ async def retry_entry(service: ReactionService, entry_id: int, user: User) -> Pr
     """Retry an entry as ``user`` (the API's and the web UI's button).
 
     Raises:
-        ApiError: 404 when there is no such entry, 409 when it cannot be retried.
+        EntryNotFoundError: There is no such entry (404).
+        RetryRefusedError: It cannot be retried (409).
     """
-    try:
-        entry = await service.retry(entry_id)
-    except RetryRefused as refused:
-        if refused.status is None:
-            raise ApiError(404, f"No processing-log entry {entry_id}.") from None
-        if refused.status == "duplicate":
-            raise ApiError(
-                409,
-                f"Entry {entry_id}'s event is pending, processing or completed for its agent "
-                "in another entry already; nothing to retry.",
-            ) from None
-        raise ApiError(
-            409,
-            f"Entry {entry_id} is {refused.status}: only a failed or abandoned entry is retried.",
-        ) from None
+    entry = await service.retry(entry_id)
     log("reactor.service", "info", "reaction retried", entry=entry_id, user=user.id)
     return entry

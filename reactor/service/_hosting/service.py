@@ -301,7 +301,13 @@ class ReactionService:
         return await self.upkeep.detect_stuck(self.stuck_after)
 
     async def retry(self, entry_id: int) -> ProcessingEntry:
-        """Process a ``failed`` or ``abandoned`` entry again (its attempts start anew)."""
+        """Process a ``failed`` or ``abandoned`` entry again (its attempts start anew).
+
+        Raises:
+            EntryNotFoundError: No entry has that id.
+            RetryRefusedError: The entry is in another status, or its event is pending,
+                processing or completed for its agent in another entry already.
+        """
         await self.db.open()
         entry = await self.upkeep.owners.retry(entry_id)
         self._more([entry])

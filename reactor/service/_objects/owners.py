@@ -25,13 +25,13 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from reactor.exceptions import ServiceError
+from reactor.exceptions import EntryNotFoundError, RetryRefusedError
 from reactor.service._objects.changes import ProcessingEntry
 from reactor.service._objects.db import Database
 from reactor.service._objects.rows import entry_from_row
 from reactor.service._objects.schema import processing_log, reaction_cursors, service_processes
 
-__all__ = ["BEAT_EVERY", "Cursors", "Owners", "RetryRefused", "process_id"]
+__all__ = ["BEAT_EVERY", "Cursors", "Owners", "process_id"]
 
 T = TypeVar("T")
 
@@ -64,14 +64,6 @@ def _dead_here(owner: str) -> bool:
     except PermissionError:
         return False
     return False
-
-
-class RetryRefused(ServiceError, RuntimeError):
-    """An entry cannot be retried (see ``status``: ``None`` when there is no such entry)."""
-
-    def __init__(self, status: str | None) -> None:
-        super().__init__(status)
-        self.status = status
 
 
 class Owners:
@@ -173,8 +165,9 @@ class Owners:
         """Put a ``failed`` or ``abandoned`` entry back to ``pending``, its attempts anew.
 
         Raises:
-            RetryRefused: There is no such entry, it is in another status, or the same
-                event is pending, processing or completed for its agent already.
+            EntryNotFoundError: There is no such entry.
+            RetryRefusedError: It is in another status, or the same event is pending,
+                processing or completed for its agent in another entry already.
         """
         try:
             async with self.db.write() as conn:
@@ -196,14 +189,25 @@ class Owners:
                     )
                 ).first()
         except sa.exc.IntegrityError:
-            raise RetryRefused("duplicate") from None
+            raise RetryRefusedError(
+                f"Entry {entry_id}'s event is pending, processing or completed for its agent "
+                "in another entry already; nothing to retry.",
+                entry_id=entry_id,
+                status="duplicate",
+            ) from None
         if found is not None:
             return entry_from_row(found)
         async with self.db.read() as conn:
             status = await conn.scalar(
                 sa.select(processing_log.c.status).where(processing_log.c.id == entry_id)
             )
-        raise RetryRefused(None if status is None else str(status))
+        if status is None:
+            raise EntryNotFoundError(f"No processing-log entry {entry_id}.", entry_id=entry_id)
+        raise RetryRefusedError(
+            f"Entry {entry_id} is {status}: only a failed or abandoned entry is retried.",
+            entry_id=entry_id,
+            status=str(status),
+        )
 
 
 class Cursors:

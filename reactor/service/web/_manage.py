@@ -13,9 +13,13 @@ import fastapi
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reactor.exceptions import ObjectNotFoundError, ReactorError
-from reactor.service._api.base import ApiError
-from reactor.service._api.objects import retry_entry
+from reactor.exceptions import (
+    EntryNotFoundError,
+    ObjectNotFoundError,
+    ReactorError,
+    RetryRefusedError,
+)
+from reactor.service._api.objects import EntryId, retry_entry
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import Create, EntryStatus, Suggestion, SuggestionStatus
 from reactor.service.web._render import Checked, SignedIn, back, page, service_of
@@ -99,12 +103,12 @@ async def decide(request: Request, suggestion_id: str, decision: str, session: C
 
 
 @router.post("/processing-log/{entry_id}/retry")
-async def retry(request: Request, entry_id: int, session: Checked) -> Response:
+async def retry(request: Request, entry_id: EntryId, session: Checked) -> Response:
     """Process a failed or abandoned entry again, as the signed-in user asked."""
     try:
         await retry_entry(service_of(request), entry_id, session.user)
-    except ApiError as exc:
-        session.notify("error", exc.detail)
+    except (EntryNotFoundError, RetryRefusedError) as exc:
+        session.notify("error", str(exc))
     else:
         session.notify("ok", f"Entry {entry_id} will be processed again.")
     return back(request, "/processing-log")
