@@ -225,3 +225,34 @@ def test_the_migration_marks_schedules_given_over_the_api_before_it(tmp_path: Pa
         sources = {row[0]: row[1] for row in found}
     engine.dispose()
     assert sources == {"kept": "api", "plain": "code", "row": None}
+
+
+async def test_changing_the_trigger_drops_the_schedule_or_reaction_it_no_longer_uses(
+    url: str,
+) -> None:
+    from reactor.service._reactions.definitions import AgentDefinition
+
+    async with (
+        ObjectStore(url, types=TYPES) as objects,
+        ReactionService(objects=objects) as service,
+    ):
+        clock = AgentDefinition(
+            name="clock", prompt="Tick", trigger_type="cron", cron_schedule=NEW_YEAR
+        )
+        await service.catalog.create(clock)
+        manual = await service.catalog.update("clock", AgentChanges(trigger_type="manual"))
+        assert (manual.trigger_type, manual.cron_schedule, manual.next_run_at) == (
+            "manual",
+            None,
+            None,
+        )
+        assert service.cron.scheduled() == {}
+        watcher = AgentDefinition(
+            name="watcher",
+            prompt="Look at {{ object.id }}",
+            trigger_type="reaction",
+            reaction_config={"types": ["Person"]},
+        )
+        await service.catalog.create(watcher)
+        plain = await service.catalog.update("watcher", AgentChanges(trigger_type="manual"))
+        assert (plain.trigger_type, plain.reaction_config) == ("manual", None)

@@ -195,6 +195,14 @@ class AgentCatalog:
         fields = {key: current[key] for key in DEFINITION_FIELDS}
         fields.update({key: value for key, value in given.items() if key != "enabled"})
         changed = fields["trigger_type"] != current["trigger_type"]
+        if changed and fields["trigger_type"] != "cron" and "cron_schedule" not in given:
+            fields["cron_schedule"] = None  # no longer on a schedule: its schedule goes too
+        if changed and current["trigger_type"] == "reaction":
+            # No longer reacting: what it reacted to goes, and the Changes it answered with.
+            if "reaction_config" not in given:
+                fields["reaction_config"] = None
+            if "output_schema" not in given:
+                fields["output_schema"] = None
         if code and changed and "reaction" in (fields["trigger_type"], current["trigger_type"]):
             raise AgentConflictError(
                 f"Agent {name!r} is defined in code: whether it reacts to objects is "
