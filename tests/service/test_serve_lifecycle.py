@@ -58,6 +58,8 @@ def test_sigterm_lets_short_work_finish_and_holds_long_runs_for_the_next_start(
     assert took < 120, server.output()  # the grace and the short run, not the 600 s one
     assert "Finished server process" in server.output()
     assert ALICE not in server.output()
+    assert "never retrieved" not in server.output()  # the suspended run's end is heard
+    assert '"level": "error"' not in server.output()  # a deploy is no error
     with serving(db, log) as again, again.client() as api:
         assert _status(api, short["run_id"]) == "completed"
         run = api.get(f"/api/runs/{long['run_id']}").json()

@@ -294,6 +294,7 @@ class Runs:
                 on_change="force" if request.force else "fail",
             )
         )
+        running.add_done_callback(_heard)
         try:
             result = await asyncio.shield(running)
         except asyncio.CancelledError:
@@ -448,3 +449,14 @@ class Runs:
                 live.controls.reason = reason
             live.task.cancel()
         return held
+
+
+def _heard(running: asyncio.Future[RunResult]) -> None:
+    """Take the outcome of a run's task, so that none is ever "never retrieved".
+
+    A shutdown past its grace cancels the task awaiting the run while the run suspends;
+    the run's ``RunSuspendedError`` is then nobody's to hear (a run that ends otherwise
+    is heard where it is awaited).
+    """
+    if not running.cancelled():
+        running.exception()
