@@ -21,6 +21,7 @@ import difflib
 import functools
 import math
 import os
+import re
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -226,6 +227,13 @@ def _service_database(value: object) -> str:
     return text
 
 
+def _redis_prefix(value: object) -> str:
+    text = _text(value)
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", text):
+        raise ValueError("must be 1 to 64 letters, digits, '_', '-', '.' or ':' (e.g. desk-eu)")
+    return text
+
+
 def _same_database(one: str, other: str) -> bool:
     """Whether two spellings name one database (``runs.db`` and ``sqlite:///runs.db``)."""
     try:
@@ -301,6 +309,7 @@ class Settings(BaseSettings):
         service_db: The service's database: ``REACTOR_DB`` when it is set, else its older
             name ``REACTOR_SERVICE_DB`` (an alias), else ``.reactor/app.db``.
         redis_url: ``REACTOR_REDIS_URL``: the job queue (scale-out) and shared rate limits.
+        redis_prefix: ``REACTOR_REDIS_PREFIX``: what the service's keys in Redis begin with.
         reclaim_after: ``REACTOR_RECLAIM_AFTER``: seconds before a silent job is taken over.
         retention: ``REACTOR_RETENTION``: how long ended runs are kept (``None``: always).
         api_tokens: ``REACTOR_API_TOKENS``: ``token:user`` pairs (a secret).
@@ -335,6 +344,11 @@ class Settings(BaseSettings):
     )
     redis_url: Annotated[str | None, pydantic.BeforeValidator(_redis)] = pydantic.Field(
         None, description="the job queue of serve and worker; shared rate limits"
+    )
+    redis_prefix: Annotated[str, pydantic.BeforeValidator(_redis_prefix)] = pydantic.Field(
+        "reactor",
+        description="what the service's keys in Redis begin with: two apps on one Redis "
+        "keep apart by it",
     )
     reclaim_after: Seconds = pydantic.Field(
         30.0, description="seconds a job may stay silent before another worker takes it"

@@ -203,3 +203,14 @@ def test_tools_with_varargs_are_rejected() -> None:
 
     with pytest.raises(AgentConfigError, match=r"takes \*names"):
         agent(name="a", prompt="x", tools=[bad])
+
+
+def test_a_definitions_problems_are_raised_once_it_is_named() -> None:
+    from reactor import AgentConfigError, GraphValidationError
+
+    unnamed = agent(prompt="{{ x", bogus=1)  # type: ignore[arg-type]
+    assert unnamed.problems
+    with pytest.raises(GraphValidationError, match=r"\n  - Agent 'a' has 2 problems:"):
+        reactive({"a": unnamed})
+    with pytest.raises(AgentConfigError, match=r"^Agent 'b' has 2 problems:"):
+        agent(name="b", prompt="{{ x", bogus=1)  # type: ignore[arg-type]

@@ -22,7 +22,9 @@ from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import QueueSettings
 from reactor.service._scaleout.worker import live_workers
 from tests.redis_server import free_port
+from tests.service.server import ok, serving
 from tests.service.test_scale_out import (
+    APP,
     PATIENCE,
     SLOW,
     ended,
@@ -200,3 +202,58 @@ def test_a_stalled_worker_whose_run_was_taken_over_stops_it_and_writes_nothing_m
     assert (tmp_path / "steps.log").read_text().split() == [run_id]
     said = (tmp_path / f"worker{processes.index(stalled)}.log").read_text()
     assert "lease lost; stopping the run here" in said
+
+
+@pytest.mark.timeout(SLOW)
+def test_serve_alone_queues_again_what_redis_lost_and_its_runs_stay_known(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Runs accepted by ``reactor serve`` while no worker runs; Redis restarts empty: the
+    runs are still shown ``queued`` (never 404), serve queues their jobs again by itself,
+    and a worker started later runs each once. Its prefix keeps its keys apart."""
+    db = postgres_url
+    with private_redis(tmp_path) as (url, servers):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        env = {
+            "REACTOR_REDIS_URL": url,
+            "REACTOR_RECLAIM_AFTER": "1",
+            "REACTOR_REDIS_PREFIX": "desk",
+        }
+        with (
+            serving(db, tmp_path / "server.log", app=APP, env=env) as server,
+            server.client() as api,
+        ):
+            started = [
+                api.post("/api/runs", json={"graph": "steps", "input": {"seconds": 0}})
+                for _ in range(3)
+            ]
+            run_ids = [ok(answer, 202)["run_id"] for answer in started]
+            client = redis.Redis.from_url(url)
+            assert client.xlen("desk:jobs") == 3
+            assert client.keys("reactor:*") == []  # nothing outside its prefix
+            client.close()
+            subprocess.run(["redis-cli", "-p", str(port), "shutdown", "nosave"], check=False)
+            servers[0].wait(PATIENCE)
+            servers.append(start_redis(port, tmp_path))
+            for run_id in run_ids:  # Redis forgot them; the database did not
+                shown = ok(api.get(f"/api/runs/{run_id}"))
+                assert shown["info"]["status"] == "queued"
+
+            def requeued() -> bool:
+                again = redis.Redis.from_url(url)
+                try:
+                    return bool(again.xlen("desk:jobs") == 3)
+                except redis.ConnectionError:
+                    return False
+                finally:
+                    again.close()
+
+            wait_for(requeued, PATIENCE, "serve to queue the lost jobs again")
+            assert "job lost by redis; queued again" in server.output()
+            with workers(1, db, url, tmp_path, environ={"REACTOR_REDIS_PREFIX": "desk"}):
+                wait_for(lambda: ended(db, run_ids), PATIENCE, "every run to end")
+                done = redis.Redis.from_url(url)
+                wait_for(lambda: done.xlen("desk:jobs") == 0, PATIENCE, "done jobs trimmed")
+                done.close()
+    executions = (tmp_path / "steps.log").read_text().split()
+    assert sorted(executions) == sorted(run_ids), "a run ran twice (or never)"

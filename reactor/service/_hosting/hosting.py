@@ -123,6 +123,7 @@ class RunHost:
         self.wake_every = 1.0  # seconds between looks for suspended runs whose time came
         self.wake_margin = WAKE_MARGIN
         self._waking: asyncio.Task[None] | None = None
+        self._requeueing: asyncio.Task[None] | None = None
         self._woken: set[tuple[str, datetime]] = set()  # wakeups looked at already
         self.flushes = Flushes(lambda: self.record)  # one flush for the starts answered at once
 
@@ -144,6 +145,9 @@ class RunHost:
             retention, store = self.retention, self.record
             self.catalog.cron.daily("retention", lambda: retention.prune(store))
         self._waking = group.create_task(self._wake_loop())
+        if self.queue is not None:  # jobs Redis lost are queued again, from here too
+            every = self.queue.settings.reclaim_after
+            self._requeueing = group.create_task(self.queue.requeue_every(every))
 
     @property
     def handoff(self) -> HandOff | None:
@@ -167,9 +171,10 @@ class RunHost:
     def close(self) -> list[str]:
         """Take no more runs, and suspend the live ones (they resume at the next start)."""
         self.stopping = True
-        if self._waking is not None:
-            self._waking.cancel()
-            self._waking = None
+        for task in (self._waking, self._requeueing):
+            if task is not None:
+                task.cancel()
+        self._waking = self._requeueing = None
         held = self.runs.hold()
         self._group = None
         return held

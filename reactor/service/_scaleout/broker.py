@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import json
 import random
+import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
@@ -36,19 +37,19 @@ from reactor.service._scaleout.durable import Grouped
 __all__ = [
     "BACKOFF_FIRST",
     "BACKOFF_MAX",
+    "PREFIX_ENV",
     "REACTION",
     "RECLAIM_ENV",
     "REDIS_ENV",
-    "STREAM",
     "STREAM_ID",
     "JobBroker",
     "QueueSettings",
+    "RedisKeys",
 ]
 
 REDIS_ENV = "REACTOR_REDIS_URL"
 RECLAIM_ENV = "REACTOR_RECLAIM_AFTER"
-STREAM = "reactor:jobs"
-GROUP = "reactor-workers"
+PREFIX_ENV = "REACTOR_REDIS_PREFIX"
 REACTION = "reaction"
 """The key of a reaction's job: ``{"reaction": <entry id>, "agent": <name>}``."""
 STREAM_ID = "reactor_stream_id"
@@ -56,6 +57,7 @@ STREAM_ID = "reactor_stream_id"
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 10.0
 """Seconds before the first reconnection to Redis, and the most between two."""
+_PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 PENDING_PAGE = 100
 """Idle jobs looked at per round trip when looking for one to claim."""
 CLAIM_EVERY = 0.25
@@ -64,18 +66,70 @@ is looked at on every round): a look per job would cost each job a round trip.""
 
 
 @dataclasses.dataclass(frozen=True)
+class RedisKeys:
+    """The names a service keeps in its Redis, each under its prefix.
+
+    Two applications on one Redis (one database number) keep apart by their prefixes
+    (``REACTOR_REDIS_PREFIX``, ``reactor`` by default): ``<prefix>:jobs`` is the stream
+    of jobs, read by the consumer group ``<prefix>-workers``; ``<prefix>:job:<key>``
+    marks a job on the stream, ``<prefix>:queued:<run>`` a run not started yet,
+    ``<prefix>:waiting:<key>`` a job waiting for a worker with its code, and
+    ``<prefix>:worker:<id>`` a worker's heartbeat.
+    """
+
+    prefix: str = "reactor"
+
+    @property
+    def stream(self) -> str:
+        """The stream of jobs."""
+        return f"{self.prefix}:jobs"
+
+    @property
+    def group(self) -> str:
+        """The workers' consumer group."""
+        return f"{self.prefix}-workers"
+
+    @property
+    def job(self) -> str:
+        """Prefix of the markers of the jobs on the stream."""
+        return f"{self.prefix}:job:"
+
+    @property
+    def queued(self) -> str:
+        """Prefix of the markers of the runs queued and not started yet."""
+        return f"{self.prefix}:queued:"
+
+    @property
+    def waiting(self) -> str:
+        """Prefix of the keys of the jobs waiting for a worker with their code."""
+        return f"{self.prefix}:waiting:"
+
+    @property
+    def worker(self) -> str:
+        """Prefix of the workers' heartbeats."""
+        return f"{self.prefix}:worker:"
+
+
+@dataclasses.dataclass(frozen=True)
 class QueueSettings:
-    """Where the jobs are: the Redis URL, and when a silent job is taken over.
+    """Where the jobs are: the Redis URL, when a silent job is taken over, the keys' prefix.
 
     Attributes:
         url: ``redis://host:port/db``.
         reclaim_after: Seconds a job may stay unacknowledged without its worker's
             heartbeat before another worker takes it over (and how old a run's lease
             may get).
+        prefix: What the service's keys in Redis begin with (:class:`RedisKeys`).
     """
 
     url: str
     reclaim_after: float = 30.0
+    prefix: str = "reactor"
+
+    @property
+    def keys(self) -> RedisKeys:
+        """The names of the service's keys in its Redis."""
+        return RedisKeys(self.prefix)
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("redis://", "rediss://", "unix://")):
@@ -86,6 +140,11 @@ class QueueSettings:
         if not self.reclaim_after > 0:
             raise ServiceConfigError(
                 f"{RECLAIM_ENV} must be a positive number of seconds, got {self.reclaim_after!r}."
+            )
+        if not _PREFIX.fullmatch(self.prefix):
+            raise ServiceConfigError(
+                f"{PREFIX_ENV} must be 1 to 64 letters, digits, '_', '-', '.' or ':', got "
+                f"{self.prefix!r}."
             )
 
     @classmethod
@@ -100,7 +159,7 @@ class QueueSettings:
         config = settings_from(env)
         if config.redis_url is None:
             return None
-        return cls(config.redis_url, config.reclaim_after)
+        return cls(config.redis_url, config.reclaim_after, config.redis_prefix)
 
 
 class JobBroker(RedisStreamBroker):
@@ -120,8 +179,8 @@ class JobBroker(RedisStreamBroker):
         idle_ms = max(1, int(settings.reclaim_after * 1000))
         super().__init__(
             settings.url,
-            queue_name=STREAM,
-            consumer_group_name=GROUP,
+            queue_name=settings.keys.stream,
+            consumer_group_name=settings.keys.group,
             consumer_name=consumer,
             consumer_id="0",  # a group made after jobs were queued still gets them
             xread_block=min(1000, idle_ms),
@@ -129,6 +188,8 @@ class JobBroker(RedisStreamBroker):
             xread_count=1,
             health_check_interval=1,  # a connection kept from before a Redis restart is
         )  # found closed by a ping and made again, not by the command it was taken for
+        self.keys = settings.keys
+        """The names of the service's keys in Redis (its stream, its group)."""
         self.reconnected: Callable[[], None] = lambda: None
         """Called after Redis came back (a worker then looks for jobs Redis lost)."""
         self.ready = False
@@ -160,7 +221,7 @@ class JobBroker(RedisStreamBroker):
         self.parked[message_id] = time.monotonic() + seconds
         async with Redis(connection_pool=self.connection_pool) as redis:
             await redis.xclaim(
-                STREAM, GROUP, self.consumer_name, min_idle_time=0,
+                self.keys.stream, self.keys.group, self.consumer_name, min_idle_time=0,
                 message_ids=[message_id], idle=self.idle_timeout, justid=True,
             )  # fmt: skip
 
@@ -213,7 +274,7 @@ class JobBroker(RedisStreamBroker):
     async def _make_group(self) -> None:
         async with Redis(connection_pool=self.connection_pool) as redis:
             with contextlib.suppress(ResponseError):  # made meanwhile by another worker
-                await redis.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+                await redis.xgroup_create(self.keys.stream, self.keys.group, id="0", mkstream=True)
 
     async def _listen(self, answered: Callable[[], None]) -> AsyncGenerator[AckableMessage, None]:
         async with Redis(connection_pool=self.connection_pool) as redis:
@@ -238,7 +299,7 @@ class JobBroker(RedisStreamBroker):
                         continue
                     looked = time.monotonic()
                 fetched: Any = await redis.xreadgroup(
-                    GROUP, self.consumer_name, {STREAM: ">"},
+                    self.keys.group, self.consumer_name, {self.keys.stream: ">"},
                     count=max(1, self.room()), block=self.block,
                 )  # fmt: skip
                 answered()
@@ -262,15 +323,20 @@ class JobBroker(RedisStreamBroker):
         start = "-"
         while True:
             pending: Any = await redis.xpending_range(
-                STREAM, GROUP, min=start, max="+", count=PENDING_PAGE, idle=self.idle_timeout
+                self.keys.stream,
+                self.keys.group,
+                min=start,
+                max="+",
+                count=PENDING_PAGE,
+                idle=self.idle_timeout,
             )
             for entry in pending:
                 message_id = _text(entry["message_id"])
                 if message_id in self.parked:
                     continue
                 claimed: Any = await redis.xclaim(
-                    STREAM,
-                    GROUP,
+                    self.keys.stream,
+                    self.keys.group,
                     self.consumer_name,
                     min_idle_time=self.idle_timeout,
                     message_ids=[message_id],
@@ -292,8 +358,16 @@ class JobBroker(RedisStreamBroker):
         return AckableMessage(data=data, ack=functools.partial(self._acks, message_id))
 
     async def _ack_all(self, message_ids: list[bytes | str]) -> None:
-        """Acknowledge the jobs done at once: one command for all of them."""
-        await self.redis.xack(STREAM, GROUP, *message_ids)
+        """Acknowledge the jobs done at once, and take them off the stream: one round trip.
+
+        A job acknowledged is done (its run's log and lease say the rest), so it leaves
+        the stream then: the stream holds the jobs waiting or in hand, never a history
+        of every job that ever ran.
+        """
+        async with self.redis.pipeline(transaction=True) as both:
+            both.xack(self.keys.stream, self.keys.group, *message_ids)
+            both.xdel(self.keys.stream, *message_ids)
+            await both.execute()
 
 
 def _text(value: Any) -> str:

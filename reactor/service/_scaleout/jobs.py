@@ -5,7 +5,7 @@ a crash between two snapshots) forgets them, and a run queued there would stay q
 for ever. So each job also has a row of ``queued_jobs`` (its key: the run id, or
 ``reaction:<entry id>``) from the moment it is queued until a worker acknowledges it
 (a run's row goes with its lease, once its log is durable and just before that),
-and a marker in Redis (``reactor:job:<key>``) that lives and dies with the stream's data.
+and a marker in Redis (``<prefix>:job:<key>``) that lives and dies with the stream's data.
 A row whose marker is gone is a job Redis lost: :meth:`QueuedJobs.lost` finds them, and
 whoever sets the marker again first (``SET NX``: the serving process queueing it, or
 one of the workers looking after a reconnect) queues the job again, once.
@@ -28,13 +28,10 @@ from reactor.service._objects.schema import queued_jobs
 if TYPE_CHECKING:  # redis is imported where a queue is configured, not by every service
     from redis.asyncio import Redis
 
-__all__ = ["JOB_KEYS", "WAITING_KEYS", "QueuedJobs", "one_statement", "unsynced"]
+    from reactor.service._scaleout.broker import RedisKeys
 
-JOB_KEYS = "reactor:job:"
-"""Prefix of the markers of the jobs on the stream: ``reactor:job:<key>``."""
-WAITING_KEYS = "reactor:waiting:"
-"""Prefix of the keys of jobs waiting for a worker with their code (``reactor:waiting:
-<key>``, :mod:`reactor.service._scaleout.waiting`): they go with the job's marker."""
+__all__ = ["QueuedJobs", "one_statement", "unsynced"]
+
 PAGE = 500
 """Rows of ``queued_jobs`` looked at per round trip to Redis."""
 
@@ -45,10 +42,12 @@ class QueuedJobs:
     Args:
         db: The service's database.
         redis: Makes a client of the queue's Redis (its connection pool).
+        keys: The names of the service's keys there (a job's marker, and the key of a
+            job waiting for a worker with its code, which goes with it).
     """
 
-    def __init__(self, db: Database, redis: Callable[[], Redis]) -> None:
-        self.db, self._redis = db, redis
+    def __init__(self, db: Database, redis: Callable[[], Redis], keys: RedisKeys) -> None:
+        self.db, self._redis, self.keys = db, redis, keys
 
     async def add(self, key: str, job: dict[str, Any]) -> None:
         """Remember ``job`` (queued under ``key``) until :meth:`remove`.
@@ -78,7 +77,7 @@ class QueuedJobs:
     async def mark(self, key: str) -> bool:
         """Mark ``key``'s job as on the stream; False if it was already (do not queue it)."""
         async with self._redis() as redis:
-            return bool(await redis.set(JOB_KEYS + key, "1", nx=True))
+            return bool(await redis.set(self.keys.job + key, "1", nx=True))
 
     async def remove(self, key: str) -> None:
         """The job was acknowledged (or never went out): forget its row, then its marker.
@@ -91,7 +90,7 @@ class QueuedJobs:
                 queued_jobs.delete().where(queued_jobs.c.key == key, *self._unsynced())
             )
         async with self._redis() as redis:
-            await redis.delete(JOB_KEYS + key, WAITING_KEYS + key)
+            await redis.delete(self.keys.job + key, self.keys.waiting + key)
 
     async def requeue_lost(
         self, kick: Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -117,7 +116,7 @@ class QueuedJobs:
                 return requeued
             after = rows[-1].key
             async with self._redis() as redis:
-                present = await redis.mget([JOB_KEYS + row.key for row in rows])
+                present = await redis.mget([self.keys.job + row.key for row in rows])
             missing = [row for row, there in zip(rows, present, strict=True) if there is None]
             for row in missing:
                 if not await self._still_queued(row.key):
@@ -125,6 +124,18 @@ class QueuedJobs:
                 if await self.mark(row.key):
                     await kick(row.key, dict(row.job))
                     requeued.append(row.key)
+
+    async def find(self, key: str) -> tuple[dict[str, Any], datetime] | None:
+        """``key``'s job and when it was queued, while it is not acknowledged (else None)."""
+        async with self.db.read() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(queued_jobs.c.job, queued_jobs.c.queued_at).where(
+                        queued_jobs.c.key == key
+                    )
+                )
+            ).first()
+        return None if row is None else (dict(row.job), row.queued_at)
 
     def _unsynced(self) -> list[sa.ColumnElement[bool]]:
         """What commits a statement of ``queued_jobs`` without waiting for the disk.

@@ -38,20 +38,16 @@ from reactor.service._scaleout.broker import (
     REACTION,
     RECLAIM_ENV,
     REDIS_ENV,
-    STREAM,
     JobBroker,
     QueueSettings,
 )
-from reactor.service._scaleout.jobs import JOB_KEYS, QueuedJobs
+from reactor.service._scaleout.jobs import QueuedJobs
 
 __all__ = [
-    "QUEUED_KEYS",
     "REACTION",
     "RECLAIM_ENV",
     "REDIS_ENV",
-    "STREAM",
     "TASK",
-    "WORKER_KEYS",
     "JobBroker",
     "JobQueue",
     "QueueSettings",
@@ -59,10 +55,6 @@ __all__ = [
 ]
 
 TASK = "reactor.run"
-WORKER_KEYS = "reactor:worker:"
-"""Prefix of the workers' heartbeat keys: ``reactor:worker:<id>``, a JSON value."""
-QUEUED_KEYS = "reactor:queued:"
-"""Prefix of the keys of runs queued and not started yet: ``reactor:queued:<run id>``."""
 QUEUED_FOR = 7 * 24 * 3600
 """Seconds a queued run's key lives at most (a job no worker can take stays visible)."""
 _PUSH = """
@@ -88,11 +80,14 @@ class JobQueue:
 
     def __init__(self, settings: QueueSettings, db: Database | None = None) -> None:
         self.settings = settings
+        self.keys = settings.keys
         self.broker = JobBroker(settings)
         self.jobs = (
             None
             if db is None
-            else QueuedJobs(db, lambda: Redis(connection_pool=self.broker.connection_pool))
+            else QueuedJobs(
+                db, lambda: Redis(connection_pool=self.broker.connection_pool), self.keys
+            )
         )
         self._started = False
 
@@ -140,7 +135,7 @@ class JobQueue:
         kicker: AsyncKicker[Any, None] = AsyncKicker(TASK, self.broker, {"ack_type": "manual"})
         message = self.broker.formatter.dumps(kicker._prepare_message(job))
         marker = json.dumps({**job, "queued_at": time.time()}) if new_run else ""
-        keys = [JOB_KEYS + key, QUEUED_KEYS + key, STREAM]
+        keys = [self.keys.job + key, self.keys.queued + key, self.keys.stream]
         pushed = await self.broker.redis.eval(
             _PUSH, len(keys), *keys, int(mark), marker, QUEUED_FOR, message.message
         )
@@ -189,18 +184,49 @@ class JobQueue:
                 log("reactor.worker", "warning", "job lost by redis; queued again", job=key)
 
     async def queued(self, run_id: str) -> RunInfo | None:
-        """A run queued and not started yet, as ``queued`` (None otherwise)."""
+        """A run queued and not started yet, as ``queued`` (None otherwise).
+
+        Redis marks it until a worker starts it; when Redis lost its data (restarted
+        empty), the database still keeps the job (until it is requeued and marked again):
+        an accepted run is never unknown.
+        """
         async with Redis(connection_pool=self.broker.connection_pool) as redis:
-            found = await redis.get(QUEUED_KEYS + run_id)
-        return None if found is None else _queued_info(run_id, found)
+            found = await redis.get(self.keys.queued + run_id)
+        if found is not None:
+            return _queued_info(run_id, found)
+        kept = None if self.jobs is None else await self.jobs.find(run_id)
+        if kept is None:
+            return None
+        job, queued_at = kept
+        if REACTION in job or job.get("resume") is not None or job.get("run_id") != run_id:
+            return None  # a reaction's or a resume's: the run has a log already
+        return _queued_info(run_id, json.dumps({**job, "queued_at": queued_at.timestamp()}))
+
+    async def requeue_every(self, seconds: float) -> None:
+        """Queue again what Redis lost, looking every ``seconds``, for ever.
+
+        ``reactor serve`` looks too, not only the workers after they reconnect: with no
+        worker running, a job Redis lost is queued again all the same.
+        """
+        wake = asyncio.Event()
+
+        async def tick() -> None:
+            while True:
+                wake.set()
+                await asyncio.sleep(seconds)
+
+        async with asyncio.TaskGroup() as group:
+            group.create_task(tick())
+            group.create_task(self.requeue_after_reconnects(wake))
 
     async def queued_runs(self, limit: int) -> list[RunInfo]:
         """The runs queued and not started yet, newest first (at most ``limit``)."""
         async with Redis(connection_pool=self.broker.connection_pool) as redis:
-            keys = [key async for key in redis.scan_iter(match=QUEUED_KEYS + "*", count=1000)]
+            queued = self.keys.queued
+            keys = [key async for key in redis.scan_iter(match=queued + "*", count=1000)]
             values = await redis.mget(keys) if keys else []
         infos = [
-            _queued_info(key.decode().removeprefix(QUEUED_KEYS), value)
+            _queued_info(key.decode().removeprefix(self.keys.queued), value)
             for key, value in zip(keys, values, strict=True)
             if value is not None
         ]
@@ -227,7 +253,7 @@ async def live_workers(settings: QueueSettings) -> list[dict[str, Any]]:
     """The workers whose heartbeat is fresh: id, host, pid, concurrency, runs, started, beat."""
     found = []
     async with Redis.from_url(settings.url) as redis:
-        async for key in redis.scan_iter(match=WORKER_KEYS + "*"):
+        async for key in redis.scan_iter(match=settings.keys.worker + "*"):
             value = await redis.get(key)
             if value is not None:
                 found.append(json.loads(value))

@@ -9,7 +9,7 @@ acknowledged nor deleted) and hands it back at once (:meth:`JobBroker.park
 next round, within a second), skips it itself for a while (the reclaim time, doubling
 up to :data:`PARK_MAX`, jittered: it does not spin on it), and says so once per job.
 
-While it waits, the job has a key in Redis (``reactor:waiting:<key>``: what it waits
+While it waits, the job has a key in Redis (``<prefix>:waiting:<key>``: what it waits
 for and since when), deleted when a worker acknowledges it: ``/workers`` in the web UI
 and ``reactor workers`` show such jobs (:func:`waiting_jobs`).
 """
@@ -30,7 +30,6 @@ from reactor._signals.diagnostics import log
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.schema import agents
 from reactor.service._scaleout.broker import STREAM_ID, JobBroker, QueueSettings
-from reactor.service._scaleout.jobs import JOB_KEYS, WAITING_KEYS
 
 __all__ = ["PARK_MAX", "Waiting", "waiting_jobs"]
 
@@ -113,7 +112,7 @@ class Waiting:
                 await self.broker.park(str(message_id), wait)
             shown = json.dumps({"job": key, "waits_for": lacks, "since": time.time()})
             async with Redis(connection_pool=self.broker.connection_pool) as redis:
-                await redis.set(WAITING_KEYS + key, shown, nx=True, ex=WAITING_FOR)
+                await redis.set(self.broker.keys.waiting + key, shown, nx=True, ex=WAITING_FOR)
         except Exception as exc:  # Redis away: it stays pending, reclaimed when idle
             log("reactor.worker", "warning", "job not handed back", job=key, error=repr(exc))
 
@@ -124,13 +123,14 @@ async def waiting_jobs(settings: QueueSettings) -> list[dict[str, Any]]:
     Each is ``{"job": run id or "reaction:<entry>", "waits_for": "graph 'x'",
     "since": epoch seconds}``; only those still queued (their marker is there).
     """
+    names = settings.keys
     async with Redis.from_url(settings.url) as redis:
-        keys = [key async for key in redis.scan_iter(match=WAITING_KEYS + "*", count=1000)]
+        keys = [key async for key in redis.scan_iter(match=names.waiting + "*", count=1000)]
         if not keys:
             return []
         values = await redis.mget(keys)
-        jobs = [key.decode().removeprefix(WAITING_KEYS) for key in keys]
-        queued = await redis.mget([JOB_KEYS + job for job in jobs])
+        jobs = [key.decode().removeprefix(names.waiting) for key in keys]
+        queued = await redis.mget([names.job + job for job in jobs])
     found = [
         json.loads(value)
         for value, marker in zip(values, queued, strict=True)

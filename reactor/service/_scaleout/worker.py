@@ -19,7 +19,7 @@ A reaction's job names a processing-log entry: leased the same way, taken, run a
 finished as the serving process would (a ``queue`` agent's waits for the earlier
 entries of its object). After each reconnect it queues again the jobs Redis lost
 (``jobs``); on PostgreSQL its log refuses a run's appends once another worker took its
-lease (``durable.LogFence``); its heartbeat (``reactor:worker:<id>``) names its runs.
+lease (``durable.LogFence``); its heartbeat (``<prefix>:worker:<id>``) names its runs.
 On SIGTERM it takes no more jobs, holds at once the runs that wait for a person, a timer
 or a message, gives the others ``grace`` seconds, then holds the rest: others resume them.
 """
@@ -51,13 +51,10 @@ from reactor.service._reactions.dispatcher import Dispatcher
 from reactor.service._reactions.reaction import ReactionServices
 from reactor.service._reactions.registry import ReactionAgent, register
 from reactor.service._scaleout.durable import Batched, Flushes, Grouped, LogFence
-from reactor.service._scaleout.jobs import JOB_KEYS, WAITING_KEYS
 from reactor.service._scaleout.leases import Leases
 from reactor.service._scaleout.queue import (
-    QUEUED_KEYS,
     REACTION,
     TASK,
-    WORKER_KEYS,
     JobBroker,
     JobQueue,
     QueueSettings,
@@ -293,7 +290,8 @@ class Worker:
             if key.startswith("reaction:"):
                 await self.queue.remove(key)
             else:  # its row went with its lease
-                await self.unmarks((JOB_KEYS + key, QUEUED_KEYS + key, WAITING_KEYS + key))
+                keys = self.settings.keys
+                await self.unmarks((keys.job + key, keys.queued + key, keys.waiting + key))
         except Exception as exc:
             log("reactor.worker", "warning", "job not acknowledged", job=key, error=repr(exc))
 
@@ -359,7 +357,7 @@ class Worker:
         if self.service.host.record is not None:
             await self.flushes.durable()
         with contextlib.suppress(Exception):  # Redis away: unmarked when its job is done
-            await self.unmarks((QUEUED_KEYS + run_id,))
+            await self.unmarks((self.settings.keys.queued + run_id,))
 
     async def _heartbeat(self) -> None:
         """Renew the leases of the runs here and this worker's key in Redis; reread agents."""
@@ -410,7 +408,7 @@ class Worker:
             "executed": self.executed,
             "beat_at": time.time(),
         }
-        await redis.set(WORKER_KEYS + self.id, json.dumps(value), ex=ttl)
+        await redis.set(self.settings.keys.worker + self.id, json.dumps(value), ex=ttl)
 
     def _may_write(self, run_id: str) -> bool:
         """Whether a run executing here may still record: its lease is proved ours."""
@@ -447,4 +445,4 @@ class Worker:
 
     async def _forget(self) -> None:
         async with Redis.from_url(self.settings.url) as redis:
-            await redis.delete(WORKER_KEYS + self.id)
+            await redis.delete(self.settings.keys.worker + self.id)

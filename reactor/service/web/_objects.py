@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reactor.exceptions import ObjectNotFoundError, ServiceConfigError
+from reactor.service._api.base import MAX_CURSOR
 from reactor.service._api.runs import listed_runs
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import ProcessingEntry
@@ -119,7 +120,7 @@ async def object_by_id(request: Request, object_id: str, session: SignedIn) -> R
     return back(request, f"/objects/{last.type}/{object_id}")
 
 
-Before = Annotated[int | None, fastapi.Query(ge=1)]
+Before = Annotated[int | None, fastapi.Query(ge=1, le=MAX_CURSOR)]
 
 
 @router.get("/objects/{type}/{object_id}")
