@@ -396,7 +396,7 @@ def _template_error(exc: Exception, agent: str, field: str) -> Exception:
     if isinstance(exc, jinja2.exceptions.SecurityError):
         return TemplateError(
             f"Agent {agent!r}: the {field} did something the template sandbox does not "
-            f"allow: {exc}.",
+            f"allow: {str(exc).rstrip('.')}.",
             agent=agent,
         )
     if isinstance(exc, RecursionError):
@@ -407,7 +407,8 @@ def _template_error(exc: Exception, agent: str, field: str) -> Exception:
         )
     if isinstance(exc, jinja2.TemplateError | TypeError | ValueError | ArithmeticError):
         return TemplateError(
-            f"Agent {agent!r}: the {field} failed to render: {type(exc).__name__}: {exc}.",
+            f"Agent {agent!r}: the {field} failed to render: {type(exc).__name__}: "
+            f"{str(exc).rstrip('.')}.",
             agent=agent,
         )
     return exc

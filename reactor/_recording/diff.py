@@ -69,7 +69,7 @@ class Divergence:
     def __str__(self) -> str:
         where = " > ".join(self.path) or "start"
         if self.kind in ("answer", "prompt"):
-            what = f"agent {self.agent!r}'s {self.kind}"
+            what = f"the {self.kind} of agent {self.agent!r}"
             return (
                 f"Runs diverge at step {self.step} ({where}): {what} differs.\n"
                 f"  left:  {short_repr(self.left_text, 500)}\n"

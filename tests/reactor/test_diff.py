@@ -51,7 +51,7 @@ def test_a_different_answer_is_named_by_its_agent_with_both_texts() -> None:
     assert divergence.left is not None
     assert divergence.left.name == "text:delta"
     text = str(divergence)
-    assert "agent 'b''s answer differs" in text
+    assert "the answer of agent 'b' differs" in text
     assert "left:  'BBB'" in text
     assert "right: 'XXX'" in text
 
@@ -108,7 +108,7 @@ def test_reactor_diff_prints_the_root_cause(tmp_path: Path) -> None:
         right = join_graph().run_sync(input="x", provider=answers("XXX"), record=store)
     completed = reactor_cli(tmp_path, "diff", left.run_id, right.run_id, "--db", str(db))
     assert completed.returncode == 1, completed.stderr
-    assert "agent 'b''s answer differs" in completed.stdout
+    assert "the answer of agent 'b' differs" in completed.stdout
     assert "left:  'BBB'" in completed.stdout
     assert "right: 'XXX'" in completed.stdout
     assert completed.stdout.count("Runs diverge") == 1

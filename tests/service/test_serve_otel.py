@@ -7,6 +7,7 @@ configured by the standard ``OTEL_*`` variables only.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,26 @@ def test_an_unknown_exporter_is_a_config_error(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
     with pytest.raises(ServiceConfigError, match="OTEL_TRACES_EXPORTER='zipkin'"):
         telemetry_from_env()
+
+
+def test_closing_does_not_wait_for_a_collector_that_is_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from structlog.testing import capture_logs
+
+    from tests.redis_server import free_port
+
+    monkeypatch.setenv("REACTOR_OTEL", "1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    telemetry = telemetry_from_env()
+    assert telemetry is not None
+    with telemetry.provider.get_tracer("test").start_as_current_span("a span"):
+        pass
+    started = time.monotonic()
+    with capture_logs() as logs:
+        telemetry.close(within=0.5)
+    took = time.monotonic() - started
+    warned = [line for line in logs if line["event"] == "traces not all exported"]
+    assert warned, logs  # it stopped waiting: the exporter still retried the dead collector
+    assert "did not take the last spans within 0.5 s" in warned[0]["reason"]
+    assert took < 60  # a bound on a hang, not a speed check

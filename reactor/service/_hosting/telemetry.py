@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from typing import Any
 
 from reactor._recording.store import Reporter
@@ -29,6 +30,11 @@ __all__ = ["OTEL_ENV", "Telemetry", "telemetry_from_env"]
 OTEL_ENV = "REACTOR_OTEL"
 
 
+CLOSE_WITHIN = 2.0
+"""Seconds a stopping process gives its last spans to be exported: a collector that is
+down would otherwise hold it for the exporter's retries (6 to 10 s)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Telemetry:
     """The reporter that traces runs, and the tracer provider that exports its spans."""
@@ -36,9 +42,26 @@ class Telemetry:
     reporter: Reporter
     provider: Any  # opentelemetry.sdk.trace.TracerProvider (imported only when on)
 
-    def close(self) -> None:
-        """Export the spans still batched, and stop exporting."""
-        self.provider.shutdown()
+    def close(self, within: float = CLOSE_WITHIN) -> None:
+        """Export the spans still batched, and stop exporting, waiting ``within`` seconds.
+
+        The export goes on in a daemon thread: a collector that does not answer in time
+        costs the spans still batched (said in a warning), never a stop held for its
+        retries.
+        """
+        closing = threading.Thread(
+            target=self.provider.shutdown, name="reactor-otel-shutdown", daemon=True
+        )
+        closing.start()
+        closing.join(within)
+        if closing.is_alive():
+            log(
+                "reactor.service",
+                "warning",
+                "traces not all exported",
+                reason=f"the OpenTelemetry collector did not take the last spans within "
+                f"{within:g} s; the process stops without them",
+            )
 
 
 def telemetry_from_env(service_name: str = "reactor") -> Telemetry | None:
