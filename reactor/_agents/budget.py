@@ -22,9 +22,27 @@ from typing import Any
 from reactor._signals.payloads import input_tokens
 from reactor.exceptions import BudgetExceededError
 
-__all__ = ["Budget", "Spending", "check_budget"]
+__all__ = [
+    "Budget",
+    "Spending",
+    "check_budget",
+    "dollars",
+]
 
 _LIMITS = ("usd", "input_tokens", "output_tokens", "model_calls")
+
+
+def dollars(amount: float) -> str:
+    """An amount of US dollars as people write it: ``$5.00``, ``$0.0157``, ``$0.0000001``.
+
+    Cents from a dollar up; below, the digits that are there (a model call costs a
+    fraction of a cent), never a float's exponent (``$1e-07``).
+    """
+    if amount >= 1:
+        return f"${amount:,.2f}"
+    digits = f"{amount:.10f}".rstrip("0")
+    whole, _, fraction = digits.partition(".")
+    return f"${whole}.{fraction.ljust(2, '0')}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -142,7 +160,7 @@ def check_budget(
     if spent.usd is None or price_known is False:
         model = spent.unpriced if spent.usd is None else "the model this call would use"
         raise _exceeded(
-            f"{whose} is ${budget.usd:g}, and the cost of {model} is unknown (no price), "
+            f"{whose} is {dollars(budget.usd)}, and the cost of {model} is unknown (no price), "
             f"so agent {agent!r} was not allowed the call: an unknown cost counts as over a "
             "USD budget. Give the model's price (AnthropicProvider(prices={...}) or "
             "reactor.model_prices), or budget tokens instead of dollars.",
@@ -154,7 +172,7 @@ def check_budget(
         )
     if spent.usd >= budget.usd:
         raise _exceeded(
-            f"{of(f'${budget.usd:g}')} is spent (${spent.usd:.6f} so far): agent {agent!r} "
+            f"{of(dollars(budget.usd))} is spent ({dollars(spent.usd)} so far): agent {agent!r} "
             "was not allowed another model call.",
             "usd",
             budget.usd,

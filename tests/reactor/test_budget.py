@@ -172,3 +172,20 @@ def test_a_budget_is_made_of_numbers(field: str, value: Any) -> None:
 def test_a_run_budget_must_be_a_budget() -> None:
     with pytest.raises(TypeError, match=r"^budget must be a Budget"):
         chatty().run_sync(budget={"usd": 1})
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [
+        pytest.param(5, "$5.00", id="dollars"),
+        pytest.param(1234.5, "$1,234.50", id="thousands"),
+        pytest.param(0.5, "$0.50", id="cents"),
+        pytest.param(0.0157, "$0.0157", id="a-fraction-of-a-cent"),
+        pytest.param(1e-07, "$0.0000001", id="never-an-exponent"),
+        pytest.param(0, "$0.00", id="nothing"),
+    ],
+)
+def test_amounts_are_written_as_people_write_dollars(amount: float, shown: str) -> None:
+    from reactor._agents.budget import dollars
+
+    assert dollars(amount) == shown
