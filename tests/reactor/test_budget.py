@@ -17,6 +17,7 @@ from reactor import (
     agent,
     reactive,
 )
+from reactor._agents.budget import dollars
 
 PRICED = (3.0, 15.0)  # USD per million input / output tokens
 
@@ -86,7 +87,7 @@ async def test_dollars_are_checked_against_the_priced_cost() -> None:
     assert result.metrics.cost_usd >= 0.001
     assert result.error.spent == result.metrics.cost_usd
     assert str(result.error).startswith(
-        f"The run's budget of $0.001 is spent (${result.metrics.cost_usd:.6f} so far): agent "
+        f"The run's budget of $0.001 is spent ({dollars(result.metrics.cost_usd)} so far): agent "
         "'writer' was not allowed another model call."
     )
 
@@ -186,6 +187,4 @@ def test_a_run_budget_must_be_a_budget() -> None:
     ],
 )
 def test_amounts_are_written_as_people_write_dollars(amount: float, shown: str) -> None:
-    from reactor._agents.budget import dollars
-
     assert dollars(amount) == shown
