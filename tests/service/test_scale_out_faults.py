@@ -249,7 +249,11 @@ def test_serve_alone_queues_again_what_redis_lost_and_its_runs_stay_known(
                     again.close()
 
             wait_for(requeued, PATIENCE, "serve to queue the lost jobs again")
-            assert "job lost by redis; queued again" in server.output()
+            wait_for(
+                lambda: server.output().count("job lost by redis; queued again") == 3,
+                PATIENCE,
+                "serve to say so",
+            )
             with workers(1, db, url, tmp_path, environ={"REACTOR_REDIS_PREFIX": "desk"}):
                 wait_for(lambda: ended(db, run_ids), PATIENCE, "every run to end")
                 done = redis.Redis.from_url(url)
