@@ -3,8 +3,9 @@
 Implement these to plug your own pieces in: a :class:`Provider` to run prompts on
 another model, a :class:`Reporter` to watch runs, a :class:`SignalStore` to keep
 recordings somewhere else (subclass :class:`SignalStoreBase`, which gives every
-optional member of the contract a default). The aliases name the callables that
-agents and graphs take.
+optional member of the contract a default; :class:`SignalStore` is the union of four
+roles, :class:`RunLog`, :class:`RunReader`, :class:`Inbox` and :class:`StoreAdmin`, for
+code that needs one alone). The aliases name the callables that agents and graphs take.
 
 Each protocol is defined beside the code that uses it and gathered here, so that
 ``reactor.typing`` is the one place to look them up.
@@ -17,7 +18,7 @@ from typing import Any, TypeAlias
 
 from reactor._agents.context import AgentContext, RunView
 from reactor._providers.base import Provider
-from reactor._recording.store import Reporter, SignalStore
+from reactor._recording.store import Inbox, Reporter, RunLog, RunReader, SignalStore, StoreAdmin
 from reactor._recording.storebase import SignalStoreBase
 from reactor._signals.bus import Handler
 from reactor._signals.patterns import Pattern
@@ -26,12 +27,16 @@ __all__ = [
     "EndCondition",
     "Guard",
     "Handler",
+    "Inbox",
     "OnOutput",
     "Provider",
     "Reporter",
     "RunFunction",
+    "RunLog",
+    "RunReader",
     "SignalStore",
     "SignalStoreBase",
+    "StoreAdmin",
 ]
 
 Guard: TypeAlias = Callable[[AgentContext[Any]], Any] | str

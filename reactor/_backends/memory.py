@@ -27,7 +27,7 @@ from reactor._recording.storebase import SignalStoreBase, page_of
 from reactor._signals.names import HARNESS_END
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal, to_jsonable
-from reactor.exceptions import RunNotFoundError
+from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["MemorySignalStore"]
 
@@ -49,9 +49,16 @@ class MemorySignalStore(SignalStoreBase):
         self._inbox: list[Posted] = []
         self._delivered: set[str] = set()
         self._lock = threading.Lock()  # posts may come from other threads
+        self._closed = False
 
     def start_run(self, info: RunInfo) -> None:
-        """Register a run about to be recorded."""
+        """Register a run about to be recorded.
+
+        Raises:
+            RecordingError: The store is closed (its runs are still read).
+        """
+        if self._closed:
+            raise RecordingError("The memory signal store is closed: it takes no new runs.")
         self._infos[info.run_id] = info
         self._signals.setdefault(info.run_id, [])
         self._requests.setdefault(info.run_id, {})
@@ -230,8 +237,12 @@ class MemorySignalStore(SignalStoreBase):
         """Recorded runs, newest first, optionally filtered by graph, tag or status."""
         infos = [self._info(run_id) for run_id in self._signals]
         found = [i for i in infos if matches_filters(i, graph=graph, tag=tag, status=status)]
-        found.sort(key=lambda info: info.started_at, reverse=True)
+        found.sort(key=lambda info: (info.started_at, info.run_id), reverse=True)
         return found[:limit] if limit is not None else found
+
+    def close(self) -> None:
+        """Take no new runs (what was recorded is still read)."""
+        self._closed = True
 
     def tag(
         self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()

@@ -31,10 +31,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SNAPSHOT_EVERY",
+    "INBOX_MEMBERS",
     "PAGE",
+    "RUN_LOG_MEMBERS",
+    "RUN_READER_MEMBERS",
+    "STORE_ADMIN_MEMBERS",
+    "Inbox",
     "Reporter",
+    "RunLog",
+    "RunReader",
     "RunReporter",
     "SignalStore",
+    "StoreAdmin",
     "as_reporter",
     "check_snapshot_every",
     "check_store",
@@ -101,21 +109,15 @@ class RunReporter(Reporter, Protocol):
 
 
 @runtime_checkable
-class SignalStore(Protocol):
-    """Keeps recordings: ``graph.run(..., record=store)`` writes a run to it.
+class RunLog(Protocol):
+    """The writing half of a store: what a run records as it goes, and its durability.
 
-    Subclass :class:`~reactor.SignalStoreBase`, which gives every optional member a
-    default (each documented there), and implement ``append``, ``load``, ``runs``
-    and ``delete``. A store given to ``record=`` is checked there: one that lacks a
-    member is refused with a message naming it.
-
-    **Writing** (``start_run``, ``append``, ``deliver``, ``record_request``,
-    ``room``) is called on the run's event loop, during dispatch: it must never
-    block. A store that writes elsewhere queues, and says through :meth:`room` when its
-    writer is behind: the run then *awaits* (backpressure), while other runs and
-    requests go on. **Reading and managing** (everything else) may block on a disk or
-    a server: reactor calls it off the event loop.
-
+    ``start_run``, ``append``, ``deliver``, ``record_request`` and ``room`` are called
+    on the run's event loop, during dispatch: they must never block. A store that
+    writes elsewhere queues, and says through :meth:`room` when its writer is behind:
+    the run then *awaits* (backpressure), while other runs and requests go on.
+    ``flush``, ``recording_error``, ``watch_recording`` and ``close`` may block (reactor
+    calls them off the loop).
     """
 
     @property
@@ -125,8 +127,6 @@ class SignalStore(Protocol):
         So that a resume reads only the log's tail.
         """
         ...
-
-    # -- writing: on the event loop, never blocking --------------------------------
 
     def start_run(self, info: RunInfo) -> None:
         """Register a run about to be recorded (its graph, tags, target)."""
@@ -152,8 +152,6 @@ class SignalStore(Protocol):
         """
         ...
 
-    # -- durability: blocking -------------------------------------------------------
-
     def flush(self) -> None:
         """Make everything appended so far durable (or failed: see :meth:`recording_error`)."""
         ...
@@ -166,7 +164,14 @@ class SignalStore(Protocol):
         """Have ``failed()`` called (from any thread) if the run's recording fails; the unwatch."""
         ...
 
-    # -- reading: blocking ---------------------------------------------------------
+    def close(self) -> None:
+        """Write what is queued and release what the store holds."""
+        ...
+
+
+@runtime_checkable
+class RunReader(Protocol):
+    """The reading half of a store: runs, their logs in pages, their state. Blocking."""
 
     def info(self, run_id: str) -> RunInfo:
         """What the store knows of one run, its counters included, without reading its log."""
@@ -204,41 +209,20 @@ class SignalStore(Protocol):
         status: str | None = None,
         limit: int | None = None,
     ) -> list[RunInfo]:
-        """Recorded runs, newest first."""
+        """Recorded runs, newest first (ties broken by run id, newest first too)."""
         ...
 
     def resolve(self, ref: str) -> str:
         """A run id from ``ref``: a run id, a unique prefix of one, or ``last``."""
         ...
 
-    # -- managing: blocking --------------------------------------------------------
 
-    def delete(self, run_id: str) -> bool:
-        """Delete a run; return whether it existed."""
-        ...
+@runtime_checkable
+class Inbox(Protocol):
+    """Outside input to runs, live or later: posted messages and timers.
 
-    def tag(
-        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
-    ) -> RunInfo:
-        """Set ``tags`` on a recorded run and drop the keys in ``remove``; its info after."""
-        ...
-
-    def prune(
-        self,
-        *,
-        older_than: timedelta,
-        status: Collection[str] | None = ("completed",),
-        keep_last: int = 0,
-        dry_run: bool = False,
-    ) -> int:
-        """Delete ended runs that ended longer than ``older_than`` ago; return how many."""
-        ...
-
-    def close(self) -> None:
-        """Write what is queued and release what the store holds."""
-        ...
-
-    # -- the inbox: blocking, but for watch_inbox ------------------------------------
+    Blocking, but for ``watch_inbox``.
+    """
 
     def post(
         self,
@@ -273,14 +257,72 @@ class SignalStore(Protocol):
         ...
 
 
-def _members(protocol: type) -> tuple[str, ...]:
-    """The public members a protocol declares (methods, properties and attributes)."""
-    names = {name for name in vars(protocol) if not name.startswith("_")}
-    names |= {name for name in getattr(protocol, "__annotations__", {}) if not name.startswith("_")}
+@runtime_checkable
+class StoreAdmin(Protocol):
+    """Managing what a store keeps: deleting, tagging and pruning runs. Blocking."""
+
+    def delete(self, run_id: str) -> bool:
+        """Delete a run; return whether it existed."""
+        ...
+
+    def tag(
+        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
+    ) -> RunInfo:
+        """Set ``tags`` on a recorded run and drop the keys in ``remove``; its info after."""
+        ...
+
+    def prune(
+        self,
+        *,
+        older_than: timedelta,
+        status: Collection[str] | None = ("completed",),
+        keep_last: int = 0,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete ended runs that ended longer than ``older_than`` ago; return how many."""
+        ...
+
+
+@runtime_checkable
+class SignalStore(RunLog, RunReader, Inbox, StoreAdmin, Protocol):
+    """Keeps recordings: ``graph.run(..., record=store)`` writes a run to it.
+
+    It is the union of four roles, each a small protocol a caller may need alone:
+    :class:`RunLog` (what a run records, and its durability), :class:`RunReader` (runs
+    and their logs, in pages), :class:`Inbox` (outside input, live or later) and
+    :class:`StoreAdmin` (delete, tag, prune). A wrapper changes the role it is about
+    and takes the others as they are (:class:`~reactor._recording.roles.StoreRoles`).
+
+    Subclass :class:`~reactor.SignalStoreBase`, which gives every optional member a
+    default (each documented there), and implement ``append``, ``load``, ``runs``
+    and ``delete``; ``reactor.testing.check_store_contract`` is the conformance suite
+    a store runs in its own tests. A store given to ``record=`` is checked there: one
+    that lacks a member is refused with a message naming it.
+    """
+
+
+def _members(*protocols: type) -> tuple[str, ...]:
+    """The public members the protocols declare (methods, properties and attributes)."""
+    names: set[str] = set()
+    for protocol in protocols:
+        names |= {name for name in vars(protocol) if not name.startswith("_")}
+        names |= {
+            name for name in getattr(protocol, "__annotations__", {}) if not name.startswith("_")
+        }
     return tuple(sorted(names))
 
 
-STORE_MEMBERS = _members(SignalStore)
+RUN_LOG_MEMBERS = _members(RunLog)
+"""What :class:`RunLog` declares."""
+RUN_READER_MEMBERS = _members(RunReader)
+"""What :class:`RunReader` declares."""
+INBOX_MEMBERS = _members(Inbox)
+"""What :class:`Inbox` declares."""
+STORE_ADMIN_MEMBERS = _members(StoreAdmin)
+"""What :class:`StoreAdmin` declares."""
+
+
+STORE_MEMBERS = _members(RunLog, RunReader, Inbox, StoreAdmin)
 """Every member of :class:`SignalStore`, checked by :func:`check_store`."""
 
 

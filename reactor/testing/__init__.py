@@ -16,6 +16,8 @@
   send to Claude and how they handle its answers, tool calls and errors.
 * :func:`capture_signals`: collects every signal of the runs started inside it.
 * :func:`assert_signals`: checks that signals happened in a given order.
+* :func:`check_store_contract`: the conformance suite of a signal store of your own
+  (:class:`StoreContractError` names every check it fails).
 
 With pytest, the plugin (installed with reactor) offers them as fixtures:
 ``reactor_signals``, ``scripted_provider`` and ``fake_anthropic``; see
@@ -36,6 +38,11 @@ from reactor.testing._capture import (
 )
 
 if TYPE_CHECKING:
+    from reactor.testing._contract import (
+        ContractReport,
+        StoreContractError,
+        check_store_contract,
+    )
     from reactor.testing._fake_anthropic import (
         Failure,
         FakeAnthropic,
@@ -50,28 +57,38 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CapturedSignals",
+    "ContractReport",
     "Failure",
     "FakeAnthropic",
     "Hang",
     "ScriptedProvider",
+    "StoreContractError",
     "Text",
     "Thinking",
     "ToolUse",
     "Turn",
     "assert_signals",
     "capture_signals",
+    "check_store_contract",
     "fake_anthropic",
     "signal_names",
     "turn",
 ]
 
 _FAKE = frozenset({"FakeAnthropic", "Failure", "Hang", "Text", "Thinking", "ToolUse", "Turn"})
+_CONTRACT = frozenset({"ContractReport", "StoreContractError", "check_store_contract"})
 
 
 def __getattr__(name: str) -> Any:
-    # The fake endpoint needs the anthropic SDK, slow to import: load it on first use.
+    # The fake endpoint needs the anthropic SDK, slow to import: load it on first use
+    # (and the contract, which builds graphs, too).
+    module = None
     if name in _FAKE or name in ("fake_anthropic", "turn"):
-        value = getattr(importlib.import_module("reactor.testing._fake_anthropic"), name)
+        module = "reactor.testing._fake_anthropic"
+    elif name in _CONTRACT:
+        module = "reactor.testing._contract"
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'reactor.testing' has no attribute {name!r}")

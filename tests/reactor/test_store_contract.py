@@ -27,7 +27,7 @@ from reactor import (
 )
 from reactor._recording.inbox import Posted
 from reactor._recording.recording import Recording
-from tests.reactor.databases import SQLITE_SINCE_6, StorePlace
+from tests.reactor.databases import SQLITE_SINCE_6, StorePlace, create_database, drop_database
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -372,3 +372,25 @@ async def test_a_resumed_run_reads_its_store_off_the_event_loop() -> None:
     assert set(store.threads) == {"load_tail", "waiting_messages"}
     loop_thread = threading.get_ident()
     assert all(loop_thread not in threads for threads in store.threads.values()), store.threads
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_the_stores_reactor_ships_keep_the_contract(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from reactor.testing import check_store_contract
+
+    made = iter(range(1000))
+
+    def make_store() -> SignalStoreBase:
+        if kind == "memory":
+            return MemorySignalStore()
+        if kind == "sqlite":
+            return SQLiteSignalStore(tmp_path / f"contract{next(made)}.db")
+        url = create_database()
+        request.addfinalizer(lambda: drop_database(url))
+        return StorePlace("postgres", url).open()
+
+    report = check_store_contract(make_store)
+    assert report.skipped == {}
+    assert len(report.ran) == 12

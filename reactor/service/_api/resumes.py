@@ -79,8 +79,8 @@ async def with_blocks(service: ReactionService, infos: Sequence[RunInfo]) -> lis
     open_ids = [info.run_id for info in infos if not info.complete]
     if not open_ids:
         return list(infos)
-    record = service.host.record
-    unended = record.unended if record is not None else {}
+    fenced = service.host.fenced
+    unended = fenced.unended if fenced is not None else {}
     blocked = await BlockedRuns(service.db).reasons(open_ids)
     shown = []
     for info in infos:

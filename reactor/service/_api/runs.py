@@ -331,7 +331,7 @@ async def listed_runs(
 
 def _unended(service: ReactionService) -> bool:
     """Whether some run ended while its store could not write it (it is shown ``failed``)."""
-    return service.host.record is not None and bool(service.host.record.unended)
+    return service.host.fenced is not None and bool(service.host.fenced.unended)
 
 
 @router.post("", status_code=202)

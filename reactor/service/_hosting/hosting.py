@@ -33,7 +33,7 @@ from reactor.exceptions import (
 )
 from reactor.exceptions._extras import importing
 from reactor.service._hosting.launch import RunRequest, Runs
-from reactor.service._hosting.record import ServiceRecord
+from reactor.service._hosting.record import ServiceRecord, service_store
 from reactor.service._hosting.retention import Retention
 from reactor.service._objects.blocks import BlockedRuns
 from reactor.service._objects.db import Database
@@ -114,7 +114,10 @@ class RunHost:
         self.runs = runs
         self.catalog = catalog
         self.provider = provider
-        self.record: ServiceRecord | None = None
+        self.record: SignalStore | None = None
+        """The service's store, as its runs record to it (their log fenced: :attr:`fenced`)."""
+        self.fenced: ServiceRecord | None = None
+        """The fenced log of the runs (what held runs say is dropped; ends kept to write)."""
         self.queue: JobQueue | None = None
         self.stopping = False
         self._group: asyncio.TaskGroup | None = None
@@ -137,7 +140,8 @@ class RunHost:
         """
         freeze_long_lived()
         self._group, self._changed = group, changed
-        self.record = ServiceRecord(record)
+        self.record, self.fenced = service_store(record)
+        self.runs.fenced = self.fenced
         self.stopping = False
         if self.queue is None:
             self.queue = job_queue(self.runs.db)
@@ -198,10 +202,10 @@ class RunHost:
                 await self.wake()
             except Exception as exc:  # the store or the database is away: next time
                 log("reactor.service", "error", "wakeups not read", error=repr(exc))
-            record = self.record
-            if record is not None and record.unended:  # runs that ended on a full disk
+            fenced = self.fenced
+            if fenced is not None and fenced.unended:  # runs that ended on a full disk
                 try:
-                    for run_id in await asyncio.to_thread(record.write_ends):
+                    for run_id in await asyncio.to_thread(fenced.write_ends):
                         log("reactor.service", "info", "run's end recorded", run_id=run_id)
                 except Exception as exc:  # the store is still away: next time
                     log("reactor.service", "warning", "ends not recorded", error=repr(exc))

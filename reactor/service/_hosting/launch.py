@@ -36,7 +36,7 @@ from reactor._engine.result import RunResult
 from reactor._graph.reactive import Reactive, reactive
 from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo
-from reactor._recording.store import Reporter
+from reactor._recording.store import Reporter, SignalStore
 from reactor._signals.diagnostics import log
 from reactor.exceptions import RecordingError, RunSuspendedError, ServiceConfigError
 from reactor.service._hosting.controls import Controls
@@ -168,6 +168,8 @@ class Runs:
         self.db = db
         self.objects = objects
         self._single: dict[str, tuple[Agent, Reactive]] = {}
+        self.fenced: ServiceRecord | None = None
+        """The fenced log of the service's store (the host's, once it is open)."""
 
     def graph(self, request: RunRequest) -> Reactive:
         """The graph a request runs (an agent runs as a graph of itself).
@@ -198,7 +200,7 @@ class Runs:
         request: RunRequest,
         *,
         provider: Provider | None,
-        record: ServiceRecord | None,
+        record: SignalStore | None,
         done: Callable[[], None],
     ) -> str:
         """Start ``request`` in ``group``; return the run's id once it has begun.
@@ -218,7 +220,7 @@ class Runs:
         request: RunRequest,
         *,
         provider: Provider | None,
-        record: ServiceRecord | None,
+        record: SignalStore | None,
         done: Callable[[], None],
         scope: Mapping[str, Any] | None = None,
         graph: Reactive | None = None,
@@ -261,7 +263,7 @@ class Runs:
         feed: RunFeed,
         controls: Controls,
         provider: Provider | None,
-        record: ServiceRecord | None,
+        record: SignalStore | None,
         scope: Mapping[str, Any] | None,
     ) -> RunResult | None:
         started = datetime.now(UTC)
@@ -316,8 +318,9 @@ class Runs:
         finally:
             if not feed.started.done():
                 feed.started.cancel()
-        if isinstance(result.error, RecordingError) and record is not None and result.signals:
-            record.unwritten(result.run_id, result.signals[-1], result.error)  # written later
+        fenced = self.fenced
+        if isinstance(result.error, RecordingError) and fenced is not None and result.signals:
+            fenced.unwritten(result.run_id, result.signals[-1], result.error)  # written later
         if not result.ok and request.kind != "reaction":  # a reaction's entry says it
             log(
                 "reactor.service",

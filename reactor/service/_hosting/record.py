@@ -1,8 +1,9 @@
-"""The signal store the service's runs record to: the real one, less what fenced runs say.
+"""The log the service's runs record to: the store's, less what fenced runs say.
 
-:class:`ServiceRecord` passes everything to the store it wraps, except what a run
-records after it was *held* (a worker that lost the run's lease: another one has it
-now). It is a whole :class:`~reactor.SignalStore`: each member is the wrapped store's.
+:class:`ServiceRecord` is the :class:`~reactor._recording.store.RunLog` role of the
+service's store: it passes what a run records to the store, except what a run records
+after it was *held* (a worker that lost the run's lease: another one has it now). The
+store's other roles are the store's own (:func:`service_store` puts them together).
 
 It also keeps the end of each run that ended while its store could not write it (a
 full disk): :meth:`write_ends` writes it once the store records again, so the run's
@@ -14,23 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Collection, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Callable
 from typing import Any
 
-from reactor._recording.inbox import Posted, Wakeup
 from reactor._recording.info import RunInfo
-from reactor._recording.recording import Recording
-from reactor._recording.store import PAGE, SignalStore
-from reactor._signals.patterns import Pattern
+from reactor._recording.roles import StoreRoles
+from reactor._recording.store import SignalStore
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
-__all__ = ["ServiceRecord"]
+__all__ = ["ServiceRecord", "service_store"]
+
+
+def service_store(store: SignalStore) -> tuple[SignalStore, ServiceRecord]:
+    """``store`` as the service's runs record to it (fenced), and its fenced log."""
+    fenced = ServiceRecord(store)
+    return StoreRoles(store, log=fenced), fenced
 
 
 class ServiceRecord:
-    """A signal store that drops what held runs record: see the module's docstring.
+    """The log of the service's runs, which drops what held runs record (see the module).
 
     Args:
         store: The store everything else goes to.
@@ -129,113 +133,9 @@ class ServiceRecord:
         """Have ``failed()`` called if the run's recording fails."""
         return self.store.watch_recording(run_id, failed)
 
-    # -- reading -------------------------------------------------------------------
-
-    def info(self, run_id: str) -> RunInfo:
-        """What the store knows of a run, its counters included."""
-        return self.store.info(run_id)
-
-    def signals(
-        self,
-        run_id: str,
-        *,
-        after: int = 0,
-        before: int | None = None,
-        limit: int = PAGE,
-        names: Collection[Pattern] | None = None,
-    ) -> list[Signal]:
-        """One page of a run's log."""
-        return self.store.signals(run_id, after=after, before=before, limit=limit, names=names)
-
-    def state(self, run_id: str) -> dict[str, Any]:
-        """A run's latest state."""
-        return self.store.state(run_id)
-
-    def load(self, run_id: str) -> Recording:
-        """A recorded run."""
-        return self.store.load(run_id)
-
-    def load_tail(self, run_id: str) -> Recording:
-        """A run from its latest snapshot on (what a resume reads)."""
-        return self.store.load_tail(run_id)
-
-    def runs(
-        self,
-        *,
-        graph: str | None = None,
-        tag: str | None = None,
-        status: str | None = None,
-        limit: int | None = None,
-    ) -> list[RunInfo]:
-        """Recorded runs, newest first."""
-        return self.store.runs(graph=graph, tag=tag, status=status, limit=limit)
-
-    def resolve(self, ref: str) -> str:
-        """A run id from a prefix or ``last``."""
-        return self.store.resolve(ref)
-
-    # -- managing ------------------------------------------------------------------
-
-    def delete(self, run_id: str) -> bool:
-        """Delete a recorded run."""
-        return self.store.delete(run_id)
-
-    def tag(
-        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
-    ) -> RunInfo:
-        """Set and drop a run's tags (see :meth:`reactor.SignalStoreBase.tag`)."""
-        return self.store.tag(run_id, tags, remove=remove)
-
-    def prune(
-        self,
-        *,
-        older_than: timedelta,
-        status: Collection[str] | None = ("completed",),
-        keep_last: int = 0,
-        dry_run: bool = False,
-    ) -> int:
-        """Delete ended runs (see :meth:`reactor.SignalStoreBase.prune`)."""
-        return self.store.prune(
-            older_than=older_than, status=status, keep_last=keep_last, dry_run=dry_run
-        )
-
     def close(self) -> None:
         """Close the store."""
         self.store.close()
-
-    # -- the inbox -----------------------------------------------------------------
-
-    def post(
-        self,
-        run_id: str,
-        name: str,
-        payload: Any = None,
-        *,
-        source: str = "user",
-        at: datetime | None = None,
-    ) -> str:
-        """Queue a signal for a run (its durable inbox), due at ``at`` if given."""
-        return self.store.post(run_id, name, payload, source=source, at=at)
-
-    def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs, due and not yet delivered."""
-        return self.store.undelivered(run_ids)
-
-    def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs with ``at=`` and not due yet."""
-        return self.store.scheduled(run_ids)
-
-    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs and not delivered, due or not."""
-        return self.store.waiting_messages(run_ids)
-
-    def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
-        """Runs not ended with a timer or a scheduled message, and its time."""
-        return self.store.wakeups(before=before)
-
-    def watch_inbox(self, run_id: str, deliver: Callable[[Posted], None]) -> Callable[[], None]:
-        """Have ``deliver`` called for each message posted to the run."""
-        return self.store.watch_inbox(run_id, deliver)
 
     def __repr__(self) -> str:
         return repr(self.store)

@@ -33,6 +33,7 @@ from reactor._signals.diagnostics import log
 from reactor._signals.settings import masked_url, settings_from
 from reactor.exceptions import ServiceConfigError
 from reactor.service._scaleout.durable import Grouped
+from reactor.service._scaleout.jobs import RedisKeys
 
 __all__ = [
     "BACKOFF_FIRST",
@@ -63,51 +64,6 @@ PENDING_PAGE = 100
 CLAIM_EVERY = 0.25
 """Seconds between two looks for idle jobs while new jobs keep coming (a quiet stream
 is looked at on every round): a look per job would cost each job a round trip."""
-
-
-@dataclasses.dataclass(frozen=True)
-class RedisKeys:
-    """The names a service keeps in its Redis, each under its prefix.
-
-    Two applications on one Redis (one database number) keep apart by their prefixes
-    (``REACTOR_REDIS_PREFIX``, ``reactor`` by default): ``<prefix>:jobs`` is the stream
-    of jobs, read by the consumer group ``<prefix>-workers``; ``<prefix>:job:<key>``
-    marks a job on the stream, ``<prefix>:queued:<run>`` a run not started yet,
-    ``<prefix>:waiting:<key>`` a job waiting for a worker with its code, and
-    ``<prefix>:worker:<id>`` a worker's heartbeat.
-    """
-
-    prefix: str = "reactor"
-
-    @property
-    def stream(self) -> str:
-        """The stream of jobs."""
-        return f"{self.prefix}:jobs"
-
-    @property
-    def group(self) -> str:
-        """The workers' consumer group."""
-        return f"{self.prefix}-workers"
-
-    @property
-    def job(self) -> str:
-        """Prefix of the markers of the jobs on the stream."""
-        return f"{self.prefix}:job:"
-
-    @property
-    def queued(self) -> str:
-        """Prefix of the markers of the runs queued and not started yet."""
-        return f"{self.prefix}:queued:"
-
-    @property
-    def waiting(self) -> str:
-        """Prefix of the keys of the jobs waiting for a worker with their code."""
-        return f"{self.prefix}:waiting:"
-
-    @property
-    def worker(self) -> str:
-        """Prefix of the workers' heartbeats."""
-        return f"{self.prefix}:worker:"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,8 +20,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from reactor._recording.store import SignalStore
-from reactor.service._hosting.record import ServiceRecord
+from reactor._recording.store import RunLog, SignalStore
 from reactor.service._scaleout.leases import Leases
 
 __all__ = ["Batched", "Flushes", "Grouped", "LogFence"]
@@ -77,7 +76,7 @@ class Flushes:
     (A flush per run would each hold a thread of the loop's small default pool.)
     """
 
-    def __init__(self, record: Callable[[], ServiceRecord | None]) -> None:
+    def __init__(self, record: Callable[[], RunLog | None]) -> None:
         self._record = record
         self._waiting: list[asyncio.Future[None]] = []
         self._flushing: asyncio.Future[None] | None = None

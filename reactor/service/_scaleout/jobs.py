@@ -14,6 +14,7 @@ one of the workers looking after a reconnect) queues the job again, once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -28,12 +29,55 @@ from reactor.service._objects.schema import queued_jobs
 if TYPE_CHECKING:  # redis is imported where a queue is configured, not by every service
     from redis.asyncio import Redis
 
-    from reactor.service._scaleout.broker import RedisKeys
-
-__all__ = ["QueuedJobs", "one_statement", "unsynced"]
+__all__ = ["QueuedJobs", "RedisKeys", "one_statement", "unsynced"]
 
 PAGE = 500
 """Rows of ``queued_jobs`` looked at per round trip to Redis."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RedisKeys:
+    """The names a service keeps in its Redis, each under its prefix.
+
+    Two applications on one Redis (one database number) keep apart by their prefixes
+    (``REACTOR_REDIS_PREFIX``, ``reactor`` by default): ``<prefix>:jobs`` is the stream
+    of jobs, read by the consumer group ``<prefix>-workers``; ``<prefix>:job:<key>``
+    marks a job on the stream, ``<prefix>:queued:<run>`` a run not started yet,
+    ``<prefix>:waiting:<key>`` a job waiting for a worker with its code, and
+    ``<prefix>:worker:<id>`` a worker's heartbeat.
+    """
+
+    prefix: str = "reactor"
+
+    @property
+    def stream(self) -> str:
+        """The stream of jobs."""
+        return f"{self.prefix}:jobs"
+
+    @property
+    def group(self) -> str:
+        """The workers' consumer group."""
+        return f"{self.prefix}-workers"
+
+    @property
+    def job(self) -> str:
+        """Prefix of the markers of the jobs on the stream."""
+        return f"{self.prefix}:job:"
+
+    @property
+    def queued(self) -> str:
+        """Prefix of the markers of the runs queued and not started yet."""
+        return f"{self.prefix}:queued:"
+
+    @property
+    def waiting(self) -> str:
+        """Prefix of the keys of the jobs waiting for a worker with their code."""
+        return f"{self.prefix}:waiting:"
+
+    @property
+    def worker(self) -> str:
+        """Prefix of the workers' heartbeats."""
+        return f"{self.prefix}:worker:"
 
 
 class QueuedJobs:

@@ -146,7 +146,8 @@ class Worker:
                 self._group = group
                 service.host.open(group, record, lambda: None)
                 assert service.host.record is not None
-                service.host.record.fence = self._may_write
+                assert service.host.fenced is not None
+                service.host.fenced.fence = self._may_write
                 services = ReactionServices(
                     service.objects, service.suggestion_store, service.host, service.host.record
                 )
