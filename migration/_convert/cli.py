@@ -63,7 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``reactor migrate``; return the exit status (0 agree/written, 1 not, 2 usage)."""
+    """Run ``reactor migrate``; return the exit status (0 passed/written, 1 not, 2 usage).
+
+    ``--check`` passes when both executors run the flow to its end and agree; it fails
+    when they disagree, when either stops on a failure, or when no node ran.
+    """
     from migration._convert.codegen import to_python  # not when only declared, or --help
 
     reactor.logging.configure(level=_LEVELS[min(args.verbose, 2)], stream=sys.stderr)
@@ -96,7 +100,7 @@ def _check(args: argparse.Namespace, registry: RegistrySource | None) -> int:
         options["input"] = _json(args.input, "--input")
     result = check_sync(args.file, **options)
     print(result.report())
-    return 0 if result.agrees else 1
+    return 0 if result.passed else 1
 
 
 def _registry(ref: str) -> RegistrySource:

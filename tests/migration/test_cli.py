@@ -178,3 +178,48 @@ def test_a_hostile_file_is_a_one_line_error(tmp_path: Path) -> None:
         "reactor migrate: error: The flow file 'bomb.yaml' expands to more than 200,000 values "
         "(YAML aliases repeat what they point to); write it out without nested aliases.\n"
     )
+
+
+def test_check_fails_when_both_runs_fail_alike(tmp_path: Path) -> None:
+    name = write(
+        tmp_path,
+        "greet.yaml",
+        {
+            "flow": {"name": "greet"},
+            "nodes": [{"id": "hello", "type": "echo", "input": {"text": "Hi {{flow.input.name}}"}}],
+            "edges": [],
+        },
+    )
+    failed = migrate(tmp_path, name, "--check")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert failed.stdout.splitlines()[0] == (
+        "Flow 'greet': the check FAILED: both runs stopped at node 'hello' with the same error, "
+        "so the check proves nothing; give the flow its input (reactor migrate --input JSON, "
+        "check(input=...))."
+    )
+    assert "  The edge-based run stopped: FlowRunError: Node 'hello' (echo) failed" in failed.stdout
+    given = migrate(tmp_path, name, "--check", "--input", '{"name": "Ada"}')
+    assert given.returncode == 0, given.stdout + given.stderr
+    assert given.stdout.splitlines()[1] == '  hello  {"text": "Hi Ada"}'
+
+
+def test_check_fails_when_nothing_ran(tmp_path: Path) -> None:
+    name = write(
+        tmp_path,
+        "idle.yaml",
+        {
+            "flow": {"name": "idle", "input": {"go": False}},
+            "nodes": [
+                {"id": "a", "type": "echo", "input": {"text": "a"}, "when": "flow.input.go"},
+                {"id": "b", "type": "echo", "input": {"text": "b"}},
+            ],
+            "edges": [{"from": "a", "to": "b", "when": "a.text = 'a'"}],
+        },
+    )
+    idle = migrate(tmp_path, name, "--check")
+    assert idle.returncode == 1, idle.stdout + idle.stderr
+    assert idle.stdout.splitlines()[0] == (
+        "Flow 'idle': the check FAILED: no node ran in either run (every node was skipped or "
+        "failed); look at the flow's input and its when conditions."
+    )
+    assert migrate(tmp_path, name, "--check", "--input", '{"go": true}').returncode == 0
