@@ -30,7 +30,7 @@ from migration._spec.models import (
     StateSpec,
 )
 from migration._spec.scopes import Scopes, check_scopes
-from migration._spec.topology import Problem, Topology, check_topology
+from migration._spec.topology import Problem, Topology, check_topology, cycle_closers
 
 __all__ = ["FlowSource", "FlowSpec"]
 
@@ -51,6 +51,31 @@ class FlowSpec(Model):
     state: StateSpec = StateSpec()
     nodes: tuple[NodeSpec, ...] = ()
     edges: tuple[EdgeSpec, ...] = ()
+
+    @pydantic.field_validator("edges")
+    @classmethod
+    def _implied_loops(cls, edges: tuple[EdgeSpec, ...]) -> tuple[EdgeSpec, ...]:
+        """An edge with ``maxIterations`` and no ``type`` that closes a cycle is a loop edge.
+
+        The kernel's later executor knew loop edges by ``maxIterations`` alone (it had
+        no ``type``), so flows written for it close their loops that way.
+        """
+        candidates = [
+            e.type == "forward"
+            and "type" not in e.model_fields_set
+            and e.max_iterations is not None
+            for e in edges
+        ]
+        if not any(candidates):
+            return edges
+        kept = [i for i, e in enumerate(edges) if e.type == "forward"]
+        closing = {
+            kept[i] for i in cycle_closers([(edges[i].source, edges[i].target) for i in kept])
+        }
+        return tuple(
+            e.model_copy(update={"type": "loop"}) if candidates[i] and i in closing else e
+            for i, e in enumerate(edges)
+        )
 
     @functools.cached_property
     def scopes(self) -> Scopes:

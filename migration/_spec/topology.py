@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
-__all__ = ["Edge", "Problem", "Topology", "check_topology"]
+__all__ = ["Edge", "Problem", "Topology", "check_topology", "cycle_closers"]
 
 _ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 RESERVED = ("flow", "workflow", "state")
@@ -174,6 +174,49 @@ def find_cycle(ids: Sequence[str], edges: Sequence[Edge]) -> list[str]:
                 path.append(nxt)
                 cursors.append(iter(successors[nxt]))
     return []
+
+
+def cycle_closers(pairs: Sequence[tuple[str, str]]) -> set[int]:
+    """The positions of the pairs ``(source, target)`` that close a cycle of the pairs.
+
+    A pair closes a cycle when its target leads back to its source along the pairs:
+    both ends are then in one strongly connected component (a path from the target
+    to the source never needs the pair itself). Kosaraju's two passes, iterative.
+    """
+    ids = list(dict.fromkeys(end for pair in pairs for end in pair))
+    forward: dict[str, list[str]] = {node: [] for node in ids}
+    backward: dict[str, list[str]] = {node: [] for node in ids}
+    for source, target in pairs:
+        forward[source].append(target)
+        backward[target].append(source)
+    finished: list[str] = []  # in the order their depth-first walk finished
+    seen: set[str] = set()
+    for start in ids:
+        if start in seen:
+            continue
+        seen.add(start)
+        stack = [(start, iter(forward[start]))]
+        while stack:
+            here, nexts = stack[-1]
+            there = next((n for n in nexts if n not in seen), None)
+            if there is None:
+                finished.append(here)
+                stack.pop()
+            else:
+                seen.add(there)
+                stack.append((there, iter(forward[there])))
+    component: dict[str, int] = {}  # node -> its strongly connected component
+    for label, start in enumerate(reversed(finished)):
+        if start in component:
+            continue
+        component[start] = label
+        pending = [start]
+        while pending:
+            for there in backward[pending.pop()]:
+                if there not in component:
+                    component[there] = label
+                    pending.append(there)
+    return {i for i, (source, target) in enumerate(pairs) if component[source] == component[target]}
 
 
 class Topology(Generic[E]):
