@@ -192,7 +192,7 @@ async def test_max_iterations_on_an_edge_that_closes_a_cycle_makes_it_a_loop_edg
 
 def test_max_iterations_alone_makes_no_loop_of_an_edge_that_closes_none() -> None:
     spec = FlowSpec.load(cycle(closing=False))
-    assert [edge.type for edge in spec.edges] == ["forward", "forward"]
+    assert [edge.type for edge in spec.edges] == ["forward", "forward", "forward"]
 
 
 def test_a_cycle_of_edges_said_to_be_forward_is_refused() -> None:
