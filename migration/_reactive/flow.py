@@ -226,7 +226,7 @@ class Flow:
         self._known(node)
         where = f"Node {node!r}"
         check_shape({"input": input, "config": config, "when": when}, f"node {node!r}")
-        problems = check_bindings(input or {}, where)
+        problems = check_bindings(input or {}, where, key="input")
         if when is not None:
             problems += check_when(when, f"{where} when")
         if problems:

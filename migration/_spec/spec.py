@@ -175,7 +175,9 @@ class FlowSpec(Model):
         problems += check_scopes(self.nodes, self.edges)
         for node in self.nodes:
             where = f"Node {node.id!r}"
-            problems.extend((p, node.id, None) for p in check_bindings(node.input, where))
+            problems.extend(
+                (p, node.id, None) for p in check_bindings(node.input, where, key="input")
+            )
             if node.when is not None:
                 problems.extend((p, node.id, None) for p in check_when(node.when, f"{where} when"))
         for edge in self.edges:
