@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         registry = _registry(args.registry) if args.registry else None
         if args.check:
             return _check(args, registry)
-        code = to_python(args.file, registry=registry)
+        code = to_python(args.file, registry=registry, saved_as=args.output)
     except _UsageError as exc:
         print(f"reactor migrate: error: {exc}", file=sys.stderr)
         return 2
@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"reactor migrate: error: {exc}", file=sys.stderr)
         return 1
     if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(code, encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)
     else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import heapq
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
 __all__ = ["Edge", "Problem", "Topology", "check_topology", "cycle_closers"]
@@ -230,20 +230,28 @@ class Topology(Generic[E]):
         loops_out: Loop edges out of each node.
         loops_in: Loop edges into each node.
         body: For each loop target, the nodes a loop into it re-opens.
+
+    ``units`` maps the nodes of a ``forEach`` edge's per-item part (but its head) to
+    the head, which stands for the part among ``nodes``: an edge out of the part
+    leaves from the head here (:meth:`source_of`), and keeps its own ``key``.
     """
 
-    def __init__(self, nodes: Sequence[str], edges: Sequence[E]) -> None:
+    def __init__(
+        self, nodes: Sequence[str], edges: Sequence[E], units: Mapping[str, str] | None = None
+    ) -> None:
         ids = list(nodes)
+        self.units = dict(units or {})
         incoming: dict[str, list[E]] = {node: [] for node in ids}
         outgoing: dict[str, list[E]] = {node: [] for node in ids}
         loops_out: dict[str, list[E]] = {node: [] for node in ids}
         loops_in: dict[str, list[E]] = {node: [] for node in ids}
         for edge in edges:
+            source = self.source_of(edge)
             if edge.type == "forward":
                 incoming[edge.target].append(edge)
-                outgoing[edge.source].append(edge)
+                outgoing[source].append(edge)
             else:
-                loops_out[edge.source].append(edge)
+                loops_out[source].append(edge)
                 loops_in[edge.target].append(edge)
         self.incoming = {node: tuple(found) for node, found in incoming.items()}
         self.outgoing = {node: tuple(found) for node, found in outgoing.items()}
@@ -252,6 +260,10 @@ class Topology(Generic[E]):
         self.order = self._sort(ids)
         self.position = {node: index for index, node in enumerate(self.order)}
         self.body = {node: self._reach(node) for node in ids if self.loops_in[node]}
+
+    def source_of(self, edge: Edge) -> str:
+        """The node an edge leaves here: its source, or the head of the part it leaves."""
+        return self.units.get(edge.source, edge.source)
 
     def _sort(self, ids: list[str]) -> tuple[str, ...]:
         declared = {node: index for index, node in enumerate(ids)}
@@ -283,7 +295,7 @@ class Topology(Generic[E]):
             here = stack.pop()
             edges = self.outgoing[here] if downstream else self.incoming[here]
             for edge in edges:
-                there = edge.target if downstream else edge.source
+                there = edge.target if downstream else self.source_of(edge)
                 if there not in seen:
                     seen.add(there)
                     stack.append(there)
@@ -291,11 +303,11 @@ class Topology(Generic[E]):
 
     def predecessors(self, node: str) -> tuple[str, ...]:
         """Sources of the forward edges into ``node``, without repeats."""
-        return tuple(dict.fromkeys(edge.source for edge in self.incoming[node]))
+        return tuple(dict.fromkeys(self.source_of(edge) for edge in self.incoming[node]))
 
     def loop_sources(self, node: str) -> tuple[str, ...]:
         """Sources of the loop edges into ``node``."""
-        return tuple(dict.fromkeys(edge.source for edge in self.loops_in[node]))
+        return tuple(dict.fromkeys(self.source_of(edge) for edge in self.loops_in[node]))
 
     def bound(self) -> int:
         """How many node resolutions a run can make at most (loops fully used)."""

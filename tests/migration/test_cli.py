@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -223,3 +225,42 @@ def test_check_fails_when_nothing_ran(tmp_path: Path) -> None:
         "failed); look at the flow's input and its when conditions."
     )
     assert migrate(tmp_path, name, "--check", "--input", '{"go": true}').returncode == 0
+
+
+def test_the_generated_graph_keeps_each_edge_in_one_place(tmp_path: Path) -> None:
+    written = migrate(tmp_path, str(nodes.FLOWS / "02-flow-edges.yaml"), "-o", "chain.py")
+    assert written.returncode == 0, written.stderr
+    source = (tmp_path / "chain.py").read_text()
+    assert 'activate_on=flow.triggers("end"),' in source  # no second copy of middle->end
+    edge = '{"from": "middle", "to": "end"}'
+    assert source.count(edge) == 1
+    (tmp_path / "chain.py").write_text(source.replace(f"{edge}", "", 1).replace("}, ]", "}]"))
+    run = ["run", "chain:graph", "--no-record", "--timeout", "60", "--state"]
+    ran = reactor_cli(tmp_path, *run, env=dict(os.environ))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "completed" in ran.stdout
+    assert '"text": "End"' in ran.stdout
+
+
+def test_the_team_flow_converts_checks_and_reads_its_schemas_by_path(tmp_path: Path) -> None:
+    shutil.copytree(nodes.DIALECT, tmp_path / "flows")
+    checked = migrate(tmp_path, "flows/agent-loop.yaml", "--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith(
+        "Flow 'agent-loop': the edge-based and the reactive run agree on all 4 nodes."
+    )
+    written = migrate(tmp_path, "flows/agent-loop.yaml", "-o", "app/loop.py")
+    assert written.returncode == 0, written.stderr
+    source = (tmp_path / "app" / "loop.py").read_text()
+    assert '"options": {"outputSchema": schema("../flows/schemas/review.json")},' in source
+    assert (
+        '                "prompt": (\n'
+        '                    "Current task: {{ task.title }}\\n"\n'
+        '                    "{% if reviewer.structuredOutput %}\\n"\n'
+    ) in source
+    review = tmp_path / "flows" / "schemas" / "review.json"
+    review.write_text(review.read_text().replace('"feedback"', '"advice"'))
+    namespace: dict[str, Any] = {"__file__": str(tmp_path / "app" / "loop.py")}
+    exec(compile(source, "loop.py", "exec"), namespace)
+    reviewer = namespace["flow"]._steps["reviewer"][0]
+    assert "advice" in reviewer.input["options"]["outputSchema"]["properties"]
