@@ -105,7 +105,15 @@ def plan(args: argparse.Namespace) -> Plan:
 
 
 def _graph_plan(args: argparse.Namespace) -> Plan:
-    module, graph = load_graph(args.graph)
+    try:
+        module, graph = load_graph(args.graph)
+    except CommandError as exc:
+        if not str(exc).endswith("is Agent, not a graph built with reactive()"):
+            raise
+        raise UsageError(
+            f"{exc}; a service's reaction agent is evaluated with its service: --app "
+            "MODULE:SERVICE --agent NAME"
+        ) from None
     name = args.graph_name or graph.name
     if not name:
         raise UsageError(

@@ -160,3 +160,17 @@ def test_an_agent_that_is_not_a_reaction_of_the_app_is_a_usage_error(
     )
     assert cli("eval", "--app", "crm:service") == 2
     assert "--app MODULE:SERVICE and --agent NAME go together" in capsys.readouterr().err
+
+
+def test_a_reaction_agent_given_as_a_graph_says_how_to_evaluate_it(
+    crm: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path("agents.py").write_text("from crm import service\n\ntriage = service.agents['triage']\n")
+    capsys.readouterr()
+    assert cli("eval", "--graph", "agents:triage") == 2
+    sys.modules.pop("agents", None)
+    assert capsys.readouterr().err == (
+        "reactor eval: error: agents:triage is Agent, not a graph built with reactive(); a "
+        "service's reaction agent is evaluated with its service: --app MODULE:SERVICE --agent "
+        "NAME\n"
+    )
