@@ -264,3 +264,24 @@ def test_the_team_flow_converts_checks_and_reads_its_schemas_by_path(tmp_path: P
     exec(compile(source, "loop.py", "exec"), namespace)
     reviewer = namespace["flow"]._steps["reviewer"][0]
     assert "advice" in reviewer.input["options"]["outputSchema"]["properties"]
+
+
+def test_a_block_a_flow_cannot_run_is_refused_at_load_with_its_line(tmp_path: Path) -> None:
+    prompt = "Task: {{ flow.input.task }}\n{% set tries = 3 %}\nWrite it."
+    name = write(
+        tmp_path,
+        "blocks.yaml",
+        {
+            "flow": {"name": "blocks", "input": {"task": "x"}},
+            "nodes": [{"id": "coder", "type": "claude.agent", "input": {"prompt": prompt}}],
+            "edges": [],
+        },
+    )
+    for args in ([name], [name, "--check"]):
+        result = migrate(tmp_path, *args)
+        assert (result.returncode, result.stdout) == (1, "")
+        assert result.stderr == (
+            "reactor migrate: error: Node 'coder' input.prompt: line 2: {% set tries = 3 %} is a "
+            "statement flows do not run; their strings take {% if %}, {% elif %}, {% else %}, "
+            "{% endif %}, {% for x in list %}, {% endfor %} and {# comments #}.\n"
+        )
