@@ -3,9 +3,12 @@
 ``graph.evaluate(runs, store=store, provider=provider, scorers=[...])`` runs recorded
 runs again on the current graph; a scorer is any callable ``scorer(old, new)``, given
 the recorded run (a :class:`~reactor.Recording`) and the new run's result (a
-:class:`~reactor.RunResult`), that returns a ``bool`` or a ``float``: a case passes
-when every scorer's result is truthy (a float of ``0.0`` fails it). These are the
-usual ones::
+:class:`~reactor.RunResult` whose ``state`` and ``output`` are JSON data, as the
+recording holds them: the same types on both sides), that returns a ``bool`` or a
+``float``: a case passes when every scorer's result is truthy (a float of ``0.0``
+fails it). The scorers below read a run's final state as evaluations compare it: for
+a graph of one agent (a reaction's), its output, its decision, is there too, under
+``"output"``. These are the usual ones::
 
     from reactor.eval import cost_within, decision_kept, state_equal
 
@@ -22,9 +25,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reactor._engine.result import RunResult
+from reactor._graph.recorded import outcome
 from reactor._graph.report import EvalCase, EvalReport, spent
 from reactor._recording.recording import Recording
-from reactor._signals.signal import to_jsonable
 
 __all__ = [
     "EvalCase",
@@ -70,7 +73,7 @@ def state_equal(*keys: str) -> Scorer:
             raise TypeError(f"state_equal takes state keys (strings), got {key!r}.")
 
     def check(old: Recording, new: RunResult) -> bool:
-        before, after = old.state, _plain(new.state)
+        before, after = outcome(old), outcome(new)
         chosen = keys or tuple(dict.fromkeys([*before, *after]))
         return all(_at(before, key) == _at(after, key) for key in chosen)
 
@@ -82,7 +85,8 @@ def decision_kept(key: str) -> Scorer:
     """The decision the run wrote at ``key`` (its final value) did not flip.
 
     ``key`` is a state key or a dotted path into it: ``decision_kept("proposal.action")``
-    passes when the action is the same, whatever the proposal's rationale says.
+    passes when the action is the same, whatever the proposal's rationale says. A
+    reaction's decision is its output: ``decision_kept("output.operations")``.
 
     Raises:
         TypeError: ``key`` is not a string.
@@ -91,7 +95,7 @@ def decision_kept(key: str) -> Scorer:
         raise TypeError(f"decision_kept takes a state key (a string), got {key!r}.")
 
     def check(old: Recording, new: RunResult) -> bool:
-        return bool(_at(old.state, key) == _at(_plain(new.state), key))
+        return bool(_at(outcome(old), key) == _at(outcome(new), key))
 
     return Scorer(f"decision_kept({key!r})", check)
 
@@ -124,8 +128,3 @@ def _at(state: Mapping[str, Any], path: str) -> Any:
             return None
         value = value.get(part)
     return value
-
-
-def _plain(state: Any) -> dict[str, Any]:
-    """A run's state as JSON data (as a recording holds it)."""
-    return dict(to_jsonable(state))

@@ -5,7 +5,10 @@ it is checked here against pyproject.toml's ``optional-dependencies`` and agains
 modules reactor imports. Then the core is built into a wheel and installed alone in a
 fresh virtualenv (by uv, which resolves as pip does, in seconds), where the README's
 quickstart runs and none of the service stack is installed, imported, or needed, and a
-part of an extra says in one line what to install.
+part of an extra says in one line what to install. Each extra is then installed alone
+in a virtualenv of its own, where its part runs as a user runs it (``reactor serve
+--print-config`` for ``[service]``): an extra that misses a package its part needs
+(``make test`` installs them all, and never sees it) fails here.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from pathlib import Path
 import pytest
 
 from reactor.exceptions._extras import DISTRIBUTION, EXTRAS
+from tests.reactor.databases import create_database, drop_database
+
+REDIS_URL = os.environ.get("REACTOR_TEST_REDIS", "redis://127.0.0.1:6379")
 
 ROOT = Path(__file__).parent.parent
 PACKAGES = ("reactor", "stores", "migration")
@@ -226,9 +232,14 @@ def a_clean_environment() -> dict[str, str]:
     }
 
 
-@pytest.mark.timeout(4 * SUBPROCESS_TIMEOUT)  # an install: seconds, on a slow day minutes
-def test_the_core_alone_runs_the_quickstart_without_the_service_stack(tmp_path: Path) -> None:
-    env = a_clean_environment()
+UV: list[str | Path] = [sys.executable, "-m", "uv"]  # pip's resolver, in seconds
+ENV = a_clean_environment()
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The distribution built into a wheel once, from a copy of the checkout's packages."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     source = tmp_path / "source"  # what the wheel is built from, out of the shared checkout
     for name in ("pyproject.toml", "README.md"):
         (source / name).parent.mkdir(parents=True, exist_ok=True)
@@ -237,19 +248,40 @@ def test_the_core_alone_runs_the_quickstart_without_the_service_stack(tmp_path: 
         shutil.copytree(
             ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
         )
-    uv: list[str | Path] = [sys.executable, "-m", "uv"]  # pip's resolver, in seconds
-    run([*uv, "build", "--quiet", "--wheel", "--out-dir", tmp_path / "dist", source], source, env)
-    (wheel,) = (tmp_path / "dist").glob("reactor_agents-*.whl")
-    venv = tmp_path / "venv"
-    run([*uv, "venv", "--quiet", "--python", sys.executable, venv], tmp_path, env)
-    python = venv / "bin" / "python"
-    run([*uv, "pip", "install", "--quiet", "--python", python, wheel], tmp_path, env)
-    listed = run([*uv, "pip", "list", "--python", python, "--format=json"], tmp_path, env)
-    installed = {name_of(entry["name"]): entry["version"] for entry in json.loads(listed)}
+    run([*UV, "build", "--quiet", "--wheel", "--out-dir", tmp_path / "dist", source], source, ENV)
+    (built,) = (tmp_path / "dist").glob("reactor_agents-*.whl")
+    return built
 
-    user = tmp_path / "user"  # the user's project: nothing of the checkout on sys.path
+
+def installed_alone(tmp_path: Path, wheel: Path, extra: str | None) -> Path:
+    """A fresh virtualenv with the wheel (and ``extra``, if given) installed; its folder."""
+    venv = tmp_path / "venv"
+    run([*UV, "venv", "--quiet", "--python", sys.executable, venv], tmp_path, ENV)
+    requirement = f"{wheel}[{extra}]" if extra else str(wheel)
+    python = venv / "bin" / "python"
+    run([*UV, "pip", "install", "--quiet", "--python", python, requirement], tmp_path, ENV)
+    return venv
+
+
+def user_folder(tmp_path: Path) -> Path:
+    """The user's project: nothing of the checkout on ``sys.path``."""
+    user = tmp_path / "user"
     user.mkdir()
     (user / "quickstart.py").write_text(quickstart())
+    return user
+
+
+@pytest.mark.timeout(4 * SUBPROCESS_TIMEOUT)  # an install: seconds, on a slow day minutes
+def test_the_core_alone_runs_the_quickstart_without_the_service_stack(
+    tmp_path: Path, wheel: Path
+) -> None:
+    env = ENV
+    venv = installed_alone(tmp_path, wheel, None)
+    python = venv / "bin" / "python"
+    listed = run([*UV, "pip", "list", "--python", python, "--format=json"], tmp_path, env)
+    installed = {name_of(entry["name"]): entry["version"] for entry in json.loads(listed)}
+
+    user = user_folder(tmp_path)
     (user / "probe.py").write_text(PROBE)
     output = run([python, "-W", "error", "probe.py", "report.json", *SERVICE_STACK], user, env)
     report = json.loads((user / "report.json").read_text())
@@ -294,6 +326,138 @@ def test_the_core_alone_runs_the_quickstart_without_the_service_stack(tmp_path: 
             rf"pip install '{DISTRIBUTION}\[{extras}\]'\n",
             done.stderr,
         ), done.stderr
+
+
+RECORD = """
+import sys
+
+from quickstart import bot
+from reactor import ScriptedProvider
+
+if sys.argv[1].startswith("postgresql://"):
+    from reactor import PostgresSignalStore as Store
+else:
+    from reactor import SQLiteSignalStore as Store
+
+answers = ScriptedProvider({"analyst": ["up"], "risk": ["low"]})
+with Store(sys.argv[1]) as store:
+    bot.run_sync(input={"symbol": "AAPL"}, provider=answers, record=store)
+"""
+"""Records the quickstart's run to the store ``argv[1]`` names (a path or a URL)."""
+
+OTEL = """
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from quickstart import bot
+from reactor import ScriptedProvider
+from reactor.otel import OpenTelemetryReporter
+
+spans = InMemorySpanExporter()
+tracing = TracerProvider()
+tracing.add_span_processor(SimpleSpanProcessor(spans))
+answers = ScriptedProvider({"analyst": ["up"], "risk": ["low"]})
+bot.run_sync(input={"symbol": "AAPL"}, provider=answers, reporters=[OpenTelemetryReporter(tracing)])
+print(sorted({span.name.split()[0] for span in spans.get_finished_spans()}))
+"""
+"""Traces the quickstart's run with reactor.otel; prints the kinds of its spans."""
+
+MCP = """
+import asyncio
+
+from mcp.server.mcpserver import MCPServer as App
+
+from reactor import MCPServer, agent
+from reactor.testing import FakeAnthropic, ToolUse, turn
+
+app = App("calc")
+
+
+@app.tool()
+def add(a: int, b: int) -> int:
+    \"\"\"Add two numbers.\"\"\"
+    return a + b
+
+
+async def main() -> None:
+    fake = FakeAnthropic(turn(ToolUse("t1", "mcp__calc__add", {"a": 2, "b": 3})), "It is 5.")
+    server = MCPServer("calc", transport="inprocess", server=app)
+    adder = agent(name="adder", mcps=[server], provider=fake.provider())
+    print(await adder.prompt("2 + 3?"), fake.bodies[1]["messages"][-1]["content"][0]["content"])
+    await fake.aclose()
+
+
+asyncio.run(main())
+"""
+"""Calls an in-process MCP server's tool from an agent; prints the answer and the result."""
+
+REDIS = """
+import asyncio
+import sys
+import uuid
+
+import redis
+
+from reactor._providers.limits import Limits
+
+
+async def main() -> None:
+    key = f"packaging-{uuid.uuid4().hex}"
+    limits = Limits(requests_per_minute=6000, redis_url=sys.argv[1], key=key)
+    async with limits.slot():
+        pass
+    client = redis.Redis.from_url(sys.argv[1])
+    print(sorted(client.hgetall(f"reactor:ratelimit:{key}")))
+    client.delete(f"reactor:ratelimit:{key}")
+
+
+asyncio.run(main())
+"""
+"""Takes a token from a rate limit shared over the Redis at ``argv[1]``; prints the bucket."""
+
+
+def part_of(extra: str, python: Path, user: Path) -> str:
+    """Run what ``extra`` is for, as a user would, in the virtualenv; what it printed."""
+    reactor = python.parent / "reactor"
+    if extra == "service":
+        return run([reactor, "serve", "--print-config"], user, ENV)
+    if extra in ("cli", "postgres"):  # a run recorded, then listed by `reactor runs`
+        (user / "record.py").write_text(RECORD)
+        where = create_database() if extra == "postgres" else "runs.db"
+        try:
+            run([python, "-W", "error", "record.py", where], user, ENV)
+            return run([reactor, "runs", "--db", where], user, ENV)
+        finally:
+            if extra == "postgres":
+                drop_database(where)
+    scripts = {"otel": OTEL, "mcp": MCP, "scaleout": REDIS}
+    (user / "part.py").write_text(scripts[extra])
+    return run([python, "-W", "error", "part.py", REDIS_URL], user, ENV)
+
+
+EXPECTED = {
+    "service": r"(?s).*\bREACTOR_API_TOKENS\b.*",
+    "cli": r"(?s).*\bcompleted\b.*",
+    "postgres": r"(?s).*\bcompleted\b.*",
+    "otel": r"\['chat', 'invoke_agent', 'invoke_workflow'\]\n",
+    "mcp": r"It is 5\. 5\n",
+    "scaleout": r"\[b'at', b'tokens'\]\n",
+}
+"""What each extra's part prints when it works."""
+
+
+@pytest.mark.timeout(4 * SUBPROCESS_TIMEOUT)
+@pytest.mark.parametrize("extra", sorted(EXTRAS))
+def test_each_extra_alone_runs_its_part(tmp_path: Path, wheel: Path, extra: str) -> None:
+    venv = installed_alone(tmp_path, wheel, extra)
+    user = user_folder(tmp_path)
+    python = venv / "bin" / "python"
+    probe = f"from reactor.exceptions._extras import has_extras; print(has_extras({extra!r}))"
+    installed = run([python, "-c", probe], user, ENV)
+    assert installed == "True\n", f"[{extra}] alone does not install every module it needs"
+    printed = part_of(extra, python, user)
+    assert re.fullmatch(EXPECTED[extra], printed), printed
 
 
 def test_the_readme_says_what_each_extra_is_for() -> None:

@@ -1,7 +1,8 @@
 """Conversion: an edge-based flow as a reactive graph, as Python, and checked both ways.
 
 ``convert`` (:func:`harness_to_reactive`: the flow as a reactive graph), ``codegen``
-(:func:`to_python`: that graph as Python to paste and edit), ``check`` (:func:`check`:
+(:func:`to_python`: that graph as Python to paste and edit; ``literal`` writes its
+values), ``check`` (:func:`check`:
 run a flow both ways and compare the node outputs; :func:`scripted_provider`), ``cli``
 (``reactor migrate``, which the ``reactor`` command hands over to).
 

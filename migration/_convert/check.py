@@ -11,7 +11,7 @@ from typing import Any
 
 from migration._convert.convert import harness_to_reactive
 from migration._edge.edge import execute
-from migration._expressions.errors import FlowRunError
+from migration._expressions.errors import BindingError, FlowRunError
 from migration._expressions.values import json_equal, jsonable
 from migration._nodes.registry import RegistrySource, registry_of
 from migration._spec.spec import FlowSource, FlowSpec
@@ -59,6 +59,9 @@ class CheckResult:
             :meth:`FlowSpec.order_warnings`): outputs may differ from run to run.
         edge_state: The flow's ``state`` at the end of the edge-based run.
         reactive_state: The flow's ``state`` at the end of the reactive run.
+
+    ``agrees`` compares the two runs; :attr:`passed` is the check's verdict: they agree,
+    and the flow ran (both runs went to their end, and some node ran in each).
     """
 
     flow: str
@@ -73,15 +76,39 @@ class CheckResult:
     reactive_state: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
+    def completed(self) -> bool:
+        """Whether both runs went to their end (neither stopped on a failure)."""
+        return self.edge_error is None and self.reactive_error is None
+
+    @property
+    def ran(self) -> bool:
+        """Whether some node ran in each run (every node skipped or failed: nothing ran)."""
+        return _ran(self.edge_outputs) and _ran(self.reactive_outputs)
+
+    @property
+    def passed(self) -> bool:
+        """The check's verdict: the runs agree, both went to their end, and nodes ran.
+
+        Two runs that stop at the same node with the same error agree, yet prove
+        nothing about the conversion: a check passes only when the flow runs.
+        """
+        return self.agrees and self.completed and self.ran
+
+    @property
     def state_agrees(self) -> bool:
         """Whether both runs ended with the same flow ``state``."""
         return json_equal(self.edge_state, self.reactive_state)
 
     def report(self) -> str:
-        """A per-node report: every node's output, or the differences and errors."""
+        """A per-node report: every node's output, or the differences and errors.
+
+        Its first line is the verdict; a check that did not pass says why.
+        """
         nodes = list(dict.fromkeys([*self.edge_outputs, *self.reactive_outputs]))
         lines = []
-        if self.agrees:
+        if self.agrees and not self.passed:
+            lines.append(self._not_run())
+        elif self.agrees:
             every = f"all {len(nodes)} nodes" if len(nodes) != 1 else "its node"
             lines.append(
                 f"Flow {self.flow!r}: the edge-based and the reactive run agree on {every}."
@@ -112,8 +139,46 @@ class CheckResult:
         lines.extend(f"  Warning: {warning}" for warning in self.warnings)
         return "\n".join(lines)
 
+    def _not_run(self) -> str:
+        """Why two runs that agree do not pass: they failed alike, or nothing ran."""
+        error = self.edge_error
+        if error is not None:
+            where = getattr(error, "node", None)
+            at = f" at node {where!r}" if where else ""
+            why = f"both runs stopped{at} with the same error, so the check proves nothing"
+        else:
+            why = "no node ran in either run (every node was skipped or failed)"
+        if _needs_input(error):
+            hint = "give the flow its input (reactor migrate --input JSON, check(input=...))"
+        elif error is not None:
+            hint = "the error is below"
+        else:
+            hint = "look at the flow's input and its when conditions"
+        return f"Flow {self.flow!r}: the check FAILED: {why}; {hint}."
+
     def __str__(self) -> str:
         return self.report()
+
+
+def _ran(outputs: Mapping[str, Any]) -> bool:
+    """Whether some node of a run has an output that is not a skip or failure marker."""
+    return any(
+        not (
+            isinstance(value, Mapping)
+            and (value.get("skipped") is True or value.get("failed") is True)
+        )
+        for value in outputs.values()
+    )
+
+
+def _needs_input(error: BaseException | None) -> bool:
+    """Whether a run stopped on a binding of the flow's input that has no value."""
+    cause = error.__cause__ if error is not None else None
+    path = getattr(cause, "path", None) if isinstance(cause, BindingError) else None
+    return isinstance(path, str) and path.split(".")[:2] in (
+        ["flow", "input"],
+        ["workflow", "input"],
+    )
 
 
 def _show(value: Any) -> str:

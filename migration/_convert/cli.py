@@ -63,7 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``reactor migrate``; return the exit status (0 agree/written, 1 not, 2 usage)."""
+    """Run ``reactor migrate``; return the exit status (0 passed/written, 1 not, 2 usage).
+
+    ``--check`` passes when both executors run the flow to its end and agree; it fails
+    when they disagree, when either stops on a failure, or when no node ran.
+    """
     from migration._convert.codegen import to_python  # not when only declared, or --help
 
     reactor.logging.configure(level=_LEVELS[min(args.verbose, 2)], stream=sys.stderr)
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         registry = _registry(args.registry) if args.registry else None
         if args.check:
             return _check(args, registry)
-        code = to_python(args.file, registry=registry)
+        code = to_python(args.file, registry=registry, saved_as=args.output)
     except _UsageError as exc:
         print(f"reactor migrate: error: {exc}", file=sys.stderr)
         return 2
@@ -79,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"reactor migrate: error: {exc}", file=sys.stderr)
         return 1
     if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(code, encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)
     else:
@@ -96,7 +101,7 @@ def _check(args: argparse.Namespace, registry: RegistrySource | None) -> int:
         options["input"] = _json(args.input, "--input")
     result = check_sync(args.file, **options)
     print(result.report())
-    return 0 if result.agrees else 1
+    return 0 if result.passed else 1
 
 
 def _registry(ref: str) -> RegistrySource:

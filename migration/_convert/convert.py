@@ -60,6 +60,7 @@ def harness_to_reactive(
         log("migration", "warning", "unordered read", flow=flow_spec.name, hint=warning)
     flow = Flow.from_spec(flow_spec, registry=types)
     agents = {FLOW_AGENT: flow.phase()}
+    agented = set(flow_spec.scopes.members(None))  # the rest run inside another's step
     for node in flow_spec.nodes:
         work = node.agent if node.agent is not None else node.type
         step: dict[str, Any] = {
@@ -68,9 +69,9 @@ def harness_to_reactive(
             "when": node.when,
             "policy": node.policy,
         }
-        if flow_spec.scopes.scope_of(node.id) is None:
+        if node.id in agented:
             agents[node.id] = flow.agent(node.id, work, **step)
-        else:  # run by its foreach node
+        else:  # run by its foreach node, or by the head of its forEach edge's part
             flow.step(node.id, work, **step)
     limits = flow.limits()
     with warnings.catch_warnings():

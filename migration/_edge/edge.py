@@ -73,7 +73,7 @@ async def execute(
     executor = _Executor(flow, registry, flow_input, provider)
     state = dict(flow.state.initial)
     return await run_scope(
-        flow, None, executor, base=binding_context(flow_input, {}, state), state=state
+        flow, flow.topology, executor, base=binding_context(flow_input, {}, state), state=state
     )
 
 

@@ -13,8 +13,10 @@ runs again, as if a fired edge pointed at it. Requests are applied in the order 
 were made, and a request fails with :class:`~migration.FlowLoopError` when its edge
 has already fired ``maxIterations`` times.
 
-:func:`run_scope` runs the top level of a flow (the edge-based executor) and the body
-of a ``control.foreach`` node, once per item (in both executors).
+:func:`run_scope` runs the top level of a flow (the edge-based executor), and, once
+per item (in both executors), the body of a ``control.foreach`` node and the per-item
+part of a ``forEach`` edge: there, the part is one node, its head, whose resolution
+runs the part's nodes per item (:func:`~migration._nodes.each.settle_part`).
 """
 
 from __future__ import annotations
@@ -23,15 +25,15 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from migration._expressions.errors import FlowRunError
 from migration._expressions.values import apply_writes
 from migration._nodes.context import BodyRun, BodyRunner, Writes
-from migration._nodes.node import Work, failure_message, resolve_edges, settle
+from migration._nodes.each import settle_part
+from migration._nodes.node import Outcome, Work, resolve_edges, settle, stop_error
 from migration._spec.models import EdgeSpec, NodeSpec
 from migration._spec.spec import FlowSpec
 from migration._spec.topology import Topology
 
-__all__ = ["Executor", "ScopeRun", "body_runner", "run_scope"]
+__all__ = ["Executor", "ScopeRun", "body_runner", "part_runner", "run_scope", "settle_unit"]
 
 
 class Executor(Protocol):
@@ -59,18 +61,19 @@ class ScopeRun:
 
 async def run_scope(
     flow: FlowSpec,
-    scope: str | None,
+    topology: Topology[EdgeSpec],
     executor: Executor,
     *,
     base: Mapping[str, Any],
     state: Mapping[str, Any],
     variables: Mapping[str, Any] | None = None,
 ) -> ScopeRun:
-    """Settle the nodes of ``scope`` one at a time, with the old semantics.
+    """Settle the nodes of a scope one at a time, with the old semantics.
 
     Args:
         flow: The (checked) flow, for its structure (the executor gives the nodes).
-        scope: ``None`` for the top level, else the foreach node whose body to run.
+        topology: The scope's: the top level's, a foreach node's body's, or a
+            ``forEach`` edge's per-item part's.
         executor: Gives each node's work.
         base: The binding context around the scope (``flow.input``, and for a body
             the outputs around its foreach node).
@@ -82,7 +85,6 @@ async def run_scope(
             the scope so far, ``.state``; the node's error as ``__cause__``).
         FlowLoopError: A loop edge wanted more than ``maxIterations`` re-runs.
     """
-    topology = flow.scope_topology(scope)
     outputs: dict[str, Any] = {}
     current = dict(state)
     writes: Writes = []
@@ -110,22 +112,13 @@ async def run_scope(
         incoming = topology.incoming[node_id]
         fired = node_id in reopened or not incoming or any(edges[e.key] for e in incoming)
         reopened.discard(node_id)
-        each = next((e.for_each for e in incoming if e.for_each is not None), None)
-        outcome = await settle(
-            node,
-            fired=fired,
-            bindings=context(),
-            work=executor.work(node),
-            fail_fast=executor.fail_fast,
-            each=each,
-        )
-        outputs[node_id] = outcome.output
+        outcome = await settle_unit(flow, node, topology, executor, fired=fired, bindings=context())
+        outputs.update(outcome.recorded(node_id))
         current = apply_writes(current, outcome.writes)
         writes += outcome.writes
         if outcome.stop:
-            raise FlowRunError(
-                failure_message(node, outcome), node=node_id, outputs=outputs, state=current
-            ) from outcome.error
+            error, cause = stop_error(node, outcome, outputs, current)
+            raise error from cause
         done.add(node_id)
         fired_edges, loops = resolve_edges(node_id, topology, context(), counts, outputs)
         edges.update(fired_edges)
@@ -159,15 +152,58 @@ def _apply_settled(
                 break
 
 
+async def settle_unit(
+    flow: FlowSpec,
+    node: NodeSpec,
+    topology: Topology[EdgeSpec],
+    executor: Executor,
+    *,
+    fired: bool,
+    bindings: Mapping[str, Any],
+) -> Outcome:
+    """Settle a node of a scope: itself, or, for a ``forEach`` edge's head, its part."""
+    each = next((e.for_each for e in topology.incoming[node.id] if e.for_each is not None), None)
+    if each is None:
+        work = executor.work(node)
+        return await settle(
+            node, fired=fired, bindings=bindings, work=work, fail_fast=executor.fail_fast
+        )
+    return await settle_part(
+        node,
+        flow.scopes.parts[node.id],
+        fired=fired,
+        bindings=bindings,
+        each=each,
+        run=part_runner(flow, node.id, executor, bindings),
+        fail_fast=executor.fail_fast,
+    )
+
+
 def body_runner(
     flow: FlowSpec, container: str, executor: Executor, bindings: Mapping[str, Any]
 ) -> BodyRunner:
     """The runner of ``container``'s body, for a node running with ``bindings``."""
+    return _runner(flow, flow.scope_topology(container), executor, bindings)
+
+
+def part_runner(
+    flow: FlowSpec, head: str, executor: Executor, bindings: Mapping[str, Any]
+) -> BodyRunner:
+    """The runner of the per-item part of the ``forEach`` edge into ``head``."""
+    return _runner(flow, flow.part_topology(head), executor, bindings)
+
+
+def _runner(
+    flow: FlowSpec,
+    topology: Topology[EdgeSpec],
+    executor: Executor,
+    bindings: Mapping[str, Any],
+) -> BodyRunner:
     base = {key: value for key, value in bindings.items() if key != "state"}
 
     async def run(variables: Mapping[str, Any], state: Mapping[str, Any]) -> BodyRun:
         result = await run_scope(
-            flow, container, executor, base=base, state=state, variables=variables
+            flow, topology, executor, base=base, state=state, variables=variables
         )
         return BodyRun(result.outputs, result.writes)
 

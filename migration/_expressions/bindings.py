@@ -19,124 +19,63 @@ A string that is exactly one binding keeps the value's type (``"{{facts.value}}"
 the dict); otherwise each binding is rendered into the string (strings as they are,
 anything else as JSON). Only strings are templated, recursively through dicts and
 lists.
+
+A string may also hold Jinja's blocks around its bindings, ``{% if cond %}`` and
+``{% for x in list %}`` (see :mod:`migration._expressions.blocks`): a binding in a
+branch that is not taken is never read, so a strict one there cannot fail. A string
+with blocks renders to a string.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from migration._expressions.errors import BindingError
-from migration._expressions.expr import Expr, ExpressionError, Path, evaluate, parse, roots
-from migration._expressions.values import MISSING, clip, lookup, step
+from migration._expressions.expr import Path, evaluate, roots, truthy
+from migration._expressions.template import (
+    Binding,
+    Choice,
+    Each,
+    Part,
+    has_blocks,
+    parse_template,
+)
+from migration._expressions.values import MISSING, lookup, step
 
 __all__ = ["bound_nodes", "check_bindings", "resolve", "strings"]
 
-_BINDING = re.compile(r"\{\{(.*?)\}\}(?!\})", re.DOTALL)
-_PATH = re.compile(r"^[A-Za-z_][\w-]*(?:\.[\w-]+)*$")
-_LITERALS = ("true", "false", "null")
-_DEFAULT = re.compile(r"^default\s*:\s*(.*)$", re.DOTALL)
 
+def check_bindings(value: Any, where: str, *, key: str = "") -> list[str]:
+    """Every malformed binding or block in the strings of ``value``, as problems.
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Binding:
-    path: str
-    optional: bool = False
-    has_default: bool = False
-    default: Any = None
-    expr: Expr | None = None  # an expression binding (then ``path`` is its text)
-
-    @property
-    def source(self) -> str:
-        if self.expr is not None:
-            return f"{{{{ {self.path} }}}}"
-        if self.has_default:
-            return f"{{{{{self.path} | default:{json.dumps(self.default)}}}}}"
-        return f"{{{{{'?' if self.optional else ''}{self.path}}}}}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Template:
-    parts: tuple[str | _Binding, ...]
-    single: bool  # the whole (stripped) string is one binding
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse(text: str) -> _Template:
-    """Parse a string into text and bindings; raise ``ValueError`` on a bad binding."""
-    parts: list[str | _Binding] = []
-    last = 0
-    for match in _BINDING.finditer(text):
-        if match.start() > last:
-            parts.append(text[last : match.start()])
-        parts.append(_parse_binding(match.group(1)))
-        last = match.end()
-    if last < len(text):
-        parts.append(text[last:])
-    bindings = [p for p in parts if isinstance(p, _Binding)]
-    single = len(bindings) == 1 and all(isinstance(p, _Binding) or not p.strip() for p in parts)
-    return _Template(tuple(parts), single)
-
-
-def _parse_binding(raw: str) -> _Binding:
-    path, bar, rest = raw.partition("|")
-    path = path.strip()
-    optional = path.startswith("?")
-    if optional:
-        path = path[1:].strip()
-    if not bar and not optional and (not _PATH.match(path) or path in _LITERALS):
-        return _expression(raw)
-    if not _PATH.match(path):
-        raise ValueError(
-            f"{{{{{clip(raw)}}}}} is not a binding: write {{{{path}}}}, {{{{?path}}}} or "
-            "{{path | default:<json>}}, with a dotted path such as flow.input.name or "
-            "node.key"
-        )
-    if not bar:
-        return _Binding(path, optional)
-    found = _DEFAULT.match(rest.strip())
-    if found is None:
-        raise ValueError(
-            f"{{{{{clip(raw)}}}}} uses an unknown filter {rest.strip()!r}: the only filter is "
-            'default:<json>, e.g. {{path | default:"none"}}'
-        )
-    literal = found.group(1).strip()
-    try:
-        default = json.loads(literal)
-    except json.JSONDecodeError:
-        raise ValueError(
-            f"{{{{{clip(raw)}}}}} has a default that is not JSON: {literal!r}; quote strings "
-            'as in default:"text", or use a number, true, false, null, [...] or {...}'
-        ) from None
-    return _Binding(path, optional, True, default)
-
-
-def _expression(raw: str) -> _Binding:
-    text = raw.strip()
-    try:
-        expr = parse(text)
-    except ExpressionError as exc:
-        raise ValueError(
-            f"{{{{{clip(raw)}}}}} is neither a path nor an expression: {exc}. Write {{{{path}}}}, "
-            "{{?path}}, {{path | default:<json>}}, or an expression such as "
-            "{{ node.score >= 0.5 }}"
-        ) from None
-    return _Binding(text, expr=expr)
-
-
-def check_bindings(value: Any, where: str) -> list[str]:
-    """Every malformed binding in the strings of ``value``, as problems naming ``where``."""
+    Each names ``where``; a block's also the key holding its string (``key``, the
+    key of ``value`` itself: ``Node 'a' input.prompt: line 3: ...``).
+    """
     problems: list[str] = []
-    for text in strings(value):
+    for place, text in _keyed_strings(value, key):
         try:
-            _parse(text)
+            parse_template(text)
         except ValueError as exc:
-            problems.append(f"{where}: {exc}.")
+            inside = f" {place}" if place and has_blocks(text) else ""
+            problems.append(f"{where}{inside}: {exc}.")
     return problems
+
+
+def _keyed_strings(value: Any, root: str) -> list[tuple[str, str]]:
+    """Every string in ``value`` with its dotted key (``input.options.system``)."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [(root, value)]
+    while stack:
+        key, item = stack.pop()
+        if isinstance(item, str):
+            found.append((key, item))
+        elif isinstance(item, Mapping):
+            stack.extend(reversed([(f"{key}.{k}".lstrip("."), v) for k, v in item.items()]))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([(f"{key}[{i}]", v) for i, v in enumerate(item)]))
+    return found
 
 
 def bound_nodes(value: Any) -> set[str]:
@@ -147,12 +86,25 @@ def bound_nodes(value: Any) -> set[str]:
     found: set[str] = set()
     for text in strings(value):
         try:
-            template = _parse(text)
+            template = parse_template(text)
         except ValueError:
             continue
-        for part in template.parts:
-            if isinstance(part, _Binding):
-                found |= roots(part.expr) if part.expr else {part.path.split(".")[0]}
+        found |= _read(template.parts)
+    return found
+
+
+def _read(parts: tuple[Part, ...]) -> set[str]:
+    """The first path segments ``parts`` read (a loop's own name left out of its body)."""
+    found: set[str] = set()
+    for part in parts:
+        if isinstance(part, Binding):
+            found |= roots(part.expr) if part.expr else {part.path.split(".")[0]}
+        elif isinstance(part, Choice):
+            for condition, branch in part.branches:
+                found |= (roots(condition) if condition is not None else set()) | _read(branch)
+        elif isinstance(part, Each):
+            found |= roots(part.items) | (_read(part.body) - {part.name, "loop"})
+            found |= _read(part.empty)
     return found
 
 
@@ -187,20 +139,62 @@ def resolve(value: Any, context: Mapping[str, Any], *, node: str | None = None) 
 
 
 def _render(text: str, context: Mapping[str, Any], node: str | None) -> Any:
-    template = _parse(text)
+    template = parse_template(text)
     if template.single:
-        binding = next(p for p in template.parts if isinstance(p, _Binding))
+        binding = next(p for p in template.parts if isinstance(p, Binding))
         return _value(binding, context, node, whole=True)
-    pieces = []
-    for part in template.parts:
-        if isinstance(part, str):
-            pieces.append(part)
-        else:
-            pieces.append(_text(_value(part, context, node, whole=False)))
+    pieces: list[str] = []
+    _pieces(template.parts, context, node, pieces)
     return "".join(pieces)
 
 
-def _value(binding: _Binding, context: Mapping[str, Any], node: str | None, *, whole: bool) -> Any:
+def _pieces(
+    parts: tuple[Part, ...], context: Mapping[str, Any], node: str | None, pieces: list[str]
+) -> None:
+    """Render ``parts`` into ``pieces``: text, bindings, the branch taken, each item."""
+    for part in parts:
+        if isinstance(part, str):
+            pieces.append(part)
+        elif isinstance(part, Binding):
+            pieces.append(_text(_value(part, context, node, whole=False)))
+        elif isinstance(part, Choice):
+            _pieces(_taken(part, context), context, node, pieces)
+        else:
+            items = _items(evaluate(part.items, context))
+            for index, item in enumerate(items):
+                scope = {**context, part.name: item, "loop": _loop(index, len(items))}
+                _pieces(part.body, scope, node, pieces)
+            if not items:
+                _pieces(part.empty, context, node, pieces)
+
+
+def _taken(choice: Choice, context: Mapping[str, Any]) -> tuple[Part, ...]:
+    """The first branch of an ``{% if %}`` whose condition holds (or its ``else``)."""
+    for condition, branch in choice.branches:
+        if condition is None or truthy(evaluate(condition, context)):
+            return branch
+    return ()
+
+
+def _loop(index: int, length: int) -> dict[str, Any]:
+    """``loop`` in a ``{% for %}``'s body, as Jinja has it."""
+    return {
+        "index": index + 1,
+        "index0": index,
+        "first": index == 0,
+        "last": index == length - 1,
+        "length": length,
+    }
+
+
+def _items(value: Any) -> list[Any]:
+    """What a ``{% for %}`` goes through: a list's items; nothing for undefined or null."""
+    if value is MISSING or value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _value(binding: Binding, context: Mapping[str, Any], node: str | None, *, whole: bool) -> Any:
     if binding.expr is not None:
         value = evaluate(binding.expr, context)
         if value is MISSING or value is None:

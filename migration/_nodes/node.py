@@ -2,10 +2,11 @@
 
 Given whether the node's incoming edges let it run, :func:`settle` applies the
 node's ``when``, runs its work under its policy (retries with backoff, a timeout per
-attempt, ``continueOnError``), once or once per item of its ``forEach`` edge, and
-returns the output to record (the node's output as JSON data, a skip marker, or a
-failure marker) with the state writes to apply. After it, :func:`resolve_edges` says
-which outgoing edges fire and which loop edges want to re-run their target.
+attempt, ``continueOnError``), and returns the output to record (the node's output as
+JSON data, a skip marker, or a failure marker) with the state writes to apply. (The
+head of a ``forEach`` edge's per-item part settles the part: see ``each``.) After it,
+:func:`resolve_edges` says which outgoing edges fire and which loop edges want to
+re-run their target, and :func:`stop_error` what to raise when the flow must stop.
 Scheduling (which node settles when) is the executors' business, not this module's.
 """
 
@@ -18,11 +19,11 @@ from typing import Any, Literal
 
 from migration._expressions.bindings import resolve
 from migration._expressions.errors import FlowLoopError, FlowRunError, NodeTimeoutError
-from migration._expressions.values import jsonable, shorten
+from migration._expressions.values import jsonable
 from migration._expressions.when import evaluate_when
-from migration._nodes.context import BodyRunner, NodeContext, Writes, each_item
+from migration._nodes.context import BodyRunner, NodeContext, Writes
 from migration._nodes.registry import NodeRegistry
-from migration._spec.models import EachSpec, EdgeSpec, NodeSpec
+from migration._spec.models import EdgeSpec, NodeSpec
 from migration._spec.topology import Topology
 from reactor.typing import Provider
 
@@ -30,12 +31,14 @@ __all__ = [
     "Outcome",
     "Skip",
     "Work",
+    "failed",
     "failure_marker",
     "failure_message",
     "registry_work",
     "resolve_edges",
     "settle",
     "skip_marker",
+    "stop_error",
 ]
 
 Work = Callable[[int, Mapping[str, Any]], Awaitable[tuple[Any, Writes]]]
@@ -57,6 +60,10 @@ class Outcome:
         stop: Whether the flow must stop (a failure under ``failFast`` without
             ``continueOnError``).
         writes: The state writes of a completed node, to apply in order.
+        others: For the head of a ``forEach`` edge's per-item part, the outputs of
+            the part's other nodes, recorded with the head's.
+        failed_node: For a per-item part that stopped the flow, the part's node that
+            failed (``error`` is then the :class:`FlowRunError` it raised).
     """
 
     output: Any
@@ -64,6 +71,14 @@ class Outcome:
     error: BaseException | None = None
     stop: bool = False
     writes: Writes = dataclasses.field(default_factory=list)
+    others: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    failed_node: str | None = None
+
+    def recorded(self, node: str) -> dict[str, Any]:
+        """What to record for ``node``'s resolution: each node's output, by id."""
+        if self.failed_node is not None:
+            return {self.failed_node: self.output}
+        return {node: self.output, **self.others}
 
 
 def skip_marker(reason: str) -> dict[str, Any]:
@@ -136,7 +151,6 @@ async def settle(
     bindings: Mapping[str, Any],
     work: Work,
     fail_fast: bool,
-    each: EachSpec | None = None,
 ) -> Outcome:
     """Decide whether ``node`` runs, run it under its policy, and say what to record.
 
@@ -147,50 +161,42 @@ async def settle(
         bindings: The binding context its ``when`` and input are evaluated against.
         work: One attempt at its work.
         fail_fast: The flow's ``policy.failFast``.
-        each: The ``forEach`` of its incoming edge, if it has one: it then runs once
-            per item (policies apply to each), and records ``{"iterations": [{item,
-            output}, ...]}``.
     """
     if not fired:
         return Outcome(skip_marker("edges"), "skipped")
     if node.when is not None and not evaluate_when(node.when, bindings):
         return Outcome(skip_marker("when"), "skipped")
-    if each is None:
-        return await _attempts(node, lambda attempt: work(attempt, bindings), fail_fast)
-    items: Any = None
-    try:
-        items = resolve(each.items, bindings, node=node.id)
-        if not isinstance(items, list):
-            raise TypeError(
-                f"Node {node.id!r}: its forEach in gives {shorten(items)}, not a list; bind "
-                'it to a list, as in in: "{{ plan.tasks }}".'
-            )
-    except Exception as exc:
-        return _failed(node, exc, 1, fail_fast)
+    return await _attempts(node, lambda attempt: work(attempt, bindings), fail_fast)
 
-    async def one(item: Any, state: Mapping[str, Any]) -> tuple[Any, Writes]:
-        scope = {**bindings, each.name: item, "state": state}
-        outcome = await _attempts(node, lambda attempt: work(attempt, scope), fail_fast)
-        if outcome.status == "failed":
-            raise _Stopped(outcome)
-        return {"item": item, "output": outcome.output}, outcome.writes
 
-    try:
-        iterations, writes = await each_item(
-            items, one, state=bindings.get("state") or {}, concurrency=each.concurrency
+def stop_error(
+    node: NodeSpec, outcome: Outcome, outputs: Mapping[str, Any], state: Mapping[str, Any]
+) -> tuple[FlowRunError, BaseException | None]:
+    """The error that stops the flow at ``node``, with the flow's outputs; and its cause.
+
+    A per-item part that stopped says which of its nodes failed, as that node's own
+    error did (a :class:`FlowLoopError` stays one).
+    """
+    inner = outcome.error
+    if isinstance(inner, FlowLoopError) and outcome.failed_node is not None:
+        loop = FlowLoopError(
+            str(inner),
+            node=inner.node,
+            outputs=outputs,
+            edge=inner.edge,
+            max_iterations=inner.max_iterations,
+            state=state,
         )
-    except _Stopped as stopped:
-        return stopped.outcome
-    return Outcome({"iterations": iterations}, "completed", writes=writes)
+        return loop, inner.__cause__
+    if isinstance(inner, FlowRunError) and outcome.failed_node is not None:
+        error = FlowRunError(str(inner), node=inner.node, outputs=outputs, state=state)
+        return error, inner.__cause__
+    message = failure_message(node, outcome)
+    return FlowRunError(message, node=node.id, outputs=outputs, state=state), inner
 
 
-class _Stopped(Exception):
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__("an item failed")
-        self.outcome = outcome
-
-
-def _failed(node: NodeSpec, error: BaseException, attempts: int, fail_fast: bool) -> Outcome:
+def failed(node: NodeSpec, error: BaseException, attempts: int, fail_fast: bool) -> Outcome:
+    """The outcome of a node that failed: its failure marker; whether the flow stops."""
     stop = fail_fast and not node.policy.continue_on_error
     return Outcome(failure_marker(error, attempts), "failed", error, stop)
 
@@ -213,7 +219,7 @@ async def _attempts(
         else:
             return Outcome(jsonable(output), "completed", writes=writes)
     assert error is not None
-    return _failed(node, error, attempts, fail_fast)
+    return failed(node, error, attempts, fail_fast)
 
 
 async def _attempt(

@@ -18,7 +18,10 @@ top-level node becomes one agent (see :meth:`Flow.agent`), each resolution a tas
 
 The nodes of a ``control.foreach`` body have no agent: their foreach node's step runs
 them, once per item, with the old kernel's scheduler (as the edge-based executor
-does). The ledger (``state["flow"]``) is described in :mod:`migration._reactive.ledger`.
+does). Nor do the nodes of a ``forEach`` edge's per-item part, but its head (the
+edge's target): the head's step runs the part once per item, records every node of it,
+and the edges out of the part leave from the head (:mod:`migration._spec.scopes`). The
+ledger (``state["flow"]``) is described in :mod:`migration._reactive.ledger`.
 """
 
 from __future__ import annotations
@@ -30,14 +33,14 @@ from typing import Any
 
 import pydantic
 
-from migration._edge.scheduler import body_runner
+from migration._edge.scheduler import body_runner, settle_unit
 from migration._expressions.bindings import check_bindings
-from migration._expressions.errors import FlowLoopError, FlowRunError, FlowSpecError
+from migration._expressions.errors import FlowLoopError, FlowSpecError
 from migration._expressions.values import apply_writes, binding_context
 from migration._expressions.when import When, check_when
 from migration._nodes.agents import agent_work
 from migration._nodes.context import NodeFunction
-from migration._nodes.node import Work, failure_message, registry_work, resolve_edges, settle
+from migration._nodes.node import Work, registry_work, resolve_edges, stop_error
 from migration._nodes.registry import NodeRegistry
 from migration._reactive.ledger import new_ledger, record, trigger_of
 from migration._reactive.phase import PHASE_START, phase_agent, starts_flow
@@ -226,7 +229,7 @@ class Flow:
         self._known(node)
         where = f"Node {node!r}"
         check_shape({"input": input, "config": config, "when": when}, f"node {node!r}")
-        problems = check_bindings(input or {}, where)
+        problems = check_bindings(input or {}, where, key="input")
         if when is not None:
             problems += check_when(when, f"{where} when")
         if problems:
@@ -262,14 +265,11 @@ class Flow:
             registry = registry.copy()
             registry.register(type_name, function, replace=True)
         self._steps[node] = (spec, registry)
-        owner = self.structure.scopes.scope_of(node)
+        runner = self._runner(node)
 
         async def run(ctx: AgentContext) -> Any:
-            if owner is not None:
-                raise TypeError(
-                    f"Node {node!r} is in the body of foreach node {owner!r}, which runs it "
-                    "once per item; it has no agent of its own."
-                )
+            if runner is not None:
+                raise TypeError(f"{runner}; it has no agent of its own.")
             async with ctx.task(f"node:{node}"):
                 return await self._settle(spec, ctx)
 
@@ -283,7 +283,7 @@ class Flow:
         its phase, its nodes without predecessors start on the phase's ``phase:start``,
         not on ``harness:start``: put the agent in the graph.
         """
-        top_level = [n for n in self.nodes if self.structure.scopes.scope_of(n) is None]
+        top_level = self.structure.scopes.members(None)
         self._phased = True
         return phase_agent(self.name, top_level)
 
@@ -332,7 +332,7 @@ class Flow:
         return {"max_depth": bound, "max_activations": bound}
 
     def _known(self, node: str) -> None:
-        if node not in self.structure.scopes.parent and node not in self.topology.incoming:
+        if node not in self.nodes:
             raise FlowSpecError(
                 f"Flow {self.name!r} has no node {node!r} (nodes: {', '.join(self.nodes)}).",
                 node=node,
@@ -341,14 +341,30 @@ class Flow:
 
     def _top_level(self, node: str) -> None:
         self._known(node)
-        owner = self.structure.scopes.scope_of(node)
-        if owner is not None:
+        runner = self._runner(node)
+        if runner is not None:
             raise FlowSpecError(
-                f"Node {node!r} is in the body of foreach node {owner!r}, which runs it once "
-                f"per item; give it a step (flow.step({node!r}, ...)) but no agent.",
+                f"{runner}; give it a step (flow.step({node!r}, ...)) but no agent.",
                 node=node,
                 flow=self.name,
             )
+
+    def _runner(self, node: str) -> str | None:
+        """Who runs ``node`` once per item, in a sentence, if not an agent of its own."""
+        scopes = self.structure.scopes
+        owner = scopes.scope_of(node)
+        if owner is not None:
+            return (
+                f"Node {node!r} is in the body of foreach node {owner!r}, which runs it "
+                "once per item"
+            )
+        head = scopes.head.get(node)
+        if head is not None:
+            return (
+                f"Node {node!r} runs once per item of the forEach edge into {head!r}, in the "
+                f"step of {head!r}"
+            )
+        return None
 
     # -- one resolution ----------------------------------------------------------------
 
@@ -365,25 +381,20 @@ class Flow:
         flow_input = {**self.input, **(ctx.input or {})}
         bindings = binding_context(flow_input, outputs, copy.deepcopy(snapshot["state"]))
         executor = _RunExecutor(self, flow_input, ctx.provider, ctx)
-        outcome = await settle(
-            node,
-            fired=fired,
-            bindings=bindings,
-            work=executor.work(node),
-            fail_fast=self.fail_fast,
-            each=next((e.for_each for e in incoming if e.for_each is not None), None),
+        outcome = await settle_unit(
+            self.structure, node, self.topology, executor, fired=fired, bindings=bindings
         )
         # From here to the return nothing awaits: recording the resolution and the
         # emission of node:<id>:done that follows are one step for the other nodes.
         store = ctx.store
         now = store.snapshot()
-        outputs = {**now["outputs"], node.id: outcome.output}
+        recorded = outcome.recorded(node.id)
+        outputs = {**now["outputs"], **recorded}
         state = apply_writes(now["state"], outcome.writes)
         if outcome.stop:
-            self._record_output(ctx, node.id, outcome.output, state)
-            raise FlowRunError(
-                failure_message(node, outcome), node=node.id, outputs=outputs, state=state
-            ) from outcome.error
+            self._record_outputs(ctx, recorded, state)
+            error, cause = stop_error(node, outcome, outputs, state)
+            raise error from cause
         ledger = copy.deepcopy(now["flow"])
         after = binding_context(flow_input, outputs, state)
         try:
@@ -391,19 +402,23 @@ class Flow:
                 node.id, self.topology, after, ledger["loops"], outputs
             )
         except FlowLoopError:
-            self._record_output(ctx, node.id, outcome.output, state)
+            self._record_outputs(ctx, recorded, state)
             raise
         record(ledger, self.topology, node.id, fired_edges, loops)
         with store.transaction() as draft:
-            draft["outputs"][node.id] = outcome.output
+            for name, output in recorded.items():
+                draft["outputs"][name] = output
             draft["state"] = state
             draft["flow"] = ledger
         return outcome.output
 
     @staticmethod
-    def _record_output(ctx: AgentContext, node: str, output: Any, state: dict[str, Any]) -> None:
+    def _record_outputs(
+        ctx: AgentContext, outputs: Mapping[str, Any], state: dict[str, Any]
+    ) -> None:
         with ctx.store.transaction() as draft:
-            draft["outputs"][node] = output
+            for name, output in outputs.items():
+                draft["outputs"][name] = output
             draft["state"] = state
 
 

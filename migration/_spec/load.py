@@ -188,7 +188,10 @@ def _nodes(raw: Any, base: Path, problems: list[Problem]) -> Iterable[NodeSpec]:
 def _inline_files(
     fields: dict[str, Any], base: Path, where: str, found: list[str]
 ) -> dict[str, Any]:
-    """Read ``outputSchemaFile`` (in ``input.options`` or ``config``) and ``input.promptFile``."""
+    """Read ``outputSchemaFile`` (in ``input.options`` or ``config``) and ``input.promptFile``.
+
+    Each schema file read is named in the node's ``schema_files``.
+    """
     fields = dict(fields)
     for section, key in (("input", "options"), ("config", None)):
         holder = fields.get(section)
@@ -204,6 +207,9 @@ def _inline_files(
         inlined = {k: v for k, v in place.items() if k != "outputSchemaFile"}
         inlined["outputSchema"] = schema
         fields[section] = {**holder, key: inlined} if key else inlined
+        if isinstance(place["outputSchemaFile"], str):
+            read = fields.setdefault("schema_files", {})
+            read[f"{label}.outputSchema"] = str(base / place["outputSchemaFile"])
     data = fields.get("input")
     if isinstance(data, Mapping) and "promptFile" in data:
         if "prompt" in data:

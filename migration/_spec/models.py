@@ -71,7 +71,10 @@ class NodeSpec(Model):
 
     ``when`` is a ``WhenExpr`` mapping or an expression string. ``agent`` holds the
     agent of a node that comes from an edge-based Python definition (its ``type``
-    is then ``"reactor.agent"``).
+    is then ``"reactor.agent"``). ``schema_files`` names the schema files the loader
+    read into the node (``outputSchemaFile``): the dotted key of the schema it holds
+    (``input.options.outputSchema``) and the file's path, so that the generated
+    Python reads the file rather than a copy.
     """
 
     id: str
@@ -82,6 +85,7 @@ class NodeSpec(Model):
     policy: NodePolicy = NodePolicy()
     # Typed Any: pydantic would otherwise try to build a schema for the Agent dataclass.
     agent: Any = Field(default=None, exclude=True, repr=False)
+    schema_files: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
 
     @pydantic.field_validator("agent")
     @classmethod

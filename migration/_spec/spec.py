@@ -30,7 +30,7 @@ from migration._spec.models import (
     StateSpec,
 )
 from migration._spec.scopes import Scopes, check_scopes
-from migration._spec.topology import Problem, Topology, check_topology
+from migration._spec.topology import Problem, Topology, check_topology, cycle_closers
 
 __all__ = ["FlowSource", "FlowSpec"]
 
@@ -52,6 +52,31 @@ class FlowSpec(Model):
     nodes: tuple[NodeSpec, ...] = ()
     edges: tuple[EdgeSpec, ...] = ()
 
+    @pydantic.field_validator("edges")
+    @classmethod
+    def _implied_loops(cls, edges: tuple[EdgeSpec, ...]) -> tuple[EdgeSpec, ...]:
+        """An edge with ``maxIterations`` and no ``type`` that closes a cycle is a loop edge.
+
+        The kernel's later executor knew loop edges by ``maxIterations`` alone (it had
+        no ``type``), so flows written for it close their loops that way.
+        """
+        candidates = [
+            e.type == "forward"
+            and "type" not in e.model_fields_set
+            and e.max_iterations is not None
+            for e in edges
+        ]
+        if not any(candidates):
+            return edges
+        kept = [i for i, e in enumerate(edges) if e.type == "forward"]
+        closing = {
+            kept[i] for i in cycle_closers([(edges[i].source, edges[i].target) for i in kept])
+        }
+        return tuple(
+            e.model_copy(update={"type": "loop"}) if candidates[i] and i in closing else e
+            for i, e in enumerate(edges)
+        )
+
     @functools.cached_property
     def scopes(self) -> Scopes:
         """Which nodes run at the top level and which in a ``control.foreach`` body."""
@@ -63,14 +88,29 @@ class FlowSpec(Model):
         return self.scope_topology(None)
 
     def scope_topology(self, scope: str | None) -> Topology[EdgeSpec]:
-        """The topology of a scope: the top level (``None``) or a foreach node's body."""
+        """The topology of a scope: the top level (``None``) or a foreach node's body.
+
+        A ``forEach`` edge's per-item part is one node there, its head.
+        """
         cache = self._topologies
         if scope not in cache:
-            cache[scope] = Topology(self.scopes.members(scope), self.scopes.edges(scope))
+            members, edges = self.scopes.members(scope), self.scopes.edges(scope)
+            cache[scope] = Topology(members, edges, self.scopes.head)
         return cache[scope]
+
+    def part_topology(self, head: str) -> Topology[EdgeSpec]:
+        """The topology of the per-item part of the ``forEach`` edge into ``head``."""
+        cache = self._parts
+        if head not in cache:
+            cache[head] = Topology(self.scopes.parts[head], self.scopes.part_edges(head))
+        return cache[head]
 
     @functools.cached_property
     def _topologies(self) -> dict[str | None, Topology[EdgeSpec]]:
+        return {}
+
+    @functools.cached_property
+    def _parts(self) -> dict[str, Topology[EdgeSpec]]:
         return {}
 
     @functools.cached_property
@@ -109,7 +149,7 @@ class FlowSpec(Model):
         for node in self.nodes:
             reads = bound_nodes(node.input) | when_roots(node.when) | each_reads.get(node.id, set())
             top, safe = self._reader(node.id)
-            for read in sorted(reads & self._by_id.keys() - safe):
+            for read in sorted(r for r in reads & self._by_id.keys() if not self._safe(r, safe)):
                 where = "it" if top == node.id else f"its foreach node {top!r}"
                 found.append(
                     f"Node {node.id!r} reads {read!r}, which is not upstream of {where}: the "
@@ -118,7 +158,8 @@ class FlowSpec(Model):
                 )
         for edge in self.edges:
             top, safe = self._reader(edge.source)
-            for read in sorted(when_roots(edge.when) & self._by_id.keys() - safe):
+            roots = when_roots(edge.when) & self._by_id.keys()
+            for read in sorted(r for r in roots if not self._safe(r, safe)):
                 where = repr(edge.source) if top == edge.source else f"its foreach node {top!r}"
                 found.append(
                     f"Edge {edge.key} decides on {read!r}, which is not upstream of {where}: "
@@ -127,13 +168,19 @@ class FlowSpec(Model):
                 )
         return found
 
+    def _safe(self, read: str, safe: set[str]) -> bool:
+        """Whether reading ``read`` is ordered: it, or the head of its part, is safe."""
+        return read in safe or self.scopes.unit_of(read) in safe
+
     def _reader(self, node: str) -> tuple[str, set[str]]:
         """The top-level node a read is made from, and the nodes it may safely read."""
-        enclosing = self.scopes.enclosing(node)
-        top = enclosing[-1] if enclosing else node
+        scopes = self.scopes
+        enclosing = scopes.enclosing(node)
+        top = scopes.unit_of(enclosing[-1] if enclosing else node)
         safe = set(self.topology.upstream(top)) | {top, node}
-        for owner in enclosing:  # everything in the bodies around it runs in order
-            safe |= set(self.scopes.bodies[owner])
+        safe |= set(scopes.parts.get(scopes.unit_of(node), ()))  # a part runs in order
+        for owner in enclosing:  # and so do the bodies around it, and their parts
+            safe |= set(scopes.bodies[owner]) | set(scopes.parts.get(scopes.unit_of(owner), ()))
         return top, safe
 
     def check(self) -> FlowSpec:
@@ -150,7 +197,9 @@ class FlowSpec(Model):
         problems += check_scopes(self.nodes, self.edges)
         for node in self.nodes:
             where = f"Node {node.id!r}"
-            problems.extend((p, node.id, None) for p in check_bindings(node.input, where))
+            problems.extend(
+                (p, node.id, None) for p in check_bindings(node.input, where, key="input")
+            )
             if node.when is not None:
                 problems.extend((p, node.id, None) for p in check_when(node.when, f"{where} when"))
         for edge in self.edges:

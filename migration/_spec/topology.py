@@ -14,10 +14,10 @@ from __future__ import annotations
 import difflib
 import heapq
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
-__all__ = ["Edge", "Problem", "Topology", "check_topology"]
+__all__ = ["Edge", "Problem", "Topology", "check_topology", "cycle_closers"]
 
 _ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 RESERVED = ("flow", "workflow", "state")
@@ -176,6 +176,49 @@ def find_cycle(ids: Sequence[str], edges: Sequence[Edge]) -> list[str]:
     return []
 
 
+def cycle_closers(pairs: Sequence[tuple[str, str]]) -> set[int]:
+    """The positions of the pairs ``(source, target)`` that close a cycle of the pairs.
+
+    A pair closes a cycle when its target leads back to its source along the pairs:
+    both ends are then in one strongly connected component (a path from the target
+    to the source never needs the pair itself). Kosaraju's two passes, iterative.
+    """
+    ids = list(dict.fromkeys(end for pair in pairs for end in pair))
+    forward: dict[str, list[str]] = {node: [] for node in ids}
+    backward: dict[str, list[str]] = {node: [] for node in ids}
+    for source, target in pairs:
+        forward[source].append(target)
+        backward[target].append(source)
+    finished: list[str] = []  # in the order their depth-first walk finished
+    seen: set[str] = set()
+    for start in ids:
+        if start in seen:
+            continue
+        seen.add(start)
+        stack = [(start, iter(forward[start]))]
+        while stack:
+            here, nexts = stack[-1]
+            there = next((n for n in nexts if n not in seen), None)
+            if there is None:
+                finished.append(here)
+                stack.pop()
+            else:
+                seen.add(there)
+                stack.append((there, iter(forward[there])))
+    component: dict[str, int] = {}  # node -> its strongly connected component
+    for label, start in enumerate(reversed(finished)):
+        if start in component:
+            continue
+        component[start] = label
+        pending = [start]
+        while pending:
+            for there in backward[pending.pop()]:
+                if there not in component:
+                    component[there] = label
+                    pending.append(there)
+    return {i for i, (source, target) in enumerate(pairs) if component[source] == component[target]}
+
+
 class Topology(Generic[E]):
     """Derived structure of a checked set of nodes and the edges between them.
 
@@ -187,20 +230,28 @@ class Topology(Generic[E]):
         loops_out: Loop edges out of each node.
         loops_in: Loop edges into each node.
         body: For each loop target, the nodes a loop into it re-opens.
+
+    ``units`` maps the nodes of a ``forEach`` edge's per-item part (but its head) to
+    the head, which stands for the part among ``nodes``: an edge out of the part
+    leaves from the head here (:meth:`source_of`), and keeps its own ``key``.
     """
 
-    def __init__(self, nodes: Sequence[str], edges: Sequence[E]) -> None:
+    def __init__(
+        self, nodes: Sequence[str], edges: Sequence[E], units: Mapping[str, str] | None = None
+    ) -> None:
         ids = list(nodes)
+        self.units = dict(units or {})
         incoming: dict[str, list[E]] = {node: [] for node in ids}
         outgoing: dict[str, list[E]] = {node: [] for node in ids}
         loops_out: dict[str, list[E]] = {node: [] for node in ids}
         loops_in: dict[str, list[E]] = {node: [] for node in ids}
         for edge in edges:
+            source = self.source_of(edge)
             if edge.type == "forward":
                 incoming[edge.target].append(edge)
-                outgoing[edge.source].append(edge)
+                outgoing[source].append(edge)
             else:
-                loops_out[edge.source].append(edge)
+                loops_out[source].append(edge)
                 loops_in[edge.target].append(edge)
         self.incoming = {node: tuple(found) for node, found in incoming.items()}
         self.outgoing = {node: tuple(found) for node, found in outgoing.items()}
@@ -209,6 +260,10 @@ class Topology(Generic[E]):
         self.order = self._sort(ids)
         self.position = {node: index for index, node in enumerate(self.order)}
         self.body = {node: self._reach(node) for node in ids if self.loops_in[node]}
+
+    def source_of(self, edge: Edge) -> str:
+        """The node an edge leaves here: its source, or the head of the part it leaves."""
+        return self.units.get(edge.source, edge.source)
 
     def _sort(self, ids: list[str]) -> tuple[str, ...]:
         declared = {node: index for index, node in enumerate(ids)}
@@ -240,7 +295,7 @@ class Topology(Generic[E]):
             here = stack.pop()
             edges = self.outgoing[here] if downstream else self.incoming[here]
             for edge in edges:
-                there = edge.target if downstream else edge.source
+                there = edge.target if downstream else self.source_of(edge)
                 if there not in seen:
                     seen.add(there)
                     stack.append(there)
@@ -248,11 +303,11 @@ class Topology(Generic[E]):
 
     def predecessors(self, node: str) -> tuple[str, ...]:
         """Sources of the forward edges into ``node``, without repeats."""
-        return tuple(dict.fromkeys(edge.source for edge in self.incoming[node]))
+        return tuple(dict.fromkeys(self.source_of(edge) for edge in self.incoming[node]))
 
     def loop_sources(self, node: str) -> tuple[str, ...]:
         """Sources of the loop edges into ``node``."""
-        return tuple(dict.fromkeys(edge.source for edge in self.loops_in[node]))
+        return tuple(dict.fromkeys(self.source_of(edge) for edge in self.loops_in[node]))
 
     def bound(self) -> int:
         """How many node resolutions a run can make at most (loops fully used)."""

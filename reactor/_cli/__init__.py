@@ -1,7 +1,8 @@
 """The ``reactor`` command line: run graphs, list, show, replay and compare recordings.
 
 One module per group of commands: ``_running`` (run, replay), ``_records`` (runs,
-show, diff), ``_eval`` (eval, runs tag), ``_graphs`` (graph), and
+show, diff), ``_eval`` (eval, runs tag; ``_eval_plan``, what it evaluates and where),
+``_graphs`` (graph), and
 ``migration._convert.cli`` (migrate); ``_load`` finds graphs and providers, ``_output``
 and ``_render`` draw with rich on a terminal and plain text elsewhere, ``_parser`` holds
 the arguments; ``_service`` and ``_workers`` are ``reactor serve``, ``reactor db`` and

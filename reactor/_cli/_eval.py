@@ -1,10 +1,15 @@
 """``reactor eval`` and ``reactor runs tag``: recorded runs as a regression suite.
 
 ``reactor eval --graph MODULE:GRAPH`` runs recorded runs again on the graph as the
-code is now (``graph.evaluate``), prints a case per run and exits 0 when every case
-passes, 1 when one does not, and 2 when the command cannot start (a bad option, a
-graph, provider or scorer it cannot load, no run selected). A dataset is a tag:
-``reactor runs tag RUN... dataset=golden``, then ``reactor eval --tag dataset=golden``.
+code is now (``graph.evaluate``); ``reactor eval --app MODULE:SERVICE --agent NAME``
+does it for a reaction agent of a service, with the object each run saw (see
+``_eval_plan``). It prints a case per run and exits 0 when every case passes, 1 when
+one does not, and 2 when the command cannot start (a bad option, a graph, provider or
+scorer it cannot load, no run selected, a recording of another graph). The new runs
+are recorded to ``--into``, by default a scratch store beside the run database, never
+into the store the recordings are read from unless ``--into`` names it. A dataset is
+a tag: ``reactor runs tag RUN... dataset=golden``, then ``reactor eval --tag
+dataset=golden``.
 
 No provider is the default: an evaluation spends nothing unless asked, and a case
 whose model request changed ends ``diverged`` until ``--provider`` answers it.
@@ -13,18 +18,15 @@ whose model request changed ends ``diverged`` until ``--provider`` answers it.
 from __future__ import annotations
 
 import argparse
-import ast
-import dataclasses
-import inspect
+import asyncio
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import reactor.logging
-from reactor import eval as scorers
 from reactor._cli._base import (
     CommandError,
     db_argument,
@@ -34,15 +36,11 @@ from reactor._cli._base import (
     positive_arg,
     writable_db,
 )
-from reactor._cli._load import attribute, load_graph, provider
+from reactor._cli._eval_plan import Plan, Stores, UsageError, plan, stores
 from reactor._cli._output import Output
 from reactor._cli._render import Table, clean, money
-from reactor._graph.evaluate import Scorer
-from reactor._graph.reactive import Reactive
 from reactor._graph.report import EvalReport
-from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo, parse_duration
-from reactor._recording.storebase import SignalStoreBase
 
 __all__ = [
     "EVAL_EXAMPLE",
@@ -57,33 +55,12 @@ __all__ = [
 EVAL_SUMMARY = "Run recorded runs again on the graph as it is now; exit 1 if a case fails."
 EVAL_EXAMPLE = (
     "reactor eval --graph examples.trading_bot.app:graph --tag dataset=golden "
-    "--scorer 'decision_kept(decision)' --junit eval.xml"
+    "--scorer 'decision_kept(decision)' --junit eval.xml\n"
+    "  reactor eval --app examples.crm_enrichment.service:service --agent enrich"
 )
 TAG_EXAMPLE = "reactor runs tag run_3f2a run_9c1d dataset=golden"
 DEFAULT_LIMIT = 100
 """How many runs ``reactor eval`` takes, newest first, unless ``--limit`` says."""
-
-_BUILTINS: dict[str, Callable[..., Scorer]] = {
-    "state_equal": scorers.state_equal,
-    "decision_kept": scorers.decision_kept,
-    "cost_within": scorers.cost_within,
-}
-"""The scorers of :mod:`reactor.eval` that ``--scorer 'NAME(ARGS)'`` builds."""
-
-
-class _UsageError(CommandError):
-    """The command cannot start as asked: exit status 2."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Plan:
-    """What an evaluation needs, each part checked before any run starts."""
-
-    graph: Reactive
-    name: str
-    provider: Provider | None
-    words: str
-    scorers: list[Scorer]
 
 
 def _duration(text: str) -> timedelta:
@@ -97,11 +74,22 @@ def add_eval_arguments(parser: argparse.ArgumentParser, *, statuses: Sequence[st
     """Give ``reactor eval`` its options (``statuses``: what ``--status`` accepts)."""
     many: dict[str, Any] = {"action": "append", "default": []}
     options: list[tuple[str, dict[str, Any]]] = [
-        ("--graph", {"metavar": "MODULE:GRAPH", "required": True,
+        ("--graph", {"metavar": "MODULE:GRAPH",
                      "help": "the graph as the code is now (a module or file.py)"}),
+        ("--app", {"metavar": "MODULE:SERVICE", "help": "a service (as reactor serve --app "
+                   "takes it) whose reaction agent --agent is evaluated"}),
+        ("--agent", {"metavar": "NAME", "help": "with --app: the reaction agent whose recorded "
+                     "reactions are evaluated, each with the object it saw"}),
         ("--db", {"metavar": "PATH", "type": db_argument,
-                  "help": "the run database: a path, sqlite:///path or postgresql://... "
-                  "(default: $REACTOR_DB, else .reactor/runs.db)"}),
+                  "help": "where the runs are recorded: a path, sqlite:///path or "
+                  "postgresql://... (default: $REACTOR_DB, else .reactor/runs.db; with --app, "
+                  "the service's store); it is only read"}),
+        ("--into", {"metavar": "URL", "help": "where the new runs are recorded, with a copy of "
+                    "each run evaluated (default: a scratch store beside --db, "
+                    "runs-eval.db beside runs.db; name --db itself to record there)"}),
+        ("--any-graph", {"action": "store_true", "help": "evaluate runs recorded by another "
+                         "graph too (by default a run whose agents are not all in the graph "
+                         "is refused)"}),
         ("--graph-name", {"metavar": "NAME", "help": "evaluate the runs recorded under this "
                           "graph name (default: the graph's name)"}),
         ("--tag", {**many, "metavar": "KEY[=VALUE]",
@@ -135,30 +123,25 @@ def add_eval_arguments(parser: argparse.ArgumentParser, *, statuses: Sequence[st
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate recorded runs on the graph; 0 every case passed, 1 one did not, 2 usage."""
     try:
-        plan = _plan(args)
-        store = _existing_db(args)
-    except _UsageError as exc:
+        chosen = plan(args)
+        opened = stores(args, chosen.source)
+    except UsageError as exc:
         print(f"reactor eval: error: {exc}", file=sys.stderr)
         return 2
     reactor.logging.configure(level="error")  # a diverged case is in the table, not a warning
     out = Output(plain=args.plain)
-    with store:
-        try:
-            infos = _selected(store, args, plan.name)
-        except _UsageError as exc:
-            print(f"reactor eval: error: {exc}", file=sys.stderr)
-            return 2
-        what = f"{_many(len(infos), 'run')} of {clean(plan.name)}"
-        out.line(f"Evaluating {what} on {args.graph}; {plan.words}.")
-        report = plan.graph.evaluate_sync(
-            infos,
-            store=store,
-            provider=plan.provider,
-            scorers=plan.scorers,
-            live_tools=tuple(args.live_tool),
-            concurrency=args.concurrency,
-        )
-    _print_report(out, report, plan.name, db_option(db_path(args)))
+    try:
+        infos = _selected(opened.source, args, chosen)
+        target = args.graph or f"{args.app} --agent {args.agent}"
+        runs = _many(len(infos), "run")
+        out.line(f"Evaluating {runs} of {clean(chosen.name)} on {target}; {chosen.words}.")
+        report = asyncio.run(_evaluated(chosen, opened, infos, args))
+    except (UsageError, ValueError) as exc:
+        print(f"reactor eval: error: {str(exc).rstrip('.')}", file=sys.stderr)
+        return 2
+    finally:
+        opened.close()
+    _print_report(out, report, chosen.name, db_option(opened.where))
     if args.junit:
         report.to_junit_xml(args.junit)
         out.line(f"JUnit XML written to {args.junit}")
@@ -168,114 +151,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
-def _plan(args: argparse.Namespace) -> _Plan:
-    """The graph, the name its runs have, the provider and the scorers; options checked.
-
-    Raises:
-        _UsageError: An option is wrong, or what it names cannot be loaded.
-    """
-    for option in ("junit", "json"):
-        where = getattr(args, option)
-        if where and not Path(where).resolve().parent.is_dir():
-            raise _UsageError(f"--{option} {where}: the folder {Path(where).parent} does not exist")
-    for tag in args.tag:
-        if not tag.partition("=")[0]:
-            raise _UsageError(f"--tag {tag!r} has no key: use --tag KEY or --tag KEY=VALUE")
+async def _evaluated(
+    chosen: Plan, opened: Stores, infos: list[RunInfo], args: argparse.Namespace
+) -> EvalReport:
+    """Evaluate the runs; an app's objects are open meanwhile (its cases read them)."""
+    service = chosen.service
+    if service is not None:
+        await service.objects.open()
     try:
-        module, graph = load_graph(args.graph)
-        name = args.graph_name or graph.name
-        if not name:
-            raise _UsageError(
-                f"{args.graph} has no name, so its runs cannot be found by it; pass "
-                "--graph-name NAME (the GRAPH column of `reactor runs`)"
-            )
-        if args.provider == "none":
-            chosen = None
-            words = "a changed model request is not answered (--provider none: it ends diverged)"
-        else:
-            chosen, words = provider(args.provider, module)
-            words = f"changed model requests are answered by {words}"
-        checks = [_scorer(text) for text in args.scorer]
-    except _UsageError:
-        raise
-    except CommandError as exc:
-        raise _UsageError(str(exc)) from None
-    return _Plan(graph, name, chosen, words, checks)
-
-
-def _existing_db(args: argparse.Namespace) -> SignalStoreBase:
-    """The run database to read runs from and record new ones to: it must exist."""
-    path = db_path(args)
-    if not is_url(path) and not Path(path).exists():
-        raise _UsageError(
-            f"no run database at {path}; record runs with `reactor run`, or name the "
-            "database with --db PATH or $REACTOR_DB"
+        return await chosen.graph.evaluate(
+            infos,
+            store=opened.source,
+            into=opened.into,
+            provider=chosen.provider,
+            scorers=chosen.scorers,
+            live_tools=tuple(args.live_tool),
+            concurrency=args.concurrency,
+            scope=chosen.scope,
+            any_graph=args.any_graph,
         )
-    return writable_db(args)
+    finally:
+        if service is not None:
+            await service.objects.close()
 
 
-def _scorer(text: str) -> Scorer:
-    """The scorer ``--scorer`` names: ``MODULE:ATTR`` or ``NAME(ARGS)`` of reactor.eval."""
-    if "(" in text and ":" not in text.partition("(")[0]:
-        return _builtin(text)
-    if ":" not in text:
-        raise _UsageError(
-            f"--scorer {text!r}: write MODULE:ATTR (a function scorer(old, new) -> bool | "
-            f"float) or one of {', '.join(f'{name}(...)' for name in _BUILTINS)}"
-        )
-    found = attribute(text, "--scorer")
-    if any(found is factory for factory in _BUILTINS.values()):
-        raise _UsageError(
-            f"--scorer {text!r} makes scorers, it is not one; write --scorer "
-            f"'{found.__name__}(...)' instead"
-        )
-    if not callable(found):
-        raise _UsageError(
-            f"--scorer {text!r} is {type(found).__name__}, not a function scorer(old, new)"
-        )
-    try:
-        inspect.signature(found).bind(None, None)
-    except TypeError:
-        raise _UsageError(
-            f"--scorer {text!r} cannot be called as scorer(old, new) (it takes "
-            f"{inspect.signature(found)}); a scorer takes the recorded run and the new result"
-        ) from None
-    except ValueError:  # no signature to read (a builtin): it is called as it is
-        pass
-    scorer: Scorer = found
-    return scorer
-
-
-def _builtin(text: str) -> Scorer:
-    """``decision_kept(decision)``, ``state_equal(a, b)``, ``cost_within(1.2)``."""
-    forms = ", ".join(f"{name}(...)" for name in _BUILTINS)
-    try:
-        call = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
-        call = None
-    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or call.keywords:
-        raise _UsageError(f"--scorer {text!r} is not a call like decision_kept(decision)")
-    factory = _BUILTINS.get(call.func.id)
-    if factory is None:
-        raise _UsageError(f"--scorer {text!r}: no scorer {call.func.id!r}; use {forms}")
-    values: list[Any] = []
-    for node in call.args:
-        if isinstance(node, ast.Name | ast.Attribute):  # a bare word (or a.b) is a state key
-            values.append(ast.unparse(node))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str | int | float):
-            values.append(node.value)
-        else:
-            raise _UsageError(f"--scorer {text!r}: {ast.unparse(node)} is not a key or a number")
-    try:
-        made: Scorer = factory(*values)
-    except (TypeError, ValueError) as exc:
-        raise _UsageError(f"--scorer {text!r}: {str(exc).rstrip('.')}") from None
-    return made
-
-
-def _selected(store: SignalStoreBase, args: argparse.Namespace, name: str) -> list[RunInfo]:
+def _selected(store: Any, args: argparse.Namespace, chosen: Plan) -> list[RunInfo]:
     """The runs to evaluate, newest first: the filters, less the runs evaluations made."""
-    tags: list[str] = args.tag
+    tags, name = chosen.tags, chosen.name
     status = None if args.status in ("any", "finished") else args.status
     finished = args.status == "finished"  # a run that ended well: completed, or end_when held
     cutoff = None if args.since is None else time.time() - args.since.total_seconds()
@@ -286,7 +188,7 @@ def _selected(store: SignalStoreBase, args: argparse.Namespace, name: str) -> li
         kept: list[RunInfo] = []
         for info in listed:
             if cutoff is not None and info.started_at < cutoff:
-                return _some(kept, args, name)  # newest first: the rest are older
+                return _some(kept, args, chosen)  # newest first: the rest are older
             if (
                 (evaluations or "eval" not in info.tags)
                 and (not finished or info.status in FINISHED)
@@ -296,7 +198,7 @@ def _selected(store: SignalStoreBase, args: argparse.Namespace, name: str) -> li
                 if len(kept) == args.limit:
                     return kept
         if len(listed) < asked:
-            return _some(kept, args, name)
+            return _some(kept, args, chosen)
         asked *= 4
 
 
@@ -309,26 +211,28 @@ def _tagged(info: RunInfo, tag: str) -> bool:
     return key in info.tags and (not equals or info.tags[key] == value)
 
 
-def _some(kept: list[RunInfo], args: argparse.Namespace, name: str) -> list[RunInfo]:
+def _some(kept: list[RunInfo], args: argparse.Namespace, chosen: Plan) -> list[RunInfo]:
     """``kept``, unless it is empty: then say which filters selected nothing."""
     if kept:
         return kept
-    what = [f"of graph {name!r}"]
-    listing = [f"--graph {name}"]
+    what = [f"of graph {chosen.name!r}"]
+    listing = [f"--graph {chosen.name}"]
     if args.status == "finished":
         what.append("that finished (completed, or ended by end_when)")
     elif args.status != "any":
         what.append(f"with status {args.status!r}")
         listing.append(f"--status {args.status}")
-    for tag in args.tag:
+    for tag in chosen.tags:
         what.append(f"tagged {tag!r}")
-    if args.tag:
-        listing.append(f"--tag {args.tag[0]}")
+    if chosen.tags:
+        listing.append(f"--tag {chosen.tags[0]}")
     if args.since is not None:
         what.append(f"started in the last {args.since}")
-    where = db_option(db_path(args))
-    raise _UsageError(
-        f"no runs {' '.join(what)} in {clean(db_path(args))} (runs made by evaluations are "
+    source = chosen.source if isinstance(chosen.source, Path | str) else None
+    shown = clean(str(source)) if source is not None else f"the store of {args.app}"
+    where = db_option(source) if source is not None else ""
+    raise UsageError(
+        f"no runs {' '.join(what)} in {shown} (runs made by evaluations are "
         f"left out); list what is recorded with `reactor runs {' '.join(listing)}{where}`, "
         "and choose with --graph-name, --tag, --status (any) or --since"
     )
@@ -421,11 +325,13 @@ def cmd_runs_tag(args: argparse.Namespace) -> int:
         args.parser.error("name the runs to tag: ids, unique prefixes or last")
     if not tags and not args.remove:
         args.parser.error("give the tags to set (KEY=VALUE) or to remove (--remove KEY)")
-    try:
-        store = _existing_db(args)
-    except _UsageError as exc:
-        raise CommandError(str(exc)) from None
-    with store:
+    path = db_path(args)
+    if not is_url(path) and not Path(path).exists():
+        raise CommandError(
+            f"no run database at {path}; record runs with `reactor run`, or name the "
+            "database with --db PATH or $REACTOR_DB"
+        )
+    with writable_db(args) as store:
         run_ids = list(dict.fromkeys(store.resolve(ref) for ref in refs))
         try:
             infos = [store.tag(run_id, tags, remove=args.remove) for run_id in run_ids]

@@ -23,7 +23,14 @@ from reactor._graph.origin import file_hash
 from reactor._graph.reactive import Reactive
 from reactor._recording.info import RunInfo
 
-__all__ = ["attribute", "load_graph", "provider", "recorded_graph", "script_target"]
+__all__ = [
+    "attribute",
+    "load_graph",
+    "load_module",
+    "provider",
+    "recorded_graph",
+    "script_target",
+]
 
 
 def load_graph(ref: str) -> tuple[ModuleType, Reactive]:
@@ -44,6 +51,12 @@ def load_graph(ref: str) -> tuple[ModuleType, Reactive]:
     if not isinstance(found, Reactive):
         raise CommandError(f"{ref} is {type(found).__name__}, not a graph built with reactive()")
     return module, found
+
+
+def load_module(ref: str) -> ModuleType:
+    """The module of ``MODULE:ATTR`` (or ``path/to/file.py:ATTR``), imported as asked."""
+    where, _ = _split(ref)
+    return _import(where)
 
 
 def script_target(ref: str) -> str:

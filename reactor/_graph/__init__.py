@@ -6,7 +6,8 @@
 data: Mermaid, Graphviz, JSON), ``origin`` (the ``module:attribute`` a recorded run
 can be imported from again), ``compat`` (may this graph resume that run?),
 ``forking`` (a fork's copied log), ``reads`` (what a run reads of its store before it
-begins, off the event loop).
+begins, off the event loop), ``evaluate``, ``recorded`` and ``report`` (recorded runs as
+a regression suite: the cases, the recordings checked first, the report).
 
 May use: ``_engine`` and everything below it. Used by the CLI, :mod:`reactor.service`
 and :mod:`migration`.

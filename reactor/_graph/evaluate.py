@@ -8,8 +8,17 @@ stops there, ``diverged``, naming the agent and the field). The model's tool cal
 their recorded results when the recording has the same call (name and arguments); any
 other fails the activation with :class:`~reactor.ToolNotRecordedError`, unless the
 tool is in ``live_tools``: an evaluation never repeats a side effect by accident. Each
-new run is recorded to ``store`` with the tags ``eval=<id>`` and ``eval_of=<run id>``,
-so ``reactor diff`` and the web UI show any case beside its recording.
+new run is recorded to ``into`` (``store`` unless another is given, into which the
+recordings evaluated are then copied) with the tags ``eval=<id>`` and ``eval_of=<run
+id>``, so ``reactor diff`` and the web UI show any case beside its recording.
+
+Before any case runs, every recording is read and checked: a damaged one is one line
+(:func:`~reactor._graph.recorded.check_recording`), and one of another graph (an agent
+it ran is not in the graph evaluated, by name) is refused unless ``any_graph``; a
+changed prompt is what an evaluation is for, never a reason to refuse. A case's final
+state is compared as :func:`~reactor._graph.recorded.outcome` has it (a reaction's
+decision included); scorers get the recording and the new run's result with its state
+and output as JSON data, as the recording holds them.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from typing import Any, Protocol
 
 from reactor._activation.resume import RecordedAnswers
 from reactor._engine.result import RunResult
+from reactor._graph.recorded import agents_of, check_recording, outcome
 from reactor._graph.report import EvalCase, EvalReport, EvalStatus, spent, state_diff
 from reactor._providers.base import (
     Provider,
@@ -36,9 +46,10 @@ from reactor._recording.recording import Recording
 from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import muted
 from reactor._signals.names import TOOL_CALL, TOOL_RESULT
-from reactor.exceptions import ReplayMismatchError
+from reactor._signals.signal import to_jsonable
+from reactor.exceptions import ReplayMismatchError, RunNotFoundError
 
-__all__ = ["Evaluated", "Runs", "Scorer", "evaluate", "evaluate_sync"]
+__all__ = ["Evaluated", "Runs", "Scope", "Scorer", "evaluate", "evaluate_sync"]
 
 
 class Evaluated(Protocol):
@@ -49,8 +60,18 @@ class Evaluated(Protocol):
         """The graph's name."""
         ...
 
+    @property
+    def agents(self) -> Mapping[str, Any]:
+        """The graph's agents, by name."""
+        ...
+
     async def run(
-        self, *, replay: ReplayProvider, record: SignalStore, tags: Mapping[str, str]
+        self,
+        *,
+        replay: ReplayProvider,
+        record: SignalStore,
+        tags: Mapping[str, str],
+        scope: Mapping[str, Any] | None,
     ) -> RunResult:
         """Run the graph (a replay, here)."""
         ...
@@ -61,6 +82,10 @@ Scorer = Callable[[Recording, RunResult], bool | float]
 
 Runs = str | Recording | RunInfo | Mapping[str, Any] | Iterable[str | Recording | RunInfo]
 """What ``evaluate`` takes: run ids, recordings, ``store.runs(...)`` or a filter of it."""
+
+Scope = Callable[[Recording], Mapping[str, Any] | None]
+"""What a case's agents see beside its input, made from its recording (a reaction's
+object, event and objects: ``ctx.scope``, and by name in templates)."""
 
 
 class _Guarded:
@@ -112,27 +137,96 @@ async def evaluate(
     scorers: Iterable[Scorer] = (),
     live_tools: Collection[str] = (),
     concurrency: int = 8,
+    into: SignalStore | None = None,
+    scope: Scope | None = None,
+    any_graph: bool = False,
 ) -> EvalReport:
     """Evaluate ``graph`` on recorded runs (see the module's docstring); the report.
 
+    Args:
+        graph: The graph as it is now.
+        runs: Run ids, recordings, ``store.runs(...)`` or a filter of it.
+        store: Where the runs are recorded.
+        provider: Who answers a model request that changed (none: ``diverged``).
+        scorers: Checks every case must pass: ``scorer(old, new)``.
+        live_tools: Tools that may run when their call was not recorded.
+        concurrency: Cases run at once.
+        into: Where the new runs are recorded (default ``store``); the recordings
+            evaluated are copied into it first, so that it shows both sides.
+        scope: What each case's agents see beside the input, made from its recording
+            before any case runs (an error there runs nothing).
+        any_graph: Evaluate recordings of another graph too.
+
     Raises:
-        ValueError: ``concurrency`` is not a whole number >= 1, or ``runs`` is empty.
+        ValueError: ``concurrency`` is not a whole number >= 1, ``runs`` is empty, or
+            a recording is of another graph (nothing was run).
         RunNotFoundError: A run id is not in ``store``.
+        RecordingError: A recording is damaged (nothing was run).
     """
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise ValueError(f"concurrency must be a whole number >= 1, got {concurrency!r}.")
-    wanted = await asyncio.to_thread(_wanted, runs, store)
+    recordings = await asyncio.to_thread(_recordings, runs, store)
+    if not any_graph:
+        _same_graph(graph, recordings)
+    seen = [scope(recording) if scope is not None else None for recording in recordings]
+    target = store if into is None else into
+    if target is not store:
+        await asyncio.to_thread(_copied, recordings, target)
     report_id = f"eval_{secrets.token_hex(6)}"
     scoring = tuple(scorers)
     gate = asyncio.Semaphore(concurrency)
 
-    async def case(item: str | Recording) -> EvalCase:
+    async def case(recording: Recording, scoped: Mapping[str, Any] | None) -> EvalCase:
         async with gate:
-            recording = item if isinstance(item, Recording) else await _loaded(store, item)
-            return await _case(graph, recording, store, provider, scoring, live_tools, report_id)
+            trial = _Trial(graph, target, provider, scoring, live_tools, report_id, scoped)
+            return await trial.case(recording)
 
-    cases = await asyncio.gather(*(case(item) for item in wanted))
+    cases = await asyncio.gather(*map(case, recordings, seen))
     return EvalReport(report_id, graph.name, tuple(cases))
+
+
+def _recordings(runs: Runs, store: SignalStore) -> list[Recording]:
+    """Every recording to evaluate, read and checked (blocking)."""
+    found = []
+    for item in _wanted(runs, store):
+        recording = item if isinstance(item, Recording) else store.load(store.resolve(item))
+        check_recording(recording, recording.run_id)
+        found.append(recording)
+    return found
+
+
+def _same_graph(graph: Evaluated, recordings: list[Recording]) -> None:
+    """Refuse recordings whose agents are not all in ``graph`` (by name)."""
+    known = set(graph.agents)
+    for recording in recordings:
+        others = [agent for agent in agents_of(recording) if agent not in known]
+        if not others:
+            continue
+        which = ", ".join(map(repr, others))
+        recorded = f" (graph {recording.info.graph!r})" if recording.info.graph else ""
+        raise ValueError(
+            f"Run {recording.run_id}{recorded} was recorded by another graph: its agent"
+            f"{'s' if len(others) > 1 else ''} {which} {'are' if len(others) > 1 else 'is'} "
+            f"not in {graph.name or 'the graph'}, whose agents are {', '.join(sorted(known))}. "
+            "Nothing was run. Evaluate it with the graph it was recorded with, or pass "
+            "any_graph=True (reactor eval --any-graph) to run it on this one anyway."
+        )
+
+
+def _copied(recordings: list[Recording], target: SignalStore) -> None:
+    """Copy the recordings into ``target`` (those it has already stay as they are)."""
+    for recording in recordings:
+        try:
+            target.info(recording.run_id)
+            continue
+        except RunNotFoundError:
+            pass
+        target.start_run(recording.info)
+        for signal in recording.signals:
+            target.append(signal)
+        for digest, fingerprint in recording.requests.items():
+            target.record_request(recording.run_id, digest, dict(fingerprint))
+    target.flush()
 
 
 def _wanted(runs: Runs, store: SignalStore) -> list[str | Recording]:
@@ -174,67 +268,109 @@ def _recorded(store: SignalStore, where: Mapping[str, Any]) -> list[RunInfo]:
         asked *= 4
 
 
-async def _loaded(store: SignalStore, run_id: str) -> Recording:
-    return await asyncio.to_thread(lambda: store.load(store.resolve(run_id)))
+@dataclasses.dataclass(frozen=True)
+class _Trial:
+    """One case's run: the graph, where it is recorded, who answers, what it is scored by."""
 
+    graph: Evaluated
+    record: SignalStore
+    provider: Provider | None
+    scorers: tuple[Scorer, ...]
+    live_tools: Collection[str]
+    report_id: str
+    scope: Mapping[str, Any] | None
 
-async def _case(
-    graph: Evaluated,
-    recording: Recording,
-    store: SignalStore,
-    provider: Provider | None,
-    scorers: tuple[Scorer, ...],
-    live_tools: Collection[str],
-    report_id: str,
-) -> EvalCase:
-    fallback = None if provider is None else _Guarded(provider, recording, live_tools)
-    old_tokens, old_cost, old_duration = spent(recording)
-    tags = {"eval": report_id, "eval_of": recording.run_id}
-    replay = ReplayProvider(recording, fallback=fallback)
-    try:
-        with muted("agent failed"):  # the report says which agent failed, and why
-            result = await graph.run(replay=replay, record=store, tags=tags)
-    except Exception as exc:  # the graph refused the run: nothing began
+    async def case(self, recording: Recording) -> EvalCase:
+        """Run ``recording`` again on the graph; what became of it."""
+        fallback = None
+        if self.provider is not None:
+            fallback = _Guarded(self.provider, recording, self.live_tools)
+        tags = {"eval": self.report_id, "eval_of": recording.run_id}
+        replay = ReplayProvider(recording, fallback=fallback)
+        try:
+            with muted("agent failed"):  # the report says which agent failed, and why
+                result = await self.graph.run(
+                    replay=replay, record=self.record, tags=tags, scope=self.scope
+                )
+        except Exception as exc:  # the graph refused the run: nothing began
+            old_tokens, old_cost, old_duration = spent(recording)
+            return EvalCase(
+                recording.run_id,
+                None,
+                "failed",
+                False,
+                tokens=(old_tokens, 0),
+                cost_usd=(old_cost, 0.0),
+                duration_ms=(old_duration, None),
+                error=f"{type(exc).__name__}: {exc}",
+                object=_subject(self.scope),
+            )
+        return self._judged(recording, result, replay, fallback)
+
+    def _judged(
+        self,
+        recording: Recording,
+        result: RunResult,
+        replay: ReplayProvider,
+        fallback: _Guarded | None,
+    ) -> EvalCase:
+        divergence = recording.diff(result)
+        mismatch = _mismatch(result)
+        changed = mismatch or replay.first_change()  # the first request that differs, if one
+        status = _status(divergence, mismatch, result, recording)
+        scored = status in ("same", "changed")
+        scores = _scored(self.scorers, recording, _plain(result)) if scored else {}
+        error = None
+        if status in ("failed", "diverged"):
+            failure = mismatch or result.error
+            error = f"{type(failure).__name__}: {failure}"
+        left = divergence.left if divergence is not None else None
+        old_tokens, old_cost, old_duration = spent(recording)
         return EvalCase(
-            recording.run_id, None, "failed", False,
-            tokens=(old_tokens, 0), cost_usd=(old_cost, 0.0), duration_ms=(old_duration, None),
-            error=f"{type(exc).__name__}: {exc}",
-        )  # fmt: skip
-    divergence = recording.diff(result)
-    mismatch = _mismatch(result)
-    changed = mismatch or replay.first_change()  # the first request that differs, if one
-    status: EvalStatus
+            run_id=recording.run_id,
+            new_run_id=result.run_id,
+            status=status,
+            passed=scored and all(scores.values()),
+            divergence=divergence,
+            agent=changed.agent if changed is not None else _agent_of(divergence),
+            field=(changed.field if changed is not None else None)
+            or (divergence.field if divergence is not None else None),
+            seq=left.seq if left is not None else None,
+            state_diff=state_diff(outcome(recording), outcome(result)),
+            tokens=(old_tokens, result.metrics.input_tokens + result.metrics.output_tokens),
+            cost_usd=(old_cost, result.metrics.cost_usd),
+            duration_ms=(old_duration, result.metrics.duration_ms),
+            scores=scores,
+            model_calls=0 if fallback is None else fallback.calls,
+            error=error,
+            object=_subject(self.scope),
+        )
+
+
+def _status(
+    divergence: Any, mismatch: Exception | None, result: RunResult, recording: Recording
+) -> EvalStatus:
     if divergence is None:
-        status = "same"
-    elif mismatch is not None:
-        status = "diverged"
-    elif result.error is not None and recording.status != "failed":
-        status = "failed"
-    else:
-        status = "changed"
-    scores = _scored(scorers, recording, result) if status in ("same", "changed") else {}
-    error = None
-    if status in ("failed", "diverged"):
-        failure = mismatch or result.error
-        error = f"{type(failure).__name__}: {failure}"
-    left = divergence.left if divergence is not None else None
-    return EvalCase(
-        run_id=recording.run_id,
-        new_run_id=result.run_id,
-        status=status,
-        passed=status in ("same", "changed") and all(scores.values()),
-        divergence=divergence,
-        agent=changed.agent if changed is not None else _agent_of(divergence),
-        field=(changed.field if changed is not None else None)
-        or (divergence.field if divergence is not None else None),
-        seq=left.seq if left is not None else None,
-        state_diff=state_diff(recording.state, result.state),
-        tokens=(old_tokens, result.metrics.input_tokens + result.metrics.output_tokens),
-        cost_usd=(old_cost, result.metrics.cost_usd),
-        duration_ms=(old_duration, result.metrics.duration_ms),
-        scores=scores,
-        model_calls=0 if fallback is None else fallback.calls,
-        error=error,
+        return "same"
+    if mismatch is not None:
+        return "diverged"
+    if result.error is not None and recording.status != "failed":
+        return "failed"
+    return "changed"
+
+
+def _subject(scope: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The object a case's agents saw (a reaction's), as JSON data."""
+    if scope is None or scope.get("object") is None:
+        return None
+    found = to_jsonable(scope["object"])
+    return found if isinstance(found, Mapping) else {"value": found}
+
+
+def _plain(result: RunResult) -> RunResult:
+    """``result`` with its state and output as JSON data, as a recording holds them."""
+    return dataclasses.replace(
+        result, state=dict(to_jsonable(result.state)), output=to_jsonable(result.output)
     )
 
 

@@ -12,7 +12,7 @@ from reactor._agents.agent import Agent
 from reactor._engine.options import OPTION_NAMES, RunKwargs, RunOptions
 from reactor._engine.result import RunResult
 from reactor._engine.run import Run
-from reactor._graph.evaluate import Runs, Scorer, evaluate, evaluate_sync
+from reactor._graph.evaluate import Runs, Scope, Scorer, evaluate, evaluate_sync
 from reactor._graph.handle import Channel, RunHandle
 from reactor._graph.origin import Origin
 from reactor._graph.reads import NOTHING, Read, needs_reading, read_store, with_input
@@ -180,6 +180,9 @@ class Reactive:
         scorers: Iterable[Scorer] = (),
         live_tools: Collection[str] = (),
         concurrency: int = 8,
+        into: SignalStore | None = None,
+        scope: Scope | None = None,
+        any_graph: bool = False,
     ) -> EvalReport:
         """Run recorded runs again on this graph, and say what changed (a regression suite).
 
@@ -188,15 +191,28 @@ class Reactive:
         ``provider`` (without one: ``diverged``); unrecorded tool calls raise
         :class:`~reactor.ToolNotRecordedError` unless in ``live_tools``. A case passes
         when it is ``same`` or ``changed`` and every scorer (``scorer(old, new)``, see
-        :mod:`reactor.eval`) is truthy. New runs are tagged ``eval=<id>`` in ``store``.
+        :mod:`reactor.eval`) is truthy. New runs are tagged ``eval=<id>`` in ``into``
+        (default ``store``; the recordings are copied into another). ``scope`` makes
+        what each case's agents see beside the input from its recording (a reaction's
+        object). Recordings of another graph (an agent not in this one) are refused
+        unless ``any_graph``.
 
         Raises:
-            ValueError: ``runs`` is empty, or ``concurrency`` < 1 (RunNotFoundError: unknown id).
+            ValueError: ``runs`` is empty, ``concurrency`` < 1, or a recording is of
+                another graph (RunNotFoundError: unknown id; RecordingError: damaged).
         """
         return await evaluate(
-            self, runs, store=store, provider=provider, scorers=scorers,
-            live_tools=live_tools, concurrency=concurrency,
-        )  # fmt: skip
+            self,
+            runs,
+            store=store,
+            provider=provider,
+            scorers=scorers,
+            live_tools=live_tools,
+            concurrency=concurrency,
+            into=into,
+            scope=scope,
+            any_graph=any_graph,
+        )
 
     def evaluate_sync(self, runs: Runs, **options: Any) -> EvalReport:
         """:meth:`evaluate` from synchronous code (a script, a CI job)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -54,6 +55,7 @@ class EvalCase:
         model_calls: How many requests the evaluation sent to ``provider`` (the
             rest were answered from the recording).
         error: What went wrong (``failed``, ``diverged``), as one line.
+        object: The object the run's agents saw (a reaction's), as JSON data.
     """
 
     run_id: str
@@ -71,6 +73,7 @@ class EvalCase:
     scores: Mapping[str, bool | float] = dataclasses.field(default_factory=dict)
     model_calls: int = 0
     error: str | None = None
+    object: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (the divergence as its text)."""
@@ -90,16 +93,16 @@ class EvalCase:
         return dict(to_jsonable(data))
 
     def describe(self) -> str:
-        """The case in a line: what differs, or why it failed."""
+        """The case in a line: what differs, or why it failed (a scorer that failed too)."""
+        failed = [name for name, score in self.scores.items() if not score]
+        scored = f"; failed: {', '.join(failed)}" if failed else ""
         if self.status == "same":
-            return "same log"
+            return f"same log{scored}"
         if self.error is not None and self.status in ("failed", "diverged"):
             return self.error
         where = f"agent {self.agent!r}, " if self.agent else ""
         keys = ", ".join(sorted(self.state_diff))
         state = f"changed {keys}" if keys else "same final state"
-        failed = [name for name, score in self.scores.items() if not score]
-        scored = f"; failed: {', '.join(failed)}" if failed else ""
         return f"first differs at seq {self.seq} ({where}{self.field}); {state}{scored}"
 
 
@@ -152,10 +155,16 @@ class EvalReport:
         return json.dumps(data, indent=2, default=str)
 
     def to_junit_xml(self, path: str | Path) -> None:
-        """Write the report as JUnit XML (a test case per recorded run), for CI."""
+        """Write the report as JUnit XML (a test case per recorded run), for CI.
+
+        The XML is always well formed: a character XML cannot hold (a control
+        character in an error or a name) is written as its Python escape (backslash,
+        ``x07``).
+        """
+        graph = _xml(self.graph or "")
         suite = ElementTree.Element(
             "testsuite",
-            name=f"reactor eval {self.graph or ''}".strip(),
+            name=f"reactor eval {graph}".strip(),
             tests=str(len(self.cases)),
             failures=str(sum(not case.passed for case in self.cases if case.status != "failed")),
             errors=str(sum(case.status == "failed" for case in self.cases)),
@@ -165,17 +174,17 @@ class EvalReport:
             test = ElementTree.SubElement(
                 suite,
                 "testcase",
-                classname=f"eval.{self.graph or 'graph'}",
-                name=case.run_id,
+                classname=f"eval.{graph or 'graph'}",
+                name=_xml(case.run_id),
                 time=f"{seconds:.3f}",
             )
             if case.passed:
                 continue
             kind = "error" if case.status == "failed" else "failure"
             problem = ElementTree.SubElement(
-                test, kind, message=f"{case.status}: {case.describe()}"
+                test, kind, message=_xml(f"{case.status}: {case.describe()}")
             )
-            problem.text = json.dumps(case.to_dict(), indent=2, default=str)
+            problem.text = _xml(json.dumps(case.to_dict(), indent=2, default=str))
         ElementTree.ElementTree(suite).write(Path(path), encoding="utf-8", xml_declaration=True)
 
     def rows(self) -> list[tuple[str, ...]]:
@@ -219,6 +228,15 @@ class EvalReport:
             cells = (Text(strip_control_codes(cell)) for cell in row)  # never markup
             table.add_row(*cells, style=None if case.passed else styles[case.status])
         return table
+
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""A character XML 1.0 cannot hold (control characters, lone surrogates, U+FFFE/F)."""
+
+
+def _xml(text: str) -> str:
+    """``text`` with each character XML cannot hold written as its Python escape."""
+    return _NOT_XML.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
 
 
 def _money(cost: float | None) -> str:

@@ -40,6 +40,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
         "alembic",
         "aiosqlite",
         "apscheduler",
+        "python_multipart",  # FastAPI's form parsing (the web UI's forms)
         "websockets",
         "swagger_ui_bundle",
         "grandalf",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,3 +180,108 @@ def test_a_hostile_file_is_a_one_line_error(tmp_path: Path) -> None:
         "reactor migrate: error: The flow file 'bomb.yaml' expands to more than 200,000 values "
         "(YAML aliases repeat what they point to); write it out without nested aliases.\n"
     )
+
+
+def test_check_fails_when_both_runs_fail_alike(tmp_path: Path) -> None:
+    name = write(
+        tmp_path,
+        "greet.yaml",
+        {
+            "flow": {"name": "greet"},
+            "nodes": [{"id": "hello", "type": "echo", "input": {"text": "Hi {{flow.input.name}}"}}],
+            "edges": [],
+        },
+    )
+    failed = migrate(tmp_path, name, "--check")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert failed.stdout.splitlines()[0] == (
+        "Flow 'greet': the check FAILED: both runs stopped at node 'hello' with the same error, "
+        "so the check proves nothing; give the flow its input (reactor migrate --input JSON, "
+        "check(input=...))."
+    )
+    assert "  The edge-based run stopped: FlowRunError: Node 'hello' (echo) failed" in failed.stdout
+    given = migrate(tmp_path, name, "--check", "--input", '{"name": "Ada"}')
+    assert given.returncode == 0, given.stdout + given.stderr
+    assert given.stdout.splitlines()[1] == '  hello  {"text": "Hi Ada"}'
+
+
+def test_check_fails_when_nothing_ran(tmp_path: Path) -> None:
+    name = write(
+        tmp_path,
+        "idle.yaml",
+        {
+            "flow": {"name": "idle", "input": {"go": False}},
+            "nodes": [
+                {"id": "a", "type": "echo", "input": {"text": "a"}, "when": "flow.input.go"},
+                {"id": "b", "type": "echo", "input": {"text": "b"}},
+            ],
+            "edges": [{"from": "a", "to": "b", "when": "a.text = 'a'"}],
+        },
+    )
+    idle = migrate(tmp_path, name, "--check")
+    assert idle.returncode == 1, idle.stdout + idle.stderr
+    assert idle.stdout.splitlines()[0] == (
+        "Flow 'idle': the check FAILED: no node ran in either run (every node was skipped or "
+        "failed); look at the flow's input and its when conditions."
+    )
+    assert migrate(tmp_path, name, "--check", "--input", '{"go": true}').returncode == 0
+
+
+def test_the_generated_graph_keeps_each_edge_in_one_place(tmp_path: Path) -> None:
+    written = migrate(tmp_path, str(nodes.FLOWS / "02-flow-edges.yaml"), "-o", "chain.py")
+    assert written.returncode == 0, written.stderr
+    source = (tmp_path / "chain.py").read_text()
+    assert 'activate_on=flow.triggers("end"),' in source  # no second copy of middle->end
+    edge = '{"from": "middle", "to": "end"}'
+    assert source.count(edge) == 1
+    (tmp_path / "chain.py").write_text(source.replace(f"{edge}", "", 1).replace("}, ]", "}]"))
+    run = ["run", "chain:graph", "--no-record", "--timeout", "60", "--state"]
+    ran = reactor_cli(tmp_path, *run, env=dict(os.environ))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "completed" in ran.stdout
+    assert '"text": "End"' in ran.stdout
+
+
+def test_the_team_flow_converts_checks_and_reads_its_schemas_by_path(tmp_path: Path) -> None:
+    shutil.copytree(nodes.DIALECT, tmp_path / "flows")
+    checked = migrate(tmp_path, "flows/agent-loop.yaml", "--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith(
+        "Flow 'agent-loop': the edge-based and the reactive run agree on all 4 nodes."
+    )
+    written = migrate(tmp_path, "flows/agent-loop.yaml", "-o", "app/loop.py")
+    assert written.returncode == 0, written.stderr
+    source = (tmp_path / "app" / "loop.py").read_text()
+    assert '"options": {"outputSchema": schema("../flows/schemas/review.json")},' in source
+    assert (
+        '                "prompt": (\n'
+        '                    "Current task: {{ task.title }}\\n"\n'
+        '                    "{% if reviewer.structuredOutput %}\\n"\n'
+    ) in source
+    review = tmp_path / "flows" / "schemas" / "review.json"
+    review.write_text(review.read_text().replace('"feedback"', '"advice"'))
+    namespace: dict[str, Any] = {"__file__": str(tmp_path / "app" / "loop.py")}
+    exec(compile(source, "loop.py", "exec"), namespace)
+    reviewer = namespace["flow"]._steps["reviewer"][0]
+    assert "advice" in reviewer.input["options"]["outputSchema"]["properties"]
+
+
+def test_a_block_a_flow_cannot_run_is_refused_at_load_with_its_line(tmp_path: Path) -> None:
+    prompt = "Task: {{ flow.input.task }}\n{% set tries = 3 %}\nWrite it."
+    name = write(
+        tmp_path,
+        "blocks.yaml",
+        {
+            "flow": {"name": "blocks", "input": {"task": "x"}},
+            "nodes": [{"id": "coder", "type": "claude.agent", "input": {"prompt": prompt}}],
+            "edges": [],
+        },
+    )
+    for args in ([name], [name, "--check"]):
+        result = migrate(tmp_path, *args)
+        assert (result.returncode, result.stdout) == (1, "")
+        assert result.stderr == (
+            "reactor migrate: error: Node 'coder' input.prompt: line 2: {% set tries = 3 %} is a "
+            "statement flows do not run; their strings take {% if %}, {% elif %}, {% else %}, "
+            "{% endif %}, {% for x in list %}, {% endfor %} and {# comments #}.\n"
+        )

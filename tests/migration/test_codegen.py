@@ -19,7 +19,8 @@ from tests.migration.test_convert import counter_loop
 
 
 def load(source: str) -> dict[str, Any]:
-    namespace: dict[str, Any] = {"__name__": "generated"}
+    """Run a generated module as if saved in the current folder (where to_python puts it)."""
+    namespace: dict[str, Any] = {"__name__": "generated", "__file__": str(Path.cwd() / "gen.py")}
     exec(compile(source, "<generated>", "exec"), namespace)
     return namespace
 
@@ -69,9 +70,11 @@ def test_the_generated_module_reads_like_hand_written_code() -> None:
 GENERATED_BINDINGS = '''\
 """flow-bindings: migrated from an edge-based flow by `reactor migrate`.
 
-Each node is an agent. It activates when a predecessor is done (node:<id>:done),
-and its guard, flow.ready(...), lets it run once all of its incoming edges are
-resolved. Its output is recorded in the run's state under outputs.<id>:
+The edges are in Flow(edges=...), and only there. Each node is an agent: it
+activates on flow.triggers(id) (its predecessors' node:<id>:done), and its
+guard, flow.ready(id), lets it run once all of its incoming edges are resolved;
+both come from the edges. Its output is recorded in the run's state under
+outputs.<id>:
 
     result = graph.run_sync()   # LLM nodes need provider=...
     print(result.state["outputs"])
@@ -102,7 +105,7 @@ agents = {
             "constant",
             input={"value": {"city": "Lisbon", "country": "Portugal"}},
         ),
-        activate_on=["harness:start", "phase:start"],
+        activate_on=flow.triggers("facts"),
         when=flow.ready("facts"),
         emits=["node:facts:done"],
     ),
@@ -114,7 +117,7 @@ agents = {
                 "text": "City: {{facts.value.city}}, Country: {{facts.value.country}}",
             },
         ),
-        activate_on=["node:facts:done"],
+        activate_on=flow.triggers("say"),
         when=flow.ready("say"),
         emits=["node:say:done"],
     ),

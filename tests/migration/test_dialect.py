@@ -34,14 +34,20 @@ def review_provider() -> ScriptedProvider:
 
     def review(request: ProviderRequest) -> dict[str, Any]:
         passed = "with tests" in request.prompt
-        return {"passed": passed, "notes": "fine" if passed else "add tests"}
+        notes = "fine" if passed else "add tests"
+        return {
+            "passed": passed,
+            "notes": notes,
+            "feedback": notes,
+            "issues": [] if passed else [notes],
+        }
 
     plan = {"tasks": [{"title": "parse args"}, {"title": "save file"}]}
-    return ScriptedProvider({"plan": [plan], "coder": code, "reviewer": review})
+    return ScriptedProvider({"plan": [plan], "planner": [plan], "coder": code, "reviewer": review})
 
 
 @pytest.mark.parametrize(
-    "name", ["bindings", "expressions", "foreach", "review-loop", "state"], ids=str
+    "name", ["agent-loop", "bindings", "expressions", "foreach", "review-loop", "state"], ids=str
 )
 async def test_every_dialect_flow_agrees(name: str) -> None:
     result = await check(

@@ -60,9 +60,11 @@ async def test_the_loop_ends_when_the_reviewer_passes_the_code() -> None:
     assert verdict.agrees, verdict.report()
 
 
-async def test_the_generated_python_runs_the_same_flow() -> None:
-    namespace: dict[str, object] = {}
-    exec(compile(to_python(FLOW), "code_review_graph.py", "exec"), namespace)
+async def test_the_generated_python_runs_the_same_flow(tmp_path: Path) -> None:
+    module = tmp_path / "code_review_graph.py"  # saved away from the flow and its schemas
+    module.write_text(to_python(FLOW, saved_as=module))
+    namespace: dict[str, object] = {"__file__": str(module)}
+    exec(compile(module.read_text(), str(module), "exec"), namespace)
     result = await namespace["graph"].run(provider=provider())  # type: ignore[attr-defined]
     edge = await execute(FlowSpec.load(FLOW), None, NodeRegistry(), provider())
     assert result.state["outputs"] == edge.outputs

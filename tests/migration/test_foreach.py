@@ -16,10 +16,12 @@ from migration import (
     NodeContext,
     NodeRegistry,
     check,
+    harness_to_reactive,
     run_edge_harness,
 )
 from migration._nodes.context import each_item
-from reactor import ScriptedProvider, reactive
+from reactor import ProviderRequest, ScriptedProvider, reactive
+from tests.migration import nodes
 from tests.migration.support import flow, node, run_both
 
 
@@ -412,3 +414,108 @@ async def test_a_loop_edge_can_re_run_a_whole_foreach() -> None:
     both = await run_both(spec, registry=registry)
     both.assert_agree()
     assert both.reactive["count"] == {"n": 3}
+
+
+def team_provider() -> tuple[ScriptedProvider, list[str]]:
+    """Two tasks; the reviewer fails the first task's first attempt, with two issues."""
+    prompts: list[str] = []
+
+    def code(request: ProviderRequest) -> str:
+        prompts.append(request.prompt)
+        return "v2" if "Fix what the review found" in request.prompt else "v1"
+
+    def review(request: ProviderRequest) -> dict[str, Any]:
+        passed = "parse" not in request.prompt or "v2" in request.prompt
+        issues = [] if passed else ["no tests", "a typo"]
+        return {"passed": passed, "feedback": "ok" if passed else "fix it", "issues": issues}
+
+    plan = {"tasks": [{"title": "parse dates"}, {"title": "show dates"}]}
+    provider = ScriptedProvider({"planner": [plan], "coder": code, "reviewer": review})
+    return provider, prompts
+
+
+async def test_the_team_flow_runs_each_task_through_coder_and_reviewer_as_meant() -> None:
+    verdict = await check(nodes.DIALECT / "agent-loop.yaml", provider=lambda: team_provider()[0])
+    assert verdict.passed, verdict.report()
+    provider, prompts = team_provider()
+    result = await harness_to_reactive(nodes.DIALECT / "agent-loop.yaml").run(provider=provider)
+    assert result.status == "completed", result.error
+    outputs = result.state["outputs"]
+    coder = [(i["item"]["title"], i["output"]["text"]) for i in outputs["coder"]["iterations"]]
+    assert coder == [("parse dates", "v2"), ("show dates", "v1")]
+    reviews = outputs["reviewer"]["iterations"]
+    assert [i["output"]["structuredOutput"]["passed"] for i in reviews] == [True, True]
+    assert outputs["summary"] == {"text": "passed: [true,true]"}  # the join ran once, after
+    first, fixed, other = prompts
+    assert "This is the first iteration. No previous feedback." in first
+    assert "Fix what the review found:\n\n- no tests\n\n- a typo\n" in fixed
+    assert "Current task: show dates\n\nThis is the first iteration." in other  # a new task
+
+
+async def test_everything_downstream_of_a_foreach_edge_up_to_the_join_repeats_per_item() -> None:
+    spec = flow(
+        [
+            node("list", "constant", input={"value": ["a", "b"]}),
+            node("first", input={"text": "1{{ x }}"}),
+            node("second", input={"text": "{{ first.text }}2"}),
+            node("third", input={"text": "{{ second.text }}3"}),
+            node("join", input={"text": "all: {{ third.iterations.output.text }}"}),
+        ],
+        [
+            {"from": "list", "to": "first", "forEach": {"in": "{{ list.value }}", "as": "x"}},
+            ("first", "second"),
+            ("second", "third"),
+            ("third", "join"),
+            ("list", "join"),
+        ],
+    )
+    both = await run_both(spec)
+    both.assert_agree()
+    assert both.reactive["third"] == {
+        "iterations": [
+            {"item": "a", "output": {"text": "1a23"}},
+            {"item": "b", "output": {"text": "1b23"}},
+        ]
+    }
+    assert both.reactive["join"] == {"text": 'all: ["1a23","1b23"]'}
+    assert FlowSpec.load(spec).scopes.parts == {"first": ("first", "second", "third")}
+
+
+async def test_a_failure_in_the_repeated_part_stops_the_flow_naming_its_node() -> None:
+    spec = flow(
+        [
+            node("list", "constant", input={"value": ["a", "b"]}),
+            node("first", input={"text": "{{ x }}"}),
+            node("second", "control.fail", input={"message": "no {{ first.text }}"}),
+        ],
+        [
+            {"from": "list", "to": "first", "forEach": {"in": "{{ list.value }}", "as": "x"}},
+            ("first", "second"),
+        ],
+    )
+    both = await run_both(spec)
+    both.assert_agree()
+    error = both.result.error
+    assert isinstance(error, FlowRunError)
+    assert error.node == "second"
+    assert str(error).startswith("Node 'second' (control.fail) failed after 1 attempt: ")
+    assert both.reactive["second"]["error"]["message"] == "no a"
+
+
+def test_an_edge_into_the_middle_of_a_repeated_part_is_refused() -> None:
+    spec = flow(
+        [node("list", "constant", input={"value": []}), node("a"), node("b"), node("c")],
+        [
+            {"from": "list", "to": "a", "forEach": {"in": "{{ list.value }}"}},
+            ("a", "b"),
+            ("list", "c"),
+            {"from": "c", "to": "b", "type": "loop", "maxIterations": 1},
+        ],
+    )
+    with pytest.raises(FlowSpecError) as info:
+        FlowSpec.load(spec)
+    assert str(info.value) == (
+        "Edge c->b: 'b' runs once per item, in the part of the flow that forEach edge list->a "
+        "repeats; an edge from outside that part enters it at 'a' only (which re-runs it all). "
+        "Point the edge at 'a', or start it inside the part."
+    )

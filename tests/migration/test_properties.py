@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from migration._spec.topology import cycle_closers
 from tests.migration import nodes
 from tests.migration.support import run_both
 
@@ -188,3 +189,25 @@ def test_random_flows_with_a_loop_edge_agree(spec: dict[str, Any]) -> None:
 @given(foreach_flows())
 def test_random_foreach_bodies_agree(spec: dict[str, Any]) -> None:
     asyncio.run(run_both(spec, registry=nodes.registry())).assert_agree()
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=14))
+def test_an_edge_closes_a_cycle_when_its_target_leads_back_to_its_source(
+    pairs: list[tuple[int, int]],
+) -> None:
+    named = [(f"n{a}", f"n{b}") for a, b in pairs]
+
+    def reaches(start: str, goal: str, without: int) -> bool:
+        seen, stack = {start}, [start]
+        while stack:
+            here = stack.pop()
+            if here == goal:
+                return True
+            for i, (source, target) in enumerate(named):
+                if i != without and source == here and target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        return False
+
+    closing = {i for i, (source, target) in enumerate(named) if reaches(target, source, i)}
+    assert cycle_closers(named) == closing

@@ -9,6 +9,7 @@ from structlog.testing import capture_logs
 from migration import EdgeSpec, FlowSpec, FlowSpecError, NodeSpec
 from reactor import agent
 from tests.migration.nodes import FLOWS
+from tests.migration.support import run_both
 
 
 @pytest.mark.parametrize("path", sorted(FLOWS.glob("*.yaml")), ids=lambda p: p.stem)
@@ -149,6 +150,54 @@ def test_a_loop_edge_needs_max_iterations() -> None:
                 "edges": [{"from": "a", "to": "b"}, {"from": "b", "to": "a", "type": "loop"}],
             }
         )
+
+
+def cycle(*, type: str | None = None, closing: bool = True) -> dict[str, object]:
+    """draft -> review -> publish, and an edge with maxIterations back to draft (or not)."""
+    back: dict[str, object] = {"from": "review", "to": "draft", "maxIterations": 3}
+    if type is not None:
+        back["type"] = type
+    if not closing:
+        back = {"from": "draft", "to": "publish", "maxIterations": 3}
+    return {
+        "flow": {"name": "cycle"},
+        "nodes": [
+            {"id": "draft", "type": "echo", "input": {"text": "x{{?draft.text}}"}},
+            {"id": "review", "type": "constant", "input": {"value": "{{ draft.text = 'xxx' }}"}},
+            {"id": "publish", "type": "echo", "input": {"text": "{{ draft.text }}"}},
+        ],
+        "edges": [
+            {"from": "draft", "to": "review"},
+            {"from": "review", "to": "publish", "when": "review.value"},
+            {**back, "when": "$not(review.value)"} if closing else back,
+        ],
+    }
+
+
+async def test_max_iterations_on_an_edge_that_closes_a_cycle_makes_it_a_loop_edge() -> None:
+    spec = FlowSpec.load(cycle())
+    assert [(edge.key, edge.type) for edge in spec.edges] == [
+        ("draft->review", "forward"),
+        ("review->publish", "forward"),
+        ("review->draft", "loop"),
+    ]
+    both = await run_both(cycle())
+    both.assert_agree()
+    assert both.reactive == {
+        "draft": {"text": "xxx"},
+        "review": {"value": True},
+        "publish": {"text": "xxx"},
+    }
+
+
+def test_max_iterations_alone_makes_no_loop_of_an_edge_that_closes_none() -> None:
+    spec = FlowSpec.load(cycle(closing=False))
+    assert [edge.type for edge in spec.edges] == ["forward", "forward", "forward"]
+
+
+def test_a_cycle_of_edges_said_to_be_forward_is_refused() -> None:
+    with pytest.raises(FlowSpecError, match=r"^Forward edges form a cycle: draft -> review -> "):
+        FlowSpec.load(cycle(type="forward"))
 
 
 def test_every_problem_is_reported_at_once() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 import textwrap
@@ -41,6 +42,11 @@ DESK = textwrap.dedent(
 
     graph = desk()
     renamed = desk(name="desk-2")
+    imposter = reactive(  # another graph, under the same name
+        {"forecaster": agent(prompt="Weather in {{ input.symbol }}?", updates="trend")},
+        state={"trend": None},
+        name="desk",
+    )
 
 
     def answer(request):
@@ -66,6 +72,15 @@ DESK = textwrap.dedent(
 
     def one_argument(old):
         return True
+
+
+    def same_types(old, new):
+        # The recording's state and the new run's are the same kind of data.
+        return type(old.state) is type(new.state) is dict and old.state == new.state
+
+
+    def rings_a_bell(old, new):
+        raise ValueError("a bell \\x07 and a null \\x00 in a message")
 
 
     not_callable = 42
@@ -125,8 +140,8 @@ def rows(out: str) -> dict[str, list[str]]:
     return found
 
 
-def recorded_runs() -> int:
-    with SQLiteSignalStore(Path(".reactor/runs.db")) as store:
+def recorded_runs(path: str = ".reactor/runs.db") -> int:
+    with SQLiteSignalStore(Path(path)) as store:
         return len(store.runs())
 
 
@@ -284,7 +299,10 @@ def test_a_graph_that_cannot_be_imported_is_a_usage_error(
     assert cli("eval", "--graph", "nowhere.py:graph") == 2
     assert "cannot import 'nowhere.py': no such file" in capsys.readouterr().err
     assert cli("eval") == 2
-    assert "the following arguments are required: --graph" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "reactor eval: error: give the graph to evaluate: --graph MODULE:GRAPH, or --app with "
+        "--agent\n"
+    )
 
 
 def test_graph_name_selects_the_runs_recorded_under_another_name(
@@ -300,11 +318,31 @@ def test_graph_name_selects_the_runs_recorded_under_another_name(
 def test_runs_an_evaluation_made_are_not_evaluated_again(
     project: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli("eval", "--graph", "desk.py:graph") == 0
+    assert cli("eval", "--graph", "desk.py:graph", "--into", ".reactor/runs.db") == 0
     assert recorded_runs() == 6
     capsys.readouterr()
     assert cli("eval", "--graph", "desk.py:graph", "--status", "any") == 0
     assert sorted(rows(capsys.readouterr().out)) == sorted(project.values())
+
+
+def test_new_runs_go_to_a_scratch_store_beside_and_the_runs_read_stay_as_they_are(
+    project: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = Path(".reactor/runs.db").read_bytes()
+    capsys.readouterr()
+    assert cli("eval", "--graph", "pessimist.py:graph", "--provider", "desk.py:market") == 0
+    out = capsys.readouterr().out
+    assert Path(".reactor/runs.db").read_bytes() == before  # only read
+    assert recorded_runs(".reactor/runs-eval.db") == 6  # the three evaluated, and their cases
+    new_run = next(line.split()[1] for line in out.splitlines() if line.startswith(project["MSFT"]))
+    hint = next(line for line in out.splitlines() if line.startswith("compare a case:"))
+    assert "--db .reactor/runs-eval.db" in hint
+    capsys.readouterr()
+    diff = ["diff", project["MSFT"], new_run, "--db", ".reactor/runs-eval.db", "--plain"]
+    assert cli(*diff) == 1  # both runs are there, and they differ
+    assert "differ" in capsys.readouterr().out
+    assert cli("eval", "--graph", "desk.py:graph", "--into", "elsewhere/cases.db") == 0
+    assert recorded_runs("elsewhere/cases.db") == 6
 
 
 def test_limit_takes_the_newest_and_since_the_recent(
@@ -429,3 +467,84 @@ def test_runs_that_ended_by_end_when_are_finished_runs_too(
         assert "no runs of graph 'ending' with status 'completed'" in capsys.readouterr().err
     finally:
         sys.modules.pop("ending", None)
+
+
+def test_recordings_of_another_graph_are_refused_and_nothing_is_recorded(
+    project: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert cli("eval", "--graph", "desk.py:imposter") == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"reactor eval: error: Run {project['NVDA']} (graph 'desk') was ")
+    assert error.endswith(
+        "recorded by another graph: its agents 'analyst', 'trader' are not in desk, whose "
+        "agents are forecaster. Nothing was run. Evaluate it with the graph it was recorded "
+        "with, or pass any_graph=True (reactor eval --any-graph) to run it on this one anyway\n"
+    )
+    assert recorded_runs(".reactor/runs-eval.db") == 0
+    assert cli("eval", "--graph", "desk.py:imposter", "--any-graph") == 1
+    assert "3 cases: 0 same" in capsys.readouterr().out
+
+
+def test_a_changed_prompt_is_never_refused_as_another_graph(
+    project: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("eval", "--graph", "pessimist.py:graph") == 1  # diverged: no provider
+    assert "3 diverged" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("sql", "damage"),
+    [
+        pytest.param(
+            "UPDATE signals SET payload = json_set(payload, '$.usage', 'lots') "
+            "WHERE name = 'provider:end'",
+            "('provider:end') has the usage 'lots', not token counts",
+            id="usage",
+        ),
+        pytest.param(
+            "UPDATE signals SET payload = '[1,2,3]' WHERE name = 'text:delta'",
+            "('text:delta') has the payload [1, 2, 3], not an object",
+            id="delta-list",
+        ),
+        pytest.param(
+            "UPDATE signals SET payload = NULL WHERE name = 'text:delta'",
+            "('text:delta') has the payload None, not an object",
+            id="null",
+        ),
+    ],
+)
+def test_a_damaged_recording_is_one_line_and_runs_nothing(
+    project: dict[str, str], capsys: pytest.CaptureFixture[str], sql: str, damage: str
+) -> None:
+    with sqlite3.connect(".reactor/runs.db") as db:
+        db.execute(sql + " AND run_id = ?", (project["MSFT"],))
+    capsys.readouterr()
+    assert cli("eval", "--graph", "desk.py:graph") == 1
+    error = capsys.readouterr().err
+    assert re.fullmatch(
+        rf"reactor eval: error: The recording of '{project['MSFT']}' is damaged: signal #\d+ "
+        rf"{re.escape(damage)}\. Record the run again, or delete it\.\n",
+        error,
+    ), error
+    assert recorded_runs(".reactor/runs-eval.db") == 0
+
+
+def test_scorers_get_the_same_types_from_the_recording_and_the_new_run(
+    project: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("eval", "--graph", "desk.py:graph", "--scorer", "desk.py:same_types") == 0
+    assert "3 passed, 0 did not" in capsys.readouterr().out
+
+
+def test_junit_xml_is_well_formed_whatever_the_messages_hold(
+    project: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran = cli(
+        "eval", "--graph", "desk.py:graph", "--scorer", "desk.py:rings_a_bell",
+        "--junit", "eval.xml",
+    )  # fmt: skip
+    assert ran == 1
+    suite = ElementTree.parse("eval.xml").getroot()
+    (failure, *_) = suite.iter("failure")
+    assert "a bell \\x07 and a null \\x00" in str(failure.get("message"))
