@@ -15,6 +15,7 @@ through the same depth and size check (:func:`check_shape`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,26 @@ MAX_DEPTH = 64
 MAX_NODES = 200_000
 """The most values (mappings, lists and scalars) a flow may hold, aliases expanded."""
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BOOL = "tag:yaml.org,2002:bool"
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc,valid-type]  # PyYAML ships no types for it
+    """The safe loader, reading booleans as YAML 1.2 does: ``true`` and ``false`` only.
+
+    YAML 1.1 also reads ``on``, ``off``, ``yes``, ``no``, ``y`` and ``n`` as booleans,
+    so a key ``on:`` became ``True`` and was refused as a field named ``True``; here
+    they are the words written (a boolean field still takes ``yes``: pydantic reads it).
+    """
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL]
+    for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def read_text(path: Path, what: str = "flow file") -> str:

@@ -193,3 +193,23 @@ def test_a_file_over_the_size_limit_is_not_read(tmp_path: Path) -> None:
         r"4,000,000\. Split it, or check that it is the file you meant\.$",
     ):
         FlowSpec.load(path)
+
+
+def test_on_yes_and_no_are_words_as_in_yaml_1_2() -> None:
+    from migration._spec.limits import load_yaml
+
+    assert load_yaml("on: push\nyes: 1\nother: no\nflag: true\noff_flag: False\n") == {
+        "on": "push",
+        "yes": 1,
+        "other": "no",
+        "flag": True,
+        "off_flag": False,
+    }
+
+
+async def test_a_flow_input_keyed_on_runs_as_written() -> None:
+    spec = FlowSpec.load(
+        "flow:\n  name: x\n  input:\n    on: push\nnodes:\n  - id: a\n    type: echo\n"
+        "    input: {text: '{{flow.input.on}}'}\nedges: []\n"
+    )
+    assert (await run_edge_harness(spec))["a"] == {"text": "push"}
