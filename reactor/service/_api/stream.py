@@ -35,22 +35,25 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from reactor._signals.diagnostics import log
 from reactor.exceptions import ReactorError, RunNotFoundError
+from reactor.service._access.roles import RoleGate, denied
 from reactor.service._api.base import (
     CHECKS,
     KINDS,
     RETRY_AFTER,
     STATUSES,
+    VIEWS,
     ApiError,
     Service,
     error_response,
+    principal_of,
+    route_name,
     state_of,
 )
-from reactor.service._api.base import user_of as token_user
 from reactor.service._api.follow import Batch, Follow, Streams, deliver, known_run
 from reactor.service._api.runs import abort_run, post_signal, reply
 from reactor.service._hosting.live import DEFAULT_BUFFER
 from reactor.service._hosting.service import ReactionService
-from reactor.service._objects.values import User
+from reactor.service._objects.values import Principal
 
 __all__ = ["CHUNK", "event_stream", "router", "run_signals", "streams_of", "ws_router"]
 
@@ -183,6 +186,7 @@ async def _known(service: ReactionService, run_id: str) -> None:
 
 @router.get(
     "/{run_id}/events",
+    dependencies=[VIEWS],
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}}},
 )
@@ -216,14 +220,17 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 async def _command(
-    service: ReactionService, run_id: str, user: User, message: Any
+    service: ReactionService, run_id: str, principal: Principal, message: Any
 ) -> dict[str, Any]:
-    """Carry out one command of the channel; its answer."""
+    """Carry out one command of the channel; its answer (each needs the ``operator`` role)."""
     if not isinstance(message, dict) or message.get("type") not in ("send", "reply", "abort"):
         raise ApiError(
             422, 'Send {"type": "send" | "reply" | "abort", ...}; see the API docs for the fields.'
         )
     kind = message["type"]
+    if not principal.may("operator"):
+        raise denied(principal, "operator", f"The {kind!r} command of WS /api/runs/{{run_id}}/ws")
+    user = principal.user
     if kind == "send":
         name = message.get("name")
         if not isinstance(name, str) or not name:
@@ -247,20 +254,42 @@ async def _command(
     return {"type": "ok", "command": kind, "reason": reason, "message_id": posted}
 
 
-@ws_router.websocket("/{run_id}/ws")
+class Following(RoleGate):
+    """The WebSocket channel's declared role: ``viewer``, to follow a run.
+
+    The handler checks it (a refused socket is closed ``1008``); each command needs
+    ``operator`` besides.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("viewer")
+
+    async def __call__(self) -> None:
+        """Nothing here: a WebSocket is refused by closing it, in the handler."""
+
+
+async def _admitted(websocket: WebSocket, run_id: str) -> Principal | None:
+    """The principal of a WebSocket that may follow the run; None once it is closed ``1008``."""
+    try:
+        principal = await principal_of(websocket)
+        if not principal.may("viewer"):
+            raise denied(principal, "viewer", route_name(websocket))
+        await _known(state_of(websocket).service, run_id)
+    except (ApiError, ReactorError) as exc:
+        await websocket.close(code=1008, reason=str(exc)[:120])
+        return None
+    return principal
+
+
+@ws_router.websocket("/{run_id}/ws", dependencies=[fastapi.Depends(Following())])
 async def channel(
     websocket: WebSocket, run_id: str, after: Annotated[int, fastapi.Query(ge=0)] = 0
 ) -> None:
     """The WebSocket channel of a run: its signals out (after ``seq`` ``after``), commands in."""
-    header = websocket.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    state = state_of(websocket)
-    try:
-        user = token_user(websocket, token.strip() if scheme.lower() == "bearer" else None)
-        await _known(state.service, run_id)
-    except (ApiError, ReactorError) as exc:
-        await websocket.close(code=1008, reason=str(exc)[:120])
+    principal = await _admitted(websocket, run_id)
+    if principal is None:
         return
+    state = state_of(websocket)
     streams = streams_of(websocket)
     slot = streams.take()
     await websocket.accept()
@@ -286,7 +315,7 @@ async def channel(
         while True:
             text = await websocket.receive_text()
             try:
-                answer = await _command(service, run_id, user, json.loads(text))
+                answer = await _command(service, run_id, principal, json.loads(text))
             except (ApiError, ReactorError) as exc:
                 answer = _error(exc)
             except ValueError:

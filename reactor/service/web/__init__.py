@@ -26,7 +26,16 @@ from reactor.service.web._forks import router as forks_router
 from reactor.service.web._graphs import router as graphs_router
 from reactor.service.web._manage import router as manage_router
 from reactor.service.web._objects import router as objects_router
-from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page, root_of
+from reactor.service.web._render import (
+    Forbidden,
+    FormRejected,
+    SignInNeeded,
+    Web,
+    back,
+    page,
+    root_of,
+    signed_in,
+)
 from reactor.service.web._runs import router as runs_router
 from reactor.service.web._sessions import Sessions
 from reactor.service.web._workers import router as workers_router
@@ -58,6 +67,10 @@ def install_web(app: fastapi.FastAPI, db: Database | None = None, prefix: str = 
     @app.exception_handler(SignInNeeded)
     async def sign_in_first(request: Request, exc: SignInNeeded) -> Response:
         return back(request, "/")
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(request: Request, exc: Forbidden) -> Response:
+        return page(request, "rejected.html", await signed_in(request), 403, what=exc.detail)
 
     @app.exception_handler(FormRejected)
     async def rejected(request: Request, exc: FormRejected) -> Response:
