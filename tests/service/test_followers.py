@@ -26,7 +26,7 @@ from reactor.service._api.stream import run_signals
 from reactor.service._hosting.live import FeedBehind, RunFeed
 from tests.service.following import GRAPHS
 from tests.service.idle import Idle
-from tests.service.server import ALICE, TOKENS, Server, serve_command, serving, wait_for
+from tests.service.server import ALICE, BOB, TOKENS, Server, serve_command, serving, wait_for
 
 APP = "tests.service.following:make_service"
 
@@ -240,7 +240,7 @@ def test_past_the_cap_a_stream_is_refused_and_a_stream_gives_its_place_back(capp
         waiting = api.post("/api/runs", json={"graph": "gated", "input": 1}).json()["run_id"]
         ended = api.post("/api/runs", json={"graph": "burst", "input": 10}).json()["run_id"]
         first = Idle(capped, f"/api/runs/{waiting}/events")
-        second = Idle(capped, f"/api/runs/{waiting}/events")
+        second = Idle(capped, f"/api/runs/{waiting}/events", token=BOB)  # one principal: 1
         assert (first.status(), second.status()) == (200, 200)
         refused = api.get(f"/api/runs/{ended}/events")
         assert refused.status_code == 503

@@ -234,7 +234,7 @@ async def run_events(request: Request, run_id: str, session: Viewing, after: At 
         return Response(f"There is no run {run_id}.", 404, media_type="text/plain")
     last = request.headers.get("last-event-id", "")
     start = int(last) if last.isdigit() else after or 0
-    return event_stream(request, run_id, start)
+    return event_stream(request, run_id, start, who=session.principal.id)
 
 
 Field = Annotated[str, fastapi.Form()]
