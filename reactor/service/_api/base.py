@@ -97,6 +97,7 @@ KINDS = {
     405: "method_not_allowed",
     409: "conflict",
     422: "invalid",
+    429: "too_many_requests",
     500: "internal",
     503: "unavailable",
 }
