@@ -63,7 +63,7 @@ def suggestion_for(api: httpx2.Client, object_id: str) -> dict[str, Any]:
     """The pending suggestion its agent made after ``object_id`` was created."""
 
     def found() -> dict[str, Any] | None:
-        pending = status(api.get("/api/suggestions?status=pending"), 200)
+        pending: list[dict[str, Any]] = api.get("/api/suggestions?status=pending").json()
         return next((s for s in pending if s["object_id"] == object_id), None)
 
     made: dict[str, Any] = wait_for(found, timeout=60)
@@ -339,9 +339,9 @@ def test_a_decision_is_recorded_with_its_provenance_everywhere(server: Server) -
         assert done["status"] == "completed"
         person = status(alice.get(f"/api/objects/{ada['id']}"), 200)
         detail = status(alice.get(f"/api/suggestions/{pending['id']}"), 200)
-        history = status(
-            alice.get(f"/api/processing-log/history?suggestion_id={pending['id']}"), 200
-        )
+        listed = alice.get(f"/api/processing-log/history?suggestion_id={pending['id']}")
+        assert listed.status_code == 200, listed.text
+        history: list[dict[str, Any]] = listed.json()
     assert person["data"]["employer"] == "Initech"
     (decision,) = detail["decisions"]
     assert detail["proposed_by_run"] == {"run_id": pending["run_id"], "agent": "enrich"}
