@@ -5,8 +5,9 @@ in the package: nothing comes from a CDN; graphs are laid out and drawn as SVG o
 server) on top of the same service objects as the HTTP API. :func:`install_web` adds
 them to an app: the sign-in form at ``/``, then ``/runs``, ``/runs/{run_id}``,
 ``/runs/{a}/compare/{b}``, ``/evals/{eval_id}``, ``/graphs``, ``/graphs/{name}``,
-``/objects``, ``/objects/{type}/{id}``, ``/suggestions``, ``/agents``,
-``/processing-log`` and ``/workers``.
+``/objects``, ``/objects/{type}/{id}``, ``/suggestions``, ``/suggestions/{id}``,
+``/agents``, ``/processing-log`` and ``/workers``. Each route declares the role it needs
+(:mod:`._render`); a page shows only the controls its principal may use.
 """
 
 from __future__ import annotations
