@@ -9,6 +9,7 @@ from datetime import date
 from pathlib import Path
 
 from bench import (
+    authority,
     bus,
     evaluation,
     limits,
@@ -42,6 +43,7 @@ WORKLOADS = {
     "reactions": reactions.run,
     "writes": writes.run,
     "serve": serve.run,
+    "authority": authority.run,
     "stream": stream.run,
     "workers": workers.run,
     "evaluation": evaluation.run,

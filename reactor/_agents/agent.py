@@ -15,7 +15,7 @@ from typing_extensions import Unpack
 from reactor._agents.budget import Budget
 from reactor._agents.check import Checks, check_name, compile_guard, definition_error, given
 from reactor._agents.output import OutputSpec
-from reactor._agents.reaction import MODES, Capabilities, ExecutionMode, Reaction
+from reactor._agents.reaction import MODES, Approval, Capabilities, ExecutionMode, Reaction
 from reactor._agents.schedule import check_schedule
 from reactor._agents.skills import Skill
 from reactor._agents.templates import Expression, Template, compile_template
@@ -72,6 +72,7 @@ class Agent:
     reaction: Reaction | None = None
     execution_mode: ExecutionMode = "suggest"
     capabilities: Capabilities = dataclasses.field(default_factory=Capabilities)
+    approval: Approval = dataclasses.field(default_factory=Approval)
     ask: str | None = None
     choices: tuple[str, ...] | None = None
     prompt_template: Template | None = dataclasses.field(repr=False, default=None)
@@ -185,6 +186,7 @@ def agent(
     reaction: Reaction | None = None,
     execution_mode: ExecutionMode = "suggest",
     capabilities: Capabilities | None = None,
+    approval: Approval | None = None,
     ask: str | None = None,
     choices: Iterable[str] | None = None,
     mcps: Iterable[MCPServer] = (),
@@ -247,6 +249,9 @@ def agent(
             (applied at once) or ``hybrid`` (the output's ``mode`` says).
         capabilities: What it may change (:class:`reactor.service.Capabilities`);
             everything by default.
+        approval: Who decides on the changes it suggests, and what a decision must
+            carry (:class:`reactor.service.Approval`): by default one ``approver`` (or
+            an ``admin``) who did not make the change it reacted to.
         ask: Instead of a prompt or a handler, a question to a person (a Jinja2
             template like ``prompt``): the run emits ``session:prompt`` and waits for
             ``handle.reply``; the answer is the output (validated against ``choices`` or
@@ -358,6 +363,8 @@ def agent(
         checks.add(f"unknown execution_mode {execution_mode!r}; use one of {', '.join(MODES)}.")
     if capabilities is not None and not isinstance(given(capabilities), Capabilities):
         checks.add(f"capabilities must be a Capabilities(...), got {capabilities!r}.")
+    if approval is not None and not isinstance(given(approval), Approval):
+        checks.add(f"approval must be an Approval(by=..., count=...), got {approval!r}.")
     if budget is not None and not isinstance(given(budget), Budget):
         checks.add(f"budget must be a Budget(usd=..., model_calls=...), got {budget!r}.")
     if schedule is not None:
@@ -410,6 +417,7 @@ def agent(
         reaction=reaction,
         execution_mode=execution_mode,
         capabilities=capabilities or Capabilities(),
+        approval=approval or Approval(),
         ask=ask,
         choices=options_given,
         prompt_template=prompt_template,

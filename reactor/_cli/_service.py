@@ -308,14 +308,15 @@ def _serve_settings(args: argparse.Namespace) -> tuple[Settings, Any]:
 
 def _serve(args: argparse.Namespace, as_json: bool) -> int:
     from reactor.exceptions import ServiceConfigError
+    from reactor.service._access.authenticators import LocalAuth
     from reactor.service._api.serve import is_loopback, serve
 
     _, settings = _serve_settings(args)
     try:
-        tokens = settings.api_tokens()
+        authenticator = settings.authenticator()
     except ServiceConfigError as exc:
         raise CommandError(str(exc)) from None
-    if not tokens and not is_loopback(settings.host):
+    if isinstance(authenticator, LocalAuth) and not is_loopback(settings.host):
         say_error(
             "serve",
             f"refusing to listen on {settings.host} without API tokens; set "

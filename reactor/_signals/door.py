@@ -34,7 +34,7 @@ import pydantic_core
 from reactor._signals.signal import unwrapper_of
 from reactor.exceptions import PayloadError
 
-__all__ = ["check_payload", "check_text"]
+__all__ = ["check_length", "check_payload", "check_text"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ADVICE = (
@@ -187,3 +187,33 @@ def _bad_text(text: str, path: str, *, nul: bool = False) -> tuple[str, str] | N
             "cannot keep (so neither database takes it): remove it",
         )
     return None
+
+
+def check_length(value: Any, where: str, limit: int, setting: str) -> None:
+    """Raise :class:`PayloadError` if ``value`` is longer than ``limit`` bytes.
+
+    Text is measured as UTF-8; other data as its JSON. For what a person writes and
+    the log keeps (an abort's reason, a decision's justification, a reply), so that one
+    request never writes megabytes of it.
+
+    Args:
+        value: The text or data.
+        where: Its name in the message (``reason``, ``justification``, ``answer``).
+        limit: The most bytes taken.
+        setting: The setting that says ``limit`` (``REACTOR_MAX_REASON``).
+
+    Raises:
+        PayloadError: It is longer; nothing was done.
+    """
+    if value is None:
+        return
+    if isinstance(value, str):
+        size = len(value.encode("utf-8", "surrogatepass"))
+    else:
+        size = len(pydantic_core.to_json(value, fallback=str))
+    if size > limit:
+        raise PayloadError(
+            f"The {where} is {size:,} bytes long; at most {limit:,} are taken ({setting}). "
+            "Shorten it; nothing was done.",
+            path=where,
+        )

@@ -57,6 +57,7 @@ __all__ = [
     "STATE_PREFIX",
     "SUGGESTION_APPROVED",
     "SUGGESTION_CREATED",
+    "SUGGESTION_DECIDED",
     "SUGGESTION_REJECTED",
     "SYSTEM_SIGNALS",
     "TASK_EVENTS",
@@ -163,6 +164,9 @@ OBJECT_SIGNALS = "object:**"
 SUGGESTION_CREATED = "suggestion:created"
 SUGGESTION_APPROVED = "suggestion:approved"
 SUGGESTION_REJECTED = "suggestion:rejected"
+SUGGESTION_DECIDED = "suggestion:decided"
+"""A person's decision on a suggestion, with its provenance: a line of the JSON log and
+an entry of the processing log's history (not a signal on a bus)."""
 CAPABILITY_DENIED = "capability:denied"
 REACTION_LOOP = "reaction:loop"
 """An object event caused by a chain of reactions deeper than the service allows: not

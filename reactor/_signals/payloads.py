@@ -21,6 +21,7 @@ __all__ = [
     "AgentSkipped",
     "CapabilityDenied",
     "CausePayload",
+    "DecidingPrincipal",
     "HarnessEnd",
     "HarnessEnding",
     "HarnessForked",
@@ -30,6 +31,7 @@ __all__ = [
     "HarnessSuspended",
     "ObjectChanged",
     "PromptEnd",
+    "ProposedBy",
     "ProviderEnd",
     "ProviderErrorPayload",
     "ProviderRetryPayload",
@@ -376,17 +378,48 @@ class SuggestionPayload(TypedDict):
     actor: ActorPayload | None
 
 
-class SuggestionDecided(TypedDict):
-    """``suggestion:approved|rejected`` in the processing log's history and the JSON log.
+class ProposedBy(TypedDict):
+    """The run that proposed a suggestion, and its agent."""
 
-    What a person decided: which suggestion, on which version of which object, whether
-    they approved it anyway (``force``: the object had changed since), and who.
+    run_id: str | None
+    agent: str
+
+
+class DecidingPrincipal(TypedDict):
+    """Who decided: the principal's id, its roles, and the authenticator that vouched."""
+
+    id: str
+    roles: list[str]
+    authenticator: str
+
+
+class SuggestionDecided(TypedDict):
+    """``suggestion:decided``: one decision on a suggestion, with its provenance.
+
+    In the processing log's history and the JSON log: which suggestion (proposed by
+    which run of which agent), on which version of which object, the SHA-256 of the
+    canonical JSON of the changes decided on (sorted keys, no spaces, UTF-8), who
+    decided (principal id, roles, authenticator), when, the decision (``approve``,
+    ``reject``, ``modify``: approved with edited changes, whose ``diff`` against the
+    proposed ones is kept; ``override``: a stale suggestion approved with ``force``),
+    its outcome (``approved``: counted, more approvals needed; ``applied``;
+    ``rejected``), the approvals counted and needed, and the justification.
     """
 
     suggestion_id: str
+    proposed_by_run: ProposedBy
     object_id: str | None
     object_version: int | None
+    changes_sha256: str
+    principal: DecidingPrincipal
+    decided_at: str
+    decision: str
+    outcome: str
+    justification: str | None
     force: bool
+    approvals: int
+    needed: int
+    diff: list[dict[str, Any]] | None
     actor: ActorPayload
 
 

@@ -48,6 +48,8 @@ __all__ = [
     "parse_duration",
     "settings",
     "settings_from",
+    "token_entries",
+    "token_entry_problem",
 ]
 
 ENV_PREFIX = "REACTOR_"
@@ -275,18 +277,60 @@ def _hosts(value: object) -> tuple[str, ...]:
     return tuple(host.strip() for host in _text(value).split(",") if host.strip())
 
 
+ROLE_NAMES = ("viewer", "operator", "approver", "admin")
+"""The roles a principal may hold (``reactor.service.Role``), spelled here too: a token
+line's roles are checked when the settings are read."""
+
+
+def token_entry_problem(entry: str) -> str | None:
+    """Why ``entry`` is not ``token:user`` or ``token:user:role+role`` (None when it is)."""
+    parts = entry.split(":")
+    if len(parts) not in (2, 3) or not all(part.strip() for part in parts):
+        return (
+            "is not token:user_id or token:user_id:role+role; write entries such as "
+            "s3cret:alice or s3cret:alice:approver+operator (no ':' in tokens or user ids)"
+        )
+    if len(parts) == 3:
+        unknown = [role for role in parts[2].split("+") if role.strip() not in ROLE_NAMES]
+        if unknown:
+            return (
+                f"names the unknown role(s) {', '.join(repr(role) for role in unknown)}; "
+                f"the roles are {', '.join(ROLE_NAMES)}"
+            )
+    return None
+
+
+def token_entries(text: str) -> list[str]:
+    """The entries of a tokens text: separated by commas or new lines, ``#`` comments."""
+    entries = (e.strip() for line in text.splitlines() for e in line.split("#", 1)[0].split(","))
+    return [entry for entry in entries if entry]
+
+
 def _tokens(value: object) -> pydantic.SecretStr:
     secret = value if isinstance(value, pydantic.SecretStr) else None
     text = secret.get_secret_value() if secret is not None else _text(value)
-    entries = (e.strip() for line in text.splitlines() for e in line.split("#", 1)[0].split(","))
-    for number, entry in enumerate(filter(None, entries), start=1):
-        token, colon, user = entry.rpartition(":")
-        if not colon or not token.strip() or not user.strip():
-            raise ValueError(
-                f"entry {number} is not token:user_id; write pairs such as s3cret:alice, "
-                "separated by commas"
-            )
+    for number, entry in enumerate(token_entries(text), start=1):
+        problem = token_entry_problem(entry)
+        if problem is not None:
+            raise ValueError(f"entry {number} {problem}")
     return secret if secret is not None else pydantic.SecretStr(text)
+
+
+def _auth(value: object) -> str:
+    text = _text(value).lower()
+    if text not in ("tokens", "jwt"):
+        raise ValueError(
+            "is not a way to authenticate: set it to tokens (REACTOR_API_TOKENS, the "
+            "default) or jwt (bearer JWTs, with REACTOR_JWT_JWKS_URL or REACTOR_JWT_PUBLIC_KEY)"
+        )
+    return text
+
+
+def _claim(value: object) -> str:
+    text = _text(value)
+    if not text:
+        raise ValueError("must name a claim of the tokens, such as roles")
+    return text
 
 
 Whole = Annotated[int, pydantic.BeforeValidator(_whole)]
@@ -318,6 +362,17 @@ class Settings(BaseSettings):
         max_body: ``REACTOR_MAX_BODY``: the largest request body, in bytes.
         stream_buffer: ``REACTOR_STREAM_BUFFER``: signals a run's feed keeps.
         max_streams: ``REACTOR_MAX_STREAMS``: streams (SSE, WebSocket) at once.
+        max_streams_per_user: ``REACTOR_MAX_STREAMS_PER_USER``: streams of one principal.
+        stream_write_timeout: ``REACTOR_STREAM_WRITE_TIMEOUT``: seconds a follower's
+            write may block before its stream is closed.
+        max_reason: ``REACTOR_MAX_REASON``: the longest reason, justification or reply
+            text, in bytes (UTF-8).
+        auth: ``REACTOR_AUTH``: how requests are authenticated (``tokens`` or ``jwt``).
+        jwt_jwks_url: ``REACTOR_JWT_JWKS_URL``: where the JWTs' signing keys are published.
+        jwt_public_key: ``REACTOR_JWT_PUBLIC_KEY``: the JWTs' public key (PEM, or a path).
+        jwt_audience: ``REACTOR_JWT_AUDIENCE``: the ``aud`` the JWTs must carry.
+        jwt_issuer: ``REACTOR_JWT_ISSUER``: the ``iss`` the JWTs must carry.
+        jwt_roles_claim: ``REACTOR_JWT_ROLES_CLAIM``: the claim that lists the roles.
         otel: ``REACTOR_OTEL``: trace every run a service or worker executes.
         otel_capture_content: ``REACTOR_OTEL_CAPTURE_CONTENT``: spans hold prompts too.
         max_template_chars: ``REACTOR_MAX_TEMPLATE_CHARS``: the longest rendered template.
@@ -371,6 +426,33 @@ class Settings(BaseSettings):
     )
     max_streams: Whole = pydantic.Field(
         256, description="Server-Sent Event and WebSocket streams at once"
+    )
+    max_streams_per_user: Whole = pydantic.Field(
+        16, description="Server-Sent Event and WebSocket streams of one principal at once"
+    )
+    stream_write_timeout: Seconds = pydantic.Field(
+        30.0, description="seconds a follower's write may block before its stream is closed"
+    )
+    max_reason: Whole = pydantic.Field(
+        4096, description="the longest reason, justification or reply text, in bytes"
+    )
+    auth: Annotated[Literal["tokens", "jwt"], pydantic.BeforeValidator(_auth)] = pydantic.Field(
+        "tokens", description="how requests are authenticated: API tokens or bearer JWTs"
+    )
+    jwt_jwks_url: Annotated[str | None, pydantic.BeforeValidator(_text)] = pydantic.Field(
+        None, description="the JWKS URL the JWTs' signing keys are fetched from"
+    )
+    jwt_public_key: Annotated[str | None, pydantic.BeforeValidator(_text)] = pydantic.Field(
+        None, description="the JWTs' public key: PEM text or the path of a PEM file", repr=False
+    )
+    jwt_audience: Annotated[str | None, pydantic.BeforeValidator(_text)] = pydantic.Field(
+        None, description="the audience (aud) the JWTs must name"
+    )
+    jwt_issuer: Annotated[str | None, pydantic.BeforeValidator(_text)] = pydantic.Field(
+        None, description="the issuer (iss) the JWTs must name"
+    )
+    jwt_roles_claim: Annotated[str, pydantic.BeforeValidator(_claim)] = pydantic.Field(
+        "roles", description="the JWT claim that lists the principal's roles"
     )
     otel: Switch = pydantic.Field(False, description="trace every run with OpenTelemetry")
     otel_capture_content: Switch = pydantic.Field(
@@ -460,6 +542,8 @@ class Settings(BaseSettings):
             return f"*** ({pairs} token{'s' if pairs != 1 else ''})"
         if field in _URLS:
             return masked_url(str(value))
+        if field == "jwt_public_key" and "-----BEGIN" in str(value):
+            return "(PEM text)"
         if isinstance(value, bool):
             return "on" if value else "off"
         if isinstance(value, timedelta):

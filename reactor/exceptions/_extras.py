@@ -44,6 +44,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
         "websockets",
         "swagger_ui_bundle",
         "grandalf",
+        "jwt",
+        "cryptography",
     ),
     "postgres": ("psycopg", "psycopg_pool"),
     "scaleout": ("taskiq", "taskiq_redis", "redis"),

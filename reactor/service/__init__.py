@@ -25,6 +25,10 @@
   applied or kept as :class:`Suggestion` objects for a person, within their
   :class:`Capabilities`.
 
+* :class:`Principal`, its roles and who vouched for it (an :class:`Authenticator`:
+  :class:`TokenAuth`, :class:`JWTAuth`, or the application's own), and
+  :class:`Approval`: who decides on an agent's suggestions, and what a decision must
+  carry (``docs/security.md``).
 * :class:`Settings`: every ``REACTOR_*`` variable, typed and checked
   (``docs/configuration.md``); importing it loads none of the service stack.
 
@@ -81,6 +85,9 @@ with importing("service", what="reactor.service"):  # one line naming the pip in
 
 if TYPE_CHECKING:
     from reactor._signals.settings import Settings
+    from reactor.service._access.authenticators import Authenticator
+    from reactor.service._access.jwts import JWTAuth
+    from reactor.service._access.tokens import TokenAuth
     from reactor.service._api.app import create_app
 
 __all__ = [
@@ -90,6 +97,7 @@ __all__ = [
     "AgentNotFoundError",
     "AgentObjects",
     "Approval",
+    "Authenticator",
     "Capabilities",
     "CapabilityError",
     "Changes",
@@ -99,6 +107,7 @@ __all__ = [
     "EntryNotFoundError",
     "ExecutionMode",
     "IdleTimeoutError",
+    "JWTAuth",
     "ObjectEvent",
     "ObjectNotFoundError",
     "ObjectStore",
@@ -119,6 +128,7 @@ __all__ = [
     "SuggestionNotFoundError",
     "SuggestionResolvedError",
     "SuggestionStaleError",
+    "TokenAuth",
     "Update",
     "User",
     "create_app",
@@ -126,12 +136,25 @@ __all__ = [
 ]
 
 
+_ACCESS = {
+    "Authenticator": "reactor.service._access.authenticators",
+    "JWTAuth": "reactor.service._access.jwts",
+    "TokenAuth": "reactor.service._access.tokens",
+}
+"""The authenticators, imported on first use (``JWTAuth`` brings PyJWT and cryptography)."""
+
+
 def __getattr__(name: str) -> Any:
-    """``Settings`` and ``create_app``, imported on first use.
+    """``Settings``, ``create_app`` and the authenticators, imported on first use.
 
     A worker, or a script that only stores objects and runs reactions, never imports
     FastAPI and the web pages.
     """
+    if name in _ACCESS:
+        import importlib
+
+        with importing("service", what="reactor.service"):
+            return getattr(importlib.import_module(_ACCESS[name]), name)
     if name == "Settings":
         from reactor._signals.settings import Settings
 

@@ -38,6 +38,15 @@ DEFAULTS: dict[str, Any] = {
     "REACTOR_MAX_BODY": 1_048_576,
     "REACTOR_STREAM_BUFFER": 1000,
     "REACTOR_MAX_STREAMS": 256,
+    "REACTOR_MAX_STREAMS_PER_USER": 16,
+    "REACTOR_STREAM_WRITE_TIMEOUT": 30.0,
+    "REACTOR_MAX_REASON": 4096,
+    "REACTOR_AUTH": "tokens",
+    "REACTOR_JWT_JWKS_URL": None,
+    "REACTOR_JWT_PUBLIC_KEY": None,
+    "REACTOR_JWT_AUDIENCE": None,
+    "REACTOR_JWT_ISSUER": None,
+    "REACTOR_JWT_ROLES_CLAIM": "roles",
     "REACTOR_OTEL": False,
     "REACTOR_OTEL_CAPTURE_CONTENT": False,
     "REACTOR_MAX_TEMPLATE_CHARS": 4_000_000,
@@ -139,8 +148,28 @@ def test_a_bad_token_list_is_named_without_showing_the_tokens() -> None:
     with pytest.raises(ServiceConfigError) as raised:
         Settings.from_environ({"REACTOR_API_TOKENS": "s3cret:alice,0ther-s3cret"})
     assert str(raised.value) == (
-        "REACTOR_API_TOKENS='***': entry 2 is not token:user_id; write pairs such as "
-        "s3cret:alice, separated by commas"
+        "REACTOR_API_TOKENS='***': entry 2 is not token:user_id or token:user_id:role+role; "
+        "write entries such as s3cret:alice or s3cret:alice:approver+operator (no ':' in "
+        "tokens or user ids)"
+    )
+
+
+def test_a_token_naming_an_unknown_role_is_one_line_naming_the_roles() -> None:
+    with pytest.raises(ServiceConfigError) as raised:
+        Settings.from_environ({"REACTOR_API_TOKENS": "s3cret:alice:admin,0ther:bob:aprover"})
+    assert str(raised.value) == (
+        "REACTOR_API_TOKENS='***': entry 2 names the unknown role(s) 'aprover'; the roles "
+        "are viewer, operator, approver, admin"
+    )
+
+
+def test_a_bad_way_to_authenticate_is_one_line() -> None:
+    with pytest.raises(ServiceConfigError) as raised:
+        Settings.from_environ({"REACTOR_AUTH": "ldap"})
+    assert str(raised.value) == (
+        "REACTOR_AUTH='ldap': is not a way to authenticate: set it to tokens "
+        "(REACTOR_API_TOKENS, the default) or jwt (bearer JWTs, with REACTOR_JWT_JWKS_URL or "
+        "REACTOR_JWT_PUBLIC_KEY)"
     )
     assert "0ther" not in str(raised.value)
 

@@ -21,6 +21,7 @@ class Idle:
         server: The server.
         path: The stream's path.
         last_event_id: Sent as ``Last-Event-ID``.
+        token: The API token it sends (alice's by default).
         receive_buffer: The socket's receive buffer (bytes): small, so that the server's
             writes are stuck soon after the client stops reading.
     """
@@ -32,6 +33,7 @@ class Idle:
         *,
         last_event_id: int | None = None,
         receive_buffer: int = 4096,
+        token: str = ALICE,
     ) -> None:
         host, port = server.url.removeprefix("http://").rsplit(":", 1)
         self.sock = socket.socket()
@@ -41,7 +43,7 @@ class Idle:
         lines = [
             f"GET {path} HTTP/1.1",
             f"Host: {host}:{port}",
-            f"Authorization: Bearer {ALICE}",
+            f"Authorization: Bearer {token}",
             "Accept: text/event-stream",
             "Connection: close",
         ]

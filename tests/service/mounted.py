@@ -16,7 +16,7 @@ from tests.service.server import ALICE, BOB
 
 reactor_app = create_app(
     make_service(os.environ.get("MOUNTED_DB", "sqlite:///.reactor/mounted.db")),
-    tokens={ALICE: "alice", BOB: "bob"},
+    tokens={ALICE: ("alice", "admin"), BOB: ("bob", "approver+operator")},
     prefix="/reactor",
 )
 app = fastapi.FastAPI(lifespan=reactor_app.router.lifespan_context)

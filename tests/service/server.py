@@ -18,8 +18,19 @@ import httpx2
 import pytest
 
 ALICE = "tok-alice-0123456789"
+"""An admin's token."""
 BOB = "tok-bob-9876543210"
-TOKENS = f"{ALICE}:alice,{BOB}:bob"
+"""An approver's (and operator's) token."""
+CAROL = "tok-carol-1357924680"
+"""A viewer's token."""
+DAN = "tok-dan-2468013579"
+"""An operator's token (a line without roles)."""
+ERIN = "tok-erin-1122334455"
+"""An approver's token (an approver alone)."""
+TOKENS = (
+    f"{ALICE}:alice:admin,{BOB}:bob:approver+operator,{CAROL}:carol:viewer,{DAN}:dan,"
+    f"{ERIN}:erin:approver"
+)
 APP = "tests.service.served:make_service"
 
 

@@ -163,7 +163,7 @@ def make_service(url: str) -> ReactionService:
 
 def test_a_patch_over_the_api_survives_a_restart_and_the_page_says_so(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"
-    auth, tokens = {"Authorization": "Bearer s3cret"}, {"s3cret": "alice"}
+    auth, tokens = {"Authorization": "Bearer s3cret"}, {"s3cret": ("alice", "admin")}
     with TestClient(create_app(make_service(url), tokens=tokens), base_url=LOCAL) as client:
         assert client.get("/api/agents/helper", headers=auth).json()["cron_schedule"] == NEW_YEAR
         changed = client.patch(

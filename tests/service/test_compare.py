@@ -169,7 +169,7 @@ def test_the_comparison_page_and_its_api_never_read_a_whole_log(tmp_path: Path) 
         service = ReactionService(
             objects=ObjectStore(f"sqlite:///{tmp_path / 'app.db'}"), record=store
         )
-        app = create_app(service, tokens={TOKEN: "alice"})
+        app = create_app(service, tokens={TOKEN: ("alice", "admin")})
         with TestClient(app, base_url="http://localhost") as client:
             form = client.get("/")
             csrf = re.search(r'name="csrf" value="([^"]*)"', form.text)

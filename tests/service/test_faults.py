@@ -108,8 +108,7 @@ def test_serve_says_the_port_is_taken_before_starting_anything(tmp_path: Path) -
 
 
 def test_names_longer_than_their_column_are_refused_before_the_database() -> None:
-    from reactor.service import Create, User
-    from reactor.service._api.access import Tokens
+    from reactor.service import Create, TokenAuth, User
     from reactor.service._objects.schema import agents, objects
     from reactor.service._objects.values import NAME_LENGTH, TYPE_LENGTH
 
@@ -123,7 +122,7 @@ def test_names_longer_than_their_column_are_refused_before_the_database() -> Non
     with pytest.raises(pydantic.ValidationError, match="id"):
         User("u" * 300)
     with pytest.raises(ServiceConfigError, match="at most 200"):
-        Tokens({"s3cret": "u" * 300})
+        TokenAuth({"s3cret": "u" * 300})
 
 
 class Proxy:

@@ -26,7 +26,7 @@ from reactor.service._api.stream import run_signals
 from reactor.service._hosting.live import FeedBehind, RunFeed
 from tests.service.following import GRAPHS
 from tests.service.idle import Idle
-from tests.service.server import ALICE, TOKENS, Server, serve_command, serving, wait_for
+from tests.service.server import ALICE, BOB, CAROL, TOKENS, Server, serve_command, serving, wait_for
 
 APP = "tests.service.following:make_service"
 
@@ -240,9 +240,10 @@ def test_past_the_cap_a_stream_is_refused_and_a_stream_gives_its_place_back(capp
         waiting = api.post("/api/runs", json={"graph": "gated", "input": 1}).json()["run_id"]
         ended = api.post("/api/runs", json={"graph": "burst", "input": 10}).json()["run_id"]
         first = Idle(capped, f"/api/runs/{waiting}/events")
-        second = Idle(capped, f"/api/runs/{waiting}/events")
+        second = Idle(capped, f"/api/runs/{waiting}/events", token=BOB)  # one principal: 1
         assert (first.status(), second.status()) == (200, 200)
-        refused = api.get(f"/api/runs/{ended}/events")
+        with capped.client(CAROL) as carol:  # alice holds as many as one principal may
+            refused = carol.get(f"/api/runs/{ended}/events")
         assert refused.status_code == 503
         assert refused.headers["Retry-After"] == "5"
         assert refused.json() == {
@@ -271,7 +272,7 @@ def _rss(server: Server) -> float:
 
 @pytest.mark.timeout(300)
 def test_idle_followers_hold_little_and_give_it_back_when_they_go(tmp_path: Path) -> None:
-    env = {"REACTOR_MAX_STREAMS": "100"}
+    env = {"REACTOR_MAX_STREAMS": "100", "REACTOR_MAX_STREAMS_PER_USER": "100"}
     db = f"sqlite:///{tmp_path / 'app.db'}"
     with serving(db, tmp_path / "serve.log", app=APP, env=env) as server, server.client() as api:
         run_id = api.post("/api/runs", json={"graph": "burst", "input": 30_000}).json()["run_id"]
@@ -280,9 +281,11 @@ def test_idle_followers_hold_little_and_give_it_back_when_they_go(tmp_path: Path
         before = _rss(server)
         peaks = []
         for _ in range(2):
-            followers = [Idle(server, f"/api/runs/{run_id}/events") for _ in range(100)]
+            path = f"/api/runs/{run_id}/events"  # one principal holds all places but one
+            followers = [Idle(server, path) for _ in range(99)] + [Idle(server, path, token=BOB)]
             assert {follower.status() for follower in followers} == {200}
-            assert api.get(f"/api/runs/{run_id}/events").status_code == 503
+            with server.client(CAROL) as carol:
+                assert carol.get(path).status_code == 503
             peak, began = _rss(server), time.monotonic()
             while time.monotonic() - began < 3:  # a window to see it at its largest
                 peak = max(peak, _rss(server))
@@ -295,3 +298,125 @@ def test_idle_followers_hold_little_and_give_it_back_when_they_go(tmp_path: Path
             wait_for(lambda: _rss(server) <= before + 60, timeout=60)
     assert peaks[0] - before <= 250, (before, peaks)
     assert peaks[1] <= peaks[0] + 25, (before, peaks)
+
+
+# -- bounded per principal ---------------------------------------------------------------
+
+
+def _opens(client: httpx2.Client, path: str) -> int:
+    """The status of a stream's answer (the stream is left at once)."""
+    with client.stream("GET", path) as answer:
+        return answer.status_code
+
+
+def _waiting(api: httpx2.Client, graph: str = "gated", input: int = 1) -> tuple[str, str]:
+    """A run of ``graph`` waiting for its gate: its id and the prompt's id."""
+    run_id = api.post("/api/runs", json={"graph": graph, "input": input}).json()["run_id"]
+
+    def asked() -> str | None:
+        found = api.get(f"/api/runs/{run_id}")
+        prompts = found.json()["prompts"] if found.status_code == 200 else []
+        return prompts[0]["prompt_id"] if prompts else None
+
+    return run_id, wait_for(asked, timeout=60)
+
+
+@pytest.mark.timeout(180)
+def test_one_principal_never_takes_another_principals_place(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    with serving(db, tmp_path / "serve.log", app=APP) as server, server.client() as api:
+        run_id, _ = _waiting(api)
+        path = f"/api/runs/{run_id}/events"
+        held = [Idle(server, path) for _ in range(16)]
+        assert {follower.status() for follower in held} == {200}
+        refused = api.get(path)
+        assert refused.status_code == 429
+        assert refused.json() == {
+            "error": "too_many_requests",
+            "detail": "user:alice follows 16 streams already, as many as one principal may "
+            "(REACTOR_MAX_STREAMS_PER_USER); close one, or try again when one ends.",
+        }
+        assert _websocket_of(server, run_id, ALICE) == 1013
+        with server.client(BOB) as bob:
+            assert _opens(bob, path) == 200  # the other principal still gets in
+        held.pop().close()
+        wait_for(lambda: _opens(api, path) == 200, timeout=60)
+        for follower in held:
+            follower.close()
+    assert "Traceback" not in server.output()
+
+
+def _websocket_of(server: Server, run_id: str, token: str, after: int = 0) -> int:
+    """The close code of the run's WebSocket channel, read to its end."""
+    uri = f"ws{server.url.removeprefix('http')}/api/runs/{run_id}/ws?after={after}"
+    with connect(uri, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        with contextlib.suppress(ConnectionClosedError):
+            for _ in ws:
+                pass
+        assert ws.close_code is not None
+        return ws.close_code
+
+
+@pytest.mark.timeout(300)
+def test_a_follower_stuck_on_a_write_is_closed_after_the_write_timeout(tmp_path: Path) -> None:
+    env = {
+        "REACTOR_STREAM_WRITE_TIMEOUT": "1",
+        "REACTOR_STREAM_BUFFER": "400000",  # never behind: only the write timeout drops it
+        "REACTOR_MAX_STREAMS_PER_USER": "1",
+    }
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    with serving(db, tmp_path / "serve.log", app=APP, env=env) as server, server.client() as api:
+        run_id, prompt_id = _waiting(api, input=150_000)
+        path = f"/api/runs/{run_id}/events"
+        stuck = Idle(server, path)
+        assert stuck.status() == 200
+        assert _opens(api, path) == 429  # its one place is held
+        answered = api.post(f"/api/runs/{run_id}/prompts/{prompt_id}/reply", json={"answer": "go"})
+        assert answered.status_code == 200, answered.text
+        # it never reads again: its writes get stuck, and after 1 s it is closed
+        wait_for(lambda: "stream client stuck" in server.output(), timeout=120)
+        wait_for(lambda: _opens(api, path) == 200, timeout=60)
+        stuck.close()
+    (line,) = [
+        json.loads(line)
+        for line in server.output().splitlines()
+        if line.startswith("{") and json.loads(line)["event"] == "stream client stuck"
+    ]
+    assert (line["run_id"], line["stuck_after_s"]) == (run_id, 1.0)
+
+
+@pytest.mark.timeout(180)
+def test_a_websocket_after_beyond_the_end_of_the_run_neither_loops_nor_replays(
+    tmp_path: Path,
+) -> None:
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    with serving(db, tmp_path / "serve.log", app=APP) as server, server.client() as api:
+        ended = api.post("/api/runs", json={"graph": "burst", "input": 10}).json()["run_id"]
+        signals, _ = _follow(api, ended)
+        assert signals[-1]["name"] == "harness:end"
+        uri = f"ws{server.url.removeprefix('http')}/api/runs/{ended}/ws?after=1000000"
+        with (
+            connect(uri, additional_headers={"Authorization": f"Bearer {ALICE}"}) as ws,
+            contextlib.suppress(ConnectionClosedError),
+        ):
+            given = list(ws)
+        assert (given, ws.close_code) == ([], 1000)  # the run has ended: nothing after it
+        run_id, prompt_id = _waiting(api, input=3)
+        uri = f"ws{server.url.removeprefix('http')}/api/runs/{run_id}/ws?after=1000000"
+        with connect(uri, additional_headers={"Authorization": f"Bearer {ALICE}"}) as ws:
+            spent = _cpu(server)
+            with pytest.raises(TimeoutError):  # quiet while the run waits
+                ws.recv(timeout=2)
+            assert _cpu(server) - spent < 1.0  # and it does not spin meanwhile
+            reply = api.post(f"/api/runs/{run_id}/prompts/{prompt_id}/reply", json={"answer": "go"})
+            assert reply.status_code == 200, reply.text
+            names = [json.loads(text)["signal"]["name"] for text in ws]
+        assert names[-1] == "harness:end"  # what came next, then the end
+        assert names.count("tick") == 3
+        assert ws.close_code == 1000
+
+
+def _cpu(server: Server) -> float:
+    """Seconds of CPU the server's process has used."""
+    fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

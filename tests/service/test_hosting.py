@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,10 +16,7 @@ from reactor.service import (
     AgentNotFoundError,
     ObjectStore,
     ReactionService,
-    ServiceConfigError,
-    User,
 )
-from reactor.service._api.access import Tokens
 from reactor.service._objects.schema import agent_runs
 from reactor.service._reactions.cron import cron_problem, cron_trigger
 from reactor.service._reactions.definitions import AgentChanges, AgentDefinition
@@ -72,25 +68,6 @@ def test_a_bad_cron_expression_says_why(expression: str, problem: str) -> None:
         f"cron_schedule {expression!r} is not a valid cron expression: {problem}; e.g. "
         "'*/5 * * * *' (every 5 minutes) or '0 9 * * 1-5' (weekdays at 09:00)"
     )
-
-
-def test_tokens_map_to_users_and_never_show() -> None:
-    tokens = Tokens.parse("s3cret:alice, 0ther:bob\n# a comment\nthird:carol")
-    assert len(tokens) == 3
-    assert tokens.user("0ther") == User("bob")
-    assert tokens.user("s3cre") is None
-    assert "s3cret" not in repr(tokens)
-    with pytest.raises(
-        ServiceConfigError,
-        match=r"^Entry 2 of REACTOR_API_TOKENS is not token:user_id; write pairs such as "
-        r"s3cret:alice, separated by commas or new lines\.$",
-    ):
-        Tokens.parse("a:b,nouser")
-
-
-def test_an_unreadable_tokens_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ServiceConfigError, match=r"^Cannot read the tokens file '.*missing'"):
-        Tokens.read(tmp_path / "missing")
 
 
 async def _runs(service: ReactionService) -> list[dict[str, Any]]:

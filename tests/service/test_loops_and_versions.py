@@ -102,5 +102,7 @@ async def test_approving_a_suggestion_whose_object_changed_is_refused_unless_for
         assert "approve anyway (force=True" in str(refused.value)
         assert (await objects.get(position.id)).data["stop"] == 180.0  # unchanged
         assert [s.id for s in await service.suggestions("pending")] == [first.id]
-        await service.approve(first.id, actor=User("u1"), force=True)
+        await service.approve(
+            first.id, actor=User("u1"), force=True, justification="the newer email stays"
+        )
         assert (await objects.get(position.id)).data["stop"] == 90.0

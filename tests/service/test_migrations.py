@@ -24,6 +24,9 @@ from reactor.service import (
 from reactor.service._objects.db import DEFAULT_URL, MIGRATIONS, VERSION_TABLE, Database
 from reactor.service._objects.schema import metadata
 
+HEAD = "0011"
+"""The newest revision shipped."""
+
 COLUMNS = {
     "objects": {
         "id",
@@ -67,6 +70,7 @@ COLUMNS = {
         "updated_at",
         "schedule_source",
         "code_schedule",
+        "approval",
     },
     "agent_runs": {
         "id",
@@ -106,12 +110,30 @@ COLUMNS = {
         "resolved_by_type",
         "resolved_by_id",
         "object_version",
+        "proposer_type",
+        "proposer_id",
+    },
+    "suggestion_approvals": {
+        "suggestion_id",
+        "principal_id",
+        "changes_sha256",
+        "roles",
+        "authenticator",
+        "decided_at",
     },
     "processing_history": {"id", "name", "suggestion_id", "object_id", "payload", "created_at"},
     "reaction_cursors": {"agent", "event_id", "updated_at"},
     "run_leases": {"run_id", "worker", "heartbeat_at", "epoch"},
     "cron_ticks": {"agent", "tick_at", "claimed_at"},
-    "web_sessions": {"id_hash", "user_id", "csrf", "created_at", "used_at"},
+    "web_sessions": {
+        "id_hash",
+        "user_id",
+        "csrf",
+        "created_at",
+        "used_at",
+        "roles",
+        "authenticator",
+    },
     "blocked_runs": {"run_id", "reason", "blocked_at"},
     "queued_jobs": {"key", "job", "queued_at"},
     "prompt_replies": {"run_id", "prompt_id", "answer", "answered_by", "answered_at", "message_id"},
@@ -140,7 +162,7 @@ def inspect_schema(conn: sa.Connection) -> dict[str, Any]:
 
 
 async def migrated(url: str) -> dict[str, Any]:
-    assert await upgrade_database(url) == "0009"
+    assert await upgrade_database(url) == HEAD
     engine = create_async_engine(Database(url).driver_url)
     try:
         async with engine.connect() as conn:
@@ -176,10 +198,10 @@ async def test_json_columns_are_jsonb_on_postgresql(postgres_url: str) -> None:
 
 
 async def test_upgrading_again_changes_nothing(url: str) -> None:
-    assert await upgrade_database(url) == "0009"
+    assert await upgrade_database(url) == HEAD
     async with ObjectStore(url) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
-    assert await upgrade_database(url) == "0009"
+    assert await upgrade_database(url) == HEAD
     async with ObjectStore(url) as objects:
         assert (await objects.get(ada.id)).data == {"name": "Ada"}
 
@@ -212,7 +234,7 @@ async def test_0008_adds_the_processing_history_and_keeps_the_suggestions(url: s
                     status="rejected", created_at=sa.func.current_timestamp(),
                 )
             )  # fmt: skip
-        assert await upgrade_database(url) == "0009"
+        assert await upgrade_database(url) == HEAD
         async with engine.begin() as conn:
             tables = await conn.run_sync(lambda sync: sa.inspect(sync).get_table_names())
             kept = (await conn.execute(sa.text("SELECT id, status FROM suggestions"))).all()
@@ -225,6 +247,51 @@ async def test_0008_adds_the_processing_history_and_keeps_the_suggestions(url: s
     assert [tuple(row) for row in kept] == [("sug_1", "rejected")]
     assert history == []
     assert "processing_history" not in after
+
+
+async def test_0011_keeps_the_suggestions_and_signs_old_sessions_out(url: str) -> None:
+    database = Database(url)
+    if database.path is not None:
+        database.path.parent.mkdir(parents=True)
+    engine = create_async_engine(database.driver_url)
+    suggestion = sa.table(
+        "suggestions",
+        *(sa.column(name) for name in ("id", "agent", "changes", "reasoning", "status")),
+        sa.column("created_at"),
+    )
+    session = sa.table(
+        "web_sessions", *(sa.column(name) for name in ("id_hash", "user_id", "csrf")),
+        sa.column("created_at"), sa.column("used_at"),
+    )  # fmt: skip
+    now = sa.func.current_timestamp()
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_alembic, "upgrade", "0009")
+            await conn.execute(
+                suggestion.insert().values(
+                    id="sug_1", agent="enrich", changes=sa.text("'[]'"), reasoning="why",
+                    status="pending", created_at=now,
+                )
+            )  # fmt: skip
+            await conn.execute(
+                session.insert().values(
+                    id_hash="h", user_id="alice", csrf="c", created_at=now, used_at=now
+                )
+            )
+        assert await upgrade_database(url) == HEAD
+        async with engine.begin() as conn:
+            kept = (
+                await conn.execute(sa.text("SELECT id, status, proposer_id FROM suggestions"))
+            ).all()
+            roles = (await conn.execute(sa.text("SELECT roles FROM web_sessions"))).scalar_one()
+            await conn.execute(sa.text("UPDATE suggestions SET status = 'expired'"))
+            await conn.run_sync(_alembic, "downgrade", "0009")
+            after = (await conn.execute(sa.text("SELECT id, status FROM suggestions"))).all()
+    finally:
+        await engine.dispose()
+    assert [tuple(row) for row in kept] == [("sug_1", "pending", None)]
+    assert roles is None  # a session without roles is signed out
+    assert [tuple(row) for row in after] == [("sug_1", "rejected")]
 
 
 async def test_the_database_may_hold_other_tables(url: str) -> None:
@@ -246,7 +313,7 @@ def test_reactor_db_upgrade_migrates_the_database(
     assert main(["db", "upgrade", "--db", url]) == 0
     assert main(["db", "upgrade", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{url}: the tables are at revision 0009 (the newest)."] * 2
+    assert out == [f"{url}: the tables are at revision {HEAD} (the newest)."] * 2
 
 
 def test_reactor_db_upgrade_takes_a_file_path(
@@ -274,7 +341,7 @@ def test_reactor_db_upgrade_takes_a_postgres_url_as_postgresql(
     short = postgres_url.replace("postgresql://", "postgres://", 1)
     assert short.startswith("postgres://")
     assert main(["db", "upgrade", "--db", short]) == 0
-    assert "revision 0009" in capsys.readouterr().out
+    assert f"revision {HEAD}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("url", ["http://localhost/app", "postgresql+asyncpg://h/app"])

@@ -37,7 +37,9 @@ def _service(folder: Path) -> ReactionService:
 
 
 def _user_app(folder: Path) -> fastapi.FastAPI:
-    reactor_app = create_app(_service(folder), tokens={TOKEN: "alice"}, prefix="/reactor")
+    reactor_app = create_app(
+        _service(folder), tokens={TOKEN: ("alice", "admin")}, prefix="/reactor"
+    )
     app = fastapi.FastAPI(lifespan=reactor_app.router.lifespan_context)
 
     @app.get("/hello")
@@ -204,7 +206,7 @@ def test_a_prefix_that_is_not_a_path_is_refused(tmp_path: Path, prefix: str) -> 
 
 
 def test_the_prefix_alone_serves_behind_a_proxy_that_strips_it(tmp_path: Path) -> None:
-    app = create_app(_service(tmp_path), tokens={TOKEN: "alice"}, prefix="/reactor")
+    app = create_app(_service(tmp_path), tokens={TOKEN: ("alice", "admin")}, prefix="/reactor")
     with TestClient(app, base_url="http://localhost") as client:
         form = client.get("/")
         assert 'action="/reactor/"' in form.text

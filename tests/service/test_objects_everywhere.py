@@ -182,7 +182,9 @@ async def test_an_approved_suggestion_names_itself_as_its_changes_cause(url: str
         dear = await objects.create("Quote", {"symbol": "BRK", "price": 5000}, actor=User("u1"))
         await service.idle(timeout=DEADLINE)
         (suggestion,) = await service.suggestions("pending")
-        await service.approve(suggestion.id, actor=User("u2"), force=True)
+        await service.approve(
+            suggestion.id, actor=User("u2"), force=True, justification="the quote moved since"
+        )
         last = (await objects.events(dear.id))[-1]
     assert last.data["note"] == "check the spread"
     assert last.cause is not None

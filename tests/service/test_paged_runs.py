@@ -204,7 +204,9 @@ def _client(folder: Path, record: Any) -> TestClient:
     service = ReactionService(
         objects=ObjectStore(f"sqlite:///{folder / 'app.db'}"), graphs=GRAPHS, record=record
     )
-    return TestClient(create_app(service, tokens={TOKEN: "alice"}), base_url="http://localhost")
+    return TestClient(
+        create_app(service, tokens={TOKEN: ("alice", "admin")}), base_url="http://localhost"
+    )
 
 
 def _start(client: TestClient, graph: str, given: Any) -> str:

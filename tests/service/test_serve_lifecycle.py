@@ -17,7 +17,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from reactor.service._api.serve import _bind
-from tests.service.server import ALICE, serve_command, serving, wait_for
+from tests.service.server import ALICE, BOB, serve_command, serving, wait_for
 
 
 def test_a_public_host_without_tokens_is_refused(tmp_path: Path) -> None:
@@ -107,8 +107,10 @@ def test_the_crm_example_serves_as_documented(tmp_path: Path) -> None:
             lambda: api.get("/api/suggestions", params={"status": "pending"}).json()
         )
         approve = f"/api/suggestions/{suggestions[0]['id']}/approve"
-        assert api.post(approve).status_code == 200
-        assert api.post(approve).status_code == 409
+        assert api.post(approve).status_code == 403  # alice made the change it reacted to
+        with server.client(BOB) as bob:
+            assert bob.post(approve).status_code == 200
+            assert bob.post(approve).status_code == 409
         found = api.get(f"/api/objects/{ada['id']}").json()
     assert found["data"]["employer"] == "Analytical Engines"
     assert found["actor"] == {"type": "agent", "id": "enrich"}

@@ -167,16 +167,22 @@ def test_an_objects_page_shows_its_data_history_and_what_each_change_caused(
 
 
 def test_an_approved_suggestion_is_in_the_history_with_a_link_to_it(
-    api: httpx2.Client, visitor: httpx2.Client
+    api: httpx2.Client, visitor: httpx2.Client, server: Server
 ) -> None:
     made = quote(api, "BRK", 5000)
     (suggestion,) = [s for s in ok(api.get("/api/suggestions")) if s["object_id"] == made["id"]]
-    ok(api.post(f"/api/suggestions/{suggestion['id']}/approve", params={"force": "true"}))
+    with server.client(BOB) as bob:  # alice made the change: another approves
+        approve = f"/api/suggestions/{suggestion['id']}/approve"
+        ok(bob.post(approve, params={"force": "true"}, json={"justification": "seen it"}))
     page = shown(visitor, f"/objects/Quote/{made['id']}")
     latest = rows(page, "history")[0]
-    assert "agent: review , approved by user: alice" in latest
+    assert "agent: review , approved by user: bob" in latest
     assert f"suggestion {suggestion['id']} of review" in latest
-    assert f'href="/suggestions?status=completed#s-{suggestion["id"]}"' in page
+    assert f'href="/suggestions/{suggestion["id"]}"' in page
+    decided = rows(page, "object-decisions")[0]
+    assert "override (forced) applied" in decided
+    assert "seen it" in decided
+    assert "user: bob" in decided
 
 
 def test_a_manual_agent_and_a_graph_use_ctx_objects_and_the_history_names_their_runs(

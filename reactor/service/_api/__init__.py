@@ -1,8 +1,8 @@
 """The HTTP API: FastAPI routers over the service, and ``reactor serve``.
 
-``app`` (:func:`create_app`), ``access`` (bearer tokens), ``guard`` (hosts, origins
-and bodies, before any route), ``base`` (what every route shares: the caller, the
-service, JSON errors), ``agents``, ``objects``, ``runs``, ``paging``, ``resumes`` and
+``app`` (:func:`create_app`), ``guard`` (hosts, origins and bodies, before any route),
+``base`` (what every route shares: the caller and the role it needs, the service, JSON
+errors), ``agents``, ``objects``, ``runs``, ``paging``, ``resumes`` and
 ``stream`` (the routers: ``/api/agents``, ``/api/objects`` and decisions,
 ``/api/runs``, a run read in pages, resume and fork, Server-Sent Events and the
 WebSocket channel), ``reads`` (what is read of a run: its row and pages, never a

@@ -1,4 +1,8 @@
-"""``/api/agents``: the agents of the service, their rows, schedules and manual runs."""
+"""``/api/agents``: the agents of the service, their rows, schedules and manual runs.
+
+Reading them is a ``viewer``'s; running one now an ``operator``'s; creating, changing
+(its schedule, its switch) and deleting one an ``admin``'s.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any
 import fastapi
 import pydantic
 
-from reactor.service._api.base import CHECKS, Caller, Service
+from reactor.service._api.base import ADMINISTERS, CHECKS, VIEWS, Operator, Service
 from reactor.service._reactions.definitions import AgentChanges, AgentDefinition, AgentRecord
 
 __all__ = ["RunStarted", "router"]
@@ -27,31 +31,31 @@ class RunStarted(pydantic.BaseModel):
     run_id: str
 
 
-@router.get("")
+@router.get("", dependencies=[VIEWS])
 async def list_agents(service: Service) -> list[AgentRecord]:
     """Every agent: those of the code and those defined by their rows."""
     return await service.catalog.records()
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, dependencies=[ADMINISTERS])
 async def create_agent(definition: AgentDefinition, service: Service) -> AgentRecord:
     """Define a prompt agent by its row; it is scheduled or reacts at once."""
     return await service.catalog.create(definition)
 
 
-@router.get("/{name}")
+@router.get("/{name}", dependencies=[VIEWS])
 async def get_agent(name: str, service: Service) -> AgentRecord:
     """One agent, with ``next_run_at`` (null when it is not scheduled)."""
     return await service.catalog.record(name)
 
 
-@router.patch("/{name}")
+@router.patch("/{name}", dependencies=[ADMINISTERS])
 async def update_agent(name: str, changes: AgentChanges, service: Service) -> AgentRecord:
     """Change an agent's row: a new ``cron_schedule`` or ``enabled`` applies at once."""
     return await service.catalog.update(name, changes)
 
 
-@router.delete("/{name}")
+@router.delete("/{name}", dependencies=[ADMINISTERS])
 async def delete_agent(name: str, service: Service) -> AgentRecord:
     """Delete an agent defined by its row (one defined in code can only be disabled)."""
     return await service.catalog.delete(name)
@@ -59,7 +63,7 @@ async def delete_agent(name: str, service: Service) -> AgentRecord:
 
 @router.post("/{name}/run", status_code=202)
 async def run_agent(
-    name: str, service: Service, user: Caller, body: RunInput | None = None
+    name: str, service: Service, user: Operator, body: RunInput | None = None
 ) -> RunStarted:
     """Run an agent now, with ``input``; answers at once with the run's id."""
     given = body.input if body is not None else None

@@ -33,9 +33,10 @@ from fastapi.staticfiles import StaticFiles
 
 from reactor._signals.diagnostics import log
 from reactor.exceptions import ServiceConfigError
-from reactor.service._api.access import Tokens
+from reactor.service._access.authenticators import Authenticator, LocalAuth
+from reactor.service._access.tokens import TokenAuth
 from reactor.service._api.agents import router as agents_router
-from reactor.service._api.base import State, install_errors
+from reactor.service._api.base import PUBLIC, State, install_errors
 from reactor.service._api.compare import router as compare_router
 from reactor.service._api.follow import Streams, StreamSettings
 from reactor.service._api.guard import Guard, GuardSettings
@@ -47,15 +48,44 @@ from reactor.service._api.stream import ws_router
 from reactor.service._hosting.service import ReactionService
 from reactor.service.web import install_web, root_of
 
-__all__ = ["Lifecycle", "create_app"]
+__all__ = ["Lifecycle", "authenticator_for", "create_app"]
 
 _DESCRIPTION = """\
 Objects, reaction agents, scheduled agents and runs of a reactor service.
 
-Every `/api` route needs `Authorization: Bearer <token>` (tokens map to user ids; the
-user is the actor of object changes, replies and approvals). Errors are
-`{"error": ..., "detail": ...}` with 401, 404, 409, 422 or 503.
+Every `/api` route needs `Authorization: Bearer <token>` (an API token or a JWT: it
+stands for a principal, whose id is the actor of object changes, replies and decisions,
+and whose roles say what it may do: `viewer` reads, `operator` writes objects and drives
+runs, `approver` decides on suggestions, `admin` changes agents and schedules). Errors are
+`{"error": ..., "detail": ...}` with 401, 403 (naming the role needed), 404, 409, 422,
+429 or 503.
 """
+
+
+def authenticator_for(
+    authenticator: Authenticator | None,
+    tokens: TokenAuth | Mapping[str, str | tuple[str, str]] | None,
+) -> Authenticator:
+    """The authenticator an app uses: the one given, else the tokens, else the local admin.
+
+    Raises:
+        ServiceConfigError: Both an authenticator and tokens are given, or the
+            authenticator has no ``authenticate`` method.
+    """
+    if authenticator is not None:
+        if tokens:
+            raise ServiceConfigError(
+                "Give create_app either an authenticator or tokens, not both (a TokenAuth "
+                "is an authenticator: pass it as authenticator=)."
+            )
+        if not callable(getattr(authenticator, "authenticate", None)):
+            raise ServiceConfigError(
+                f"authenticator must have an async authenticate(request) method, got "
+                f"{authenticator!r}."
+            )
+        return authenticator
+    access = tokens if isinstance(tokens, TokenAuth) else TokenAuth(tokens)
+    return access if access else LocalAuth()
 
 
 class Lifecycle:
@@ -91,7 +121,8 @@ class Lifecycle:
 def create_app(
     service: ReactionService,
     *,
-    tokens: Tokens | Mapping[str, str] | None = None,
+    tokens: TokenAuth | Mapping[str, str | tuple[str, str]] | None = None,
+    authenticator: Authenticator | None = None,
     grace: float = 30.0,
     bind: str | None = None,
     allowed_hosts: Iterable[str] = (),
@@ -101,8 +132,13 @@ def create_app(
 
     Args:
         service: The service (not started: the app's lifespan starts it).
-        tokens: The API's bearer tokens (``{token: user_id}``). Without any, every
-            request acts as the user ``local``: serve it on a loopback address only.
+        tokens: The API's bearer tokens (``{token: user_id}``, or ``{token: (user_id,
+            "role+role")}``; a user without roles is an ``operator``).
+        authenticator: Who authenticates the requests instead (a
+            :class:`~reactor.service.TokenAuth`, a :class:`~reactor.service.JWTAuth`,
+            or the application's own ``async authenticate(request) -> Principal |
+            None``). With neither, every request is the user ``local``, an ``admin``:
+            serve it on a loopback address only.
         grace: Seconds in-flight work is given when the app stops.
         bind: The address it is served on (a host it answers to).
         allowed_hosts: More host names it answers to (besides ``localhost``, the
@@ -113,10 +149,11 @@ def create_app(
 
     Raises:
         ServiceConfigError: ``REACTOR_MAX_BODY``, ``REACTOR_STREAM_BUFFER`` or
-            ``REACTOR_MAX_STREAMS`` is not a positive whole number, or ``prefix`` is
-            not a path (``/name``, no trailing ``/``).
+            ``REACTOR_MAX_STREAMS`` is not a positive whole number, ``prefix`` is
+            not a path (``/name``, no trailing ``/``), or both ``tokens`` and
+            ``authenticator`` are given.
     """
-    access = tokens if isinstance(tokens, Tokens) else Tokens(tokens)
+    access = authenticator_for(authenticator, tokens)
     guard = GuardSettings.read(bind, allowed_hosts)
     streams = Streams(StreamSettings.read())  # the cap counts this app's streams
     if prefix and (not prefix.startswith("/") or prefix.endswith("/") or "//" in prefix):
@@ -170,7 +207,7 @@ def create_app(
     _docs(app)
     install_web(app, service.db, prefix)
 
-    @app.get("/healthz", tags=["health"])
+    @app.get("/healthz", tags=["health"], dependencies=[PUBLIC])
     async def healthz() -> dict[str, str]:
         """Whether the service runs (no token needed)."""
         lifecycle: Lifecycle = app.state.lifecycle
@@ -185,7 +222,7 @@ def _docs(app: fastapi.FastAPI) -> None:
 
     app.mount("/docs/assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
 
-    @app.get("/docs", include_in_schema=False)
+    @app.get("/docs", include_in_schema=False, dependencies=[PUBLIC])
     async def docs(request: fastapi.Request) -> HTMLResponse:
         root = root_of(request)
         return get_swagger_ui_html(

@@ -1,10 +1,17 @@
 """What every route of the HTTP API shares: the caller, the service, and JSON errors.
 
 Every error is ``{"error": <kind>, "detail": <what to do>}`` with its status: 401
-(no or a wrong token), 404 (unknown), 409 (conflict with the current state), 422
+(no or a wrong token), 403 (the caller's roles do not allow it: the sentence names the
+role needed), 404 (unknown), 409 (conflict with the current state), 422
 (invalid input, FastAPI's own validation included) and 503 (the service is stopping,
 or its database or the job queue's Redis cannot be reached: said in one log line).
 The library's errors map to these by kind, so a route raises what the service raised.
+
+Each route declares the role it needs with one dependency (:data:`VIEWS`,
+:data:`OPERATES`, :data:`APPROVES`, :data:`ADMINISTERS`, or :data:`PUBLIC` for the few
+that need no principal), or takes the principal with its role (:data:`Viewer`,
+:data:`Operator`, :data:`Approver`, :data:`Admin`): the caller is authenticated by the
+app's authenticator, and refused ``403`` without the role (:mod:`reactor.service._access.roles`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from reactor.exceptions import (
     ObjectNotFoundError,
     ObjectValidationError,
     PayloadError,
+    PermissionDeniedError,
     PromptNotFoundError,
     ReactorError,
     ReplyValidationError,
@@ -50,24 +58,39 @@ from reactor.exceptions import (
     SuggestionStaleError,
     TemplateError,
 )
-from reactor.service._api.access import LOCAL_USER, Tokens
+from reactor.service._access.authenticators import Authenticator, NotAuthenticated
+from reactor.service._access.roles import RoleGate, denied
 from reactor.service._api.accesslog import CALLER
 from reactor.service._hosting.service import ReactionService
-from reactor.service._objects.values import User
+from reactor.service._objects.values import Principal, Role
 
 __all__ = [
+    "ADMINISTERS",
+    "APPROVES",
     "CHECKS",
     "MAX_CURSOR",
+    "OPERATES",
+    "PUBLIC",
+    "VIEWS",
+    "Admin",
     "ApiError",
+    "Approver",
     "Caller",
+    "Decider",
+    "Decides",
+    "Operator",
+    "Public",
+    "Requires",
     "Service",
     "State",
+    "Viewer",
     "authenticate",
     "error_response",
     "install_errors",
     "no_nul",
+    "principal_of",
+    "route_name",
     "state_of",
-    "user_of",
 ]
 
 MAX_CURSOR = 2**63 - 1
@@ -84,6 +107,7 @@ KINDS = {
     405: "method_not_allowed",
     409: "conflict",
     422: "invalid",
+    429: "too_many_requests",
     500: "internal",
     503: "unavailable",
 }
@@ -96,6 +120,7 @@ STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
     (RunNotFoundError, 404),
     (EntryNotFoundError, 404),
     (PromptNotFoundError, 404),
+    (PermissionDeniedError, 403),
     (SuggestionResolvedError, 409),
     (SuggestionStaleError, 409),
     (AgentConflictError, 409),
@@ -255,10 +280,10 @@ def install_errors(app: fastapi.FastAPI) -> None:
 
 @dataclasses.dataclass
 class State:
-    """What the app keeps: the service, the tokens, whether it is stopping."""
+    """What the app keeps: the service, who authenticates its callers, whether it is stopping."""
 
     service: ReactionService
-    tokens: Tokens
+    authenticator: Authenticator
     stopping: Any  # an asyncio.Event, made in the server's event loop
 
 
@@ -275,33 +300,32 @@ def _service(request: fastapi.Request) -> ReactionService:
 _bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer <token>`.")
 
 
-def user_of(conn: HTTPConnection, token: str | None) -> User:
-    """The user a bearer token stands for.
+async def principal_of(conn: HTTPConnection) -> Principal:
+    """The principal a request (or a WebSocket) comes from, as the app's authenticator says.
 
     Raises:
-        ApiError: 401, when tokens are configured and this is none of them.
+        ApiError: 401, when the authenticator refuses it (saying why), or knows no one.
     """
-    tokens = state_of(conn).tokens
-    if not tokens:
-        user: User | None = User(LOCAL_USER)
-    elif not token:
-        raise ApiError(
-            401, "This route needs an API token: send the header `Authorization: Bearer <token>`."
-        )
-    else:
-        user = tokens.user(token)
-    if user is None:
+    try:
+        principal = await state_of(conn).authenticator.authenticate(conn)
+    except NotAuthenticated as refused:
+        raise ApiError(401, refused.detail) from None
+    if principal is None:
         raise ApiError(401, "The API token is not valid; ask the operator for one.")
-    setattr(conn.state, CALLER, user)  # the access line names who called
-    return user
+    setattr(conn.state, CALLER, principal.user)  # the access line names who called
+    return principal
 
 
-def authenticate(
+async def authenticate(
     request: fastapi.Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, fastapi.Depends(_bearer)],
-) -> User:
-    """The calling user: a dependency of every ``/api`` route."""
-    return user_of(request, credentials.credentials if credentials is not None else None)
+) -> Principal:
+    """The calling principal: a dependency of every ``/api`` route.
+
+    The authenticator reads the request; ``credentials`` documents the bearer scheme in
+    the OpenAPI description.
+    """
+    return await principal_of(request)
 
 
 def no_nul(request: fastapi.Request) -> None:
@@ -314,8 +338,79 @@ def no_nul(request: fastapi.Request) -> None:
 CHECKS = [fastapi.Depends(authenticate), fastapi.Depends(no_nul)]
 """The dependencies of every ``/api`` router: the caller's token, and no NUL anywhere."""
 
-Caller = Annotated[User, fastapi.Depends(authenticate)]
-"""The calling user (the route answers 401 without a valid token)."""
+Caller = Annotated[Principal, fastapi.Depends(authenticate)]
+"""The calling principal (the route answers 401 without a valid credential)."""
+
+
+def route_name(conn: HTTPConnection) -> str:
+    """What a request asked for, as a refusal names it: ``POST /api/runs/{run_id}/abort``."""
+    route = conn.scope.get("route")
+    path = getattr(route, "path", None) or conn.url.path
+    method = conn.scope.get("method", "WEBSOCKET")
+    return f"{method} {path}"
+
+
+class Requires(RoleGate):
+    """The API's gate: the caller's principal, refused ``403`` without the role."""
+
+    async def __call__(self, request: fastapi.Request, principal: Caller) -> Principal:
+        """The principal, once it is known to hold the role."""
+        if self.role is not None and not principal.may(self.role):
+            refused = denied(principal, self.role, route_name(request))
+            raise ApiError(403, str(refused))
+        return principal
+
+
+class Decides(RoleGate):
+    """The gate of a decision on a suggestion: declared ``approver``, decided by the agent.
+
+    Who may decide is the suggestion's agent's ``Approval`` (``by``: roles or users; an
+    ``admin`` always): the service refuses the principal (``403``), not the route.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("approver")
+
+    async def __call__(self, principal: Caller) -> Principal:
+        """The principal (the decision checks it against the agent's ``Approval``)."""
+        return principal
+
+
+class Public(RoleGate):
+    """The gate of a route anyone may call, without a principal (``/healthz``, ``/docs``)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    async def __call__(self) -> None:
+        """Nothing to check."""
+
+
+def _gate(role: Role) -> Any:
+    return fastapi.Depends(Requires(role))
+
+
+VIEWS = _gate("viewer")
+"""A route that reads (every principal may)."""
+OPERATES = _gate("operator")
+"""A route that writes objects or drives runs."""
+APPROVES = _gate("approver")
+"""A route that decides on suggestions (the agent's ``Approval`` decides further)."""
+ADMINISTERS = _gate("admin")
+"""A route that changes agents, schedules or the processing log."""
+PUBLIC = fastapi.Depends(Public())
+"""A route that needs no principal."""
+
+Viewer = Annotated[Principal, VIEWS]
+"""The principal of a route that reads."""
+Operator = Annotated[Principal, OPERATES]
+"""The principal of a route that writes objects or drives runs."""
+Approver = Annotated[Principal, APPROVES]
+"""The principal of a route that decides on suggestions."""
+Admin = Annotated[Principal, ADMINISTERS]
+"""The principal of a route that changes agents, schedules or the processing log."""
+Decider = Annotated[Principal, fastapi.Depends(Decides())]
+"""The principal of a decision on a suggestion (the agent's ``Approval`` says who may)."""
 
 Service = Annotated[ReactionService, fastapi.Depends(_service)]
 """The service the app serves."""

@@ -32,7 +32,7 @@ from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
 from reactor._signals.names import HARNESS_START
 from reactor._signals.signal import Signal, to_jsonable
-from reactor.service._api.base import CHECKS, Service
+from reactor.service._api.base import CHECKS, VIEWS, Service
 from reactor.service._api.reads import run_info, store_of
 from reactor.service._hosting.service import ReactionService
 
@@ -287,7 +287,7 @@ async def compare(service: ReactionService, left: RunInfo, right: RunInfo) -> Co
     return await asyncio.to_thread(_compared, store_of(service), left, right)
 
 
-@router.get("/{a}/compare/{b}")
+@router.get("/{a}/compare/{b}", dependencies=[VIEWS])
 async def compare_runs(a: str, b: str, service: Service) -> dict[str, Any]:
     """Runs ``a`` and ``b`` side by side, and where their logs first differ.
 

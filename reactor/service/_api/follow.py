@@ -14,13 +14,20 @@ client of a run shares are the feed's ring (``REACTOR_STREAM_BUFFER`` signals).
   seconds; ``store.info`` says when it ends. The whole log is never loaded.
 * A client more than the ring behind the feed (it stopped reading) is *behind*: its
   stream ends (:func:`deliver` says so) and it reconnects from where it was.
+* A client whose write has been stuck for ``REACTOR_STREAM_WRITE_TIMEOUT`` seconds (it
+  does not read, and the connection's buffers are full) is *stuck*: its write is
+  cancelled and its connection closed.
 * :class:`Streams` is the cap: at most ``REACTOR_MAX_STREAMS`` streams at once in the
-  process; each takes a :class:`Slot` and gives it back when it ends or its client goes.
+  process, and at most ``REACTOR_MAX_STREAMS_PER_USER`` of one principal (never all of
+  them: one principal never holds every slot); each takes a :class:`Slot` and gives it
+  back when it ends or its client goes.
 
 | variable | meaning | default |
 |---|---|---|
 | ``REACTOR_STREAM_BUFFER`` | signals a feed keeps; a client that far behind is dropped | ``1000`` |
 | ``REACTOR_MAX_STREAMS`` | Server-Sent Event and WebSocket streams at once | ``256`` |
+| ``REACTOR_MAX_STREAMS_PER_USER`` | streams of one principal at once | ``16`` |
+| ``REACTOR_STREAM_WRITE_TIMEOUT`` | seconds a write may be stuck (then: closed) | ``30`` |
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import ctypes.util
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Literal
 
 from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
@@ -52,8 +60,10 @@ __all__ = [
     "HEARTBEAT",
     "MAX_STREAMS_ENV",
     "PAGE",
+    "PER_USER_ENV",
     "POLL",
     "Batch",
+    "Delivered",
     "Follow",
     "Slot",
     "StreamSettings",
@@ -64,7 +74,10 @@ __all__ = [
 
 BUFFER_ENV = "REACTOR_STREAM_BUFFER"
 MAX_STREAMS_ENV = "REACTOR_MAX_STREAMS"
+PER_USER_ENV = "REACTOR_MAX_STREAMS_PER_USER"
 DEFAULT_MAX_STREAMS = 256
+DEFAULT_PER_USER = 16
+DEFAULT_WRITE_TIMEOUT = 30.0
 HEARTBEAT = 15.0
 """Seconds of silence after which a comment keeps the connection open through proxies."""
 POLL = 0.25
@@ -75,6 +88,10 @@ PAGE = 200
 Batch = Sequence[FeedItem]
 """Signals of a run as (``seq``, name, JSON text), in order."""
 
+Delivered = Literal["end", "behind", "stuck"]
+"""How a delivery ended: at the run's end (or its feed's), with the client too far
+behind the live run, or with a write stuck for longer than the write timeout."""
+
 
 @dataclasses.dataclass(frozen=True)
 class StreamSettings:
@@ -83,14 +100,18 @@ class StreamSettings:
     Attributes:
         buffer: Signals a run's feed keeps, and how far behind it a client may fall.
         max_streams: Streams (SSE and WebSocket) at once in the process.
+        per_user: Streams of one principal at once (fewer than ``max_streams``).
+        write_timeout: Seconds one write to a client may be stuck.
     """
 
     buffer: int = DEFAULT_BUFFER
     max_streams: int = DEFAULT_MAX_STREAMS
+    per_user: int = DEFAULT_PER_USER
+    write_timeout: float = DEFAULT_WRITE_TIMEOUT
 
     @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> StreamSettings:
-        """The settings from ``REACTOR_STREAM_BUFFER`` and ``REACTOR_MAX_STREAMS``.
+        """The settings from the ``REACTOR_*`` variables of the module's table.
 
         ``env``: read these variables instead of the process's (checked alike).
 
@@ -98,20 +119,29 @@ class StreamSettings:
             ServiceConfigError: A ``REACTOR_*`` value is bad (one line per bad variable).
         """
         config = settings_from(env)
-        return cls(config.stream_buffer, config.max_streams)
+        return cls(
+            config.stream_buffer,
+            config.max_streams,
+            config.max_streams_per_user,
+            config.stream_write_timeout,
+        )
 
 
 class Slot:
     """One stream's place under the cap; :meth:`release` it once or more."""
 
-    def __init__(self, streams: Streams) -> None:
+    def __init__(self, streams: Streams, who: str) -> None:
         self._streams: Streams | None = streams
+        self.who = who
 
     def release(self) -> None:
         """Give the place back (the stream ended, its client went or fell behind)."""
         streams, self._streams = self._streams, None
         if streams is not None:
             streams.active -= 1
+            held = streams.held.pop(self.who, 1) - 1
+            if held:
+                streams.held[self.who] = held
             if not streams.active:
                 streams.gone()
 
@@ -128,6 +158,8 @@ class Streams:
     def __init__(self, settings: StreamSettings) -> None:
         self.settings = settings
         self.active = 0
+        self.held: dict[str, int] = {}
+        """The streams each principal holds (by id)."""
         self._trimming: asyncio.Future[None] | None = None
 
     def gone(self) -> None:
@@ -136,16 +168,34 @@ class Streams:
             loop = asyncio.get_running_loop()
             self._trimming = loop.run_in_executor(None, give_back_memory)
 
-    def take(self) -> Slot | None:
-        """A place for one more stream, or None when they are all taken."""
-        if self.active >= self.settings.max_streams:
+    @property
+    def per_user(self) -> int:
+        """Streams one principal may hold: never every place of the cap (unless it is 1)."""
+        return min(self.settings.per_user, max(1, self.settings.max_streams - 1))
+
+    def take(self, who: str = "") -> Slot | None:
+        """A place for one more stream of principal ``who``, or None (see :meth:`refusal`)."""
+        if self.active >= self.settings.max_streams or self._full(who):
             return None
         self.active += 1
-        return Slot(self)
+        self.held[who] = self.held.get(who, 0) + 1
+        return Slot(self, who)
 
-    def refusal(self) -> str:
-        """Why a stream was refused: what the client should do."""
-        return (
+    def _full(self, who: str) -> bool:
+        return self.held.get(who, 0) >= self.per_user
+
+    def refusal(self, who: str = "") -> tuple[int, str]:
+        """Why a stream of ``who`` was refused: its status, and what the client should do.
+
+        ``429`` when the principal holds as many as one may, ``503`` when the process
+        streams as many as it may.
+        """
+        if self._full(who):
+            return 429, (
+                f"user:{who} follows {self.held.get(who, 0)} streams already, as many as one "
+                f"principal may ({PER_USER_ENV}); close one, or try again when one ends."
+            )
+        return 503, (
             f"The service streams {self.settings.max_streams} runs at once already "
             f"({MAX_STREAMS_ENV}); try again in a few seconds."
         )
@@ -307,29 +357,34 @@ class Follow:
                 await asyncio.wait_for(self.stopping.wait(), seconds)
 
 
-async def deliver(follow: Follow, write: Callable[[Batch | None], Awaitable[None]]) -> bool:
-    """Write ``follow``'s batches with ``write`` until the run's end; whether it got there.
+async def deliver(
+    follow: Follow,
+    write: Callable[[Batch | None], Awaitable[None]],
+    stuck_after: float | None = None,
+) -> Delivered:
+    """Write ``follow``'s batches with ``write`` until the run's end; how it ended.
 
-    False when the client fell behind the live run: it held a batch (its writes stuck,
-    it does not read) while the feed's ring moved past it. The write in progress is
-    cancelled then, so the stream holds nothing of the run any more.
+    ``behind`` when the client fell behind the live run: it held a batch (its writes
+    stuck, it does not read) while the feed's ring moved past it. ``stuck`` when one
+    write took longer than ``stuck_after`` seconds. The write in progress is cancelled
+    then, so the stream holds nothing of the run any more.
     """
     try:
         async for batch in follow:
             behind = follow.behind
-            if behind is None:
-                await write(batch)
-                continue
             writing = asyncio.ensure_future(write(batch))
+            waiting = {writing} if behind is None else {writing, behind}
             try:
-                await asyncio.wait({writing, behind}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    waiting, timeout=stuck_after, return_when=asyncio.FIRST_COMPLETED
+                )
             finally:
                 if not writing.done():
                     writing.cancel()
                     await asyncio.wait({writing})
             if writing.cancelled():
-                return False
+                return "behind" if behind is not None and behind.done() else "stuck"
             writing.result()
     except FeedBehind:
-        return False
-    return True
+        return "behind"
+    return "end"

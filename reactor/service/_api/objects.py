@@ -1,9 +1,12 @@
 """``/api/objects``, ``/api/suggestions``, ``/api/processing-log``: data and decisions.
 
-Every change made here is the calling user's: objects are created, updated and deleted
-as ``User(<id>)``, and suggestions are approved or rejected by them (an approved
-suggestion's changes are still the agent's, with ``approved_by`` the user); each
-decision is in the processing log's history (``/api/processing-log/history``).
+Every change made here is the calling principal's: objects are created, updated and
+deleted as ``User(<id>)`` (an ``operator``'s), and suggestions are approved, modified,
+overridden or rejected by them (as the agent's ``Approval`` allows: an ``approver`` by
+default; an approved suggestion's changes are still the agent's, with ``approved_by``
+the user); each decision, with its provenance, is in the processing log's history
+(``/api/processing-log/history``) and in ``GET /api/suggestions/{id}``. Reading is a
+``viewer``'s; retrying an entry an ``admin``'s.
 
 A NUL character in a path or query parameter is ``422`` naming the parameter, on every
 database (PostgreSQL cannot compare one); in an object's type or data too (the object
@@ -12,24 +15,42 @@ store refuses it).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 import fastapi
 import pydantic
 
 from reactor._signals.diagnostics import log
-from reactor.service._api.base import CHECKS, MAX_CURSOR, Caller, Service
+from reactor._signals.names import SUGGESTION_DECIDED
+from reactor.service._api.base import (
+    CHECKS,
+    MAX_CURSOR,
+    VIEWS,
+    Admin,
+    Decider,
+    Operator,
+    Service,
+)
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import (
     EntryStatus,
+    Operation,
     ProcessingEntry,
     Suggestion,
     SuggestionStatus,
 )
 from reactor.service._objects.history import HistoryEntry
-from reactor.service._objects.values import TYPE_LENGTH, StoredObject, User
+from reactor.service._objects.values import TYPE_LENGTH, Principal, StoredObject
 
-__all__ = ["CreatedObject", "objects_router", "retry_entry", "suggestions_router"]
+__all__ = [
+    "CreatedObject",
+    "SuggestionDetail",
+    "objects_router",
+    "retry_entry",
+    "suggestion_detail",
+    "suggestions_router",
+]
 
 
 objects_router = fastapi.APIRouter(prefix="/api/objects", tags=["objects"], dependencies=CHECKS)
@@ -67,7 +88,7 @@ class ObjectChanges(pydantic.BaseModel):
     data: dict[str, Any]
 
 
-@objects_router.get("")
+@objects_router.get("", dependencies=[VIEWS])
 async def list_objects(
     service: Service, type: str | None = None, limit: Limit = 1000
 ) -> list[StoredObject]:
@@ -76,7 +97,7 @@ async def list_objects(
 
 
 @objects_router.post("", status_code=201)
-async def create_object(body: NewObject, service: Service, user: Caller) -> CreatedObject:
+async def create_object(body: NewObject, service: Service, principal: Operator) -> CreatedObject:
     """Create an object as the calling user; its reactions follow.
 
     422 when its type's model refuses the data (a field it lacks, a value it refuses),
@@ -84,7 +105,7 @@ async def create_object(body: NewObject, service: Service, user: Caller) -> Crea
     registered and the object store takes no untyped objects; an untyped object that
     is stored comes with ``warnings`` unless a reaction names its type.
     """
-    created = await service.objects.create(body.type, body.data, actor=user)
+    created = await service.objects.create(body.type, body.data, actor=principal.user)
     return CreatedObject(**dict(created), warnings=_type_warnings(service, body.type))
 
 
@@ -102,7 +123,7 @@ def _type_warnings(service: ReactionService, type: str) -> list[str]:
     ]
 
 
-@objects_router.get("/{object_id}")
+@objects_router.get("/{object_id}", dependencies=[VIEWS])
 async def get_object(
     object_id: str, service: Service, version: Annotated[int | None, fastapi.Query(ge=1)] = None
 ) -> StoredObject:
@@ -112,45 +133,157 @@ async def get_object(
 
 @objects_router.patch("/{object_id}")
 async def update_object(
-    object_id: str, body: ObjectChanges, service: Service, user: Caller
+    object_id: str, body: ObjectChanges, service: Service, principal: Operator
 ) -> StoredObject:
     """Change some fields of an object as the calling user (its version grows by one)."""
-    return await service.objects.update(object_id, body.data, actor=user)
+    return await service.objects.update(object_id, body.data, actor=principal.user)
 
 
 @objects_router.delete("/{object_id}")
-async def delete_object(object_id: str, service: Service, user: Caller) -> StoredObject:
+async def delete_object(object_id: str, service: Service, principal: Operator) -> StoredObject:
     """Delete an object as the calling user; answers with it as it was."""
-    return await service.objects.delete(object_id, actor=user)
+    return await service.objects.delete(object_id, actor=principal.user)
 
 
-@suggestions_router.get("/suggestions")
+class Decision(pydantic.BaseModel):
+    """What a decision on a suggestion may carry besides itself."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    justification: str | None = pydantic.Field(
+        default=None,
+        description="Why (required as the agent's Approval says: for an override by "
+        "default; at most REACTOR_MAX_REASON bytes).",
+    )
+
+
+class Modification(Decision):
+    """Approve with edited changes: the operations to apply instead of the proposed ones."""
+
+    operations: tuple[Operation, ...] = pydantic.Field(
+        description="The changes to apply: create, update and delete operations, checked "
+        "like the agent's own (its capabilities, the objects' types)."
+    )
+
+
+class ProposedBy(pydantic.BaseModel):
+    """The run that proposed a suggestion, and its agent."""
+
+    run_id: str | None
+    agent: str
+
+
+class SuggestionDetail(Suggestion):
+    """A suggestion with its provenance: the run that proposed it and every decision."""
+
+    proposed_by_run: ProposedBy
+    decisions: list[dict[str, Any]] = pydantic.Field(
+        description="Each decision made on it (suggestion:decided), oldest first."
+    )
+    approval: dict[str, Any] = pydantic.Field(
+        description="Who may decide on it, and what a decision must carry (its agent's Approval)."
+    )
+    expires_at: datetime | None = pydantic.Field(
+        description="When it can no longer be approved (null: never)."
+    )
+
+
+Force = Annotated[
+    bool, fastapi.Query(description="Approve even if the object changed since (an override).")
+]
+
+
+@suggestions_router.get("/suggestions", dependencies=[VIEWS])
 async def list_suggestions(
     service: Service, status: SuggestionStatus | None = None
 ) -> list[Suggestion]:
-    """Suggestions, newest first (``pending``, ``completed``, ``rejected``, or all)."""
+    """Suggestions, newest first (``pending``, ``completed``, ``rejected``, ``expired``, or all)."""
     return await service.suggestions(status)
+
+
+@suggestions_router.get("/suggestions/{suggestion_id}", dependencies=[VIEWS])
+async def get_suggestion(suggestion_id: str, service: Service) -> SuggestionDetail:
+    """A suggestion, the run and agent that proposed it, and every decision made on it."""
+    return await suggestion_detail(service, suggestion_id)
+
+
+async def suggestion_detail(service: ReactionService, suggestion_id: str) -> SuggestionDetail:
+    """A suggestion with its provenance (the API's and the web UI's).
+
+    Raises:
+        SuggestionNotFoundError: No suggestion has that id.
+    """
+    await service.db.open()
+    store = service.suggestion_store
+    suggestion = await store.get(suggestion_id)
+    history = await store.history.list(suggestion_id=suggestion_id, limit=None)
+    approval = service.approval_of(suggestion.agent)
+    expires = approval.expires_after
+    return SuggestionDetail(
+        **dict(suggestion),
+        proposed_by_run=ProposedBy(run_id=suggestion.run_id, agent=suggestion.agent),
+        decisions=[entry.payload for entry in history if entry.name == SUGGESTION_DECIDED],
+        approval=approval.model_dump(mode="json"),
+        expires_at=None if expires is None else suggestion.created_at + expires,
+    )
 
 
 @suggestions_router.post("/suggestions/{suggestion_id}/approve")
 async def approve(
-    suggestion_id: str, service: Service, user: Caller, force: bool = False
+    suggestion_id: str,
+    service: Service,
+    principal: Decider,
+    force: Force = False,
+    body: Decision | None = None,
 ) -> Suggestion:
-    """Apply a pending suggestion, as its agent, approved by the calling user.
+    """Approve a pending suggestion as the calling principal; applied once approved enough.
 
-    409 if it was resolved already, or if its object changed since the version it was
-    based on (``object_version``) unless ``?force=true``.
+    403 when the agent's ``Approval`` does not let the principal approve (its ``by``,
+    or it made the change the agent reacted to); 409 if it was resolved already, it
+    expired, the principal approved it already, or its object changed since the
+    version it was based on (``object_version``) unless ``?force=true`` (an override,
+    which needs a ``justification`` by default); 422 for a missing or too long
+    justification. With ``Approval(count=2)`` the first approval leaves it pending,
+    with its approvals listed.
     """
-    return await service.approve(suggestion_id, actor=user, force=force)
+    given = body.justification if body is not None else None
+    return await service.approve(
+        suggestion_id, principal=principal, force=force, justification=given
+    )
+
+
+@suggestions_router.post("/suggestions/{suggestion_id}/modify")
+async def modify(
+    suggestion_id: str,
+    body: Modification,
+    service: Service,
+    principal: Decider,
+    force: Force = False,
+) -> Suggestion:
+    """Approve a pending suggestion with edited changes (recorded as a diff); as approve.
+
+    422 when an edited change does not fit its object's type; 409 when it is outside
+    the agent's capabilities.
+    """
+    return await service.modify(
+        suggestion_id,
+        body.operations,
+        principal=principal,
+        force=force,
+        justification=body.justification,
+    )
 
 
 @suggestions_router.post("/suggestions/{suggestion_id}/reject")
-async def reject(suggestion_id: str, service: Service, user: Caller) -> Suggestion:
+async def reject(
+    suggestion_id: str, service: Service, principal: Decider, body: Decision | None = None
+) -> Suggestion:
     """Reject a pending suggestion; nothing changes (409 if it was resolved already)."""
-    return await service.reject(suggestion_id, actor=user)
+    given = body.justification if body is not None else None
+    return await service.reject(suggestion_id, principal=principal, justification=given)
 
 
-@suggestions_router.get("/processing-log", tags=["processing log"])
+@suggestions_router.get("/processing-log", tags=["processing log"], dependencies=[VIEWS])
 async def processing_log(
     service: Service,
     agent: str | None = None,
@@ -161,7 +294,7 @@ async def processing_log(
     return await service.processing_log(agent=agent, object_id=object_id, status=status)
 
 
-@suggestions_router.get("/processing-log/history", tags=["processing log"])
+@suggestions_router.get("/processing-log/history", tags=["processing log"], dependencies=[VIEWS])
 async def processing_history(
     service: Service,
     suggestion_id: str | None = None,
@@ -171,7 +304,7 @@ async def processing_history(
     ] = None,
     limit: Limit = 1000,
 ) -> list[HistoryEntry]:
-    """What people decided (``suggestion:approved``, ``suggestion:rejected``), oldest first."""
+    """What people decided (``suggestion:decided``, with its provenance), oldest first."""
     await service.db.open()
     history = service.suggestion_store.history
     return await history.list(
@@ -183,18 +316,21 @@ EntryId = Annotated[int, fastapi.Path(ge=1, le=MAX_CURSOR, description="The entr
 
 
 @suggestions_router.post("/processing-log/{entry_id}/retry", tags=["processing log"])
-async def retry(entry_id: EntryId, service: Service, user: Caller) -> ProcessingEntry:
+async def retry(entry_id: EntryId, service: Service, principal: Admin) -> ProcessingEntry:
     """Process a ``failed`` or ``abandoned`` entry again (404 unknown, 409 another status)."""
-    return await retry_entry(service, entry_id, user)
+    return await retry_entry(service, entry_id, principal)
 
 
-async def retry_entry(service: ReactionService, entry_id: int, user: User) -> ProcessingEntry:
-    """Retry an entry as ``user`` (the API's and the web UI's button).
+async def retry_entry(
+    service: ReactionService, entry_id: int, principal: Principal
+) -> ProcessingEntry:
+    """Retry an entry as ``principal`` (the API's and the web UI's button; an admin's).
 
     Raises:
         EntryNotFoundError: There is no such entry (404).
         RetryRefusedError: It cannot be retried (409).
+        PermissionDeniedError: The principal is not an admin (403).
     """
-    entry = await service.retry(entry_id)
-    log("reactor.service", "info", "reaction retried", entry=entry_id, user=user.id)
+    entry = await service.retry(entry_id, principal=principal)
+    log("reactor.service", "info", "reaction retried", entry=entry_id, user=principal.id)
     return entry

@@ -23,7 +23,7 @@ from reactor._recording.store import PAGE
 from reactor._signals.patterns import Pattern, compile_pattern
 from reactor._signals.signal import Signal, iso_time
 from reactor.exceptions import PatternError, RunNotFoundError
-from reactor.service._api.base import CHECKS, MAX_CURSOR, ApiError, Service
+from reactor.service._api.base import CHECKS, MAX_CURSOR, VIEWS, ApiError, Service
 from reactor.service._api.reads import (
     TAIL,
     earlier,
@@ -55,7 +55,7 @@ async def open_prompts(
     return [prompt for prompt in prompts if prompt["prompt_id"] not in decided]
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", dependencies=[VIEWS])
 async def get_run(run_id: str, service: Service) -> dict[str, Any]:
     """A run: its info, its state, its pending prompts and timers, and its last 200 signals.
 
@@ -122,7 +122,7 @@ Names = Annotated[
 ]  # fmt: skip
 
 
-@router.get("/{run_id}/signals")
+@router.get("/{run_id}/signals", dependencies=[VIEWS])
 async def signals_page(
     run_id: str,
     service: Service,

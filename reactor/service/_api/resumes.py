@@ -25,7 +25,7 @@ from reactor._graph.compat import resume_plan
 from reactor._recording.info import RunInfo
 from reactor._recording.store import SignalStore
 from reactor.service._api.agents import RunStarted
-from reactor.service._api.base import CHECKS, MAX_CURSOR, ApiError, Caller, Service
+from reactor.service._api.base import CHECKS, MAX_CURSOR, ApiError, Operator, Service
 from reactor.service._api.reads import ending_seq, state_at
 from reactor.service._hosting.hosting import blocked_reason
 from reactor.service._hosting.launch import RunRequest
@@ -159,21 +159,25 @@ Force = Annotated[bool, fastapi.Query(description="resume even if the graph chan
 
 
 @router.post("/{run_id}/resume", status_code=202)
-async def resume(run_id: str, service: Service, user: Caller, force: Force = False) -> RunStarted:
+async def resume(
+    run_id: str, service: Service, principal: Operator, force: Force = False
+) -> RunStarted:
     """Resume an unfinished run now (a blocked one with ``force=true``).
 
     409 when it has ended, runs here already, or (without ``force``) its graph changed
     what its log says was done: the answer names each agent and what changed, and the
     run is ``blocked`` until it is resumed with ``force=true``.
     """
-    return RunStarted(run_id=await resume_run(service, run_id, force=force, user=user))
+    started = await resume_run(service, run_id, force=force, user=principal.user)
+    return RunStarted(run_id=started)
 
 
 @router.post("/{run_id}/fork", status_code=202)
-async def fork(run_id: str, body: Fork, service: Service, user: Caller) -> RunStarted:
+async def fork(run_id: str, body: Fork, service: Service, principal: Operator) -> RunStarted:
     """Start a new run from this run's log up to signal ``at``, with ``state`` written over it.
 
     The new run (``RunInfo.forked_from`` names this one) goes on live; its id comes back
     at once.
     """
-    return RunStarted(run_id=await fork_run(service, run_id, body.at, body.state, user))
+    started = await fork_run(service, run_id, body.at, body.state, principal.user)
+    return RunStarted(run_id=started)

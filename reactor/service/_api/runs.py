@@ -24,12 +24,13 @@ import pydantic
 
 from reactor._recording.inbox import check_posted
 from reactor._recording.info import RunInfo, matches_filters
-from reactor._signals.door import check_payload
+from reactor._signals.door import check_length, check_payload
 from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.patterns import validate_name
+from reactor._signals.settings import settings
 from reactor._signals.signal import Signal, iso_time
 from reactor.service._api.agents import RunStarted
-from reactor.service._api.base import CHECKS, ApiError, Caller, Service
+from reactor.service._api.base import CHECKS, VIEWS, ApiError, Operator, Service
 from reactor.service._api.paging import router as paging_router
 from reactor.service._api.reads import pending_prompts, questions, run_info, store_of
 from reactor.service._api.resumes import with_blocks
@@ -163,10 +164,12 @@ async def reply(
 ) -> ReplyDecision:
     """Answer a pending prompt of a run, as ``user``; the accepted reply (see the module).
 
-    The prompts are read from the run's questions (an index), never its whole log; a
+    An answer longer than ``REACTOR_MAX_REASON`` bytes (as JSON) is a 422. The prompts
+    are read from the run's questions (an index), never its whole log; a
     prompt asked (or timed out) a moment ago by a run executing here is seen too: the
     store's writer catches up first when the run's feed knows more than the store.
     """
+    check_length(answer, "answer", settings().max_reason, "REACTOR_MAX_REASON")
     info = await run_info(service, run_id)
     signals = [] if info.status == "queued" else await questions(service, run_id)
     live = service.live.get(run_id)
@@ -248,10 +251,12 @@ async def abort_run(service: ReactionService, run_id: str, reason: str, user: Us
     executing it (a worker) aborts it within moments, or it is aborted when it resumes.
 
     Raises:
-        PayloadError: The log cannot hold ``reason`` (422: nothing is aborted).
+        PayloadError: The log cannot hold ``reason``, or it is longer than
+            ``REACTOR_MAX_REASON`` bytes (422: nothing is aborted).
         ApiError: 404 for no such run, 409 once it has ended.
     """
     check_payload(reason, "reason")
+    check_length(reason, "reason", settings().max_reason, "REACTOR_MAX_REASON")
     result = await service.host.abort(run_id, reason, str(user))
     if result is not None and result.status != "aborted":
         raise ApiError(409, f"Run {run_id} has ended ({result.status}); it takes no more input.")
@@ -267,7 +272,7 @@ async def abort_run(service: ReactionService, run_id: str, reason: str, user: Us
 Limit = Annotated[int, fastapi.Query(ge=1, le=10_000)]
 
 
-@router.get("")
+@router.get("", dependencies=[VIEWS])
 async def list_runs(
     service: Service,
     graph: str | None = None,
@@ -335,24 +340,28 @@ def _unended(service: ReactionService) -> bool:
 
 
 @router.post("", status_code=202)
-async def start_run(body: StartRun, service: Service, user: Caller) -> RunStarted:
+async def start_run(body: StartRun, service: Service, principal: Operator) -> RunStarted:
     """Start a registered graph; answers at once with the run's id."""
     if body.graph not in service.runs.graphs:
         known = ", ".join(sorted(service.runs.graphs)) or "none"
         raise ApiError(404, f"No graph named {body.graph!r}; the service has: {known}.")
-    return RunStarted(run_id=await service.submit(body.graph, body.input, user=user.id))
+    run_id = await service.submit(body.graph, body.input, user=principal.id)
+    return RunStarted(run_id=run_id)
 
 
 @router.post("/{run_id}/signals", status_code=202)
-async def send_signal(run_id: str, body: SendSignal, service: Service, user: Caller) -> Posted:
+async def send_signal(
+    run_id: str, body: SendSignal, service: Service, principal: Operator
+) -> Posted:
     """Send a signal to a run (through its inbox; 409 once it has ended); ``at``: later."""
+    user = principal.user
     posted = await post_signal(service, run_id, body.name, body.payload, user, body.at)
     return Posted(message_id=posted)
 
 
 @router.post("/{run_id}/prompts/{prompt_id}/reply")
 async def reply_to_prompt(
-    run_id: str, prompt_id: str, body: Reply, service: Service, user: Caller
+    run_id: str, prompt_id: str, body: Reply, service: Service, principal: Operator
 ) -> Answered:
     """Answer a pending prompt as the calling user.
 
@@ -360,7 +369,7 @@ async def reply_to_prompt(
     for every later one (also one a moment later, on another process); 404 for a
     prompt the run never asked.
     """
-    decision = await reply(service, run_id, prompt_id, body.answer, user)
+    decision = await reply(service, run_id, prompt_id, body.answer, principal.user)
     return Answered(
         run_id=run_id,
         prompt_id=prompt_id,
@@ -372,7 +381,9 @@ async def reply_to_prompt(
 
 
 @router.post("/{run_id}/abort")
-async def abort(run_id: str, service: Service, user: Caller, body: Abort | None = None) -> Aborted:
+async def abort(
+    run_id: str, service: Service, principal: Operator, body: Abort | None = None
+) -> Aborted:
     """Abort a run as the calling user (it ends ``aborted``); 409 once it has ended.
 
     A run executing in this process is aborted before the answer (``status``
@@ -381,6 +392,6 @@ async def abort(run_id: str, service: Service, user: Caller, body: Abort | None 
     is a 422, and nothing is aborted.
     """
     reason = body.reason if body is not None else Abort().reason
-    message_id = await abort_run(service, run_id, reason, user)
+    message_id = await abort_run(service, run_id, reason, principal.user)
     status: Literal["aborted", "posted"] = "aborted" if message_id is None else "posted"
     return Aborted(run_id=run_id, reason=reason, status=status, message_id=message_id)

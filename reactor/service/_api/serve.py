@@ -33,7 +33,8 @@ import uvicorn
 from reactor._signals.diagnostics import log
 from reactor._signals.settings import Settings, settings
 from reactor.exceptions import ServiceConfigError
-from reactor.service._api.access import Tokens
+from reactor.service._access.authenticators import Authenticator, LocalAuth
+from reactor.service._access.tokens import TokenAuth
 from reactor.service._api.accesslog import AccessLog
 from reactor.service._api.app import Lifecycle, create_app
 from reactor.service._hosting.service import ReactionService
@@ -65,8 +66,10 @@ class ServeSettings(pydantic.BaseModel):
         port: The port.
         db: The service's database URL.
         grace: Seconds in-flight work is given on SIGTERM.
-        tokens: ``token:user`` pairs (``REACTOR_API_TOKENS``).
-        tokens_file: A file of ``token:user`` lines (``REACTOR_API_TOKENS_FILE``).
+        tokens: ``token:user[:role+role]`` entries (``REACTOR_API_TOKENS``).
+        tokens_file: A file of such lines (``REACTOR_API_TOKENS_FILE``).
+        config: The ``REACTOR_*`` settings it was read with (``REACTOR_AUTH`` and the
+            ``REACTOR_JWT_*`` ones say how requests are authenticated).
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -77,6 +80,7 @@ class ServeSettings(pydantic.BaseModel):
     grace: float = pydantic.Field(default=30.0, ge=0)
     tokens: str | None = pydantic.Field(default=None, repr=False)
     tokens_file: Path | None = None
+    config: Settings | None = pydantic.Field(default=None, repr=False, exclude=True)
 
     @classmethod
     def read(cls, given: Mapping[str, object], config: Settings | None = None) -> ServeSettings:
@@ -93,20 +97,37 @@ class ServeSettings(pydantic.BaseModel):
             "tokens": None if tokens is None else tokens.get_secret_value(),
             "tokens_file": config.api_tokens_file,
             "db": config.service_db,
+            "config": config,
         }
         fields.update({key: value for key, value in given.items() if value is not None})
         return cls.model_validate(fields)
 
-    def api_tokens(self) -> Tokens:
+    def api_tokens(self) -> TokenAuth:
         """Every configured token.
 
         Raises:
             ServiceConfigError: A tokens file cannot be read, or an entry is malformed.
         """
-        sets = [Tokens.parse(self.tokens)] if self.tokens else []
+        sets = [TokenAuth.parse(self.tokens)] if self.tokens else []
         if self.tokens_file is not None:
-            sets.append(Tokens.read(self.tokens_file))
-        return Tokens.combine(sets)
+            sets.append(TokenAuth.read(self.tokens_file))
+        return TokenAuth.combine(sets)
+
+    def authenticator(self) -> Authenticator:
+        """Who authenticates the requests: JWTs, the tokens, or the local admin.
+
+        JWTs when ``REACTOR_AUTH=jwt``; the tokens when there are any; with neither, the
+        local admin (a loopback address only).
+
+        Raises:
+            ServiceConfigError: The tokens or the ``REACTOR_JWT_*`` settings are unusable.
+        """
+        if self.config is not None and self.config.auth == "jwt":
+            from reactor.service._access.jwts import JWTAuth  # PyJWT: only when it is used
+
+            return JWTAuth.from_settings(self.config)
+        tokens = self.api_tokens()
+        return tokens if tokens else LocalAuth()
 
 
 def is_loopback(host: str) -> bool:
@@ -162,24 +183,24 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
         ServiceConfigError: A non-loopback ``host`` and no tokens, unreadable tokens, or
             ``REACTOR_OTEL=1`` without the ``otel`` extra.
     """
-    tokens = settings.api_tokens()
-    if not tokens and not is_loopback(settings.host):
+    authenticator = settings.authenticator()
+    if isinstance(authenticator, LocalAuth) and not is_loopback(settings.host):
         raise ServiceConfigError(
             f"Refusing to serve on {settings.host} without API tokens: anyone who can reach "
             "it could act as any user. Set REACTOR_API_TOKENS='token:user,...' or "
-            "--tokens-file, or listen on 127.0.0.1."
+            "--tokens-file (or REACTOR_AUTH=jwt), or listen on 127.0.0.1."
         )
-    if not tokens:
+    if isinstance(authenticator, LocalAuth):
         log(
             "reactor.service",
             "warning",
-            "no API tokens: every request acts as the user 'local' (loopback only)",
+            "no API tokens: every request acts as the user 'local', an admin (loopback only)",
             host=settings.host,
         )
     telemetry = telemetry_from_env()
     if telemetry is not None:
         service.reporters.append(telemetry.reporter)
-    app = create_app(service, tokens=tokens, grace=settings.grace, bind=settings.host)
+    app = create_app(service, authenticator=authenticator, grace=settings.grace, bind=settings.host)
     config = uvicorn.Config(
         AccessLog(app),
         host=settings.host,

@@ -8,20 +8,26 @@ the history is read from the store page by page and written in pieces of at most
 :data:`CHUNK` bytes, each awaited before the next is made; a run executing in this
 process is then followed from its feed, one for all its clients (a burst of signals is
 one write per client); a client that falls ``REACTOR_STREAM_BUFFER`` signals behind
-it is disconnected (its stream ends: it reconnects with ``Last-Event-ID``); past
-``REACTOR_MAX_STREAMS`` streams at once, a new one is answered ``503``.
+it is disconnected (its stream ends: it reconnects with ``Last-Event-ID``), and so is
+one whose write has been stuck for ``REACTOR_STREAM_WRITE_TIMEOUT`` seconds (its
+connection is closed); past ``REACTOR_MAX_STREAMS`` streams at once a new one is
+answered ``503``, past ``REACTOR_MAX_STREAMS_PER_USER`` of one principal ``429``.
 
 ``WS /api/runs/{id}/ws`` (``?after=SEQ`` to resume) is the WebSocket channel: the
 same signals as messages (``{"type": "signal", "signal": {...}}``), and commands the
 other way: ``{"type": "send", "name", "payload"}``, ``{"type": "reply", "prompt_id",
 "answer"}`` and ``{"type": "abort", "reason"}``, each answered ``{"type": "ok", ...}``
-or ``{"type": "error", "error", "detail"}``. Past the cap it is closed with ``1013``
-(try again later), and so is a client that falls behind.
+or ``{"type": "error", "error", "detail"}``; following needs the ``viewer`` role,
+each command the ``operator`` role. Past a cap it is closed with ``1013`` (try again
+later), and so is a client that falls behind; a stuck one is closed. An ``after``
+beyond the run's last signal follows what comes next (nothing, for a run that ended:
+the channel closes ``1000`` at once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Annotated, Any
@@ -35,6 +41,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from reactor._signals.diagnostics import log
 from reactor.exceptions import ReactorError, RunNotFoundError
+from reactor.service._access.roles import RoleGate, denied
 from reactor.service._api.base import (
     CHECKS,
     KINDS,
@@ -43,15 +50,24 @@ from reactor.service._api.base import (
     STATUSES,
     ApiError,
     Service,
+    Viewer,
     error_response,
+    principal_of,
+    route_name,
     state_of,
 )
-from reactor.service._api.base import user_of as token_user
-from reactor.service._api.follow import Batch, Follow, Streams, deliver, known_run
+from reactor.service._api.follow import (
+    Batch,
+    Delivered,
+    Follow,
+    Streams,
+    deliver,
+    known_run,
+)
 from reactor.service._api.runs import abort_run, post_signal, reply
 from reactor.service._hosting.live import DEFAULT_BUFFER
 from reactor.service._hosting.service import ReactionService
-from reactor.service._objects.values import User
+from reactor.service._objects.values import Principal
 
 __all__ = ["CHUNK", "event_stream", "router", "run_signals", "streams_of", "ws_router"]
 
@@ -120,16 +136,17 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, follow: Follow, streams: Streams) -> None:
-        self.follow, self.streams = follow, streams
+    def __init__(self, follow: Follow, streams: Streams, who: str) -> None:
+        self.follow, self.streams, self.who = follow, streams, who
         self.status_code = 200
         self.background = None
         self.init_headers({"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        slot = self.streams.take()
+        slot = self.streams.take(self.who)
         if slot is None:
-            refused = error_response(503, self.streams.refusal(), {"Retry-After": str(RETRY_AFTER)})
+            status, detail = self.streams.refusal(self.who)
+            refused = error_response(status, detail, {"Retry-After": str(RETRY_AFTER)})
             await refused(scope, receive, send)
             return
         try:
@@ -148,27 +165,33 @@ class EventStream(Response):
             for chunk in _events(batch):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
-        await _delivered(self.follow, write)
+        outcome = await _delivered(self.follow, write, self.streams.settings.write_timeout)
         release()  # nothing is held any more: a client that does not read waits alone
+        if outcome == "stuck":
+            return  # unfinished: the server closes the connection (one line of its own)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _delivered(follow: Follow, write: Callable[[Batch | None], Awaitable[None]]) -> bool:
-    """Deliver ``follow`` with ``write``; whether the stream reached the run's end.
+async def _delivered(
+    follow: Follow, write: Callable[[Batch | None], Awaitable[None]], stuck_after: float
+) -> Delivered | None:
+    """Deliver ``follow`` with ``write``; how it ended (``None``: the store failed).
 
-    A client behind, or a store that cannot be read (its database away), ends the
-    stream: the client reconnects from its last signal.
+    A client behind, a client stuck on a write for ``stuck_after`` seconds, or a store
+    that cannot be read (its database away) ends the stream: the client reconnects
+    from its last signal.
     """
     try:
-        if await deliver(follow, write):
-            return True
-        log("reactor.service", "info", "stream client behind", run_id=follow.run_id,
-            last_seq=follow.last)  # fmt: skip
+        outcome = await deliver(follow, write, stuck_after)
     except WebSocketDisconnect:
         raise  # the client went away: nothing to say
     except Exception as exc:
         log("reactor.service", "warning", "stream ended", run_id=follow.run_id, error=repr(exc))
-    return False
+        return None
+    if outcome != "end":
+        log("reactor.service", "info", f"stream client {outcome}", run_id=follow.run_id,
+            last_seq=follow.last, stuck_after_s=stuck_after)  # fmt: skip
+    return outcome
 
 
 async def _disconnected(receive: Receive) -> None:
@@ -191,23 +214,37 @@ async def events(
     run_id: str,
     request: fastapi.Request,
     service: Service,
+    principal: Viewer,
     last_event_id: Annotated[
         int | None, fastapi.Header(alias="Last-Event-ID", ge=0, le=MAX_CURSOR)
     ] = None,
 ) -> Response:
-    """The run's signals as Server-Sent Events: history, then live, until ``harness:end``."""
+    """The run's signals as Server-Sent Events: history, then live, until ``harness:end``.
+
+    429 when the caller follows ``REACTOR_MAX_STREAMS_PER_USER`` streams already, 503
+    when the process streams ``REACTOR_MAX_STREAMS``.
+    """
     await _known(service, run_id)  # 404 before the stream starts
-    return event_stream(request, run_id, last_event_id or 0)
+    return event_stream(request, run_id, last_event_id or 0, who=principal.id)
 
 
-def event_stream(conn: HTTPConnection, run_id: str, after: int = 0) -> Response:
-    """A run's signals after ``seq`` ``after`` as Server-Sent Events (the API's and the UI's)."""
+def event_stream(conn: HTTPConnection, run_id: str, after: int = 0, *, who: str) -> Response:
+    """A run's signals after ``seq`` ``after`` as Server-Sent Events (the API's and the UI's).
+
+    ``who``: the principal following it (its streams are counted).
+    """
     streams = streams_of(conn)
     state = state_of(conn)
     follow = Follow(
         state.service, run_id, after, buffer=streams.settings.buffer, stopping=state.stopping
     )
-    return EventStream(follow, streams)
+    return EventStream(follow, streams, who)
+
+
+async def _close(websocket: WebSocket, code: int, reason: str, within: float) -> None:
+    """Close the socket; a client too stuck to take the close frame is left to the server."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(websocket.close(code=code, reason=reason), within)
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -219,14 +256,17 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 async def _command(
-    service: ReactionService, run_id: str, user: User, message: Any
+    service: ReactionService, run_id: str, principal: Principal, message: Any
 ) -> dict[str, Any]:
-    """Carry out one command of the channel; its answer."""
+    """Carry out one command of the channel; its answer (each needs the ``operator`` role)."""
     if not isinstance(message, dict) or message.get("type") not in ("send", "reply", "abort"):
         raise ApiError(
             422, 'Send {"type": "send" | "reply" | "abort", ...}; see the API docs for the fields.'
         )
     kind = message["type"]
+    if not principal.may("operator"):
+        raise denied(principal, "operator", f"The {kind!r} command of WS /api/runs/{{run_id}}/ws")
+    user = principal.user
     if kind == "send":
         name = message.get("name")
         if not isinstance(name, str) or not name:
@@ -250,25 +290,47 @@ async def _command(
     return {"type": "ok", "command": kind, "reason": reason, "message_id": posted}
 
 
-@ws_router.websocket("/{run_id}/ws")
+class Following(RoleGate):
+    """The WebSocket channel's declared role: ``viewer``, to follow a run.
+
+    The handler checks it (a refused socket is closed ``1008``); each command needs
+    ``operator`` besides.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("viewer")
+
+    async def __call__(self) -> None:
+        """Nothing here: a WebSocket is refused by closing it, in the handler."""
+
+
+async def _admitted(websocket: WebSocket, run_id: str) -> Principal | None:
+    """The principal of a WebSocket that may follow the run; None once it is closed ``1008``."""
+    try:
+        principal = await principal_of(websocket)
+        if not principal.may("viewer"):
+            raise denied(principal, "viewer", route_name(websocket))
+        await _known(state_of(websocket).service, run_id)
+    except (ApiError, ReactorError) as exc:
+        await websocket.close(code=1008, reason=str(exc)[:120])
+        return None
+    return principal
+
+
+@ws_router.websocket("/{run_id}/ws", dependencies=[fastapi.Depends(Following())])
 async def channel(
     websocket: WebSocket, run_id: str, after: Annotated[int, fastapi.Query(ge=0, le=MAX_CURSOR)] = 0
 ) -> None:
     """The WebSocket channel of a run: its signals out (after ``seq`` ``after``), commands in."""
-    header = websocket.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    state = state_of(websocket)
-    try:
-        user = token_user(websocket, token.strip() if scheme.lower() == "bearer" else None)
-        await _known(state.service, run_id)
-    except (ApiError, ReactorError) as exc:
-        await websocket.close(code=1008, reason=str(exc)[:120])
+    principal = await _admitted(websocket, run_id)
+    if principal is None:
         return
+    state = state_of(websocket)
     streams = streams_of(websocket)
-    slot = streams.take()
+    slot = streams.take(principal.id)
     await websocket.accept()
     if slot is None:
-        await websocket.close(code=TRY_AGAIN, reason=streams.refusal()[:120])
+        await websocket.close(code=TRY_AGAIN, reason=streams.refusal(principal.id)[1][:120])
         return
     service = state.service
     follow = Follow(service, run_id, after, buffer=streams.settings.buffer, stopping=state.stopping)
@@ -278,18 +340,19 @@ async def channel(
             await websocket.send_text(f'{{"type": "signal", "signal": {text}}}')
 
     async def out() -> None:
-        if await _delivered(follow, write):
-            await websocket.close(code=1000)
-            return
+        outcome = await _delivered(follow, write, streams.settings.write_timeout)
         slot.release()
+        if outcome == "end":
+            await _close(websocket, 1000, "", streams.settings.write_timeout)
+            return
         reason = f"The stream ended early; reconnect with ?after={follow.last}."
-        await websocket.close(code=TRY_AGAIN, reason=reason)
+        await _close(websocket, TRY_AGAIN, reason, streams.settings.write_timeout)
 
     async def into() -> None:
         while True:
             text = await websocket.receive_text()
             try:
-                answer = await _command(service, run_id, user, json.loads(text))
+                answer = await _command(service, run_id, principal, json.loads(text))
             except (ApiError, ReactorError) as exc:
                 answer = _error(exc)
             except ValueError:

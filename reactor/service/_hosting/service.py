@@ -5,27 +5,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self
 
 from reactor._agents.agent import Agent
+from reactor._agents.reaction import Approval
 from reactor._graph.reactive import Reactive
 from reactor._providers.base import Provider
 from reactor._recording.store import Reporter, SignalStore
 from reactor._signals.bus import SignalBus, Subscription
 from reactor._signals.names import OBJECT_SIGNALS
 from reactor.exceptions import IdleTimeoutError, ServiceConfigError, ServiceStateError
+from reactor.service._access.roles import require
 from reactor.service._hosting.hosting import RunHost, check_positive, close_record, default_record
 from reactor.service._hosting.launch import LiveRun, RunRequest, Runs
 from reactor.service._hosting.upkeep import Upkeep, follow, switch_reaction
-from reactor.service._objects.changes import ProcessingEntry, Suggestion
+from reactor.service._objects.changes import Operation, ProcessingEntry, Suggestion
 from reactor.service._objects.db import Database
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.owners import Owners, process_id
 from reactor.service._objects.processing import ProcessingLog
 from reactor.service._objects.suggestions import Suggestions
-from reactor.service._objects.values import AgentActor, ObjectEvent, User, actor_from_context
+from reactor.service._objects.values import (
+    AgentActor,
+    ObjectEvent,
+    Principal,
+    User,
+    actor_from_context,
+)
 from reactor.service._reactions import resolve as _resolve
 from reactor.service._reactions.catalog import AgentCatalog
 from reactor.service._reactions.cron import CronJobs
@@ -300,14 +308,16 @@ class ReactionService:
         await self.db.open()
         return await self.upkeep.detect_stuck(self.stuck_after)
 
-    async def retry(self, entry_id: int) -> ProcessingEntry:
+    async def retry(self, entry_id: int, *, principal: Principal | None = None) -> ProcessingEntry:
         """Process a ``failed`` or ``abandoned`` entry again (its attempts start anew).
 
         Raises:
+            PermissionDeniedError: ``principal`` is given and is not an ``admin``.
             EntryNotFoundError: No entry has that id.
             RetryRefusedError: The entry is in another status, or its event is pending,
                 processing or completed for its agent in another entry already.
         """
+        require(principal, "admin", f"Retrying processing-log entry {entry_id}")
         await self.db.open()
         entry = await self.upkeep.owners.retry(entry_id)
         self._more([entry])
@@ -370,41 +380,105 @@ class ReactionService:
     # -- resolving suggestions -----------------------------------------------------
 
     async def approve(
-        self, suggestion_id: str, *, actor: User | AgentActor | None = None, force: bool = False
+        self,
+        suggestion_id: str,
+        *,
+        actor: User | AgentActor | None = None,
+        force: bool = False,
+        principal: Principal | None = None,
+        justification: str | None = None,
     ) -> Suggestion:
-        """Apply a pending suggestion's changes, attributed to its agent; mark it ``completed``.
+        """Approve a pending suggestion; once approved enough, apply its changes as its agent.
 
-        The changes are checked against the agent's capabilities again and applied in
-        one transaction, as ``AgentActor(agent)`` with ``approved_by=actor``; if they
+        Who may approve, how many must, until when, and with what justification, is the
+        agent's ``Approval`` (see :mod:`reactor.service`'s docs on approvals); the
+        changes are checked against the agent's capabilities again and applied in one
+        transaction, as ``AgentActor(agent)`` with ``approved_by`` the decider; if they
         cannot be (an object was deleted meanwhile, or changed since the agent saw it
         and ``force`` is not set), nothing changes and the suggestion stays pending.
 
+        Args:
+            suggestion_id: The suggestion.
+            actor: Who approves, without a principal (by default, who runs now).
+            force: Approve even if its object changed since (an override).
+            principal: Who approves, as authenticated: held to the agent's ``Approval``
+                (``by``, ``distinct_from_proposer``); its id is the actor.
+            justification: Why (required as the agent's ``Approval`` says).
+
         Raises:
             SuggestionNotFoundError: No suggestion has that id.
-            SuggestionResolvedError: It was approved or rejected already.
+            PermissionDeniedError: The principal may not approve it.
+            SuggestionResolvedError: It was resolved already, it expired, or the
+                decider approved it already.
             SuggestionStaleError: Its object changed since (approve with ``force=True``).
+            PayloadError: A required justification is missing, or it is too long.
             CapabilityError: A change is outside the agent's capabilities.
             ObjectNotFoundError: A change names an object that no longer exists.
         """
-        who = actor if actor is not None else actor_from_context(current_actor())
-        await self.db.open()
-        agents = {**self.agents, **self.catalog.agents}
-        return await _resolve.approve(
-            self.objects, self.suggestion_store, agents, suggestion_id, who, force=force
-        )
+        asked = _resolve.Asked(self._decider(actor, principal), force, justification)
+        return await self._decide(_resolve.approve, suggestion_id, asked)
+
+    async def modify(
+        self,
+        suggestion_id: str,
+        operations: Sequence[Operation],
+        *,
+        actor: User | AgentActor | None = None,
+        force: bool = False,
+        principal: Principal | None = None,
+        justification: str | None = None,
+    ) -> Suggestion:
+        """Approve a pending suggestion with edited changes (``operations``).
+
+        The edit is checked like the agent's own changes (its capabilities, the
+        objects' types) and recorded as a diff against the proposed ones; approvals
+        given to the changes before the edit no longer count. Otherwise as
+        :meth:`approve`.
+
+        Raises:
+            ObjectValidationError: An edited change does not fit its object's type.
+            (and what :meth:`approve` raises)
+        """
+        decider = self._decider(actor, principal)
+        asked = _resolve.Asked(decider, force, justification, tuple(operations))
+        return await self._decide(_resolve.approve, suggestion_id, asked)
 
     async def reject(
-        self, suggestion_id: str, *, actor: User | AgentActor | None = None
+        self,
+        suggestion_id: str,
+        *,
+        actor: User | AgentActor | None = None,
+        principal: Principal | None = None,
+        justification: str | None = None,
     ) -> Suggestion:
         """Mark a pending suggestion ``rejected``; nothing changes.
 
         Raises:
             SuggestionNotFoundError: No suggestion has that id.
+            PermissionDeniedError: The principal may not decide on it.
             SuggestionResolvedError: It was approved or rejected already.
+            PayloadError: A required justification is missing, or it is too long.
         """
-        who = actor if actor is not None else actor_from_context(current_actor())
+        asked = _resolve.Asked(self._decider(actor, principal), justification=justification)
+        return await self._decide(_resolve.reject, suggestion_id, asked)
+
+    def approval_of(self, agent: str) -> Approval:
+        """Who may decide on ``agent``'s suggestions (``Approval()`` for an agent gone)."""
+        found = self.catalog.agents.get(agent) or self.agents.get(agent)
+        return found.approval if found is not None else Approval()
+
+    @staticmethod
+    def _decider(actor: User | AgentActor | None, principal: Principal | None) -> _resolve.Decider:
+        if principal is not None:
+            return _resolve.Decider(principal.user, principal)
+        return _resolve.Decider(actor if actor is not None else actor_from_context(current_actor()))
+
+    async def _decide(
+        self, decide: _resolve.Decide, suggestion_id: str, asked: _resolve.Asked
+    ) -> Suggestion:
         await self.db.open()
-        return await _resolve.reject(self.objects, self.suggestion_store, suggestion_id, who)
+        agents = {**self.agents, **self.catalog.agents}
+        return await decide(self.objects, self.suggestion_store, agents, suggestion_id, asked)
 
     # -- runs ----------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import pydantic
 from reactor.service._objects.values import ID_LENGTH, TYPE_LENGTH, Actor
 
 __all__ = [
+    "Approved",
     "Changes",
     "Create",
     "Delete",
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 EntryStatus = Literal["pending", "processing", "completed", "failed", "skipped", "abandoned"]
-SuggestionStatus = Literal["pending", "completed", "rejected"]
+SuggestionStatus = Literal["pending", "completed", "rejected", "expired"]
 
 
 class _Operation(pydantic.BaseModel):
@@ -113,6 +114,27 @@ class Changes(pydantic.BaseModel):
     operations: tuple[Operation, ...] = ()
 
 
+class Approved(pydantic.BaseModel):
+    """One approval a pending suggestion has gathered (``Approval(count=2)`` needs two).
+
+    Attributes:
+        principal: Who approved.
+        roles: The roles they held then.
+        authenticator: What vouched for them.
+        changes_sha256: The digest of the changes they approved (an edit of the changes
+            starts the count anew: only approvals of the current changes count).
+        decided_at: When (UTC).
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    principal: str
+    roles: tuple[str, ...] = ()
+    authenticator: str
+    changes_sha256: str
+    decided_at: datetime
+
+
 class Suggestion(pydantic.BaseModel):
     """Changes an agent proposed in ``suggest`` mode, waiting for a person.
 
@@ -127,11 +149,16 @@ class Suggestion(pydantic.BaseModel):
             when constructing one and readable as a deprecated property for this
             release).
         reasoning: The agent's reasoning.
-        status: ``pending``, ``completed`` (approved and applied) or ``rejected``.
+        status: ``pending``, ``completed`` (approved and applied), ``rejected``, or
+            ``expired`` (older than its agent's ``Approval(expires_after=...)`` when
+            someone tried to approve it).
         run_id: The recorded run that proposed it.
         created_at: When it was made (UTC).
-        resolved_at: When it was approved or rejected.
-        resolved_by: Who approved or rejected it.
+        resolved_at: When it was approved, rejected or found expired.
+        resolved_by: Who approved or rejected it (or tried to approve it, expired).
+        proposer: Who made the change the agent reacted to (``Approval(
+            distinct_from_proposer=True)`` refuses them as a decider).
+        approvals: The approvals it has gathered while pending.
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -149,6 +176,8 @@ class Suggestion(pydantic.BaseModel):
     created_at: datetime
     resolved_at: datetime | None = None
     resolved_by: Actor | None = None
+    proposer: Actor | None = None
+    approvals: tuple[Approved, ...] = ()
 
     @property
     def changes(self) -> tuple[Operation, ...]:

@@ -1,9 +1,11 @@
 """The processing log's history: what people decided about agents' work, for audit.
 
 The processing log says what became of each event an agent was given; its history says
-what a person decided about what the agent proposed: ``suggestion:approved`` and
-``suggestion:rejected``, with the suggestion, the object and the version it was based
-on, whether it was approved anyway (``force``) and who decided. A row is written in
+what a person decided about what the agent proposed: ``suggestion:decided``, with its
+provenance (the suggestion and the run that proposed it, the object and the version it
+was based on, a digest of the changes decided on, the principal with its roles and
+authenticator, the decision, its outcome and justification; see
+:class:`~reactor._signals.payloads.SuggestionDecided`). A row is written in
 the transaction that makes the decision true: a rejection's change of status, an
 approval's changes of objects (when the service keeps its tables in the objects'
 database, the default; otherwise right after them). So the history never shows an
@@ -31,10 +33,10 @@ class HistoryEntry(pydantic.BaseModel):
 
     Attributes:
         id: Its position in the history (increasing).
-        name: What was decided: ``suggestion:approved`` or ``suggestion:rejected``.
+        name: What it records: ``suggestion:decided``.
         suggestion_id: The suggestion decided on.
         object_id: The object the suggestion was about, if any.
-        payload: ``{suggestion_id, object_id, object_version, force, actor}``.
+        payload: The decision with its provenance (``SuggestionDecided``).
         created_at: When (UTC).
     """
 
@@ -77,6 +79,7 @@ class History:
         object_id: str | None = None,
         after: int | None = None,
         limit: int | None = 1000,
+        newest_first: bool = False,
     ) -> list[HistoryEntry]:
         """Decisions, oldest first (about one suggestion or object, or all).
 
@@ -85,8 +88,10 @@ class History:
             object_id: Only those about this object.
             after: Only those after this ``id`` (the last one of the page before).
             limit: At most this many.
+            newest_first: The newest first instead (the latest ``limit`` of them).
         """
-        query = sa.select(processing_history).order_by(processing_history.c.id).limit(limit)
+        order = processing_history.c.id.desc() if newest_first else processing_history.c.id
+        query = sa.select(processing_history).order_by(order).limit(limit)
         if suggestion_id is not None:
             query = query.where(processing_history.c.suggestion_id == suggestion_id)
         if object_id is not None:

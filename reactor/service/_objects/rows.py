@@ -126,6 +126,7 @@ def suggestion_from_row(row: sa.Row[Any]) -> Suggestion:
         created_at=row.created_at,
         resolved_at=row.resolved_at,
         resolved_by=actor_from_row(row.resolved_by_type, row.resolved_by_id),
+        proposer=actor_from_row(row.proposer_type, row.proposer_id),
     )
 
 

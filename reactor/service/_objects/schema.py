@@ -39,6 +39,7 @@ __all__ = [
     "reaction_cursors",
     "run_leases",
     "service_processes",
+    "suggestion_approvals",
     "suggestions",
     "web_sessions",
 ]
@@ -144,6 +145,7 @@ agents = sa.Table(
     sa.Column("updated_at", Timestamp, nullable=False),
     sa.Column("schedule_source", sa.String(8)),  # code agents: "code" or "api"
     sa.Column("code_schedule", sa.String(200)),  # the code's schedule at the last start
+    sa.Column("approval", JSONType),  # who decides on its suggestions; NULL: Approval()
     sa.CheckConstraint(_in("trigger_type", ("manual", "cron", "reaction")), name="trigger_type"),
     sa.CheckConstraint(
         _in("execution_mode", ("execute", "suggest", "hybrid")), name="execution_mode"
@@ -229,9 +231,28 @@ suggestions = sa.Table(
     sa.Column("resolved_by_type", sa.String(16)),
     sa.Column("resolved_by_id", sa.String(200)),
     sa.Column("object_version", sa.Integer),  # the object's version it was based on
-    sa.CheckConstraint(_in("status", ("pending", "completed", "rejected")), name="status"),
+    sa.Column("proposer_type", sa.String(16)),  # who made the change the agent reacted to
+    sa.Column("proposer_id", sa.String(200)),
+    sa.CheckConstraint(
+        _in("status", ("pending", "completed", "rejected", "expired")), name="status"
+    ),
     sa.Index(None, "status", "created_at"),
 )
+
+suggestion_approvals = sa.Table(
+    "suggestion_approvals",
+    metadata,
+    sa.Column("suggestion_id", sa.String(64), primary_key=True),
+    sa.Column("principal_id", sa.String(200), primary_key=True),
+    sa.Column("changes_sha256", sa.String(64), primary_key=True),
+    sa.Column("roles", sa.String(200), nullable=False),
+    sa.Column("authenticator", sa.String(64), nullable=False),
+    sa.Column("decided_at", Timestamp, nullable=False),
+)
+"""The approvals a pending suggestion has gathered (an agent's ``Approval(count=2)``
+needs two), one row per principal and version of the changes approved: the primary key
+refuses a principal approving the same changes twice, in one statement and across
+processes; an edit of the changes (a ``modify``) starts the count anew."""
 
 reaction_cursors = sa.Table(
     "reaction_cursors",
@@ -294,10 +315,13 @@ web_sessions = sa.Table(
     sa.Column("csrf", sa.String(64), nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("used_at", Timestamp, nullable=False),
+    sa.Column("roles", sa.String(200)),  # "approver+operator"; NULL: made before roles
+    sa.Column("authenticator", sa.String(64)),
     sa.Index(None, "used_at"),
 )
 """The web UI's signed-in browsers, shared by every serving process: the SHA-256 of the
-session id (the cookie's value is never stored), who signed in, the forms' CSRF token."""
+session id (the cookie's value is never stored), who signed in with which roles and
+through which authenticator, the forms' CSRF token."""
 
 blocked_runs = sa.Table(
     "blocked_runs",

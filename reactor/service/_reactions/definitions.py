@@ -2,7 +2,7 @@
 
 A prompt agent can live entirely in its row (``defined_in = "database"``): its
 ``prompt``, ``role`` (the system prompt), ``trigger_type``, ``cron_schedule``,
-``reaction_config``, ``execution_mode``, ``capabilities`` and ``output_schema``
+``reaction_config``, ``execution_mode``, ``capabilities``, ``approval`` and ``output_schema``
 become an :func:`reactor.agent` when the service loads it. Every definition is checked
 before it is stored, and each problem is an :class:`~reactor.exceptions.AgentConfigError`
 naming the field to fix (the API answers it with a 422).
@@ -18,7 +18,7 @@ import pydantic
 from pydantic_core import core_schema as cs
 
 from reactor._agents.agent import Agent, agent
-from reactor._agents.reaction import Capabilities, ExecutionMode, Reaction
+from reactor._agents.reaction import Approval, Capabilities, ExecutionMode, Reaction
 from reactor.exceptions import AgentConfigError, TemplateError, TemplateSecurityError
 from reactor.service._objects.changes import Changes
 from reactor.service._objects.values import NAME_LENGTH
@@ -44,6 +44,7 @@ DEFINITION_FIELDS = (
     "reaction_config",
     "execution_mode",
     "capabilities",
+    "approval",
     "output_schema",
 )
 """The columns that define an agent (besides its name and its ``enabled`` switch)."""
@@ -68,6 +69,9 @@ class AgentDefinition(pydantic.BaseModel):
         execution_mode: What becomes of a reaction agent's changes: ``suggest``,
             ``execute`` or ``hybrid``.
         capabilities: ``{can_create, can_update, can_delete, allowed_types}``.
+        approval: Who decides on its suggestions: ``{by, count, distinct_from_proposer,
+            expires_after, justification}`` (``expires_after`` in seconds or as an
+            ISO 8601 duration); omitted, ``Approval()``.
         output_schema: The JSON schema (an object) of the answer; a reaction agent
             answers with ``Changes`` and takes none.
         enabled: Whether it runs.
@@ -83,6 +87,7 @@ class AgentDefinition(pydantic.BaseModel):
     reaction_config: dict[str, Any] | None = None
     execution_mode: ExecutionMode = "suggest"
     capabilities: dict[str, Any] | None = None
+    approval: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
     enabled: bool = True
 
@@ -103,6 +108,7 @@ class AgentChanges(pydantic.BaseModel):
     reaction_config: dict[str, Any] | None = None
     execution_mode: ExecutionMode | None = None
     capabilities: dict[str, Any] | None = None
+    approval: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
     enabled: bool | None = None
 
@@ -132,6 +138,7 @@ class AgentRecord(pydantic.BaseModel):
     reaction_config: dict[str, Any] | None
     execution_mode: ExecutionMode
     capabilities: dict[str, Any]
+    approval: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None
     enabled: bool
     defined_in: Literal["code", "database"]
@@ -198,11 +205,8 @@ def check_definition(name: str, fields: dict[str, Any]) -> dict[str, Any]:
             f"only reaction agents react to objects; set trigger_type to 'reaction' (it is "
             f"{trigger!r}) or leave reaction_config null.",
         )
-    try:
-        capabilities = Capabilities.from_config(row.get("capabilities") or {})
-    except AgentConfigError as exc:
-        raise _problem(name, "capabilities", str(exc)) from None
-    row["capabilities"] = capabilities.model_dump(mode="json")
+    for field, kind in (("capabilities", Capabilities), ("approval", Approval)):
+        row[field] = _checked(name, field, kind, row.get(field)).model_dump(mode="json")
     schema = row.get("output_schema")
     if trigger != "reaction" and schema is not None and schema.get("type") != "object":
         raise _problem(
@@ -213,6 +217,16 @@ def check_definition(name: str, fields: dict[str, Any]) -> dict[str, Any]:
         )
     row["trigger_type"] = trigger
     return row
+
+
+def _checked(
+    name: str, field: str, kind: type[Capabilities] | type[Approval], config: Any
+) -> Capabilities | Approval:
+    """A ``capabilities`` or ``approval`` column as its value (``null``: the default)."""
+    try:
+        return kind.from_config(config or {})
+    except AgentConfigError as exc:
+        raise _problem(name, field, str(exc)) from None
 
 
 def build_agent(name: str, row: dict[str, Any]) -> Agent:
@@ -242,6 +256,7 @@ def build_agent(name: str, row: dict[str, Any]) -> Agent:
             reaction=Reaction.from_config(reaction) if reaction is not None else None,
             execution_mode=row.get("execution_mode") or "suggest",
             capabilities=Capabilities.from_config(row["capabilities"]),
+            approval=Approval.from_config(row["approval"]),
         )
     except TemplateSecurityError as exc:
         field = "role" if " the system " in str(exc) else "prompt"

@@ -335,6 +335,7 @@ async def _settle(
         operations=operations,
         reasoning=reasoning,
         run_id=run_id,
+        proposer=event.actor,
     )
     announce(services.objects, SUGGESTION_CREATED, suggestion, None)
 

@@ -92,6 +92,7 @@ def agent_row(name: str, agent: Agent) -> dict[str, Any]:
         "reaction_config": reaction.model_dump(mode="json") if reaction is not None else None,
         "execution_mode": agent.execution_mode,
         "capabilities": agent.capabilities.model_dump(mode="json"),
+        "approval": agent.approval.model_dump(mode="json"),
         "output_schema": agent.output_schema,
         "defined_in": "code",
         "schedule_source": "code",

@@ -1,104 +1,226 @@
-"""Approving and rejecting suggestions: a person's decision, applied as the agent's change.
+"""Deciding on suggestions: who may, what a decision carries, and applying what is approved.
 
-Each decision is part of the audit trail: ``suggestion:approved`` or
-``suggestion:rejected`` ``{suggestion_id, object_id, object_version, force, actor}``
-goes into the processing log's history (in the transaction that decides) and, once it
-is stored, into the process's log as an ``info`` event of that name.
+A decision is ``approve``, ``reject``, ``modify`` (approve with edited changes, checked
+like the agent's own: its capabilities, the objects' types) or ``override`` (approve a
+suggestion whose object changed since, with ``force``). The suggestion's agent's
+:class:`~reactor.service.Approval` says who may decide and what a decision must carry:
+
+* ``by``: the roles or users (``user:<id>``) who may decide; an ``admin`` always may;
+* ``distinct_from_proposer``: the principal whose write the agent reacted to may not
+  approve (reject, it may);
+* ``expires_after``: an older suggestion can no longer be approved (it becomes
+  ``expired``, ``409``);
+* ``count``: how many distinct principals must approve before the changes apply (the
+  same one twice is ``409``); until then the suggestion stays pending, its approvals
+  listed;
+* ``justification``: required for an ``override`` (``"override"``), for every decision
+  (``"always"``) or never; at most ``REACTOR_MAX_REASON`` bytes.
+
+These are checked for a :class:`~reactor.service.Principal` (the HTTP API's and the web
+UI's callers, or one given in Python); the application's own code, deciding without a
+principal, is not held to ``by`` and ``distinct_from_proposer``, and the rest holds for
+it too.
+
+Each decision is recorded with its provenance (:class:`SuggestionDecided`: the
+suggestion, the run and agent that proposed it, the object and its version, the SHA-256
+of the canonical JSON of the changes decided on, the principal's id, roles and
+authenticator, the time, the decision, its outcome and justification): a line
+``suggestion:decided`` of the processing log's history, written in the transaction
+that makes the decision true (an approval that applies the changes: with them, when the
+suggestions live in the objects' database), and a line of the JSON log once it is
+stored. The bus still hears ``suggestion:approved`` when changes are applied and
+``suggestion:rejected``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
 
 from reactor._agents.agent import Agent
+from reactor._agents.reaction import Approval
 from reactor._signals.diagnostics import log
-from reactor._signals.names import SUGGESTION_APPROVED, SUGGESTION_REJECTED
-from reactor._signals.payloads import SuggestionDecided
-from reactor.exceptions import SuggestionStaleError
-from reactor.service._objects.changes import Suggestion
+from reactor._signals.door import check_length, check_payload
+from reactor._signals.names import SUGGESTION_APPROVED, SUGGESTION_DECIDED, SUGGESTION_REJECTED
+from reactor._signals.payloads import DecidingPrincipal, SuggestionDecided
+from reactor._signals.settings import settings
+from reactor.exceptions import (
+    ObjectNotFoundError,
+    PayloadError,
+    SuggestionStaleError,
+)
+from reactor.service._access.roles import denied
+from reactor.service._objects.changes import Approved, Create, Operation, Suggestion, Update
 from reactor.service._objects.history import history_row
 from reactor.service._objects.objects import ObjectStore
-from reactor.service._objects.suggestions import Suggestions
-from reactor.service._objects.values import CURRENT_CAUSE, AgentActor, Cause, User
+from reactor.service._objects.rows import operations_adapter
+from reactor.service._objects.suggestions import Suggestions, resolved_error
+from reactor.service._objects.values import (
+    CURRENT_CAUSE,
+    AgentActor,
+    Cause,
+    Principal,
+    User,
+)
 from reactor.service._reactions.reaction import announce, check_all
 
-__all__ = ["approve", "reject"]
+__all__ = [
+    "Asked",
+    "Decide",
+    "Decider",
+    "DecisionKind",
+    "approve",
+    "canonical_changes",
+    "changes_digest",
+    "reject",
+]
+
+DecisionKind = Literal["approve", "reject", "modify", "override"]
 
 
-async def approve(
-    objects: ObjectStore,
-    suggestions: Suggestions,
-    agents: Mapping[str, Agent],
-    suggestion_id: str,
-    who: User | AgentActor,
-    *,
-    force: bool = False,
-) -> Suggestion:
-    """Apply a pending suggestion's changes as its agent, approved by ``who``.
+@dataclasses.dataclass(frozen=True)
+class Decider:
+    """Who decides: a principal, or (``None``) the application's own code as ``actor``."""
 
-    The move to ``completed`` comes first (a conditional update: of two approvals,
-    one wins); if the changes cannot be applied (or, unless ``force``, the object
-    changed since the version the suggestion was based on), it goes back to
-    ``pending``. The version is checked again in the transaction that applies the
-    changes, so a change made in between is caught too; the approval's line of the
-    history is written in that transaction as well (when the suggestions live in the
-    objects' database; otherwise just after it).
+    actor: User | AgentActor
+    principal: Principal | None = None
+
+    @property
+    def id(self) -> str:
+        """The decider's id: whose approvals are counted as one."""
+        return self.principal.id if self.principal is not None else self.actor.id
+
+    def payload(self) -> DecidingPrincipal:
+        """``{id, roles, authenticator}`` (``code`` for the application's own calls)."""
+        if self.principal is None:
+            return {"id": self.actor.id, "roles": [], "authenticator": "code"}
+        return {
+            "id": self.principal.id,
+            "roles": sorted(self.principal.roles),
+            "authenticator": self.principal.authenticator,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """What a decision asks for, besides its suggestion.
+
+    Attributes:
+        decider: Who decides.
+        force: Approve even if the object changed since the suggestion (an ``override``).
+        justification: Why, in the decider's words.
+        operations: The edited changes (a ``modify``), instead of the proposed ones.
+    """
+
+    decider: Decider
+    force: bool = False
+    justification: str | None = None
+    operations: tuple[Operation, ...] | None = None
+
+
+class Decide(Protocol):
+    """:func:`approve` and :func:`reject`: a decision on one suggestion."""
+
+    async def __call__(
+        self,
+        objects: ObjectStore,
+        suggestions: Suggestions,
+        agents: Mapping[str, Agent],
+        suggestion_id: str,
+        asked: Asked,
+    ) -> Suggestion:
+        """Decide; the suggestion after it."""
+        ...
+
+
+def canonical_changes(operations: Sequence[Operation]) -> bytes:
+    """The changes as canonical JSON: sorted keys, no spaces, UTF-8 (what is digested)."""
+    data = operations_adapter.dump_python(tuple(operations), mode="json")
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def changes_digest(operations: Sequence[Operation]) -> str:
+    """The SHA-256 (hex) of :func:`canonical_changes`."""
+    return hashlib.sha256(canonical_changes(operations)).hexdigest()
+
+
+def _policy(agents: Mapping[str, Agent], suggestion: Suggestion) -> Approval:
+    agent = agents.get(suggestion.agent)
+    return agent.approval if agent is not None else Approval()
+
+
+def _may_decide(
+    policy: Approval, suggestion: Suggestion, decider: Decider, *, approving: bool
+) -> None:
+    """Refuse a principal the agent's ``Approval`` does not let decide (``403``)."""
+    principal = decider.principal
+    if principal is None:
+        return
+    what = f"Deciding on the suggestions of agent {suggestion.agent!r}"
+    if not policy.allows(principal.id, principal.roles):
+        needed = " or ".join(f"the {e} role" if ":" not in e else e for e in policy.by)
+        role = next((entry for entry in policy.by if ":" not in entry), "approver")
+        raise denied(
+            principal,
+            role,
+            what,
+            f"{what} needs {needed} (or the admin role), and {principal} holds "
+            f"{', '.join(sorted(principal.roles)) or 'no role'}; ask someone who may.",
+        )
+    if approving and policy.distinct_from_proposer and suggestion.proposer == principal.user:
+        raise denied(
+            principal,
+            "approver",
+            f"Approving suggestion {suggestion.id}",
+            f"{principal} made the change agent {suggestion.agent!r} reacted to, so they may "
+            f"not approve suggestion {suggestion.id!r} (Approval(distinct_from_proposer="
+            "True)): another principal must approve it.",
+        )
+
+
+def _justified(policy: Approval, kind: DecisionKind, justification: str | None) -> str | None:
+    """The justification, checked: required by the policy, short enough, storable.
 
     Raises:
-        SuggestionNotFoundError: No suggestion has that id.
-        SuggestionResolvedError: It was approved or rejected already.
-        CapabilityError: A change is outside the agent's capabilities.
-        ObjectNotFoundError: A change names an object that no longer exists.
-        SuggestionStaleError: The object changed since (and ``force`` is not set).
+        PayloadError: It is required and missing, too long, or cannot be stored (422).
     """
-    suggestion = await suggestions.resolve(suggestion_id, "completed", who)
-    decided = _decided(suggestion, who, force=force)
-    together = suggestions.db is objects.db  # one database: one transaction
+    given = justification.strip() if justification is not None else ""
+    required = policy.justification == "always" or (
+        policy.justification == "override" and kind == "override"
+    )
+    if required and not given:
+        why = "every decision" if policy.justification == "always" else "an override"
+        raise PayloadError(
+            f"A justification is required for {why} on this agent's suggestions "
+            f"(Approval(justification={policy.justification!r})): say why, in "
+            "justification.",
+            path="justification",
+        )
+    if not given:
+        return None
+    check_length(given, "justification", settings().max_reason, "REACTOR_MAX_REASON")
+    check_payload(given, "justification", nul=True)
+    return given
+
+
+def _expired(policy: Approval, suggestion: Suggestion, now: datetime) -> bool:
+    if policy.expires_after is None or suggestion.status != "pending":
+        return False
+    return now - suggestion.created_at > policy.expires_after
+
+
+async def _current_version(objects: ObjectStore, suggestion: Suggestion) -> int | None:
+    """The suggestion's object's version now (``None``: deleted), when it has one."""
+    if suggestion.object_id is None or not suggestion.object_version:
+        return suggestion.object_version
     try:
-        agent = agents.get(suggestion.agent)
-        if agent is not None:
-            await check_all(
-                objects, suggestion.agent, agent.capabilities, list(suggestion.operations)
-            )
-        expected = None
-        if not force and suggestion.object_id is not None and suggestion.object_version:
-            expected = {suggestion.object_id: suggestion.object_version}
-        # Its changes name the suggestion (and the run that made it) as their cause: no
-        # reaction's, so a reaction to them is as deep as one to a person's change.
-        cause = Cause(
-            run_id=suggestion.run_id or "", agent=suggestion.agent, depth=0,
-            suggestion_id=suggestion.id,
-        )  # fmt: skip
-        caused = CURRENT_CAUSE.set(cause)
-        try:
-            await objects.apply(
-                suggestion.operations,
-                actor=AgentActor(suggestion.agent),
-                approved_by=who,
-                expect=expected,
-                stale=lambda found: _stale(suggestion, found),
-                also=(history_row(SUGGESTION_APPROVED, decided),) if together else (),
-            )
-        finally:
-            CURRENT_CAUSE.reset(caused)
-    except BaseException:
-        await suggestions.resolve(suggestion_id, "pending", who, only_from="completed")
-        raise
-    if not together:
-        await suggestions.history.add(SUGGESTION_APPROVED, decided)
-    log("reactor.service", "info", SUGGESTION_APPROVED, **decided)
-    announce(objects, SUGGESTION_APPROVED, suggestion, who)
-    return suggestion
-
-
-def _decided(suggestion: Suggestion, who: User | AgentActor, *, force: bool) -> SuggestionDecided:
-    return {
-        "suggestion_id": suggestion.id,
-        "object_id": suggestion.object_id,
-        "object_version": suggestion.object_version,
-        "force": force,
-        "actor": who.payload(),
-    }
+        return (await objects.get(suggestion.object_id)).version
+    except ObjectNotFoundError:
+        return None
 
 
 def _stale(suggestion: Suggestion, current: int | None) -> SuggestionStaleError:
@@ -106,7 +228,7 @@ def _stale(suggestion: Suggestion, current: int | None) -> SuggestionStaleError:
     return SuggestionStaleError(
         f"Suggestion {suggestion.id!r} was based on version {suggestion.object_version} of "
         f"object {suggestion.object_id!r}, which {now}: look at the object again, then "
-        "approve anyway (force=True, ?force=true) or reject it.",
+        "approve anyway (force=True, ?force=true, with a justification) or reject it.",
         suggestion_id=suggestion.id,
         object_id=suggestion.object_id or "",
         based_on=suggestion.object_version,
@@ -114,20 +236,233 @@ def _stale(suggestion: Suggestion, current: int | None) -> SuggestionStaleError:
     )
 
 
+async def _check_changes(
+    objects: ObjectStore,
+    agent: Agent | None,
+    name: str,
+    operations: Sequence[Operation],
+    edited: Sequence[Operation] | None,
+) -> None:
+    """Check the changes decided on as the agent's own: capabilities, objects' types.
+
+    The types are checked for an edit (``edited``): the agent's own changes were
+    checked when it proposed them.
+
+    Raises:
+        CapabilityError: A change is outside the agent's capabilities.
+        ObjectNotFoundError: A change names an unknown object.
+        ObjectValidationError: Some edited data does not fit its type.
+    """
+    if agent is not None:
+        await check_all(objects, name, agent.capabilities, list(operations))
+    if edited is None:
+        return
+    created: set[str] = set()
+    for op in operations:
+        if isinstance(op, Create):
+            objects.validate(op.type, op.data)
+            created.update([op.id] if op.id else [])
+        elif isinstance(op, Update) and op.id not in created:
+            current = await objects.get(op.id)
+            objects.validate(current.type, {**current.data, **op.data})
+
+
+def diff_of(proposed: Sequence[Operation], decided: Sequence[Operation]) -> list[dict[str, Any]]:
+    """Where edited changes differ from the proposed ones: ``{index, proposed, decided}``."""
+    before = operations_adapter.dump_python(tuple(proposed), mode="json")
+    after = operations_adapter.dump_python(tuple(decided), mode="json")
+    return [
+        {"index": i, "proposed": old, "decided": new}
+        for i in range(max(len(before), len(after)))
+        if (old := before[i] if i < len(before) else None)
+        != (new := after[i] if i < len(after) else None)
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Record:
+    """What every line of one decision says; :meth:`line` adds what the count decides."""
+
+    suggestion: Suggestion
+    asked: Asked
+    kind: DecisionKind
+    operations: tuple[Operation, ...]
+    needed: int
+    justification: str | None
+    decided_at: datetime
+
+    def line(self, approvals: int, outcome: str) -> tuple[str, SuggestionDecided]:
+        s, asked = self.suggestion, self.asked
+        diff = diff_of(s.operations, self.operations) if self.kind == "modify" else None
+        payload: SuggestionDecided = {
+            "suggestion_id": s.id,
+            "proposed_by_run": {"run_id": s.run_id, "agent": s.agent},
+            "object_id": s.object_id,
+            "object_version": s.object_version,
+            "changes_sha256": changes_digest(self.operations),
+            "principal": asked.decider.payload(),
+            "decided_at": self.decided_at.isoformat(),
+            "decision": self.kind,
+            "outcome": outcome,
+            "justification": self.justification,
+            "force": asked.force,
+            "approvals": approvals,
+            "needed": self.needed,
+            "diff": diff,
+            "actor": asked.decider.actor.payload(),
+        }
+        return SUGGESTION_DECIDED, payload
+
+
+async def approve(
+    objects: ObjectStore,
+    suggestions: Suggestions,
+    agents: Mapping[str, Agent],
+    suggestion_id: str,
+    asked: Asked,
+) -> Suggestion:
+    """Approve a pending suggestion (or modify, or override it); apply it once approved.
+
+    The approval is counted first (:meth:`Suggestions.approve`: of approvals made at
+    once, exactly one completes it); the one that completes it applies the changes as
+    the agent, ``approved_by`` the decider, in one transaction that checks the
+    object's version again (unless forced) and writes the decision's line of the
+    history; if they cannot be applied, the suggestion is pending again without that
+    approval (its changes as before an edit), and nothing is recorded.
+
+    Raises:
+        SuggestionNotFoundError: No suggestion has that id.
+        PermissionDeniedError: The agent's ``Approval`` does not let the principal approve.
+        SuggestionResolvedError: It was resolved already, it expired, or the decider
+            approved these changes already.
+        SuggestionStaleError: The object changed since (and ``force`` is not set).
+        PayloadError: A required justification is missing, or it is too long.
+        CapabilityError: A change is outside the agent's capabilities.
+        ObjectNotFoundError: A change names an object that no longer exists.
+        ObjectValidationError: An edited change does not fit its object's type.
+    """
+    suggestion = await suggestions.get(suggestion_id)
+    if suggestion.status != "pending":
+        raise resolved_error(suggestion)
+    agent, policy = agents.get(suggestion.agent), _policy(agents, suggestion)
+    _may_decide(policy, suggestion, asked.decider, approving=True)
+    now = datetime.now(UTC)
+    if _expired(policy, suggestion, now):
+        raise resolved_error(await suggestions.expire(suggestion_id, asked.decider.actor))
+    operations = asked.operations if asked.operations is not None else suggestion.operations
+    await _check_changes(objects, agent, suggestion.agent, operations, asked.operations)
+    current = await _current_version(objects, suggestion)
+    stale = current != suggestion.object_version
+    if stale and not asked.force:
+        raise _stale(suggestion, current)
+    kind: DecisionKind = (
+        "modify" if asked.operations is not None else "override" if stale else "approve"
+    )
+    justification = _justified(policy, kind, asked.justification)
+    record = _Record(suggestion, asked, kind, operations, policy.count, justification, now)
+    approval = Approved(
+        principal=asked.decider.id,
+        roles=tuple(asked.decider.payload()["roles"]),
+        authenticator=asked.decider.payload()["authenticator"],
+        changes_sha256=changes_digest(operations),
+        decided_at=now,
+    )
+    counted = await suggestions.approve(
+        suggestion_id,
+        approval,
+        policy.count,
+        lambda _, count, done: record.line(count, "applied" if done else "approved"),
+        operations=asked.operations,
+    )
+    if not counted.completes:
+        _log(record.line(counted.approvals, "approved"))
+        return counted.suggestion
+    line = record.line(counted.approvals, "applied")
+    try:
+        await _apply(objects, suggestions, agent, counted.suggestion, asked, line, force=stale)
+    except BaseException:
+        restore = suggestion.operations if asked.operations is not None else None
+        await suggestions.reopen(suggestion_id, approval, restore)
+        raise
+    _log(line)
+    announce(objects, SUGGESTION_APPROVED, counted.suggestion, asked.decider.actor)
+    return counted.suggestion
+
+
+def _log(line: tuple[str, SuggestionDecided]) -> None:
+    """The decision's line of the JSON log (once it is stored)."""
+    name, payload = line
+    log("reactor.service", "info", name, **payload)
+
+
+async def _apply(
+    objects: ObjectStore,
+    suggestions: Suggestions,
+    agent: Agent | None,
+    suggestion: Suggestion,
+    asked: Asked,
+    line: tuple[str, SuggestionDecided],
+    *,
+    force: bool,
+) -> None:
+    """Apply an approved suggestion's changes as its agent, with its line of the history."""
+    together = suggestions.db is objects.db  # one database: one transaction
+    if agent is not None:
+        await check_all(objects, suggestion.agent, agent.capabilities, list(suggestion.operations))
+    expected = None
+    if not force and suggestion.object_id is not None and suggestion.object_version:
+        expected = {suggestion.object_id: suggestion.object_version}
+    # Its changes name the suggestion (and the run that made it) as their cause: no
+    # reaction's, so a reaction to them is as deep as one to a person's change.
+    cause = Cause(
+        run_id=suggestion.run_id or "", agent=suggestion.agent, depth=0,
+        suggestion_id=suggestion.id,
+    )  # fmt: skip
+    caused = CURRENT_CAUSE.set(cause)
+    try:
+        await objects.apply(
+            suggestion.operations,
+            actor=AgentActor(suggestion.agent),
+            approved_by=asked.decider.actor,
+            expect=expected,
+            stale=lambda found: _stale(suggestion, found),
+            also=(history_row(*line),) if together else (),
+        )
+    finally:
+        CURRENT_CAUSE.reset(caused)
+    if not together:
+        await suggestions.history.add(*line)
+
+
 async def reject(
-    objects: ObjectStore, suggestions: Suggestions, suggestion_id: str, who: User | AgentActor
+    objects: ObjectStore,
+    suggestions: Suggestions,
+    agents: Mapping[str, Agent],
+    suggestion_id: str,
+    asked: Asked,
 ) -> Suggestion:
     """Mark a pending suggestion ``rejected``; nothing changes.
 
     Raises:
         SuggestionNotFoundError: No suggestion has that id.
-        SuggestionResolvedError: It was approved or rejected already.
+        PermissionDeniedError: The agent's ``Approval`` does not let the principal decide.
+        SuggestionResolvedError: It was resolved already.
+        PayloadError: A required justification is missing, or it is too long.
     """
     current = await suggestions.get(suggestion_id)
-    decided = _decided(current, who, force=False)
+    if current.status != "pending":
+        raise resolved_error(current)
+    policy = _policy(agents, current)
+    _may_decide(policy, current, asked.decider, approving=False)
+    justification = _justified(policy, "reject", asked.justification)
+    record = _Record(
+        current, asked, "reject", current.operations, policy.count, justification,
+        datetime.now(UTC),
+    )  # fmt: skip
+    line = record.line(len(current.approvals), "rejected")
     suggestion = await suggestions.resolve(
-        suggestion_id, "rejected", who, decided=(SUGGESTION_REJECTED, decided)
+        suggestion_id, "rejected", asked.decider.actor, decided=line
     )
-    log("reactor.service", "info", SUGGESTION_REJECTED, **decided)
-    announce(objects, SUGGESTION_REJECTED, suggestion, who)
+    _log(line)
+    announce(objects, SUGGESTION_REJECTED, suggestion, asked.decider.actor)
     return suggestion

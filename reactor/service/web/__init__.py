@@ -5,8 +5,9 @@ in the package: nothing comes from a CDN; graphs are laid out and drawn as SVG o
 server) on top of the same service objects as the HTTP API. :func:`install_web` adds
 them to an app: the sign-in form at ``/``, then ``/runs``, ``/runs/{run_id}``,
 ``/runs/{a}/compare/{b}``, ``/evals/{eval_id}``, ``/graphs``, ``/graphs/{name}``,
-``/objects``, ``/objects/{type}/{id}``, ``/suggestions``, ``/agents``,
-``/processing-log`` and ``/workers``.
+``/objects``, ``/objects/{type}/{id}``, ``/suggestions``, ``/suggestions/{id}``,
+``/agents``, ``/processing-log`` and ``/workers``. Each route declares the role it needs
+(:mod:`._render`); a page shows only the controls its principal may use.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ from reactor.service.web._forks import router as forks_router
 from reactor.service.web._graphs import router as graphs_router
 from reactor.service.web._manage import router as manage_router
 from reactor.service.web._objects import router as objects_router
-from reactor.service.web._render import FormRejected, SignInNeeded, Web, back, page, root_of
+from reactor.service.web._render import (
+    Forbidden,
+    FormRejected,
+    SignInNeeded,
+    Web,
+    back,
+    page,
+    root_of,
+    signed_in,
+)
 from reactor.service.web._runs import router as runs_router
 from reactor.service.web._sessions import Sessions
 from reactor.service.web._workers import router as workers_router
@@ -58,6 +68,10 @@ def install_web(app: fastapi.FastAPI, db: Database | None = None, prefix: str = 
     @app.exception_handler(SignInNeeded)
     async def sign_in_first(request: Request, exc: SignInNeeded) -> Response:
         return back(request, "/")
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(request: Request, exc: Forbidden) -> Response:
+        return page(request, "rejected.html", await signed_in(request), 403, what=exc.detail)
 
     @app.exception_handler(FormRejected)
     async def rejected(request: Request, exc: FormRejected) -> Response:

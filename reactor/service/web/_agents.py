@@ -19,7 +19,15 @@ from starlette.responses import Response
 
 from reactor.exceptions import ReactorError
 from reactor.service._reactions.definitions import AgentChanges
-from reactor.service.web._render import Checked, SignedIn, back, json_field, page, service_of
+from reactor.service.web._render import (
+    Administering,
+    Operating,
+    Viewing,
+    back,
+    json_field,
+    page,
+    service_of,
+)
 
 __all__ = ["router"]
 
@@ -32,7 +40,7 @@ Field = Annotated[str, fastapi.Form()]
 
 
 @router.get("/agents")
-async def agents(request: Request, session: SignedIn) -> Response:
+async def agents(request: Request, session: Viewing) -> Response:
     """Every agent: trigger (a reaction's filter), schedule, enabled, next run, last runs."""
     service = service_of(request)
     records = await service.catalog.records()
@@ -51,7 +59,7 @@ async def agents(request: Request, session: SignedIn) -> Response:
 async def edit_agent(
     request: Request,
     name: str,
-    session: Checked,
+    session: Administering,
     cron_schedule: Field = "",
     enabled: Field = "",
 ) -> Response:
@@ -73,7 +81,7 @@ async def edit_agent(
 
 
 @router.post("/agents/{name}/run")
-async def run_agent(request: Request, name: str, session: Checked, input: Field = "") -> Response:
+async def run_agent(request: Request, name: str, session: Operating, input: Field = "") -> Response:
     """Run an agent now with the JSON ``input``, as the signed-in user; open the run."""
     try:
         given = json_field(input)

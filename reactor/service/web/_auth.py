@@ -1,9 +1,12 @@
 """Signing in and out of the web UI.
 
 ``GET /`` shows the sign-in form (or the runs, to a signed-in browser); posting it
-with a valid API token opens a session (:mod:`._sessions`). With no tokens configured
-(a service on a loopback address) any token signs in as the user ``local``, as the API
-lets every request act as ``local`` then.
+with a valid API token (or JWT) opens a session (:mod:`._sessions`) for the principal
+the token stands for, with its roles. With no tokens configured (a service on a
+loopback address) any token signs in as the user ``local``, an ``admin``, as the API
+lets every request act as ``local`` then. An application's own authenticator (one that
+takes no bearer token) is asked about the sign-in request itself: its cookies or the
+headers of the proxy in front.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ import fastapi
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reactor.service._api.access import LOCAL_USER
-from reactor.service._api.base import state_of
-from reactor.service._objects.values import User
-from reactor.service.web._render import Checked, back, page, root_of, web_of
+from reactor.service._access.authenticators import Authenticator, BearerAuth, NotAuthenticated
+from reactor.service._api.base import PUBLIC, state_of
+from reactor.service._objects.values import Principal
+from reactor.service.web._render import Signed, back, page, root_of, web_of
 from reactor.service.web._sessions import (
     COOKIE,
     LIFETIME,
@@ -48,7 +51,7 @@ def _sign_in_form(request: Request, code: int = 200, error: str | None = None) -
     return response
 
 
-@router.get("/")
+@router.get("/", dependencies=[PUBLIC])
 async def home(request: Request) -> Response:
     """The sign-in form, or the runs for a signed-in browser."""
     if await web_of(request).sessions.get(request.cookies.get(COOKIE)) is not None:
@@ -56,7 +59,22 @@ async def home(request: Request) -> Response:
     return _sign_in_form(request)
 
 
-@router.post("/")
+async def _principal(
+    authenticator: Authenticator, token: str, request: Request
+) -> Principal | None:
+    """Who the sign-in form's token stands for.
+
+    An authenticator of no bearer tokens is asked who the sign-in request comes from.
+
+    Raises:
+        NotAuthenticated: The token is refused, for a reason the form shows.
+    """
+    if isinstance(authenticator, BearerAuth):
+        return await authenticator.principal(token) if token else None
+    return await authenticator.authenticate(request)
+
+
+@router.post("/", dependencies=[PUBLIC])
 async def sign_in(
     request: Request,
     token: Annotated[str, fastapi.Form()] = "",
@@ -65,11 +83,13 @@ async def sign_in(
     """Trade an API token for a session cookie."""
     if not same_origin(request) or not tokens_match(request.cookies.get(SIGN_IN_COOKIE), csrf):
         return _sign_in_form(request, 403, "The form expired or came from another site; try again.")
-    tokens = state_of(request).tokens
-    user = tokens.user(token.strip()) if tokens else User(LOCAL_USER)
-    if user is None:
+    try:
+        principal = await _principal(state_of(request).authenticator, token.strip(), request)
+    except NotAuthenticated as refused:
+        return _sign_in_form(request, 401, refused.detail)
+    if principal is None:
         return _sign_in_form(request, 401, "That token is not valid; ask the operator for one.")
-    session = await web_of(request).sessions.open(user)
+    session = await web_of(request).sessions.open(principal)
     response = back(request, "/runs")
     set_cookie(request, response, COOKIE, session.id, int(LIFETIME), _path(request))
     response.delete_cookie(SIGN_IN_COOKIE, path=_path(request))
@@ -77,7 +97,7 @@ async def sign_in(
 
 
 @router.post("/sign-out")
-async def sign_out(request: Request, session: Checked) -> Response:
+async def sign_out(request: Request, session: Signed) -> Response:
     """End the session and clear its cookie."""
     await web_of(request).sessions.close(session.id)
     response = back(request, "/")

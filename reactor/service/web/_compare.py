@@ -25,7 +25,7 @@ from reactor.service._api.base import ApiError
 from reactor.service._api.compare import CAP, compare
 from reactor.service._api.reads import run_info, store_of
 from reactor.service._api.runs import listed_runs
-from reactor.service.web._render import SignedIn, page, service_of
+from reactor.service.web._render import Viewing, page, service_of
 
 __all__ = ["CASES", "router"]
 
@@ -36,7 +36,7 @@ CASES = 1_000
 
 
 @router.get("/runs/{a}/compare/{b}")
-async def compare_page(request: Request, a: str, b: str, session: SignedIn) -> Response:
+async def compare_page(request: Request, a: str, b: str, session: Viewing) -> Response:
     """Runs ``a`` and ``b`` side by side: their input, state, divergence, tokens and cost."""
     left, right = await _row(request, a), await _row(request, b)
     if left is None or right is None:
@@ -60,7 +60,7 @@ async def compare_page(request: Request, a: str, b: str, session: SignedIn) -> R
 
 
 @router.get("/evals/{eval_id}")
-async def evaluation(request: Request, eval_id: str, session: SignedIn) -> Response:
+async def evaluation(request: Request, eval_id: str, session: Viewing) -> Response:
     """An evaluation's cases: each recorded run, the new run, its status, and a comparison."""
     service = service_of(request)
     made = (

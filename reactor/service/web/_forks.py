@@ -23,7 +23,7 @@ from reactor.exceptions import ReactorError
 from reactor.service._api.base import MAX_CURSOR, ApiError
 from reactor.service._api.reads import run_info, state_at, store_of
 from reactor.service._api.resumes import fork_run, resume_run
-from reactor.service.web._render import Checked, SignedIn, back, page, service_of
+from reactor.service.web._render import Forking, Operating, back, page, service_of
 
 __all__ = ["router"]
 
@@ -69,14 +69,14 @@ async def _fork_page(
 
 
 @router.get("/runs/{run_id}/fork")
-async def fork_form(request: Request, run_id: str, session: SignedIn, at: At) -> Response:
+async def fork_form(request: Request, run_id: str, session: Forking, at: At) -> Response:
     """The form that forks a run at signal ``at``: the state there, to edit as JSON."""
     return await _fork_page(request, session, run_id, at)
 
 
 @router.post("/runs/{run_id}/fork")
 async def fork_submit(
-    request: Request, run_id: str, session: Checked, at: Field, state: Field = ""
+    request: Request, run_id: str, session: Operating, at: Field, state: Field = ""
 ) -> Response:
     """Start the fork, then open the new run (what is wrong is shown, and nothing starts)."""
     try:
@@ -108,7 +108,7 @@ async def fork_submit(
 
 
 @router.post("/runs/{run_id}/resume")
-async def resume_form(request: Request, run_id: str, session: Checked) -> Response:
+async def resume_form(request: Request, run_id: str, session: Operating) -> Response:
     """Resume a blocked run anyway (its graph changed what its log says was done)."""
     try:
         await resume_run(service_of(request), run_id, force=True, user=session.user)

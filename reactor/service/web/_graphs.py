@@ -26,8 +26,8 @@ from reactor.service._hosting.launch import SERVICE_TAG, RunRequest
 from reactor.service._hosting.service import ReactionService
 from reactor.service.web._drawing import Drawing, draw
 from reactor.service.web._render import (
-    Checked,
-    SignedIn,
+    Operating,
+    Viewing,
     back,
     json_field,
     json_text,
@@ -77,7 +77,7 @@ def run_drawing(request: Request, info: RunInfo) -> Drawing | None:
 
 
 @router.get("/graphs")
-async def graphs(request: Request, session: SignedIn) -> Response:
+async def graphs(request: Request, session: Viewing) -> Response:
     """The graphs this service starts by name, each with its agents."""
     known = service_of(request).runs.graphs
     listed = [(name, known[name]) for name in sorted(known)]
@@ -124,13 +124,15 @@ async def _graph_page(
 
 
 @router.get("/graphs/{name}")
-async def graph_page(request: Request, name: str, session: SignedIn) -> Response:
+async def graph_page(request: Request, name: str, session: Viewing) -> Response:
     """A graph drawn, its recent runs, and the form that starts one."""
     return await _graph_page(request, session, name)
 
 
 @router.post("/graphs/{name}/runs")
-async def start_form(request: Request, name: str, session: Checked, input: Field = "") -> Response:
+async def start_form(
+    request: Request, name: str, session: Operating, input: Field = ""
+) -> Response:
     """Start a run of the graph with the JSON ``input``, then open its page.
 
     Input that is not JSON is shown again with what is wrong (422), and nothing starts.

@@ -13,19 +13,20 @@ Reads are the database's (async) and the store's (``listed_runs``, off the loop)
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import fastapi
 from starlette.requests import Request
 from starlette.responses import Response
 
+from reactor._signals.names import SUGGESTION_DECIDED
 from reactor.exceptions import ObjectNotFoundError, ServiceConfigError
 from reactor.service._api.base import MAX_CURSOR
 from reactor.service._api.runs import listed_runs
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.changes import ProcessingEntry
 from reactor.service._objects.values import ObjectEvent, StoredObject
-from reactor.service.web._render import SignedIn, back, page, service_of
+from reactor.service.web._render import Viewing, back, page, service_of
 
 __all__ = ["HISTORY", "PAGE", "router"]
 
@@ -37,6 +38,8 @@ HISTORY = 20
 """Changes a page of an object's history shows."""
 RUNS = 20
 """Runs an object's page lists (the newest; the runs list has the others)."""
+DECISIONS = 20
+"""Decisions on its suggestions an object's page shows (the newest)."""
 
 Filter = Annotated[str | None, fastapi.Query()]
 
@@ -66,7 +69,7 @@ async def _types(service: ReactionService, chosen: str) -> list[str]:
 @router.get("/objects")
 async def objects_page(
     request: Request,
-    session: SignedIn,
+    session: Viewing,
     type: Filter = None,
     q: Filter = None,
     since: Filter = None,
@@ -112,7 +115,7 @@ async def _latest(service: ReactionService, object_id: str) -> ObjectEvent | Non
 
 
 @router.get("/objects/{object_id}")
-async def object_by_id(request: Request, object_id: str, session: SignedIn) -> Response:
+async def object_by_id(request: Request, object_id: str, session: Viewing) -> Response:
     """An object found by its id alone (the processing log and the runs link so)."""
     last = await _latest(service_of(request), object_id)
     if last is None:
@@ -125,7 +128,7 @@ Before = Annotated[int | None, fastapi.Query(ge=1, le=MAX_CURSOR)]
 
 @router.get("/objects/{type}/{object_id}")
 async def object_page(
-    request: Request, type: str, object_id: str, session: SignedIn, before: Before = None
+    request: Request, type: str, object_id: str, session: Viewing, before: Before = None
 ) -> Response:
     """An object: its data, its history (a page of changes), and the runs it caused."""
     service = service_of(request)
@@ -145,6 +148,7 @@ async def object_page(
     shown = changes[:HISTORY]
     caused = await _caused(service, object_id, shown)
     tagged = f"object={object_id}"
+    decisions = await _decisions(service, object_id)
     runs = [] if service.record is None else await listed_runs(service, tag=tagged, limit=RUNS)
     return page(
         request,
@@ -158,7 +162,17 @@ async def object_page(
         runs=runs,
         listed=RUNS,
         tagged=tagged,
+        decisions=decisions,
+        listed_decisions=DECISIONS,
     )
+
+
+async def _decisions(service: ReactionService, object_id: str) -> list[dict[str, Any]]:
+    """The latest decisions on the suggestions about the object (their history's lines)."""
+    await service.db.open()
+    history = service.suggestion_store.history
+    found = await history.list(object_id=object_id, limit=DECISIONS, newest_first=True)
+    return [entry.payload for entry in found if entry.name == SUGGESTION_DECIDED]
 
 
 async def _caused(

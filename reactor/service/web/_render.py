@@ -4,6 +4,12 @@ Pages are Jinja2 templates shipped in the package (``templates/``), with one CSS
 and one small script (``static/``); nothing is loaded from elsewhere. A page needs a
 session (:func:`signed_in`; without one the browser is sent to the sign-in form), and
 a form that changes something needs the session's CSRF token too (:func:`form_session`).
+
+Each route declares the role it needs (:class:`PageGate` for a page, :class:`FormGate`
+for a form: the aliases :data:`Viewing`, :data:`Operating`, :data:`Administering`,
+:data:`Deciding`, :data:`Signed`); a session whose principal lacks it gets a ``403``
+page naming the role (:class:`Forbidden`), and pages show only the controls the
+principal may use (``may(role)`` in the templates).
 """
 
 from __future__ import annotations
@@ -26,16 +32,25 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from reactor._graph.reactive import Reactive
 from reactor._signals.signal import iso_time
-from reactor.service._api.base import state_of
+from reactor.service._access.roles import RoleGate, denied
+from reactor.service._api.base import route_name, state_of
 from reactor.service._hosting.service import ReactionService
+from reactor.service._objects.values import Role
 from reactor.service.web._drawing import Drawing
 from reactor.service.web._sessions import COOKIE, Session, Sessions, same_origin, tokens_match
 
 __all__ = [
-    "Checked",
+    "Administering",
+    "Deciding",
+    "Forbidden",
+    "Forking",
+    "FormGate",
     "FormRejected",
+    "Operating",
+    "PageGate",
     "SignInNeeded",
-    "SignedIn",
+    "Signed",
+    "Viewing",
     "Web",
     "back",
     "form_session",
@@ -187,10 +202,59 @@ async def form_session(request: Request) -> Session:
     return session
 
 
-SignedIn = Annotated[Session, fastapi.Depends(signed_in)]
-"""The signed-in session of a page."""
-Checked = Annotated[Session, fastapi.Depends(form_session)]
-"""The signed-in session of a state-changing form, its CSRF token checked."""
+class Forbidden(Exception):
+    """A signed-in principal asked for what its roles do not allow (a ``403`` page)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _check(request: Request, session: Session, role: Role | None) -> None:
+    if role is not None and not session.principal.may(role):
+        raise Forbidden(str(denied(session.principal, role, route_name(request))))
+
+
+class PageGate(RoleGate):
+    """The web UI's gate of a page: a signed-in session whose principal holds the role."""
+
+    async def __call__(self, request: Request) -> Session:
+        """The session, once its principal is known to hold the role."""
+        session = await signed_in(request)
+        _check(request, session, self.role)
+        return session
+
+
+class FormGate(RoleGate):
+    """The web UI's gate of a form: the session's CSRF token, and the role.
+
+    ``decided_later``: the role is the default of a decision whose own rules (an
+    agent's ``Approval``) say who may make it: the form is refused there, not here.
+    """
+
+    def __init__(self, role: Role, *, decided_later: bool = False) -> None:
+        super().__init__(role)
+        self.decided_later = decided_later
+
+    async def __call__(self, request: Request) -> Session:
+        """The session, once its form and its principal's role are checked."""
+        session = await form_session(request)
+        _check(request, session, None if self.decided_later else self.role)
+        return session
+
+
+Viewing = Annotated[Session, fastapi.Depends(PageGate("viewer"))]
+"""The signed-in session of a page (every principal may read)."""
+Forking = Annotated[Session, fastapi.Depends(PageGate("operator"))]
+"""The signed-in session of a page that is a form an operator sends (a fork's)."""
+Signed = Annotated[Session, fastapi.Depends(FormGate("viewer"))]
+"""The session of a form every signed-in principal may send (signing out)."""
+Operating = Annotated[Session, fastapi.Depends(FormGate("operator"))]
+"""The session of a form that writes objects or drives runs."""
+Deciding = Annotated[Session, fastapi.Depends(FormGate("approver", decided_later=True))]
+"""The session of a decision on a suggestion (the agent's ``Approval`` says who may)."""
+Administering = Annotated[Session, fastapi.Depends(FormGate("admin"))]
+"""The session of a form that changes agents or the processing log."""
 
 
 def service_of(conn: HTTPConnection) -> ReactionService:
@@ -218,12 +282,19 @@ def page(
             request=request,
             root=root_of(request),
             user=session.user if session else None,
+            principal=session.principal if session else None,
+            may=session.principal.may if session else _nobody,
             csrf=session.csrf if session else "",
             notices=session.take_notices() if session and not fragment else [],
             **context,
         )
     )
     return HTMLResponse(html, status_code=code, headers=_HEADERS)
+
+
+def _nobody(role: str) -> bool:
+    """What a page shown without a session may do: nothing."""
+    return False
 
 
 _HEADERS = {

@@ -33,7 +33,7 @@ from reactor.service._api.reads import pending_prompts, questions, run_info, sto
 from reactor.service._api.runs import abort_run, listed_runs, post_signal, reply
 from reactor.service._api.stream import event_stream
 from reactor.service._hosting.service import ReactionService
-from reactor.service.web._render import Checked, SignedIn, back, page, service_of
+from reactor.service.web._render import Operating, Viewing, back, page, service_of
 from reactor.service.web._summary import shown
 from reactor.service.web._window import Window, details, earlier_page, labels, tail_window
 
@@ -99,7 +99,7 @@ Filter = Annotated[str | None, fastapi.Query()]
 @router.get("/runs")
 async def runs(
     request: Request,
-    session: SignedIn,
+    session: Viewing,
     graph: Filter = None,
     status: Filter = None,
     tag: Filter = None,
@@ -123,7 +123,7 @@ async def runs(
 @router.get("/runs/rows")
 async def run_rows(
     request: Request,
-    session: SignedIn,
+    session: Viewing,
     graph: Filter = None,
     status: Filter = None,
     tag: Filter = None,
@@ -170,7 +170,7 @@ def _timeline(window: Window) -> list[Any]:
 
 
 @router.get("/runs/{run_id}")
-async def run(request: Request, run_id: str, session: SignedIn, at: At = None) -> Response:
+async def run(request: Request, run_id: str, session: Viewing, at: At = None) -> Response:
     """A run: its input and tags, timeline (its log's tail), status, prompts and state."""
     info = await _recording(request, run_id)
     if info is None:
@@ -192,7 +192,7 @@ async def run(request: Request, run_id: str, session: SignedIn, at: At = None) -
 
 
 @router.get("/runs/{run_id}/details")
-async def run_details(request: Request, run_id: str, session: SignedIn, at: At = None) -> Response:
+async def run_details(request: Request, run_id: str, session: Viewing, at: At = None) -> Response:
     """The parts of a run's page that change as it goes, for the page's script."""
     info = await _recording(request, run_id)
     if info is None:
@@ -206,7 +206,7 @@ Before = Annotated[int, fastapi.Query(ge=1)]
 
 
 @router.get("/runs/{run_id}/signals")
-async def run_signals(request: Request, run_id: str, session: SignedIn, before: Before) -> Response:
+async def run_signals(request: Request, run_id: str, session: Viewing, before: Before) -> Response:
     """The signals of the timeline before ``seq`` ``before``: the page's "Show earlier"."""
     info = await _recording(request, run_id)
     if info is None or info.status == "queued":
@@ -224,9 +224,7 @@ async def run_signals(request: Request, run_id: str, session: SignedIn, before: 
 
 
 @router.get("/runs/{run_id}/events")
-async def run_events(
-    request: Request, run_id: str, session: SignedIn, after: At = None
-) -> Response:
+async def run_events(request: Request, run_id: str, session: Viewing, after: At = None) -> Response:
     """The run's signals after ``seq`` ``after`` as Server-Sent Events, until it ends.
 
     The stream is the API's (bounded, under the same cap); whether the run exists is
@@ -236,7 +234,7 @@ async def run_events(
         return Response(f"There is no run {run_id}.", 404, media_type="text/plain")
     last = request.headers.get("last-event-id", "")
     start = int(last) if last.isdigit() and int(last) <= MAX_CURSOR else after or 0
-    return event_stream(request, run_id, start)
+    return event_stream(request, run_id, start, who=session.principal.id)
 
 
 Field = Annotated[str, fastapi.Form()]
@@ -244,7 +242,7 @@ Field = Annotated[str, fastapi.Form()]
 
 @router.post("/runs/{run_id}/reply")
 async def reply_form(
-    request: Request, run_id: str, session: Checked, prompt_id: Field, answer: Field = ""
+    request: Request, run_id: str, session: Operating, prompt_id: Field, answer: Field = ""
 ) -> Response:
     """Answer a pending prompt (a JSON object when the prompt has a schema).
 
@@ -277,7 +275,7 @@ async def reply_form(
 
 @router.post("/runs/{run_id}/signals")
 async def signal_form(
-    request: Request, run_id: str, session: Checked, name: Field, payload: Field = ""
+    request: Request, run_id: str, session: Operating, name: Field, payload: Field = ""
 ) -> Response:
     """Send a signal to a run (its payload is JSON, or empty for none).
 
@@ -299,7 +297,7 @@ async def signal_form(
 
 @router.post("/runs/{run_id}/abort")
 async def abort_form(
-    request: Request, run_id: str, session: Checked, reason: Field = ""
+    request: Request, run_id: str, session: Operating, reason: Field = ""
 ) -> Response:
     """Stop a run (where it executes: here at once, elsewhere within moments)."""
     why = reason.strip() or f"aborted by {session.user.id} in the web UI"

@@ -1,7 +1,9 @@
 """Who is signed in to the web UI: opaque sessions, their cookie, and cross-site checks.
 
-Signing in trades an API token for a session: a random id kept server-side (the token
-itself is never stored nor put in a cookie) and sent back in an HTTP-only,
+Signing in trades an API token (or a JWT) for a session: a random id kept server-side
+(the token itself is never stored nor put in a cookie), which carries the principal the
+token stood for (its id, roles and authenticator, as they were at sign-in; a session
+made before sessions kept roles is signed out), sent back in an HTTP-only,
 ``SameSite=Strict`` cookie. Sessions are kept in the service's database (only a hash
 of the id), so every serving process knows them and a restart keeps them; they end when
 the user signs out, or after :data:`LIFETIME` seconds unused.
@@ -29,7 +31,7 @@ from starlette.responses import Response
 
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import web_sessions
-from reactor.service._objects.values import User
+from reactor.service._objects.values import ROLES, Principal, User
 
 __all__ = [
     "COOKIE",
@@ -60,17 +62,22 @@ class Session:
 
     Attributes:
         id: The opaque id its cookie carries.
-        user: Who signed in (the actor of what they do through the UI).
+        principal: Who signed in, with the roles they held then.
         csrf: The token its forms carry.
         used_at: When it was last used (UNIX seconds).
         notices: Messages for the next page shown (``(kind, text)``, kind ``ok`` or ``error``).
     """
 
     id: str
-    user: User
+    principal: Principal
     csrf: str
     used_at: float
     notices: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    @property
+    def user(self) -> User:
+        """The actor of what they do through the UI."""
+        return self.principal.user
 
     def notify(self, kind: str, text: str) -> None:
         """Show ``text`` on the next page."""
@@ -101,9 +108,11 @@ class Sessions:
         self._open: dict[str, Session] = {}  # without a database
         self._notices: dict[str, list[tuple[str, str]]] = {}
 
-    async def open(self, user: User) -> Session:
-        """A new session for ``user``."""
-        session = Session(secrets.token_urlsafe(32), user, secrets.token_urlsafe(32), time.time())
+    async def open(self, principal: Principal) -> Session:
+        """A new session for ``principal``."""
+        session = Session(
+            secrets.token_urlsafe(32), principal, secrets.token_urlsafe(32), time.time()
+        )
         if self.db is None:
             if len(self._open) >= MAX_SESSIONS:
                 oldest = min(self._open.values(), key=lambda open: open.used_at)
@@ -117,8 +126,9 @@ class Sessions:
             )
             await conn.execute(
                 web_sessions.insert().values(
-                    id_hash=_hash(session.id), user_id=user.id, csrf=session.csrf,
-                    created_at=now, used_at=now,
+                    id_hash=_hash(session.id), user_id=principal.id, csrf=session.csrf,
+                    created_at=now, used_at=now, roles="+".join(sorted(principal.roles)),
+                    authenticator=principal.authenticator,
                 )
             )  # fmt: skip
         return self._with_notices(session)
@@ -143,7 +153,7 @@ class Sessions:
         if row is None:
             return None
         used_at = row.used_at.timestamp()
-        if self._expired(used_at):
+        if self._expired(used_at) or row.roles is None:  # no roles: made before they were kept
             await self.close(session_id)
             return None
         if time.time() - used_at > TOUCH_EVERY:
@@ -153,7 +163,8 @@ class Sessions:
                     .where(web_sessions.c.id_hash == row.id_hash)
                     .values(used_at=datetime.now(UTC))
                 )
-        return self._with_notices(Session(session_id, User(row.user_id), row.csrf, used_at))
+        principal = Principal(row.user_id, _roles(row.roles), row.authenticator or "token")
+        return self._with_notices(Session(session_id, principal, row.csrf, used_at))
 
     async def close(self, session_id: str | None) -> None:
         """End a session (signing out)."""
@@ -184,6 +195,11 @@ class Sessions:
     def __len__(self) -> int:
         """Sessions kept in this process's memory (none when they are in a database)."""
         return len(self._open)
+
+
+def _roles(stored: str) -> frozenset[str]:
+    """The roles a session's row keeps (``+``-separated; unknown names are dropped)."""
+    return frozenset(role for role in stored.split("+") if role in ROLES)
 
 
 def _hash(session_id: str) -> str:

@@ -18,7 +18,7 @@ import fastapi
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reactor.service.web._render import SignedIn, page, service_of
+from reactor.service.web._render import Viewing, page, service_of
 
 __all__ = ["router"]
 
@@ -51,18 +51,18 @@ async def _workers(request: Request) -> dict[str, Any]:
 
 
 @router.get("/workers")
-async def workers(request: Request, session: SignedIn) -> Response:
+async def workers(request: Request, session: Viewing) -> Response:
     """The live workers (id, host, pid, runs held, last heartbeat), or where runs execute."""
     return page(request, "workers.html", session, **await _workers(request))
 
 
 @router.get("/workers/rows")
-async def worker_rows(request: Request, session: SignedIn) -> Response:
+async def worker_rows(request: Request, session: Viewing) -> Response:
     """The workers' rows alone, for the script that keeps the table up to date."""
     return page(request, "worker_rows.html", session, fragment=True, **await _workers(request))
 
 
 @router.get("/workers/waiting")
-async def waiting_rows(request: Request, session: SignedIn) -> Response:
+async def waiting_rows(request: Request, session: Viewing) -> Response:
     """The rows of the jobs waiting for a worker with their code, for the same script."""
     return page(request, "waiting_rows.html", session, fragment=True, **await _workers(request))

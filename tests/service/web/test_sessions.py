@@ -4,15 +4,17 @@ import pytest
 import sqlalchemy as sa
 from starlette.requests import Request
 
-from reactor.service import User
+from reactor.service import Principal, User
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import web_sessions
 from reactor.service.web._sessions import Sessions, same_origin, tokens_match
 
+ALICE = Principal("alice", frozenset({"approver", "operator"}), "jwt")
+
 
 async def test_a_session_is_found_by_its_id_until_it_is_closed() -> None:
     sessions = Sessions()
-    session = await sessions.open(User("alice"))
+    session = await sessions.open(ALICE)
     assert await sessions.get(session.id) is session
     assert session.id != session.csrf
     await sessions.close(session.id)
@@ -22,13 +24,13 @@ async def test_a_session_is_found_by_its_id_until_it_is_closed() -> None:
 
 async def test_a_session_unused_for_its_lifetime_ends() -> None:
     sessions = Sessions(lifetime=-1)
-    session = await sessions.open(User("alice"))
+    session = await sessions.open(ALICE)
     assert await sessions.get(session.id) is None
     assert len(sessions) == 0
 
 
 async def test_notices_are_shown_once() -> None:
-    session = await Sessions().open(User("alice"))
+    session = await Sessions().open(ALICE)
     session.notify("ok", "Saved.")
     assert session.take_notices() == [("ok", "Saved.")]
     assert session.take_notices() == []
@@ -43,10 +45,11 @@ async def test_sessions_in_the_database_are_every_serving_processes_and_outlive_
     await second_db.open()
     try:
         first, second = Sessions(first_db), Sessions(second_db)
-        session = await first.open(User("alice"))
+        session = await first.open(ALICE)
         found = await second.get(session.id)
         assert found is not None
         assert (found.user, found.csrf) == (User("alice"), session.csrf)
+        assert found.principal == ALICE  # its roles and authenticator too
         session.notify("ok", "Saved.")  # notices stay with the process that made them
         again = await first.get(session.id)
         assert again is not None
@@ -59,7 +62,7 @@ async def test_sessions_in_the_database_are_every_serving_processes_and_outlive_
         await second.close(session.id)  # signing out on one signs out on all
         assert await first.get(session.id) is None
         assert await first.get("not-a-session") is None
-        stale = await Sessions(first_db, lifetime=-1).open(User("bob"))
+        stale = await Sessions(first_db, lifetime=-1).open(Principal("bob"))
         assert await first.get(stale.id) is not None
         assert await Sessions(second_db, lifetime=-1).get(stale.id) is None  # expired: gone
         assert await first.get(stale.id) is None
