@@ -198,9 +198,10 @@ def _write_batches(
     while True:
         batch = Batch(failures)
         batch.fence = fence()
-        for item in _take(backlog.queue, batch_size):
+        taken = _take(backlog.queue, batch_size)
+        for item in taken:
             batch.add(item)
-        backlog.taken()
+        backlog.taken(len(taken))
         if batch:
             try:
                 write_with_retry(pool, batch, retry_for)
@@ -208,6 +209,7 @@ def _write_batches(
                 failures.lose(batch.per_run(), exc)
             else:
                 failures.wrote()
+        backlog.written()
         for done in batch.waiting:
             done.set()
         if batch.stop:

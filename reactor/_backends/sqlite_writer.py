@@ -86,8 +86,9 @@ def write_loop(
                     batch.append(items.get_nowait())
                 except queue.Empty:
                     break
-            backlog.taken()
+            backlog.taken(len(batch))
             conn = _write_until_done(conn, batch, owner, path, timeout, failures)
+            backlog.written()
             for item in batch:
                 if isinstance(item, threading.Event):
                     item.set()

@@ -23,6 +23,7 @@ from reactor._signals.signal import Signal
 from reactor._signals.stream import SignalStream
 from reactor.exceptions import (
     AgentNotFoundError,
+    BackpressureError,
     PromptTimeoutError,
     RunClosedError,
     RunFinishedError,
@@ -150,11 +151,19 @@ class RunHandle:
         and delivered once at or after that time, also after a restart; the message's
         id is returned. Until then a run with nothing else to do waits for it.
 
+        A run that records to a store whose writer is behind (``max_backlog`` signals
+        not written yet) refuses outside input: the send raises
+        :class:`~reactor.BackpressureError` and nothing is sent, so a producer faster
+        than the disk cannot grow the backlog (and what a crash loses) without bound;
+        ``await handle.asend(...)`` waits for room instead.
+
         Raises:
             SignalNameError: ``name`` is in a namespace only the runtime emits
                 (``harness:``, ``agent:``, ``state:``, ``provider:``, ``tool:``, ...).
             RunClosedError: The run was closed, has ended or was aborted.
             PayloadError: The log cannot hold ``payload`` (nothing is sent).
+            BackpressureError: The run's store has ``max_backlog`` signals not yet
+                written (nothing is sent; try again, or use :meth:`asend`).
             ValueError: ``at`` is given but the run records to no store, or it is not
                 an aware datetime.
         """
@@ -186,7 +195,33 @@ class RunHandle:
             message_id = record.post(run.run_id, name, payload, source=source, at=at)
             run.outside.expect(message_id, name, payload, at, source)  # waited for from now
             return message_id
+        record = run.options.record
+        if record is not None:
+            full = record.room()
+            if full is not None:
+                full.cancel()  # nobody waits for it: the caller is told instead
+                raise BackpressureError(
+                    f"Run {run.run_id} refused {name!r}: its store has the most signals "
+                    "not yet written it queues (max_backlog), and the signal was not sent. "
+                    "Send it again in a moment, or `await handle.asend(...)`, which waits "
+                    "for room.",
+                    run_id=run.run_id,
+                )
         return run.bus.publish(name, freeze_payload(payload), source, None, 0)
+
+    async def asend(self, name: str, payload: Any = None, *, source: str = "user") -> Signal:
+        """:meth:`send`, waiting while the run's store is behind instead of refusing.
+
+        ``await handle.asend(...)`` in a producer's loop paces it to what the store
+        writes: every signal it sends is recorded, and memory stays bounded.
+
+        Raises:
+            SignalNameError, RunClosedError, PayloadError: As :meth:`send`.
+        """
+        record = self._run.options.record
+        while record is not None and (room := record.room()) is not None:
+            await room
+        return self.send(name, payload, source=source)
 
     def send_to(self, agent: str, payload: Any = None) -> Signal:
         """Send a message to one agent: ``inbox:<agent>``, which only that agent receives.

@@ -25,12 +25,15 @@ class Backlog:
     """What a store's writer thread has yet to write, and the runs waiting for room.
 
     ``put`` never blocks: the queue has no bound of its own. A run asks :meth:`room`
-    between the steps of its activations; past ``limit`` items queued it gets a
-    future, and waits until the writer has taken the queue down to half of it. So a
-    run that emits faster than the disk or the server takes its signals slows to their
-    pace, the event loop never waits, and memory stays bounded (by ``limit``, and what
-    each run emits in one step). A writer that cannot write (a locked database, a
-    server away) leaves the runs waiting, and the rest of the process goes on.
+    between the steps of its activations; with ``limit`` items not written yet (those
+    queued, and the batch the writer is writing) it gets a future, and waits until
+    the writer has written it down to half of that. So a run that emits faster than
+    the disk or the server takes its signals slows to their pace, the event loop never
+    waits, and memory stays bounded (by ``limit``, and what each run emits in one
+    step); outside input is refused at ``limit`` (``handle.send``), so a crash loses at
+    most ``limit`` signals a producer was told were sent. A writer that cannot write (a
+    locked database, a server away) leaves the runs waiting, and the rest of the
+    process goes on.
 
     Args:
         limit: Items queued beyond which runs wait.
@@ -42,26 +45,36 @@ class Backlog:
         self.limit = limit
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.put = self.queue.put
+        self.in_flight = 0
+        """Items the writer has taken and not written yet (its batch)."""
         self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._lock = threading.Lock()
 
     def room(self) -> asyncio.Future[None] | None:
-        """``None`` while at most ``limit`` items are queued; else a future done once there is room.
+        """``None`` while fewer than ``limit`` items are unwritten; else a future done at room.
 
         Called on the event loop of the run that waits.
         """
-        if self.queue.qsize() <= self.limit:
+        if self.queue.qsize() + self.in_flight < self.limit:
             return None
         loop = asyncio.get_running_loop()
         waiting = loop.create_future()
         with self._lock:
             self._waiting.append((loop, waiting))
-        self.taken()  # the writer may have taken the queue down meanwhile
+        self._release_if_room()  # the writer may have written it down meanwhile
         return waiting
 
-    def taken(self) -> None:
-        """The writer took items: release the runs waiting, once the queue is half down."""
-        if self._waiting and self.queue.qsize() <= self.limit // 2:
+    def taken(self, count: int) -> None:
+        """The writer took ``count`` items to write (they are unwritten until :meth:`written`)."""
+        self.in_flight = count
+
+    def written(self) -> None:
+        """The writer wrote what it took: release the runs waiting, once half is written."""
+        self.in_flight = 0
+        self._release_if_room()
+
+    def _release_if_room(self) -> None:
+        if self._waiting and self.queue.qsize() + self.in_flight <= self.limit // 2:
             self.release()
 
     def release(self) -> None:

@@ -409,12 +409,12 @@ class BackpressureError(ReactorError, RuntimeError):
     written; ``await handle.asend()`` waits for room instead.
 
     Attributes:
-        backlog: The signals waiting to be written when it was refused.
+        run_id: The run that refused the input.
     """
 
-    def __init__(self, message: str, *, backlog: int) -> None:
+    def __init__(self, message: str, *, run_id: str) -> None:
         super().__init__(message)
-        self.backlog = backlog
+        self.run_id = run_id
 
 
 class CycleWarning(UserWarning):

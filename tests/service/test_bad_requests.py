@@ -17,7 +17,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from reactor.service._api.guard import nul_field
+from reactor.service._api.guard import nul_refusal
 from tests.service.server import ALICE, DATABASES, Server, ok, serving_on, wait_for
 
 HUGE = str(2**63)
@@ -47,9 +47,9 @@ def test_a_nul_in_an_abort_reason_is_422_and_the_runs_go_on(api: httpx2.Client) 
     detail = invalid(
         api.post(f"/api/runs/{napping['run_id']}/abort", json={"reason": "stop\u0000now"})
     )
-    assert detail == (
-        "The request is invalid: reason holds a NUL character (U+0000), which cannot be "
-        "stored; nothing was changed. Remove it and send again."
+    assert detail.startswith(
+        "reason cannot be used: it is a string with a NUL character ('\\x00' at index 4), "
+        "which PostgreSQL cannot keep (so neither database takes it): remove it."
     )
     assert wait_for(lambda: _status(api, other["run_id"]) == "completed")
     assert _status(api, napping["run_id"]) == "running"  # the refused abort did nothing
@@ -60,11 +60,11 @@ def test_a_nul_in_an_abort_reason_is_422_and_the_runs_go_on(api: httpx2.Client) 
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        pytest.param({"name": "bad\u0000name", "prompt": "hi"}, "name", id="name"),
-        pytest.param({"name": "fine", "prompt": "hi \u0000"}, "prompt", id="prompt"),
+        pytest.param({"name": "bad\u0000name", "prompt": "hi"}, "name cannot be used", id="name"),
+        pytest.param({"name": "fine", "prompt": "hi \u0000"}, "prompt cannot be used", id="prompt"),
         pytest.param(
             {"name": "fine", "prompt": "hi", "capabilities": {"allowed_types": ["A\u0000"]}},
-            "capabilities.allowed_types[0]",
+            "capabilities.allowed_types[0] cannot be recorded",
             id="nested",
         ),
     ],
@@ -73,7 +73,7 @@ def test_a_nul_in_an_agent_definition_is_422_naming_the_field(
     api: httpx2.Client, body: dict[str, Any], field: str
 ) -> None:
     detail = invalid(api.post("/api/agents", json=body))
-    assert detail.startswith(f"The request is invalid: {field} holds a NUL character")
+    assert detail.startswith(f"{field}: it is a string with a NUL character")
     assert api.get("/api/agents/fine").status_code == 404
 
 
@@ -120,16 +120,26 @@ def test_a_websocket_following_from_beyond_the_end_closes_once(
 
 
 @pytest.mark.parametrize(
-    ("body", "kind", "field"),
+    ("body", "kind", "refused"),
     [
-        pytest.param(b'{"a": {"b": ["x", "y\\u0000"]}}', "application/json", "a.b[1]", id="json"),
-        pytest.param(b'"\\u0000"', "application/json; charset=utf-8", "the body", id="string"),
-        pytest.param(b'{"k\\u0000": 1}', "application/json", "k\\x00", id="key"),
-        pytest.param(b"reason=a%00b&x=1", "application/x-www-form-urlencoded", "reason", id="form"),
+        pytest.param(
+            b'{"a": {"b": ["x", "y\\u0000"]}}', "application/json", "a.b[1] cannot", id="json"
+        ),
+        pytest.param(
+            b'"\\u0000"', "application/json; charset=utf-8", "the body cannot", id="string"
+        ),
+        pytest.param(b'{"k\\u0000": 1}', "application/json", "a field's name cannot", id="key"),
+        pytest.param(
+            b"reason=a%00b&x=1", "application/x-www-form-urlencoded", "reason cannot", id="form"
+        ),
         pytest.param(b'{"a": "\\\\u0000"}', "application/json", None, id="escaped-backslash"),
         pytest.param(b'{"a": "plain"}', "application/json", None, id="none"),
         pytest.param(b"not json \\u0000", "application/json", None, id="not-json"),
     ],
 )
-def test_the_nul_field_of_a_body_is_named(body: bytes, kind: str, field: str | None) -> None:
-    assert nul_field(body, kind) == field
+def test_a_body_holding_a_nul_is_refused_naming_the_field(
+    body: bytes, kind: str, refused: str | None
+) -> None:
+    said = nul_refusal(body, kind)
+    assert (said or "")[: len(refused or "")] == (refused or "")
+    assert (said is None) == (refused is None)

@@ -101,8 +101,8 @@ def test_a_nul_in_a_signal_name_is_422(api: httpx2.Client) -> None:
     ]
     name = f"go{NUL}"
     detail = invalid(api.post(f"/api/runs/{run_id}/signals", json={"name": name}))
-    assert detail == (
-        f"Invalid signal name {name!r}: names cannot contain a NUL character ('\\x00' at index 2)."
+    assert detail.startswith(
+        "name cannot be used: it is a string with a NUL character ('\\x00' at index 2)"
     )
     ok(api.post(f"/api/runs/{run_id}/signals", json={"name": "go"}), 202)
     wait_for(lambda: ok(api.get(f"/api/runs/{run_id}"))["info"]["status"] == "completed")

@@ -34,6 +34,7 @@ from reactor.exceptions import (
     AgentConfigError,
     AgentConflictError,
     AgentNotFoundError,
+    BackpressureError,
     CapabilityError,
     EntryNotFoundError,
     GraphChangedError,
@@ -131,6 +132,7 @@ STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
     (GraphChangedError, 409),
     (CapabilityError, 409),
     (ServiceStateError, 503),
+    (BackpressureError, 503),
     (ObjectValidationError, 422),
     (PayloadError, 422),
     (AgentConfigError, 422),
@@ -142,6 +144,9 @@ STATUSES: tuple[tuple[type[ReactorError], int], ...] = (
 )
 """The status of each error the service raises on purpose (the first match wins)."""
 
+
+BACKPRESSURE_RETRY = 1
+"""Seconds a client is told to wait while a run's store catches up (``Retry-After``)."""
 
 RETRY_AFTER = 5
 """Seconds a client is told to wait while a database or Redis is unreachable (``Retry-After``)."""
@@ -244,7 +249,8 @@ def install_errors(app: fastapi.FastAPI) -> None:
         away = None if status is not None else unreachable(exc)
         if away is not None:  # the signal store's database (or Redis) is away
             return _unavailable(request, exc, away)
-        return error_response(status or 500, str(exc))
+        later = {"Retry-After": str(BACKPRESSURE_RETRY)} if status == 503 else None
+        return error_response(status or 500, str(exc), later)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: fastapi.Request, exc: RequestValidationError) -> JSONResponse:

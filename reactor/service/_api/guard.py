@@ -34,7 +34,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reactor._signals.door import check_payload, check_text
 from reactor._signals.settings import settings_from
+from reactor.exceptions import PayloadError
 
 __all__ = ["ALLOWED_HOSTS_ENV", "MAX_BODY_ENV", "Guard", "GuardSettings"]
 
@@ -127,15 +129,9 @@ class Guard:
                     "or ask the operator to raise the limit.",
                 )
                 return
-            field = nul_field(body, headers.get("content-type", ""))
-            if field is not None:
-                await _answer(
-                    scope,
-                    send,
-                    422,
-                    f"The request is invalid: {field} holds a NUL character (U+0000), which "
-                    "cannot be stored; nothing was changed. Remove it and send again.",
-                )
+            refused = nul_refusal(body, headers.get("content-type", ""))
+            if refused is not None:  # before any route reads it, on every database
+                await _answer(scope, send, 422, refused)
                 return
         await self.app(scope, receive, send)
 
@@ -200,42 +196,42 @@ class Guard:
         return body, _replay([first], receive)
 
 
-def nul_field(body: bytes, content_type: str) -> str | None:
-    """The field of a JSON or form body that holds a NUL character, if one does.
+def nul_refusal(body: bytes, content_type: str) -> str | None:
+    """Why a JSON or form body cannot be stored, when a field holds a NUL character.
 
-    JSON can hold one only escaped (a backslash, then ``u0000``) and a form only as
-    ``%00``: a body without either is passed at the cost of one search.
+    The message is the door's (:mod:`reactor._signals.door`), naming the field's path
+    (``data.name``, ``reason``). JSON can hold a NUL only escaped (a backslash, then
+    ``u0000``) and a form only as ``%00``: a body without either is passed at the cost
+    of one search.
     """
     kind = content_type.split(";")[0].strip().lower()
-    if kind == "application/json" and b"\\u0000" in body:
-        try:
-            return _json_nul(json.loads(body), "")
-        except ValueError:  # not JSON: the route answers that
-            return None
-    if kind == "application/x-www-form-urlencoded" and b"%00" in body:
-        for name, value in parse_qsl(body.decode("latin-1"), keep_blank_values=True):
-            if "\x00" in name or "\x00" in value:
-                return name.replace("\x00", "\\x00")
+    try:
+        if kind == "application/json" and b"\\u0000" in body:
+            try:
+                data = json.loads(body)
+            except ValueError:  # not JSON: the route answers that
+                return None
+            _check_nul(data)
+        elif kind == "application/x-www-form-urlencoded" and b"%00" in body:
+            for name, value in parse_qsl(body.decode("latin-1"), keep_blank_values=True):
+                check_text(name, "a field's name")
+                check_text(value, name)
+    except PayloadError as refused:
+        return str(refused)
     return None
 
 
-def _json_nul(value: Any, path: str) -> str | None:
-    if isinstance(value, str):
-        return (path or "the body") if "\x00" in value else None
-    if isinstance(value, list):
-        items: Iterable[tuple[Any, Any]] = enumerate(value)
-    elif isinstance(value, dict):
-        items = value.items()
-    else:
-        return None
-    for key, item in items:
-        inner = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}".lstrip(".")
-        if isinstance(key, str) and "\x00" in key:
-            return inner.replace("\x00", "\\x00")
-        found = _json_nul(item, inner)
-        if found is not None:
-            return found
-    return None
+def _check_nul(data: Any) -> None:
+    """Raise the door's ``PayloadError`` for the first NUL in a request's JSON body."""
+    if not isinstance(data, dict):
+        check_payload(data, "the body", nul=True)
+        return
+    for key, value in data.items():
+        check_text(key, "a field's name")
+        if isinstance(value, str):
+            check_text(value, key)
+        else:
+            check_payload(value, key, nul=True)
 
 
 def _route_path(scope: Scope) -> str:

@@ -29,6 +29,7 @@ from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, SESSION_TIMEOUT
 from reactor._signals.patterns import validate_name
 from reactor._signals.settings import settings
 from reactor._signals.signal import Signal, iso_time
+from reactor.exceptions import BackpressureError
 from reactor.service._api.agents import RunStarted
 from reactor.service._api.base import CHECKS, VIEWS, ApiError, Operator, Service
 from reactor.service._api.paging import router as paging_router
@@ -137,11 +138,20 @@ async def post_signal(
     Raises:
         SignalNameError: The name is not a signal name, or one only the runtime emits
             (422, before anything is queued).
+        BackpressureError: The store's writer is behind (503 with ``Retry-After``).
     """
     validate_name(name)
     check_posted(name)
     await _open_run(service, run_id)
     store = store_of(service)
+    full = store.room() if at is None else None
+    if full is not None:  # the store's writer is behind: the client sends again later
+        full.cancel()
+        raise BackpressureError(
+            f"Run {run_id} takes no outside input for a moment: the store has the most "
+            "signals not yet written it queues. Nothing was queued; send it again shortly.",
+            run_id=run_id,
+        )
     later = {} if at is None else {"at": at}  # scheduled: delivered at or after ``at``
     return await asyncio.to_thread(store.post, run_id, name, payload, source=str(user), **later)
 
