@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from reactor._agents.budget import Budget as Budget
     from reactor._agents.context import AgentContext as AgentContext
     from reactor._agents.context import RunView as RunView
-    from reactor._agents.env import getenv as getenv
     from reactor._agents.skills import Skill as Skill
     from reactor._backends.memory import MemorySignalStore as MemorySignalStore
     from reactor._backends.postgres import PostgresSignalStore as PostgresSignalStore
@@ -70,6 +69,7 @@ if TYPE_CHECKING:
     from reactor._providers.base import ToolCall as ToolCall
     from reactor._providers.base import ToolResult as ToolResult
     from reactor._providers.base import Usage as Usage
+    from reactor._providers.env import getenv as getenv
     from reactor._providers.hooks import Deny as Deny
     from reactor._providers.hooks import Hooks as Hooks
     from reactor._providers.hooks import SessionInfo as SessionInfo
@@ -260,7 +260,7 @@ _PUBLIC: dict[str, str] = {
     "abandoned_threads": "reactor._signals.threads",
     "agent": "reactor._agents.agent",
     "current_signal": "reactor._signals.bus",
-    "getenv": "reactor._agents.env",
+    "getenv": "reactor._providers.env",
     "model_prices": "reactor._providers.pricing",
     "reactive": "reactor._graph.reactive",
     "run_reactive": "reactor._graph.reactive",

@@ -26,7 +26,6 @@ from reactor._activation.threads import Turn, handled
 from reactor._activation.timers import Timers
 from reactor._agents.asking import Asking
 from reactor._agents.context import AgentContext
-from reactor._agents.env import set_env
 from reactor._agents.output import OutputSpec, check_output
 from reactor._agents.spans import Span
 from reactor._agents.templates import compiled, render, render_async
@@ -34,6 +33,7 @@ from reactor._prompts.modelcall import ModelCall, RunProvider
 from reactor._prompts.prompting import enter_site
 from reactor._prompts.session import session_output
 from reactor._prompts.signalled import CallSite, since
+from reactor._providers.env import set_env
 from reactor._providers.hooks import NO_HOOKS
 from reactor._providers.tools import set_tool_keys
 from reactor._signals.bus import set_current_signal

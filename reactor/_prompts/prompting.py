@@ -22,7 +22,6 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reactor._agents.env import env_overlay
 from reactor._agents.output import OutputSpec
 from reactor._agents.skills import system_with_skills
 from reactor._agents.spans import caused_by
@@ -31,6 +30,7 @@ from reactor._prompts.modelcall import ModelCall, no_provider
 from reactor._prompts.prompt import Prompt, PromptingAgent, skills_of
 from reactor._prompts.trace import Standalone, current_trace
 from reactor._providers.base import End, Message, Usage
+from reactor._providers.env import env_overlay
 from reactor._providers.hooks import Hooks, SessionInfo, call_hook
 from reactor._providers.mcp import MCPServer, connect_servers
 from reactor._providers.tools import Tool, tools_of
