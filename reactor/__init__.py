@@ -30,6 +30,11 @@ from typing import TYPE_CHECKING, Any
 from reactor import exceptions as exceptions  # cheap: loaded with the package, as always
 
 if TYPE_CHECKING:
+    from reactor._agents.admission import Batch as Batch
+    from reactor._agents.admission import Debounce as Debounce
+    from reactor._agents.admission import Latest as Latest
+    from reactor._agents.admission import SpendCap as SpendCap
+    from reactor._agents.admission import Throttle as Throttle
     from reactor._agents.agent import Agent as Agent
     from reactor._agents.agent import agent as agent
     from reactor._agents.asking import PendingPrompt as PendingPrompt
@@ -158,19 +163,21 @@ _PUBLIC: dict[str, str] = {
     "AgentFailure": "reactor._engine.result",
     "AgentNotFoundError": "reactor.exceptions",
     "AnthropicProvider": "reactor._providers.anthropic",
+    "BackpressureError": "reactor.exceptions",
+    "Batch": "reactor._agents.admission",
     "Budget": "reactor._agents.budget",
     "BudgetExceededError": "reactor.exceptions",
-    "BackpressureError": "reactor.exceptions",
     "CapabilityError": "reactor.exceptions",
     "Channel": "reactor._graph.handle",
     "CollectorTuning": "reactor._engine.collector",
     "ConsoleChannel": "reactor._graph.console",
     "CycleWarning": "reactor.exceptions",
     "DatabaseError": "reactor.exceptions",
-    "EntryNotFoundError": "reactor.exceptions",
+    "Debounce": "reactor._agents.admission",
     "Deny": "reactor._providers.hooks",
     "Divergence": "reactor._recording.diff",
     "End": "reactor._providers.base",
+    "EntryNotFoundError": "reactor.exceptions",
     "EvalCase": "reactor.eval",
     "EvalReport": "reactor.eval",
     "EventNode": "reactor._recording.eventtree",
@@ -180,6 +187,7 @@ _PUBLIC: dict[str, str] = {
     "HandlerError": "reactor.exceptions",
     "Hooks": "reactor._providers.hooks",
     "IdleTimeoutError": "reactor.exceptions",
+    "Latest": "reactor._agents.admission",
     "LoopLimitError": "reactor.exceptions",
     "MCPServer": "reactor._providers.mcp",
     "MCPServerError": "reactor.exceptions",
@@ -194,8 +202,8 @@ _PUBLIC: dict[str, str] = {
     "Pattern": "reactor._signals.patterns",
     "PatternError": "reactor.exceptions",
     "PayloadError": "reactor.exceptions",
-    "PermissionDeniedError": "reactor.exceptions",
     "PendingPrompt": "reactor._agents.asking",
+    "PermissionDeniedError": "reactor.exceptions",
     "PostgresSignalStore": "reactor._backends.postgres",
     "ProgressReporter": "reactor._reporting.progress",
     "Prompt": "reactor._prompts.prompt",
@@ -213,8 +221,8 @@ _PUBLIC: dict[str, str] = {
     "ReplayMismatchError": "reactor.exceptions",
     "ReplayProvider": "reactor._providers.replay",
     "ReplyValidationError": "reactor.exceptions",
-    "RetryRefusedError": "reactor.exceptions",
     "Reporter": "reactor.typing",
+    "RetryRefusedError": "reactor.exceptions",
     "RunClosedError": "reactor.exceptions",
     "RunFinishedError": "reactor.exceptions",
     "RunHandle": "reactor._graph.handle",
@@ -240,6 +248,7 @@ _PUBLIC: dict[str, str] = {
     "SignalStoreBase": "reactor.typing",
     "SignalStream": "reactor._signals.stream",
     "Skill": "reactor._agents.skills",
+    "SpendCap": "reactor._agents.admission",
     "StructlogReporter": "reactor.logging",
     "Subscription": "reactor._signals.bus",
     "SuggestionNotFoundError": "reactor.exceptions",
@@ -250,6 +259,7 @@ _PUBLIC: dict[str, str] = {
     "TextComplete": "reactor._providers.base",
     "TextDelta": "reactor._providers.base",
     "ThinkingDelta": "reactor._providers.base",
+    "Throttle": "reactor._agents.admission",
     "Tool": "reactor._providers.tools",
     "ToolCall": "reactor._providers.base",
     "ToolContext": "reactor._providers.tools",

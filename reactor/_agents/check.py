@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Self, TypeVar
+
+import pydantic
 
 from reactor._agents.templates import Expression, compile_expression
 from reactor.exceptions import AgentConfigError
 
-__all__ = ["Checks", "check_name", "compile_guard", "definition_error", "given"]
+__all__ = [
+    "Checked",
+    "Checks",
+    "check_name",
+    "compile_guard",
+    "config_error",
+    "definition_error",
+    "given",
+]
 
 _NAME = re.compile(r"^[^\s:*]+$")
 _LABEL = re.compile(r"^Agent '[^']*': ")
@@ -106,3 +116,54 @@ def check_name(name: object) -> None:
             "(agent:<name>:completed), so use no ':', '*' or whitespace.",
             agent=name if isinstance(name, str) else None,
         )
+
+
+class Checked(pydantic.BaseModel):
+    """A value made by users: a bad field is an ``AgentConfigError`` naming the fix.
+
+    ``CHOICES`` names, for a field whose value is one of a few words, the thing it
+    names and the words (``{"events": ("event", "created, updated or deleted")}``), so
+    that a wrong one is said in those words.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+    CHOICES: ClassVar[Mapping[str, tuple[str, str]]] = {}
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise config_error(type(self).__name__, exc, self.CHOICES) from None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Self:
+        """Build one from stored JSON (a database row), with the same clear errors."""
+        if not isinstance(config, Mapping):
+            raise AgentConfigError(
+                f"{cls.__name__} config must be a JSON object, got {type(config).__name__}."
+            )
+        fields: dict[str, Any] = dict(config)
+        return cls(**fields)
+
+
+def config_error(
+    model: str, exc: pydantic.ValidationError, choices: Mapping[str, tuple[str, str]]
+) -> AgentConfigError:
+    """One sentence per bad field of ``model``, each saying what to write instead."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"][:1]) or "?"
+        value = error.get("input")
+        kind = error["type"]
+        if kind == "literal_error" and field in choices:
+            noun, words = choices[field]
+            problems.append(f"unknown {noun} {value!r} in {model}({field}=...); use {words}")
+        elif kind == "extra_forbidden":
+            problems.append(f"{model} has no option {field!r}")
+        elif kind == "value_error":
+            message = str(error.get("ctx", {}).get("error", error["msg"]))
+            problems.append(f"{model}({field}=...): {message}")
+        else:
+            problems.append(f"{model}({field}=...): {error['msg']} (got {value!r})")
+    return AgentConfigError(f"Invalid {model}: {'; '.join(problems)}.")

@@ -13,11 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import Any, Literal, Never, Self, get_args
+from typing import Any, ClassVar, Literal, Never, get_args
 
 import pydantic
 
-from reactor.exceptions import AgentConfigError
+from reactor._agents.admission import admission, policy_config
+from reactor._agents.check import Checked
 
 __all__ = [
     "EVENTS",
@@ -51,29 +52,7 @@ def type_name_problem(name: object) -> str | None:
     return None
 
 
-class _Checked(pydantic.BaseModel):
-    """A value made by users: a bad field is an ``AgentConfigError`` naming the fix."""
-
-    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except pydantic.ValidationError as exc:
-            raise _config_error(type(self).__name__, exc) from None
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> Self:
-        """Build one from stored JSON (a database row), with the same clear errors."""
-        if not isinstance(config, Mapping):
-            raise AgentConfigError(
-                f"{cls.__name__} config must be a JSON object, got {type(config).__name__}."
-            )
-        fields: dict[str, Any] = dict(config)
-        return cls(**fields)
-
-
-class Reaction(_Checked):
+class Reaction(Checked):
     """Which object events activate an agent.
 
     Attributes:
@@ -84,16 +63,26 @@ class Reaction(_Checked):
         concurrency: What an event for an object version already being processed by
             the agent does: ``skip`` drops it, ``queue`` processes one object's events in
             order, ``parallel`` does not wait.
+        admit: Which events the agent is given when they come faster than it answers
+            (:mod:`reactor._agents.admission`): ``Latest()`` per object by default key,
+            ``Debounce``, ``Throttle``, ``Batch``, ``SpendCap``, one or a tuple.
 
     Raises:
-        AgentConfigError: An unknown event or concurrency, no events at all, or a type
-            that cannot be an object type name.
+        AgentConfigError: An unknown event or concurrency, no events at all, a type
+            that cannot be an object type name, or something in ``admit`` that is not a
+            policy.
     """
+
+    CHOICES: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "events": ("event", "created, updated or deleted"),
+        "concurrency": ("concurrency", "skip, queue, parallel"),
+    }
 
     types: tuple[str, ...] = ()
     events: tuple[ObjectEvent, ...] = EVENTS
     ignore_self: bool = True
     concurrency: ReactionConcurrency = "skip"
+    admit: tuple[Any, ...] = ()
 
     def __init__(
         self,
@@ -102,11 +91,21 @@ class Reaction(_Checked):
         events: Iterable[ObjectEvent] | ObjectEvent = EVENTS,
         ignore_self: bool = True,
         concurrency: ReactionConcurrency = "skip",
+        admit: Any = None,
         **unknown: Never,
     ) -> None:
         super().__init__(
-            types=types, events=events, ignore_self=ignore_self, concurrency=concurrency, **unknown
+            types=types,
+            events=events,
+            ignore_self=ignore_self,
+            concurrency=concurrency,
+            admit=admission(admit, where="Reaction(admit=...)") if admit is not None else (),
+            **unknown,
         )
+
+    @pydantic.field_serializer("admit")
+    def _admit_config(self, admit: tuple[Any, ...]) -> list[dict[str, Any]]:
+        return [policy_config(policy) for policy in admit]
 
     @pydantic.field_validator("types", "events", mode="before")
     @classmethod
@@ -140,7 +139,7 @@ class Reaction(_Checked):
         return not (self.ignore_self and actor == agent)
 
 
-class Capabilities(_Checked):
+class Capabilities(Checked):
     """What an agent may change in the object store.
 
     Attributes:
@@ -200,7 +199,7 @@ Justification = Literal["override", "always", "never"]
 _APPROVER = re.compile(r"^(viewer|operator|approver|admin|user:[^\s:]{1,200})$")
 
 
-class Approval(_Checked):
+class Approval(Checked):
     """Who may decide on an agent's suggestions, and what a decision must carry.
 
     ``Approval()`` (every agent's default): one principal with the ``approver`` role
@@ -277,32 +276,6 @@ class Approval(_Checked):
         if "admin" in held:
             return True
         return any(entry in held or entry == f"user:{principal_id}" for entry in self.by)
-
-
-def _config_error(model: str, exc: pydantic.ValidationError) -> AgentConfigError:
-    """One sentence per bad field of ``model``, each saying what to write instead."""
-    problems = []
-    for error in exc.errors(include_url=False):
-        field = ".".join(str(part) for part in error["loc"][:1]) or "?"
-        value = error.get("input")
-        kind = error["type"]
-        if kind == "literal_error" and field == "events":
-            problems.append(
-                f"unknown event {value!r} in {model}(events=...); use created, updated or deleted"
-            )
-        elif kind == "literal_error" and field == "concurrency":
-            problems.append(
-                f"unknown concurrency {value!r} in {model}(concurrency=...); use "
-                f"{', '.join(_CONCURRENCY)}"
-            )
-        elif kind == "extra_forbidden":
-            problems.append(f"{model} has no option {field!r}")
-        elif kind == "value_error":
-            message = str(error.get("ctx", {}).get("error", error["msg"]))
-            problems.append(f"{model}({field}=...): {message}")
-        else:
-            problems.append(f"{model}({field}=...): {error['msg']} (got {value!r})")
-    return AgentConfigError(f"Invalid {model}: {'; '.join(problems)}.")
 
 
 MODES: tuple[ExecutionMode, ...] = get_args(ExecutionMode)
