@@ -99,6 +99,7 @@ class AgentContext(Generic[StateT, StoreT]):
     """
 
     __slots__ = (
+        "_batch",
         "_key",
         "_owner",
         "_sleeps",
@@ -121,6 +122,7 @@ class AgentContext(Generic[StateT, StoreT]):
         owner: ContextOwner | None = None,
         key: object = None,
         scope: Mapping[str, Any] | None = None,
+        batch: Sequence[Any] | None = None,
     ) -> None:
         self.agent = agent
         self.run_id = run_id
@@ -132,6 +134,7 @@ class AgentContext(Generic[StateT, StoreT]):
         self.scope: Mapping[str, Any] = scope or {}
         self.emitted: set[str] | None = None
         self._sleeps = 0
+        self._batch = None if batch is None else list(batch)
 
     @property
     def provider(self) -> Provider | None:
@@ -144,6 +147,21 @@ class AgentContext(Generic[StateT, StoreT]):
         """
         owner = self._owner
         return None if owner is None else owner.context_provider(self, self._key)
+
+    @property
+    def batch(self) -> list[Any] | None:
+        """The triggers admission merged into this activation, in arrival order (it last).
+
+        In a run, the trigger signals (their ``.payload`` is what was sent) that an
+        ``agent(admit=Debounce(..., deliver="batch"))`` or ``Batch(...)`` delivered at
+        once; for a reaction agent, the object events (``.object``, ``.event``) its
+        ``Reaction(admit=...)`` merged. ``None`` when nothing was merged: the activation
+        has its one trigger (``ctx.signal``, ``ctx.object``).
+        """
+        if self._batch is not None:
+            return self._batch
+        found = self.scope.get("batch")
+        return None if found is None else list(found)
 
     @property
     def object(self) -> Any:

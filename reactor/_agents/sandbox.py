@@ -533,6 +533,8 @@ def template_values(scope: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _template_value(value: Any) -> Any:
+    if isinstance(value, list | tuple):  # a batch of events: each converted
+        return [_template_value(item) for item in value]
     for kind in type(value).__mro__:
         convert = _CONVERTERS.get(kind)
         if convert is not None:

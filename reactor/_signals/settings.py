@@ -236,6 +236,17 @@ def _redis_prefix(value: object) -> str:
     return text
 
 
+def _dollars(value: object) -> float:
+    text = _text(value)
+    try:
+        amount = float(text)
+    except ValueError:
+        raise ValueError("must be an amount of US dollars above 0 (12.5)") from None
+    if not (amount > 0 and math.isfinite(amount)):
+        raise ValueError("must be an amount of US dollars above 0 (12.5)")
+    return amount
+
+
 def _same_database(one: str, other: str) -> bool:
     """Whether two spellings name one database (``runs.db`` and ``sqlite:///runs.db``)."""
     try:
@@ -378,6 +389,9 @@ class Settings(BaseSettings):
         max_template_chars: ``REACTOR_MAX_TEMPLATE_CHARS``: the longest rendered template.
         handler_threads: ``REACTOR_HANDLER_THREADS``: threads for synchronous handlers
             and tools.
+        spend_cap_usd: ``REACTOR_SPEND_CAP_USD``: what the reaction agents' model calls
+            may cost together per period; past it their events are held.
+        spend_cap_per: ``REACTOR_SPEND_CAP_PER``: that period (an hour by default).
     """
 
     model_config = SettingsConfigDict(
@@ -463,6 +477,12 @@ class Settings(BaseSettings):
     )
     handler_threads: Whole = pydantic.Field(
         32, description="threads that run agents' synchronous run= handlers and tools"
+    )
+    spend_cap_usd: Annotated[float | None, pydantic.BeforeValidator(_dollars)] = pydantic.Field(
+        None, description="what every reaction agent's model calls may cost together per period"
+    )
+    spend_cap_per: Annotated[timedelta, pydantic.BeforeValidator(_duration)] = pydantic.Field(
+        timedelta(hours=1), description="the period of REACTOR_SPEND_CAP_USD"
     )
 
     _options: frozenset[str] = pydantic.PrivateAttr(frozenset())

@@ -51,6 +51,8 @@ DEFAULTS: dict[str, Any] = {
     "REACTOR_OTEL_CAPTURE_CONTENT": False,
     "REACTOR_MAX_TEMPLATE_CHARS": 4_000_000,
     "REACTOR_HANDLER_THREADS": 32,
+    "REACTOR_SPEND_CAP_USD": None,
+    "REACTOR_SPEND_CAP_PER": timedelta(hours=1),
 }
 """Every variable and its default: the list docs/configuration.md documents."""
 
@@ -100,6 +102,8 @@ def test_docs_configuration_lists_every_variable_with_its_default() -> None:
         pytest.param("REACTOR_OTEL_CAPTURE_CONTENT", "yes", True, id="content"),
         pytest.param("REACTOR_MAX_TEMPLATE_CHARS", "100", 100, id="template"),
         pytest.param("REACTOR_HANDLER_THREADS", "4", 4, id="threads"),
+        pytest.param("REACTOR_SPEND_CAP_USD", "12.5", 12.5, id="spend-cap"),
+        pytest.param("REACTOR_SPEND_CAP_PER", "1d", timedelta(days=1), id="spend-period"),
     ],
 )
 def test_each_variable_is_read_typed(variable: str, text: str, value: object) -> None:

@@ -24,7 +24,7 @@ from reactor.service import (
 from reactor.service._objects.db import DEFAULT_URL, MIGRATIONS, VERSION_TABLE, Database
 from reactor.service._objects.schema import metadata
 
-HEAD = "0011"
+HEAD = "0012"
 """The newest revision shipped."""
 
 COLUMNS = {
@@ -71,6 +71,7 @@ COLUMNS = {
         "schedule_source",
         "code_schedule",
         "approval",
+        "spend_cap_usd",
     },
     "agent_runs": {
         "id",
@@ -96,7 +97,10 @@ COLUMNS = {
         "updated_at",
         "attempts",
         "owner",
+        "superseded_by",
+        "cost_usd",
     },
+    "admission_buckets": {"agent", "key", "due"},
     "suggestions": {
         "id",
         "agent",

@@ -30,7 +30,17 @@ __all__ = [
     "Update",
 ]
 
-EntryStatus = Literal["pending", "processing", "completed", "failed", "skipped", "abandoned"]
+EntryStatus = Literal[
+    "pending",
+    "processing",
+    "completed",
+    "failed",
+    "skipped",
+    "abandoned",
+    "superseded",
+    "merged",
+    "held",
+]
 SuggestionStatus = Literal["pending", "completed", "rejected", "expired"]
 
 
@@ -210,13 +220,21 @@ class ProcessingEntry(pydantic.BaseModel):
             ``skipped`` when the same (agent, object, version, event) was already
             pending, processing or completed, or when the event was caused by a
             chain of reactions deeper than ``max_reaction_depth``; ``abandoned`` when
-            it was processing for longer than the service's ``stuck_after``.
-        error: Why it failed (or was skipped or abandoned).
+            it was processing for longer than the service's ``stuck_after``. The
+            agent's admission (``Reaction(admit=...)``) decides three more:
+            ``superseded`` (a newer event of the same key took its place), ``merged``
+            (delivered with the entry that took it, in its batch) and ``held`` (a spend
+            cap is reached: it waits, and goes back to ``pending`` when the period rolls
+            or the cap is raised).
+        error: Why it failed (or was skipped, abandoned or held).
         run_id: The recorded run of the reaction.
         created_at: When the event was dispatched (UTC).
         updated_at: When the status last changed (UTC).
         attempts: How often it was taken to be processed (an entry whose process
             died is taken again, up to the service's ``max_attempts``).
+        superseded_by: The entry that took this one (``superseded`` or ``merged``).
+        cost_usd: What the model calls of its run cost (once it ended; ``None`` when
+            a price is unknown).
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -233,3 +251,5 @@ class ProcessingEntry(pydantic.BaseModel):
     created_at: datetime
     updated_at: datetime
     attempts: int = 0
+    superseded_by: int | None = None
+    cost_usd: float | None = None

@@ -11,10 +11,10 @@ completed, and logged as ``skipped``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -26,12 +26,27 @@ from reactor.service._objects.owners import Cursors
 from reactor.service._objects.rows import entry_from_row
 from reactor.service._objects.schema import (
     ACTIVE_PREDICATE,
+    admission_buckets,
     agent_runs,
+    object_events,
     processing_log,
+)
+from reactor.service._objects.schema import (
+    agents as agents_table,
 )
 from reactor.service._objects.values import ObjectEvent
 
-__all__ = ["Claim", "Finished", "ProcessingLog", "Taken"]
+__all__ = [
+    "Admitted",
+    "Admitting",
+    "Claim",
+    "Decision",
+    "Finished",
+    "ProcessingLog",
+    "Spent",
+    "Taken",
+    "Waiting",
+]
 
 _KEY = ("agent", "object_id", "object_version", "event_type")
 _ACTIVE = sa.text(ACTIVE_PREDICATE)
@@ -54,7 +69,8 @@ class Claim:
     agent: str
     event: ObjectEvent
     exclusive: bool = False
-    refused: str | None = None  # why it is logged ``skipped`` at once (a reaction loop)
+    refused: str | None = None  # why it is logged at once (a loop, its agent's guard)
+    refused_as: EntryStatus = "skipped"  # ``failed``: the agent's guard raised
 
 
 @dataclass(frozen=True)
@@ -62,11 +78,111 @@ class Taken:
     """An entry taken to be processed, with its run's id (``entry.run_id``: from its first take).
 
     ``earlier``: it had one already, so an attempt cut off by a crash (or retried by
-    hand) may have recorded it: resume it, rather than leave it ``running``.
+    hand) may have recorded it: resume it, rather than leave it ``running``. ``batch``:
+    the entries delivered with it (merged into it, and it last), in arrival order;
+    empty when it goes alone.
     """
 
     entry: ProcessingEntry
     earlier: bool
+    batch: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """An entry of an agent with admission that is not done: what admission decides on.
+
+    Attributes:
+        id: The entry.
+        object_id: Its object.
+        object_type: The object's type (what ``keep=`` patterns name).
+        event_id: Its object event.
+        status: ``pending``, ``held``, or ``processing`` (its object's key is busy).
+        created_at: When it was logged (UNIX seconds).
+        data: The object's data in its event, when the admission's keys read it.
+    """
+
+    id: int
+    object_id: str
+    object_type: str
+    event_id: int
+    status: str
+    created_at: float
+    data: Mapping[str, Any] | None = None
+
+
+@dataclass
+class Decision:
+    """What admission decided for one agent's waiting entries, all written in one transaction.
+
+    Attributes:
+        take: The entries to start now, oldest first, each with its batch (the entries
+            merged into it and it, in arrival order; empty: it goes alone).
+        superseded: Entries a newer one of the same key took the place of, and that one.
+        merged: Entries delivered with another (in its batch), and that one.
+        held: Entries held by a spend cap, and why.
+        released: Held entries that may go again (``pending``).
+        buckets: The throttles' buckets to write (their key, their next due time).
+        wake_at: When to decide again (UNIX seconds) though nothing new comes, for
+            entries that will go then: the end of a debounce, a batch's wait, a
+            throttle's next token.
+        release_at: When a spend cap's period rolls, releasing what it holds (held
+            entries are not work in flight: the service is idle with them).
+    """
+
+    take: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
+    superseded: dict[int, int] = field(default_factory=dict)
+    merged: dict[int, int] = field(default_factory=dict)
+    held: dict[int, str] = field(default_factory=dict)
+    released: list[int] = field(default_factory=list)
+    buckets: dict[str, float] = field(default_factory=dict)
+    wake_at: float | None = None
+    release_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """What an admission let start (:meth:`ProcessingLog.admit`), and when to ask again.
+
+    Attributes:
+        taken: The entries taken, oldest first, each with its batch.
+        wake_at: When entries that wait now may go (UNIX seconds; ``None``: when
+            something new comes).
+        release_at: When a spend cap's period rolls (what it holds may go then).
+    """
+
+    taken: list[Taken]
+    wake_at: float | None = None
+    release_at: float | None = None
+
+
+Spent = Callable[[str | None, float], float]
+"""``spent(agent, since)``: what the model calls of an agent's entries (every agent's, for
+``None``) that ended since ``since`` (UNIX seconds) cost, in US dollars."""
+
+
+class Admitting(Protocol):
+    """An agent's admission, as the processing log asks it (in its transaction)."""
+
+    @property
+    def reads_data(self) -> bool:
+        """Whether :meth:`decide` reads the objects' data (``Waiting.data``)."""
+        ...
+
+    def decide(
+        self,
+        waiting: Sequence[Waiting],
+        buckets: Mapping[str, float],
+        spent: Spent,
+        now: float,
+        room: int,
+        cap_usd: float | None = None,
+    ) -> Decision:
+        """Which of ``waiting`` start now (at most ``room``), and what becomes of the rest.
+
+        ``cap_usd``: an admin's cap over the agent's own (``agents.spend_cap_usd``).
+        """
+        ...
 
 
 @dataclass(frozen=True)
@@ -81,6 +197,7 @@ class Finished:
     run_status: str
     started_at: datetime
     finished_at: datetime
+    cost_usd: float | None = None
 
 
 class ProcessingLog(Cursors):
@@ -125,7 +242,8 @@ class ProcessingLog(Cursors):
             triple = (claim.agent, event.id, event.version)
             kinds = busy.setdefault(triple, set()) if claim.exclusive else set()
             if claim.refused is not None:
-                skipped.append((index, {**row, "status": "skipped", "error": claim.refused}))
+                refused = {**row, "status": claim.refused_as, "error": claim.refused}
+                skipped.append((index, refused))
             elif kinds and event.event not in kinds:  # the same event is a duplicate instead
                 skipped.append((index, {**row, "status": "skipped", "error": _BUSY}))
             else:
@@ -210,6 +328,67 @@ class ProcessingLog(Cursors):
         )
         return await self._transact(functools.partial(_named, taking=taking))
 
+    async def admit(self, agent: str, admitting: Admitting, room: int) -> Admitted:
+        """Start what ``agent``'s admission lets start now (at most ``room``), in one transaction.
+
+        Its waiting entries (pending, held, and processing: their keys are busy), its
+        throttles' buckets and its spend are read, :meth:`Admitting.decide` decides, and
+        every decision is written in the same transaction: the superseded and the
+        merged (linked to the entry that took them), the held and the released, the
+        buckets, and the entries taken. On PostgreSQL an advisory lock per agent makes
+        the processes that take work decide one at a time (SQLite's writes are one at a
+        time already). Returns the entries taken (each with its batch) and when to
+        decide again.
+        """
+        work = functools.partial(self._admit, agent=agent, admitting=admitting, room=room)
+        return await self._transact(work)
+
+    def _admit(
+        self, conn: sa.Connection, *, agent: str, admitting: Admitting, room: int
+    ) -> Admitted:
+        if self.db.dialect == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": agent})
+        now = datetime.now(UTC)
+        waiting = _waiting(conn, agent, with_data=admitting.reads_data)
+        buckets = {
+            row.key: row.due
+            for row in conn.execute(
+                sa.select(admission_buckets.c.key, admission_buckets.c.due).where(
+                    admission_buckets.c.agent == agent
+                )
+            )
+        }
+        cap = conn.scalar(
+            sa.select(agents_table.c.spend_cap_usd).where(agents_table.c.name == agent)
+        )
+        decision = admitting.decide(
+            waiting, buckets, functools.partial(_spent, conn), now.timestamp(), room, cap
+        )
+        _apply(conn, agent, decision, now, self._insert_bucket())
+        if not decision.take:
+            return Admitted([], decision.wake_at, decision.release_at)
+        ids = [entry_id for entry_id, _ in decision.take]
+        taking = (
+            processing_log.update()
+            .where(processing_log.c.id.in_(ids), processing_log.c.status == "pending")
+            .values(**self._taken())
+            .returning(*processing_log.c)
+        )
+        batches = dict(decision.take)
+        taken = [
+            Taken(found.entry, found.earlier, batches.get(found.entry.id, ()))
+            for found in _named(conn, taking=taking)
+        ]
+        return Admitted(taken, decision.wake_at, decision.release_at)
+
+    def _insert_bucket(self) -> Any:
+        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
+        statement = dialect.insert(admission_buckets)
+        return statement.on_conflict_do_update(
+            index_elements=[admission_buckets.c.agent, admission_buckets.c.key],
+            set_={"due": statement.excluded.due},
+        )
+
     async def set_run(self, entry_id: int, run_id: str) -> None:
         """The entry's reaction runs as ``run_id`` from now on (its earlier run had ended)."""
         async with self.db.write() as conn:
@@ -281,6 +460,7 @@ class ProcessingLog(Cursors):
                     status=sa.bindparam("new_status"),
                     error=sa.bindparam("new_error"),
                     run_id=sa.bindparam("new_run_id"),
+                    cost_usd=sa.bindparam("new_cost"),
                     updated_at=now,
                 ),
                 [
@@ -289,6 +469,7 @@ class ProcessingLog(Cursors):
                         "new_status": o.status,
                         "new_error": o.error,
                         "new_run_id": o.run_id,
+                        "new_cost": o.cost_usd,
                     }
                     for o in done
                 ],
@@ -404,3 +585,100 @@ def _key(entry: ProcessingEntry | Mapping[str, Any]) -> tuple[Any, ...]:
 
 _DUPLICATE = "the same event for this object version is pending, processing or completed"
 _BUSY = "the agent is processing this object version (concurrency='skip')"
+
+
+_WAITING_MOST = 10_000
+"""Entries of one agent admission looks at in one decision, oldest first."""
+
+
+def _waiting(conn: sa.Connection, agent: str, *, with_data: bool) -> list[Waiting]:
+    """An agent's entries not done (pending, held, processing), oldest first."""
+    data = object_events.c.data if with_data else sa.null()
+    rows = conn.execute(
+        sa.select(
+            processing_log.c.id,
+            processing_log.c.object_id,
+            object_events.c.object_type,
+            processing_log.c.event_id,
+            processing_log.c.status,
+            processing_log.c.created_at,
+            data.label("data"),
+        )
+        .join(object_events, object_events.c.event_id == processing_log.c.event_id)
+        .where(
+            processing_log.c.agent == agent,
+            processing_log.c.status.in_(("pending", "held", "processing")),
+        )
+        .order_by(processing_log.c.id)
+        .limit(_WAITING_MOST)
+    )
+    return [
+        Waiting(
+            row.id,
+            row.object_id,
+            row.object_type,
+            row.event_id,
+            row.status,
+            row.created_at.timestamp(),
+            row.data,
+        )
+        for row in rows
+    ]
+
+
+def _spent(conn: sa.Connection, agent: str | None, since: float) -> float:
+    """What the runs of entries that ended since ``since`` cost (an agent's, or all)."""
+    query = sa.select(sa.func.coalesce(sa.func.sum(processing_log.c.cost_usd), 0.0)).where(
+        processing_log.c.status.in_(("completed", "failed")),
+        processing_log.c.updated_at >= datetime.fromtimestamp(since, UTC),
+    )
+    if agent is not None:
+        query = query.where(processing_log.c.agent == agent)
+    return float(conn.scalar(query) or 0.0)
+
+
+def _apply(conn: sa.Connection, agent: str, decision: Decision, now: datetime, upsert: Any) -> None:
+    """Write what admission decided but the entries taken (see :meth:`ProcessingLog.admit`)."""
+    linked = [
+        {"entry": entry, "by": by, "new_status": status}
+        for status, links in (("superseded", decision.superseded), ("merged", decision.merged))
+        for entry, by in links.items()
+    ]
+    if linked:  # what they had taken goes to what takes them: links end at an entry that ran
+        conn.execute(
+            processing_log.update()
+            .where(
+                processing_log.c.superseded_by == sa.bindparam("entry"),
+                processing_log.c.agent == agent,
+            )
+            .values(superseded_by=sa.bindparam("by")),
+            [{"entry": link["entry"], "by": link["by"]} for link in linked],
+        )
+        conn.execute(
+            processing_log.update()
+            .where(processing_log.c.id == sa.bindparam("entry"))
+            .values(
+                status=sa.bindparam("new_status"),
+                superseded_by=sa.bindparam("by"),
+                updated_at=now,
+            ),
+            linked,
+        )
+    if decision.held:
+        conn.execute(
+            processing_log.update()
+            .where(processing_log.c.id == sa.bindparam("entry"))
+            .values(status="held", error=sa.bindparam("why"), updated_at=now),
+            [{"entry": entry, "why": why} for entry, why in decision.held.items()],
+        )
+    if decision.released:
+        conn.execute(
+            processing_log.update()
+            .where(processing_log.c.id.in_(decision.released), processing_log.c.status == "held")
+            .values(status="pending", error=None, updated_at=now)
+        )
+    if decision.buckets:
+        conn.execute(
+            upsert,
+            [{"agent": agent, "key": key, "due": due} for key, due in decision.buckets.items()],
+        )

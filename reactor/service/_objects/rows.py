@@ -109,6 +109,8 @@ def entry_from_row(row: sa.Row[Any]) -> ProcessingEntry:
         created_at=row.created_at,
         updated_at=row.updated_at,
         attempts=row.attempts,
+        superseded_by=row.superseded_by,
+        cost_usd=row.cost_usd,
     )
 
 

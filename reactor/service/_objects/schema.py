@@ -25,6 +25,7 @@ __all__ = [
     "ACTIVE_PREDICATE",
     "JSONType",
     "Timestamp",
+    "admission_buckets",
     "agent_runs",
     "agents",
     "blocked_runs",
@@ -44,9 +45,10 @@ __all__ = [
     "web_sessions",
 ]
 
-ACTIVE_PREDICATE = "status IN ('pending', 'processing', 'completed')"
+ACTIVE_PREDICATE = "status IN ('pending', 'processing', 'completed', 'held')"
 """Entries in these statuses make their (agent, object, version, event) taken: the
-predicate of the partial unique index, so a duplicate is logged ``skipped``."""
+predicate of the partial unique index, so a duplicate is logged ``skipped`` (a held
+entry goes on once released, so it holds its place)."""
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -89,7 +91,17 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 
 
 _EVENTS = ("created", "updated", "deleted")
-_STATUSES = ("pending", "processing", "completed", "failed", "skipped", "abandoned")
+_STATUSES = (
+    "pending",
+    "processing",
+    "completed",
+    "failed",
+    "skipped",
+    "abandoned",
+    "superseded",
+    "merged",
+    "held",
+)
 
 objects = sa.Table(
     "objects",
@@ -146,6 +158,7 @@ agents = sa.Table(
     sa.Column("schedule_source", sa.String(8)),  # code agents: "code" or "api"
     sa.Column("code_schedule", sa.String(200)),  # the code's schedule at the last start
     sa.Column("approval", JSONType),  # who decides on its suggestions; NULL: Approval()
+    sa.Column("spend_cap_usd", sa.Float),  # an admin's cap over its SpendCap's (NULL: none)
     sa.CheckConstraint(_in("trigger_type", ("manual", "cron", "reaction")), name="trigger_type"),
     sa.CheckConstraint(
         _in("execution_mode", ("execute", "suggest", "hybrid")), name="execution_mode"
@@ -183,6 +196,8 @@ processing_log = sa.Table(
     sa.Column("updated_at", Timestamp, nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("owner", sa.String(200)),  # the process processing it
+    sa.Column("superseded_by", sa.BigInteger),  # superseded or merged: the entry that took it
+    sa.Column("cost_usd", sa.Float),  # what its run's model calls cost, once it ended
     sa.CheckConstraint(_in("status", _STATUSES), name="status"),
     sa.Index(
         "uq_processing_log_active",
@@ -198,7 +213,21 @@ processing_log = sa.Table(
     sa.Index(None, "status", "updated_at"),  # entries processing for too long
     sa.Index(None, "object_id"),
     sa.Index(None, "event_id"),  # what an object's change caused (its page's history)
+    sa.Index(None, "agent", "status", "id"),  # an agent's entries waiting (admission, lag)
+    sa.Index(None, "superseded_by"),  # what an entry took with it (its batch)
 )
+
+admission_buckets = sa.Table(
+    "admission_buckets",
+    metadata,
+    sa.Column("agent", sa.String(200), primary_key=True),
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("due", sa.Float, nullable=False),
+)
+"""The token buckets of agents' ``Throttle`` policies, one row per (agent, key): ``due``
+is the bucket's theoretical arrival time (UNIX seconds, GCRA): a trigger may start once
+``due - (burst - 1) / rate`` has passed, and moves it on by ``1 / rate``. Kept in the
+database so that every process of the service shares the bucket."""
 
 processing_history = sa.Table(
     "processing_history",

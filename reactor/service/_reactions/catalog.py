@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from reactor._agents.admission import SpendCap
 from reactor._agents.agent import Agent
 from reactor._signals.diagnostics import log
 from reactor.exceptions import AgentConfigError, AgentConflictError, AgentNotFoundError
@@ -189,11 +190,11 @@ class AgentCatalog:
             if refused:
                 raise AgentConflictError(
                     f"Agent {name!r} is defined in code: change its {', '.join(refused)} "
-                    "there. Through the service only trigger_type, cron_schedule and "
-                    "enabled change."
+                    "there. Through the service only trigger_type, cron_schedule, enabled "
+                    "and spend_cap_usd change."
                 )
         fields = {key: current[key] for key in DEFINITION_FIELDS}
-        fields.update({key: value for key, value in given.items() if key != "enabled"})
+        fields.update({key: value for key, value in given.items() if key in DEFINITION_FIELDS})
         changed = fields["trigger_type"] != current["trigger_type"]
         if changed and fields["trigger_type"] != "cron" and "cron_schedule" not in given:
             fields["cron_schedule"] = None  # no longer on a schedule: its schedule goes too
@@ -214,11 +215,14 @@ class AgentCatalog:
         values = {key: row[key] for key in ("trigger_type", "cron_schedule")} if code else row
         if code and {"trigger_type", "cron_schedule"} & set(given):
             values["schedule_source"] = _source(values, current["code_schedule"])
+        if given.get("spend_cap_usd") is not None:
+            _check_cap(name, built)
+        cap = given.get("spend_cap_usd", current["spend_cap_usd"])
         async with self.db.write() as conn:
             await conn.execute(
                 agents_table.update()
                 .where(agents_table.c.name == name)
-                .values(**values, enabled=enabled, updated_at=datetime.now(UTC))
+                .values(**values, enabled=enabled, spend_cap_usd=cap, updated_at=datetime.now(UTC))
             )
         await self._apply(name, built)
         return await self.record(name)
@@ -258,6 +262,18 @@ class AgentCatalog:
             self.cron.set(name, None)
         on = agent is not None and agent.reaction is not None and self.enabled.get(name, False)
         await self._set_reaction(name, agent if on else None, how)
+
+
+def _check_cap(name: str, agent: Agent | None) -> None:
+    """An admin's cap goes over an agent's ``SpendCap(scope="agent")``: it must have one."""
+    admit = agent.reaction.admit if agent is not None and agent.reaction is not None else ()
+    if not any(isinstance(policy, SpendCap) and policy.scope == "agent" for policy in admit):
+        raise AgentConfigError(
+            f"Agent {name!r}: spend_cap_usd: it has no SpendCap(scope='agent') in its "
+            "reaction's admit=, so there is no cap to change; add one (in code, or in "
+            'reaction_config "admit") first.',
+            agent=name,
+        )
 
 
 def _source(schedule: Mapping[str, Any], coded: str | None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 from pydantic_core import core_schema as cs
@@ -49,8 +49,12 @@ DEFINITION_FIELDS = (
 )
 """The columns that define an agent (besides its name and its ``enabled`` switch)."""
 
-SCHEDULE_FIELDS = frozenset({"trigger_type", "cron_schedule", "enabled"})
-"""What may change on an agent defined in code: when it runs, not what it is."""
+SCHEDULE_FIELDS = frozenset({"trigger_type", "cron_schedule", "enabled", "spend_cap_usd"})
+"""What may change on an agent defined in code: when it runs and what it may spend, not
+what it is."""
+
+SpendCapUsd = Annotated[float, pydantic.Field(gt=0, allow_inf_nan=False)]
+"""An admin's spend cap: US dollars above 0."""
 
 
 class AgentDefinition(pydantic.BaseModel):
@@ -95,8 +99,11 @@ class AgentDefinition(pydantic.BaseModel):
 class AgentChanges(pydantic.BaseModel):
     """Changes to an agent's row (``PATCH /api/agents/{name}``): only the fields given.
 
-    An agent defined in code takes only ``enabled``, ``cron_schedule`` and
-    ``trigger_type`` (``manual`` or ``cron``); its definition stays in code.
+    An agent defined in code takes only ``enabled``, ``cron_schedule``,
+    ``trigger_type`` (``manual`` or ``cron``) and ``spend_cap_usd``; its definition stays
+    in code. ``spend_cap_usd`` (an admin's cap over the agent's
+    ``SpendCap(scope="agent")``, ``null`` to go back to the policy's) takes effect at
+    the agent's next admission, in every process: entries it held go on when it is raised.
     """
 
     model_config = pydantic.ConfigDict(extra="forbid")
@@ -111,6 +118,7 @@ class AgentChanges(pydantic.BaseModel):
     approval: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
     enabled: bool | None = None
+    spend_cap_usd: SpendCapUsd | None = None
 
     def given(self) -> dict[str, Any]:
         """The fields the request set (``null`` included: it clears a field)."""
@@ -128,6 +136,8 @@ class AgentRecord(pydantic.BaseModel):
             code's (``code``) or was changed over the API (``api``, kept across
             restarts until the code's schedule changes).
         code_schedule: Of an agent defined in code: the schedule its code gives.
+        spend_cap_usd: An admin's cap over its ``SpendCap(scope="agent")`` (``None``:
+            the policy's own).
     """
 
     name: str
@@ -147,6 +157,7 @@ class AgentRecord(pydantic.BaseModel):
     next_run_at: datetime | None = None
     schedule_source: Literal["code", "api"] | None = None
     code_schedule: str | None = None
+    spend_cap_usd: float | None = None
 
 
 def _problem(name: str, field: str, message: str) -> AgentConfigError:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 
@@ -33,6 +34,7 @@ from reactor.service._objects.batch import Batcher
 from reactor.service._objects.changes import ProcessingEntry
 from reactor.service._objects.processing import Claim, Finished, ProcessingLog, Taken
 from reactor.service._objects.values import AgentActor, ObjectEvent
+from reactor.service._reactions.guard import guard_verdict
 from reactor.service._reactions.reaction import (
     ReactionServices,
     react,
@@ -40,6 +42,7 @@ from reactor.service._reactions.reaction import (
     taken_over,
 )
 from reactor.service._reactions.registry import ReactionAgent
+from reactor.service._reactions.view import AgentObjects
 
 __all__ = ["Dispatcher"]
 
@@ -105,6 +108,8 @@ class Dispatcher:
         self.queued = 0  # entries pending or processing elsewhere, as last seen
         self._resend = True
         self._read: dict[int, ObjectEvent] = {}  # events just dispatched, for process()
+        self._wake_at: float | None = None  # when what an admission let wait goes (UNIX time)
+        self._release_at: float | None = None  # when a spend cap's period rolls (UNIX time)
         self._written: list[ObjectEvent] = []  # events just written in this process
 
     @property
@@ -133,10 +138,10 @@ class Dispatcher:
     # -- dispatching ---------------------------------------------------------------
 
     def claims(self, event: ObjectEvent) -> list[Claim]:
-        """The agents ``event`` activates, as claims to log."""
+        """The agents ``event`` activates, as claims to log (each agent's guard asked once)."""
         actor = event.actor.id if isinstance(event.actor, AgentActor) else None
         claims = [
-            Claim(name, event, exclusive=target.reaction.concurrency == "skip")
+            self._guarded(Claim(name, event, exclusive=target.reaction.concurrency == "skip"))
             for name, target in self.agents.items()
             if target.reaction.matches(event.type, event.event, actor, name)
         ]
@@ -170,6 +175,22 @@ class Dispatcher:
             REACTION_LOOP, freeze_payload(payload), agent_actor(cause.agent), None, 0
         )
         return [dataclasses.replace(claim, refused=refused) for claim in claims]
+
+    def _guarded(self, claim: Claim) -> Claim:
+        """The claim as the agent's guard has it: refused (skipped, failed) or as it was."""
+        target = self.agents[claim.agent]
+        if target.agent.when is None:
+            return claim
+        event = claim.event
+        view = AgentObjects(
+            self.services.objects, target.name, target.agent.capabilities, "execute"
+        )
+        scope = {"object": event.object, "objects": view, "event": event}
+        verdict = guard_verdict(target, event.payload(), scope)
+        if verdict is None:
+            return claim
+        status, why = verdict
+        return dataclasses.replace(claim, refused=why, refused_as=status)
 
     async def next_batch(self) -> bool:
         """Log the next events after the cursors; return whether more may follow."""
@@ -248,27 +269,59 @@ class Dispatcher:
         if self.handoff is not None:
             await self._hand_off(self.handoff)
         while True:
-            await self._work.wait()
-            self._work.clear()
+            await self._until_work()
             free = self._max_running - len(self.active)
             if free <= 0 or (self.active and free < self._max_running // 4):
                 continue  # wait for more slots: fewer, larger transactions
             logged = self._logged
             try:
-                entries = await self.log.take(self.agents, free)
-                events = await self._events({taken.entry.event_id for taken in entries})
+                entries = await self._take(free)
+                batched = {item for taken in entries for item in taken.batch}
+                events = await self._events({t.entry.event_id for t in entries} | batched)
             except Exception as exc:  # a database hiccup: look again later
                 log("reactor.service", "error", "cannot take work", error=repr(exc))
                 await asyncio.sleep(1.0)
                 self._work.set()
                 continue
             for taken in entries:
-                self._start(taken, events.get(taken.entry.event_id))
+                self._start(taken, events.get(taken.entry.event_id), events)
             if len(entries) == free:
                 self._work.set()  # there may be more
-            elif logged == self._logged:
-                self.drained = True
+            elif logged == self._logged and self._wake_at is None and not self._work.is_set():
+                self.drained = True  # nothing logged, finished or due while it took
             self._changed()
+
+    async def _until_work(self) -> None:
+        """Wait for work: logged, a slot freed, or an admission's time (a debounce's end)."""
+        times = [at for at in (self._wake_at, self._release_at) if at is not None]
+        wake_at = min(times) if times else None
+        if wake_at is None:
+            await self._work.wait()
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(self._loop_time(wake_at)):
+                    await self._work.wait()
+        self._work.clear()
+
+    async def _take(self, free: int) -> list[Taken]:
+        """Take up to ``free`` entries: the plain agents' oldest, then each admission's."""
+        plain = [name for name, target in self.agents.items() if not target.admission]
+        taken = await self.log.take(plain, free) if plain else []
+        self._wake_at = self._release_at = None
+        for name, target in self.agents.items():
+            room = free - len(taken)
+            if not target.admission or room <= 0:
+                continue
+            admitted = await self.log.admit(name, target.admission, room)
+            taken.extend(admitted.taken)
+            self._wake_at = _earliest(self._wake_at, admitted.wake_at)
+            self._release_at = _earliest(self._release_at, admitted.release_at)
+        return taken
+
+    @staticmethod
+    def _loop_time(unix: float) -> float:
+        """The event loop's time of a UNIX time (admission decides in UNIX seconds)."""
+        return asyncio.get_running_loop().time() + max(0.0, unix - time.time())
 
     async def _events(self, ids: set[int]) -> dict[int, ObjectEvent]:
         """The events of taken entries: those just dispatched from memory, others read."""
@@ -335,11 +388,20 @@ class Dispatcher:
             await asyncio.shield(task)
         return not task.cancelled()
 
-    def _start(self, taken: Taken, event: ObjectEvent | None) -> asyncio.Task[None]:
-        """Process a taken entry in a task of the group (``active`` until it ends)."""
+    def _start(
+        self,
+        taken: Taken,
+        event: ObjectEvent | None,
+        events: Mapping[int, ObjectEvent] | None = None,
+    ) -> asyncio.Task[None]:
+        """Process a taken entry in a task of the group (``active`` until it ends).
+
+        ``events``: the object events read for it and its batch, by id.
+        """
         entry = taken.entry
         self.taken.add(entry.id)
-        task = self._group.create_task(self._process(taken, event))
+        batch = [events[item] for item in taken.batch if item in events] if events else []
+        task = self._group.create_task(self._process(taken, event, batch))
         self.active[entry.id] = task
         task.add_done_callback(functools.partial(self._done, entry.id))
         return task
@@ -360,14 +422,17 @@ class Dispatcher:
 
     def _done(self, entry_id: int, task: asyncio.Task[None]) -> None:
         self.active.pop(entry_id, None)
+        self.drained = False  # what admission kept waiting for this one may go now
         self._work.set()
         self._changed()
 
-    async def _process(self, taken: Taken, event: ObjectEvent | None) -> None:
+    async def _process(
+        self, taken: Taken, event: ObjectEvent | None, batch: list[ObjectEvent]
+    ) -> None:
         """Process one taken entry; nothing it meets stops the service."""
         started, entry = datetime.now(UTC), taken.entry
         try:
-            finished = await self._react(taken, event, started)
+            finished = await self._react(taken, event, started, batch)
             if not await self.finishes.submit(finished):
                 log(
                     "reactor.service",
@@ -389,7 +454,9 @@ class Dispatcher:
                 error=repr(exc),
             )
 
-    async def _react(self, taken: Taken, event: ObjectEvent | None, started: datetime) -> Finished:
+    async def _react(
+        self, taken: Taken, event: ObjectEvent | None, started: datetime, batch: list[ObjectEvent]
+    ) -> Finished:
         entry = taken.entry
         target = self.agents.get(entry.agent)
         try:
@@ -401,12 +468,12 @@ class Dispatcher:
             lane = self._lane(entry) if target.reaction.concurrency == "queue" else None
             async with lane or contextlib.nullcontext():
                 try:
-                    return await react(self.services, target, entry.id, event, run)
+                    return await react(self.services, target, entry.id, event, run, batch)
                 except GraphChangedError:  # the agent changed since the run began
                     if not run.resume:
                         raise
                     run = await taken_over(self.log, self.services.record, entry, run.run_id)
-                    return await react(self.services, target, entry.id, event, run)
+                    return await react(self.services, target, entry.id, event, run, batch)
         except Exception as exc:  # not the agent's failure (that is in its run)
             return Finished(
                 entry.id, entry.agent, "failed", f"{type(exc).__name__}: {exc}", None,
@@ -439,3 +506,10 @@ class Dispatcher:
                 log("reactor.service", "error", "runs not recorded", error=repr(exc))
         done = await self.log.finish(outcomes)
         return [outcome.entry_id in done for outcome in outcomes]
+
+
+def _earliest(one: float | None, other: float | None) -> float | None:
+    """The earlier of two times, either of which may be unset."""
+    if one is None or other is None:
+        return other if one is None else one
+    return min(one, other)

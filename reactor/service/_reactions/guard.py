@@ -1,20 +1,20 @@
-"""A reaction's guard, asked before its run: an event its ``when`` turns down starts no run.
+"""A reaction's guard, asked once per event, when the event is logged for the agent.
 
-A reaction agent's one-agent graph would start a run, evaluate the guard on
-``harness:start`` and end at once, ``completed`` with nothing done: a run per event
-that says nothing (half the runs of a service whose guards filter prices). So the
-guard is evaluated first, as the run would (the graph's initial state, the event as
-the input, the object, the store and the event in scope), and an event it turns down
-is logged ``skipped`` in the processing log, naming the guard, with no run.
-
-A guard that raises is left to the run: it fails there, recorded, as it always did.
+A reaction agent's ``when`` is evaluated once for each event, as the run would see it
+(the graph's initial state, the event as the input, the object, the store and the
+event in scope), when the dispatcher logs the event for the agent: an event it turns
+down is logged ``skipped``, naming the guard, and never waits, so admission
+(``Reaction(admit=...)``) decides among the events that passed it. A guard that
+raises logs the entry ``failed`` with its error. The agent's run has no guard
+(:class:`~reactor.service._reactions.registry.ReactionAgent` builds its graph
+without it): a guard with a side effect runs once per event, never twice.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from reactor._agents.context import AgentContext
 from reactor._agents.sandbox import template_values
@@ -25,7 +25,7 @@ from reactor._signals.signal import new_signal
 from reactor.service._reactions.registry import ReactionAgent
 from stores import create_store
 
-__all__ = ["guard_skips"]
+__all__ = ["guard_skips", "guard_verdict"]
 
 
 def guard_skips(
@@ -33,35 +33,56 @@ def guard_skips(
 ) -> str | None:
     """Why the agent's ``when`` guard turns this reaction down, or ``None`` when it runs.
 
-    ``None`` too when it has no guard, or when the guard raises (its run fails with it).
+    ``None`` too when it has no guard.
+
+    Raises:
+        Exception: What the guard raised.
     """
     agent, name = target.agent, target.name
     if agent.when is None:
         return None
     store = create_store(target.graph.state)
     start = new_signal(
-        HARNESS_START, freeze_payload({"input": input, "state": store.state}), "sig_1", 1,
-        time.time(), "harness", None, 0, run_id,
-    )  # fmt: skip
-    try:
-        if agent.when_expression is not None:
-            context = {
-                **template_values(scope),
-                "state": store.state,
-                "input": input,
-                "signal": start,
-                "agent": name,
-                "run_id": run_id,
-            }
-            passed = render(agent.when_expression, context, agent=name, field="when expression")
-        else:
-            ctx = AgentContext(name, run_id, start, input, store, None, None, scope)
-            passed = agent.when(ctx)  # type: ignore[operator]
-    except Exception:  # the run evaluates it again, and fails with the error
-        return None
+        HARNESS_START,
+        freeze_payload({"input": input, "state": store.state}),
+        "sig_1",
+        1,
+        time.time(),
+        "harness",
+        None,
+        0,
+        run_id,
+    )
+    if agent.when_expression is not None:
+        context = {
+            **template_values(scope),
+            "state": store.state,
+            "input": input,
+            "signal": start,
+            "agent": name,
+            "run_id": run_id,
+        }
+        passed = render(agent.when_expression, context, agent=name, field="when expression")
+    else:
+        ctx = AgentContext(name, run_id, start, input, store, None, None, scope)
+        passed = agent.when(ctx)  # type: ignore[operator]
     if passed:
         return None
     return f"its guard is false for this event (when={_spelled(agent.when)}): no run was started"
+
+
+def guard_verdict(
+    target: ReactionAgent, input: Any, scope: Mapping[str, Any]
+) -> tuple[Literal["skipped", "failed"], str] | None:
+    """What becomes of an event the agent's guard does not let through (``None``: it goes).
+
+    ``("skipped", why)`` when the guard is false, ``("failed", why)`` when it raises.
+    """
+    try:
+        skipped = guard_skips(target, input, scope, "")
+    except Exception as exc:
+        return "failed", f"its guard (when={_spelled(target.agent.when)}) raised {exc!r}"
+    return None if skipped is None else ("skipped", skipped)
 
 
 def _spelled(when: Any) -> str:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -48,7 +48,6 @@ from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.processing import Finished, ProcessingLog, Taken
 from reactor.service._objects.suggestions import Suggestions
 from reactor.service._objects.values import CURRENT_CAUSE, AgentActor, Cause, ObjectEvent, User
-from reactor.service._reactions.guard import guard_skips
 from reactor.service._reactions.registry import ReactionAgent
 from reactor.service._reactions.view import AgentObjects, check_capability
 
@@ -129,10 +128,13 @@ async def react(
     entry_id: int,
     event: ObjectEvent,
     run: ReactionRun | None = None,
+    batch: Sequence[ObjectEvent] = (),
 ) -> Finished:
     """Run ``target`` on ``event`` (as a recorded run) and settle its proposed changes.
 
-    ``run``: the run it goes on as (its entry's; a new one by default).
+    ``run``: the run it goes on as (its entry's; a new one by default). ``batch``: the
+    events admission merged into this one, and it last, in arrival order: the agent's
+    ``ctx.batch`` (also in its run's input, ``batch``, so that an evaluation sees them).
 
     Raises:
         GraphChangedError: ``run`` is resumed, and the agent changed what its log
@@ -147,7 +149,7 @@ async def react(
     # cause, one step deeper than the event it reacts to: loops are cut at a depth.
     caused = CURRENT_CAUSE.set(Cause.after(event, run_id, target.name))
     try:
-        return await _react(services, target, entry_id, event, view, started, run)
+        return await _react(services, target, entry_id, event, view, started, run, batch)
     finally:
         CURRENT_CAUSE.reset(caused)
 
@@ -160,20 +162,22 @@ async def _react(
     view: AgentObjects,
     started: datetime,
     run: ReactionRun,
+    batch: Sequence[ObjectEvent],
 ) -> Finished:
     run_id = run.run_id
-    given, scope = event.payload(), {"object": event.object, "objects": view, "event": event}
-    skipped = None if run.resume else guard_skips(target, given, scope, run_id)
-    if skipped is not None:  # no run: the entry says why
-        return Finished(
-            entry_id=entry_id, agent=target.name, status="skipped", error=skipped, run_id=None,
-            run_status="skipped", started_at=started, finished_at=datetime.now(UTC),
-        )  # fmt: skip
+    given: Any = event.payload()
+    scope: dict[str, Any] = {"object": event.object, "objects": view, "event": event}
+    if batch:
+        given = {**given, "batch": [item.payload() for item in batch]}
+        scope["batch"] = list(batch)
+    tags = {"reaction": target.name, "object": event.id, "event": event.name}
+    if target.agent.when is not None:  # evaluated once, when the event was logged
+        tags["guard"] = "passed"
     result = await services.launcher.react(
         target.graph,
         input=given,
         scope=scope,
-        tags={"reaction": target.name, "object": event.id, "event": event.name},
+        tags=tags,
         run_id=run_id,
         resume=run.resume,
         fresh=run.fresh,
@@ -195,6 +199,7 @@ async def _react(
             run_status=result.status if status == "completed" or result.error else "failed",
             started_at=started,
             finished_at=datetime.now(UTC),
+            cost_usd=result.metrics.cost_usd,
         )
 
     failure = result.error or (result.failures[0].error if result.failures else None)

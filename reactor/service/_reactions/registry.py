@@ -10,16 +10,26 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from reactor._agents.admission import SpendCap
 from reactor._agents.agent import Agent
 from reactor._agents.reaction import Reaction
 from reactor._graph.reactive import Reactive, reactive
 from reactor._signals.diagnostics import log
 from reactor._signals.names import HARNESS_START
+from reactor._signals.settings import settings
 from reactor.exceptions import AgentConfigError
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import agents as agents_table
+from reactor.service._reactions.admitting import Admission
 
-__all__ = ["ReactionAgent", "agent_row", "chosen_schedule", "named_agents", "register"]
+__all__ = [
+    "ReactionAgent",
+    "agent_row",
+    "chosen_schedule",
+    "named_agents",
+    "register",
+    "service_spend_cap",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,17 +38,22 @@ class ReactionAgent:
 
     Each reaction is a run of ``graph`` (built and validated once, when the service is
     made), so it is recorded, replayable and shows in ``reactor runs`` under the
-    agent's name.
+    agent's name. The graph's agent has no ``when``: the guard is evaluated once per
+    event, when the event is logged for the agent (:mod:`~reactor.service._reactions.guard`),
+    never again inside the run.
     """
 
     name: str
     agent: Agent
     reaction: Reaction
     graph: Reactive
+    admission: Admission
 
     @classmethod
     def of(cls, name: str, agent: Agent) -> ReactionAgent:
-        """Build the one-agent graph of a reaction agent.
+        """Build the one-agent graph of a reaction agent, and its admission.
+
+        The service's cap (``REACTOR_SPEND_CAP_USD``) applies to every reaction agent.
 
         Raises:
             AgentConfigError: It also has ``activate_on`` (the service starts it).
@@ -51,7 +66,18 @@ class ReactionAgent:
                 "runs when its objects change, so leave activate_on out.",
                 agent=name,
             )
-        return cls(name, agent, agent.reaction, reactive({name: agent}, name=name))
+        unguarded = dataclasses.replace(agent, when=None, when_expression=None)
+        admission = Admission(name, agent.reaction.admit, service_cap=service_spend_cap())
+        graph = reactive({name: unguarded}, name=name)
+        return cls(name, agent, agent.reaction, graph, admission)
+
+
+def service_spend_cap() -> SpendCap | None:
+    """The service's spend cap (``REACTOR_SPEND_CAP_USD`` per ``REACTOR_SPEND_CAP_PER``)."""
+    config = settings()
+    if config.spend_cap_usd is None:
+        return None
+    return SpendCap(config.spend_cap_usd, per=config.spend_cap_per, scope="service")
 
 
 def named_agents(agents: Mapping[str, Agent] | Iterable[Agent]) -> dict[str, Agent]:

@@ -1,0 +1,296 @@
+"""A reaction agent's admission: which waiting events start now, and what becomes of the rest.
+
+The processing log hands :meth:`Admission.decide` the agent's waiting entries (in its
+transaction, one process at a time per agent) and writes back what it decides. The
+policies of ``Reaction(admit=...)`` apply in the order given, each to what the one
+before let through:
+
+* ``Latest(key)``: per key, only the newest entry waits; the older ones are
+  ``superseded`` by it. While an entry of the key is processing, the newest waits.
+* ``Debounce(seconds, deliver, max_wait, key)``: per key, the entries of a burst wait
+  until none came for ``seconds`` (or the first has waited ``max_wait``); then the
+  newest goes, the others ``merged`` into it (with ``deliver="batch"`` they are its
+  batch, ``ctx.batch``).
+* ``Batch(max_items, max_wait, key)``: per key (one batch for the agent by default),
+  ``max_items`` entries go as one, or fewer once the first has waited ``max_wait``.
+* ``Throttle(rate, per, burst)``: a token bucket per key (one for the agent by
+  default), shared by every process through the database; what finds no token waits.
+* ``SpendCap(usd, per, scope)``: past the cap of the period (aligned to the epoch:
+  hours start on the hour), entries are ``held`` until the period rolls or an admin
+  raises the cap.
+
+Entries whose object type matches a policy's ``keep=`` are never superseded or merged
+by it: they go alone. Nothing is merged into an entry that does not start now: its
+batch is decided when it goes. The key is the object id unless a policy names one
+(a template over the object, ``"{{ object.data.symbol }}"``, or a function of it).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reactor._agents.admission import (
+    AdmissionPolicy,
+    Batch,
+    Debounce,
+    Latest,
+    SpendCap,
+    Throttle,
+)
+from reactor._agents.budget import dollars
+from reactor._agents.templates import compile_template, render
+from reactor.service._objects.processing import Decision, Spent, Waiting
+
+__all__ = ["Admission"]
+
+Keyer = Callable[[Waiting], str]
+
+
+@dataclass
+class _Pick:
+    """An entry that may start, and those merged into it (its batch, itself last)."""
+
+    entry: Waiting
+    merged: list[Waiting] = field(default_factory=list)
+    batch: bool = False  # whether the merged ones are delivered (ctx.batch)
+
+    @property
+    def id(self) -> int:
+        return self.entry.id
+
+
+@dataclass
+class _Round:
+    """One decision in the making: what may go, what waits, what was decided."""
+
+    now: float
+    ready: list[_Pick]
+    cap_usd: float | None = None  # an admin's cap over the agent's SpendCap
+    decision: Decision = field(default_factory=Decision)
+
+    def wake(self, at: float) -> None:
+        """Decide again at ``at`` at the latest: what waits may go then."""
+        wake = self.decision.wake_at
+        self.decision.wake_at = at if wake is None else min(wake, at)
+
+    def release(self, at: float) -> None:
+        """What a cap holds may go at ``at`` (its period rolls)."""
+        release = self.decision.release_at
+        self.decision.release_at = at if release is None else min(release, at)
+
+
+class Admission:
+    """The admission of one reaction agent (see the module's docstring).
+
+    Args:
+        agent: The agent's name.
+        policies: Its ``Reaction(admit=...)``.
+        service_cap: The service's cap (``REACTOR_SPEND_CAP_USD``), applied last.
+    """
+
+    def __init__(
+        self,
+        agent: str,
+        policies: Sequence[AdmissionPolicy],
+        *,
+        service_cap: SpendCap | None = None,
+    ) -> None:
+        self.agent = agent
+        self.policies = (*policies, *([service_cap] if service_cap is not None else []))
+        keys = [key_of(policy) for policy in self.policies]
+        self.reads_data = any(key is not None for key in keys)
+        """Whether a key reads the objects' data (the processing log then reads it too)."""
+
+    def __bool__(self) -> bool:
+        return bool(self.policies)
+
+    def decide(
+        self,
+        waiting: Sequence[Waiting],
+        buckets: Mapping[str, float],
+        spent: Spent,
+        now: float,
+        room: int,
+        cap_usd: float | None = None,
+    ) -> Decision:
+        """Which waiting entries start now (at most ``room``), and what becomes of the rest.
+
+        ``cap_usd``: an admin's cap over the agent's ``SpendCap(scope="agent")``
+        (``agents.spend_cap_usd``; ``None``: the policy's own).
+        """
+        busy = [entry for entry in waiting if entry.status == "processing"]
+        candidates = [entry for entry in waiting if entry.status != "processing"]
+        state = _Round(now, [_Pick(entry) for entry in candidates], cap_usd)
+        for policy in self.policies:
+            state.ready = self._apply(policy, state, busy, buckets, spent)
+        self._settle(state, candidates, room)
+        return state.decision
+
+    def _apply(
+        self,
+        policy: AdmissionPolicy,
+        state: _Round,
+        busy: Sequence[Waiting],
+        buckets: Mapping[str, float],
+        spent: Spent,
+    ) -> list[_Pick]:
+        if isinstance(policy, Latest):
+            return self._latest(policy, state, busy)
+        if isinstance(policy, Debounce):
+            return self._debounce(policy, state)
+        if isinstance(policy, Batch):
+            return self._batch(policy, state)
+        if isinstance(policy, Throttle):
+            return self._throttle(policy, state, buckets)
+        return self._cap(policy, state, spent)
+
+    # -- the policies --------------------------------------------------------------
+
+    def _latest(self, policy: Latest, state: _Round, busy: Sequence[Waiting]) -> list[_Pick]:
+        key = self._keyer(policy.key, default_object=True)
+        kept, grouped = _split(state.ready, policy.keep, key)
+        running = {key(entry) for entry in busy}  # a key with an entry processing waits
+        ready = list(kept)
+        for group, picks in grouped.items():
+            newest = picks[-1]
+            for older in picks[:-1]:
+                state.decision.superseded[older.id] = newest.id
+                newest.merged.extend(older.merged)  # what it carried goes with the newest
+            if group not in running:
+                ready.append(newest)
+        return sorted(ready, key=lambda pick: pick.id)
+
+    def _debounce(self, policy: Debounce, state: _Round) -> list[_Pick]:
+        key = self._keyer(policy.key, default_object=True)
+        kept, grouped = _split(state.ready, policy.keep, key)
+        ready = list(kept)
+        for picks in grouped.values():
+            quiet = picks[-1].entry.created_at + policy.seconds
+            due = quiet
+            if policy.max_wait is not None:
+                due = min(quiet, picks[0].entry.created_at + policy.max_wait)
+            if state.now < due:
+                state.wake(due)
+                continue
+            ready.append(_merged(picks, batch=policy.deliver == "batch"))
+        return sorted(ready, key=lambda pick: pick.id)
+
+    def _batch(self, policy: Batch, state: _Round) -> list[_Pick]:
+        key = self._keyer(policy.key, default_object=False)
+        kept, grouped = _split(state.ready, policy.keep, key)
+        ready = list(kept)
+        for picks in grouped.values():
+            full = len(picks) - len(picks) % policy.max_items
+            for start in range(0, full, policy.max_items):
+                ready.append(_merged(picks[start : start + policy.max_items], batch=True))
+            rest = picks[full:]
+            if not rest:
+                continue
+            due = rest[0].entry.created_at + policy.max_wait
+            if state.now >= due:
+                ready.append(_merged(rest, batch=True))
+            else:
+                state.wake(due)
+        return sorted(ready, key=lambda pick: pick.id)
+
+    def _throttle(
+        self, policy: Throttle, state: _Round, buckets: Mapping[str, float]
+    ) -> list[_Pick]:
+        key = self._keyer(policy.per, default_object=False)
+        every, slack = 1.0 / policy.rate, (policy.burst - 1) / policy.rate
+        dues = dict(buckets)
+        ready = []
+        for pick in state.ready:
+            bucket = key(pick.entry)
+            due = max(dues.get(bucket, state.now), state.now)
+            if due - slack > state.now:  # no token yet: it waits, in arrival order
+                state.wake(due - slack)
+                continue
+            dues[bucket] = due + every
+            state.decision.buckets[bucket] = due + every
+            ready.append(pick)
+        return ready
+
+    def _cap(self, policy: SpendCap, state: _Round, spent: Spent) -> list[_Pick]:
+        period = policy.per.total_seconds()
+        start = math.floor(state.now / period) * period
+        raised = state.cap_usd is not None and policy.scope == "agent"
+        cap = state.cap_usd if raised and state.cap_usd is not None else policy.usd
+        used = spent(self.agent if policy.scope == "agent" else None, start)
+        if used < cap:
+            return state.ready
+        whose = "this agent's" if policy.scope == "agent" else "the service's"
+        why = (
+            f"spend cap: {whose} model calls cost {dollars(used)} of {dollars(cap)} this "
+            "period; held until the period rolls or an admin raises the cap"
+        )
+        for pick in state.ready:
+            state.decision.held[pick.id] = why
+        state.release(start + period)
+        return []
+
+    # -- the decision ---------------------------------------------------------------
+
+    def _settle(self, state: _Round, candidates: Sequence[Waiting], room: int) -> None:
+        """Take what may go (within ``room``); release what a cap no longer holds."""
+        decision = state.decision
+        for pick in state.ready[: max(room, 0)]:
+            merged = sorted(pick.merged, key=lambda entry: entry.id)
+            for entry in merged:
+                decision.merged[entry.id] = pick.id
+            batch = tuple(entry.id for entry in [*merged, pick.entry]) if pick.batch else ()
+            decision.take.append((pick.id, batch))
+        held = {entry.id for entry in candidates if entry.status == "held"}
+        decision.released = sorted(held - set(decision.held))
+
+    def _keyer(self, key: Any, *, default_object: bool) -> Keyer:
+        """What groups entries: the object id, one group, a template or a function."""
+        if key is None:
+            return (lambda entry: entry.object_id) if default_object else (lambda entry: "")
+        if callable(key):
+            return lambda entry: str(key(_object_of(entry)))
+        template = compile_template(key, agent=self.agent, field="admission key")
+        return lambda entry: str(
+            render(template, {"object": _object_of(entry)}, agent=self.agent, field="admission key")
+        )
+
+
+def _split(
+    picks: Iterable[_Pick], keep: Sequence[str], key: Keyer
+) -> tuple[list[_Pick], dict[str, list[_Pick]]]:
+    """The picks a policy keeps aside (their type matches ``keep``), and the rest by key."""
+    kept: list[_Pick] = []
+    grouped: dict[str, list[_Pick]] = {}
+    for pick in picks:
+        if any(fnmatch.fnmatchcase(pick.entry.object_type, pattern) for pattern in keep):
+            kept.append(pick)
+        else:
+            grouped.setdefault(key(pick.entry), []).append(pick)
+    return kept, grouped
+
+
+def _merged(picks: Sequence[_Pick], *, batch: bool) -> _Pick:
+    """The newest of ``picks``, carrying the others (and what they carried)."""
+    newest = picks[-1]
+    for older in picks[:-1]:
+        newest.merged.extend([*older.merged, older.entry])
+    newest.batch = newest.batch or batch
+    return newest
+
+
+def key_of(policy: AdmissionPolicy) -> Any:
+    """A policy's key (``key``, or a throttle's ``per``): ``None`` when it has none."""
+    if isinstance(policy, Throttle):
+        return policy.per
+    if isinstance(policy, Latest | Debounce | Batch):
+        return policy.key
+    return None
+
+
+def _object_of(entry: Waiting) -> dict[str, Any]:
+    """The entry's object as a key sees it: a dict, as templates see objects."""
+    return {"id": entry.object_id, "type": entry.object_type, "data": dict(entry.data or {})}
