@@ -227,7 +227,7 @@ class Activator:
             enter_site((self._site, (agent_run, activation.answers)))
         set_env(agent_run.agent.env)
         run_id = self.services.template_run_id
-        set_tool_keys(ActivationKeys(run_id, agent_run.name, activation.trigger.seq, self.share))
+        set_tool_keys(ActivationKeys(run_id, agent_run.name, activation.trigger.seq, self._site))
 
     # -- what agent.prompt() needs of the run (reactor._prompts.prompting.PromptSite) -------
 

@@ -60,7 +60,7 @@ class Run:
 
     # Thousands of runs may be in flight at once: slots keep each one small.
     __slots__ = (
-        "__weakref__", "_asking", "_end_check", "_end_payload", "_main", "_recorder", "_routes",
+        "__weakref__", "_asking", "_end_check", "_end_payload", "_known", "_main", "_recorder", "_routes",
         "_started", "_timer", "_timers", "_wake", "agents", "bus", "closed", "costs", "end_signal",
         "ending", "error", "extras", "failures", "forked", "graph", "input", "live", "options",
         "outside", "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope",
@@ -141,6 +141,7 @@ class Run:
         if self.replay is not None:
             self.replay.follow(self.bus)  # recorded events go in their recorded turns
         self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
+        self._known = self._routes.known
         self._recorder = self.outside.recorder()
         replayed = self.replay.recording if self.replay is not None else None
         snapshots = snapshots_for(self.bus, replayed, options.record, self._fold)
@@ -177,13 +178,17 @@ class Run:
         """
         if self._recorder is not None:
             self._recorder(signal)
-        agents, trigger = self.agents, self.scheduler.trigger
-        indexes = self._routes(signal.name)
-        for index in indexes:
-            trigger(agents[index], signal)
-        if not indexes and signal.name.startswith(INBOX_PREFIX):
-            addressee = inbox_agent(signal.name)
-            for agent_run in agents:
+        name = signal.name
+        indexes = self._known.get(name)  # the table's answer, without a call for most names
+        if indexes is None:
+            indexes = self._routes(name)
+        if indexes:
+            agents, trigger = self.agents, self.scheduler.trigger
+            for index in indexes:
+                trigger(agents[index], signal)
+        elif name.startswith(INBOX_PREFIX):
+            addressee = inbox_agent(name)
+            for agent_run in self.agents:
                 if agent_run.name == addressee:
                     agent_run.mailbox().put(signal.payload)
 
@@ -430,7 +435,8 @@ class Run:
     # -- after each signal -------------------------------------------------------
 
     def _after_dispatch(self, signal: Signal) -> None:
-        self.outside.after_dispatch()
+        if self.replay is not None:  # recorded outside input whose turn has come
+            self.outside.after_dispatch()
         check = self._end_check
         if check is not None and not self.ending:
             try:
@@ -440,7 +446,9 @@ class Run:
             else:
                 if met:
                     self._end(signal)
-        self.scheduler.start_pending()
+        scheduler = self.scheduler
+        if scheduler.pending:
+            scheduler.start_pending()
 
     def _end(self, signal: Signal) -> None:
         self.end_signal = signal

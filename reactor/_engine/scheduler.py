@@ -26,6 +26,8 @@ from reactor._signals.names import error_info
 from reactor._signals.offloop import set_pace
 from reactor._signals.signal import Signal
 
+_loop = asyncio.get_running_loop
+
 if TYPE_CHECKING:
     from reactor._activation.activator import Activator
     from reactor._activation.resume import ResumePlan
@@ -91,6 +93,8 @@ class Scheduler:
         self.host = host
         self.agents = agents
         self.activator = activator
+        self.bus = host.bus  # the run's, for its whole life: read once, not through the host
+        self._replay = host.replay
         self.activations = 0
         self.pending: list[tuple[AgentRun, Signal]] = []
         self.inflight: dict[asyncio.Task[None], Activation] = {}
@@ -296,16 +300,18 @@ class Scheduler:
             return
         options = host.options
         depth = trigger.depth + 1
-        if options.max_activations is not None and self.activations >= options.max_activations:
-            self._loop_limit("max_activations", options.max_activations, agent_run, trigger)
+        most = options.max_activations
+        if most is not None and self.activations >= most:
+            self._loop_limit("max_activations", most, agent_run, trigger)
             return
-        if options.max_depth is not None and depth > options.max_depth:
-            self._loop_limit("max_depth", options.max_depth, agent_run, trigger)
+        deepest = options.max_depth
+        if deepest is not None and depth > deepest:
+            self._loop_limit("max_depth", deepest, agent_run, trigger)
             return
         self.activations += 1
         agent_run.launched += 1
         agent_run.running += 1
-        signal = host.bus.publish(
+        signal = self.bus.publish(
             agent_run.activated,
             {"agent": agent_run.name, "trigger": trigger.name},
             agent_run.name,
@@ -325,17 +331,15 @@ class Scheduler:
 
     def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
         context = self.activator.task_context(activation)
-        replay = self.host.replay
-        steps = (
-            None
-            if replay is None
-            else replay.step_turn(activation.agent_run.name, activation.index)
-        )
-        room = self._room if steps is None else _either(steps, self._room)
+        replay = self._replay
+        room = self._room
+        if replay is not None:
+            steps = replay.step_turn(activation.agent_run.name, activation.index)
+            room = room if steps is None else _either(steps, room)
         if room is not None:
             context.run(set_pace, room)  # a sync handler's thread waits too
             coroutine = Paced(coroutine, room)
-        task = asyncio.get_running_loop().create_task(coroutine, context=context)
+        task = _loop().create_task(coroutine, context=context)
         task.add_done_callback(self._finished, context=context)
         self._tasks += 1
         activation.task = task
@@ -356,7 +360,7 @@ class Scheduler:
             # A task cancelled before its first step never runs its body, so account
             # for it here: it was announced (activated) and must be closed too.
             agent_run = activation.agent_run
-            self.host.bus.emit(
+            self.bus.emit(
                 agent_run.cancelled,
                 {"agent": agent_run.name, "reason": self.host.reason, "duration_ms": 0.0},
                 source=agent_run.name,
@@ -376,7 +380,7 @@ class Scheduler:
 
     def skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
         """Emit ``agent:<name>:skipped`` for ``trigger``."""
-        self.host.bus.emit(
+        self.bus.emit(
             agent_run.skipped,
             {"agent": agent_run.name, "trigger": trigger.name, "reason": reason},
             source="harness",
@@ -384,7 +388,7 @@ class Scheduler:
         )
 
     def _guard_failed(self, agent_run: AgentRun, trigger: Signal, exc: Exception) -> None:
-        signal = self.host.bus.emit(
+        signal = self.bus.emit(
             agent_run.failed,
             {"agent": agent_run.name, "error": error_info(exc), "duration_ms": 0.0},
             source=agent_run.name,
@@ -393,7 +397,7 @@ class Scheduler:
         self.host.failed(agent_run, exc, signal)
 
     def _loop_limit(self, limit: str, value: int, agent_run: AgentRun, trigger: Signal) -> None:
-        chain = causal_chain(self.host.bus.history, trigger)
+        chain = causal_chain(self.bus.history, trigger)
         error = loop_limit_error(limit, value, chain, agent_run.name)
         self.skip(agent_run, trigger, "limit")
         self.host.stop("loop_limit", str(error), error=error)

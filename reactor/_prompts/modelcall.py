@@ -169,12 +169,20 @@ class ModelCall:
                 # The call itself, each event signalled (see SignalledCall). Not a
                 # coroutine of its own: one frame fewer for every call in flight.
                 self.site.check_budget(name, provider, request)
-                await turn_to_start(provider, request)
+                turn = getattr(provider, "turn_to_start", None)  # a replay's recorded turn
+                if turn is not None:
+                    await turn(request)
+                # The call itself, each event signalled (see SignalledCall), streamed in
+                # this frame: one coroutine fewer for every call in flight.
                 call = SignalledCall(self.site, provider, request, name)
-                async with call as events:
-                    async for event in events:
+                try:
+                    async for event in call.events:
                         call.event(event)
-                    end = call.ended()
+                except BaseException as exc:
+                    await call.aborted(exc)
+                    raise
+                await call.close()
+                end = call.ended()
             if on_end is not None:
                 on_end(end)
             raw = end.output
