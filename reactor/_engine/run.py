@@ -60,9 +60,10 @@ class Run:
 
     # Thousands of runs may be in flight at once: slots keep each one small.
     __slots__ = (
-        "__weakref__", "_asking", "_end_check", "_end_payload", "_known", "_main", "_recorder", "_routes",
-        "_started", "_timer", "_timers", "_wake", "agents", "bus", "closed", "costs", "end_signal",
-        "ending", "error", "extras", "failures", "forked", "graph", "input", "live", "options",
+        "__weakref__", "_asking", "_end_check", "_end_payload", "_known", "_main", "_recorder",
+        "_routes", "_started", "_timer", "_timers", "_wake", "agents", "bus", "closed", "costs",
+        "end_signal", "ending", "error", "extras", "failures", "forked", "graph", "input", "live",
+        "options",
         "outside", "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope",
         "status", "store", "suspended", "target", "target_hash",
     )  # fmt: skip
