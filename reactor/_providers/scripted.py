@@ -115,41 +115,48 @@ class ScriptedProvider:
         """Whether its answers are priced (``pricing=``): budgets in USD need a price."""
         return self.pricing is not None
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        """Answer ``request`` from its agent's script."""
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Answer ``request`` from its agent's script.
+
+        The events come from a small iterator rather than an async generator: thousands
+        of scripted calls may be in flight (a generator is larger, and the event loop
+        keeps a weak reference to each one).
+        """
+        return _Answering(self, request)
+
+    def _take(self, request: ProviderRequest) -> Any:
+        """Keep ``request``; its answer (a :class:`_Later` from an async script)."""
         requests, keep = self.requests, self._keep_requests
         requests.append(request)
         if keep is not None and len(requests) > keep:
             del requests[: len(requests) - keep]
-        answer = self._next_answer(request)
-        if type(answer) is _Later:
-            answer = await answer.awaitable  # an async script's
-        delay = self.latency(request) if callable(self.latency) else self.latency
-        if delay:  # asyncio.sleep's wait, without its coroutine: a frame fewer in flight
-            loop = asyncio.get_running_loop()
-            waiter = loop.create_future()
-            timer = loop.call_later(delay, _wake, waiter, context=_NO_CONTEXT)
-            try:
-                await waiter
-            finally:
-                timer.cancel()
+        return self._next_answer(request)
+
+    def _delay(self, request: ProviderRequest) -> float:
+        return self.latency(request) if callable(self.latency) else self.latency
+
+    def _events(self, request: ProviderRequest, answer: Any) -> list[ProviderEvent]:
+        """What answering ``request`` with ``answer`` streams, last first."""
         if isinstance(answer, BaseException):
             raise answer
         text, output = _render(answer)
-        for piece in _WORDS.findall(text):
-            yield TextDelta(piece)
-        yield TextComplete(text)
+        events: list[ProviderEvent] = [TextDelta(piece) for piece in _WORDS.findall(text)]
         usage = Usage(
             input_tokens=_tokens(_request_length(request)),
             output_tokens=_tokens(len(text)),
         )
-        yield End(
-            output=output,
-            usage=usage,
-            cost_usd=self._cost(usage),
-            stop_reason="end_turn",
-            model=self.model,
+        events.append(TextComplete(text))
+        events.append(
+            End(
+                output=output,
+                usage=usage,
+                cost_usd=self._cost(usage),
+                stop_reason="end_turn",
+                model=self.model,
+            )
         )
+        events.reverse()  # taken from the end
+        return events
 
     def _next_answer(self, request: ProviderRequest) -> Any:
         """The next answer to ``request`` (an async script's comes as a :class:`_Later`)."""
@@ -198,6 +205,40 @@ _NO_CONTEXT = contextvars.Context()
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+class _Answering:
+    """The events of one scripted answer, as an async iterator (see ``stream``)."""
+
+    __slots__ = ("_events", "_provider", "_request")
+
+    def __init__(self, provider: ScriptedProvider, request: ProviderRequest) -> None:
+        self._provider, self._request = provider, request
+        self._events: list[ProviderEvent] | None = None
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    async def __anext__(self) -> ProviderEvent:
+        events = self._events
+        if events is None:  # the first: the answer, after the scripted latency
+            provider, request = self._provider, self._request
+            answer = provider._take(request)
+            if type(answer) is _Later:
+                answer = await answer.awaitable  # an async script's
+            delay = provider._delay(request)
+            if delay:  # asyncio.sleep's wait, without its coroutine: a frame fewer
+                loop = asyncio.get_running_loop()
+                waiter = loop.create_future()
+                timer = loop.call_later(delay, _wake, waiter, context=_NO_CONTEXT)
+                try:
+                    await waiter
+                finally:
+                    timer.cancel()
+            events = self._events = provider._events(request, answer)
+        if not events:
+            raise StopAsyncIteration
+        return events.pop()
 
 
 class _Later:
