@@ -34,12 +34,9 @@ __all__ = ["Reactive", "reactive", "run_reactive"]
 
 def _same(given: Mapping[str, Any], overrides: Mapping[str, Any]) -> bool:
     """Whether ``overrides`` gives the very objects ``given`` gave, and nothing else."""
-    if len(given) != len(overrides):
-        return False
-    for key, value in overrides.items():
-        if given.get(key, _NOT_GIVEN) is not value:
-            return False
-    return True
+    return len(given) == len(overrides) and all(
+        given.get(key, _NOT_GIVEN) is value for key, value in overrides.items()
+    )
 
 
 _NOT_GIVEN = object()
