@@ -114,7 +114,8 @@ class Store(Generic[StateT]):
         if self._view_version != self._version:
             self._view = readonly(self._state)
             self._view_version = self._version
-        return cast(StateT, self._view)
+        view: StateT = self._view  # a plain assignment: cast() is a call, on a hot path
+        return view
 
     def get(self, key: str, default: Any = ABSENT) -> Any:
         """Return the value of a top-level key, read-only.
@@ -147,7 +148,8 @@ class Store(Generic[StateT]):
             data = state.model_dump(mode="json") if self._is_model else to_jsonable(state)
             self._snapshot = freeze(data)
             self._snapshot_version = self._version
-        return cast(dict[str, Any], self._snapshot)
+        snapshot: Any = self._snapshot
+        return snapshot  # type: ignore[no-any-return]  # a FrozenDict, read as a dict
 
     def restore(self, data: Mapping[str, Any]) -> None:
         """Replace the whole state with ``data`` (plain JSON data), emitting nothing.

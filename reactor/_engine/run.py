@@ -65,7 +65,7 @@ class Run:
         "end_signal", "ending", "error", "extras", "failures", "forked", "graph", "input", "live",
         "options",
         "outside", "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope",
-        "status", "store", "suspended", "target", "target_hash",
+        "status", "store", "suspended", "target", "target_hash", "template_run_id",
     )  # fmt: skip
 
     def __init__(
@@ -111,6 +111,10 @@ class Run:
         self._end_payload: dict[str, Any] | None = None
         replay = options.replay  # a recording is replayed by a ReplayProvider of it
         self.replay = ReplayProvider(replay) if isinstance(replay, Recording) else replay
+        # The run_id templates render: the recorded run's during a replay, so that a
+        # replay's prompts are the recorded prompts and find their recorded answers.
+        replayed = self.replay.recording.run_id if self.replay is not None else None
+        self.template_run_id = replayed or self.run_id
         self.extras = RunExtras(self.bus, options, self.run_id)  # MCP servers, child runs
         # The run's parts reach it through a weak proxy: no cycle, so a finished run is
         # freed as soon as nobody holds it, not at the garbage collector's next pass.
@@ -266,14 +270,6 @@ class Run:
         if self._timers is None:
             self._timers = Timers.of(self.bus, self.template_run_id, self.replay)
         return self._timers
-
-    @property
-    def template_run_id(self) -> str:
-        """The ``run_id`` templates render: the recorded run's during a replay.
-
-        So a replay's prompts are the recorded prompts, and find their recorded answers.
-        """
-        return self.replay.recording.run_id if self.replay is not None else self.run_id
 
     def record_request(self, request: ProviderRequest) -> None:
         """Keep what a provider was asked, for the result and the recording (once per hash)."""

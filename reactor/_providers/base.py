@@ -153,13 +153,26 @@ def request_hash(
     JSON is made once and spliced in: the bytes are exactly those of dumping the whole
     fingerprint, which keeps hashes (and recordings) the same across versions.
     """
+    # Most calls give no options, schema or tools: their JSON without a call each.
+    options_json = _dumps_once(options, lambda: to_jsonable(dict(options))) if options else "{}"
+    schema_json = (
+        "null" if output_schema is None else _dumps_once(output_schema, lambda: output_schema)
+    )
+    tools_json = (
+        _dumps_once(tools, lambda: [tool.definition() for tool in tools]) if tools else "[]"
+    )
+    text = (
+        f'{{"content":{_string(messages[0].content)},"role":{_string(messages[0].role)}}}'
+        if len(messages) == 1
+        else ",".join(_message(m) for m in messages)
+    )
     canonical = (
         f'{{"agent":{_string(agent)},'
-        f'"messages":[{",".join(_message(m) for m in messages)}],'
-        f'"options":{_dumps_once(options, lambda: to_jsonable(dict(options)))},'
-        f'"output_schema":{_dumps_once(output_schema, lambda: output_schema)},'
+        f'"messages":[{text}],'
+        f'"options":{options_json},'
+        f'"output_schema":{schema_json},'
         f'"system":{"null" if system is None else _string(system)},'
-        f'"tools":{_dumps_once(tools, lambda: [tool.definition() for tool in tools])}}}'
+        f'"tools":{tools_json}}}'
     )
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
