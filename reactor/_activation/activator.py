@@ -128,6 +128,10 @@ class RunServices(CallSite, Protocol):
         """Account for a finished activation."""
         ...
 
+    def crashed(self, error: BaseException) -> None:
+        """An activation raised what no agent's failure is: the run stops on it."""
+        ...
+
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
         """Handle an agent's failure (``fail_fast`` stops the run)."""
         ...
@@ -339,6 +343,9 @@ class Activator:
                 source=name,
             )
             services.failed(agent_run, exc, failure)
+        except BaseException as exc:  # not an agent's failure (an interrupt): the run stops
+            services.crashed(exc)
+            raise
         finally:
             services.release(activation)
 

@@ -406,6 +406,10 @@ class Run:
         """Account for a finished activation (and start what was queued behind it)."""
         self.scheduler.release(activation)
 
+    def crashed(self, error: BaseException) -> None:
+        """An activation raised a ``BaseException``: the run stops, and the error goes on."""
+        self.scheduler.crashed(error)
+
     def settle(self, edit: Mapping[str, Any]) -> None:
         """A fork's edit, once what was in flight at its point has settled (actor ``user``)."""
         if not self.ending:

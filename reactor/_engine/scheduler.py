@@ -158,19 +158,30 @@ class Scheduler:
         if cancelled and kind is None:
             raise asyncio.CancelledError
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
+    def _finished(self) -> None:
+        """An activation's task ends (it released itself, or was cancelled unstarted)."""
         self._tasks -= 1
-        if not self._tasks and self._edit is not None:
+        if self._tasks:
+            return
+        if self._edit is not None:
             self._settled()
-        error = None if task.cancelled() else task.exception()
-        if error is not None and self._error is None:
-            # Only a BaseException gets here (activate absorbs the agents' Exceptions):
-            # the run stops, and once its activations are done the error goes on.
+        idle = self._idle
+        if idle is not None and not idle.done():
+            idle.set_result(None)
+
+    def crashed(self, error: BaseException) -> None:
+        """An activation raised what no agent's failure is (a ``BaseException``).
+
+        The run stops, and once its activations are done the error goes on (activate
+        absorbs the agents' exceptions). Its task ends with the error: it is
+        marked seen, so asyncio does not report it as never retrieved.
+        """
+        task = asyncio.current_task()
+        if task is not None:
+            _loop().call_soon(_seen, task)
+        if self._error is None:
             self._error = error
             self.host.stop("failed", f"an activation raised {type(error).__name__}", error=error)
-        idle = self._idle
-        if not self._tasks and idle is not None and not idle.done():
-            idle.set_result(None)
 
     # -- triggers ----------------------------------------------------------------
 
@@ -339,8 +350,9 @@ class Scheduler:
         if room is not None:
             context.run(set_pace, room)  # a sync handler's thread waits too
             coroutine = Paced(coroutine, room)
+        # No done callback: the activation accounts for itself as it ends (release, and
+        # crashed for what no agent's failure is), a callback and a loop turn fewer.
         task = _loop().create_task(coroutine, context=context)
-        task.add_done_callback(self._finished, context=context)
         self._tasks += 1
         activation.task = task
         self.inflight[task] = activation
@@ -372,11 +384,13 @@ class Scheduler:
         """Account for a finished activation and start the next queued trigger, if any."""
         agent_run = activation.agent_run
         agent_run.running -= 1
-        if activation.task is not None:
-            self.inflight.pop(activation.task, None)
+        task = activation.task
+        counted = task is not None and self.inflight.pop(task, None) is not None
         queue = agent_run.queue
         if queue and agent_run.running == 0:
             self.request(agent_run, queue.popleft())
+        if counted:  # after what was queued behind it has started
+            self._finished()
 
     def skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
         """Emit ``agent:<name>:skipped`` for ``trigger``."""
@@ -401,6 +415,11 @@ class Scheduler:
         error = loop_limit_error(limit, value, chain, agent_run.name)
         self.skip(agent_run, trigger, "limit")
         self.host.stop("loop_limit", str(error), error=error)
+
+
+def _seen(task: asyncio.Task[None]) -> None:
+    if task.done() and not task.cancelled():
+        task.exception()
 
 
 def _either(first: Room | None, second: Room | None) -> Room | None:
