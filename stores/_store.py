@@ -275,7 +275,8 @@ class Store(Generic[StateT]):
                 check_payload(value, f"state.{key}")
             self._state = new
             self._version += 1
-            announce(self.bus.emit, changes, actor)
+            bus = self._bound
+            announce((bus if bus is not None else self._private_bus()).emit, changes, actor)
 
     def _check_unchanged(self, base: Any, current: Any, written: dict[str, Any]) -> None:
         """Refuse a thread's commit over a key another writer changed since its draft."""
@@ -295,7 +296,10 @@ class Store(Generic[StateT]):
         A key written with an equal value gets the committed object back, so
         unchanged parts stay shared between versions and emit nothing.
         """
-        before, after = self._fields(current), self._fields(new)
+        if self._is_model:
+            before, after = self._fields(current), self._fields(new)
+        else:  # a dict state is its own fields
+            before, after = current, new
         keys = written if len(written) == 1 else [key for key in after if key in written]
         changes = []
         for key in keys:

@@ -157,7 +157,13 @@ class Run:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         for watcher in watchers():
             self.bus.subscribe("**", watcher)
-        self.bus.set_after_dispatch(self._after_dispatch)
+        # The hook has work only while activations are pending, unless it also checks
+        # end_when or releases a replay's recorded outside input.
+        pending = self.scheduler.pending
+        if self._end_check is None and self.replay is None:
+            self.bus.set_after_dispatch(self._after_dispatch, only_if=pending)
+        else:
+            self.bus.set_after_dispatch(self._after_dispatch)
         prints = graph_fingerprints(self.graph, self.agents)
         first_signal(self.bus, self.store, options, prints, resumed, forked)
         if resumed is not None:

@@ -29,7 +29,7 @@ import contextvars
 import inspect
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -177,6 +177,7 @@ class SignalBus:
         self._handlers: dict[str, tuple[Handler, ...]] = {}
         self._pattern_subs: tuple[Subscription, ...] = ()
         self._after: Handler | None = None
+        self._after_if: Sized | None = None  # call _after only while this is not empty
         self._router: Handler | None = None
         self.sealed = False  # see seal()
 
@@ -246,6 +247,7 @@ class SignalBus:
         queue = self._queue
         handlers_for = self._handlers
         after = self._after
+        after_if = self._after_if
         router = self._router
         self._dispatching = True
         done = 0
@@ -269,7 +271,7 @@ class SignalBus:
                                 self._handler_failed(handler, signal, exc)
                     finally:
                         _CURRENT.reset(token)
-                if after is not None:
+                if after is not None and (after_if is None or after_if):
                     try:
                         after(signal)
                     except Exception as exc:
@@ -370,12 +372,16 @@ class SignalBus:
         receivers = cast(dict[Any, Subscription], self._signals[name].receivers)
         self._handlers[name] = tuple(r.handler for r in receivers.values())
 
-    def set_after_dispatch(self, hook: Handler | None) -> None:
+    def set_after_dispatch(self, hook: Handler | None, *, only_if: Sized | None = None) -> None:
         """Call ``hook(signal)`` after all handlers of every signal (runtime use).
 
-        It runs outside the signal's context: what it emits gives ``cause=``.
+        It runs outside the signal's context: what it emits gives ``cause=``. With
+        ``only_if`` (a collection the hook works through, such as a run's pending
+        activations), it is called only while that is not empty: most signals of a run
+        leave nothing for it to do, and a length check costs no call.
         """
         self._after = hook
+        self._after_if = only_if
 
     def preload(self, signals: Iterable[Signal]) -> None:
         """Start from a recorded log: ``signals`` become the history, numbering goes on.
