@@ -120,6 +120,17 @@ class SignalledCall:
         Raises:
             PayloadError: The log cannot hold it (nothing of it is emitted).
         """
+        kind = type(event)
+        if kind is TextDelta or kind is TextComplete:  # most of a stream: its text
+            content = event.content  # type: ignore[union-attr]  # both have it
+            if type(content) is not str or not content.isascii():
+                self.check(content, _CONTENT[kind])
+            signal = _TEXT[kind]
+            self.site.bus.emit(signal, {"agent": self.name, "content": content}, source=self.name)
+            return
+        if kind is End:
+            self.ended_with(event)  # type: ignore[arg-type]  # it is one
+            return
         emit, name, check = self.site.bus.emit, self.name, self.check
         if isinstance(event, TextDelta):
             check(event.content, f"{TEXT_DELTA}.content")
@@ -236,6 +247,10 @@ class SignalledCall:
             },
             source=self.name,
         )
+
+
+_TEXT: dict[type[Any], str] = {TextDelta: TEXT_DELTA, TextComplete: TEXT_COMPLETE}
+_CONTENT = {kind: f"{name}.content" for kind, name in _TEXT.items()}
 
 
 def _surely_held(payload: dict[str, Any]) -> bool:

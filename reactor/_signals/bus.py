@@ -252,8 +252,7 @@ class SignalBus:
         self._dispatching = True
         done = 0
         try:
-            while done < len(queue):
-                signal = queue[done]
+            for signal in queue:  # a list's iterator sees what is appended meanwhile
                 done += 1
                 handlers = handlers_for.get(signal.name, ())
                 if router is not None:
