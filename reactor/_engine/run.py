@@ -205,30 +205,28 @@ class Run:
 
     async def execute(self) -> RunResult:
         """Run until quiescence (or until closed, for a live run) or a stop."""
-        self._main = asyncio.current_task()
-        if self.live:  # only a live run waits to be closed
-            self._wake = asyncio.Event()
-            if self.closed or self.ending:
-                self._wake.set()
-        if self.options.timeout is not None:
-            self._timer = asyncio.get_running_loop().call_later(
-                self.options.timeout, self._on_timeout
-            )
+        self._arm()
         run_started()
         try:
             due: float | None = None
+            scheduler = self.scheduler
             while True:
-                async with self.scheduler.attached(self._main):
-                    if self._wake is not None:
-                        await self._wake.wait()
-                    elif due is not None:  # a message posted with at= is on its way
-                        await self.outside.nap(due)
-                # Quiescent: a replay may still have recorded outside input to give, a
-                # message posted for later may be due.
-                if self.ending:
-                    break
-                due = 0.0 if self.outside.at_quiescence() else self.outside.scheduled()
-                if due is None or self.ending:
+                # Activations run as the scheduler's tasks; the run waits for them here,
+                # in its own frame (no context manager's coroutine per run in flight).
+                scheduler.open(self._main)
+                try:
+                    if self._wake is not None or due is not None:
+                        await self._outside_wait(due)
+                    idle = scheduler.idle()
+                    while idle is not None:
+                        await idle
+                        idle = scheduler.idle()
+                except BaseException as stopped:
+                    await scheduler.closing(stopped)
+                    raise
+                scheduler.closed()
+                due = self._next_due()
+                if due is None:
                     break
         except asyncio.CancelledError:
             if self.suspended:
@@ -251,6 +249,36 @@ class Run:
         self._finish()
         await self.flush_recording()
         return self.result()
+
+    def _arm(self) -> None:
+        """The run's task, a live run's wake-up, and its timeout."""
+        self._main = asyncio.current_task()
+        if self.live:  # only a live run waits to be closed
+            self._wake = asyncio.Event()
+            if self.closed or self.ending:
+                self._wake.set()
+        if self.options.timeout is not None:
+            self._timer = asyncio.get_running_loop().call_later(
+                self.options.timeout, self._on_timeout
+            )
+
+    async def _outside_wait(self, due: float | None) -> None:
+        """A live run waits to be closed; another, for a message posted with ``at=``."""
+        if self._wake is not None:
+            await self._wake.wait()
+        elif due is not None:
+            await self.outside.nap(due)
+
+    def _next_due(self) -> float | None:
+        """At quiescence: when to look again (``None``: the run is over).
+
+        A replay may still have recorded outside input to give, a message posted for
+        later may be due.
+        """
+        if self.ending:
+            return None
+        due = 0.0 if self.outside.at_quiescence() else self.outside.scheduled()
+        return None if due is None or self.ending else due
 
     async def flush_recording(self) -> None:
         """Wait until the store has written the run; a run not fully written fails."""

@@ -6,8 +6,9 @@ trigger has been dispatched to everyone (so the store reflects it), the run's
 after-dispatch hook checks ``end_when`` and then hands the pending activations to
 :meth:`Scheduler.start_pending`, which starts, queues or skips each according to the
 agent's ``concurrency`` and the run's limits. Activations are tasks the scheduler
-owns: ``async with scheduler.attached(main):`` runs them and waits for them, as a
-``TaskGroup`` would (without one per run: thousands of runs may be in flight).
+owns: between :meth:`Scheduler.open` and :meth:`Scheduler.closed` they run, and the run
+awaits :meth:`Scheduler.idle` until none is left, as a ``TaskGroup`` would (without one
+per run, and without a coroutine of its own: thousands of runs may be in flight).
 """
 
 from __future__ import annotations
@@ -112,18 +113,15 @@ class Scheduler:
 
     # -- running the tasks (like a TaskGroup) ------------------------------------
 
-    def attached(self, main: asyncio.Task[Any] | None) -> Scheduler:
-        """Use as ``async with scheduler.attached(main):``; ``main`` is the run's task.
+    def open(self, main: asyncio.Task[Any] | None) -> None:
+        """Start running activations as tasks (those launched before now at once).
 
-        Inside, activations start as tasks (those launched before start now); on the
-        way out it waits for every one of them. If the block is cancelled (or an
-        activation fails with a ``BaseException``), the activations are cancelled and
-        waited for, then the cancellation (or the exception) goes on.
+        ``main`` is the run's task. The run then awaits :meth:`idle` while it returns a
+        future, and calls :meth:`closed`; if it is cancelled meanwhile (or anything
+        else stops it), it awaits :meth:`closing` instead: the activations are
+        cancelled and waited for, then the cancellation (or the exception) goes on.
         """
         self._main = main
-        return self
-
-    async def __aenter__(self) -> None:
         self._open = True
         deferred, self._deferred = self._deferred, None
         for activation, coroutine in deferred or ():
@@ -138,25 +136,43 @@ class Scheduler:
         for _, coroutine in deferred or ():
             coroutine.close()
 
-    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        cancelled = kind is not None and issubclass(kind, asyncio.CancelledError)
-        if kind is not None:
-            self.cancel_all()
+    def idle(self) -> asyncio.Future[None] | None:
+        """A future that is done when no activation is left (``None``: none is now)."""
+        if not self._tasks:
+            return None
+        self._idle = idle = _loop().create_future()
+        return idle
+
+    def closed(self) -> None:
+        """No activation is left: stop running them; an activation's ``BaseException`` goes on.
+
+        Raises:
+            BaseException: What an activation raised that no agent's failure is.
+        """
+        self._idle = None
+        self._open = False
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    async def closing(self, stopped: BaseException) -> None:
+        """The run was stopped by ``stopped``: cancel the activations and wait for them.
+
+        Returns when they are all done (a second cancellation meanwhile is absorbed: the
+        first goes on); the caller then raises ``stopped``, unless an activation raised
+        a ``BaseException`` of its own, which this raises instead.
+        """
+        self.cancel_all()
+        cancelled = isinstance(stopped, asyncio.CancelledError)
         while self._tasks:
-            self._idle = asyncio.get_running_loop().create_future()
+            self._idle = _loop().create_future()
             try:
                 await self._idle
             except asyncio.CancelledError:
                 if not cancelled:
                     cancelled = True
                     self.cancel_all()
-        self._idle = None
-        self._open = False
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
-        if cancelled and kind is None:
-            raise asyncio.CancelledError
+        self.closed()
 
     def _finished(self) -> None:
         """An activation's task ends (it released itself, or was cancelled unstarted)."""
