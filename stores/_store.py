@@ -13,7 +13,7 @@ from reactor._signals.frozen import FrozenDict, freeze
 from reactor._signals.offloop import on_loop
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import to_jsonable
-from reactor._signals.views import readonly, unwrap
+from reactor._signals.views import SCALARS, readonly, unwrap
 from reactor.exceptions import StateKeyError, TransactionError
 from stores._announce import ABSENT, Change, announce
 from stores._draft import DictDraft, ModelDraft, undraft
@@ -81,18 +81,14 @@ class Store(Generic[StateT]):
             initial = cast(StateT, self._model_type())
         if isinstance(initial, type) and issubclass(initial, pydantic.BaseModel):
             initial = cast(StateT, initial())
-        initial = unwrap(initial)
-        if isinstance(initial, pydantic.BaseModel):
-            self._state: Any = initial.model_copy(deep=True)
-        elif isinstance(initial, dict):
+        if type(initial) is dict and all(map(SCALARS.__contains__, map(type, initial.values()))):
+            # The common dict of plain values (a run's state, made at every run): no view
+            # to unwrap, nothing to copy deeply.
             for key in initial:
                 check_key(key)
-            self._state = copied(initial)
+            self._state: Any = dict(initial)
         else:
-            raise TypeError(
-                f"A store holds a pydantic model instance or a dict, got {initial!r}. "
-                "Pass a model instance, a model class or a dict."
-            )
+            self._state = self._initial_state(unwrap(initial))
         self._is_model = isinstance(self._state, pydantic.BaseModel)
         self._version = 0
         # A store given to a run emits on the run's bus and never needs one of its own:
@@ -105,6 +101,19 @@ class Store(Generic[StateT]):
         self._view_version = -1
         self._snapshot: FrozenDict | None = None
         self._snapshot_version = -1
+
+    @staticmethod
+    def _initial_state(initial: Any) -> Any:
+        if isinstance(initial, pydantic.BaseModel):
+            return initial.model_copy(deep=True)
+        if isinstance(initial, dict):
+            for key in initial:
+                check_key(key)
+            return copied(initial)
+        raise TypeError(
+            f"A store holds a pydantic model instance or a dict, got {initial!r}. "
+            "Pass a model instance, a model class or a dict."
+        )
 
     # -- reading -------------------------------------------------------------------
 

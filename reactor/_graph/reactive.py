@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import operator
 import warnings
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
@@ -34,12 +35,9 @@ __all__ = ["Reactive", "reactive", "run_reactive"]
 
 def _same(given: Mapping[str, Any], overrides: Mapping[str, Any]) -> bool:
     """Whether ``overrides`` gives the very objects ``given`` gave, and nothing else."""
-    return len(given) == len(overrides) and all(
-        given.get(key, _NOT_GIVEN) is value for key, value in overrides.items()
+    return given.keys() == overrides.keys() and all(
+        map(operator.is_, map(given.__getitem__, overrides), overrides.values())
     )
-
-
-_NOT_GIVEN = object()
 
 
 def _reusable(given: Mapping[str, Any]) -> bool:
