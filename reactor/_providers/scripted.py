@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import inspect
 import math
+import operator
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
@@ -171,6 +172,8 @@ class ScriptedProvider:
             )
         if callable(script):
             answer = script(request)
+            if type(answer) is str or type(answer) is dict:  # surely not awaitable
+                return answer
             return _Later(answer) if inspect.isawaitable(answer) else answer
         index = self._cursors.get(agent, 0)
         if index >= len(script):
@@ -274,7 +277,7 @@ def _render(answer: Any) -> tuple[str, Any]:
 
 def _request_length(request: ProviderRequest) -> int:
     """How long the request's text is: prompts, and the schema and tools as JSON."""
-    length = len(request.system or "") + sum(len(m.content) for m in request.messages)
+    length = len(request.system or "") + sum(map(len, map(_CONTENT, request.messages)))
     schema, tools = request.output_schema, request.tools
     if schema is not None or tools:
         key = (id(schema), id(tools))
@@ -289,6 +292,7 @@ def _request_length(request: ProviderRequest) -> int:
     return length
 
 
+_CONTENT = operator.attrgetter("content")
 _LENGTHS: dict[tuple[int, int], tuple[object, object, int]] = {}
 """The JSON length of an agent's schema and tools (the same objects on every call)."""
 
