@@ -43,7 +43,6 @@ from reactor._recording.recording import Recording
 from reactor._recording.store import flush_run
 from reactor._signals.bus import SignalBus
 from reactor._signals.diagnostics import log
-from reactor._signals.frozen import assembled
 from reactor._signals.names import HARNESS_END, HARNESS_ENDING, INBOX_PREFIX, inbox_agent
 from reactor._signals.settings import settings
 from reactor._signals.signal import Signal
@@ -374,15 +373,13 @@ class Run:
             output = state
         assert self.status is not None
         assert self._end_payload is not None
-        return assembled(  # made for every run: without the frozen __init__'s setattr calls
-            RunResult,
+        return RunResult(
             status=self.status,
             output=output,
             state=state,
             signals=self.bus.history,
             error=self.error,
-            metrics=assembled(
-                RunMetrics,
+            metrics=RunMetrics(
                 duration_ms=self._end_payload["duration_ms"],
                 activations=self.scheduler.activations,
                 activations_by_agent=by_agent,

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from reactor._providers.tools import Tool
-from reactor._signals.frozen import assembled
 from reactor._signals.signal import to_jsonable
 
 __all__ = [
@@ -98,20 +97,19 @@ class ProviderRequest:
         turns = tuple(messages) if messages is not None else (Message("user", prompt),)
         given = options or {}
         digest = request_hash(agent, system, turns, output_schema, tuple(tools), given)
-        return assembled(  # a request is made for every model call
-            cls,
-            agent=agent,
-            system=system,
-            prompt=prompt,
-            messages=turns,
-            output_schema=output_schema,
-            tools=tuple(tools),
-            options=dict(given),
-            request_hash=digest,
-            before_tool=before_tool,
-            after_tool=after_tool,
-            pre_tool_use=tuple(pre_tool_use),
-            post_tool_use=tuple(post_tool_use),
+        return cls(
+            agent,
+            system,
+            prompt,
+            turns,
+            output_schema,
+            tuple(tools),
+            dict(given),
+            digest,
+            before_tool,
+            after_tool,
+            tuple(pre_tool_use),
+            tuple(post_tool_use),
         )
 
     def fingerprint(self) -> dict[str, Any]:

@@ -58,6 +58,10 @@ __all__ = [
 Handler = Callable[[Signal], object]
 """A signal subscriber: called synchronously with each matching signal."""
 _SILENT = frozenset({BUS_HANDLER_ERROR, HARNESS_END})
+_IDS = ["sig_0"]
+"""Signal ids by ``seq``, shared by every run (thousands of small runs kept in memory
+would otherwise hold thousands of copies of ``sig_1``); grown as seqs first appear."""
+_SHARED_IDS = 4_096
 _CURRENT: contextvars.ContextVar[Signal | None] = contextvars.ContextVar(
     "reactor_current_signal", default=None
 )
@@ -234,8 +238,15 @@ class SignalBus:
         if self.sealed:  # said to nobody, numbered nothing: see seal()
             return new_signal(name, payload, "", 0, time.time(), source, caused_by, depth, None)
         self._seq = seq = self._seq + 1
+        ids = _IDS  # every run numbers from 1: its first ids are the same strings
+        if seq < len(ids):
+            signal_id = ids[seq]
+        else:
+            signal_id = f"sig_{seq}"
+            if seq == len(ids) and seq < _SHARED_IDS:
+                ids.append(signal_id)
         signal = new_signal(
-            name, payload, f"sig_{seq}", seq, time.time(), source, caused_by, depth, self.run_id
+            name, payload, signal_id, seq, time.time(), source, caused_by, depth, self.run_id
         )
         self._history.append(signal)
         self._queue.append(signal)

@@ -17,7 +17,7 @@ hands out. ``copy.deepcopy()`` of any of them returns plain, mutable containers,
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import pydantic
 
@@ -27,7 +27,6 @@ from reactor.exceptions import ReadOnlyStateError
 __all__ = [
     "FrozenDict",
     "FrozenList",
-    "assembled",
     "freeze",
     "freeze_payload",
     "thaw",
@@ -77,21 +76,6 @@ class FrozenList(list[Any]):
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return (list, (thaw(self),))
-
-
-_T = TypeVar("_T")
-
-
-def assembled(cls: type[_T], **fields: Any) -> _T:
-    """An instance of the frozen dataclass ``cls`` (not slotted), given every field.
-
-    The dataclass's own ``__init__`` sets each field through ``object.__setattr__``, a
-    call per field; this fills the instance's ``__dict__`` at once. For values made at
-    every run or model call (requests, results); ``fields`` must name every field.
-    """
-    made = object.__new__(cls)
-    made.__dict__.update(fields)
-    return made
 
 
 def freeze(value: Any) -> Any:
