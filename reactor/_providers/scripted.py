@@ -202,43 +202,65 @@ class ScriptedProvider:
 
 
 _NO_CONTEXT = contextvars.Context()
-"""The timers' context: waking a waiter reads no context variable, so none is copied."""
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+"""The timers' context: answering reads no context variable, so none is copied."""
 
 
 class _Answering:
-    """The events of one scripted answer, as an async iterator (see ``stream``)."""
+    """The events of one scripted answer, as an async iterator (see ``stream``).
 
-    __slots__ = ("_events", "_provider", "_request")
+    While the scripted latency passes, the caller awaits a future that a timer resolves
+    with the first event: no coroutine of the iterator's is held meanwhile (thousands of
+    calls may be waiting at once). A cancelled wait leaves the timer to find the future
+    cancelled when it comes, and do nothing.
+    """
+
+    __slots__ = ("_answer", "_events", "_provider", "_request")
 
     def __init__(self, provider: ScriptedProvider, request: ProviderRequest) -> None:
         self._provider, self._request = provider, request
         self._events: list[ProviderEvent] | None = None
+        self._answer: Any = None
 
     def __aiter__(self) -> _Answering:
         return self
 
-    async def __anext__(self) -> ProviderEvent:
+    def __anext__(self) -> Awaitable[ProviderEvent]:
+        if self._events is not None:
+            return self._next()
+        provider, request = self._provider, self._request
+        answer = provider._take(request)
+        delay = provider._delay(request)
+        if type(answer) is _Later or not delay:
+            return self._first(answer, delay)
+        # The first event, once the timer has run: see _answered.
+        self._answer = answer
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[ProviderEvent] = loop.create_future()
+        loop.call_later(delay, self._answered, first, context=_NO_CONTEXT)
+        return first
+
+    def _answered(self, first: asyncio.Future[ProviderEvent]) -> None:
+        if first.done():  # cancelled meanwhile
+            return
+        try:
+            events = self._events = self._provider._events(self._request, self._answer)
+        except BaseException as exc:  # the scripted answer was an exception to raise
+            first.set_exception(exc)
+        else:
+            first.set_result(events.pop())
+        self._answer = None
+
+    async def _first(self, answer: Any, delay: float) -> ProviderEvent:
+        """The first event of an async script's answer, or of one with no latency."""
+        if type(answer) is _Later:
+            answer = await answer.awaitable
+        if delay:
+            await asyncio.sleep(delay)
+        events = self._events = self._provider._events(self._request, answer)
+        return events.pop()
+
+    async def _next(self) -> ProviderEvent:
         events = self._events
-        if events is None:  # the first: the answer, after the scripted latency
-            provider, request = self._provider, self._request
-            answer = provider._take(request)
-            if type(answer) is _Later:
-                answer = await answer.awaitable  # an async script's
-            delay = provider._delay(request)
-            if delay:  # asyncio.sleep's wait, without its coroutine: a frame fewer
-                loop = asyncio.get_running_loop()
-                waiter = loop.create_future()
-                timer = loop.call_later(delay, _wake, waiter, context=_NO_CONTEXT)
-                try:
-                    await waiter
-                finally:
-                    timer.cancel()
-            events = self._events = provider._events(request, answer)
         if not events:
             raise StopAsyncIteration
         return events.pop()
