@@ -34,7 +34,7 @@ class Message:
     content: str
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ProviderRequest:
     """Everything that determines a provider's answer for one agent activation.
 
@@ -97,26 +97,35 @@ class ProviderRequest:
         turns = tuple(messages) if messages is not None else (Message("user", prompt),)
         given = options or {}
         digest = request_hash(agent, system, turns, output_schema, tuple(tools), given)
-        return cls(
-            agent,
-            system,
-            prompt,
-            turns,
-            output_schema,
-            tuple(tools),
-            dict(given),
-            digest,
-            before_tool,
-            after_tool,
-            tuple(pre_tool_use),
-            tuple(post_tool_use),
-        )
+        # Built as a draft of the same slots, then made a request: the frozen
+        # __init__ would set each of its twelve fields through object.__setattr__.
+        request: Any = object.__new__(_RequestDraft)
+        request.agent = agent
+        request.system = system
+        request.prompt = prompt
+        request.messages = turns
+        request.output_schema = output_schema
+        request.tools = tuple(tools)
+        request.options = dict(given)
+        request.request_hash = digest
+        request.before_tool = before_tool
+        request.after_tool = after_tool
+        request.pre_tool_use = tuple(pre_tool_use)
+        request.post_tool_use = tuple(post_tool_use)
+        request.__class__ = cls
+        return request  # type: ignore[no-any-return]
 
     def fingerprint(self) -> dict[str, Any]:
         """The JSON data the hash is computed from (used to explain replay mismatches)."""
         return _fingerprint(
             self.agent, self.system, self.messages, self.output_schema, self.tools, self.options
         )
+
+
+class _RequestDraft:
+    """A :class:`ProviderRequest` being built: the same slots, not frozen (see ``build``)."""
+
+    __slots__ = ProviderRequest.__slots__
 
 
 def _fingerprint(

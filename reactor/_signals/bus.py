@@ -75,14 +75,13 @@ def current_signal() -> Signal | None:
     return _CURRENT.get()
 
 
-def set_current_signal(signal: Signal) -> None:
-    """Make ``signal`` the cause of what this context emits from now on.
+set_current_signal = _CURRENT.set
+"""Make a signal the cause of what this context emits from now on.
 
-    The runtime calls it at the start of each activation's task (which runs in its own
-    copy of the context), so everything the activation emits hangs under its
-    ``agent:<name>:activated``.
-    """
-    _CURRENT.set(signal)
+The runtime calls it at the start of each activation's task (which runs in its own copy
+of the context), so everything the activation emits hangs under its
+``agent:<name>:activated``. (The variable's own ``set``: no Python frame per activation.)
+"""
 
 
 def push_cause(signal: Signal | None) -> contextvars.Token[Signal | None]:
