@@ -60,12 +60,12 @@ class Run:
 
     # Thousands of runs may be in flight at once: slots keep each one small.
     __slots__ = (
-        "__weakref__", "_asking", "_end_check", "_end_payload", "_known", "_main", "_recorder",
-        "_routes", "_started", "_timer", "_timers", "_wake", "agents", "bus", "closed", "costs",
-        "end_signal", "ending", "error", "extras", "failures", "forked", "graph", "input", "live",
-        "options",
-        "outside", "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope",
-        "status", "store", "suspended", "target", "target_hash", "template_run_id",
+        "__weakref__", "_asking", "_end_check", "_end_payload", "_extras", "_known", "_main",
+        "_recorder", "_routes", "_started", "_timer", "_timers", "_wake", "agents", "bus",
+        "closed", "costs", "end_signal", "ending", "error", "failures", "forked", "graph", "input",
+        "live", "options", "outside", "provider", "reason", "replay", "resumed", "run_id",
+        "scheduler", "scope", "status", "store", "suspended", "target", "target_hash",
+        "template_run_id",
     )  # fmt: skip
 
     def __init__(
@@ -115,7 +115,7 @@ class Run:
         # replay's prompts are the recorded prompts and find their recorded answers.
         replayed = self.replay.recording.run_id if self.replay is not None else None
         self.template_run_id = replayed or self.run_id
-        self.extras = RunExtras(self.bus, options, self.run_id)  # MCP servers, child runs
+        self._extras: RunExtras | None = None  # MCP servers, child runs: made when asked
         # The run's parts reach it through a weak proxy: no cycle, so a finished run is
         # freed as soon as nobody holds it, not at the garbage collector's next pass.
         services = cast("Run", weakref.proxy(self))
@@ -245,9 +245,11 @@ class Run:
             run_finished()
             if self._timer is not None:
                 self._timer.cancel()
-            await self.extras.aclose()
+            if self._extras is not None:
+                await self._extras.aclose()
         self._finish()
-        await self.flush_recording()
+        if self.options.record is not None:
+            await self.flush_recording()
         return self.result()
 
     def _arm(self) -> None:
@@ -304,6 +306,13 @@ class Run:
         if self._timers is None:
             self._timers = Timers.of(self.bus, self.template_run_id, self.replay)
         return self._timers
+
+    @property
+    def extras(self) -> RunExtras:
+        """What the run starts only when its agents ask: MCP servers, child runs."""
+        if self._extras is None:
+            self._extras = RunExtras(self.bus, self.options, self.run_id)
+        return self._extras
 
     def record_request(self, request: ProviderRequest) -> None:
         """Keep what a provider was asked, for the result and the recording (once per hash)."""
@@ -392,7 +401,7 @@ class Run:
             graph=self.graph.name,
             requests=Fingerprints(self.costs.requests),
             failures=tuple(self.failures),
-            children=self.extras.children,
+            children=self._extras.children if self._extras is not None else {},
         )
 
     # -- stopping ----------------------------------------------------------------
