@@ -96,7 +96,7 @@ class Store(Generic[StateT]):
         self._history_limit = history_limit
         self._own_bus: SignalBus | None = None
         self._bound: SignalBus | None = None
-        self._subscriptions: list[StoreSubscription] = []
+        self._subscriptions: list[StoreSubscription] | None = None  # made at the first
         self._view: Any = None
         self._view_version = -1
         self._snapshot: FrozenDict | None = None
@@ -346,6 +346,8 @@ class Store(Generic[StateT]):
         subscription follows it there.
         """
         subscription = StoreSubscription(self, patterns, handler)
+        if self._subscriptions is None:
+            self._subscriptions = []
         self._subscriptions.append(subscription)
         return subscription
 
@@ -412,7 +414,9 @@ class StoreSubscription:
         """Stop delivering signals to the handler."""
         if self._live.active:
             self._live.cancel()
-            self._store._subscriptions.remove(self)
+            subscriptions = self._store._subscriptions
+            if subscriptions is not None:
+                subscriptions.remove(self)
 
     def __enter__(self) -> Self:
         return self

@@ -229,9 +229,20 @@ class Activator:
             enter_site(entry)
         else:
             enter_site((self._site, (agent_run, activation.answers)))
-        set_env(agent_run.agent.env)
-        run_id = self.services.template_run_id
-        set_tool_keys(ActivationKeys(run_id, agent_run.name, activation.trigger.seq, self._site))
+        agent = agent_run.agent
+        set_env(agent.env)
+        if (
+            agent.run is not None
+            or agent.tools
+            or agent.on_output is not None
+            or agent.mcps
+            or agent.hooks is not NO_HOOKS
+        ):
+            # Code of the agent's own runs here (a handler, on_output, tools, hooks): its
+            # tool calls get the activation's keys. A plain prompt calls no tool.
+            run_id = self.services.template_run_id
+            seq = activation.trigger.seq
+            set_tool_keys(ActivationKeys(run_id, agent_run.name, seq, self._site))
 
     # -- what agent.prompt() needs of the run (reactor._prompts.prompting.PromptSite) -------
 

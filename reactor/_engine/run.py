@@ -102,7 +102,7 @@ class Run:
         self.ending = False
         self.closed = False
         self.end_signal: Signal | None = None
-        self.failures: list[AgentFailure] = []
+        self.failures: tuple[AgentFailure, ...] = ()  # most runs have none: no list each
         self.costs = Costs.of_run(self.run_id, options, graph.agents.values(), resume)
         self._main: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
@@ -460,7 +460,7 @@ class Run:
 
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
         """Count an agent's failure (``signal``); stop the run if ``fail_fast``."""
-        self.failures.append(AgentFailure(agent_run.name, exc, signal.id))
+        self.failures = (*self.failures, AgentFailure(agent_run.name, exc, signal.id))
         log(
             "reactor.run",
             "warning",
