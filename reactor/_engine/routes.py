@@ -40,6 +40,8 @@ class Routes:
                     self._wild.append((index, compile_pattern(pattern)))
         self.known: dict[str, tuple[int, ...]] = {}
         """The names answered so far (read directly by runs, for speed)."""
+        self.unrouted: set[str] = set()
+        """Known names that activate no agent and are no agent's message: nothing to do."""
 
     def __call__(self, name: str) -> tuple[int, ...]:
         """The positions of the agents ``name`` activates."""
@@ -53,6 +55,8 @@ class Routes:
             found = tuple(sorted(matched))
             if len(self.known) < _LIMIT:
                 self.known[name] = found
+                if not found and addressee is None:
+                    self.unrouted.add(name)
         return found
 
 

@@ -152,7 +152,9 @@ class Run:
         snapshots = snapshots_for(self.bus, replayed, options.record, self._fold)
         if snapshots is not None:
             self._recorder = snapshots.recorder(self._recorder)
-        self.bus.set_router(self._route)
+        # An unrecorded run's router has nothing to do for a name no agent activates on.
+        unrouted = self._routes.unrouted if self._recorder is None else ()
+        self.bus.set_router(self._route, unrouted=unrouted)
         for reporter in options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         for watcher in watchers():

@@ -29,7 +29,7 @@ import contextvars
 import inspect
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Container, Iterable, Sized
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -182,6 +182,7 @@ class SignalBus:
         self._after: Handler | None = None
         self._after_if: Sized | None = None  # call _after only while this is not empty
         self._router: Handler | None = None
+        self._unrouted: Container[str] = ()  # names the router has nothing to do for
         self.sealed = False  # see seal()
 
     # -- emitting ----------------------------------------------------------------
@@ -259,13 +260,15 @@ class SignalBus:
         after = self._after
         after_if = self._after_if
         router = self._router
+        unrouted = self._unrouted
         self._dispatching = True
         done = 0
         try:
             for signal in queue:  # a list's iterator sees what is appended meanwhile
                 done += 1
-                handlers = handlers_for.get(signal.name, ())
-                if router is not None:
+                name = signal.name
+                handlers = handlers_for.get(name, ())
+                if router is not None and name not in unrouted:
                     try:
                         router(signal)
                     except Exception as exc:
@@ -410,15 +413,18 @@ class SignalBus:
         """
         self.sealed = True
 
-    def set_router(self, router: Handler | None) -> None:
+    def set_router(self, router: Handler | None, *, unrouted: Container[str] = ()) -> None:
         """Call ``router(signal)`` first for every signal (runtime use).
 
         A run routes signals to its agents' triggers through a table made once per
         graph, instead of one subscription per agent per run: a run of a small graph
         then sets up no subscriptions at all. Set it before the first emit. It runs
-        outside the signal's context, like the after-dispatch hook.
+        outside the signal's context, like the after-dispatch hook. ``unrouted`` names
+        signals the router has nothing to do for (the table knows them, and nothing
+        records them): those skip the call.
         """
         self._router = router
+        self._unrouted = unrouted
 
     # -- reading -----------------------------------------------------------------
 
