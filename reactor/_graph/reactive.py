@@ -272,6 +272,8 @@ class Reactive:
             return await handle.result()
         run = self._run(with_input(run_options, options, read), read)
         run.begin(read[2])
+        # Thousands of runs may wait here at once: what made the run is not kept.
+        del options, run_options, read
         return await run.execute()
 
     def run_sync(

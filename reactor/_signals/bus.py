@@ -58,6 +58,8 @@ __all__ = [
 Handler = Callable[[Signal], object]
 """A signal subscriber: called synchronously with each matching signal."""
 _SILENT = frozenset({BUS_HANDLER_ERROR, HARNESS_END})
+_NO_SIGNALS: dict[str, blinker.Signal] = {}
+_NO_HANDLERS: dict[str, tuple[Handler, ...]] = {}
 _IDS = ["sig_0"]
 """Signal ids by ``seq``, shared by every run (thousands of small runs kept in memory
 would otherwise hold thousands of copies of ``sig_1``); grown as seqs first appear."""
@@ -176,8 +178,9 @@ class SignalBus:
         self._seq = 0
         self._queue: list[Signal] = []  # waiting for dispatch; drained from the front
         self._dispatching = False
-        self._signals: dict[str, blinker.Signal] = {}
-        self._handlers: dict[str, tuple[Handler, ...]] = {}
+        # Shared empty tables until the first subscription (most runs' buses have none).
+        self._signals: dict[str, blinker.Signal] = _NO_SIGNALS
+        self._handlers: dict[str, tuple[Handler, ...]] = _NO_HANDLERS
         self._pattern_subs: tuple[Subscription, ...] = ()
         self._after: Handler | None = None
         self._after_if: Sized | None = None  # call _after only while this is not empty
@@ -256,7 +259,6 @@ class SignalBus:
 
     def _drain(self) -> None:
         queue = self._queue
-        handlers_for = self._handlers
         after = self._after
         after_if = self._after_if
         router = self._router
@@ -267,7 +269,7 @@ class SignalBus:
             for signal in queue:  # a list's iterator sees what is appended meanwhile
                 done += 1
                 name = signal.name
-                handlers = handlers_for.get(name, ())
+                handlers = self._handlers.get(name, ())  # a handler may subscribe
                 if router is not None and name not in unrouted:
                     try:
                         router(signal)
@@ -339,6 +341,8 @@ class SignalBus:
                 "during dispatch. Consume signals with `async for s in bus.signals(...)` "
                 "or schedule your coroutine from a synchronous handler."
             )
+        if self._handlers is _NO_HANDLERS:  # this bus's own tables, from now on
+            self._signals, self._handlers = {}, {}
         subscription = Subscription(self, normalized, handler)
         names = [p for p in normalized if is_exact(p)]
         for name in cast(list[str], names):
