@@ -65,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="workloads to run")
     parser.add_argument("--write", metavar="FILE", help="also write the table into FILE")
     parser.add_argument(
+        "--section",
+        default="main",
+        help="the section of FILE to write (default: main, the whole `make bench` table)",
+    )
+    parser.add_argument(
         "--beside",
         action="store_true",
         help="then run the same workloads at the commit before Part V's engine work "
@@ -83,12 +88,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(table)
     if args.write:
+        command = (
+            "`make bench`"
+            if args.section == "main"
+            else f"`python -m bench {' '.join(argv if argv is not None else sys.argv[1:])}`"
+        )
         section = (
-            f"## Workloads (`make bench`, {date.today().isoformat()})\n\n"
+            f"## Workloads ({command}, {date.today().isoformat()})\n\n"
             "Each workload is measured beside its baseline in the same run; "
             "the best of several runs is kept.\n\n" + table
         )
-        write_section(Path(args.write), "main", section)
+        write_section(Path(args.write), args.section, section)
     return 0 if all(row.met is not False for row in rows) else 1
 
 
