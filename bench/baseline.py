@@ -1,17 +1,18 @@
 """An older commit's engine, measured beside this checkout's in the same ``make bench``.
 
-DESIGN.md section 34 asks that the engine regression of Part III be recovered, judged
-against the commit before Part III in the same run. :func:`older_engine` checks that
-commit out into a temporary git worktree (removed afterwards) and :func:`probe` runs
+DESIGN.md section 39 asks that no earlier workload regress, judged against the commit
+before Part V's engine work in the same run. :func:`older_engine` checks that commit
+out into a temporary git worktree (removed afterwards) and :func:`probe` runs
 ``bench/engine_probe.py`` in a fresh interpreter against either engine: this
 checkout's, or the worktree's through ``PYTHONPATH``. The script's own folder is kept
 off ``sys.path`` (``python -P``), so ``bench/stores.py`` cannot shadow the ``stores``
-package, and each side imports its own ``reactor`` and ``stores``.
+package, and each side imports its own ``reactor`` and ``stores``. :func:`older_bench`
+runs the older commit's own ``python -m bench`` on the same workloads, for the rows
+that have no probe (the bus, recording, resume, long-lived runs).
 
-The commit before Part III is ``ec7bc4b`` ("_collector: the installed tuning is
-declared beside the other module state", 2026-11-26 08:58): the last commit before
-``c3bc264`` (the layout of section 23, the first Part III issue's work); everything
-after it on the first-parent history belongs to Part III or later.
+The commit before Part V's engine work is ``e9ccdff`` ("A complexity budget instead of
+a line cap", 2026-12-06). The commit before Part III, ``ec7bc4b``, was the reference of
+section 34: ``BEFORE_PART_III`` names it still.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).resolve().parent / "engine_probe.py"
 BEFORE_PART_III = "ec7bc4b284fe27843ca8468454b46b94b659242e"
-LABEL = "ec7bc4b (before Part III)"
+BEFORE_ENGINE_WORK = "e9ccdff8b095a1da8ed59a8de8d4fcdbe99c2434"
+LABEL = "e9ccdff (before Part V's engine work)"
 
 
 @contextlib.contextmanager
-def older_engine(commit: str = BEFORE_PART_III) -> Iterator[Path | str]:
+def older_engine(commit: str = BEFORE_ENGINE_WORK) -> Iterator[Path | str]:
     """Yield a worktree of ``commit``, or the reason it could not be made (a string).
 
     The worktree lives in a temporary directory outside the checkout and is removed
@@ -74,6 +76,18 @@ def probe(engine: Path, workload: str, n: int, *, tuned: bool = False) -> dict[s
     if not figures:
         raise RuntimeError(f"{' '.join(argv)} printed no figure: {done.stdout!r}")
     return {key: float(value) for key, value in figures.items() if key != "pid"}
+
+
+def older_bench(tree: Path, names: list[str], *, quick: bool) -> str:
+    """The table the older commit's own ``python -m bench --only NAMES`` prints."""
+    argv = [sys.executable, "-m", "bench", "--only", *names, *(["--quick"] * quick)]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, env=_env(tree), cwd=tree, check=False
+    )
+    table = done.stdout.strip()
+    if not table:
+        raise RuntimeError(f"{' '.join(argv)} in {tree} failed: {done.stderr.strip()[-2000:]}")
+    return table
 
 
 def _env(engine: Path) -> dict[str, str]:

@@ -49,14 +49,15 @@ def announce(emit: Emit, changes: Iterable[Change], actor: str) -> None:
         signals = _signals_of(key)
         # A new key, or a scalar on either side: the value was replaced, not
         # changed inside.
-        if old is ABSENT or type(old) in SCALARS or type(new) in SCALARS:
+        old_scalar, new_scalar = type(old) in SCALARS, type(new) in SCALARS
+        if old is ABSENT or old_scalar or new_scalar:
             paths = signals.whole
         else:
             paths = ListView(changed_paths(old, new, key))
         payload = FrozenDict(
             key=key,
-            old=None if old is ABSENT else readonly(old),
-            new=readonly(new),
+            old=None if old is ABSENT else old if old_scalar else readonly(old),
+            new=new if new_scalar else readonly(new),
             actor=actor,
             paths=paths,
         )

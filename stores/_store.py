@@ -13,7 +13,7 @@ from reactor._signals.frozen import FrozenDict, freeze
 from reactor._signals.offloop import on_loop
 from reactor._signals.patterns import Pattern
 from reactor._signals.signal import to_jsonable
-from reactor._signals.views import readonly, unwrap
+from reactor._signals.views import SCALARS, readonly, unwrap
 from reactor.exceptions import StateKeyError, TransactionError
 from stores._announce import ABSENT, Change, announce
 from stores._draft import DictDraft, ModelDraft, undraft
@@ -81,18 +81,14 @@ class Store(Generic[StateT]):
             initial = cast(StateT, self._model_type())
         if isinstance(initial, type) and issubclass(initial, pydantic.BaseModel):
             initial = cast(StateT, initial())
-        initial = unwrap(initial)
-        if isinstance(initial, pydantic.BaseModel):
-            self._state: Any = initial.model_copy(deep=True)
-        elif isinstance(initial, dict):
+        if type(initial) is dict and all(map(SCALARS.__contains__, map(type, initial.values()))):
+            # The common dict of plain values (a run's state, made at every run): no view
+            # to unwrap, nothing to copy deeply.
             for key in initial:
                 check_key(key)
-            self._state = copied(initial)
+            self._state: Any = dict(initial)
         else:
-            raise TypeError(
-                f"A store holds a pydantic model instance or a dict, got {initial!r}. "
-                "Pass a model instance, a model class or a dict."
-            )
+            self._state = self._initial_state(unwrap(initial))
         self._is_model = isinstance(self._state, pydantic.BaseModel)
         self._version = 0
         # A store given to a run emits on the run's bus and never needs one of its own:
@@ -100,11 +96,24 @@ class Store(Generic[StateT]):
         self._history_limit = history_limit
         self._own_bus: SignalBus | None = None
         self._bound: SignalBus | None = None
-        self._subscriptions: list[StoreSubscription] = []
+        self._subscriptions: list[StoreSubscription] | None = None  # made at the first
         self._view: Any = None
         self._view_version = -1
         self._snapshot: FrozenDict | None = None
         self._snapshot_version = -1
+
+    @staticmethod
+    def _initial_state(initial: Any) -> Any:
+        if isinstance(initial, pydantic.BaseModel):
+            return initial.model_copy(deep=True)
+        if isinstance(initial, dict):
+            for key in initial:
+                check_key(key)
+            return copied(initial)
+        raise TypeError(
+            f"A store holds a pydantic model instance or a dict, got {initial!r}. "
+            "Pass a model instance, a model class or a dict."
+        )
 
     # -- reading -------------------------------------------------------------------
 
@@ -114,7 +123,8 @@ class Store(Generic[StateT]):
         if self._view_version != self._version:
             self._view = readonly(self._state)
             self._view_version = self._version
-        return cast(StateT, self._view)
+        view: StateT = self._view  # a plain assignment: cast() is a call, on a hot path
+        return view
 
     def get(self, key: str, default: Any = ABSENT) -> Any:
         """Return the value of a top-level key, read-only.
@@ -147,7 +157,8 @@ class Store(Generic[StateT]):
             data = state.model_dump(mode="json") if self._is_model else to_jsonable(state)
             self._snapshot = freeze(data)
             self._snapshot_version = self._version
-        return cast(dict[str, Any], self._snapshot)
+        snapshot: Any = self._snapshot
+        return snapshot  # type: ignore[no-any-return]  # a FrozenDict, read as a dict
 
     def restore(self, data: Mapping[str, Any]) -> None:
         """Replace the whole state with ``data`` (plain JSON data), emitting nothing.
@@ -273,7 +284,8 @@ class Store(Generic[StateT]):
                 check_payload(value, f"state.{key}")
             self._state = new
             self._version += 1
-            announce(self.bus.emit, changes, actor)
+            bus = self._bound
+            announce((bus if bus is not None else self._private_bus()).emit, changes, actor)
 
     def _check_unchanged(self, base: Any, current: Any, written: dict[str, Any]) -> None:
         """Refuse a thread's commit over a key another writer changed since its draft."""
@@ -293,7 +305,10 @@ class Store(Generic[StateT]):
         A key written with an equal value gets the committed object back, so
         unchanged parts stay shared between versions and emit nothing.
         """
-        before, after = self._fields(current), self._fields(new)
+        if self._is_model:
+            before, after = self._fields(current), self._fields(new)
+        else:  # a dict state is its own fields
+            before, after = current, new
         keys = written if len(written) == 1 else [key for key in after if key in written]
         changes = []
         for key in keys:
@@ -331,6 +346,8 @@ class Store(Generic[StateT]):
         subscription follows it there.
         """
         subscription = StoreSubscription(self, patterns, handler)
+        if self._subscriptions is None:
+            self._subscriptions = []
         self._subscriptions.append(subscription)
         return subscription
 
@@ -397,7 +414,9 @@ class StoreSubscription:
         """Stop delivering signals to the handler."""
         if self._live.active:
             self._live.cancel()
-            self._store._subscriptions.remove(self)
+            subscriptions = self._store._subscriptions
+            if subscriptions is not None:
+                subscriptions.remove(self)
 
     def __enter__(self) -> Self:
         return self

@@ -32,7 +32,8 @@ _ACTIVE: contextvars.ContextVar[tuple[Transaction[Any], ...]] = contextvars.Cont
 
 def in_transaction(store: object) -> bool:
     """Whether a transaction on ``store`` is open in this context (a write joins it)."""
-    return any(open_one._store is store for open_one in _ACTIVE.get())
+    active = _ACTIVE.get()
+    return bool(active) and any(open_one._store is store for open_one in active)
 
 
 def writer(actor: str | None) -> str:

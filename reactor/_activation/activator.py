@@ -47,6 +47,7 @@ from stores import actor_context
 
 if TYPE_CHECKING:
     from reactor._activation.resume import RecordedAnswers
+    from reactor._agents.agent import Agent
     from reactor._providers.base import Provider
     from reactor._providers.mcp import MCPServer
     from reactor._providers.replay import ReplayProvider
@@ -131,6 +132,10 @@ class RunServices(CallSite, Protocol):
 
     def release(self, activation: Activation) -> None:
         """Account for a finished activation."""
+        ...
+
+    def crashed(self, error: BaseException) -> None:
+        """An activation raised what no agent's failure is: the run stops on it."""
         ...
 
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
@@ -221,6 +226,10 @@ class Activator:
     def _enter(self, activation: Activation) -> None:
         set_current_signal(activation.signal)
         agent_run = activation.agent_run
+        agent = agent_run.agent
+        set_env(agent.env)
+        if not _runs_own_code(agent):
+            return  # a plain prompt: no code of its own calls agent.prompt() or a tool
         if activation.answers is None:
             # One entry per agent, made once: nothing here may refer to the activation,
             # whose task holds this context (a cycle would outlive the run).
@@ -230,9 +239,10 @@ class Activator:
             enter_site(entry)
         else:
             enter_site((self._site, (agent_run, activation.answers)))
-        set_env(agent_run.agent.env)
+        # Its tool calls get the activation's keys.
         run_id = self.services.template_run_id
-        set_tool_keys(ActivationKeys(run_id, agent_run.name, activation.trigger.seq, self.share))
+        seq = activation.trigger.seq
+        set_tool_keys(ActivationKeys(run_id, agent_run.name, seq, self._site))
 
     # -- what agent.prompt() needs of the run (reactor._prompts.prompting.PromptSite) -------
 
@@ -344,6 +354,9 @@ class Activator:
                 source=name,
             )
             services.failed(agent_run, exc, failure)
+        except BaseException as exc:  # not an agent's failure (an interrupt): the run stops
+            services.crashed(exc)
+            raise
         finally:
             services.release(activation)
 
@@ -444,6 +457,22 @@ class Activator:
             )
         check_payload(payload, "payload")
         return self.services.bus.emit(name, freeze_payload(payload), source=ctx.agent)
+
+
+def _runs_own_code(agent: Agent) -> bool:
+    """Whether code of the agent's own runs in its activations.
+
+    A handler, ``on_output``, tools, hooks, MCP tools or reflection: any of them may
+    call ``agent.prompt()`` or a tool, which read the activation's site and keys.
+    """
+    return (
+        agent.run is not None
+        or agent.on_output is not None
+        or bool(agent.tools)
+        or bool(agent.mcps)
+        or agent.hooks is not NO_HOOKS
+        or agent.enable_reflection
+    )
 
 
 def _owner(key: object) -> tuple[AgentRun, RecordedAnswers | None]:

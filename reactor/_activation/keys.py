@@ -13,11 +13,21 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from typing import Protocol
 
 from reactor._providers.tools import ToolKeys
 from reactor._signals.threads import Share
 
-__all__ = ["ActivationKeys", "idempotency_key"]
+__all__ = ["ActivationKeys", "Shares", "idempotency_key"]
+
+
+class Shares(Protocol):
+    """Where a run's share of the handler threads is kept (made when first asked for)."""
+
+    @property
+    def share(self) -> Share:
+        """The run's share."""
+        ...
 
 
 def idempotency_key(run_id: str, agent: str, seq: int, label: str = "") -> str:
@@ -37,10 +47,10 @@ class ActivationKeys(ToolKeys):
     its nth call of ``place_order`` is still that activation's nth order.
     """
 
-    __slots__ = ("_agent", "_calls", "_run_id", "_seq", "_share")
+    __slots__ = ("_agent", "_calls", "_run_id", "_seq", "_shares")
 
-    def __init__(self, run_id: str, agent: str, seq: int, share: Share | None = None) -> None:
-        self._run_id, self._agent, self._seq, self._share = run_id, agent, seq, share
+    def __init__(self, run_id: str, agent: str, seq: int, shares: Shares | None = None) -> None:
+        self._run_id, self._agent, self._seq, self._shares = run_id, agent, seq, shares
         self._calls: Counter[str] | None = None  # made at the first call: most make none
 
     @property
@@ -56,7 +66,7 @@ class ActivationKeys(ToolKeys):
     @property
     def share(self) -> Share | None:
         """The run's share of the handler threads, which its plain-function tools use."""
-        return self._share
+        return None if self._shares is None else self._shares.share
 
     def next_key(self, tool: str) -> str:
         """The key of the next call of ``tool`` in this activation."""

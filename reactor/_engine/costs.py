@@ -9,6 +9,7 @@ budget pays nothing for budgets.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -26,6 +27,7 @@ from reactor._signals.signal import Signal
 __all__ = ["Costs", "SpendingSection"]
 
 _NO_BUDGETS: Mapping[str, Budget] = MappingProxyType({})
+_ON_REQUEST = operator.attrgetter("on_request")
 
 
 class Costs:
@@ -60,15 +62,14 @@ class Costs:
     ) -> None:
         self._run_id = run_id
         self._record = record
-        self._on_request = tuple(reporter.on_request for reporter in reporters)
+        self._on_request = tuple(map(_ON_REQUEST, reporters)) if reporters else ()
         self.requests: dict[str, ProviderRequest] = {}
         self.input_tokens, self.output_tokens, self.cost_usd = spent
         self._budget = budget
-        budgets = {
-            agent.name: agent.budget
-            for agent in agents
-            if agent.budget is not None and agent.name is not None
-        }
+        budgets: dict[str, Budget] = {}
+        for agent in agents:  # a loop, not a comprehension: no frame for every run
+            if agent.budget is not None and agent.name is not None:
+                budgets[agent.name] = agent.budget
         self._agent_budgets: Mapping[str, Budget] = budgets or _NO_BUDGETS
         # Spending is counted only against a budget (thousands of runs have none).
         self._spent: Spending | None = None

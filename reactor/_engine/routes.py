@@ -38,11 +38,14 @@ class Routes:
                     self._exact.setdefault(str(pattern), []).append(index)
                 else:
                     self._wild.append((index, compile_pattern(pattern)))
-        self._known: dict[str, tuple[int, ...]] = {}
+        self.known: dict[str, tuple[int, ...]] = {}
+        """The names answered so far (read directly by runs, for speed)."""
+        self.unrouted: set[str] = set()
+        """Known names that activate no agent and are no agent's message: nothing to do."""
 
     def __call__(self, name: str) -> tuple[int, ...]:
         """The positions of the agents ``name`` activates."""
-        found = self._known.get(name)
+        found = self.known.get(name)
         if found is None:
             matched = set(self._exact.get(name, ()))
             matched.update(index for index, matcher in self._wild if matcher(name))
@@ -50,8 +53,10 @@ class Routes:
             if addressee is not None:  # a message to one agent reaches that agent only
                 matched = {index for index in matched if self._names[index] == addressee}
             found = tuple(sorted(matched))
-            if len(self._known) < _LIMIT:
-                self._known[name] = found
+            if len(self.known) < _LIMIT:
+                self.known[name] = found
+                if not found and addressee is None:
+                    self.unrouted.add(name)
         return found
 
 

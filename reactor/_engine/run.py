@@ -61,11 +61,12 @@ class Run:
 
     # Thousands of runs may be in flight at once: slots keep each one small.
     __slots__ = (
-        "__weakref__", "_asking", "_end_check", "_end_payload", "_main", "_recorder", "_routes",
-        "_started", "_timer", "_timers", "_wake", "agents", "bus", "closed", "costs", "end_signal",
-        "ending", "error", "extras", "failures", "forked", "graph", "input", "live", "options",
-        "outside", "provider", "reason", "replay", "resumed", "run_id", "scheduler", "scope",
-        "status", "store", "suspended", "target", "target_hash", "template_scope",
+        "__weakref__", "_asking", "_end_check", "_end_payload", "_extras", "_known", "_main",
+        "_recorder", "_routes", "_started", "_timer", "_timers", "_wake", "agents", "bus",
+        "closed", "costs", "end_signal", "ending", "error", "failures", "forked", "graph", "input",
+        "live", "options", "outside", "provider", "reason", "replay", "resumed", "run_id",
+        "scheduler", "scope", "status", "store", "suspended", "target", "target_hash",
+        "template_run_id", "template_scope",
     )  # fmt: skip
 
     def __init__(
@@ -103,7 +104,7 @@ class Run:
         self.ending = False
         self.closed = False
         self.end_signal: Signal | None = None
-        self.failures: list[AgentFailure] = []
+        self.failures: tuple[AgentFailure, ...] = ()  # most runs have none: no list each
         self.costs = Costs.of_run(self.run_id, options, graph.agents.values(), resume)
         self._main: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
@@ -112,7 +113,11 @@ class Run:
         self._end_payload: dict[str, Any] | None = None
         replay = options.replay  # a recording is replayed by a ReplayProvider of it
         self.replay = ReplayProvider(replay) if isinstance(replay, Recording) else replay
-        self.extras = RunExtras(self.bus, options, self.run_id)  # MCP servers, child runs
+        # The run_id templates render: the recorded run's during a replay, so that a
+        # replay's prompts are the recorded prompts and find their recorded answers.
+        replayed = self.replay.recording.run_id if self.replay is not None else None
+        self.template_run_id = replayed or self.run_id
+        self._extras: RunExtras | None = None  # MCP servers, child runs: made when asked
         # The run's parts reach it through a weak proxy: no cycle, so a finished run is
         # freed as soon as nobody holds it, not at the garbage collector's next pass.
         services = cast("Run", weakref.proxy(self))
@@ -143,17 +148,26 @@ class Run:
         if self.replay is not None:
             self.replay.follow(self.bus)  # recorded events go in their recorded turns
         self._routes = routes_of(self.graph, [agent_run.agent for agent_run in self.agents])
+        self._known = self._routes.known
         self._recorder = self.outside.recorder()
         replayed = self.replay.recording if self.replay is not None else None
         snapshots = snapshots_for(self.bus, replayed, options.record, self._fold)
         if snapshots is not None:
             self._recorder = snapshots.recorder(self._recorder)
-        self.bus.set_router(self._route)
+        # An unrecorded run's router has nothing to do for a name no agent activates on.
+        unrouted = self._routes.unrouted if self._recorder is None else ()
+        self.bus.set_router(self._route, unrouted=unrouted)
         for reporter in options.reporters:
             self.bus.subscribe(reporter.patterns, reporter.on_signal)
         for watcher in watchers():
             self.bus.subscribe("**", watcher)
-        self.bus.set_after_dispatch(self._after_dispatch)
+        # The hook has work only while activations are pending, unless it also checks
+        # end_when or releases a replay's recorded outside input.
+        pending = self.scheduler.pending
+        if self._end_check is None and self.replay is None:
+            self.bus.set_after_dispatch(self._after_dispatch, only_if=pending)
+        else:
+            self.bus.set_after_dispatch(self._after_dispatch)
         prints = graph_fingerprints(self.graph, self.agents)
         first_signal(self.bus, self.store, options, prints, resumed, forked)
         if resumed is not None:
@@ -179,42 +193,44 @@ class Run:
         """
         if self._recorder is not None:
             self._recorder(signal)
-        agents, trigger = self.agents, self.scheduler.trigger
-        indexes = self._routes(signal.name)
-        for index in indexes:
-            trigger(agents[index], signal)
-        if not indexes and signal.name.startswith(INBOX_PREFIX):
-            addressee = inbox_agent(signal.name)
-            for agent_run in agents:
+        name = signal.name
+        indexes = self._known.get(name)  # the table's answer, without a call for most names
+        if indexes is None:
+            indexes = self._routes(name)
+        if indexes:
+            agents, trigger = self.agents, self.scheduler.trigger
+            for index in indexes:
+                trigger(agents[index], signal)
+        elif name.startswith(INBOX_PREFIX):
+            addressee = inbox_agent(name)
+            for agent_run in self.agents:
                 if agent_run.name == addressee:
                     agent_run.mailbox().put(signal.payload)
 
     async def execute(self) -> RunResult:
         """Run until quiescence (or until closed, for a live run) or a stop."""
-        self._main = asyncio.current_task()
-        if self.live:  # only a live run waits to be closed
-            self._wake = asyncio.Event()
-            if self.closed or self.ending:
-                self._wake.set()
-        if self.options.timeout is not None:
-            self._timer = asyncio.get_running_loop().call_later(
-                self.options.timeout, self._on_timeout
-            )
+        self._arm()
         run_started()
         try:
             due: float | None = None
+            scheduler = self.scheduler
             while True:
-                async with self.scheduler.attached(self._main):
-                    if self._wake is not None:
-                        await self._wake.wait()
-                    elif due is not None:  # a message posted with at= is on its way
-                        await self.outside.nap(due)
-                # Quiescent: a replay may still have recorded outside input to give, a
-                # message posted for later may be due.
-                if self.ending:
-                    break
-                due = 0.0 if self.outside.at_quiescence() else self.outside.scheduled()
-                if due is None or self.ending:
+                # Activations run as the scheduler's tasks; the run waits for them here,
+                # in its own frame (no context manager's coroutine per run in flight).
+                scheduler.open(self._main)
+                try:
+                    if self._wake is not None or due is not None:
+                        await self._outside_wait(due)
+                    idle = scheduler.idle()
+                    while idle is not None:
+                        await idle
+                        idle = scheduler.idle()
+                except BaseException as stopped:
+                    await scheduler.closing(stopped)
+                    raise
+                scheduler.closed()
+                due = self._next_due()
+                if due is None:
                     break
         except asyncio.CancelledError:
             if self.suspended:
@@ -233,10 +249,42 @@ class Run:
             run_finished()
             if self._timer is not None:
                 self._timer.cancel()
-            await self.extras.aclose()
+            if self._extras is not None:
+                await self._extras.aclose()
         self._finish()
-        await self.flush_recording()
+        if self.options.record is not None:
+            await self.flush_recording()
         return self.result()
+
+    def _arm(self) -> None:
+        """The run's task, a live run's wake-up, and its timeout."""
+        self._main = asyncio.current_task()
+        if self.live:  # only a live run waits to be closed
+            self._wake = asyncio.Event()
+            if self.closed or self.ending:
+                self._wake.set()
+        if self.options.timeout is not None:
+            self._timer = asyncio.get_running_loop().call_later(
+                self.options.timeout, self._on_timeout
+            )
+
+    async def _outside_wait(self, due: float | None) -> None:
+        """A live run waits to be closed; another, for a message posted with ``at=``."""
+        if self._wake is not None:
+            await self._wake.wait()
+        elif due is not None:
+            await self.outside.nap(due)
+
+    def _next_due(self) -> float | None:
+        """At quiescence: when to look again (``None``: the run is over).
+
+        A replay may still have recorded outside input to give, a message posted for
+        later may be due.
+        """
+        if self.ending:
+            return None
+        due = 0.0 if self.outside.at_quiescence() else self.outside.scheduled()
+        return None if due is None or self.ending else due
 
     async def flush_recording(self) -> None:
         """Wait until the store has written the run; a run not fully written fails."""
@@ -264,12 +312,11 @@ class Run:
         return self._timers
 
     @property
-    def template_run_id(self) -> str:
-        """The ``run_id`` templates render: the recorded run's during a replay.
-
-        So a replay's prompts are the recorded prompts, and find their recorded answers.
-        """
-        return self.replay.recording.run_id if self.replay is not None else self.run_id
+    def extras(self) -> RunExtras:
+        """What the run starts only when its agents ask: MCP servers, child runs."""
+        if self._extras is None:
+            self._extras = RunExtras(self.bus, self.options, self.run_id)
+        return self._extras
 
     def record_request(self, request: ProviderRequest) -> None:
         """Keep what a provider was asked, for the result and the recording (once per hash)."""
@@ -358,7 +405,7 @@ class Run:
             graph=self.graph.name,
             requests=Fingerprints(self.costs.requests),
             failures=tuple(self.failures),
-            children=self.extras.children,
+            children=self._extras.children if self._extras is not None else {},
         )
 
     # -- stopping ----------------------------------------------------------------
@@ -406,6 +453,10 @@ class Run:
         """Account for a finished activation (and start what was queued behind it)."""
         self.scheduler.release(activation)
 
+    def crashed(self, error: BaseException) -> None:
+        """An activation raised a ``BaseException``: the run stops, and the error goes on."""
+        self.scheduler.crashed(error)
+
     def settle(self, edit: Mapping[str, Any]) -> None:
         """A fork's edit, once what was in flight at its point has settled (actor ``user``)."""
         if not self.ending:
@@ -413,7 +464,7 @@ class Run:
 
     def failed(self, agent_run: AgentRun, exc: BaseException, signal: Signal) -> None:
         """Count an agent's failure (``signal``); stop the run if ``fail_fast``."""
-        self.failures.append(AgentFailure(agent_run.name, exc, signal.id))
+        self.failures = (*self.failures, AgentFailure(agent_run.name, exc, signal.id))
         log(
             "reactor.run",
             "warning",
@@ -432,7 +483,8 @@ class Run:
     # -- after each signal -------------------------------------------------------
 
     def _after_dispatch(self, signal: Signal) -> None:
-        self.outside.after_dispatch()
+        if self.replay is not None:  # recorded outside input whose turn has come
+            self.outside.after_dispatch()
         check = self._end_check
         if check is not None and not self.ending:
             try:
@@ -442,7 +494,9 @@ class Run:
             else:
                 if met:
                     self._end(signal)
-        self.scheduler.start_pending()
+        scheduler = self.scheduler
+        if scheduler.pending:
+            scheduler.start_pending()
 
     def _end(self, signal: Signal) -> None:
         self.end_signal = signal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import operator
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -75,7 +76,7 @@ def watchers() -> tuple[Callable[[Signal], object], ...]:
     return _WATCHERS.get()
 
 
-_PRINTS: weakref.WeakKeyDictionary[Any, tuple[list[tuple[str, Agent]], DictView]] = (
+_PRINTS: weakref.WeakKeyDictionary[Any, tuple[tuple[Agent, ...], tuple[str, ...], DictView]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -93,16 +94,18 @@ def graph_fingerprints(graph: GraphSpec, agents: Sequence[AgentRun]) -> DictView
     if (
         known is not None
         and len(known[0]) == len(agents)
-        and all(
-            name == run.name and agent is run.agent
-            for (name, agent), run in zip(known[0], agents, strict=True)
-        )
+        # the same agents under the same names (map: no generator frame per run)
+        and all(map(operator.is_, known[0], map(_AGENT, agents)))
+        and all(map(operator.eq, known[1], map(_NAME, agents)))
     ):
-        return known[1]
-    current = [(agent_run.name, agent_run.agent) for agent_run in agents]
+        return known[2]
     prints = recorded_fingerprints(graph.agents)
-    _PRINTS[graph] = (current, prints)
+    _PRINTS[graph] = (tuple(map(_AGENT, agents)), tuple(map(_NAME, agents)), prints)
     return prints
+
+
+_AGENT = operator.attrgetter("agent")
+_NAME = operator.attrgetter("name")
 
 
 def end_check(

@@ -6,8 +6,9 @@ trigger has been dispatched to everyone (so the store reflects it), the run's
 after-dispatch hook checks ``end_when`` and then hands the pending activations to
 :meth:`Scheduler.start_pending`, which starts, queues or skips each according to the
 agent's ``concurrency`` and the run's limits. Activations are tasks the scheduler
-owns: ``async with scheduler.attached(main):`` runs them and waits for them, as a
-``TaskGroup`` would (without one per run: thousands of runs may be in flight).
+owns: between :meth:`Scheduler.open` and :meth:`Scheduler.closed` they run, and the run
+awaits :meth:`Scheduler.idle` until none is left, as a ``TaskGroup`` would (without one
+per run, and without a coroutine of its own: thousands of runs may be in flight).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from reactor._recording.log import causal_chain
 from reactor._signals.names import error_info
 from reactor._signals.offloop import set_pace
 from reactor._signals.signal import Signal
+
+_loop = asyncio.get_running_loop
 
 if TYPE_CHECKING:
     from reactor._activation.activator import Activator
@@ -91,6 +94,8 @@ class Scheduler:
         self.host = host
         self.agents = agents
         self.activator = activator
+        self.bus = host.bus  # the run's, for its whole life: read once, not through the host
+        self._replay = host.replay
         self.activations = 0
         self.pending: list[tuple[AgentRun, Signal]] = []
         self.inflight: dict[asyncio.Task[None], Activation] = {}
@@ -108,18 +113,15 @@ class Scheduler:
 
     # -- running the tasks (like a TaskGroup) ------------------------------------
 
-    def attached(self, main: asyncio.Task[Any] | None) -> Scheduler:
-        """Use as ``async with scheduler.attached(main):``; ``main`` is the run's task.
+    def open(self, main: asyncio.Task[Any] | None) -> None:
+        """Start running activations as tasks (those launched before now at once).
 
-        Inside, activations start as tasks (those launched before start now); on the
-        way out it waits for every one of them. If the block is cancelled (or an
-        activation fails with a ``BaseException``), the activations are cancelled and
-        waited for, then the cancellation (or the exception) goes on.
+        ``main`` is the run's task. The run then awaits :meth:`idle` while it returns a
+        future, and calls :meth:`closed`; if it is cancelled meanwhile (or anything
+        else stops it), it awaits :meth:`closing` instead: the activations are
+        cancelled and waited for, then the cancellation (or the exception) goes on.
         """
         self._main = main
-        return self
-
-    async def __aenter__(self) -> None:
         self._open = True
         deferred, self._deferred = self._deferred, None
         for activation, coroutine in deferred or ():
@@ -134,39 +136,68 @@ class Scheduler:
         for _, coroutine in deferred or ():
             coroutine.close()
 
-    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        cancelled = kind is not None and issubclass(kind, asyncio.CancelledError)
-        if kind is not None:
-            self.cancel_all()
+    def idle(self) -> asyncio.Future[None] | None:
+        """A future that is done when no activation is left (``None``: none is now)."""
+        if not self._tasks:
+            return None
+        self._idle = idle = _loop().create_future()
+        return idle
+
+    def closed(self) -> None:
+        """No activation is left: stop running them; an activation's ``BaseException`` goes on.
+
+        Raises:
+            BaseException: What an activation raised that no agent's failure is.
+        """
+        self._idle = None
+        self._open = False
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    async def closing(self, stopped: BaseException) -> None:
+        """The run was stopped by ``stopped``: cancel the activations and wait for them.
+
+        Returns when they are all done (a second cancellation meanwhile is absorbed: the
+        first goes on); the caller then raises ``stopped``, unless an activation raised
+        a ``BaseException`` of its own, which this raises instead.
+        """
+        self.cancel_all()
+        cancelled = isinstance(stopped, asyncio.CancelledError)
         while self._tasks:
-            self._idle = asyncio.get_running_loop().create_future()
+            self._idle = _loop().create_future()
             try:
                 await self._idle
             except asyncio.CancelledError:
                 if not cancelled:
                     cancelled = True
                     self.cancel_all()
-        self._idle = None
-        self._open = False
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
-        if cancelled and kind is None:
-            raise asyncio.CancelledError
+        self.closed()
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
+    def _finished(self) -> None:
+        """An activation's task ends (it released itself, or was cancelled unstarted)."""
         self._tasks -= 1
-        if not self._tasks and self._edit is not None:
+        if self._tasks:
+            return
+        if self._edit is not None:
             self._settled()
-        error = None if task.cancelled() else task.exception()
-        if error is not None and self._error is None:
-            # Only a BaseException gets here (activate absorbs the agents' Exceptions):
-            # the run stops, and once its activations are done the error goes on.
+        idle = self._idle
+        if idle is not None and not idle.done():
+            idle.set_result(None)
+
+    def crashed(self, error: BaseException) -> None:
+        """An activation raised what no agent's failure is (a ``BaseException``).
+
+        The run stops, and once its activations are done the error goes on (activate
+        absorbs the agents' exceptions). Its task ends with the error: it is
+        marked seen, so asyncio does not report it as never retrieved.
+        """
+        task = asyncio.current_task()
+        if task is not None:
+            _loop().call_soon(_seen, task)
+        if self._error is None:
             self._error = error
             self.host.stop("failed", f"an activation raised {type(error).__name__}", error=error)
-        idle = self._idle
-        if not self._tasks and idle is not None and not idle.done():
-            idle.set_result(None)
 
     # -- triggers ----------------------------------------------------------------
 
@@ -296,16 +327,18 @@ class Scheduler:
             return
         options = host.options
         depth = trigger.depth + 1
-        if options.max_activations is not None and self.activations >= options.max_activations:
-            self._loop_limit("max_activations", options.max_activations, agent_run, trigger)
+        most = options.max_activations
+        if most is not None and self.activations >= most:
+            self._loop_limit("max_activations", most, agent_run, trigger)
             return
-        if options.max_depth is not None and depth > options.max_depth:
-            self._loop_limit("max_depth", options.max_depth, agent_run, trigger)
+        deepest = options.max_depth
+        if deepest is not None and depth > deepest:
+            self._loop_limit("max_depth", deepest, agent_run, trigger)
             return
         self.activations += 1
         agent_run.launched += 1
         agent_run.running += 1
-        signal = host.bus.publish(
+        signal = self.bus.publish(
             agent_run.activated,
             {"agent": agent_run.name, "trigger": trigger.name},
             agent_run.name,
@@ -325,18 +358,17 @@ class Scheduler:
 
     def _spawn(self, activation: Activation, coroutine: Coroutine[Any, Any, None]) -> None:
         context = self.activator.task_context(activation)
-        replay = self.host.replay
-        steps = (
-            None
-            if replay is None
-            else replay.step_turn(activation.agent_run.name, activation.index)
-        )
-        room = self._room if steps is None else _either(steps, self._room)
+        replay = self._replay
+        room = self._room
+        if replay is not None:
+            steps = replay.step_turn(activation.agent_run.name, activation.index)
+            room = room if steps is None else _either(steps, room)
         if room is not None:
             context.run(set_pace, room)  # a sync handler's thread waits too
             coroutine = Paced(coroutine, room)
-        task = asyncio.get_running_loop().create_task(coroutine, context=context)
-        task.add_done_callback(self._finished, context=context)
+        # No done callback: the activation accounts for itself as it ends (release, and
+        # crashed for what no agent's failure is), a callback and a loop turn fewer.
+        task = _loop().create_task(coroutine, context=context)
         self._tasks += 1
         activation.task = task
         self.inflight[task] = activation
@@ -356,7 +388,7 @@ class Scheduler:
             # A task cancelled before its first step never runs its body, so account
             # for it here: it was announced (activated) and must be closed too.
             agent_run = activation.agent_run
-            self.host.bus.emit(
+            self.bus.emit(
                 agent_run.cancelled,
                 {"agent": agent_run.name, "reason": self.host.reason, "duration_ms": 0.0},
                 source=agent_run.name,
@@ -368,15 +400,17 @@ class Scheduler:
         """Account for a finished activation and start the next queued trigger, if any."""
         agent_run = activation.agent_run
         agent_run.running -= 1
-        if activation.task is not None:
-            self.inflight.pop(activation.task, None)
+        task = activation.task
+        counted = task is not None and self.inflight.pop(task, None) is not None
         queue = agent_run.queue
         if queue and agent_run.running == 0:
             self.request(agent_run, queue.popleft())
+        if counted:  # after what was queued behind it has started
+            self._finished()
 
     def skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
         """Emit ``agent:<name>:skipped`` for ``trigger``."""
-        self.host.bus.emit(
+        self.bus.emit(
             agent_run.skipped,
             {"agent": agent_run.name, "trigger": trigger.name, "reason": reason},
             source="harness",
@@ -384,7 +418,7 @@ class Scheduler:
         )
 
     def _guard_failed(self, agent_run: AgentRun, trigger: Signal, exc: Exception) -> None:
-        signal = self.host.bus.emit(
+        signal = self.bus.emit(
             agent_run.failed,
             {"agent": agent_run.name, "error": error_info(exc), "duration_ms": 0.0},
             source=agent_run.name,
@@ -393,10 +427,15 @@ class Scheduler:
         self.host.failed(agent_run, exc, signal)
 
     def _loop_limit(self, limit: str, value: int, agent_run: AgentRun, trigger: Signal) -> None:
-        chain = causal_chain(self.host.bus.history, trigger)
+        chain = causal_chain(self.bus.history, trigger)
         error = loop_limit_error(limit, value, chain, agent_run.name)
         self.skip(agent_run, trigger, "limit")
         self.host.stop("loop_limit", str(error), error=error)
+
+
+def _seen(task: asyncio.Task[None]) -> None:
+    if task.done() and not task.cancelled():
+        task.exception()
 
 
 def _either(first: Room | None, second: Room | None) -> Room | None:

@@ -42,6 +42,7 @@ class Origin:
         self.file = file
         self._found: tuple[str, str | None] | None = None
         self._given: dict[str, str | None] = {}  # target -> its file's hash, read once
+        self._missed = -1  # how many names the module had when the graph was not one
 
     @classmethod
     def of_caller(cls) -> Origin:
@@ -67,8 +68,12 @@ class Origin:
         module: ModuleType | None = sys.modules.get(self.module or "")
         if module is None:
             return None
-        name = next((key for key, value in vars(module).items() if value is graph), None)
+        names = vars(module)
+        if len(names) == self._missed:
+            return None  # looked before, and the module has no new name since
+        name = next((key for key, value in names.items() if value is graph), None)
         if name is None:
+            self._missed = len(names)
             return None
         if self.module == "__main__" or self.module is None:
             if not self.file:

@@ -161,7 +161,7 @@ class ModelCall:
             answers=answers,
         )
 
-    async def converse(
+    def converse(
         self,
         provider: Provider,
         *,
@@ -175,14 +175,59 @@ class ModelCall:
         hooks: Hooks = NO_HOOKS,
         answers: Answers | None = None,
         on_end: Callable[[End], object] | None = None,
-    ) -> Any:
+    ) -> Coroutine[Any, Any, Any]:
         """Ask until the answer validates against ``spec``, at most ``retries + 1`` times.
 
-        Each invalid answer goes back to the model with the validation errors.
+        Each invalid answer goes back to the model with the validation errors. Returns
+        the call to await. (Not a coroutine itself: a call with no output model, no
+        recorded answers and no ``on_end`` is one request, asked in a smaller frame;
+        thousands of calls may be in flight.)
 
         Raises:
             OutputValidationError: The last answer did not validate either.
         """
+        if spec is None and answers is None and on_end is None:
+            turns = tuple(messages)
+            request = ProviderRequest.build(
+                agent=name,
+                system=system,
+                prompt=turns[0].content,
+                messages=turns,
+                tools=tools,
+                options=options,
+                pre_tool_use=hooks.pre_tool_use,
+                post_tool_use=hooks.post_tool_use,
+            )
+            return self._ask(provider, request, name, whole=False)
+        return self._converse(
+            provider,
+            name=name,
+            system=system,
+            messages=messages,
+            spec=spec,
+            retries=retries,
+            tools=tools,
+            options=options,
+            hooks=hooks,
+            answers=answers,
+            on_end=on_end,
+        )
+
+    async def _converse(
+        self,
+        provider: Provider,
+        *,
+        name: str,
+        system: str | None,
+        messages: Sequence[Message],
+        spec: OutputSpec | None,
+        retries: int,
+        tools: Sequence[Tool],
+        options: Mapping[str, Any],
+        hooks: Hooks,
+        answers: Answers | None,
+        on_end: Callable[[End], object] | None,
+    ) -> Any:
         turns = tuple(messages)
         prompt = turns[0].content
         attempts = retries + 1 if spec is not None else 1
@@ -200,15 +245,7 @@ class ModelCall:
             )
             end = answers.answer(request) if answers is not None else None
             if end is None:
-                # The call itself, each event signalled (see SignalledCall). Not a
-                # coroutine of its own: one frame fewer for every call in flight.
-                self.site.check_budget(name, provider, request)
-                await turn_to_start(provider, request)
-                call = SignalledCall(self.site, provider, request, name)
-                async with call as events:
-                    async for event in events:
-                        call.event(event)
-                    end = call.ended()
+                end = await self._ask(provider, request, name, whole=True)
             if on_end is not None:
                 on_end(end)
             raw = end.output
@@ -233,6 +270,25 @@ class ModelCall:
                     Message("user", feedback(exc)),
                 )
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _ask(
+        self, provider: Provider, request: ProviderRequest, name: str, *, whole: bool
+    ) -> Any:
+        """One call, each event signalled (see SignalledCall): its ``End``, or its output."""
+        self.site.check_budget(name, provider, request)
+        turn = getattr(provider, "turn_to_start", None)  # a replay's recorded turn
+        if turn is not None:
+            await turn(request)
+        call = SignalledCall(self.site, provider, request, name)
+        try:
+            async for event in call.events:
+                call.event(event)
+        except BaseException as exc:
+            await call.aborted(exc)
+            raise
+        await call.close()
+        end = call.ended()
+        return end if whole else end.output
 
     async def relay(
         self, provider: Provider, request: ProviderRequest, name: str

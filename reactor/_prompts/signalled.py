@@ -16,6 +16,7 @@ that calls the model (and pays) again, for the same answer, every time.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -119,6 +120,17 @@ class SignalledCall:
         Raises:
             PayloadError: The log cannot hold it (nothing of it is emitted).
         """
+        kind = type(event)
+        if kind is TextDelta or kind is TextComplete:  # most of a stream: its text
+            content = event.content  # type: ignore[union-attr]  # both have it
+            if type(content) is not str or not content.isascii():
+                self.check(content, _CONTENT[kind])
+            signal = _TEXT[kind]
+            self.site.bus.emit(signal, {"agent": self.name, "content": content}, source=self.name)
+            return
+        if kind is End:
+            self.ended_with(event)  # type: ignore[arg-type]  # it is one
+            return
         emit, name, check = self.site.bus.emit, self.name, self.check
         if isinstance(event, TextDelta):
             check(event.content, f"{TEXT_DELTA}.content")
@@ -154,6 +166,20 @@ class SignalledCall:
                 agent=name,
             )
 
+    async def aborted(self, exc: BaseException) -> None:
+        """The stream stopped on ``exc``: signal it (unless a cancellation), then close it."""
+        if isinstance(exc, Exception):
+            self.failed(exc)
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the provider's stream (nothing to do once an async generator has ended)."""
+        if getattr(self.events, "ag_frame", True) is None:
+            return
+        close = getattr(self.events, "aclose", None)
+        if close is not None:
+            await close()
+
     def ended_with(self, end: End) -> None:
         """Check the call's ``End``, count its usage, and signal ``provider:end``."""
         name, usage = self.name, end.usage
@@ -165,7 +191,8 @@ class SignalledCall:
             "stop_reason": end.stop_reason,
             "duration_ms": since(self.started),
         }
-        self.check(payload, PROVIDER_END)
+        if not _surely_held(payload):
+            self.check(payload, PROVIDER_END)
         self.end = end
         self.site.count_usage(usage, end.cost_usd, name, end.model)
         self.site.bus.emit(PROVIDER_END, payload, source=name)
@@ -207,9 +234,7 @@ class SignalledCall:
     ) -> None:
         if isinstance(exc, Exception):  # not a cancellation
             self.failed(exc)
-        close = getattr(self.events, "aclose", None)
-        if close is not None:
-            await close()
+        await self.close()
 
     def failed(self, exc: Exception) -> None:
         """Signal the call's failure."""
@@ -222,6 +247,34 @@ class SignalledCall:
             },
             source=self.name,
         )
+
+
+_TEXT: dict[type[Any], str] = {TextDelta: TEXT_DELTA, TextComplete: TEXT_COMPLETE}
+_CONTENT = {kind: f"{name}.content" for kind, name in _TEXT.items()}
+
+
+def _surely_held(payload: dict[str, Any]) -> bool:
+    """Whether the log holds a ``provider:end`` payload without a closer look.
+
+    Its common form (text or nothing, whole token counts, a finite cost) skips the
+    check's serialization; anything else is checked in full.
+    """
+    cost = payload["cost_usd"]
+    if not (
+        _plain(payload["output"])
+        and _plain(payload["stop_reason"])
+        and (cost is None or (type(cost) is float and math.isfinite(cost)))
+    ):
+        return False
+    return set(map(type, payload["usage"].values())) <= _WHOLE  # no generator per call
+
+
+_WHOLE = frozenset({int})
+
+
+def _plain(value: Any) -> bool:
+    """``None``, or ASCII text."""
+    return value is None or (type(value) is str and value.isascii())
 
 
 def since(started: float) -> float:

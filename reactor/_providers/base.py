@@ -34,7 +34,7 @@ class Message:
     content: str
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ProviderRequest:
     """Everything that determines a provider's answer for one agent activation.
 
@@ -97,27 +97,35 @@ class ProviderRequest:
         turns = tuple(messages) if messages is not None else (Message("user", prompt),)
         given = options or {}
         digest = request_hash(agent, system, turns, output_schema, tuple(tools), given)
-        opts = dict(given)
-        return cls(
-            agent,
-            system,
-            prompt,
-            turns,
-            output_schema,
-            tuple(tools),
-            opts,
-            digest,
-            before_tool,
-            after_tool,
-            tuple(pre_tool_use),
-            tuple(post_tool_use),
-        )
+        # Built as a draft of the same slots, then made a request: the frozen
+        # __init__ would set each of its twelve fields through object.__setattr__.
+        request: Any = object.__new__(_RequestDraft)
+        request.agent = agent
+        request.system = system
+        request.prompt = prompt
+        request.messages = turns
+        request.output_schema = output_schema
+        request.tools = tuple(tools)
+        request.options = dict(given)
+        request.request_hash = digest
+        request.before_tool = before_tool
+        request.after_tool = after_tool
+        request.pre_tool_use = tuple(pre_tool_use)
+        request.post_tool_use = tuple(post_tool_use)
+        request.__class__ = cls
+        return request  # type: ignore[no-any-return]
 
     def fingerprint(self) -> dict[str, Any]:
         """The JSON data the hash is computed from (used to explain replay mismatches)."""
         return _fingerprint(
             self.agent, self.system, self.messages, self.output_schema, self.tools, self.options
         )
+
+
+class _RequestDraft:
+    """A :class:`ProviderRequest` being built: the same slots, not frozen (see ``build``)."""
+
+    __slots__ = ProviderRequest.__slots__
 
 
 def _fingerprint(
@@ -153,13 +161,26 @@ def request_hash(
     JSON is made once and spliced in: the bytes are exactly those of dumping the whole
     fingerprint, which keeps hashes (and recordings) the same across versions.
     """
+    # Most calls give no options, schema or tools: their JSON without a call each.
+    options_json = _dumps_once(options, lambda: to_jsonable(dict(options))) if options else "{}"
+    schema_json = (
+        "null" if output_schema is None else _dumps_once(output_schema, lambda: output_schema)
+    )
+    tools_json = (
+        _dumps_once(tools, lambda: [tool.definition() for tool in tools]) if tools else "[]"
+    )
+    text = (
+        f'{{"content":{_string(messages[0].content)},"role":{_string(messages[0].role)}}}'
+        if len(messages) == 1
+        else ",".join(_message(m) for m in messages)
+    )
     canonical = (
         f'{{"agent":{_string(agent)},'
-        f'"messages":[{",".join(_message(m) for m in messages)}],'
-        f'"options":{_dumps_once(options, lambda: to_jsonable(dict(options)))},'
-        f'"output_schema":{_dumps_once(output_schema, lambda: output_schema)},'
+        f'"messages":[{text}],'
+        f'"options":{options_json},'
+        f'"output_schema":{schema_json},'
         f'"system":{"null" if system is None else _string(system)},'
-        f'"tools":{_dumps_once(tools, lambda: [tool.definition() for tool in tools])}}}'
+        f'"tools":{tools_json}}}'
     )
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 

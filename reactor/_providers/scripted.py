@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import math
+import operator
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
@@ -114,35 +116,51 @@ class ScriptedProvider:
         """Whether its answers are priced (``pricing=``): budgets in USD need a price."""
         return self.pricing is not None
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        """Answer ``request`` from its agent's script."""
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Answer ``request`` from its agent's script.
+
+        The events come from a small iterator rather than an async generator: thousands
+        of scripted calls may be in flight (a generator is larger, and the event loop
+        keeps a weak reference to each one).
+        """
+        return _Answering(self, request)
+
+    def _take(self, request: ProviderRequest) -> Any:
+        """Keep ``request``; its answer (a :class:`_Later` from an async script)."""
         requests, keep = self.requests, self._keep_requests
         requests.append(request)
         if keep is not None and len(requests) > keep:
             del requests[: len(requests) - keep]
-        answer = await self._next_answer(request)
-        delay = self.latency(request) if callable(self.latency) else self.latency
-        if delay:
-            await asyncio.sleep(delay)
+        return self._next_answer(request)
+
+    def _delay(self, request: ProviderRequest) -> float:
+        return self.latency(request) if callable(self.latency) else self.latency
+
+    def _events(self, request: ProviderRequest, answer: Any) -> list[ProviderEvent]:
+        """What answering ``request`` with ``answer`` streams, last first."""
         if isinstance(answer, BaseException):
             raise answer
         text, output = _render(answer)
-        for piece in _WORDS.findall(text):
-            yield TextDelta(piece)
-        yield TextComplete(text)
+        events: list[ProviderEvent] = [TextDelta(piece) for piece in _WORDS.findall(text)]
         usage = Usage(
             input_tokens=_tokens(_request_length(request)),
             output_tokens=_tokens(len(text)),
         )
-        yield End(
-            output=output,
-            usage=usage,
-            cost_usd=self._cost(usage),
-            stop_reason="end_turn",
-            model=self.model,
+        events.append(TextComplete(text))
+        events.append(
+            End(
+                output=output,
+                usage=usage,
+                cost_usd=self._cost(usage),
+                stop_reason="end_turn",
+                model=self.model,
+            )
         )
+        events.reverse()  # taken from the end
+        return events
 
-    async def _next_answer(self, request: ProviderRequest) -> Any:
+    def _next_answer(self, request: ProviderRequest) -> Any:
+        """The next answer to ``request`` (an async script's comes as a :class:`_Later`)."""
         agent = request.agent
         script = self._scripts.get(agent, self._default)
         if script is None:
@@ -154,7 +172,9 @@ class ScriptedProvider:
             )
         if callable(script):
             answer = script(request)
-            return await answer if inspect.isawaitable(answer) else answer
+            if type(answer) is str or type(answer) is dict:  # surely not awaitable
+                return answer
+            return _Later(answer) if inspect.isawaitable(answer) else answer
         index = self._cursors.get(agent, 0)
         if index >= len(script):
             whose = "its script" if agent in self._scripts else "the default script"
@@ -181,6 +201,81 @@ class ScriptedProvider:
         return f"ScriptedProvider(agents={sorted(self._scripts)!r}, model={self.model!r})"
 
 
+_NO_CONTEXT = contextvars.Context()
+"""The timers' context: answering reads no context variable, so none is copied."""
+
+
+class _Answering:
+    """The events of one scripted answer, as an async iterator (see ``stream``).
+
+    While the scripted latency passes, the caller awaits a future that a timer resolves
+    with the first event: no coroutine of the iterator's is held meanwhile (thousands of
+    calls may be waiting at once). A cancelled wait leaves the timer to find the future
+    cancelled when it comes, and do nothing.
+    """
+
+    __slots__ = ("_answer", "_events", "_provider", "_request")
+
+    def __init__(self, provider: ScriptedProvider, request: ProviderRequest) -> None:
+        self._provider, self._request = provider, request
+        self._events: list[ProviderEvent] | None = None
+        self._answer: Any = None
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    def __anext__(self) -> Awaitable[ProviderEvent]:
+        if self._events is not None:
+            return self._next()
+        provider, request = self._provider, self._request
+        answer = provider._take(request)
+        delay = provider._delay(request)
+        if type(answer) is _Later or not delay:
+            return self._first(answer, delay)
+        # The first event, once the timer has run: see _answered.
+        self._answer = answer
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[ProviderEvent] = loop.create_future()
+        # A function, not a bound method: one object fewer per call in flight.
+        loop.call_later(delay, _Answering._answered, self, first, context=_NO_CONTEXT)
+        return first
+
+    def _answered(self, first: asyncio.Future[ProviderEvent]) -> None:
+        if first.done():  # cancelled meanwhile
+            return
+        try:
+            events = self._events = self._provider._events(self._request, self._answer)
+        except BaseException as exc:  # the scripted answer was an exception to raise
+            first.set_exception(exc)
+        else:
+            first.set_result(events.pop())
+        self._answer = None
+
+    async def _first(self, answer: Any, delay: float) -> ProviderEvent:
+        """The first event of an async script's answer, or of one with no latency."""
+        if type(answer) is _Later:
+            answer = await answer.awaitable
+        if delay:
+            await asyncio.sleep(delay)
+        events = self._events = self._provider._events(self._request, answer)
+        return events.pop()
+
+    async def _next(self) -> ProviderEvent:
+        events = self._events
+        if not events:
+            raise StopAsyncIteration
+        return events.pop()
+
+
+class _Later:
+    """An answer an async script has yet to give."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Any) -> None:
+        self.awaitable = awaitable
+
+
 def _normalize(script: Any, agent: str) -> Any:
     if callable(script):
         return script
@@ -205,7 +300,7 @@ def _render(answer: Any) -> tuple[str, Any]:
 
 def _request_length(request: ProviderRequest) -> int:
     """How long the request's text is: prompts, and the schema and tools as JSON."""
-    length = len(request.system or "") + sum(len(m.content) for m in request.messages)
+    length = len(request.system or "") + sum(map(len, map(_CONTENT, request.messages)))
     schema, tools = request.output_schema, request.tools
     if schema is not None or tools:
         key = (id(schema), id(tools))
@@ -220,6 +315,7 @@ def _request_length(request: ProviderRequest) -> int:
     return length
 
 
+_CONTENT = operator.attrgetter("content")
 _LENGTHS: dict[tuple[int, int], tuple[object, object, int]] = {}
 """The JSON length of an agent's schema and tools (the same objects on every call)."""
 

@@ -96,9 +96,11 @@ _KEYS: contextvars.ContextVar[ToolKeys | None] = contextvars.ContextVar(
 )
 
 
-def set_tool_keys(keys: ToolKeys) -> None:
-    """Give the tool calls made in this context (an activation's task) their keys."""
-    _KEYS.set(keys)
+set_tool_keys = _KEYS.set
+"""Give the tool calls made in this context (an activation's task) their keys.
+
+(The variable's own ``set``: no Python frame per activation.)
+"""
 
 
 def current_tool_keys() -> ToolKeys:

@@ -29,7 +29,7 @@ import contextvars
 import inspect
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable, Sized
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -58,6 +58,12 @@ __all__ = [
 Handler = Callable[[Signal], object]
 """A signal subscriber: called synchronously with each matching signal."""
 _SILENT = frozenset({BUS_HANDLER_ERROR, HARNESS_END})
+_NO_SIGNALS: dict[str, blinker.Signal] = {}
+_NO_HANDLERS: dict[str, tuple[Handler, ...]] = {}
+_IDS = ["sig_0"]
+"""Signal ids by ``seq``, shared by every run (thousands of small runs kept in memory
+would otherwise hold thousands of copies of ``sig_1``); grown as seqs first appear."""
+_SHARED_IDS = 4_096
 _CURRENT: contextvars.ContextVar[Signal | None] = contextvars.ContextVar(
     "reactor_current_signal", default=None
 )
@@ -71,14 +77,13 @@ def current_signal() -> Signal | None:
     return _CURRENT.get()
 
 
-def set_current_signal(signal: Signal) -> None:
-    """Make ``signal`` the cause of what this context emits from now on.
+set_current_signal = _CURRENT.set
+"""Make a signal the cause of what this context emits from now on.
 
-    The runtime calls it at the start of each activation's task (which runs in its own
-    copy of the context), so everything the activation emits hangs under its
-    ``agent:<name>:activated``.
-    """
-    _CURRENT.set(signal)
+The runtime calls it at the start of each activation's task (which runs in its own copy
+of the context), so everything the activation emits hangs under its
+``agent:<name>:activated``. (The variable's own ``set``: no Python frame per activation.)
+"""
 
 
 def push_cause(signal: Signal | None) -> contextvars.Token[Signal | None]:
@@ -173,11 +178,14 @@ class SignalBus:
         self._seq = 0
         self._queue: list[Signal] = []  # waiting for dispatch; drained from the front
         self._dispatching = False
-        self._signals: dict[str, blinker.Signal] = {}
-        self._handlers: dict[str, tuple[Handler, ...]] = {}
+        # Shared empty tables until the first subscription (most runs' buses have none).
+        self._signals: dict[str, blinker.Signal] = _NO_SIGNALS
+        self._handlers: dict[str, tuple[Handler, ...]] = _NO_HANDLERS
         self._pattern_subs: tuple[Subscription, ...] = ()
         self._after: Handler | None = None
+        self._after_if: Sized | None = None  # call _after only while this is not empty
         self._router: Handler | None = None
+        self._unrouted: Container[str] = ()  # names the router has nothing to do for
         self.sealed = False  # see seal()
 
     # -- emitting ----------------------------------------------------------------
@@ -233,8 +241,15 @@ class SignalBus:
         if self.sealed:  # said to nobody, numbered nothing: see seal()
             return new_signal(name, payload, "", 0, time.time(), source, caused_by, depth, None)
         self._seq = seq = self._seq + 1
+        ids = _IDS  # every run numbers from 1: its first ids are the same strings
+        if seq < len(ids):
+            signal_id = ids[seq]
+        else:
+            signal_id = f"sig_{seq}"
+            if seq == len(ids) and seq < _SHARED_IDS:
+                ids.append(signal_id)
         signal = new_signal(
-            name, payload, f"sig_{seq}", seq, time.time(), source, caused_by, depth, self.run_id
+            name, payload, signal_id, seq, time.time(), source, caused_by, depth, self.run_id
         )
         self._history.append(signal)
         self._queue.append(signal)
@@ -244,17 +259,18 @@ class SignalBus:
 
     def _drain(self) -> None:
         queue = self._queue
-        handlers_for = self._handlers
         after = self._after
+        after_if = self._after_if
         router = self._router
+        unrouted = self._unrouted
         self._dispatching = True
         done = 0
         try:
-            while done < len(queue):
-                signal = queue[done]
+            for signal in queue:  # a list's iterator sees what is appended meanwhile
                 done += 1
-                handlers = handlers_for.get(signal.name, ())
-                if router is not None:
+                name = signal.name
+                handlers = self._handlers.get(name, ())  # a handler may subscribe
+                if router is not None and name not in unrouted:
                     try:
                         router(signal)
                     except Exception as exc:
@@ -269,7 +285,7 @@ class SignalBus:
                                 self._handler_failed(handler, signal, exc)
                     finally:
                         _CURRENT.reset(token)
-                if after is not None:
+                if after is not None and (after_if is None or after_if):
                     try:
                         after(signal)
                     except Exception as exc:
@@ -325,6 +341,8 @@ class SignalBus:
                 "during dispatch. Consume signals with `async for s in bus.signals(...)` "
                 "or schedule your coroutine from a synchronous handler."
             )
+        if self._handlers is _NO_HANDLERS:  # this bus's own tables, from now on
+            self._signals, self._handlers = {}, {}
         subscription = Subscription(self, normalized, handler)
         names = [p for p in normalized if is_exact(p)]
         for name in cast(list[str], names):
@@ -370,12 +388,16 @@ class SignalBus:
         receivers = cast(dict[Any, Subscription], self._signals[name].receivers)
         self._handlers[name] = tuple(r.handler for r in receivers.values())
 
-    def set_after_dispatch(self, hook: Handler | None) -> None:
+    def set_after_dispatch(self, hook: Handler | None, *, only_if: Sized | None = None) -> None:
         """Call ``hook(signal)`` after all handlers of every signal (runtime use).
 
-        It runs outside the signal's context: what it emits gives ``cause=``.
+        It runs outside the signal's context: what it emits gives ``cause=``. With
+        ``only_if`` (a collection the hook works through, such as a run's pending
+        activations), it is called only while that is not empty: most signals of a run
+        leave nothing for it to do, and a length check costs no call.
         """
         self._after = hook
+        self._after_if = only_if
 
     def preload(self, signals: Iterable[Signal]) -> None:
         """Start from a recorded log: ``signals`` become the history, numbering goes on.
@@ -395,15 +417,18 @@ class SignalBus:
         """
         self.sealed = True
 
-    def set_router(self, router: Handler | None) -> None:
+    def set_router(self, router: Handler | None, *, unrouted: Container[str] = ()) -> None:
         """Call ``router(signal)`` first for every signal (runtime use).
 
         A run routes signals to its agents' triggers through a table made once per
         graph, instead of one subscription per agent per run: a run of a small graph
         then sets up no subscriptions at all. Set it before the first emit. It runs
-        outside the signal's context, like the after-dispatch hook.
+        outside the signal's context, like the after-dispatch hook. ``unrouted`` names
+        signals the router has nothing to do for (the table knows them, and nothing
+        records them): those skip the call.
         """
         self._router = router
+        self._unrouted = unrouted
 
     # -- reading -----------------------------------------------------------------
 

@@ -142,11 +142,16 @@ class _SignalWire(pydantic.BaseModel):
         return value
 
 
-_setters = [
-    getattr(Signal, field).__set__
-    for field in ("name", "payload", "id", "seq", "timestamp", "source", "caused_by", "depth")
-]
-_set_run_id = Signal.__dict__["run_id"].__set__
+class _Unfrozen:
+    """A signal being built: the same slots as :class:`Signal`, in the same order, unfrozen.
+
+    Filling these slots is plain attribute assignment; the finished object then becomes
+    a :class:`Signal` (``__class__`` assignment, allowed between classes of the same
+    layout). That is how the bus builds each signal, about twice as fast as setting a
+    frozen dataclass's slots one descriptor call at a time.
+    """
+
+    __slots__ = Signal.__slots__  # made by dataclass(slots=True)
 
 
 def new_signal(
@@ -160,25 +165,22 @@ def new_signal(
     depth: int,
     run_id: str | None,
     _new: Any = object.__new__,
-    _s: Any = _setters,
-    _r: Any = _set_run_id,
+    _draft: Any = _Unfrozen,
+    _signal: Any = Signal,
 ) -> Signal:
-    """Build a signal without validation: the bus's hot path.
-
-    Setting the slots directly skips the frozen dataclass ``__init__`` (which goes
-    through ``object.__setattr__`` per field) and is about three times faster.
-    """
-    signal: Signal = _new(Signal)
-    _s[0](signal, name)
-    _s[1](signal, payload)
-    _s[2](signal, id)
-    _s[3](signal, seq)
-    _s[4](signal, timestamp)
-    _s[5](signal, source)
-    _s[6](signal, caused_by)
-    _s[7](signal, depth)
-    _r(signal, run_id)
-    return signal
+    """Build a signal without validation: the bus's hot path (see :class:`_Unfrozen`)."""
+    signal = _new(_draft)
+    signal.name = name
+    signal.payload = payload
+    signal.id = id
+    signal.seq = seq
+    signal.timestamp = timestamp
+    signal.source = source
+    signal.caused_by = caused_by
+    signal.depth = depth
+    signal.run_id = run_id
+    signal.__class__ = _signal
+    return signal  # type: ignore[no-any-return]  # a Signal now
 
 
 def iso_time(when: float | datetime, timespec: str = "auto") -> str:

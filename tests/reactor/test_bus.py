@@ -62,6 +62,20 @@ def test_subscribers_are_called_in_subscription_order() -> None:
     assert seen == ["1:x:y", "2:x:y", "3:x:y", "4:x:y"]
 
 
+def test_a_first_subscription_made_during_dispatch_gets_what_is_still_queued() -> None:
+    bus = SignalBus()
+    seen: list[str] = []
+
+    def first(signal: Signal) -> None:
+        bus.emit("b:one")  # queued behind this dispatch
+        bus.subscribe(["b:one", "b:two"], recorder(seen))  # the bus's first subscription
+
+    bus.set_router(lambda signal: first(signal) if signal.name == "a:start" else None)
+    bus.emit("a:start")
+    bus.emit("b:two")
+    assert seen == ["b:one", "b:two"]
+
+
 def test_overlapping_patterns_of_one_subscription_deliver_once() -> None:
     bus = SignalBus()
     seen: list[str] = []

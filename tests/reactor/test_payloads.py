@@ -74,6 +74,18 @@ async def test_run_input_the_log_cannot_hold_is_refused_with_its_path(
         assert store.runs() == []
 
 
+async def test_an_input_changed_since_the_last_run_is_checked_again() -> None:
+    """A run given the very objects of the run before reuses its checked options, but
+    its input is checked at every run: the caller may have changed it in between."""
+    graph, given = echo_graph(), {"x": 1.0}
+    first = await graph.run(input=given)
+    given["x"] = math.nan
+    with pytest.raises(PayloadError) as caught:
+        await graph.run(input=given)
+    assert first.status == "completed"
+    assert caught.value.path == "input.x"
+
+
 async def test_good_values_pass_every_door() -> None:
     value = {"text": "héllo ✓ 😀", "n": 1.5, "nan": "NaN", "rows": [(1, 2)], "ok": None}
     result = await echo_graph().run(input=value)

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,3 +61,14 @@ def test_the_request_hash_is_the_hash_of_the_canonical_fingerprint(
             options=options,
         )
         assert request.request_hash == canonical_hash(request)
+
+
+def test_a_built_request_has_every_field_and_equals_one_made_field_by_field() -> None:
+    built = ProviderRequest.build(agent="a", system="s", prompt="p", options={"model": "m"})
+    assert type(built) is ProviderRequest
+    made = ProviderRequest(
+        "a", "s", "p", built.messages, None, (), {"model": "m"}, built.request_hash
+    )
+    assert built == made
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.prompt = "q"  # type: ignore[misc]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from reactor import RunResult, ScriptedProvider, Signal, agent, reactive
@@ -73,6 +75,16 @@ def test_result_basics() -> None:
     assert result.run_id.startswith("run_")
     assert all(s.run_id == result.run_id for s in result.signals)
     assert [s.seq for s in result.signals] == list(range(1, len(result.signals) + 1))
+
+
+def test_a_result_has_every_field_and_stays_frozen() -> None:
+    result = trade_run()
+    assert set(vars(result)) >= {field.name for field in dataclasses.fields(RunResult)}
+    assert set(vars(result.metrics)) == {field.name for field in dataclasses.fields(result.metrics)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.status = "failed"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.metrics.activations = 0  # type: ignore[misc]
 
 
 def _chain(*items: str) -> list[Signal]:

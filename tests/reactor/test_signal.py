@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reactor import Signal
+from reactor._signals.signal import new_signal
 
 
 class Trade(pydantic.BaseModel):
@@ -28,6 +29,26 @@ def test_signal_changes_by_copy() -> None:
     signal = Signal("a", 1, seq=3)
     changed = dataclasses.replace(signal, payload=2)
     assert (signal.payload, changed.payload, changed.seq) == (1, 2, 3)
+
+
+def test_a_signal_the_bus_builds_is_a_frozen_signal_like_one_made_by_hand() -> None:
+    built = new_signal("trade:proposed", {"qty": 1}, "sig_3", 3, 1.5, "trader", "sig_2", 1, "r")
+    made = Signal(
+        "trade:proposed",
+        {"qty": 1},
+        id="sig_3",
+        seq=3,
+        timestamp=1.5,
+        source="trader",
+        caused_by="sig_2",
+        depth=1,
+        run_id="r",
+    )
+    assert type(built) is Signal
+    assert built == made
+    assert dataclasses.replace(built, seq=4).seq == 4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.seq = 5  # type: ignore[misc]
 
 
 def test_constructed_signal_has_sensible_defaults() -> None:
