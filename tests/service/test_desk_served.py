@@ -61,17 +61,18 @@ def test_a_cap_that_is_not_dollars_above_zero_is_refused(server: Server, cap: ob
 
 
 def test_an_agent_without_a_spend_cap_has_none_to_raise(server: Server) -> None:
+    config: dict[str, object] = {"types": ["Quote"], "events": ["created"]}
     definition = {
         "name": "notes",
         "prompt": "Note on {{ object.data.symbol }}",
         "trigger_type": "reaction",
-        "reaction_config": {"types": ["Quote"], "events": ["created"]},
+        "reaction_config": config,
     }
     with server.client() as api:
         assert api.post("/api/agents", json=definition).status_code == 201
         refused = detail(api.patch("/api/agents/notes", json={"spend_cap_usd": 10}), 422)
         assert "SpendCap(scope='agent')" in refused
-        capped = {**definition["reaction_config"], "admit": [{"policy": "spendcap", "usd": 1}]}
+        capped = {**config, "admit": [{"policy": "spendcap", "usd": 1}]}
         changed = api.patch("/api/agents/notes", json={"reaction_config": capped})
         assert changed.status_code == 200, changed.text
         assert api.patch("/api/agents/notes", json={"spend_cap_usd": 10}).status_code == 200
