@@ -211,7 +211,7 @@ processing_log = sa.Table(
     ),
     sa.Index(None, "status", "id"),  # the oldest pending entries, for whoever takes work
     sa.Index(None, "status", "updated_at"),  # entries processing for too long
-    sa.Index(None, "object_id"),
+    sa.Index(None, "object_id", "status"),  # an object's entries in flight, among its history
     sa.Index(None, "event_id"),  # what an object's change caused (its page's history)
     sa.Index(None, "agent", "status", "id"),  # an agent's entries waiting (admission, lag)
     sa.Index(None, "superseded_by"),  # what an entry took with it (its batch)

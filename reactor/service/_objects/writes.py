@@ -160,10 +160,31 @@ def _gone() -> Exception:
 
 
 def _apply_group(conn: sa.Connection, *, changes: list[Change]) -> list[list[Outcome] | Exception]:
-    """Apply each change in a savepoint of one transaction; its outcomes, or its error."""
-    outcomes: list[list[Outcome] | Exception] = []
+    """Apply the changes of a group in one transaction; each one's outcomes, or its error.
+
+    The group is planned in memory first (the objects it touches read in one query,
+    each change checked against what the changes before it left), then written with a
+    few statements for all of them (one insert of every event, their ids returned in
+    order). A change that fails is left out of the plan and raises to its caller alone.
+    Should the bulk write fail all the same (a row changed under it), it is undone and
+    each change is applied again in a savepoint of its own, as one at a time would.
+    """
     if len(changes) == 1:  # alone: the transaction is its savepoint
         return [_apply(conn, changes[0])]
+    plan = _Plan(conn, changes)
+    bulk = conn.begin_nested()
+    try:
+        outcomes = plan.write(conn)
+    except Exception:
+        bulk.rollback()
+        return _one_by_one(conn, changes)
+    bulk.commit()
+    return outcomes
+
+
+def _one_by_one(conn: sa.Connection, changes: list[Change]) -> list[list[Outcome] | Exception]:
+    """Apply each change in a savepoint of its own (what a failed bulk write falls back to)."""
+    outcomes: list[list[Outcome] | Exception] = []
     for change in changes:
         savepoint = conn.begin_nested()
         try:
@@ -174,6 +195,196 @@ def _apply_group(conn: sa.Connection, *, changes: list[Change]) -> list[list[Out
         else:
             savepoint.commit()
     return outcomes
+
+
+@dataclasses.dataclass
+class _Current:
+    """An object as the group has left it so far (``None`` data: deleted in the group)."""
+
+    type: str
+    version: int
+    data: dict[str, Any] | None
+    created_at: datetime
+    row: sa.Row[Any] | None  # as read, for an update that changes nothing
+
+
+class _Plan:
+    """A group's changes planned against the objects they touch, then written at once."""
+
+    def __init__(self, conn: sa.Connection, changes: list[Change]) -> None:
+        self.now = datetime.now(UTC)
+        self.changes = changes
+        self.current = _read(conn, changes)
+        self.created: dict[str, dict[str, Any]] = {}  # new objects' rows, by id
+        self.updated: dict[str, dict[str, Any]] = {}  # existing objects' last values, by id
+        self.deleted: set[str] = set()
+        self.events: list[dict[str, Any]] = []  # the events' rows, in order
+        self._event_change: list[Change] = []  # the change of each
+        self.also: list[sa.Executable] = []
+
+    def write(self, conn: sa.Connection) -> list[list[Outcome] | Exception]:
+        """Plan every change, write what they did; each change's outcomes or error.
+
+        Raises:
+            _Replan: The group cannot be planned in memory.
+            Exception: A statement failed (the caller undoes the bulk write).
+        """
+        planned = [self._change(change) for change in self.changes]
+        ids = self._statements(conn)
+        return [
+            item if isinstance(item, Exception) else [self._outcome(o, ids) for o in item]
+            for item in planned
+        ]
+
+    def _outcome(self, planned: int | StoredObject, ids: Sequence[int]) -> Outcome:
+        """An operation's outcome: its event (by its place in the plan), or the object."""
+        if isinstance(planned, StoredObject):
+            return planned
+        row, change = self.events[planned], self._event_change[planned]
+        return ObjectEvent(
+            event_id=ids[planned], id=row["object_id"], type=row["object_type"],
+            version=row["version"], event=row["event"], data=row["data"],
+            changes=row["changes"], actor=change.actor, approved_by=change.approved_by,
+            timestamp=row["created_at"], object_created_at=row["object_created_at"],
+            cause=change.cause,
+        )  # fmt: skip
+
+    def _change(self, change: Change) -> list[int | StoredObject] | Exception:
+        """One change planned: all of it, or (it fails) nothing of it."""
+        saved = (dict(self.current), dict(self.created), dict(self.updated), set(self.deleted))
+        events = len(self.events)
+        try:
+            for object_id, version in change.expect.items():
+                found = self.current.get(object_id)
+                current = None if found is None or found.data is None else found.version
+                if current != version:
+                    raise change.stale(current)
+            outcomes = [self._operation(op, change) for op in change.operations]
+        except _Replan:
+            raise
+        except Exception as exc:
+            self.current, self.created, self.updated, self.deleted = saved
+            del self.events[events:]
+            del self._event_change[events:]
+            return exc
+        self.also.extend(change.also)
+        return outcomes
+
+    def _operation(self, op: Operation, change: Change) -> int | StoredObject:
+        if isinstance(op, Create):
+            return self._create(op, change)
+        found = self.current.get(op.id)
+        if found is None or found.data is None:
+            raise change.not_found(op.id)
+        if isinstance(op, Update):
+            data = change.validate(found.type, {**found.data, **op.data})
+            if not _changes(found.data, data):
+                return self._as_it_is(found)
+            now = dataclasses.replace(found, version=found.version + 1, data=data)
+            self.current[op.id] = now
+            values = {
+                "version": now.version, "data": data, "actor_type": change.actor.type,
+                "actor_id": change.actor.id, "updated_at": self.now,
+            }  # fmt: skip
+            if op.id in self.created:
+                self.created[op.id] = {**self.created[op.id], **values}
+            else:
+                self.updated[op.id] = values
+            return self._event(change, op.id, "updated", found.data, data, now.version)
+        assert isinstance(op, Delete)
+        self.current[op.id] = dataclasses.replace(found, data=None)
+        if self.created.pop(op.id, None) is None:
+            self.deleted.add(op.id)
+        self.updated.pop(op.id, None)
+        return self._event(change, op.id, "deleted", found.data, found.data, found.version)
+
+    def _create(self, op: Create, change: Change) -> int:
+        object_id = op.id or new_object_id()
+        found = self.current.get(object_id)
+        if found is not None and (found.data is not None or object_id in self.deleted):
+            if found.data is not None:
+                raise ObjectValidationError(
+                    f"An object with id {op.id!r} exists already; leave Create.id empty.",
+                    type=op.type,
+                    errors=[],
+                )
+            raise _Replan()  # made again after its delete in the group: one at a time
+        self.current[object_id] = _Current(op.type, 1, dict(op.data), self.now, None)
+        self.created[object_id] = {
+            "id": object_id, "type": op.type, "version": 1, "data": dict(op.data),
+            "actor_type": change.actor.type, "actor_id": change.actor.id,
+            "created_at": self.now, "updated_at": self.now,
+        }  # fmt: skip
+        return self._event(change, object_id, "created", {}, op.data, 1)
+
+    @staticmethod
+    def _as_it_is(found: _Current) -> StoredObject:
+        """An update that changed nothing: the object as it is."""
+        if found.row is not None and found.row.version == found.version:
+            return object_from_row(found.row)
+        raise _Replan()  # changed earlier in the group: the one-at-a-time path says
+
+    def _event(
+        self,
+        change: Change,
+        object_id: str,
+        event: EventKind,
+        old: Mapping[str, Any],
+        data: Mapping[str, Any],
+        version: int,
+    ) -> int:
+        """Plan an event's row; its place in the plan."""
+        found, actor, approved_by = self.current[object_id], change.actor, change.approved_by
+        self.events.append(
+            {
+                "object_id": object_id, "object_type": found.type, "version": version,
+                "event": event, "data": dict(data),
+                "changes": _changes(old, {} if event == "deleted" else data),
+                "actor_type": actor.type, "actor_id": actor.id,
+                "approved_by_type": approved_by.type if approved_by else None,
+                "approved_by_id": approved_by.id if approved_by else None,
+                "object_created_at": found.created_at, "created_at": self.now,
+                "cause": None if change.cause is None else change.cause.payload(),
+            }
+        )  # fmt: skip
+        self._event_change.append(change)
+        return len(self.events) - 1
+
+    def _statements(self, conn: sa.Connection) -> list[int]:
+        """Write the plan: objects created, updated and deleted, then the events (their ids)."""
+        if self.deleted:
+            conn.execute(_DELETE_OBJECTS, {"objects": sorted(self.deleted)})
+        if self.created:
+            conn.execute(_INSERT_OBJECT, list(self.created.values()))
+        if self.updated:
+            conn.execute(
+                _UPDATE_OBJECT,
+                [{**values, "object": object_id} for object_id, values in self.updated.items()],
+            )
+        ids = list(conn.scalars(_INSERT_EVENTS, self.events)) if self.events else []
+        for statement in self.also:
+            conn.execute(statement)
+        return ids
+
+
+class _Replan(Exception):
+    """The group cannot be planned in memory: apply it one change at a time."""
+
+
+def _read(conn: sa.Connection, changes: list[Change]) -> dict[str, _Current]:
+    """The objects a group's changes touch, as stored (one query per 500)."""
+    wanted = sorted(
+        {
+            *(op.id for change in changes for op in change.operations if op.id is not None),
+            *(object_id for change in changes for object_id in change.expect),
+        }
+    )
+    found: dict[str, _Current] = {}
+    for start in range(0, len(wanted), MAX_GROUP):
+        chunk = wanted[start : start + MAX_GROUP]
+        for row in conn.execute(_SELECT_OBJECTS, {"objects": chunk}):
+            found[row.id] = _Current(row.type, row.version, dict(row.data), row.created_at, row)
+    return found
 
 
 def _apply(conn: sa.Connection, change: Change) -> list[Outcome]:
@@ -259,6 +470,13 @@ _INSERT_OBJECT = objects.insert()
 _UPDATE_OBJECT = objects.update().where(objects.c.id == sa.bindparam("object"))
 _DELETE_OBJECT = objects.delete().where(objects.c.id == sa.bindparam("object"))
 _INSERT_EVENT = object_events.insert().returning(object_events.c.event_id)
+_INSERT_EVENTS = object_events.insert().returning(
+    object_events.c.event_id, sort_by_parameter_order=True
+)
+_SELECT_OBJECTS = sa.select(objects).where(
+    objects.c.id.in_(sa.bindparam("objects", expanding=True))
+)
+_DELETE_OBJECTS = objects.delete().where(objects.c.id.in_(sa.bindparam("objects", expanding=True)))
 
 
 def new_object_id() -> str:

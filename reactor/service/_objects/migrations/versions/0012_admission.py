@@ -35,7 +35,8 @@ def upgrade() -> None:
     ``processing_log.superseded_by`` and ``cost_usd``, the statuses ``superseded``,
     ``merged`` and ``held``, an index of each agent's entries by status,
     ``agents.spend_cap_usd`` (an admin's cap), and ``admission_buckets``; a held entry
-    holds its place in the unique index of active entries, as a pending one does.
+    holds its place in the unique index of active entries, as a pending one does; an
+    object's entries are indexed by status too (those in flight, among a long history).
     """
     with op.batch_alter_table("processing_log") as batch:
         batch.add_column(sa.Column("superseded_by", sa.BigInteger))
@@ -46,6 +47,10 @@ def upgrade() -> None:
             "ix_processing_log_agent_status_id", ["agent", "status", "id"], unique=False
         )
         batch.create_index("ix_processing_log_superseded_by", ["superseded_by"], unique=False)
+        batch.drop_index("ix_processing_log_object_id")
+        batch.create_index(
+            "ix_processing_log_object_id_status", ["object_id", "status"], unique=False
+        )
     _active(_ACTIVE_NEW)
     with op.batch_alter_table("agents") as batch:
         batch.add_column(sa.Column("spend_cap_usd", sa.Float))
@@ -69,6 +74,8 @@ def downgrade() -> None:
     )
     _active(_ACTIVE_OLD)
     with op.batch_alter_table("processing_log") as batch:
+        batch.drop_index("ix_processing_log_object_id_status")
+        batch.create_index("ix_processing_log_object_id", ["object_id"], unique=False)
         batch.drop_index("ix_processing_log_superseded_by")
         batch.drop_index("ix_processing_log_agent_status_id")
         batch.drop_constraint(op.f(_CHECK), type_="check")
