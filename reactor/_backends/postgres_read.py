@@ -14,6 +14,7 @@ import psycopg
 import pydantic_core
 from psycopg_pool import ConnectionPool
 
+from reactor._backends.chained import ChainSQL, seal_problem
 from reactor._backends.paging import PageQuery, read_page
 from reactor._backends.postgres_db import (
     ASKING_INDEX,
@@ -24,6 +25,7 @@ from reactor._backends.postgres_db import (
     requests_of,
     signals_of,
 )
+from reactor._recording.chain import verifying_key
 from reactor._recording.info import RunInfo
 from reactor._recording.log import needed_seqs
 from reactor._recording.recording import Recording
@@ -32,10 +34,12 @@ from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
-__all__ = ["Reads"]
+__all__ = ["CHAINS", "Reads"]
 
 _COLUMNS = "seq, id, name, payload::text, timestamp, source, caused_by, depth"
 _PAGES = PageQuery("reactor_signals", _COLUMNS, "%s", ASKING_INDEX)
+CHAINS = ChainSQL("reactor_signals", "reactor_runs", "reactor_audit_chain", "%s", "payload::text")
+"""Where a PostgreSQL store keeps its runs' hash chains."""
 
 
 class Reads:
@@ -129,6 +133,10 @@ class Reads:
         except ValueError as exc:
             raise self._damaged(run_id, "its state", exc) from exc
         return state if isinstance(state, dict) else None
+
+    def seal(self, snapshot: Signal) -> str | None:
+        """What is wrong with a snapshot's link in its run's chain (see ``_backends.chained``)."""
+        return seal_problem(self.query, CHAINS, verifying_key(), snapshot)
 
     def load(self, run_id: str, *, tail: bool = False) -> Recording:
         """The whole run, or (``tail``) the run from its latest snapshot on.

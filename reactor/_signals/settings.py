@@ -209,10 +209,19 @@ def _tokens(value: object) -> pydantic.SecretStr:
     return secret if secret is not None else pydantic.SecretStr(text)
 
 
+def _secret(value: object) -> pydantic.SecretStr:
+    if isinstance(value, pydantic.SecretStr):
+        return value
+    text = _text(value)
+    if len(text.encode()) < 16:
+        raise ValueError("must be a secret of at least 16 bytes (e.g. `openssl rand -hex 32`)")
+    return pydantic.SecretStr(text)
+
+
 Whole = Annotated[int, pydantic.BeforeValidator(_whole)]
 Switch = Annotated[bool, pydantic.BeforeValidator(_switch)]
 Seconds = Annotated[float, pydantic.BeforeValidator(_seconds)]
-_SECRET = {"api_tokens"}
+_SECRET = {"api_tokens", "audit_key"}
 _URLS = {"db", "service_db", "redis_url"}
 
 
@@ -240,6 +249,8 @@ class Settings(BaseSettings):
         max_template_chars: ``REACTOR_MAX_TEMPLATE_CHARS``: the longest rendered template.
         handler_threads: ``REACTOR_HANDLER_THREADS``: threads for synchronous handlers
             and tools.
+        audit_key: ``REACTOR_AUDIT_KEY``: the key of the hash chains (HMAC-SHA-256; a secret).
+        audit_chain: ``REACTOR_AUDIT_CHAIN``: whether what is written is hash-chained.
     """
 
     model_config = SettingsConfigDict(
@@ -294,6 +305,12 @@ class Settings(BaseSettings):
     handler_threads: Whole = pydantic.Field(
         32, description="threads that run agents' synchronous run= handlers and tools"
     )
+    audit_key: Annotated[pydantic.SecretStr | None, pydantic.BeforeValidator(_secret)] = (
+        pydantic.Field(None, description="the key the hash chains are made with", repr=False)
+    )
+    audit_chain: Switch = pydantic.Field(
+        True, description="hash-chain the signals, the processing history and object events"
+    )
 
     _options: frozenset[str] = pydantic.PrivateAttr(frozenset())
 
@@ -344,6 +361,8 @@ class Settings(BaseSettings):
         value = getattr(self, field)
         if value is None or value == ():
             return "(not set)"
+        if field == "audit_key":
+            return "*** (set)"
         if field in _SECRET:
             text = value.get_secret_value()
             pairs = sum(1 for e in text.replace("\n", ",").split(",") if e.split("#")[0].strip())
