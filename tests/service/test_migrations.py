@@ -50,6 +50,7 @@ COLUMNS = {
         "object_created_at",
         "created_at",
         "cause",
+        "hash",
     },
     "agents": {
         "name",
@@ -107,7 +108,16 @@ COLUMNS = {
         "resolved_by_id",
         "object_version",
     },
-    "processing_history": {"id", "name", "suggestion_id", "object_id", "payload", "created_at"},
+    "processing_history": {
+        "id",
+        "name",
+        "suggestion_id",
+        "object_id",
+        "payload",
+        "created_at",
+        "hash",
+    },
+    "audit_chains": {"table_name", "since"},
     "reaction_cursors": {"agent", "event_id", "updated_at"},
     "run_leases": {"run_id", "worker", "heartbeat_at", "epoch"},
     "cron_ticks": {"agent", "tick_at", "claimed_at"},
@@ -140,7 +150,7 @@ def inspect_schema(conn: sa.Connection) -> dict[str, Any]:
 
 
 async def migrated(url: str) -> dict[str, Any]:
-    assert await upgrade_database(url) == "0009"
+    assert await upgrade_database(url) == "0010"
     engine = create_async_engine(Database(url).driver_url)
     try:
         async with engine.connect() as conn:
@@ -176,10 +186,10 @@ async def test_json_columns_are_jsonb_on_postgresql(postgres_url: str) -> None:
 
 
 async def test_upgrading_again_changes_nothing(url: str) -> None:
-    assert await upgrade_database(url) == "0009"
+    assert await upgrade_database(url) == "0010"
     async with ObjectStore(url) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
-    assert await upgrade_database(url) == "0009"
+    assert await upgrade_database(url) == "0010"
     async with ObjectStore(url) as objects:
         assert (await objects.get(ada.id)).data == {"name": "Ada"}
 
@@ -212,7 +222,7 @@ async def test_0008_adds_the_processing_history_and_keeps_the_suggestions(url: s
                     status="rejected", created_at=sa.func.current_timestamp(),
                 )
             )  # fmt: skip
-        assert await upgrade_database(url) == "0009"
+        assert await upgrade_database(url) == "0010"
         async with engine.begin() as conn:
             tables = await conn.run_sync(lambda sync: sa.inspect(sync).get_table_names())
             kept = (await conn.execute(sa.text("SELECT id, status FROM suggestions"))).all()
@@ -246,7 +256,7 @@ def test_reactor_db_upgrade_migrates_the_database(
     assert main(["db", "upgrade", "--db", url]) == 0
     assert main(["db", "upgrade", "--db", url]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"{url}: the tables are at revision 0009 (the newest)."] * 2
+    assert out == [f"{url}: the tables are at revision 0010 (the newest)."] * 2
 
 
 def test_reactor_db_upgrade_takes_a_file_path(
@@ -274,7 +284,7 @@ def test_reactor_db_upgrade_takes_a_postgres_url_as_postgresql(
     short = postgres_url.replace("postgresql://", "postgres://", 1)
     assert short.startswith("postgres://")
     assert main(["db", "upgrade", "--db", short]) == 0
-    assert "revision 0009" in capsys.readouterr().out
+    assert "revision 0010" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("url", ["http://localhost/app", "postgresql+asyncpg://h/app"])

@@ -144,7 +144,7 @@ class Suggestions:
                 )
             ).first()
             if row is not None and decided is not None:
-                await conn.execute(history_row(*decided))
+                await conn.run_sync(history_row(*decided))
         if row is not None:
             return suggestion_from_row(row)
         current = await self.get(suggestion_id)

@@ -15,6 +15,10 @@ the version stays, and its caller gets the object as it is.
 On an SQLite file the whole transaction runs in one call to the database's writer
 thread (:meth:`Database.run_write`): one thread hop per group instead of several per
 statement.
+
+The events are hash-chained (``history.RowChain``): each event stored is read back as
+inserted, and at the end of the group's transaction (under the lock that orders object
+writes) the events of the changes that were kept are linked in id order.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from reactor._recording.chain import configured
 from reactor._signals.bus import SignalBus
 from reactor._signals.frozen import freeze_payload
 from reactor.exceptions import ObjectValidationError, ServiceStateError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 from reactor.service._objects.db import Database
+from reactor.service._objects.history import RowChain
 from reactor.service._objects.rows import object_from_row
 from reactor.service._objects.schema import object_events, objects
 from reactor.service._objects.values import (
@@ -68,8 +74,8 @@ class Change:
         cause: The reaction making them, if one is.
         not_found: Makes the error of an unknown object id.
         validate: Validates an object's data for its type (updates merge first).
-        also: Statements written in the same transaction, after the operations (the
-            processing log's history line of an approval).
+        also: Writes made in the same transaction, after the operations, each called
+            with its connection (the processing log's history line of an approval).
     """
 
     operations: Sequence[Operation]
@@ -80,7 +86,7 @@ class Change:
     cause: Cause | None
     not_found: Callable[[str], Exception]
     validate: Callable[[str, Any], dict[str, Any]]
-    also: Sequence[sa.Executable] = ()
+    also: Sequence[Callable[[sa.Connection], object]] = ()
 
 
 class ObjectWrites:
@@ -160,36 +166,45 @@ def _gone() -> Exception:
 
 
 def _apply_group(conn: sa.Connection, *, changes: list[Change]) -> list[list[Outcome] | Exception]:
-    """Apply each change in a savepoint of one transaction; its outcomes, or its error."""
+    """Apply each change in a savepoint of one transaction; its outcomes, or its error.
+
+    The events kept are linked into the events' chain at the end, in the transaction.
+    """
+    chain = RowChain(object_events, configured())
     outcomes: list[list[Outcome] | Exception] = []
     if len(changes) == 1:  # alone: the transaction is its savepoint
-        return [_apply(conn, changes[0])]
-    for change in changes:
-        savepoint = conn.begin_nested()
-        try:
-            outcomes.append(_apply(conn, change))
-        except Exception as exc:
-            savepoint.rollback()
-            outcomes.append(exc)
-        else:
-            savepoint.commit()
+        outcomes.append(_apply(conn, changes[0], chain))
+    else:
+        for change in changes:
+            savepoint, mark = conn.begin_nested(), chain.mark()
+            try:
+                outcomes.append(_apply(conn, change, chain))
+            except Exception as exc:
+                savepoint.rollback()
+                chain.rollback(mark)
+                outcomes.append(exc)
+            else:
+                savepoint.commit()
+    chain.link(conn)
     return outcomes
 
 
-def _apply(conn: sa.Connection, change: Change) -> list[Outcome]:
+def _apply(conn: sa.Connection, change: Change, chain: RowChain) -> list[Outcome]:
     """Apply one change's operations, in order (raises on the first that fails)."""
     now = datetime.now(UTC)
     for object_id, version in change.expect.items():
         current = conn.scalar(_VERSION, {"object": object_id})
         if current != version:
             raise change.stale(current)
-    outcomes = [_apply_one(conn, op, change, now) for op in change.operations]
-    for statement in change.also:
-        conn.execute(statement)
+    outcomes = [_apply_one(conn, op, change, now, chain) for op in change.operations]
+    for write in change.also:
+        write(conn)
     return outcomes
 
 
-def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime) -> Outcome:
+def _apply_one(
+    conn: sa.Connection, op: Operation, change: Change, now: datetime, chain: RowChain
+) -> Outcome:
     actor, approved_by = change.actor, change.approved_by
     event: EventKind
     if isinstance(op, Create):
@@ -228,7 +243,7 @@ def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime
             conn.execute(_DELETE_OBJECT, {"object": object_id})
     changes = _changes(old, {} if event == "deleted" else data)
     cause = change.cause
-    event_id = conn.scalar(
+    stored = conn.execute(
         _INSERT_EVENT,
         {
             "object_id": object_id, "object_type": type, "version": version, "event": event,
@@ -238,7 +253,9 @@ def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime
             "object_created_at": created, "created_at": now,
             "cause": None if cause is None else cause.payload(),
         },
-    )  # fmt: skip
+    ).one()  # fmt: skip
+    chain.add(stored)
+    event_id = stored.event_id
     assert isinstance(event_id, int)
     return ObjectEvent(
         event_id=event_id, id=object_id, type=type, version=version, event=event, data=data,
@@ -258,7 +275,7 @@ _SELECT_OBJECT = sa.select(objects).where(objects.c.id == sa.bindparam("object")
 _INSERT_OBJECT = objects.insert()
 _UPDATE_OBJECT = objects.update().where(objects.c.id == sa.bindparam("object"))
 _DELETE_OBJECT = objects.delete().where(objects.c.id == sa.bindparam("object"))
-_INSERT_EVENT = object_events.insert().returning(object_events.c.event_id)
+_INSERT_EVENT = object_events.insert().returning(*RowChain.columns(object_events))
 
 
 def new_object_id() -> str:
