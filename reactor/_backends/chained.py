@@ -10,16 +10,19 @@ that a run of millions of signals is never read whole.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from reactor._recording.chain import Break, Report, Walk, signal_entry
 from reactor._recording.seals import HASH
 from reactor._signals.signal import Signal
-from reactor.exceptions import RunNotFoundError
+from reactor.exceptions import RecordingError, RunNotFoundError
 
-__all__ = ["PAGE", "ChainSQL", "Fetch", "seal_problem", "verify_runs"]
+__all__ = ["PAGE", "ChainSQL", "Fetch", "seal_problem", "tables_of", "verify_runs", "verify_store"]
 
 PAGE = 1_000
 """Signals (and runs) read at a time when verifying."""
@@ -175,3 +178,92 @@ def _verify_run(
             f"{seq}: its newest signals were removed",
         )
     return None
+
+
+SQLITE = ChainSQL("signals", "runs", "audit_chain", "?", "payload")
+"""Where a SQLite store keeps its runs' hash chains."""
+POSTGRES = ChainSQL("reactor_signals", "reactor_runs", "reactor_audit_chain", "%s", "payload::text")
+"""Where a PostgreSQL store keeps its runs' hash chains."""
+
+
+def tables_of(where: Path | str) -> set[str]:
+    """The tables of a database (a SQLite file, a PostgreSQL URL), read without a change.
+
+    Raises:
+        RecordingError: There is no such file, or the database cannot be reached.
+    """
+    if isinstance(where, str):
+        from reactor._backends.postgres_db import connect
+
+        with connect(where) as conn:
+            rows = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            ).fetchall()
+        return {str(row[0]) for row in rows}
+    if not where.is_file():
+        raise RecordingError(f"There is no database at {where}; check the path.")
+    with contextlib.closing(
+        sqlite3.connect(f"{where.resolve().as_uri()}?mode=ro", uri=True)
+    ) as conn:
+        try:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise RecordingError(f"{where} is not a database reactor wrote ({exc}).") from exc
+    return {str(row[0]) for row in rows}
+
+
+def verify_store(
+    where: Path | str, report: Report, key: bytes | None, run_id: str | None = None
+) -> None:
+    """Verify the runs of the signal store at ``where`` into ``report``, reading only.
+
+    Raises:
+        RecordingError: It is not a signal store, or one of an older schema (open it
+            once with this reactor to upgrade it), or it cannot be read.
+        RunNotFoundError: ``run_id`` is not in it.
+    """
+    if isinstance(where, str):
+        _verify_postgres(where, report, key, run_id)
+        return
+    from reactor._backends.sqlite_db import connect_readonly
+
+    conn = connect_readonly(where)
+    try:
+        verify_runs(_fetch(conn), SQLITE, report, key, run_id)
+    except sqlite3.DatabaseError as exc:
+        raise RecordingError(f"{where} cannot be read ({exc}).") from exc
+    finally:
+        conn.close()
+
+
+def _fetch(conn: Any) -> Fetch:
+    def fetch(sql: str, params: Sequence[Any]) -> Sequence[Sequence[Any]]:
+        rows: Sequence[Sequence[Any]] = conn.execute(sql, tuple(params)).fetchall()
+        return rows
+
+    return fetch
+
+
+def _verify_postgres(dsn: str, report: Report, key: bytes | None, run_id: str | None) -> None:
+    import psycopg
+
+    from reactor._backends.postgres_db import SCHEMA_VERSION, connect, describe, shown
+
+    with connect(dsn) as conn:
+        try:
+            found = conn.execute("SELECT to_regclass('reactor_schema')").fetchone()
+            row = (
+                conn.execute("SELECT max(version) FROM reactor_schema").fetchone()
+                if (found is not None and found[0] is not None)
+                else None
+            )
+            version = int(row[0]) if row is not None and row[0] is not None else 0
+            if version < SCHEMA_VERSION:
+                raise RecordingError(
+                    f"The reactor tables in {shown(dsn)} are of schema {version}, before "
+                    "signals were hash-chained; open a PostgresSignalStore on them once (or "
+                    "record a run there) to upgrade them, then verify."
+                )
+            verify_runs(_fetch(conn), POSTGRES, report, key, run_id)
+        except psycopg.Error as exc:
+            raise RecordingError(f"Reading {shown(dsn)} failed ({describe(exc)}).") from exc

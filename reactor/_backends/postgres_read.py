@@ -14,7 +14,7 @@ import psycopg
 import pydantic_core
 from psycopg_pool import ConnectionPool
 
-from reactor._backends.chained import ChainSQL, seal_problem
+from reactor._backends.chained import POSTGRES, seal_problem
 from reactor._backends.paging import PageQuery, read_page
 from reactor._backends.postgres_db import (
     ASKING_INDEX,
@@ -34,12 +34,10 @@ from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
-__all__ = ["CHAINS", "Reads"]
+__all__ = ["Reads"]
 
 _COLUMNS = "seq, id, name, payload::text, timestamp, source, caused_by, depth"
 _PAGES = PageQuery("reactor_signals", _COLUMNS, "%s", ASKING_INDEX)
-CHAINS = ChainSQL("reactor_signals", "reactor_runs", "reactor_audit_chain", "%s", "payload::text")
-"""Where a PostgreSQL store keeps its runs' hash chains."""
 
 
 class Reads:
@@ -136,7 +134,7 @@ class Reads:
 
     def seal(self, snapshot: Signal) -> str | None:
         """What is wrong with a snapshot's link in its run's chain (see ``_backends.chained``)."""
-        return seal_problem(self.query, CHAINS, verifying_key(), snapshot)
+        return seal_problem(self.query, POSTGRES, verifying_key(), snapshot)
 
     def load(self, run_id: str, *, tail: bool = False) -> Recording:
         """The whole run, or (``tail``) the run from its latest snapshot on.

@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from reactor._backends.chained import ChainSQL, seal_problem
+from reactor._backends.chained import SQLITE, seal_problem
 from reactor._backends.paging import PageQuery, read_page
 from reactor._backends.sqlite_db import (
     ASKING_INDEX,
@@ -36,12 +36,10 @@ from reactor._signals.patterns import Pattern
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
-__all__ = ["CHAINS", "Connections", "Reads"]
+__all__ = ["Connections", "Reads"]
 
 _COLUMNS = "seq, id, name, payload, timestamp, source, caused_by, depth"
 _PAGES = PageQuery("signals", _COLUMNS, "?", ASKING_INDEX)
-CHAINS = ChainSQL("signals", "runs", "audit_chain", "?", "payload")
-"""Where a SQLite store keeps its runs' hash chains."""
 _IDLE = 4
 """Connections the pool keeps open when nobody uses them."""
 
@@ -187,7 +185,7 @@ class Reads:
 
     def seal(self, snapshot: Signal) -> str | None:
         """What is wrong with a snapshot's link in its run's chain (see ``_backends.chained``)."""
-        return seal_problem(self.query, CHAINS, verifying_key(), snapshot)
+        return seal_problem(self.query, SQLITE, verifying_key(), snapshot)
 
     def load(self, run_id: str, *, tail: bool = False) -> Recording:
         """The whole run, or (``tail``) the run from its latest snapshot on.

@@ -387,11 +387,13 @@ class Report:
         checked: What was checked, per table.
         broken: The first entry that failed its check (``None``: the trail is intact).
         key: Whether ``REACTOR_AUDIT_KEY`` was set (keyed chains checked with it).
+        notes: What could not be checked, and why (a sentence each).
     """
 
     checked: list[Checked] = dataclasses.field(default_factory=list)
     broken: Break | None = None
     key: bool = False
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def intact(self) -> bool:
@@ -413,14 +415,15 @@ class Report:
             "key": self.key,
             "checked": [checked.to_dict() for checked in self.checked],
             "broken": None if self.broken is None else self.broken.to_dict(),
+            "notes": list(self.notes),
         }
 
     def lines(self) -> list[str]:
-        """What was checked, a line per table, and the verdict."""
-        lines = [str(checked) for checked in self.checked]
+        """The first broken entry; else what was checked, a line per table, and the verdict."""
         if self.broken is not None:
-            lines.append(f"Broken: {self.broken}.")
-        elif self.key:
+            return [f"Broken: {self.broken}."]
+        lines = [str(checked) for checked in self.checked] + self.notes
+        if self.key:
             lines.append("The trail is intact (checked with REACTOR_AUDIT_KEY).")
         else:
             lines.append(

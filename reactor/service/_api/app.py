@@ -35,6 +35,7 @@ from reactor._signals.diagnostics import log
 from reactor.exceptions import ServiceConfigError
 from reactor.service._api.access import Tokens
 from reactor.service._api.agents import router as agents_router
+from reactor.service._api.audit import router as audit_router
 from reactor.service._api.base import State, install_errors
 from reactor.service._api.compare import router as compare_router
 from reactor.service._api.follow import Streams, StreamSettings
@@ -165,6 +166,7 @@ def create_app(
         resumes_router,
         events_router,
         ws_router,
+        audit_router,
     ):
         app.include_router(router)
     _docs(app)

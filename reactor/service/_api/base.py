@@ -48,7 +48,7 @@ from reactor.exceptions import (
     SuggestionStaleError,
 )
 from reactor.service._api.access import LOCAL_USER, Tokens
-from reactor.service._api.accesslog import CALLER
+from reactor.service._api.guard import CALLER
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.values import User
 

@@ -23,8 +23,10 @@ page at a time.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -32,10 +34,19 @@ import sqlalchemy as sa
 
 from reactor._recording.chain import Break, Chain, Report, Walk, configured, row_entry
 from reactor._signals.payloads import SuggestionDecided
-from reactor.service._objects.db import Database
+from reactor.exceptions import DatabaseError
+from reactor.service._objects.db import Database, describe_url
 from reactor.service._objects.schema import audit_chains, object_events, processing_history
 
-__all__ = ["History", "HistoryEntry", "RowChain", "history_row", "verify_tables"]
+__all__ = [
+    "CHAINED",
+    "History",
+    "HistoryEntry",
+    "RowChain",
+    "history_row",
+    "verify_database",
+    "verify_tables",
+]
 
 _HISTORY_LOCK = 0x52454145
 """The PostgreSQL advisory lock key that orders writes of the history ("REAE")."""
@@ -252,3 +263,38 @@ def _verify_table(conn: sa.Connection, table: sa.Table, walk: Walk) -> Break | N
             after = fields[key.name]
         if len(page) < PAGE:
             return None
+
+
+def verify_database(where: Path | str, report: Report, key: bytes | None) -> None:
+    """Check the chains of the service database at ``where`` (a SQLite file, a URL), read only.
+
+    Raises:
+        DatabaseError: The database cannot be read, or its tables are of a revision
+            before the chains (``reactor db upgrade`` brings them up to date).
+    """
+    if isinstance(where, Path):
+        uri = f"{where.resolve().as_uri()}?mode=ro"
+        engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
+        shown = str(where)
+    else:
+        url = sa.make_url(where)
+        engine = sa.create_engine(url.set(drivername="postgresql+psycopg"))
+        shown = describe_url(where)
+    try:
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            chained = inspector.has_table(audit_chains.name) and all(
+                "hash" in {column["name"] for column in inspector.get_columns(table.name)}
+                for table in CHAINED
+            )
+            if not chained:
+                raise DatabaseError(
+                    f"The service's tables in {shown} are of a revision before they were "
+                    f"hash-chained; run `reactor db upgrade --db {shown}` first."
+                )
+            verify_tables(conn, report, key)
+    except sa.exc.SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise DatabaseError(f"Reading the service's tables in {shown} failed ({reason}).") from exc
+    finally:
+        engine.dispose()
