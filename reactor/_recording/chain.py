@@ -298,11 +298,11 @@ class Walk:
                 )
             expected = Chain(self.key).link(self.previous, entry)
         elif stored.startswith(SHA256):
-            if self.keyed and self.key is not None:
+            if self.key is not None:
                 return (
-                    "it is chained without the key after entries chained with it: it was "
-                    "rewritten by someone without REACTOR_AUDIT_KEY, or written by a process "
-                    "that ran without it"
+                    "it is chained without the key (SHA-256), so the key does not vouch for "
+                    "it: someone without REACTOR_AUDIT_KEY rewrote it, or a process without "
+                    "the key wrote it (verify such a chain without the key)"
                 )
             expected = Chain(None).link(self.previous, entry)
         else:
