@@ -371,7 +371,8 @@ class Checked:
             if (self.table == "signals")
             else ""
         )
-        line = f"{self.table}: {chains}{self.entries:,} entries chained"
+        entries = "entry" if self.entries == 1 else "entries"
+        line = f"{self.table}: {chains}{self.entries:,} {entries} chained"
         if self.keyed:
             line += f" ({self.keyed:,} with the key)"
         if self.unchained:
