@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench import (
     bus,
+    chains,
     evaluation,
     limits,
     longlife,
@@ -45,6 +46,7 @@ WORKLOADS = {
     "stream": stream.run,
     "workers": workers.run,
     "evaluation": evaluation.run,
+    "chain": chains.run,
 }
 
 

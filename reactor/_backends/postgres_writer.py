@@ -88,7 +88,7 @@ class Batch:
     def __init__(self, failures: WriteFailures) -> None:
         self.failures = failures
         self.touched: set[str] = set()
-        self.signals: list[tuple[Any, ...]] = []
+        self.signals: list[list[Any]] = []
         self.runs: dict[str, RunInfo] = {}
         self.requests: list[tuple[str, str, str, str]] = []
         self.tally = Tally()
@@ -169,7 +169,7 @@ class Batch:
             failures.lose({run_id: 1}, exc, store=False)
             return False
         self.signals.append(
-            (
+            [
                 run_id,
                 signal.seq,
                 signal.id,
@@ -179,7 +179,8 @@ class Batch:
                 signal.source,
                 signal.caused_by,
                 signal.depth,
-            )
+                None,  # its hash, set when the batch is linked
+            ]
         )
         self.tally.add(signal, run_id)
         return True
@@ -435,10 +436,10 @@ def _run_of(row: tuple[str | None, str]) -> str:
     return row[1]
 
 
-def _chained(cur: psycopg.Cursor[Any], batch: Batch) -> list[tuple[Any, ...]]:
+def _chained(cur: psycopg.Cursor[Any], batch: Batch) -> list[list[Any]]:
     """The batch's signal rows with their hashes (the heads of runs it does not know read here)."""
     if batch.heads is None:
-        return [(*row, None) for row in batch.signals]
+        return batch.signals
 
     def lookup(run_ids: list[str]) -> dict[str, tuple[int, str | None]]:
         cur.execute(
@@ -449,12 +450,12 @@ def _chained(cur: psycopg.Cursor[Any], batch: Batch) -> list[tuple[Any, ...]]:
         )
         return {run_id: (seq, digest) for run_id, seq, digest in cur.fetchall()}
 
-    hashes, batch.linked = batch.heads.link(batch.signals, lookup)
-    return [(*row, digest) for row, digest in zip(batch.signals, hashes, strict=True)]
+    batch.linked = batch.heads.link(batch.signals, lookup)
+    return batch.signals
 
 
 def _copy_signals(
-    cur: psycopg.Cursor[Any], batch: Batch, rows: list[tuple[Any, ...]], *, duplicates: bool
+    cur: psycopg.Cursor[Any], batch: Batch, rows: list[list[Any]], *, duplicates: bool
 ) -> dict[str, int]:
     if not duplicates:
         with cur.copy(f"COPY reactor_signals ({_COLUMNS}) FROM STDIN") as copy:

@@ -213,7 +213,7 @@ class _Rows:
 
     def __init__(self, failures: WriteFailures) -> None:
         self.failures = failures
-        self.signals: list[tuple[Any, ...]] = []
+        self.signals: list[list[Any]] = []
         self.runs: list[RunInfo] = []
         self.requests: list[tuple[str, str, str, str]] = []
         self.delivered: list[tuple[int, str, str]] = []
@@ -245,7 +245,7 @@ class _Rows:
             if type(entry) is Delivery:
                 self.delivered.append((item.seq, entry.message_id, run_id))
             append(
-                (
+                [
                     run_id,
                     item.seq,
                     item.id,
@@ -255,7 +255,8 @@ class _Rows:
                     item.source,
                     item.caused_by,
                     item.depth,
-                )
+                    None,  # its hash, set when the batch is linked
+                ]
             )
             count(item, run_id)
 
@@ -316,7 +317,7 @@ def _write_rows(
         return {}
     # IMMEDIATE: the heads are read before anything is written, and must stay the heads.
     conn.execute("BEGIN IMMEDIATE")
-    hashes, linked = heads.link(signals, functools.partial(_heads, conn))
+    linked = heads.link(signals, functools.partial(_heads, conn))
     for info in runs:
         conn.execute(
             "INSERT INTO runs (run_id, graph, target, target_hash, started_at, parent_run_id, "
@@ -340,7 +341,7 @@ def _write_rows(
         )
     conn.executemany(
         f"INSERT OR IGNORE INTO signals ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(*row, digest) for row, digest in zip(signals, hashes, strict=True)],
+        signals,
     )
     conn.executemany(
         "INSERT OR IGNORE INTO runs (run_id, started_at) VALUES (?, ?)", tally.firsts.items()

@@ -172,31 +172,54 @@ class Heads:
 
     def link(
         self,
-        rows: Sequence[Sequence[Any]],
+        rows: Sequence[list[Any]],
         lookup: Callable[[list[str]], Mapping[str, tuple[int, str | None]]],
-    ) -> tuple[list[str | None], dict[str, tuple[int, str | None]]]:
-        """The hash of each row (in order), and the runs' heads after them.
+    ) -> dict[str, tuple[int, str | None]]:
+        """Set each row's hash, in order; return the runs' heads after them.
 
+        A row is a signal's stored fields (as :func:`signal_entry` takes them) and a
+        last item, its hash, set here in place (``None``: chaining off, or a row at or
+        before its run's stored head: one written already, by a batch written again).
         ``lookup(run_ids)`` reads each run's last stored (seq, hash) (a run with no
-        row is left out). A row at or before its run's stored head is one written
-        already (a batch written again): it gets no hash, and the head stays.
+        row is left out). The writers' hot path: one pass, everything in locals.
         """
         chain = self.chain
         if chain is None:
-            return [None] * len(rows), {}
+            return {}
         heads = self._heads(rows, lookup)
-        hashes: list[str | None] = []
-        append, link = hashes.append, chain.link
+        link, dumps, current, head, previous = chain.link, _to_json, None, 0, None
         for row in rows:
-            run_id, seq = row[0], row[1]
-            head, previous = heads[run_id]
+            run_id, seq, signal_id, name, payload, timestamp, source, caused_by, depth, _ = row
+            if run_id != current:
+                if current is not None:
+                    heads[current] = (head, previous)
+                current = run_id
+                head, previous = heads[run_id]
             if seq <= head:
-                append(None)
+                row[9] = None
                 continue
-            digest = link(previous, signal_entry(row))
-            heads[run_id] = (seq, digest)
-            append(digest)
-        return hashes, heads
+            time = timestamp if type(timestamp) is float else float(timestamp)
+            if time == 0.0 or 1e-4 <= abs(time) < 1e16:  # else: see signal_entry
+                entry = dumps(
+                    {
+                        "caused_by": caused_by,
+                        "depth": depth,
+                        "id": signal_id,
+                        "name": name,
+                        "payload": payload,
+                        "run_id": run_id,
+                        "seq": seq,
+                        "source": source,
+                        "time": time,
+                    }
+                )
+            else:
+                entry = signal_entry(row[:9])
+            previous = row[9] = link(previous, entry)
+            head = seq
+        if current is not None:
+            heads[current] = (head, previous)
+        return heads
 
     def _heads(
         self,

@@ -218,8 +218,9 @@ def test_a_hash_reactor_does_not_write_is_named() -> None:
     )
 
 
-def rows(run_id: str, seqs: range) -> list[tuple[Any, ...]]:
-    return [(run_id, seq, f"sig_{seq}", "tick", None, 1.5, None, None, 0) for seq in seqs]
+def rows(run_id: str, seqs: range) -> list[list[Any]]:
+    """A writer's rows: a signal's stored fields, and a last item for its hash."""
+    return [[run_id, seq, f"sig_{seq}", "tick", None, 1.5, None, None, 0, None] for seq in seqs]
 
 
 def test_heads_read_a_run_they_do_not_know_and_keep_it_once_committed() -> None:
@@ -230,29 +231,51 @@ def test_heads_read_a_run_they_do_not_know_and_keep_it_once_committed() -> None:
         asked.append(run_ids)
         return {"run_old": (4, "sha256:00")} if "run_old" in run_ids else {}
 
-    hashes, linked = heads.link(rows("run_new", range(1, 3)) + rows("run_old", range(5, 6)), lookup)
+    batch = [*rows("run_new", range(1, 3)), *rows("run_old", range(5, 6))]
+    linked = heads.link(batch, lookup)
     assert asked == [["run_new", "run_old"]]
-    assert hashes[0] == Chain().link(None, signal_entry(rows("run_new", range(1, 2))[0]))
-    assert hashes[2] == Chain().link("sha256:00", signal_entry(rows("run_old", range(5, 6))[0]))
+    assert batch[0][9] == Chain().link(None, signal_entry(batch[0][:9]))
+    assert batch[1][9] == Chain().link(batch[0][9], signal_entry(batch[1][:9]))
+    assert batch[2][9] == Chain().link("sha256:00", signal_entry(batch[2][:9]))
+    assert linked == {"run_new": (2, batch[1][9]), "run_old": (5, batch[2][9])}
     heads.keep(linked)
     heads.link(rows("run_new", range(3, 4)), lookup)  # follows what was kept: not read
     heads.link(rows("run_old", range(9, 10)), lookup)  # a gap: another wrote since
     assert asked == [["run_new", "run_old"], ["run_old"]]
 
 
+def test_heads_link_runs_whose_rows_are_interleaved() -> None:
+    batch = [*rows("run_a", range(1, 4)), *rows("run_b", range(1, 4))]
+    mixed = [batch[0], batch[3], batch[1], batch[4], batch[2], batch[5]]
+    Heads(Chain()).link(mixed, lambda runs: {})
+    for run in (batch[:3], batch[3:]):
+        previous = None
+        for row in run:
+            assert row[9] == Chain().link(previous, signal_entry(row[:9]))
+            previous = row[9]
+
+
 def test_heads_do_not_chain_a_row_already_stored() -> None:
     heads = Heads(Chain())
-    hashes, linked = heads.link(
-        rows("run_a", range(3, 6)), lambda runs: {"run_a": (4, "sha256:ff")}
-    )
-    assert hashes[:2] == [None, None]
-    assert hashes[2] == Chain().link("sha256:ff", signal_entry(rows("run_a", range(5, 6))[0]))
-    assert linked["run_a"] == (5, hashes[2])
+    batch = rows("run_a", range(3, 6))
+    linked = heads.link(batch, lambda runs: {"run_a": (4, "sha256:ff")})
+    assert [row[9] for row in batch[:2]] == [None, None]
+    assert batch[2][9] == Chain().link("sha256:ff", signal_entry(batch[2][:9]))
+    assert linked["run_a"] == (5, batch[2][9])
 
 
-def test_heads_without_a_chain_give_no_hashes() -> None:
-    hashes, linked = Heads(None).link(rows("run_a", range(1, 4)), lambda runs: {})
-    assert (hashes, linked) == ([None, None, None], {})
+def test_heads_without_a_chain_set_no_hashes() -> None:
+    batch = rows("run_a", range(1, 4))
+    assert Heads(None).link(batch, lambda runs: {}) == {}
+    assert [row[9] for row in batch] == [None, None, None]
+
+
+def test_heads_link_a_time_outside_the_fast_form_as_python_writes_it() -> None:
+    batch = rows("run_a", range(1, 2))
+    batch[0][5] = 1e-7
+    Heads(Chain()).link(batch, lambda runs: {})
+    assert batch[0][9] == Chain().link(None, signal_entry(batch[0][:9]))
+    assert b'"time":1e-07' in signal_entry(batch[0][:9])
 
 
 def test_a_report_says_what_it_checked_or_where_it_broke() -> None:
