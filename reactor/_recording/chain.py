@@ -237,6 +237,8 @@ class Heads:
             kept = known.get(run_id)
             if kept is not None and kept[0] + 1 == first:
                 heads[run_id] = kept
+            elif first == 1 and kept is None:  # a new run: nothing stored before it
+                heads[run_id] = (0, None)
             else:
                 missing.append(run_id)
         if missing:
