@@ -35,7 +35,7 @@ import dataclasses
 import hashlib
 import hmac
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -253,11 +253,6 @@ class Heads:
             self._known.clear()
         self._known.update(heads)
 
-    def forget(self, runs: Collection[str]) -> None:
-        """Read these runs' heads from the store next time (a write of theirs failed)."""
-        for run_id in runs:
-            self._known.pop(run_id, None)
-
 
 @dataclasses.dataclass(frozen=True)
 class Break:
@@ -308,6 +303,7 @@ class Walk:
 
     def __init__(self, key: bytes | None, since: float | None) -> None:
         self.key, self.since = key, since
+        self._keyed, self._plain = Chain(key), Chain(None)
         self.previous: str | None = None
         self.checked = self.unchained = self.keyed = 0
 
@@ -321,7 +317,7 @@ class Walk:
                     "its chain was written with a key (HMAC-SHA-256); set REACTOR_AUDIT_KEY "
                     "to that key to verify it"
                 )
-            expected = Chain(self.key).link(self.previous, entry)
+            expected = self._keyed.link(self.previous, entry)
         elif stored.startswith(SHA256):
             if self.key is not None:
                 return (
@@ -329,7 +325,7 @@ class Walk:
                     "it: someone without REACTOR_AUDIT_KEY rewrote it, or a process without "
                     "the key wrote it (verify such a chain without the key)"
                 )
-            expected = Chain(None).link(self.previous, entry)
+            expected = self._plain.link(self.previous, entry)
         else:
             return "its hash is not one reactor writes (sha256:... or hmac-sha256:...)"
         if not hmac.compare_digest(expected, stored):
