@@ -10,6 +10,7 @@ name the entry; put back, the trail verifies again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -22,10 +23,11 @@ from psycopg.types.json import Jsonb
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from reactor._recording.chain import Report
+from reactor._signals.payloads import SuggestionDecided
 from reactor._signals.settings import database_location
 from reactor.service import DatabaseError, ObjectStore
 from reactor.service._objects.db import Database
-from reactor.service._objects.history import verify_database
+from reactor.service._objects.history import History, verify_database
 from tests.reactor.cli_support import cli_env, reactor_process
 from tests.reactor.databases import execute
 from tests.service.server import BOB, DATABASES, Server, ok, serving_on, wait_for
@@ -258,3 +260,31 @@ async def test_a_database_of_the_revision_before_chains_is_migrated_and_its_rows
         "processing_history: 0 entries chained",
         "object_events: 1 entry chained, 2 written before the trail was chained (not checked)",
     ]
+
+
+async def test_writers_in_two_stores_at_once_never_fork_a_chain(url: str) -> None:
+    """Two object stores on one database (as two serving processes): each chain stays one."""
+    decided: SuggestionDecided = {
+        "suggestion_id": "sug_1",
+        "object_id": None,
+        "object_version": None,
+        "force": False,
+        "actor": {"type": "user", "id": "alice"},
+    }
+    async with ObjectStore(url) as one, ObjectStore(url) as two:
+        assert one.db is not two.db
+
+        async def notes(objects: ObjectStore) -> None:
+            for n in range(30):
+                await objects.create("Note", {"n": n})
+
+        async def decisions(db: Database) -> None:
+            for _ in range(15):
+                await History(db).add("suggestion:rejected", decided)
+
+        await asyncio.gather(notes(one), notes(two), decisions(one.db), decisions(two.db))
+    report = Report()
+    verify_database(database_location(url), report, None)
+    assert report.broken is None
+    assert report.table("object_events").entries == 60
+    assert report.table("processing_history").entries == 30
