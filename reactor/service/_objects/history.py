@@ -23,6 +23,7 @@ page at a time.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -65,7 +66,10 @@ class RowChain:
     Call :meth:`add` with each row as inserted (``RETURNING`` :meth:`columns`), then
     :meth:`link` in the same transaction, under the lock that orders the table's
     writes. A change rolled back to a savepoint takes its rows out (:meth:`mark`,
-    :meth:`rollback`).
+    :meth:`rollback`). A writer that keeps its chain from one transaction to the next
+    says when one was committed (:meth:`committed`) or not (:meth:`discarded`): it then
+    knows the table's last row, and reads it again only when the first row it links
+    does not follow it (another process wrote since, or a transaction's ids went unused).
 
     Args:
         table: The chained table (its first primary key column orders it).
@@ -76,6 +80,8 @@ class RowChain:
         self.table, self.chain = table, chain
         self.key = next(iter(table.primary_key.columns))
         self.rows: list[tuple[int, bytes]] = []
+        self.head: tuple[int, str | None] | None = None  # the last row committed: id, hash
+        self._linked: tuple[int, str | None] | None = None
 
     @staticmethod
     def columns(table: sa.Table) -> list[sa.Column[Any]]:
@@ -101,21 +107,43 @@ class RowChain:
         if self.chain is None or not self.rows:
             return
         rows = sorted(self.rows)
-        key = self.key
-        previous = conn.scalar(
-            sa.select(self.table.c.hash).where(key < rows[0][0]).order_by(key.desc()).limit(1)
-        )
-        updates = []
+        self.rows.clear()
+        before, update = _statements(self.table, conn.dialect.paramstyle)
+        previous: str | None
+        if self.head is not None and self.head[0] + 1 == rows[0][0]:
+            previous = self.head[1]
+        else:
+            previous = conn.exec_driver_sql(before, (rows[0][0],)).scalar()
+        hashes = []
         for row_id, entry in rows:
             previous = self.chain.link(previous, entry)
-            updates.append({"row": row_id, "digest": previous})
-        conn.execute(
-            self.table.update()
-            .where(key == sa.bindparam("row"))
-            .values(hash=sa.bindparam("digest")),
-            updates,
-        )
+            hashes.append((previous, row_id))
+        conn.exec_driver_sql(update, hashes)
+        self._linked = (rows[-1][0], previous)
+
+    def committed(self) -> None:
+        """The transaction that linked the last rows committed: the last of them is the head."""
+        if self._linked is not None:
+            self.head, self._linked = self._linked, None
+
+    def discarded(self) -> None:
+        """The transaction did not commit: what it linked is not there."""
         self.rows.clear()
+        self._linked = None
+
+
+@functools.cache
+def _statements(table: sa.Table, paramstyle: str) -> tuple[str, str]:
+    """A chained table's two statements: the hash of the row before an id, a row's hash set.
+
+    Plain SQL in the driver's own style: the two run with every write, and SQLAlchemy's
+    statements cost more than the writes.
+    """
+    key, mark = next(iter(table.primary_key.columns)).name, "?" if paramstyle == "qmark" else "%s"
+    return (
+        f"SELECT hash FROM {table.name} WHERE {key} < {mark} ORDER BY {key} DESC LIMIT 1",
+        f"UPDATE {table.name} SET hash = {mark} WHERE {key} = {mark}",
+    )
 
 
 class HistoryEntry(pydantic.BaseModel):

@@ -100,6 +100,8 @@ class ObjectWrites:
     def __init__(self, db: Database, bus: SignalBus) -> None:
         self.db = db
         self.bus = bus
+        self.chain = RowChain(object_events, configured())
+        """The events' hash chain, linked by each group (its head kept between them)."""
         self._queue: list[tuple[Change, asyncio.Future[list[Outcome]]]] = []
         self._writer: asyncio.Task[None] | None = None
         self.listeners: list[Callable[[list[ObjectEvent]], object]] = []
@@ -132,14 +134,18 @@ class ObjectWrites:
             del self._queue[:MAX_GROUP]
             changes = [change for change, _ in group]
             try:
-                outcomes = await self.db.run_write(functools.partial(_apply_group, changes=changes))
+                outcomes = await self.db.run_write(
+                    functools.partial(_apply_group, changes=changes, chain=self.chain)
+                )
             except BaseException as exc:
+                self.chain.discarded()
                 for _, future in group:
                     if not future.done():
                         future.set_exception(exc if isinstance(exc, Exception) else _gone())
                 if not isinstance(exc, Exception):
                     raise
                 continue
+            self.chain.committed()
             stored = [
                 e for o in outcomes if isinstance(o, list) for e in o if isinstance(e, ObjectEvent)
             ]
@@ -165,12 +171,13 @@ def _gone() -> Exception:
     )
 
 
-def _apply_group(conn: sa.Connection, *, changes: list[Change]) -> list[list[Outcome] | Exception]:
+def _apply_group(
+    conn: sa.Connection, *, changes: list[Change], chain: RowChain
+) -> list[list[Outcome] | Exception]:
     """Apply each change in a savepoint of one transaction; its outcomes, or its error.
 
-    The events kept are linked into the events' chain at the end, in the transaction.
+    The events kept are linked into the events' ``chain`` at the end, in the transaction.
     """
-    chain = RowChain(object_events, configured())
     outcomes: list[list[Outcome] | Exception] = []
     if len(changes) == 1:  # alone: the transaction is its savepoint
         outcomes.append(_apply(conn, changes[0], chain))
