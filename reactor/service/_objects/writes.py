@@ -100,8 +100,9 @@ class ObjectWrites:
     def __init__(self, db: Database, bus: SignalBus) -> None:
         self.db = db
         self.bus = bus
-        self.chain = RowChain(object_events, configured())
-        """The events' hash chain, linked by each group (its head kept between them)."""
+        self.chain: RowChain | None = None
+        """The events' hash chain, linked by each group (its head kept between them);
+        made at the first write, as the settings say then."""
         self._queue: list[tuple[Change, asyncio.Future[list[Outcome]]]] = []
         self._writer: asyncio.Task[None] | None = None
         self.listeners: list[Callable[[list[ObjectEvent]], object]] = []
@@ -127,6 +128,25 @@ class ObjectWrites:
         if writer is not None and not writer.done():
             await asyncio.shield(writer)
 
+    async def _commit(self, changes: list[Change]) -> list[list[Outcome] | Exception]:
+        """One group's transaction, its events linked into their chain.
+
+        The chain is made at the first write, as the settings say then (a bad setting
+        fails that write, not the making of the store).
+        """
+        if self.chain is None:
+            self.chain = RowChain(object_events, configured())
+        chain = self.chain
+        try:
+            outcomes = await self.db.run_write(
+                functools.partial(_apply_group, changes=changes, chain=chain)
+            )
+        except BaseException:
+            chain.discarded()
+            raise
+        chain.committed()
+        return outcomes
+
     async def _write(self) -> None:
         """Write queued changes group after group, until none is queued."""
         while self._queue:
@@ -134,18 +154,14 @@ class ObjectWrites:
             del self._queue[:MAX_GROUP]
             changes = [change for change, _ in group]
             try:
-                outcomes = await self.db.run_write(
-                    functools.partial(_apply_group, changes=changes, chain=self.chain)
-                )
+                outcomes = await self._commit(changes)
             except BaseException as exc:
-                self.chain.discarded()
                 for _, future in group:
                     if not future.done():
                         future.set_exception(exc if isinstance(exc, Exception) else _gone())
                 if not isinstance(exc, Exception):
                     raise
                 continue
-            self.chain.committed()
             stored = [
                 e for o in outcomes if isinstance(o, list) for e in o if isinstance(e, ObjectEvent)
             ]
