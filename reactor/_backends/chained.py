@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from reactor._backends.sqlite_db import connect_readonly
 from reactor._recording.chain import Break, Report, Walk, signal_entry
 from reactor._recording.seals import HASH
 from reactor._signals.signal import Signal
@@ -225,8 +226,6 @@ def verify_store(
     if isinstance(where, str):
         _verify_postgres(where, report, key, run_id)
         return
-    from reactor._backends.sqlite_db import connect_readonly
-
     conn = connect_readonly(where)
     try:
         verify_runs(_fetch(conn), SQLITE, report, key, run_id)
@@ -251,13 +250,11 @@ def _verify_postgres(dsn: str, report: Report, key: bytes | None, run_id: str | 
 
     with connect(dsn) as conn:
         try:
+            version = 0
             found = conn.execute("SELECT to_regclass('reactor_schema')").fetchone()
-            row = (
-                conn.execute("SELECT max(version) FROM reactor_schema").fetchone()
-                if (found is not None and found[0] is not None)
-                else None
-            )
-            version = int(row[0]) if row is not None and row[0] is not None else 0
+            if found is not None and found[0] is not None:
+                row = conn.execute("SELECT max(version) FROM reactor_schema").fetchone()
+                version = int(row[0]) if row is not None and row[0] is not None else 0
             if version < SCHEMA_VERSION:
                 raise RecordingError(
                     f"The reactor tables in {shown(dsn)} are of schema {version}, before "
