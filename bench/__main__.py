@@ -11,6 +11,7 @@ from pathlib import Path
 from bench import (
     authority,
     bus,
+    chains,
     evaluation,
     feed,
     limits,
@@ -50,6 +51,7 @@ WORKLOADS = {
     "stream": stream.run,
     "workers": workers.run,
     "evaluation": evaluation.run,
+    "chain": chains.run,
 }
 
 

@@ -40,13 +40,13 @@ def record(count: int, kind: str, where: str) -> dict[str, float]:
     bus.subscribe("**", store.append)
     payload = {"agent": "writer", "content": "a token of text"}
     emit = bus.emit
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(count):
         emit("text:delta", payload, source="writer")
     store.flush()
-    elapsed = time.perf_counter() - start
+    elapsed, used = time.perf_counter() - start, time.process_time() - cpu
     store.close()
-    return {"seconds": elapsed, "peak_mb": peak_rss_kb() / 1024, "count": count}
+    return {"seconds": elapsed, "cpu": used, "peak_mb": peak_rss_kb() / 1024, "count": count}
 
 
 @contextmanager
@@ -61,8 +61,11 @@ def scratch_database() -> Iterator[str]:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-def measure(count: int, kind: str) -> dict[str, float]:
-    """Record ``count`` signals to a new database of ``kind`` in a subprocess."""
+def measure(count: int, kind: str, env: dict[str, str] | None = None) -> dict[str, float]:
+    """Record ``count`` signals to a new database of ``kind`` in a subprocess.
+
+    ``env``: variables set in the subprocess (``REACTOR_AUDIT_CHAIN``, say).
+    """
     with tempfile.TemporaryDirectory() as folder, ExitStack() as scratch:
         if kind == "postgres":
             where = scratch.enter_context(scratch_database())
@@ -73,6 +76,7 @@ def measure(count: int, kind: str) -> dict[str, float]:
             capture_output=True,
             text=True,
             check=True,
+            env={**os.environ, **(env or {})},
         ).stdout
     figures: dict[str, float] = json.loads(output)
     return figures

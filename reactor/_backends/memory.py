@@ -1,4 +1,9 @@
-"""Recordings in memory: for tests, notebooks and replaying within a process."""
+"""Recordings in memory: for tests, notebooks and replaying within a process.
+
+The runs kept here are not hash-chained (``reactor._recording.chain``): a chain shows
+an edit made behind the writer's back, in a database others can reach, and whoever can
+change this process's memory can change the code that would check a chain too.
+"""
 
 from __future__ import annotations
 

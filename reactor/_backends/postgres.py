@@ -30,6 +30,7 @@ from reactor._backends.postgres_db import (
 )
 from reactor._backends.postgres_read import Reads
 from reactor._backends.postgres_writer import STOP, Delivery, Fence, Request, write_loop
+from reactor._recording.chain import Heads, configured
 from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
 from reactor._recording.info import RunInfo, prune_bounds, retagged, runs_filter
 from reactor._recording.recording import Recording
@@ -134,6 +135,7 @@ class PostgresSignalStore(SignalStoreBase):
                             self.retry_for,
                             self._failures,
                             lambda: self.fence,
+                            Heads(configured()),
                         ),
                         name=f"reactor-recorder {self._shown}",
                         daemon=True,
@@ -365,7 +367,7 @@ class PostgresSignalStore(SignalStoreBase):
         """
         if self._writer is not None:
             self.flush()
-        return sound_tail(self, self._reads.load(run_id, tail=True))
+        return sound_tail(self, self._reads.load(run_id, tail=True), sealed=self._reads.seal)
 
     def runs(
         self,

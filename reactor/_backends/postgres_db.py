@@ -44,7 +44,7 @@ __all__ = [
     "signals_of",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 ASKING_INDEX = f"name IN ({', '.join(repr(name) for name in ASKING)})"
 """The predicate of the partial index of questions and timers (a query repeats it to use it)."""
@@ -162,6 +162,14 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "WHERE s.run_id = r.run_id",
         f"CREATE INDEX reactor_signals_asking ON reactor_signals (run_id, seq) "
         f"WHERE {ASKING_INDEX}",
+    ),
+    (
+        # 7: each run's signals hash-chained (reactor._recording.chain: a signal's
+        # hash), and when the store began to chain them: a signal written since without
+        # a hash had it removed. Signals written before keep no hash (verify says so).
+        "ALTER TABLE reactor_signals ADD COLUMN hash text",
+        "CREATE TABLE reactor_audit_chain (since double precision NOT NULL)",
+        "INSERT INTO reactor_audit_chain VALUES (extract(epoch FROM clock_timestamp()))",
     ),
 )
 """Schema version N is reached by running the first N groups of statements, in order."""

@@ -14,6 +14,7 @@ import psycopg
 import pydantic_core
 from psycopg_pool import ConnectionPool
 
+from reactor._backends.chained import POSTGRES, seal_problem
 from reactor._backends.paging import PageQuery, read_page
 from reactor._backends.postgres_db import (
     ASKING_INDEX,
@@ -24,6 +25,7 @@ from reactor._backends.postgres_db import (
     requests_of,
     signals_of,
 )
+from reactor._recording.chain import verifying_key
 from reactor._recording.info import RunInfo
 from reactor._recording.log import needed_seqs
 from reactor._recording.recording import Recording
@@ -129,6 +131,10 @@ class Reads:
         except ValueError as exc:
             raise self._damaged(run_id, "its state", exc) from exc
         return state if isinstance(state, dict) else None
+
+    def seal(self, snapshot: Signal) -> str | None:
+        """What is wrong with a snapshot's link in its run's chain (see ``_backends.chained``)."""
+        return seal_problem(self.query, POSTGRES, verifying_key(), snapshot)
 
     def load(self, run_id: str, *, tail: bool = False) -> Recording:
         """The whole run, or (``tail``) the run from its latest snapshot on.

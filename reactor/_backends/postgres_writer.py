@@ -8,8 +8,15 @@ with backoff on a fresh connection for ``retry_for`` seconds; the batch is kept 
 memory meanwhile, so nothing in it is lost. A write that still fails fails the runs
 of that batch, not the store: :class:`WriteFailures` marks them (nothing more of
 theirs is written, and what is not written is counted), and the next batch is tried
-afresh, so the store records again as soon as the database is back. Each kind of
+afresh, so the store records again as soon as the database is back. A batch that
+fails for what it holds (a value the database refuses: a NUL in a text column, say) is
+written again run by run, one transaction each, so that only the run whose entry
+cannot be written fails, and every other run's signals are written. Each kind of
 queued item has its own branch in :meth:`Batch.add` and its own step in :func:`write`.
+
+Each run's signals are hash-chained as they are written (``reactor._recording.chain``):
+a batch's transaction reads the head of each run the writer does not know yet, and
+the heads move on once it commits.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reactor._backends.tally import Tally
+from reactor._recording.chain import Heads
 from reactor._recording.info import RunInfo
 from reactor._recording.writes import Backlog, WriteFailures
 from reactor._signals.signal import Signal, json_fallback
@@ -41,7 +49,7 @@ write (their writer lost its right to: a worker whose lease was taken over)."""
 STOP = object()
 """Put on the queue to stop the writer after what is queued before it."""
 
-_COLUMNS = "run_id, seq, id, name, payload, timestamp, source, caused_by, depth"
+_COLUMNS = "run_id, seq, id, name, payload, timestamp, source, caused_by, depth, hash"
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MOST = 2.0
 
@@ -80,7 +88,7 @@ class Batch:
     def __init__(self, failures: WriteFailures) -> None:
         self.failures = failures
         self.touched: set[str] = set()
-        self.signals: list[tuple[Any, ...]] = []
+        self.signals: list[list[Any]] = []
         self.runs: dict[str, RunInfo] = {}
         self.requests: list[tuple[str, str, str, str]] = []
         self.tally = Tally()
@@ -88,6 +96,8 @@ class Batch:
         self.waiting: list[threading.Event] = []
         self.stop = False
         self.fence: Fence | None = None
+        self.heads: Heads | None = None
+        self.linked: dict[str, tuple[int, str | None]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.signals or self.runs or self.requests)
@@ -121,6 +131,19 @@ class Batch:
         """Signals per run in the batch (a run registered without signals counts 0)."""
         return {**dict.fromkeys(self.touched, 0), **self.tally.counts}
 
+    def only(self, run_id: str) -> Batch:
+        """What the batch writes of ``run_id`` alone (it is written again run by run)."""
+        one = Batch(self.failures)
+        one.touched = self.touched & {run_id}
+        one.signals = [row for row in self.signals if row[0] == run_id]
+        if run_id in self.runs:
+            one.runs[run_id] = self.runs[run_id]
+        one.requests = [row for row in self.requests if row[0] == run_id]
+        one.tally = self.tally.only(run_id)
+        one.delivered = [row for row in self.delivered if row[2] == run_id]
+        one.fence, one.heads = self.fence, self.heads
+        return one
+
     def drop(self, runs: set[str]) -> None:
         """Leave out everything of ``runs`` (the fence refused them)."""
         self.signals = [row for row in self.signals if row[0] not in runs]
@@ -146,7 +169,7 @@ class Batch:
             failures.lose({run_id: 1}, exc, store=False)
             return False
         self.signals.append(
-            (
+            [
                 run_id,
                 signal.seq,
                 signal.id,
@@ -156,7 +179,8 @@ class Batch:
                 signal.source,
                 signal.caused_by,
                 signal.depth,
-            )
+                None,  # its hash, set when the batch is linked
+            ]
         )
         self.tally.add(signal, run_id)
         return True
@@ -173,47 +197,68 @@ def write_loop(
     retry_for: float,
     failures: WriteFailures,
     fence: Callable[[], Fence | None] = lambda: None,
+    heads: Heads | None = None,
 ) -> None:
     """Drain the queue in batches until :data:`STOP`; each batch is one transaction.
 
     A batch that fails for good fails its runs (see :class:`WriteFailures`); later
     batches are written as usual, and flushes are always released. ``fence`` gives the
-    store's :data:`Fence`, if it has one. Runs waiting for room are let go as the
-    backlog goes down, and all of them when the writer stops.
+    store's :data:`Fence`, if it has one; ``heads``, the chains the writer links
+    (``None``: none). Runs waiting for room are let go as the backlog goes down, and
+    all of them when the writer stops.
     """
+    chains = heads if heads is not None else Heads(None)
     try:
-        _write_batches(pool, backlog, batch_size, retry_for, failures, fence)
+        while True:
+            batch = Batch(failures)
+            batch.fence, batch.heads = fence(), chains
+            taken = _take(backlog.queue, batch_size)
+            for item in taken:
+                batch.add(item)
+            backlog.taken(len(taken))
+            if batch:
+                _write_batch(pool, batch, retry_for)
+            backlog.written()
+            for done in batch.waiting:
+                done.set()
+            if batch.stop:
+                return
     finally:
         backlog.release()
 
 
-def _write_batches(
-    pool: ConnectionPool[Any],
-    backlog: Backlog,
-    batch_size: int,
-    retry_for: float,
-    failures: WriteFailures,
-    fence: Callable[[], Fence | None],
-) -> None:
-    while True:
-        batch = Batch(failures)
-        batch.fence = fence()
-        taken = _take(backlog.queue, batch_size)
-        for item in taken:
-            batch.add(item)
-        backlog.taken(len(taken))
-        if batch:
-            try:
-                write_with_retry(pool, batch, retry_for)
-            except Exception as exc:
-                failures.lose(batch.per_run(), exc)
-            else:
-                failures.wrote()
-        backlog.written()
-        for done in batch.waiting:
-            done.set()
-        if batch.stop:
+_DATA_ERRORS = (psycopg.DataError, psycopg.IntegrityError, ValueError, TypeError)
+"""What a batch fails with for what it holds (a value the database refuses), not for
+the database: such a batch is written again run by run."""
+
+
+def _write_batch(pool: ConnectionPool[Any], batch: Batch, retry_for: float) -> None:
+    """Write ``batch``, else each of its runs apart when it holds what cannot be written."""
+    failures = batch.failures
+    try:
+        write_with_retry(pool, batch, retry_for)
+    except Exception as exc:
+        runs = sorted(batch.per_run())
+        if not isinstance(exc, _DATA_ERRORS) or len(runs) < 2:
+            failures.lose(batch.per_run(), exc)
             return
+        for run_id in runs:
+            one = batch.only(run_id)
+            try:
+                write_with_retry(pool, one, retry_for)
+            except Exception as error:
+                failures.lose(one.per_run(), error, store=not isinstance(error, _DATA_ERRORS))
+            else:
+                _linked(one)
+    else:
+        _linked(batch)
+        failures.wrote()
+
+
+def _linked(batch: Batch) -> None:
+    """``batch`` is committed: its runs' chains go on from what it wrote."""
+    if batch.heads is not None:
+        batch.heads.keep(batch.linked)
 
 
 def _take(items: queue.SimpleQueue[object], most: int) -> list[object]:
@@ -317,7 +362,8 @@ def _write(conn: psycopg.Connection[Any], batch: Batch, *, duplicates: bool) -> 
                 "ON CONFLICT (run_id) DO NOTHING",
                 sorted(tally.firsts.items()),
             )
-            counts = _copy_signals(cur, batch, duplicates=duplicates)
+            rows = _chained(cur, batch)
+            counts = _copy_signals(cur, batch, rows, duplicates=duplicates)
             cur.executemany(
                 "UPDATE reactor_runs SET signals = signals + %s, "
                 "last_seq = GREATEST(last_seq, %s) WHERE run_id = %s",
@@ -392,16 +438,36 @@ def _run_of(row: tuple[str | None, str]) -> str:
     return row[1]
 
 
-def _copy_signals(cur: psycopg.Cursor[Any], batch: Batch, *, duplicates: bool) -> dict[str, int]:
+def _chained(cur: psycopg.Cursor[Any], batch: Batch) -> list[list[Any]]:
+    """The batch's signal rows with their hashes (the heads of runs it does not know read here)."""
+    if batch.heads is None:
+        return batch.signals
+
+    def lookup(run_ids: list[str]) -> dict[str, tuple[int, str | None]]:
+        cur.execute(
+            "SELECT r.run_id, s.seq, s.hash FROM unnest(%s::text[]) AS r (run_id) "
+            "CROSS JOIN LATERAL (SELECT seq, hash FROM reactor_signals "
+            "WHERE run_id = r.run_id ORDER BY seq DESC LIMIT 1) AS s",
+            (run_ids,),
+        )
+        return {run_id: (seq, digest) for run_id, seq, digest in cur.fetchall()}
+
+    batch.linked = batch.heads.link(batch.signals, lookup)
+    return batch.signals
+
+
+def _copy_signals(
+    cur: psycopg.Cursor[Any], batch: Batch, rows: list[list[Any]], *, duplicates: bool
+) -> dict[str, int]:
     if not duplicates:
         with cur.copy(f"COPY reactor_signals ({_COLUMNS}) FROM STDIN") as copy:
             write_row = copy.write_row
-            for row in batch.signals:
+            for row in rows:
                 write_row(row)
         return batch.tally.counts
     cur.execute("CREATE TEMPORARY TABLE reactor_incoming (LIKE reactor_signals) ON COMMIT DROP")
     with cur.copy(f"COPY reactor_incoming ({_COLUMNS}) FROM STDIN") as copy:
-        for row in batch.signals:
+        for row in rows:
             copy.write_row(row)
     cur.execute(
         f"INSERT INTO reactor_signals ({_COLUMNS}) SELECT {_COLUMNS} FROM reactor_incoming "

@@ -19,6 +19,7 @@ import pydantic_core
 from reactor._backends.sqlite_db import STATUS, WAKEUPS, prune_runs, retag_run
 from reactor._backends.sqlite_read import Connections, Reads
 from reactor._backends.sqlite_writer import STOP, Delivery, Request, write_loop
+from reactor._recording.chain import Heads, configured
 from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
 from reactor._recording.info import RunInfo, prune_bounds, retagged, runs_filter
 from reactor._recording.recording import Recording
@@ -124,6 +125,7 @@ class SQLiteSignalStore(SignalStoreBase):
                             weakref.ref(self),
                             self.timeout,
                             self._failures,
+                            Heads(configured()),
                         ),
                         name=f"reactor-recorder {self.path.name}",
                         daemon=True,
@@ -348,7 +350,7 @@ class SQLiteSignalStore(SignalStoreBase):
         """
         if self._writer is not None:
             self.flush()
-        return sound_tail(self, self._reads.load(run_id, tail=True))
+        return sound_tail(self, self._reads.load(run_id, tail=True), sealed=self._reads.seal)
 
     def runs(
         self,

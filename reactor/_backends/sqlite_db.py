@@ -37,7 +37,7 @@ __all__ = [
     "retag_run",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 ASKING_INDEX = f"name IN ({', '.join(repr(name) for name in ASKING)})"
 """The predicate of the partial index of questions and timers (a query repeats it to use it)."""
@@ -148,6 +148,12 @@ _MIGRATIONS = (
             FROM signals s WHERE s.run_id = runs.run_id AND s.name = '{PROVIDER_END}');
     CREATE INDEX IF NOT EXISTS signals_asking ON signals (run_id, seq) WHERE {ASKING_INDEX}
     """,
+    # 8: each run's signals hash-chained (reactor._recording.chain: a signal's hash),
+    # and when the store began to chain them: a signal written since without a hash
+    # had it removed. Signals written before keep no hash (verify says so).
+    "ALTER TABLE signals ADD COLUMN hash TEXT;"
+    "CREATE TABLE IF NOT EXISTS audit_chain (since REAL NOT NULL);"
+    "INSERT INTO audit_chain (since) VALUES ((julianday('now') - 2440587.5) * 86400.0)",
 )
 """Schema version N is reached by running the first N scripts, in order."""
 

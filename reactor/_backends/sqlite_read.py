@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from reactor._backends.chained import SQLITE, seal_problem
 from reactor._backends.paging import PageQuery, read_page
 from reactor._backends.sqlite_db import (
     ASKING_INDEX,
@@ -26,6 +27,7 @@ from reactor._backends.sqlite_db import (
     decode_signal,
     migrate,
 )
+from reactor._recording.chain import verifying_key
 from reactor._recording.info import RunInfo
 from reactor._recording.log import needed_seqs
 from reactor._recording.recording import Recording
@@ -180,6 +182,10 @@ class Reads:
                 "kept again as the run goes on."
             ) from exc
         return state if isinstance(state, dict) else None
+
+    def seal(self, snapshot: Signal) -> str | None:
+        """What is wrong with a snapshot's link in its run's chain (see ``_backends.chained``)."""
+        return seal_problem(self.query, SQLITE, verifying_key(), snapshot)
 
     def load(self, run_id: str, *, tail: bool = False) -> Recording:
         """The whole run, or (``tail``) the run from its latest snapshot on.

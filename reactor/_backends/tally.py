@@ -38,6 +38,8 @@ ASKING = (SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT, TIMER_SET, TIMER_FIRED
 """The signals a partial index finds without reading a log: questions and timers."""
 
 _NOTED = frozenset((HARNESS_START, HARNESS_END, PROVIDER_END, *ASKING))
+_PER_RUN = ("counts", "firsts", "last", "prompts", "ends", "spent", "started", "changes")
+"""The attributes of a :class:`Tally` that map run ids to what the batch adds."""
 
 
 class Timers:
@@ -76,6 +78,14 @@ class Timers:
         self.set = [row for row in self.set if row[0] not in runs]
         self.fired = [row for row in self.fired if row[0] not in runs]
         self.ended = [row for row in self.ended if row[0] not in runs]
+
+    def only(self, run_id: str) -> Timers:
+        """The timers of ``run_id`` alone."""
+        one = Timers()
+        one.set = [row for row in self.set if row[0] == run_id]
+        one.fired = [row for row in self.fired if row[0] == run_id]
+        one.ended = [row for row in self.ended if row[0] == run_id]
+        return one
 
 
 class Tally:
@@ -163,6 +173,16 @@ class Tally:
             for run_id in runs:
                 rows.pop(run_id, None)
         self.timers.drop(runs)
+
+    def only(self, run_id: str) -> Tally:
+        """What the batch adds to ``run_id``'s row alone (the batch is written run by run)."""
+        one = Tally()
+        for name in _PER_RUN:
+            rows = getattr(self, name)
+            if run_id in rows:
+                getattr(one, name)[run_id] = rows[run_id]
+        one.timers = self.timers.only(run_id)
+        return one
 
     def stateful(self) -> set[str]:
         """Runs whose state the batch changes without setting it anew (their row is read first)."""

@@ -6,7 +6,7 @@ show, diff), ``_eval`` (eval, runs tag; ``_eval_plan``, what it evaluates and wh
 ``migration._convert.cli`` (migrate); ``_load`` finds graphs and providers, ``_output``
 and ``_render`` draw with rich on a terminal and plain text elsewhere, ``_parser`` holds
 the arguments; ``_service`` and ``_workers`` are ``reactor serve``, ``reactor db`` and
-``reactor worker``.
+``reactor worker``; ``_audit`` is ``reactor audit verify``.
 
 May use: everything below it, :mod:`reactor.service` and :mod:`migration` included.
 """

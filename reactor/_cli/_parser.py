@@ -6,6 +6,7 @@ import argparse
 from typing import NoReturn
 
 import reactor
+from reactor._cli._audit import AUDIT_EXAMPLE, AUDIT_SUMMARY, add_audit_arguments, cmd_audit
 from reactor._cli._base import DB_ENV, db_argument, positive_arg
 from reactor._cli._eval import (
     EVAL_EXAMPLE,
@@ -273,6 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = command("migrate", migrate_cli.SUMMARY, migrate_cli.EXAMPLE)
     migrate_cli.add_arguments(migrate)
     migrate.set_defaults(handler=migrate_cli.run)
+
+    audit = command("audit", AUDIT_SUMMARY, AUDIT_EXAMPLE)
+    add_audit_arguments(audit)
+    audit.set_defaults(handler=cmd_audit)
 
     db = command("db", DB_SUMMARY, DB_EXAMPLE)
     add_db_arguments(db)

@@ -8,8 +8,9 @@ reactor asks of them, checked at the door), ``storebase`` (:class:`SignalStoreBa
 the optional members' defaults), ``inbox`` (messages posted to a run), ``writes``
 (for stores with a writer thread: the backlog runs wait on, the runs whose recording
 failed), ``seals`` (snapshots' hashes, and the check a reader makes), ``tail`` (a
-store's tail from its latest sound snapshot). The stores reactor ships are in
-``_backends``.
+store's tail from its latest sound snapshot), ``chain`` (hash chains: the link, the
+canonical form of an entry, and the check a verifier makes). The stores reactor
+ships are in ``_backends``.
 
 May use: ``_signals`` and :mod:`reactor.exceptions`.
 """

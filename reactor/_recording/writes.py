@@ -203,12 +203,18 @@ class WriteFailures:
         count, error = entry
         return RecordingError(
             f"Recording run {run_id} to {self.where} failed ({type(error).__name__}: "
-            f"{error}); {count} of its signals were not written, so its log stops where "
-            f"the failure began. {_advice(error)} The store retries by itself and records "
-            "the next runs once it can; resume this one with graph.resume(run_id, "
+            f"{_first_line(error)}); {count} of its signals were not written, so its log "
+            f"stops where the failure began. {_advice(error)} The store retries by itself and "
+            "records the next runs once it can; resume this one with graph.resume(run_id, "
             "record=store) or run it again.",
             unwritten=count,
         )
+
+
+def _first_line(error: BaseException) -> str:
+    """An error's text up to its first line's end (a database's error goes on with context)."""
+    text = str(error).strip()
+    return text.splitlines()[0].rstrip(".") if text else ""
 
 
 def _advice(error: BaseException) -> str:

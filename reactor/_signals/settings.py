@@ -344,10 +344,19 @@ def _claim(value: object) -> str:
     return text
 
 
+def _secret(value: object) -> pydantic.SecretStr:
+    if isinstance(value, pydantic.SecretStr):
+        return value
+    text = _text(value)
+    if len(text.encode()) < 16:
+        raise ValueError("must be a secret of at least 16 bytes (e.g. `openssl rand -hex 32`)")
+    return pydantic.SecretStr(text)
+
+
 Whole = Annotated[int, pydantic.BeforeValidator(_whole)]
 Switch = Annotated[bool, pydantic.BeforeValidator(_switch)]
 Seconds = Annotated[float, pydantic.BeforeValidator(_seconds)]
-_SECRET = {"api_tokens"}
+_SECRET = {"api_tokens", "audit_key"}
 _URLS = {"db", "service_db", "redis_url"}
 
 
@@ -392,6 +401,8 @@ class Settings(BaseSettings):
         spend_cap_usd: ``REACTOR_SPEND_CAP_USD``: what the reaction agents' model calls
             may cost together per period; past it their events are held.
         spend_cap_per: ``REACTOR_SPEND_CAP_PER``: that period (an hour by default).
+        audit_key: ``REACTOR_AUDIT_KEY``: the key of the hash chains (HMAC-SHA-256; a secret).
+        audit_chain: ``REACTOR_AUDIT_CHAIN``: whether what is written is hash-chained.
     """
 
     model_config = SettingsConfigDict(
@@ -484,6 +495,12 @@ class Settings(BaseSettings):
     spend_cap_per: Annotated[timedelta, pydantic.BeforeValidator(_duration)] = pydantic.Field(
         timedelta(hours=1), description="the period of REACTOR_SPEND_CAP_USD"
     )
+    audit_key: Annotated[pydantic.SecretStr | None, pydantic.BeforeValidator(_secret)] = (
+        pydantic.Field(None, description="the key the hash chains are made with", repr=False)
+    )
+    audit_chain: Switch = pydantic.Field(
+        True, description="hash-chain the signals, the processing history and object events"
+    )
 
     _options: frozenset[str] = pydantic.PrivateAttr(frozenset())
 
@@ -556,6 +573,8 @@ class Settings(BaseSettings):
         value = getattr(self, field)
         if value is None or value == ():
             return "(not set)"
+        if field == "audit_key":
+            return "*** (set)"
         if field in _SECRET:
             text = value.get_secret_value()
             pairs = sum(1 for e in text.replace("\n", ",").split(",") if e.split("#")[0].strip())

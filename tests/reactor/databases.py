@@ -96,7 +96,11 @@ def execute(dsn: str, statement: str, params: tuple[Any, ...] = ()) -> list[tupl
         return cursor.fetchall() if cursor.description else []
 
 
+SQLITE_SINCE_7 = ("ALTER TABLE signals DROP COLUMN hash", "DROP TABLE audit_chain")
+"""What schema 8 of a SQLite store added: undone, a file is as version 7 wrote it."""
+
 SQLITE_SINCE_6 = (
+    *SQLITE_SINCE_7,
     "DROP INDEX signals_asking",
     "ALTER TABLE runs DROP COLUMN last_seq",
     "ALTER TABLE runs DROP COLUMN input_tokens",
@@ -106,7 +110,14 @@ SQLITE_SINCE_6 = (
 )
 """What schema 7 of a SQLite store added: undone, a file is as version 6 wrote it."""
 
+POSTGRES_SINCE_6 = (
+    "ALTER TABLE reactor_signals DROP COLUMN hash",
+    "DROP TABLE reactor_audit_chain",
+)
+"""What schema 7 of a PostgreSQL store added: undone, the tables are as version 6 wrote them."""
+
 POSTGRES_SINCE_5 = (
+    *POSTGRES_SINCE_6,
     "DROP INDEX reactor_signals_asking",
     "ALTER TABLE reactor_runs DROP COLUMN last_seq",
     "ALTER TABLE reactor_runs DROP COLUMN input_tokens",

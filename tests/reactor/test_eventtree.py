@@ -201,7 +201,7 @@ def test_a_version_3_sqlite_store_is_upgraded_to_keep_parent_runs(tmp_path: Path
         [info] = store.runs()
     assert info.parent_run_id == "run_parent"
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (7,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (8,)
 
 
 @pytest.mark.parametrize("kind", ["task", "phase"])

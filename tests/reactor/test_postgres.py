@@ -97,7 +97,7 @@ def test_a_newer_schema_is_refused(postgres_dsn: str) -> None:
     execute(postgres_dsn, "UPDATE reactor_schema SET version = 99")
     message = (
         f"The reactor tables in {postgres_dsn} were written by a newer reactor (schema 99, "
-        "this one reads 6); upgrade reactor to read them."
+        "this one reads 7); upgrade reactor to read them."
     )
     with pytest.raises(RecordingError, match=f"^{re.escape(message)}$"):
         PostgresSignalStore(postgres_dsn)
@@ -116,6 +116,7 @@ def test_the_store_keeps_to_its_own_tables_beside_an_application(postgres_dsn: s
         "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
     )
     assert [row[0] for row in tables] == [
+        "reactor_audit_chain",
         "reactor_inbox",
         "reactor_requests",
         "reactor_run_tags",
@@ -158,7 +159,7 @@ def test_stores_opening_a_new_database_at_once_make_the_tables_once(postgres_dsn
     for thread in threads:
         thread.join()
     assert errors == []
-    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(6,)]
+    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(7,)]
 
 
 RECORDER = """

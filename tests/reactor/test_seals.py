@@ -50,6 +50,15 @@ UNSEAL = ("json_remove(payload, '$.hash')", "(payload::jsonb - 'hash')::json")
 """A snapshot as one recorded before snapshots were sealed (no hash)."""
 
 
+def unchain(place: StorePlace, run_id: str) -> None:
+    """Make the run's log as one recorded before logs were hash-chained (no hashes)."""
+    if place.kind == "sqlite":
+        with sqlite3.connect(place.where) as conn:
+            conn.execute("UPDATE signals SET hash = NULL WHERE run_id = ?", (run_id,))
+    else:
+        execute(place.where, "UPDATE reactor_signals SET hash = NULL WHERE run_id = %s", (run_id,))
+
+
 def change(place: StorePlace, run_id: str, new_payload: tuple[str, str], *seqs: int) -> None:
     """Set the payload of the run's signals ``seqs`` (default: every snapshot) with SQL."""
     sqlite_sql, postgres_sql = new_payload
@@ -182,6 +191,7 @@ def test_state_at_skips_a_changed_snapshot(store_place: StorePlace, how: str) ->
 
 def test_an_unsealed_snapshot_recorded_before_hashes_is_trusted(store_place: StorePlace) -> None:
     run_id, latest = crashed_mid_count(store_place)
+    unchain(store_place, run_id)
     change(store_place, run_id, UNSEAL)
     with capture_logs() as logs, store_place.open() as store:
         tail = store.load_tail(run_id)
@@ -197,6 +207,7 @@ def test_an_unsealed_snapshot_of_the_wrong_shape_is_skipped(
     store_place: StorePlace, how: str
 ) -> None:
     run_id, latest = crashed_mid_count(store_place)
+    unchain(store_place, run_id)
     change(store_place, run_id, UNSEAL)
     change(store_place, run_id, CHANGES[how], latest)
     with capture_logs() as logs, store_place.open() as store:

@@ -53,6 +53,8 @@ DEFAULTS: dict[str, Any] = {
     "REACTOR_HANDLER_THREADS": 32,
     "REACTOR_SPEND_CAP_USD": None,
     "REACTOR_SPEND_CAP_PER": timedelta(hours=1),
+    "REACTOR_AUDIT_KEY": None,
+    "REACTOR_AUDIT_CHAIN": True,
 }
 """Every variable and its default: the list docs/configuration.md documents."""
 
@@ -104,6 +106,7 @@ def test_docs_configuration_lists_every_variable_with_its_default() -> None:
         pytest.param("REACTOR_HANDLER_THREADS", "4", 4, id="threads"),
         pytest.param("REACTOR_SPEND_CAP_USD", "12.5", 12.5, id="spend-cap"),
         pytest.param("REACTOR_SPEND_CAP_PER", "1d", timedelta(days=1), id="spend-period"),
+        pytest.param("REACTOR_AUDIT_CHAIN", "off", False, id="chain-off"),
     ],
 )
 def test_each_variable_is_read_typed(variable: str, text: str, value: object) -> None:
@@ -191,6 +194,21 @@ def test_secrets_are_masked_where_the_settings_are_shown() -> None:
     assert shown["REACTOR_SERVICE_DB"] == "postgresql://app:***@db.internal:5432/app"
     assert shown["REACTOR_REDIS_URL"] == "redis://:***@cache:6379/0"
     assert not re.search("s3cret|0ther|pa55word|r3dis", repr(config) + str(shown))
+
+
+def test_the_audit_key_is_a_secret_of_at_least_16_bytes() -> None:
+    config = Settings.from_environ({"REACTOR_AUDIT_KEY": "k3y-0f-the-chain-s3cret"})
+    assert config.audit_key is not None
+    assert config.audit_key.get_secret_value() == "k3y-0f-the-chain-s3cret"
+    shown = {name: value for name, value, _ in config.effective()}
+    assert shown["REACTOR_AUDIT_KEY"] == "*** (set)"
+    assert "k3y" not in repr(config) + str(shown)
+    with pytest.raises(ServiceConfigError) as raised:
+        Settings.from_environ({"REACTOR_AUDIT_KEY": "sh0rt"})
+    assert str(raised.value) == (
+        "REACTOR_AUDIT_KEY='***': must be a secret of at least 16 bytes (e.g. `openssl rand "
+        "-hex 32`)"
+    )
 
 
 def test_options_win_over_the_environment_and_say_so() -> None:

@@ -457,7 +457,7 @@ def test_a_version_5_sqlite_store_is_upgraded_and_keeps_its_runs_and_inbox(
         later = store.post(done.run_id, "ping", at=at)
         assert [m.message_id for m in store.scheduled([done.run_id])] == [later]
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (7,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (8,)
 
 
 def test_a_version_4_postgres_store_is_upgraded_and_keeps_its_runs_and_inbox(
@@ -481,7 +481,7 @@ def test_a_version_4_postgres_store_is_upgraded_and_keeps_its_runs_and_inbox(
         at = datetime.now(UTC) + timedelta(hours=1)
         later = store.post(done.run_id, "ping", at=at)
         assert [m.message_id for m in store.scheduled([done.run_id])] == [later]
-    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(6,)]
+    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(7,)]
 
 
 async def _gives_up(ctx: AgentContext[Any]) -> Any:

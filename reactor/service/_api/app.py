@@ -36,6 +36,7 @@ from reactor.exceptions import ServiceConfigError
 from reactor.service._access.authenticators import Authenticator, LocalAuth
 from reactor.service._access.tokens import TokenAuth
 from reactor.service._api.agents import router as agents_router
+from reactor.service._api.audit import router as audit_router
 from reactor.service._api.base import PUBLIC, State, install_errors
 from reactor.service._api.compare import router as compare_router
 from reactor.service._api.follow import Streams, StreamSettings
@@ -202,6 +203,7 @@ def create_app(
         resumes_router,
         events_router,
         ws_router,
+        audit_router,
     ):
         app.include_router(router)
     _docs(app)

@@ -61,7 +61,7 @@ from reactor.exceptions import (
 )
 from reactor.service._access.authenticators import Authenticator, NotAuthenticated
 from reactor.service._access.roles import RoleGate, denied
-from reactor.service._api.accesslog import CALLER
+from reactor.service._api.guard import CALLER
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.values import Principal, Role
 

@@ -1,4 +1,4 @@
-"""What every request passes before it reaches a route: hosts, origins, bodies.
+"""What every request passes before it reaches a route (hosts, origins, bodies), and its log line.
 
 A service without tokens trusts its callers to be on this machine; a web page in a
 browser is on this machine too. So, with tokens or without:
@@ -22,23 +22,42 @@ browser is on this machine too. So, with tokens or without:
 |---|---|---|
 | ``REACTOR_ALLOWED_HOSTS`` | more host names it answers to, comma-separated (``*``: any) | none |
 | ``REACTOR_MAX_BODY`` | the largest request body, in bytes | ``1048576`` |
+
+uvicorn's own access lines are plain text with neither the time taken nor the caller;
+:class:`AccessLog` replaces them (``reactor serve`` turns uvicorn's off) with an event
+``request`` at ``info`` on the logger ``reactor.access``, whose fields are:
+
+| field | what |
+|---|---|
+| ``method`` | ``GET``, ``POST``, ... |
+| ``path`` | the path, without the query string (which may carry what is not to be logged) |
+| ``status`` | the response's status (``500`` if the app failed before it answered) |
+| ``duration_ms`` | from the request to the response's last byte (a stream's whole life) |
+| ``user`` | the authenticated caller's user id, when the route authenticated one |
+| ``client`` | ``host:port`` of the peer (the proxy's forwarded address, if trusted) |
+
+The line is written once the response has been sent (or the app failed, or the client
+went away): a stream is logged when it ends.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reactor._signals.diagnostics import log
 from reactor._signals.door import check_payload, check_text
 from reactor._signals.settings import settings_from
 from reactor.exceptions import PayloadError
+from reactor.service._objects.values import User
 
-__all__ = ["ALLOWED_HOSTS_ENV", "MAX_BODY_ENV", "Guard", "GuardSettings"]
+__all__ = ["ALLOWED_HOSTS_ENV", "CALLER", "MAX_BODY_ENV", "AccessLog", "Guard", "GuardSettings"]
 
 ALLOWED_HOSTS_ENV = "REACTOR_ALLOWED_HOSTS"
 MAX_BODY_ENV = "REACTOR_MAX_BODY"
@@ -262,3 +281,51 @@ async def _answer(scope: Scope, send: Send, status: int, detail: str) -> None:
     message: dict[str, Any] = {"type": "http.response.start", "status": status, "headers": head}
     await send(message)
     await send({"type": "http.response.body", "body": body})
+
+
+CALLER = "caller"
+"""The key of the request's state (``scope["state"]``) under which the API notes its
+authenticated :class:`User` (``base.user_of``), for the access line."""
+
+
+class AccessLog:
+    """ASGI middleware: an access line per HTTP request (see the module's docstring).
+
+    Args:
+        app: The ASGI app it wraps (WebSockets and the lifespan pass through unlogged:
+            uvicorn says when a WebSocket opens and closes).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+        state: dict[str, Any] = scope.setdefault("state", {})  # the routes' request.state
+        status = 500  # what the server answers for an app that fails before answering
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            fields: dict[str, Any] = {
+                "method": scope["method"],
+                "path": scope["path"],
+                "status": status,
+                "duration_ms": round((time.perf_counter() - began) * 1000, 3),
+            }
+            caller = state.get(CALLER)
+            if isinstance(caller, User):
+                fields["user"] = caller.id
+            client = scope.get("client")
+            if client:
+                fields["client"] = f"{client[0]}:{client[1]}"
+            log("reactor.access", "info", "request", **fields)

@@ -35,8 +35,8 @@ from reactor._signals.settings import Settings, settings
 from reactor.exceptions import ServiceConfigError
 from reactor.service._access.authenticators import Authenticator, LocalAuth
 from reactor.service._access.tokens import TokenAuth
-from reactor.service._api.accesslog import AccessLog
 from reactor.service._api.app import Lifecycle, create_app
+from reactor.service._api.guard import AccessLog
 from reactor.service._hosting.service import ReactionService
 from reactor.service._hosting.telemetry import telemetry_from_env
 from reactor.service._objects.db import DEFAULT_URL

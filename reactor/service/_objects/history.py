@@ -1,4 +1,4 @@
-"""The processing log's history: what people decided about agents' work, for audit.
+"""The processing log's history, and the hash chains of the service's audit trail.
 
 The processing log says what became of each event an agent was given; its history says
 what a person decided about what the agent proposed: ``suggestion:decided``, with its
@@ -11,21 +11,141 @@ approval's changes of objects (when the service keeps its tables in the objects'
 database, the default; otherwise right after them). So the history never shows an
 approval whose changes were not applied (a stale one refused, say). Rows are never
 changed or deleted.
+
+The history and the object events are each a hash chain (``reactor._recording.chain``:
+each row's ``hash`` links it to the row before it in id order), linked in the
+transaction that writes the rows, under the lock that orders that table's writes, so
+that two writers, in any number of processes, never fork a chain: object writes take
+theirs (``Database.run_write``: the write lock of SQLite, an advisory lock on
+PostgreSQL) and the history takes :data:`_HISTORY_LOCK` on PostgreSQL. A row is
+inserted, read back as the database holds it (``RETURNING``), and its hash set from
+the previous row's: :class:`RowChain`. :func:`verify_tables` checks both chains, a
+page at a time.
 """
 
 from __future__ import annotations
 
+import functools
+import sqlite3
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pydantic
 import sqlalchemy as sa
 
+from reactor._recording.chain import Break, Chain, Report, Walk, configured, row_entry
 from reactor._signals.payloads import SuggestionDecided
-from reactor.service._objects.db import Database
-from reactor.service._objects.schema import processing_history
+from reactor.exceptions import DatabaseError
+from reactor.service._objects.db import Database, describe_url
+from reactor.service._objects.schema import audit_chains, object_events, processing_history
 
-__all__ = ["History", "HistoryEntry", "history_row"]
+__all__ = [
+    "CHAINED",
+    "History",
+    "HistoryEntry",
+    "RowChain",
+    "history_row",
+    "verify_database",
+    "verify_tables",
+]
+
+_HISTORY_LOCK = 0x52454145
+"""The PostgreSQL advisory lock key that orders writes of the history ("REAE")."""
+
+PAGE = 1_000
+"""Rows read at a time when verifying."""
+
+
+def _chained_columns(table: sa.Table) -> list[sa.Column[Any]]:
+    return [column for column in table.c if column.name != "hash"]
+
+
+class RowChain:
+    """The rows of one table a transaction writes, linked into the table's chain.
+
+    Call :meth:`add` with each row as inserted (``RETURNING`` :meth:`columns`), then
+    :meth:`link` in the same transaction, under the lock that orders the table's
+    writes. A change rolled back to a savepoint takes its rows out (:meth:`mark`,
+    :meth:`rollback`). A writer that keeps its chain from one transaction to the next
+    says when one was committed (:meth:`committed`) or not (:meth:`discarded`): it then
+    knows the table's last row, and reads it again only when the first row it links
+    does not follow it (another process wrote since, or a transaction's ids went unused).
+
+    Args:
+        table: The chained table (its first primary key column orders it).
+        chain: How to link (``None``: chaining is off, nothing is linked).
+    """
+
+    def __init__(self, table: sa.Table, chain: Chain | None) -> None:
+        self.table, self.chain = table, chain
+        self.key = next(iter(table.primary_key.columns))
+        self.rows: list[tuple[int, bytes]] = []
+        self.head: tuple[int, str | None] | None = None  # the last row committed: id, hash
+        self._linked: tuple[int, str | None] | None = None
+
+    @staticmethod
+    def columns(table: sa.Table) -> list[sa.Column[Any]]:
+        """What an insert returns for :meth:`add`: every column but ``hash``."""
+        return _chained_columns(table)
+
+    def add(self, row: sa.Row[Any]) -> None:
+        """Take a row just inserted, as the database returned it."""
+        if self.chain is not None:
+            fields = dict(row._mapping)
+            self.rows.append((int(fields[self.key.name]), row_entry(fields)))
+
+    def mark(self) -> int:
+        """Where the rows stand (before a savepoint)."""
+        return len(self.rows)
+
+    def rollback(self, mark: int) -> None:
+        """Forget the rows taken since ``mark`` (their savepoint was rolled back)."""
+        del self.rows[mark:]
+
+    def link(self, conn: sa.Connection) -> None:
+        """Set the hash of each row taken, in id order, from the row before the first."""
+        if self.chain is None or not self.rows:
+            return
+        rows = sorted(self.rows)
+        self.rows.clear()
+        before, update = _statements(self.table, conn.dialect.paramstyle)
+        previous: str | None
+        if self.head is not None and self.head[0] + 1 == rows[0][0]:
+            previous = self.head[1]
+        else:
+            previous = conn.exec_driver_sql(before, (rows[0][0],)).scalar()
+        hashes = []
+        for row_id, entry in rows:
+            previous = self.chain.link(previous, entry)
+            hashes.append((previous, row_id))
+        conn.exec_driver_sql(update, hashes)
+        self._linked = (rows[-1][0], previous)
+
+    def committed(self) -> None:
+        """The transaction that linked the last rows committed: the last of them is the head."""
+        if self._linked is not None:
+            self.head, self._linked = self._linked, None
+
+    def discarded(self) -> None:
+        """The transaction did not commit: what it linked is not there."""
+        self.rows.clear()
+        self._linked = None
+
+
+@functools.cache
+def _statements(table: sa.Table, paramstyle: str) -> tuple[str, str]:
+    """A chained table's two statements: the hash of the row before an id, a row's hash set.
+
+    Plain SQL in the driver's own style: the two run with every write, and SQLAlchemy's
+    statements cost more than the writes.
+    """
+    key, mark = next(iter(table.primary_key.columns)).name, "?" if paramstyle == "qmark" else "%s"
+    return (
+        f"SELECT hash FROM {table.name} WHERE {key} < {mark} ORDER BY {key} DESC LIMIT 1",
+        f"UPDATE {table.name} SET hash = {mark} WHERE {key} = {mark}",
+    )
 
 
 class HistoryEntry(pydantic.BaseModel):
@@ -50,15 +170,33 @@ class HistoryEntry(pydantic.BaseModel):
     created_at: datetime
 
 
-def history_row(name: str, decided: SuggestionDecided) -> sa.Insert:
-    """The statement that writes one decision (run it in the deciding transaction)."""
-    return processing_history.insert().values(
-        name=name,
-        suggestion_id=decided["suggestion_id"],
-        object_id=decided["object_id"],
-        payload=dict(decided),
-        created_at=datetime.now(UTC),
-    )
+_INSERT_HISTORY = processing_history.insert().returning(*_chained_columns(processing_history))
+
+
+def history_row(name: str, decided: SuggestionDecided) -> Callable[[sa.Connection], None]:
+    """The write of one decision: call it with the deciding transaction's connection.
+
+    The row is linked into the history's chain there, under the history's lock.
+    """
+
+    def write(conn: sa.Connection) -> None:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_HISTORY_LOCK)))
+        chain = RowChain(processing_history, configured())
+        row = conn.execute(
+            _INSERT_HISTORY,
+            {
+                "name": name,
+                "suggestion_id": decided["suggestion_id"],
+                "object_id": decided["object_id"],
+                "payload": dict(decided),
+                "created_at": datetime.now(UTC),
+            },
+        ).one()
+        chain.add(row)
+        chain.link(conn)
+
+    return write
 
 
 class History:
@@ -70,7 +208,7 @@ class History:
     async def add(self, name: str, decided: SuggestionDecided) -> None:
         """Write one decision in a transaction of its own."""
         async with self.db.write() as conn:
-            await conn.execute(history_row(name, decided))
+            await conn.run_sync(history_row(name, decided))
 
     async def list(
         self,
@@ -111,3 +249,85 @@ class History:
             )
             for row in rows
         ]
+
+
+CHAINED = (processing_history, object_events)
+"""The service's hash-chained tables."""
+
+
+def verify_tables(conn: sa.Connection, report: Report, key: bytes | None) -> None:
+    """Check the chains of the history and the object events into ``report``, page by page.
+
+    Stops at the first row that fails its check (``report.broken``).
+    """
+    since: Mapping[str, datetime] = {
+        row.table_name: row.since for row in conn.execute(sa.select(audit_chains))
+    }
+    for table in CHAINED:
+        began = since.get(table.name)
+        if began is None:
+            report.broken = Break(
+                audit_chains.name,
+                table.name,
+                None,
+                None,
+                f"the record of when {table.name} began to be chained was removed, so a row "
+                "without a hash cannot be told from one whose hash was removed",
+            )
+            return
+        walk = Walk(key, began.timestamp())
+        report.broken = _verify_table(conn, table, walk)
+        if report.broken is not None:
+            return
+        report.table(table.name).add(walk)
+
+
+def _verify_table(conn: sa.Connection, table: sa.Table, walk: Walk) -> Break | None:
+    key = next(iter(table.primary_key.columns))
+    after = 0
+    while True:
+        page = conn.execute(sa.select(table).where(key > after).order_by(key).limit(PAGE)).all()
+        for row in page:
+            fields = row._mapping
+            entry = row_entry({name: fields[name] for name in fields if name != "hash"})
+            problem = walk.step(fields["hash"], entry, fields["created_at"].timestamp())
+            if problem is not None:
+                return Break(table.name, fields[key.name], None, None, problem)
+            after = fields[key.name]
+        if len(page) < PAGE:
+            return None
+
+
+def verify_database(where: Path | str, report: Report, key: bytes | None) -> None:
+    """Check the chains of the service database at ``where`` (a SQLite file, a URL), read only.
+
+    Raises:
+        DatabaseError: The database cannot be read, or its tables are of a revision
+            before the chains (``reactor db upgrade`` brings them up to date).
+    """
+    if isinstance(where, Path):
+        uri = f"{where.resolve().as_uri()}?mode=ro"
+        engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
+        shown = str(where)
+    else:
+        url = sa.make_url(where)
+        engine = sa.create_engine(url.set(drivername="postgresql+psycopg"))
+        shown = describe_url(where)
+    try:
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            chained = inspector.has_table(audit_chains.name) and all(
+                "hash" in {column["name"] for column in inspector.get_columns(table.name)}
+                for table in CHAINED
+            )
+            if not chained:
+                raise DatabaseError(
+                    f"The service's tables in {shown} are of a revision before they were "
+                    f"hash-chained; run `reactor db upgrade --db {shown}` first."
+                )
+            verify_tables(conn, report, key)
+    except sa.exc.SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise DatabaseError(f"Reading the service's tables in {shown} failed ({reason}).") from exc
+    finally:
+        engine.dispose()

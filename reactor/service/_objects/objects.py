@@ -183,7 +183,7 @@ class ObjectStore:
         approved_by: User | AgentActor | None = None,
         expect: Mapping[str, int] | None = None,
         stale: Callable[[int | None], Exception] | None = None,
-        also: Sequence[sa.Executable] = (),
+        also: Sequence[Callable[[sa.Connection], object]] = (),
     ) -> builtins.list[ObjectEvent]:
         """Apply several changes in one transaction: all of them, or (on an error) none.
 
@@ -195,9 +195,9 @@ class ObjectStore:
                 same transaction: otherwise nothing is applied and ``stale(current)``
                 is raised (``current`` is ``None`` for a deleted object).
             stale: Makes the error of an unmet ``expect``.
-            also: Statements of the service's own tables (in this database) written in
-                the same transaction: an approval's line of the processing log's
-                history.
+            also: Writes of the service's own tables (in this database) made in the
+                same transaction, each called with its connection: an approval's line
+                of the processing log's history.
 
         Returns:
             The stored events, in order (an update that changes nothing has none).
@@ -220,7 +220,7 @@ class ObjectStore:
         approved_by: User | AgentActor | None = None,
         expect: Mapping[str, int] | None = None,
         stale: Callable[[int | None], Exception] | None = None,
-        also: Sequence[sa.Executable] = (),
+        also: Sequence[Callable[[sa.Connection], object]] = (),
     ) -> builtins.list[Outcome]:
         who = actor if actor is not None else actor_from_context(current_actor())
         await self.open()

@@ -28,6 +28,7 @@ __all__ = [
     "admission_buckets",
     "agent_runs",
     "agents",
+    "audit_chains",
     "blocked_runs",
     "cron_ticks",
     "metadata",
@@ -135,6 +136,7 @@ object_events = sa.Table(
     sa.Column("object_created_at", Timestamp, nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("cause", JSONType),  # the reaction that made it: run_id, agent, depth, chain
+    sa.Column("hash", sa.String(100)),  # its link in the table's hash chain (history.py)
     sa.CheckConstraint(_in("event", _EVENTS), name="event"),
     sa.Index(None, "object_id", "version"),
 )
@@ -238,12 +240,22 @@ processing_history = sa.Table(
     sa.Column("object_id", sa.String(64)),
     sa.Column("payload", JSONType, nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("hash", sa.String(100)),  # its link in the table's hash chain (history.py)
     sa.Index(None, "suggestion_id"),
     sa.Index(None, "object_id"),
 )
 """The processing log's history: what people decided about agents' work (approving or
 rejecting a suggestion, with who, when and on which version), one row per decision,
 never changed: the audit trail of the service's side of the log."""
+
+audit_chains = sa.Table(
+    "audit_chains",
+    metadata,
+    sa.Column("table_name", sa.String(64), primary_key=True),
+    sa.Column("since", Timestamp, nullable=False),
+)
+"""When each hash-chained table (``processing_history``, ``object_events``) began to be
+chained: a row of it written since without a hash had its hash removed."""
 
 suggestions = sa.Table(
     "suggestions",

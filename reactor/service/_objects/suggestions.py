@@ -178,7 +178,7 @@ class Suggestions:
                 )
             ).first()
             if row is not None and decided is not None:
-                await conn.execute(history_row(*decided))
+                await conn.run_sync(history_row(*decided))
         if row is not None:
             return suggestion_from_row(row)
         raise resolved_error(await self.get(suggestion_id))
@@ -241,7 +241,7 @@ class Suggestions:
                     update={"status": "completed", "resolved_at": now, "resolved_by": who}
                 )
             else:
-                await conn.execute(history_row(*decided(current, approvals, completes)))
+                await conn.run_sync(history_row(*decided(current, approvals, completes)))
             approved = await _approvals(conn, [suggestion_id])
         return Counted(_with(current, approved), approvals, completes)
 

@@ -15,6 +15,10 @@ the version stays, and its caller gets the object as it is.
 On an SQLite file the whole transaction runs in one call to the database's writer
 thread (:meth:`Database.run_write`): one thread hop per group instead of several per
 statement.
+
+The events are hash-chained (``history.RowChain``): each event stored is read back as
+inserted, and at the end of the group's transaction (under the lock that orders object
+writes) the events of the changes that were kept are linked in id order.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from reactor._recording.chain import configured
 from reactor._signals.bus import SignalBus
 from reactor._signals.frozen import freeze_payload
 from reactor.exceptions import ObjectValidationError, ServiceStateError
 from reactor.service._objects.changes import Create, Delete, Operation, Update
 from reactor.service._objects.db import Database
+from reactor.service._objects.history import RowChain
 from reactor.service._objects.rows import object_from_row
 from reactor.service._objects.schema import object_events, objects
 from reactor.service._objects.values import (
@@ -68,8 +74,8 @@ class Change:
         cause: The reaction making them, if one is.
         not_found: Makes the error of an unknown object id.
         validate: Validates an object's data for its type (updates merge first).
-        also: Statements written in the same transaction, after the operations (the
-            processing log's history line of an approval).
+        also: Writes made in the same transaction, after the operations, each called
+            with its connection (the processing log's history line of an approval).
     """
 
     operations: Sequence[Operation]
@@ -80,7 +86,7 @@ class Change:
     cause: Cause | None
     not_found: Callable[[str], Exception]
     validate: Callable[[str, Any], dict[str, Any]]
-    also: Sequence[sa.Executable] = ()
+    also: Sequence[Callable[[sa.Connection], object]] = ()
 
 
 class ObjectWrites:
@@ -94,6 +100,9 @@ class ObjectWrites:
     def __init__(self, db: Database, bus: SignalBus) -> None:
         self.db = db
         self.bus = bus
+        self.chain: RowChain | None = None
+        """The events' hash chain, linked by each group (its head kept between them);
+        made at the first write, as the settings say then."""
         self._queue: list[tuple[Change, asyncio.Future[list[Outcome]]]] = []
         self._writer: asyncio.Task[None] | None = None
         self.listeners: list[Callable[[list[ObjectEvent]], object]] = []
@@ -119,6 +128,25 @@ class ObjectWrites:
         if writer is not None and not writer.done():
             await asyncio.shield(writer)
 
+    async def _commit(self, changes: list[Change]) -> list[list[Outcome] | Exception]:
+        """One group's transaction, its events linked into their chain.
+
+        The chain is made at the first write, as the settings say then (a bad setting
+        fails that write, not the making of the store).
+        """
+        if self.chain is None:
+            self.chain = RowChain(object_events, configured())
+        chain = self.chain
+        try:
+            outcomes = await self.db.run_write(
+                functools.partial(_apply_group, changes=changes, chain=chain)
+            )
+        except BaseException:
+            chain.discarded()
+            raise
+        chain.committed()
+        return outcomes
+
     async def _write(self) -> None:
         """Write queued changes group after group, until none is queued."""
         while self._queue:
@@ -126,7 +154,7 @@ class ObjectWrites:
             del self._queue[:MAX_GROUP]
             changes = [change for change, _ in group]
             try:
-                outcomes = await self.db.run_write(functools.partial(_apply_group, changes=changes))
+                outcomes = await self._commit(changes)
             except BaseException as exc:
                 for _, future in group:
                     if not future.done():
@@ -159,7 +187,9 @@ def _gone() -> Exception:
     )
 
 
-def _apply_group(conn: sa.Connection, *, changes: list[Change]) -> list[list[Outcome] | Exception]:
+def _apply_group(
+    conn: sa.Connection, *, changes: list[Change], chain: RowChain
+) -> list[list[Outcome] | Exception]:
     """Apply the changes of a group in one transaction; each one's outcomes, or its error.
 
     The group is planned in memory first (the objects it touches read in one query,
@@ -168,29 +198,36 @@ def _apply_group(conn: sa.Connection, *, changes: list[Change]) -> list[list[Out
     order). A change that fails is left out of the plan and raises to its caller alone.
     Should the bulk write fail all the same (a row changed under it), it is undone and
     each change is applied again in a savepoint of its own, as one at a time would.
+    The events kept are linked into the events' ``chain`` at the end, in the transaction.
     """
     if len(changes) == 1:  # alone: the transaction is its savepoint
-        return [_apply(conn, changes[0])]
-    plan = _Plan(conn, changes)
-    bulk = conn.begin_nested()
-    try:
-        outcomes = plan.write(conn)
-    except Exception:
-        bulk.rollback()
-        return _one_by_one(conn, changes)
-    bulk.commit()
+        outcomes: list[list[Outcome] | Exception] = [_apply(conn, changes[0], chain)]
+    else:
+        bulk, mark = conn.begin_nested(), chain.mark()
+        try:
+            outcomes = _Plan(conn, changes, chain).write(conn)
+        except Exception:
+            bulk.rollback()
+            chain.rollback(mark)
+            outcomes = _one_by_one(conn, changes, chain)
+        else:
+            bulk.commit()
+    chain.link(conn)
     return outcomes
 
 
-def _one_by_one(conn: sa.Connection, changes: list[Change]) -> list[list[Outcome] | Exception]:
+def _one_by_one(
+    conn: sa.Connection, changes: list[Change], chain: RowChain
+) -> list[list[Outcome] | Exception]:
     """Apply each change in a savepoint of its own (what a failed bulk write falls back to)."""
     outcomes: list[list[Outcome] | Exception] = []
     for change in changes:
-        savepoint = conn.begin_nested()
+        savepoint, mark = conn.begin_nested(), chain.mark()
         try:
-            outcomes.append(_apply(conn, change))
+            outcomes.append(_apply(conn, change, chain))
         except Exception as exc:
             savepoint.rollback()
+            chain.rollback(mark)
             outcomes.append(exc)
         else:
             savepoint.commit()
@@ -211,16 +248,16 @@ class _Current:
 class _Plan:
     """A group's changes planned against the objects they touch, then written at once."""
 
-    def __init__(self, conn: sa.Connection, changes: list[Change]) -> None:
+    def __init__(self, conn: sa.Connection, changes: list[Change], chain: RowChain) -> None:
         self.now = datetime.now(UTC)
-        self.changes = changes
+        self.changes, self.chain = changes, chain
         self.current = _read(conn, changes)
         self.created: dict[str, dict[str, Any]] = {}  # new objects' rows, by id
         self.updated: dict[str, dict[str, Any]] = {}  # existing objects' last values, by id
         self.deleted: set[str] = set()
         self.events: list[dict[str, Any]] = []  # the events' rows, in order
         self._event_change: list[Change] = []  # the change of each
-        self.also: list[sa.Executable] = []
+        self.also: list[Callable[[sa.Connection], object]] = []
 
     def write(self, conn: sa.Connection) -> list[list[Outcome] | Exception]:
         """Plan every change, write what they did; each change's outcomes or error.
@@ -361,9 +398,13 @@ class _Plan:
                 _UPDATE_OBJECT,
                 [{**values, "object": object_id} for object_id, values in self.updated.items()],
             )
-        ids = list(conn.scalars(_INSERT_EVENTS, self.events)) if self.events else []
-        for statement in self.also:
-            conn.execute(statement)
+        ids: list[int] = []
+        if self.events:
+            for row in conn.execute(_INSERT_EVENTS, self.events):
+                self.chain.add(row)
+                ids.append(row.event_id)
+        for write in self.also:
+            write(conn)
         return ids
 
 
@@ -387,20 +428,22 @@ def _read(conn: sa.Connection, changes: list[Change]) -> dict[str, _Current]:
     return found
 
 
-def _apply(conn: sa.Connection, change: Change) -> list[Outcome]:
+def _apply(conn: sa.Connection, change: Change, chain: RowChain) -> list[Outcome]:
     """Apply one change's operations, in order (raises on the first that fails)."""
     now = datetime.now(UTC)
     for object_id, version in change.expect.items():
         current = conn.scalar(_VERSION, {"object": object_id})
         if current != version:
             raise change.stale(current)
-    outcomes = [_apply_one(conn, op, change, now) for op in change.operations]
-    for statement in change.also:
-        conn.execute(statement)
+    outcomes = [_apply_one(conn, op, change, now, chain) for op in change.operations]
+    for write in change.also:
+        write(conn)
     return outcomes
 
 
-def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime) -> Outcome:
+def _apply_one(
+    conn: sa.Connection, op: Operation, change: Change, now: datetime, chain: RowChain
+) -> Outcome:
     actor, approved_by = change.actor, change.approved_by
     event: EventKind
     if isinstance(op, Create):
@@ -439,7 +482,7 @@ def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime
             conn.execute(_DELETE_OBJECT, {"object": object_id})
     changes = _changes(old, {} if event == "deleted" else data)
     cause = change.cause
-    event_id = conn.scalar(
+    stored = conn.execute(
         _INSERT_EVENT,
         {
             "object_id": object_id, "object_type": type, "version": version, "event": event,
@@ -449,7 +492,9 @@ def _apply_one(conn: sa.Connection, op: Operation, change: Change, now: datetime
             "object_created_at": created, "created_at": now,
             "cause": None if cause is None else cause.payload(),
         },
-    )  # fmt: skip
+    ).one()  # fmt: skip
+    chain.add(stored)
+    event_id = stored.event_id
     assert isinstance(event_id, int)
     return ObjectEvent(
         event_id=event_id, id=object_id, type=type, version=version, event=event, data=data,
@@ -469,9 +514,9 @@ _SELECT_OBJECT = sa.select(objects).where(objects.c.id == sa.bindparam("object")
 _INSERT_OBJECT = objects.insert()
 _UPDATE_OBJECT = objects.update().where(objects.c.id == sa.bindparam("object"))
 _DELETE_OBJECT = objects.delete().where(objects.c.id == sa.bindparam("object"))
-_INSERT_EVENT = object_events.insert().returning(object_events.c.event_id)
+_INSERT_EVENT = object_events.insert().returning(*RowChain.columns(object_events))
 _INSERT_EVENTS = object_events.insert().returning(
-    object_events.c.event_id, sort_by_parameter_order=True
+    *RowChain.columns(object_events), sort_by_parameter_order=True
 )
 _SELECT_OBJECTS = sa.select(objects).where(
     objects.c.id.in_(sa.bindparam("objects", expanding=True))
