@@ -152,9 +152,14 @@ class Worker:
                     service.objects, service.suggestion_store, service.host, service.host.record
                 )
                 self.reactions = Dispatcher(
-                    services, service.log, {}, {}, group,
-                    max_running=self.concurrency, changed=lambda: None,
-                )  # fmt: skip
+                    services,
+                    service.log,
+                    agents={},
+                    cursors={},
+                    group=group,
+                    max_running=self.concurrency,
+                    changed=lambda: None,
+                )
                 await self._read_agents()
                 finishing = group.create_task(self.reactions.finishes.run())
                 beat = group.create_task(self._heartbeat())
@@ -226,9 +231,13 @@ class Worker:
             else:
                 if info is not None:
                     log(
-                        "reactor.worker", "info", "run resumed", run_id=run_id,
-                        worker=self.id, signals=info.signals,
-                    )  # fmt: skip
+                        "reactor.worker",
+                        "info",
+                        "run resumed",
+                        run_id=run_id,
+                        worker=self.id,
+                        signals=info.signals,
+                    )
                     if request.resume is None:
                         request = request.__class__(**{**job, "resume": run_id, "run_id": None})
                 await self._execute(run_id, request)
@@ -420,9 +429,12 @@ class Worker:
 
     def _fenced(self, runs: set[str]) -> None:
         log(
-            "reactor.worker", "warning", "log refused appends from a stale lease",
-            runs=",".join(sorted(runs)), worker=self.id,
-        )  # fmt: skip
+            "reactor.worker",
+            "warning",
+            "log refused appends from a stale lease",
+            runs=",".join(sorted(runs)),
+            worker=self.id,
+        )
         self._lost(sorted(runs))
 
     def _lost(self, keys: list[str]) -> None:
