@@ -211,7 +211,10 @@ class LogFold:
             elif kind == _AGENT:
                 self._agent_event(last, *detail)
             elif kind > _AGENT:
-                self._other(kind, last)
+                fold = _FOLDS.get(kind)
+                if fold is not None:
+                    payload = last.payload
+                    fold(self, last, payload if isinstance(payload, Mapping) else {})
                 if kind == _GRAPH:  # a graph starts here: its own agents decide on it
                     state, deciding = self.state, self._learn(name)[3]
             if wanting:
@@ -302,11 +305,6 @@ class LogFold:
             self.open_calls.pop(activation, None)
         if self.mailboxes:
             self.mailboxes.pop(flight.agent, None)  # what it had not taken is gone with it
-
-    def _other(self, kind: int, signal: Signal) -> None:
-        fold = _FOLDS.get(kind)
-        if fold is not None:
-            fold(self, signal, signal.payload if isinstance(signal.payload, Mapping) else {})
 
     def _graph(self, signal: Signal, payload: Mapping[str, Any]) -> None:
         if signal.name == HARNESS_START:
