@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import NoReturn
 
 import reactor
@@ -73,28 +74,8 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the ``reactor`` command."""
-    parser = _Parser(
-        prog="reactor",
-        description="Run reactive agent graphs, and inspect, replay and compare their recordings.",
-        epilog="Run `reactor COMMAND --help` for a command's options and an example. Recordings "
-        f"are kept in .reactor/runs.db, or where --db or ${DB_ENV} says.",
-    )
-    parser.add_argument("--version", action="version", version=f"reactor {reactor.__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    def command(name: str, summary: str, example: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(
-            name,
-            help=summary,
-            description=summary,
-            epilog=f"Example:\n  {example}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        sub.set_defaults(parser=sub)
-        return sub
-
+def _add_run_commands(command: Callable[[str, str, str], argparse.ArgumentParser]) -> None:
+    """The commands that run graphs and read their recordings, from ``run`` to ``diff``."""
     run = command(
         "run",
         "Run a graph, record it, and print what it did.",
@@ -149,38 +130,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _diff_arguments(diff)
     diff.set_defaults(handler=cmd_diff)
-
-    evaluation = command("eval", EVAL_SUMMARY, EVAL_EXAMPLE)
-    add_eval_arguments(evaluation, statuses=STATUSES)
-    evaluation.set_defaults(handler=cmd_eval)
-
-    graph = command(
-        "graph",
-        "Print a graph: its agents, signals and edges, as Mermaid, Graphviz DOT or JSON.",
-        "reactor graph examples.trading_bot.app:graph --format dot | dot -Tsvg > graph.svg",
-    )
-    _graph_arguments(graph)
-    graph.set_defaults(handler=cmd_graph)
-
-    from migration._convert import cli as migrate_cli  # migrate lives with the migration
-
-    migrate = command("migrate", migrate_cli.SUMMARY, migrate_cli.EXAMPLE)
-    migrate_cli.add_arguments(migrate)
-    migrate.set_defaults(handler=migrate_cli.run)
-
-    db = command("db", DB_SUMMARY, DB_EXAMPLE)
-    add_db_arguments(db)
-    db.set_defaults(handler=cmd_db)
-
-    serve = command("serve", SERVE_SUMMARY, SERVE_EXAMPLE)
-    add_serve_arguments(serve)
-    serve.set_defaults(handler=cmd_serve)
-
-    worker = command("worker", WORKER_SUMMARY, WORKER_EXAMPLE)
-    add_worker_arguments(worker)
-    worker.set_defaults(handler=cmd_worker)
-    command("workers", WORKERS_SUMMARY, WORKERS_EXAMPLE).set_defaults(handler=cmd_workers)
-    return parser
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> None:
@@ -308,7 +257,39 @@ def _diff_arguments(diff: argparse.ArgumentParser) -> None:
     _plain(diff)
 
 
-def _graph_arguments(graph: argparse.ArgumentParser) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the ``reactor`` command."""
+    parser = _Parser(
+        prog="reactor",
+        description="Run reactive agent graphs, and inspect, replay and compare their recordings.",
+        epilog="Run `reactor COMMAND --help` for a command's options and an example. Recordings "
+        f"are kept in .reactor/runs.db, or where --db or ${DB_ENV} says.",
+    )
+    parser.add_argument("--version", action="version", version=f"reactor {reactor.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def command(name: str, summary: str, example: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=f"Example:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.set_defaults(parser=sub)
+        return sub
+
+    _add_run_commands(command)
+
+    evaluation = command("eval", EVAL_SUMMARY, EVAL_EXAMPLE)
+    add_eval_arguments(evaluation, statuses=STATUSES)
+    evaluation.set_defaults(handler=cmd_eval)
+
+    graph = command(
+        "graph",
+        "Print a graph: its agents, signals and edges, as Mermaid, Graphviz DOT or JSON.",
+        "reactor graph examples.trading_bot.app:graph --format dot | dot -Tsvg > graph.svg",
+    )
     graph.add_argument("target", metavar="MODULE:GRAPH")
     graph.add_argument(
         "--format", choices=FORMATS, default="mermaid", help="mermaid (default), dot or json"
@@ -319,6 +300,27 @@ def _graph_arguments(graph: argparse.ArgumentParser) -> None:
         help="also draw the state writes observed in this recorded run",
     )
     _db(graph, "the run database (for --from-run)")
+    graph.set_defaults(handler=cmd_graph)
+
+    from migration._convert import cli as migrate_cli  # migrate lives with the migration
+
+    migrate = command("migrate", migrate_cli.SUMMARY, migrate_cli.EXAMPLE)
+    migrate_cli.add_arguments(migrate)
+    migrate.set_defaults(handler=migrate_cli.run)
+
+    db = command("db", DB_SUMMARY, DB_EXAMPLE)
+    add_db_arguments(db)
+    db.set_defaults(handler=cmd_db)
+
+    serve = command("serve", SERVE_SUMMARY, SERVE_EXAMPLE)
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=cmd_serve)
+
+    worker = command("worker", WORKER_SUMMARY, WORKER_EXAMPLE)
+    add_worker_arguments(worker)
+    worker.set_defaults(handler=cmd_worker)
+    command("workers", WORKERS_SUMMARY, WORKERS_EXAMPLE).set_defaults(handler=cmd_workers)
+    return parser
 
 
 def _db(parser: argparse.ArgumentParser, what: str, *aliases: str) -> None:
