@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -305,12 +306,7 @@ def evaluate(tree: Expr, context: Mapping[str, Any]) -> Any:
     if isinstance(tree, Literal):
         return tree.value
     if isinstance(tree, Path):
-        value: Any = context
-        for name in tree.names:
-            value = _step(value, name)
-            if value is MISSING:
-                break
-        return value
+        return _read(tree, context)
     if isinstance(tree, Junction):
         items = (truthy(evaluate(item, context)) for item in tree.items)
         return all(items) if tree.op == "and" else any(items)
@@ -319,23 +315,33 @@ def evaluate(tree: Expr, context: Mapping[str, Any]) -> Any:
         if tree.name == "$exists":
             return value is not MISSING
         return MISSING if value is MISSING else not truthy(value)
-    left, right = evaluate(tree.left, context), evaluate(tree.right, context)
-    if tree.op in ("=", "!="):
+    return _compare(tree.op, evaluate(tree.left, context), evaluate(tree.right, context))
+
+
+def _read(path: Path, context: Mapping[str, Any]) -> Any:
+    value: Any = context
+    for name in path.names:
+        value = _step(value, name)
+        if value is MISSING:
+            break
+    return value
+
+
+_ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _compare(op: str, left: Any, right: Any) -> Any:
+    """A comparison as JSONata makes it (false or ``MISSING`` where JSONata would raise)."""
+    if op in ("=", "!="):
         if left is MISSING or right is MISSING:
             return False
-        return json_equal(left, right) is (tree.op == "=")
+        return json_equal(left, right) is (op == "=")
     if left is MISSING or right is MISSING:
         return MISSING
     numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (left, right))
     if not numbers and not (isinstance(left, str) and isinstance(right, str)):
         return False
-    if tree.op == "<":
-        return bool(left < right)
-    if tree.op == "<=":
-        return bool(left <= right)
-    if tree.op == ">":
-        return bool(left > right)
-    return bool(left >= right)
+    return bool(_ORDER[op](left, right))
 
 
 def _step(value: Any, name: str) -> Any:

@@ -211,7 +211,10 @@ class LogFold:
             elif kind == _AGENT:
                 self._agent_event(last, *detail)
             elif kind > _AGENT:
-                self._other(kind, last)
+                fold = _FOLDS.get(kind)
+                if fold is not None:
+                    payload = last.payload
+                    fold(self, last, payload if isinstance(payload, Mapping) else {})
                 if kind == _GRAPH:  # a graph starts here: its own agents decide on it
                     state, deciding = self.state, self._learn(name)[3]
             if wanting:
@@ -303,49 +306,52 @@ class LogFold:
         if self.mailboxes:
             self.mailboxes.pop(flight.agent, None)  # what it had not taken is gone with it
 
-    def _other(self, kind: int, signal: Signal) -> None:
-        payload = signal.payload if isinstance(signal.payload, Mapping) else {}
-        if kind == _GRAPH:
-            if signal.name == HARNESS_START:
-                self.input = payload.get("input")
-                self.state = dict(payload.get("state") or {})
-            self.know(payload.get("fingerprints"))
-        elif kind == _CAUSE:
-            owner = self._owner(signal)
-            flight = self.flights.get(owner)
-            if flight is not None:
-                self.owners[signal.id] = owner
-                flight.owned.append(signal.id)
-        elif kind == _ASKED:
-            owner = self._owner(signal)
-            prompt_id = str(payload.get("prompt_id"))
-            self.prompts[prompt_id] = Prompt(owner, signal)
-            flight = self.flights.get(owner)
-            if flight is not None:
-                flight.prompts.append(prompt_id)
-        elif kind == _ANSWERED:
-            prompt = self.prompts.get(str(payload.get("prompt_id")))
-            if prompt is not None:
-                prompt.answered = True
-                prompt.timed_out = signal.name == SESSION_TIMEOUT
-                prompt.reply = payload if signal.name == SESSION_REPLY else None
-        elif kind == _INBOX:
-            agent = inbox_agent(signal.name) or ""
-            agents = self.agents
-            if agent in agents and agents.index(agent) not in self.routes(signal.name):
-                self.mailboxes.setdefault(agent, []).append(signal.payload)
-        elif kind == _CALL:
-            self.open_calls[self._owner(signal)] = str(payload.get("request_hash"))
-        elif kind == _END:
-            self._answered(signal, payload)
-        elif kind == _TOOL:
-            self.calls[str(payload.get("id"))] = (self._owner(signal), payload.get("input"))
-        elif kind == _RESULT:
-            call = self.calls.pop(str(payload.get("id")), None)
-            flight = self.flights.get(self._owner(signal))
-            if call is not None and flight is not None:
-                result = (payload.get("result"), payload.get("error"))
-                flight.tools.append((str(payload.get("name")), call[1], *result))
+    def _graph(self, signal: Signal, payload: Mapping[str, Any]) -> None:
+        if signal.name == HARNESS_START:
+            self.input = payload.get("input")
+            self.state = dict(payload.get("state") or {})
+        self.know(payload.get("fingerprints"))
+
+    def _cause(self, signal: Signal, payload: Mapping[str, Any]) -> None:
+        owner = self._owner(signal)
+        flight = self.flights.get(owner)
+        if flight is not None:
+            self.owners[signal.id] = owner
+            flight.owned.append(signal.id)
+
+    def _asked(self, signal: Signal, payload: Mapping[str, Any]) -> None:
+        owner = self._owner(signal)
+        prompt_id = str(payload.get("prompt_id"))
+        self.prompts[prompt_id] = Prompt(owner, signal)
+        flight = self.flights.get(owner)
+        if flight is not None:
+            flight.prompts.append(prompt_id)
+
+    def _reply(self, signal: Signal, payload: Mapping[str, Any]) -> None:
+        prompt = self.prompts.get(str(payload.get("prompt_id")))
+        if prompt is not None:
+            prompt.answered = True
+            prompt.timed_out = signal.name == SESSION_TIMEOUT
+            prompt.reply = payload if signal.name == SESSION_REPLY else None
+
+    def _inbox(self, signal: Signal, payload: Mapping[str, Any]) -> None:
+        agent = inbox_agent(signal.name) or ""
+        agents = self.agents
+        if agent in agents and agents.index(agent) not in self.routes(signal.name):
+            self.mailboxes.setdefault(agent, []).append(signal.payload)
+
+    def _call(self, signal: Signal, payload: Mapping[str, Any]) -> None:
+        self.open_calls[self._owner(signal)] = str(payload.get("request_hash"))
+
+    def _tool(self, signal: Signal, payload: Mapping[str, Any]) -> None:
+        self.calls[str(payload.get("id"))] = (self._owner(signal), payload.get("input"))
+
+    def _result(self, signal: Signal, payload: Mapping[str, Any]) -> None:
+        call = self.calls.pop(str(payload.get("id")), None)
+        flight = self.flights.get(self._owner(signal))
+        if call is not None and flight is not None:
+            result = (payload.get("result"), payload.get("error"))
+            flight.tools.append((str(payload.get("name")), call[1], *result))
 
     def _answered(self, signal: Signal, payload: Mapping[str, Any]) -> None:
         owner = self._owner(signal)
@@ -378,3 +384,17 @@ class LogFold:
     def undecided_pairs(self) -> list[tuple[Signal, str]]:
         """(signal, agent) for each decision not made yet, in ``seq`` order."""
         return [(signal, agent) for signal, agents in self.undecided.values() for agent in agents]
+
+
+_FOLDS: dict[int, Callable[[LogFold, Signal, Mapping[str, Any]], None]] = {
+    _GRAPH: LogFold._graph,
+    _CAUSE: LogFold._cause,
+    _ASKED: LogFold._asked,
+    _ANSWERED: LogFold._reply,
+    _INBOX: LogFold._inbox,
+    _CALL: LogFold._call,
+    _END: LogFold._answered,
+    _TOOL: LogFold._tool,
+    _RESULT: LogFold._result,
+}
+"""How the fold takes each other kind of signal (a snapshot is read by the resume, not here)."""

@@ -97,96 +97,149 @@ def compile_fast_template(source: str, env: SandboxedEnvironment) -> Evaluate | 
 
 
 def _compile(node: nodes.Node, env: SandboxedEnvironment) -> Evaluate:
-    undefined = env.undefined
-    if isinstance(node, nodes.Const):
-        value = node.value
-        return lambda context: value
-    if isinstance(node, nodes.Name):
-        name = node.name
+    compile_node = _COMPILERS.get(type(node))
+    if compile_node is None:
+        raise _Unsupported
+    return compile_node(node, env)
 
-        def lookup(context: Mapping[str, Any]) -> Any:
-            try:
-                return context[name]
-            except KeyError:
-                if name in env.globals:  # range, dict, namespace, as Jinja reads them
-                    return env.globals[name]
-                return undefined(name=name)
 
-        return lookup
-    if isinstance(node, nodes.Getattr):
-        if node.attr.startswith("_"):
-            raise _Unsupported  # Jinja's sandbox explains the refusal itself
-        target, attr = _compile(node.node, env), node.attr
-        return lambda context: data_getattr(env, target(context), attr)
-    if isinstance(node, nodes.Getitem):
-        target, key = _compile(node.node, env), _compile(node.arg, env)
-        return lambda context: env.getitem(target(context), key(context))
-    if isinstance(node, nodes.Compare):
-        first = _compile(node.expr, env)
-        steps = [(_COMPARE[op.op], _compile(op.expr, env)) for op in node.ops]
+def _const(node: nodes.Const, env: SandboxedEnvironment) -> Evaluate:
+    value = node.value
+    return lambda context: value
 
-        def compare(context: Mapping[str, Any]) -> Any:
-            left = first(context)
-            for test, right_of in steps:
-                right = right_of(context)
-                if not test(left, right):
-                    return False
-                left = right
-            return True
 
-        return compare
-    if isinstance(node, nodes.And):
-        left, right = _compile(node.left, env), _compile(node.right, env)
-        return lambda context: left(context) and right(context)
-    if isinstance(node, nodes.Or):
-        left, right = _compile(node.left, env), _compile(node.right, env)
-        return lambda context: left(context) or right(context)
-    if isinstance(node, nodes.Not):
-        inner = _compile(node.node, env)
-        return lambda context: not inner(context)
-    if isinstance(node, nodes.Neg):
-        inner = _compile(node.node, env)
-        return lambda context: -inner(context)
-    if isinstance(node, nodes.Pos):
-        inner = _compile(node.node, env)
-        return lambda context: +inner(context)
-    if isinstance(node, nodes.Test):
-        if node.kwargs or node.dyn_args or node.dyn_kwargs or node.name not in env.tests:
-            raise _Unsupported
-        test: Callable[..., Any] = env.tests[node.name]  # type: ignore[assignment]
-        subject = _compile(node.node, env)
-        arguments = [_compile(arg, env) for arg in node.args]
-        return lambda context: test(subject(context), *(a(context) for a in arguments))
-    if isinstance(node, nodes.CondExpr):
-        test_of = _compile(node.test, env)
-        then = _compile(node.expr1, env)
-        if node.expr2 is None:
-            raise _Unsupported
-        otherwise = _compile(node.expr2, env)
-        return lambda context: then(context) if test_of(context) else otherwise(context)
-    if isinstance(node, nodes.List | nodes.Tuple):
-        items = [_compile(item, env) for item in node.items]
-        kind = list if isinstance(node, nodes.List) else tuple
-        return lambda context: kind(item(context) for item in items)
-    if isinstance(node, nodes.Filter):
-        function = env.filters.get(node.name)
-        if (
-            function is None
-            or node.kwargs
-            or node.dyn_args
-            or node.dyn_kwargs
-            or jinja2.utils._PassArg.from_obj(function) is not None
-            or node.node is None
-        ):
-            raise _Unsupported
-        subject = _compile(node.node, env)
-        arguments = [_compile(arg, env) for arg in node.args]
-        return lambda context: function(subject(context), *(a(context) for a in arguments))
-    if type(node) in _ARITHMETIC:
-        assert isinstance(node, nodes.BinExpr)
-        symbol, apply = _ARITHMETIC[type(node)]
-        left, right = _compile(node.left, env), _compile(node.right, env)
-        if symbol in env.intercepted_binops:
-            return lambda context: env.call_binop(None, symbol, left(context), right(context))  # type: ignore[arg-type]
-        return lambda context: apply(left(context), right(context))
-    raise _Unsupported
+def _name(node: nodes.Name, env: SandboxedEnvironment) -> Evaluate:
+    name, undefined = node.name, env.undefined
+
+    def lookup(context: Mapping[str, Any]) -> Any:
+        try:
+            return context[name]
+        except KeyError:
+            if name in env.globals:  # range, dict, namespace, as Jinja reads them
+                return env.globals[name]
+            return undefined(name=name)
+
+    return lookup
+
+
+def _getattr(node: nodes.Getattr, env: SandboxedEnvironment) -> Evaluate:
+    if node.attr.startswith("_"):
+        raise _Unsupported  # Jinja's sandbox explains the refusal itself
+    target, attr = _compile(node.node, env), node.attr
+    return lambda context: data_getattr(env, target(context), attr)
+
+
+def _getitem(node: nodes.Getitem, env: SandboxedEnvironment) -> Evaluate:
+    target, key = _compile(node.node, env), _compile(node.arg, env)
+    return lambda context: env.getitem(target(context), key(context))
+
+
+def _compare(node: nodes.Compare, env: SandboxedEnvironment) -> Evaluate:
+    first = _compile(node.expr, env)
+    steps = [(_COMPARE[op.op], _compile(op.expr, env)) for op in node.ops]
+
+    def compare(context: Mapping[str, Any]) -> Any:
+        left = first(context)
+        for test, right_of in steps:
+            right = right_of(context)
+            if not test(left, right):
+                return False
+            left = right
+        return True
+
+    return compare
+
+
+def _and(node: nodes.And, env: SandboxedEnvironment) -> Evaluate:
+    left, right = _compile(node.left, env), _compile(node.right, env)
+    return lambda context: left(context) and right(context)
+
+
+def _or(node: nodes.Or, env: SandboxedEnvironment) -> Evaluate:
+    left, right = _compile(node.left, env), _compile(node.right, env)
+    return lambda context: left(context) or right(context)
+
+
+def _not(node: nodes.Not, env: SandboxedEnvironment) -> Evaluate:
+    inner = _compile(node.node, env)
+    return lambda context: not inner(context)
+
+
+def _neg(node: nodes.Neg, env: SandboxedEnvironment) -> Evaluate:
+    inner = _compile(node.node, env)
+    return lambda context: -inner(context)
+
+
+def _pos(node: nodes.Pos, env: SandboxedEnvironment) -> Evaluate:
+    inner = _compile(node.node, env)
+    return lambda context: +inner(context)
+
+
+def _test(node: nodes.Test, env: SandboxedEnvironment) -> Evaluate:
+    if node.kwargs or node.dyn_args or node.dyn_kwargs or node.name not in env.tests:
+        raise _Unsupported
+    test: Callable[..., Any] = env.tests[node.name]  # type: ignore[assignment]
+    subject = _compile(node.node, env)
+    arguments = [_compile(arg, env) for arg in node.args]
+    return lambda context: test(subject(context), *(a(context) for a in arguments))
+
+
+def _conditional(node: nodes.CondExpr, env: SandboxedEnvironment) -> Evaluate:
+    test_of = _compile(node.test, env)
+    then = _compile(node.expr1, env)
+    if node.expr2 is None:
+        raise _Unsupported
+    otherwise = _compile(node.expr2, env)
+    return lambda context: then(context) if test_of(context) else otherwise(context)
+
+
+def _sequence(node: nodes.List | nodes.Tuple, env: SandboxedEnvironment) -> Evaluate:
+    items = [_compile(item, env) for item in node.items]
+    kind = list if isinstance(node, nodes.List) else tuple
+    return lambda context: kind(item(context) for item in items)
+
+
+def _filter(node: nodes.Filter, env: SandboxedEnvironment) -> Evaluate:
+    function = env.filters.get(node.name)
+    if (
+        function is None
+        or node.kwargs
+        or node.dyn_args
+        or node.dyn_kwargs
+        or jinja2.utils._PassArg.from_obj(function) is not None
+        or node.node is None
+    ):
+        raise _Unsupported
+    subject = _compile(node.node, env)
+    arguments = [_compile(arg, env) for arg in node.args]
+    return lambda context: function(subject(context), *(a(context) for a in arguments))
+
+
+def _arithmetic(node: nodes.BinExpr, env: SandboxedEnvironment) -> Evaluate:
+    symbol, apply = _ARITHMETIC[type(node)]
+    left, right = _compile(node.left, env), _compile(node.right, env)
+    if symbol in env.intercepted_binops:
+        return lambda context: env.call_binop(None, symbol, left(context), right(context))  # type: ignore[arg-type]
+    return lambda context: apply(left(context), right(context))
+
+
+_COMPILERS: dict[type[nodes.Node], Callable[[Any, SandboxedEnvironment], Evaluate]] = {
+    nodes.Const: _const,
+    nodes.Name: _name,
+    nodes.Getattr: _getattr,
+    nodes.Getitem: _getitem,
+    nodes.Compare: _compare,
+    nodes.And: _and,
+    nodes.Or: _or,
+    nodes.Not: _not,
+    nodes.Neg: _neg,
+    nodes.Pos: _pos,
+    nodes.Test: _test,
+    nodes.CondExpr: _conditional,
+    nodes.List: _sequence,
+    nodes.Tuple: _sequence,
+    nodes.Filter: _filter,
+    **dict.fromkeys(_ARITHMETIC, _arithmetic),
+}
+"""How each kind of node the fast path knows is compiled (looked up by exact type:
+Jinja2 subclasses none of them); any other node is left to Jinja2."""

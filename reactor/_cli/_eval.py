@@ -73,51 +73,106 @@ def _duration(text: str) -> timedelta:
 def add_eval_arguments(parser: argparse.ArgumentParser, *, statuses: Sequence[str]) -> None:
     """Give ``reactor eval`` its options (``statuses``: what ``--status`` accepts)."""
     many: dict[str, Any] = {"action": "append", "default": []}
-    options: list[tuple[str, dict[str, Any]]] = [
-        ("--graph", {"metavar": "MODULE:GRAPH",
-                     "help": "the graph as the code is now (a module or file.py)"}),
-        ("--app", {"metavar": "MODULE:SERVICE", "help": "a service (as reactor serve --app "
-                   "takes it) whose reaction agent --agent is evaluated"}),
-        ("--agent", {"metavar": "NAME", "help": "with --app: the reaction agent whose recorded "
-                     "reactions are evaluated, each with the object it saw"}),
-        ("--db", {"metavar": "PATH", "type": db_argument,
-                  "help": "where the runs are recorded: a path, sqlite:///path or "
-                  "postgresql://... (default: $REACTOR_DB, else .reactor/runs.db; with --app, "
-                  "the service's store); it is only read"}),
-        ("--into", {"metavar": "URL", "help": "where the new runs are recorded, with a copy of "
-                    "each run evaluated (default: a scratch store beside --db, "
-                    "runs-eval.db beside runs.db; name --db itself to record there)"}),
-        ("--any-graph", {"action": "store_true", "help": "evaluate runs recorded by another "
-                         "graph too (by default a run whose agents are not all in the graph "
-                         "is refused)"}),
-        ("--graph-name", {"metavar": "NAME", "help": "evaluate the runs recorded under this "
-                          "graph name (default: the graph's name)"}),
-        ("--tag", {**many, "metavar": "KEY[=VALUE]",
-                   "help": "only runs with this tag (repeat it: runs with every one)"}),
-        ("--status", {"choices": [*statuses, "finished", "any"], "default": "finished",
-                      "help": "only runs with this status (default: finished, i.e. completed "
-                      "or ended by end_when; any: all)"}),
-        ("--since", {"metavar": "AGE", "type": _duration,
-                     "help": "only runs started in the last AGE: 7d, 12h, 90m, 2w"}),
-        ("--limit", {"metavar": "N", "type": positive_arg, "default": DEFAULT_LIMIT,
-                     "help": f"at most this many runs, newest first (default {DEFAULT_LIMIT})"}),
-        ("--provider", {"default": "none", "help": "who answers a model request that changed: "
-                        "none (default: the case ends diverged, nothing is spent), anthropic, "
-                        "scripted (the module's `scripted_provider`) or MODULE:ATTR"}),
-        ("--scorer", {**many, "metavar": "SCORER", "help": "a check every case must pass "
-                      "(repeatable): MODULE:ATTR, a function scorer(old, new) -> bool | float, "
-                      "or 'decision_kept(KEY)', 'state_equal(KEY, ...)', 'cost_within(RATIO)'"}),
-        ("--live-tool", {**many, "metavar": "NAME", "help": "a tool that may really run when "
-                         "its call was not recorded (repeatable)"}),
-        ("--concurrency", {"metavar": "N", "type": positive_arg, "default": 8,
-                           "help": "cases run at once (default 8)"}),
-        ("--junit", {"metavar": "FILE", "help": "also write the report as JUnit XML"}),
-        ("--json", {"metavar": "FILE", "help": "also write the report as JSON"}),
-        ("--plain", {"action": "store_true",
-                     "help": "plain text, no tables or colours (as when piped)"}),
-    ]  # fmt: skip
-    for flag, settings in options:
-        parser.add_argument(flag, **settings)
+    parser.add_argument(
+        "--graph", metavar="MODULE:GRAPH", help="the graph as the code is now (a module or file.py)"
+    )
+    parser.add_argument(
+        "--app",
+        metavar="MODULE:SERVICE",
+        help="a service (as reactor serve --app takes it) whose reaction agent --agent "
+        "is evaluated",
+    )
+    parser.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="with --app: the reaction agent whose recorded reactions are evaluated, "
+        "each with the object it saw",
+    )
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        type=db_argument,
+        help="where the runs are recorded: a path, sqlite:///path or postgresql://... "
+        "(default: $REACTOR_DB, else .reactor/runs.db; with --app, the service's store); "
+        "it is only read",
+    )
+    parser.add_argument(
+        "--into",
+        metavar="URL",
+        help="where the new runs are recorded, with a copy of each run evaluated "
+        "(default: a scratch store beside --db, runs-eval.db beside runs.db; name --db "
+        "itself to record there)",
+    )
+    parser.add_argument(
+        "--any-graph",
+        action="store_true",
+        help="evaluate runs recorded by another graph too (by default a run whose agents "
+        "are not all in the graph is refused)",
+    )
+    parser.add_argument(
+        "--graph-name",
+        metavar="NAME",
+        help="evaluate the runs recorded under this graph name (default: the graph's name)",
+    )
+    parser.add_argument(
+        "--tag",
+        **many,
+        metavar="KEY[=VALUE]",
+        help="only runs with this tag (repeat it: runs with every one)",
+    )
+    parser.add_argument(
+        "--status",
+        choices=[*statuses, "finished", "any"],
+        default="finished",
+        help="only runs with this status (default: finished, i.e. completed or ended by "
+        "end_when; any: all)",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="AGE",
+        type=_duration,
+        help="only runs started in the last AGE: 7d, 12h, 90m, 2w",
+    )
+    parser.add_argument(
+        "--limit",
+        metavar="N",
+        type=positive_arg,
+        default=DEFAULT_LIMIT,
+        help=f"at most this many runs, newest first (default {DEFAULT_LIMIT})",
+    )
+    parser.add_argument(
+        "--provider",
+        default="none",
+        help="who answers a model request that changed: none (default: the case ends "
+        "diverged, nothing is spent), anthropic, scripted (the module's "
+        "`scripted_provider`) or MODULE:ATTR",
+    )
+    parser.add_argument(
+        "--scorer",
+        **many,
+        metavar="SCORER",
+        help="a check every case must pass (repeatable): MODULE:ATTR, a function "
+        "scorer(old, new) -> bool | float, or 'decision_kept(KEY)', "
+        "'state_equal(KEY, ...)', 'cost_within(RATIO)'",
+    )
+    parser.add_argument(
+        "--live-tool",
+        **many,
+        metavar="NAME",
+        help="a tool that may really run when its call was not recorded (repeatable)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        metavar="N",
+        type=positive_arg,
+        default=8,
+        help="cases run at once (default 8)",
+    )
+    parser.add_argument("--junit", metavar="FILE", help="also write the report as JUnit XML")
+    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    parser.add_argument(
+        "--plain", action="store_true", help="plain text, no tables or colours (as when piped)"
+    )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

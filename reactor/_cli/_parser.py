@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import NoReturn
 
 import reactor
@@ -74,33 +75,65 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the ``reactor`` command."""
-    parser = _Parser(
-        prog="reactor",
-        description="Run reactive agent graphs, and inspect, replay and compare their recordings.",
-        epilog="Run `reactor COMMAND --help` for a command's options and an example. Recordings "
-        f"are kept in .reactor/runs.db, or where --db or ${DB_ENV} says.",
-    )
-    parser.add_argument("--version", action="version", version=f"reactor {reactor.__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    def command(name: str, summary: str, example: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(
-            name,
-            help=summary,
-            description=summary,
-            epilog=f"Example:\n  {example}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        sub.set_defaults(parser=sub)
-        return sub
-
+def _add_run_commands(command: Callable[[str, str, str], argparse.ArgumentParser]) -> None:
+    """The commands that run graphs and read their recordings, from ``run`` to ``diff``."""
     run = command(
         "run",
         "Run a graph, record it, and print what it did.",
         'reactor run examples.trading_bot.app:graph --input \'{"symbol": "AAPL"}\'',
     )
+    _run_arguments(run)
+    run.set_defaults(handler=cmd_run)
+
+    runs = command(
+        "runs",
+        "List recorded runs, newest first; `reactor runs tag` tags them (a dataset is a tag).",
+        f"reactor runs --graph trading-bot --limit 5\n  {TAG_EXAMPLE}",
+    )
+    _runs_arguments(runs)
+    runs.set_defaults(handler=cmd_runs)
+    add_tag_command(runs)
+
+    show = command(
+        "show",
+        "Show a recorded run: agents, timeline and causal tree.",
+        "reactor show last   (or a run id, or a unique prefix of one)",
+    )
+    _show_arguments(show)
+    show.set_defaults(handler=cmd_show)
+
+    replay = command(
+        "replay",
+        "Re-run a recorded run offline with the recorded answers, and compare.",
+        "reactor replay last",
+    )
+    _replay_arguments(replay)
+    replay.set_defaults(handler=cmd_replay)
+
+    resume = command(
+        "resume",
+        "Continue a recorded run that stopped before its end (its process died, say).",
+        "reactor resume last   (runs that did not end: reactor runs --status running)",
+    )
+    _resume_arguments(resume)
+    resume.set_defaults(handler=cmd_resume)
+
+    fork = command(
+        "fork",
+        "Start a new run from a recorded run's log up to a signal, and go on live.",
+        "reactor fork last --at 42 --set limit=5 --set 'note=\"try again\"'",
+    )
+    _fork_arguments(fork)
+    fork.set_defaults(handler=cmd_fork)
+
+    diff = command(
+        "diff", "Show where two recorded runs first differ.", "reactor diff run_a1 run_b2"
+    )
+    _diff_arguments(diff)
+    diff.set_defaults(handler=cmd_diff)
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "target", metavar="MODULE:GRAPH", help="where the graph is (a module or file.py)"
     )
@@ -119,13 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--state", action="store_true", help="print the whole final state")
     _interactive(run)
     _run_output(run)
-    run.set_defaults(handler=cmd_run)
 
-    runs = command(
-        "runs",
-        "List recorded runs, newest first; `reactor runs tag` tags them (a dataset is a tag).",
-        f"reactor runs --graph trading-bot --limit 5\n  {TAG_EXAMPLE}",
-    )
+
+def _runs_arguments(runs: argparse.ArgumentParser) -> None:
     _db(runs, "the run database")
     runs.add_argument("--graph", help="only runs of this graph")
     runs.add_argument("--tag", metavar="KEY[=VALUE]", help="only runs with this tag")
@@ -139,27 +168,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runs.add_argument("--json", action="store_true", help="print JSON lines")
     _plain(runs)
-    runs.set_defaults(handler=cmd_runs)
-    add_tag_command(runs)
 
-    show = command(
-        "show",
-        "Show a recorded run: agents, timeline and causal tree.",
-        "reactor show last   (or a run id, or a unique prefix of one)",
-    )
+
+def _show_arguments(show: argparse.ArgumentParser) -> None:
     show.add_argument("run", metavar="RUN", help="a run id, a unique prefix of one, or last")
     _db(show, "the run database")
     show.add_argument("--payloads", action="store_true", help="show payloads in the tree")
     show.add_argument("--deltas", action="store_true", help="list every text/thinking delta")
     show.add_argument("--json", action="store_true", help="print the recording as JSON lines")
     _plain(show)
-    show.set_defaults(handler=cmd_show)
 
-    replay = command(
-        "replay",
-        "Re-run a recorded run offline with the recorded answers, and compare.",
-        "reactor replay last",
-    )
+
+def _replay_arguments(replay: argparse.ArgumentParser) -> None:
     replay.add_argument("run", metavar="RUN", help="a run id, a unique prefix of one, or last")
     _db(replay, "the run database (the replay is recorded to it too)")
     replay.add_argument(
@@ -172,13 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--no-record", action="store_true", help="do not record the replay")
     replay.add_argument("--state", action="store_true", help="print the whole final state")
     _run_output(replay)
-    replay.set_defaults(handler=cmd_replay)
 
-    resume = command(
-        "resume",
-        "Continue a recorded run that stopped before its end (its process died, say).",
-        "reactor resume last   (runs that did not end: reactor runs --status running)",
-    )
+
+def _resume_arguments(resume: argparse.ArgumentParser) -> None:
     resume.add_argument("run", metavar="RUN", help="a run id, a unique prefix of one, or last")
     _db(resume, "the run database (the run goes on recording to it)")
     resume.add_argument(
@@ -206,13 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _interactive(resume)
     _run_output(resume)
-    resume.set_defaults(handler=cmd_resume)
 
-    fork = command(
-        "fork",
-        "Start a new run from a recorded run's log up to a signal, and go on live.",
-        "reactor fork last --at 42 --set limit=5 --set 'note=\"try again\"'",
-    )
+
+def _fork_arguments(fork: argparse.ArgumentParser) -> None:
     fork.add_argument("run", metavar="RUN", help="a run id, a unique prefix of one, or last")
     fork.add_argument(
         "--at", type=positive_arg, required=True, metavar="SEQ", help="the signal to fork at"
@@ -237,16 +249,38 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--state", action="store_true", help="print the whole final state")
     _interactive(fork)
     _run_output(fork)
-    fork.set_defaults(handler=cmd_fork)
 
-    diff = command(
-        "diff", "Show where two recorded runs first differ.", "reactor diff run_a1 run_b2"
-    )
+
+def _diff_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument("run_a", metavar="RUN_A", help="a run id, a prefix of one, or last")
     diff.add_argument("run_b", metavar="RUN_B", help="the run to compare it with")
     _db(diff, "the run database")
     _plain(diff)
-    diff.set_defaults(handler=cmd_diff)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the ``reactor`` command."""
+    parser = _Parser(
+        prog="reactor",
+        description="Run reactive agent graphs, and inspect, replay and compare their recordings.",
+        epilog="Run `reactor COMMAND --help` for a command's options and an example. Recordings "
+        f"are kept in .reactor/runs.db, or where --db or ${DB_ENV} says.",
+    )
+    parser.add_argument("--version", action="version", version=f"reactor {reactor.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def command(name: str, summary: str, example: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=f"Example:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.set_defaults(parser=sub)
+        return sub
+
+    _add_run_commands(command)
 
     evaluation = command("eval", EVAL_SUMMARY, EVAL_EXAMPLE)
     add_eval_arguments(evaluation, statuses=STATUSES)

@@ -245,31 +245,13 @@ def _describe(signal: Signal) -> tuple[str, str | None]:
     data: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {}
     agent = parse_agent_event(name)
     if agent is not None:
-        who, event = agent
-        if event == "activated":
-            return f"▶ {clean(who)}", None
-        if event == "completed":
-            return f"✓ {clean(who)} ({data.get('duration_ms')} ms)", "completed"
-        if event == "failed":
-            error = data.get("error") or {}
-            return f"✗ {clean(who)}: {error.get('type')}: {clean(error.get('message'))}", "failed"
-        if event == "cancelled":
-            return f"⊘ {clean(who)} cancelled: {clean(data.get('reason'))}", "cancelled"
-        return "", None
+        return _agent_line(*agent, data)
     state = parse_state_event(name)
     if state is not None and state[1] == "changed":
         new = short_repr(to_jsonable(data.get("new")), 80)
         return f"  {clean(state[0])} <- {clean(new)}  ({clean(data.get('actor'))})", None
     if name.startswith(("phase:", "task:")):
-        kind, _, event = name.partition(":")
-        label = f"{kind} {clean(data.get('name'))}"
-        if event == "start":
-            return f"  {label} ...", None
-        duration = f"{data.get('duration_ms')} ms"
-        if event == "failed":
-            error = data.get("error") or {}
-            return f"  {label} failed after {duration}: {clean(error.get('message'))}", "failed"
-        return f"  {label} done ({duration})", "completed"
+        return _span_line(name, data)
     if name == TEXT_COMPLETE:
         return f"  {clean(signal.source)}: {clean(short_repr(data.get('content'), 100))}", None
     if name == SESSION_REPLY:
@@ -284,3 +266,30 @@ def _describe(signal: Signal) -> tuple[str, str | None]:
     if reserved_namespace(name) is None:
         return f"· {clean(name)} {clean(short_repr(to_jsonable(payload), 80))}", None
     return "", None
+
+
+def _agent_line(who: str, event: str, data: Mapping[str, Any]) -> tuple[str, str | None]:
+    """An agent starting or finishing (its decisions are not shown)."""
+    if event == "activated":
+        return f"▶ {clean(who)}", None
+    if event == "completed":
+        return f"✓ {clean(who)} ({data.get('duration_ms')} ms)", "completed"
+    if event == "failed":
+        error = data.get("error") or {}
+        return f"✗ {clean(who)}: {error.get('type')}: {clean(error.get('message'))}", "failed"
+    if event == "cancelled":
+        return f"⊘ {clean(who)} cancelled: {clean(data.get('reason'))}", "cancelled"
+    return "", None
+
+
+def _span_line(name: str, data: Mapping[str, Any]) -> tuple[str, str | None]:
+    """A phase or a task starting, or ending after its duration."""
+    kind, _, event = name.partition(":")
+    label = f"{kind} {clean(data.get('name'))}"
+    if event == "start":
+        return f"  {label} ...", None
+    duration = f"{data.get('duration_ms')} ms"
+    if event == "failed":
+        error = data.get("error") or {}
+        return f"  {label} failed after {duration}: {clean(error.get('message'))}", "failed"
+    return f"  {label} done ({duration})", "completed"

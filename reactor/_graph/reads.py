@@ -85,6 +85,11 @@ def _resume_plan(graph: GraphSpec, options: RunOptions) -> ResumePlan:
     if not verdict.compatible:
         if options.on_change == "fail":
             raise verdict.error()
-        log("reactor.run", "warning", "resumed on a changed graph", run_id=plan.run_id,
-            changes="; ".join(f"{a}: {why}" for a, why in verdict.changes.items()))  # fmt: skip
+        log(
+            "reactor.run",
+            "warning",
+            "resumed on a changed graph",
+            run_id=plan.run_id,
+            changes="; ".join(f"{a}: {why}" for a, why in verdict.changes.items()),
+        )
     return plan

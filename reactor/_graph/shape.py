@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from reactor._agents.agent import Agent
 from reactor._graph.validate import Declarations, written_keys
 from reactor._signals.names import AGENT_EVENTS, SYSTEM_SIGNALS, agent_event, state_event
 from reactor._signals.patterns import Pattern
@@ -115,45 +116,61 @@ def _mermaid_node(end: str, ids: Mapping[str, str]) -> str:
 
 def shape_of(decl: Declarations, observed: Mapping[str, Iterable[str]] | None = None) -> GraphShape:
     """The shape of a graph; ``observed`` maps agents to state keys seen written."""
-    edges: list[Edge] = []
-    drawn: set[str] = set()
-
-    def add(source: str, target: str, kind: EdgeKind) -> None:
-        edge = Edge(source, target, kind)
-        if edge not in seen:
-            seen.add(edge)
-            edges.append(edge)
-            for end in (source, target):
-                if end.startswith("signal:"):
-                    drawn.add(end[7:])
-
-    seen: set[Edge] = set()
+    edges = _Edges()
     for name, agent in decl.agents.items():
         for pattern in agent.activate_on:
             sources = [s for s in decl.matching(pattern) if not _is_noise(s, pattern)]
             for source in sources or [str(getattr(pattern, "pattern", pattern))]:
-                add(f"signal:{source}", f"agent:{name}", "activates")
+                edges.add(f"signal:{source}", f"agent:{name}", "activates")
     for name, agent in decl.agents.items():
-        for emitted in agent.emits:
-            if emitted in drawn or decl.listeners(emitted):
-                add(f"agent:{name}", f"signal:{emitted}", "emits")
-        for key in written_keys(agent):
-            kind: EdgeKind = "updates" if key == agent.updates else "writes"
-            add(f"agent:{name}", f"signal:{state_event(key, 'changed')}", kind)
-        declared = set(written_keys(agent))
-        for key in (observed or {}).get(name, ()):
-            if key not in declared:
-                add(f"agent:{name}", f"signal:{state_event(key, 'changed')}", "observed")
-        for event in AGENT_EVENTS:
-            lifecycle = agent_event(name, event)
-            if lifecycle in drawn:
-                add(f"agent:{name}", f"signal:{lifecycle}", "lifecycle")
+        _add_outputs(edges, decl, name, agent, (observed or {}).get(name, ()))
     signals = tuple(
         dict.fromkeys(
-            e[7:] for edge in edges for e in (edge.source, edge.target) if e.startswith("signal:")
+            e[7:]
+            for edge in edges.edges
+            for e in (edge.source, edge.target)
+            if e.startswith("signal:")
         )
     )
-    return GraphShape(tuple(decl.agents), signals, tuple(edges))
+    return GraphShape(tuple(decl.agents), signals, tuple(edges.edges))
+
+
+class _Edges:
+    """The edges drawn so far, each once, and the signals they reach."""
+
+    def __init__(self) -> None:
+        self.edges: list[Edge] = []
+        self.seen: set[Edge] = set()
+        self.drawn: set[str] = set()
+
+    def add(self, source: str, target: str, kind: EdgeKind) -> None:
+        edge = Edge(source, target, kind)
+        if edge not in self.seen:
+            self.seen.add(edge)
+            self.edges.append(edge)
+            for end in (source, target):
+                if end.startswith("signal:"):
+                    self.drawn.add(end[7:])
+
+
+def _add_outputs(
+    edges: _Edges, decl: Declarations, name: str, agent: Agent, observed: Iterable[str]
+) -> None:
+    """An agent's arrows out: what it emits, writes or was seen writing, its lifecycle."""
+    for emitted in agent.emits:
+        if emitted in edges.drawn or decl.listeners(emitted):
+            edges.add(f"agent:{name}", f"signal:{emitted}", "emits")
+    declared = written_keys(agent)
+    for key in declared:
+        kind: EdgeKind = "updates" if key == agent.updates else "writes"
+        edges.add(f"agent:{name}", f"signal:{state_event(key, 'changed')}", kind)
+    for key in observed:
+        if key not in declared:
+            edges.add(f"agent:{name}", f"signal:{state_event(key, 'changed')}", "observed")
+    for event in AGENT_EVENTS:
+        lifecycle = agent_event(name, event)
+        if lifecycle in edges.drawn:
+            edges.add(f"agent:{name}", f"signal:{lifecycle}", "lifecycle")
 
 
 def _is_noise(signal: str, pattern: Pattern) -> bool:

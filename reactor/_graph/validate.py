@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -371,49 +371,71 @@ def find_cycles(decl: Declarations) -> list[list[str]]:
 
 def _components(graph: Mapping[str, Mapping[str, str]]) -> list[list[str]]:
     """Strongly connected components that contain a cycle (Tarjan's, iteratively)."""
-    order = {node: position for position, node in enumerate(graph)}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(graph[root]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
+    return _Tarjan(graph).components()
+
+
+class _Tarjan:
+    """Tarjan's walk, with an explicit stack of (node, successors left) for depth."""
+
+    def __init__(self, graph: Mapping[str, Mapping[str, str]]) -> None:
+        self.graph = graph
+        self.order = {node: position for position, node in enumerate(graph)}
+        self.index: dict[str, int] = {}
+        self.low: dict[str, int] = {}
+        self.stack: list[str] = []
+        self.on_stack: set[str] = set()
+        self.found: list[list[str]] = []
+
+    def components(self) -> list[list[str]]:
+        for root in self.graph:
+            if root not in self.index:
+                self._walk(root)
+        return self.found
+
+    def _walk(self, root: str) -> None:
+        work: list[tuple[str, Iterator[str]]] = []
+        self._enter(root, work)
+        low, index = self.low, self.index
         while work:
             node, successors = work[-1]
-            advanced = False
-            for nxt in successors:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = len(index)
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(graph[nxt])))
-                    advanced = True
-                    break
-                if nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-            if advanced:
+            if self._advance(node, successors, work):
                 continue
             work.pop()
             if work:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
             if low[node] == index[node]:
-                group = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.append(member)
-                    if member == node:
-                        break
-                if len(group) > 1 or node in graph[node]:
-                    found.append(sorted(group, key=order.__getitem__))
-    return found
+                self._close(node)
+
+    def _enter(self, node: str, work: list[tuple[str, Iterator[str]]]) -> None:
+        self.index[node] = self.low[node] = len(self.index)
+        self.stack.append(node)
+        self.on_stack.add(node)
+        work.append((node, iter(self.graph[node])))
+
+    def _advance(
+        self, node: str, successors: Iterator[str], work: list[tuple[str, Iterator[str]]]
+    ) -> bool:
+        """Go down to the next successor not visited yet; whether there was one."""
+        for nxt in successors:
+            if nxt not in self.index:
+                self._enter(nxt, work)
+                return True
+            if nxt in self.on_stack:
+                self.low[node] = min(self.low[node], self.index[nxt])
+        return False
+
+    def _close(self, node: str) -> None:
+        """Pop the component ``node`` is the root of; keep it if it holds a cycle."""
+        group = []
+        while True:
+            member = self.stack.pop()
+            self.on_stack.discard(member)
+            group.append(member)
+            if member == node:
+                break
+        if len(group) > 1 or node in self.graph[node]:
+            self.found.append(sorted(group, key=self.order.__getitem__))
 
 
 def _cycle_from(start: str, group: set[str], graph: Mapping[str, Mapping[str, str]]) -> list[str]:

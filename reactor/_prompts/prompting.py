@@ -323,21 +323,33 @@ def _settings(
         "env": agent.env,
     }
     for key, value in overrides.items():
-        if key == "tools":
-            value = tools_of(value)
-        elif key == "skills":
-            value = skills_of(value)
-        elif key == "mcps":
-            value = tuple(value or ())
-        elif key == "hooks" and not isinstance(value, Hooks):
-            raise TypeError(f"Agent {name!r}: hooks= takes a Hooks(...), got {value!r}.")
-        elif key == "env":
-            value = {**agent.env, **value}
-        config[key] = value
+        config[key] = _override(agent, key, value, name)
     for key in _PROMPT_FIELDS:
         value = getattr(prompt, key)
         if value is not None:
             config[key] = value
+    config["options"] = _options(agent, overrides)
+    config["spec"] = prompt.spec if prompt.spec is not None else agent.output_spec
+    return config
+
+
+def _override(agent: PromptingAgent, key: str, value: Any, name: str) -> Any:
+    """A call's override as the agent's own setting of that name holds it."""
+    if key == "tools":
+        return tools_of(value)
+    if key == "skills":
+        return skills_of(value)
+    if key == "mcps":
+        return tuple(value or ())
+    if key == "hooks" and not isinstance(value, Hooks):
+        raise TypeError(f"Agent {name!r}: hooks= takes a Hooks(...), got {value!r}.")
+    if key == "env":
+        return {**agent.env, **value}
+    return value
+
+
+def _options(agent: PromptingAgent, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The provider options of one call: the agent's, with the call's overrides of them."""
     options = dict(agent.options)
     for key, option in _OPTIONS.items():
         if overrides.get(key) is not None:
@@ -349,6 +361,4 @@ def _settings(
         options["cache_system"] = True
     elif overrides.get("disable_cache"):
         options.pop("cache_system", None)
-    config["options"] = options
-    config["spec"] = prompt.spec if prompt.spec is not None else agent.output_spec
-    return config
+    return options

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 import anthropic
@@ -41,6 +41,7 @@ from reactor._providers.base import (
     TextComplete,
     TextDelta,
     ToolCall,
+    ToolResult,
     Usage,
 )
 from reactor._providers.limits import Limits, backoff
@@ -235,20 +236,14 @@ class AnthropicProvider:
         agent = request.agent
         settings = self._settings(request)
         client = self._client_for(agent)
-        params = request_params(request, settings, _REQUEST_OPTIONS)
         mode = settings["structured_output"]
-        forced = request.output_schema is not None and (
-            mode == "tool" or (mode == "auto" and params["model"] in self._tool_models)
-        )
-        if forced:
-            params = force_tool(params, request.tools)
+        params, forced = self._params(request, settings)
         messages: list[dict[str, Any]] = [
             {"role": turn.role, "content": turn.content} for turn in request.messages
         ]
         before = [hook for hook in (request.before_tool, self.before_tool) if hook is not None]
         after = [hook for hook in (request.after_tool, self.after_tool) if hook is not None]
-        usage = Usage()
-        cost: float | None = 0.0
+        spent = _Spent(self.prices)
         tool_rounds = 0
         paused = ""  # text of responses the API paused, continued in the next round
         streamed = False
@@ -270,52 +265,32 @@ class AnthropicProvider:
                 forced, params = True, force_tool(params, request.tools)
                 continue
             assert message is not None  # a round always ends with the message
-            spent = usage_of(message)
-            usage = add_usage(usage, spent)
-            price = price_of(message.model or params["model"], self.prices)
-            cost = None if cost is None or price is None else cost + price.cost(spent)
+            spent.add(message, params["model"])
             answer = forced_answer(message) if forced else None
-            if message.stop_reason == "pause_turn" or (
-                message.stop_reason == "tool_use" and answer is None
-            ):
-                if tool_rounds >= settings["max_tool_rounds"]:
-                    raise ProviderError(
-                        f"Agent {agent!r}: the model asked for tools again after "
-                        f"{tool_rounds} round{'s' if tool_rounds != 1 else ''}, the limit "
-                        f"(max_tool_rounds={settings['max_tool_rounds']}). Raise "
-                        "max_tool_rounds on the provider or in the agent's options, or ask "
-                        "for fewer steps in the prompt.",
-                        agent=agent,
-                    )
-                tool_rounds += 1
-                messages.append({"role": "assistant", "content": content_of(message)})
-                if message.stop_reason == "pause_turn":
-                    paused += text_of(message)
-                    continue
-            else:
+            if not _goes_on(message, answer):
                 break
-            calls = [
-                ToolCall(block.id, block.name, dict(block.input))
-                for block in message.content
-                if isinstance(block, ToolUseBlock)
-            ]
-            results = await execute_tool_calls(
-                calls,
-                request.tools,
-                before=before,
-                after=after,
-                pre=request.pre_tool_use,
-                post=request.post_tool_use,
-            )
+            _check_rounds(agent, tool_rounds, settings["max_tool_rounds"])
+            tool_rounds += 1
+            messages.append({"role": "assistant", "content": content_of(message)})
+            if message.stop_reason == "pause_turn":
+                paused += text_of(message)
+                continue
+            results = await _run_tools(message, request, before, after)
             for result in results:
                 yield result
             messages.append({"role": "user", "content": [tool_result_block(r) for r in results]})
-        text = paused + text_of(message)
-        if answer is not None:
-            output: Any = answer
-        else:
-            output = parse_json(text) if request.output_schema is not None else text
-        yield End(output, usage, cost, message.stop_reason, message.model)
+        yield _end(request, message, paused, answer, spent)
+
+    def _params(
+        self, request: ProviderRequest, settings: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], bool]:
+        """The request's parameters, and whether it answers through a forced tool."""
+        params = request_params(request, settings, _REQUEST_OPTIONS)
+        mode = settings["structured_output"]
+        forced = request.output_schema is not None and (
+            mode == "tool" or (mode == "auto" and params["model"] in self._tool_models)
+        )
+        return (force_tool(params, request.tools) if forced else params), forced
 
     async def _attempts(
         self,
@@ -436,3 +411,71 @@ class AnthropicProvider:
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self.model!r})"
+
+
+class _Spent:
+    """The usage and cost of a request's rounds so far (``None`` once a model has no price)."""
+
+    def __init__(self, prices: Mapping[str, ModelPrice]) -> None:
+        self.prices = prices
+        self.usage = Usage()
+        self.cost: float | None = 0.0
+
+    def add(self, message: APIMessage, model: str) -> None:
+        spent = usage_of(message)
+        self.usage = add_usage(self.usage, spent)
+        price = price_of(message.model or model, self.prices)
+        self.cost = None if self.cost is None or price is None else self.cost + price.cost(spent)
+
+
+def _goes_on(message: APIMessage, answer: Any) -> bool:
+    """Whether the request needs another round: the API paused, or tools are to run."""
+    return message.stop_reason == "pause_turn" or (
+        message.stop_reason == "tool_use" and answer is None
+    )
+
+
+def _check_rounds(agent: str, tool_rounds: int, limit: int) -> None:
+    """Refuse another round of tools past ``max_tool_rounds``."""
+    if tool_rounds >= limit:
+        raise ProviderError(
+            f"Agent {agent!r}: the model asked for tools again after "
+            f"{tool_rounds} round{'s' if tool_rounds != 1 else ''}, the limit "
+            f"(max_tool_rounds={limit}). Raise max_tool_rounds on the provider or in the "
+            "agent's options, or ask for fewer steps in the prompt.",
+            agent=agent,
+        )
+
+
+async def _run_tools(
+    message: APIMessage,
+    request: ProviderRequest,
+    before: Sequence[BeforeTool],
+    after: Sequence[AfterTool],
+) -> list[ToolResult]:
+    """Run the tools the model asked for in ``message``."""
+    calls = [
+        ToolCall(block.id, block.name, dict(block.input))
+        for block in message.content
+        if isinstance(block, ToolUseBlock)
+    ]
+    return await execute_tool_calls(
+        calls,
+        request.tools,
+        before=before,
+        after=after,
+        pre=request.pre_tool_use,
+        post=request.post_tool_use,
+    )
+
+
+def _end(
+    request: ProviderRequest, message: APIMessage, paused: str, answer: Any, spent: _Spent
+) -> End:
+    """The request's ``End``: the forced tool's answer, or the text (parsed if JSON is due)."""
+    text = paused + text_of(message)
+    if answer is not None:
+        output: Any = answer
+    else:
+        output = parse_json(text) if request.output_schema is not None else text
+    return End(output, spent.usage, spent.cost, message.stop_reason, message.model)

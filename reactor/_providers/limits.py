@@ -237,9 +237,12 @@ class Limits:
         if self._redis_down:
             self._redis_down = False
             log(
-                "reactor.limits", "info", "the shared rate limit is reachable again",
-                redis=url, after=self._failures,
-            )  # fmt: skip
+                "reactor.limits",
+                "info",
+                "the shared rate limit is reachable again",
+                redis=url,
+                after=self._failures,
+            )
         self._failures = 0
         return float(found)
 

@@ -75,37 +75,11 @@ async def execute_tool_calls(
     contexts = {id(call): keys.context(call.name, call.id) for call in calls}  # in call order
 
     async def run(call: ToolCall) -> ToolResult:
-        context = contexts[id(call)]
-        result: ToolResult | None = None
-        for check in checks:
-            verdict = await call_hook(check, call)
-            if verdict is None:
-                verdict = Deny(
-                    "Blocked by a pre_tool_use hook (it returned None; a hook returns the "
-                    "call to let it run)."
-                )
-            if isinstance(verdict, Deny):
-                result = ToolResult(call.id, call.name, None, error=verdict.reason)
-                break
-            if isinstance(verdict, ToolCall):
-                call = verdict
-            elif isinstance(verdict, Mapping):
-                call = ToolCall(call.id, call.name, dict(verdict))
-            else:
-                raise TypeError(
-                    f"A pre_tool_use hook returned {verdict!r} for tool {call.name!r}; "
-                    "return the call to run it, a dict to replace its input, or "
-                    "Deny(reason) (or None) to refuse it."
-                )
+        context = contexts[id(call)]  # by the call the model made, before any hook
+        call, result = await _checked(checks, call)
         if result is None:
             result = await _invoke(call, by_name.get(call.name), by_name, context)
-        for finish in finishes:
-            replaced = await call_hook(finish, call, result)
-            if isinstance(replaced, ToolResult):
-                result = replaced
-            elif replaced is not None:  # a plain value is the tool's new result
-                result = _checked_result(call, replaced)
-        return result
+        return await _finished(finishes, call, result)
 
     if len(calls) == 1:
         return [await run(calls[0])]
@@ -116,6 +90,45 @@ async def execute_tool_calls(
             raise outcome
         results.append(outcome)
     return results
+
+
+async def _checked(
+    checks: Sequence[PreToolUse], call: ToolCall
+) -> tuple[ToolCall, ToolResult | None]:
+    """The call as the ``pre`` hooks leave it, and its result if one of them denied it."""
+    for check in checks:
+        verdict = await call_hook(check, call)
+        if verdict is None:
+            verdict = Deny(
+                "Blocked by a pre_tool_use hook (it returned None; a hook returns the "
+                "call to let it run)."
+            )
+        if isinstance(verdict, Deny):
+            return call, ToolResult(call.id, call.name, None, error=verdict.reason)
+        if isinstance(verdict, ToolCall):
+            call = verdict
+        elif isinstance(verdict, Mapping):
+            call = ToolCall(call.id, call.name, dict(verdict))
+        else:
+            raise TypeError(
+                f"A pre_tool_use hook returned {verdict!r} for tool {call.name!r}; "
+                "return the call to run it, a dict to replace its input, or "
+                "Deny(reason) (or None) to refuse it."
+            )
+    return call, None
+
+
+async def _finished(
+    finishes: Sequence[PostToolUse], call: ToolCall, result: ToolResult
+) -> ToolResult:
+    """The result as the ``post`` hooks leave it (a plain value replaces it)."""
+    for finish in finishes:
+        replaced = await call_hook(finish, call, result)
+        if isinstance(replaced, ToolResult):
+            result = replaced
+        elif replaced is not None:  # a plain value is the tool's new result
+            result = _checked_result(call, replaced)
+    return result
 
 
 async def _invoke(

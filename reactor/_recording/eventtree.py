@@ -201,31 +201,13 @@ class _Builder:
     def add_run(
         self, signals: Sequence[Signal], parent: str | None, prefix: str, name: str
     ) -> EventNode:
-        nodes = self.nodes
+        """Add the nodes of one run's ``signals`` under ``parent``; return the run's node."""
         first = signals[0] if signals else None
-        run_id = first.run_id if first is not None else None
-        if first is not None and first.name == HARNESS_START:
-            root = self._node(first, "run", name, parent, prefix, status="running")
-        else:
-            root = EventNode(
-                f"{prefix}root",
-                "run",
-                name,
-                "trace",
-                run_id,
-                parent,
-                None,
-                first.timestamp if first is not None else 0.0,
-            )
-            nodes[root.id] = root
-            if parent is not None:
-                nodes[parent].children.append(root.id)
+        root = self._root(first, parent, prefix, name)
+        run = _RunPass(self, root, prefix)
         owner: dict[str, EventNode] = {}  # signal id -> the node it belongs to
-        models: dict[str, EventNode] = {}  # parent node id -> its open model request
-        tools: dict[str, EventNode] = {}
-        mcps: dict[tuple[str, Any, Any], EventNode] = {}
         for signal in signals:
-            name_, payload = signal.name, signal.payload
+            name_ = signal.name
             if (
                 name_ in DELTAS
                 or name_ == TEXT_COMPLETE
@@ -234,80 +216,36 @@ class _Builder:
                 owner[signal.id] = root
                 continue
             above = owner.get(signal.caused_by or "", root)
-            data = payload if isinstance(payload, dict) else {}
-            node: EventNode | None = None
-            parsed = parse_agent_event(name_)
-            if name_ == HARNESS_END:
-                self._close(root, signal, data.get("status"))
-                node = root
-            elif parsed is not None and parsed[1] == "activated":
-                node = self._node(signal, "activation", parsed[0], above.id, prefix, "running")
-            elif parsed is not None and parsed[1] in ("completed", "failed", "cancelled"):
-                if above.kind == "activation" and above.status == "running":
-                    self._close(above, signal, parsed[1])
-                    node = above
-            elif name_ == PROVIDER_START:
-                node = self._node(
-                    signal, "model", str(data.get("agent")), above.id, prefix, "running"
-                )
-                models[above.id] = node
-            elif name_ in (PROVIDER_END, PROVIDER_ERROR):
-                node = models.pop(above.id, None)
-                if node is not None:
-                    self._close(node, signal, "completed" if name_ == PROVIDER_END else "failed")
-                    node.usage = data.get("usage")
-            elif name_ == TOOL_CALL:
-                holder = models.get(above.id, above)
-                node = self._node(
-                    signal, "tool", str(data.get("name")), holder.id, prefix, "running"
-                )
-                tools[str(data.get("id"))] = node
-            elif name_ == TOOL_RESULT:
-                node = tools.pop(str(data.get("id")), None)
-                if node is not None:
-                    self._close(node, signal, "failed" if data.get("error") else "completed")
-            elif name_ == MCP_CALL:
-                holder = next(
-                    (
-                        t
-                        for t in reversed(tools.values())
-                        if t.name.endswith(f"__{data.get('tool')}")
-                    ),
-                    above,
-                )
-                node = self._node(
-                    signal, "mcp", str(data.get("tool")), holder.id, prefix, "running"
-                )
-                mcps[(above.id, data.get("server"), data.get("tool"))] = node
-            elif (
-                name_ in (MCP_RESULT, MCP_ERROR)
-                and (above.id, data.get("server"), data.get("tool")) in mcps
-            ):
-                node = mcps.pop((above.id, data.get("server"), data.get("tool")))
-                self._close(node, signal, "completed" if name_ == MCP_RESULT else "failed")
-            elif name_.endswith(":start") and name_.partition(":")[0] in _PAIRS:
-                kind = name_.partition(":")[0]
-                label = data.get("name") or data.get("agent") or data.get("graph") or kind
-                node = self._node(signal, kind, str(label), above.id, prefix, "running")
-                if name_ == SPAWN_START:
-                    self.spawns.append(node)
-            elif name_ in _CLOSERS:
-                node = self._closes(above, _CLOSERS[name_], data)
-                if node is not None:
-                    failed = (
-                        name_.endswith(":failed")
-                        or data.get("error")
-                        or data.get("success") is False
-                    )
-                    status = data.get("status") if name_ == SPAWN_END else None
-                    self._close(node, signal, status or ("failed" if failed else "completed"))
+            data = signal.payload if isinstance(signal.payload, dict) else {}
+            node = run.place(signal, above, data)
             if node is None:
                 kind = "mcp" if name_.startswith("mcp:") else "signal"
-                node = self._node(signal, kind, name_, above.id, prefix, None)
+                node = self.node(signal, kind, name_, above.id, prefix, None)
             owner[signal.id] = node
         return root
 
-    def _closes(self, above: EventNode, kind: str, data: Mapping[str, Any]) -> EventNode | None:
+    def _root(self, first: Signal | None, parent: str | None, prefix: str, name: str) -> EventNode:
+        """The run's node: its ``harness:start``'s, or one standing for a trace."""
+        if first is not None and first.name == HARNESS_START:
+            return self.node(first, "run", name, parent, prefix, status="running")
+        root = EventNode(
+            f"{prefix}root",
+            "run",
+            name,
+            "trace",
+            first.run_id if first is not None else None,
+            parent,
+            None,
+            first.timestamp if first is not None else 0.0,
+        )
+        self.nodes[root.id] = root
+        if parent is not None:
+            self.nodes[parent].children.append(root.id)
+        return root
+
+    def running_node(
+        self, above: EventNode, kind: str, data: Mapping[str, Any]
+    ) -> EventNode | None:
         """The open node a closer of ``kind`` closes: its cause, or its cause's last child."""
         if above.kind == kind and above.status == "running":
             return above
@@ -322,7 +260,7 @@ class _Builder:
                 return child
         return None
 
-    def _node(
+    def node(
         self,
         signal: Signal,
         kind: str,
@@ -349,7 +287,7 @@ class _Builder:
         return node
 
     @staticmethod
-    def _close(node: EventNode, signal: Signal, status: Any) -> None:
+    def close(node: EventNode, signal: Signal, status: Any) -> None:
         payload = signal.payload if isinstance(signal.payload, dict) else {}
         node.status = str(status) if status is not None else "completed"
         duration = payload.get("duration_ms")
@@ -361,3 +299,108 @@ class _Builder:
         if isinstance(payload.get("usage"), dict):
             node.usage = payload["usage"]
         node.data["end"] = dict(payload)
+
+
+class _RunPass:
+    """One run's pass: the model requests, tool and MCP calls open in it."""
+
+    def __init__(self, builder: _Builder, root: EventNode, prefix: str) -> None:
+        self.builder = builder
+        self.root = root
+        self.prefix = prefix
+        self.models: dict[str, EventNode] = {}  # parent node id -> its open model request
+        self.tools: dict[str, EventNode] = {}  # tool call id -> its node
+        self.mcps: dict[tuple[str, Any, Any], EventNode] = {}
+
+    def place(self, signal: Signal, above: EventNode, data: Mapping[str, Any]) -> EventNode | None:
+        """The node ``signal`` opens or closes, or ``None`` for a leaf of its own."""
+        name = signal.name
+        if name == HARNESS_END:
+            self.builder.close(self.root, signal, data.get("status"))
+            return self.root
+        parsed = parse_agent_event(name)
+        if parsed is not None:
+            return self._activation(signal, above, parsed[0], parsed[1])
+        if name in (PROVIDER_START, PROVIDER_END, PROVIDER_ERROR):
+            return self._model(signal, above, data)
+        if name in (TOOL_CALL, TOOL_RESULT):
+            return self._tool(signal, above, data)
+        if name in (MCP_CALL, MCP_RESULT, MCP_ERROR):
+            return self._mcp(signal, above, data)
+        kind = name.partition(":")[0]
+        if name.endswith(":start") and kind in _PAIRS:
+            return self._open(signal, above, data, kind)
+        if name in _CLOSERS:
+            return self._end(signal, above, data)
+        return None
+
+    def _node(self, signal: Signal, kind: str, name: str, parent: str) -> EventNode:
+        return self.builder.node(signal, kind, name, parent, self.prefix, "running")
+
+    def _activation(
+        self, signal: Signal, above: EventNode, agent: str, event: str
+    ) -> EventNode | None:
+        if event == "activated":
+            return self._node(signal, "activation", agent, above.id)
+        finished = event in ("completed", "failed", "cancelled")
+        if finished and above.kind == "activation" and above.status == "running":
+            self.builder.close(above, signal, event)
+            return above
+        return None
+
+    def _model(self, signal: Signal, above: EventNode, data: Mapping[str, Any]) -> EventNode | None:
+        if signal.name == PROVIDER_START:
+            node = self._node(signal, "model", str(data.get("agent")), above.id)
+            self.models[above.id] = node
+            return node
+        request = self.models.pop(above.id, None)
+        if request is not None:
+            status = "completed" if signal.name == PROVIDER_END else "failed"
+            self.builder.close(request, signal, status)
+            request.usage = data.get("usage")
+        return request
+
+    def _tool(self, signal: Signal, above: EventNode, data: Mapping[str, Any]) -> EventNode | None:
+        if signal.name == TOOL_CALL:
+            holder = self.models.get(above.id, above)
+            node = self._node(signal, "tool", str(data.get("name")), holder.id)
+            self.tools[str(data.get("id"))] = node
+            return node
+        call = self.tools.pop(str(data.get("id")), None)
+        if call is not None:
+            self.builder.close(call, signal, "failed" if data.get("error") else "completed")
+        return call
+
+    def _mcp(self, signal: Signal, above: EventNode, data: Mapping[str, Any]) -> EventNode | None:
+        key = (above.id, data.get("server"), data.get("tool"))
+        if signal.name == MCP_CALL:
+            tool = f"__{data.get('tool')}"
+            holder = next(
+                (t for t in reversed(self.tools.values()) if t.name.endswith(tool)), above
+            )
+            node = self._node(signal, "mcp", str(data.get("tool")), holder.id)
+            self.mcps[key] = node
+            return node
+        call = self.mcps.pop(key, None)
+        if call is not None:
+            status = "completed" if signal.name == MCP_RESULT else "failed"
+            self.builder.close(call, signal, status)
+        return call
+
+    def _open(
+        self, signal: Signal, above: EventNode, data: Mapping[str, Any], kind: str
+    ) -> EventNode:
+        label = data.get("name") or data.get("agent") or data.get("graph") or kind
+        node = self._node(signal, kind, str(label), above.id)
+        if signal.name == SPAWN_START:
+            self.builder.spawns.append(node)
+        return node
+
+    def _end(self, signal: Signal, above: EventNode, data: Mapping[str, Any]) -> EventNode | None:
+        name = signal.name
+        node = self.builder.running_node(above, _CLOSERS[name], data)
+        if node is not None:
+            failed = name.endswith(":failed") or data.get("error") or data.get("success") is False
+            status = data.get("status") if name == SPAWN_END else None
+            self.builder.close(node, signal, status or ("failed" if failed else "completed"))
+        return node

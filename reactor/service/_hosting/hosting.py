@@ -351,14 +351,24 @@ class RunHost:
             )
         name = str(graph.name)
         request = RunRequest(
-            "reaction", name, input, "reaction", tags=tags,
-            resume=run_id if resume else None, run_id=None if resume else run_id,
+            "reaction",
+            name,
+            input=input,
+            trigger="reaction",
+            tags=tags,
+            resume=run_id if resume else None,
+            run_id=None if resume else run_id,
             fresh=fresh and not resume,
-        )  # fmt: skip
+        )
         _, task = await self.runs.launch(
-            self._group, request, provider=self.provider, record=self.record,
-            done=self._changed, scope=scope, graph=graph,
-        )  # fmt: skip
+            self._group,
+            request,
+            provider=self.provider,
+            record=self.record,
+            done=self._changed,
+            scope=scope,
+            graph=graph,
+        )
         return await task
 
     async def run_agent(self, request: RunRequest) -> str:
@@ -392,8 +402,15 @@ class RunHost:
         """
         result = await self.runs.abort(run_id, reason, user)
         if result is not None:
-            log("reactor.service", "info", "run aborted", run_id=run_id, reason=reason,
-                user=user, status=result.status)  # fmt: skip
+            log(
+                "reactor.service",
+                "info",
+                "run aborted",
+                run_id=run_id,
+                reason=reason,
+                user=user,
+                status=result.status,
+            )
         return result
 
     async def scheduled(self, name: str) -> None:

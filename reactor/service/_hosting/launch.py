@@ -155,11 +155,15 @@ class Runs:
             for agent_name, member in graph.agents.items():
                 if member.schedule is not None:  # only the service's own agents are cron agents
                     log(
-                        "reactor.service", "warning", "schedule of a graph's agent not run",
-                        graph=name, agent=agent_name, schedule=member.schedule,
+                        "reactor.service",
+                        "warning",
+                        "schedule of a graph's agent not run",
+                        graph=name,
+                        agent=agent_name,
+                        schedule=member.schedule,
                         fix="give the agent to ReactionService(agents=...) to run it on its "
                         "schedule",
-                    )  # fmt: skip
+                    )
         self.graphs = dict(graphs)
         self.reporters: list[Reporter] = []  # of every run, besides the run's own feed
         self.live: dict[str, LiveRun] = {}
@@ -267,23 +271,9 @@ class Runs:
         scope: Mapping[str, Any] | None,
     ) -> RunResult | None:
         started = datetime.now(UTC)
-        # A resumed run takes its recorded input (``run`` reads it from the log when no
-        # ``input=`` is given); a new one the request's, and one without input (None)
-        # the graph's default (``reactive(..., input=...)``).
-        given: dict[str, Any] = {}
-        if request.resume is None and request.fork is None:
-            if request.input is not None:
-                given["input"] = request.input
-        elif request.resume is None:
-            given["fork"] = request.fork  # a fork that has begun is resumed instead
-        if scope is None and self.objects is not None:  # a reaction's scope has its own
-            allowed = {name: member.capabilities for name, member in graph.agents.items()}
-            scope = {"objects": RunObjects(self.objects, allowed)}
-        if scope is not None:
-            given["scope"] = scope
         running = asyncio.ensure_future(
             graph.run(
-                **given,
+                **self._given(graph, request, scope),
                 channels=[controls],
                 provider=provider,
                 record=record,
@@ -318,6 +308,33 @@ class Runs:
         finally:
             if not feed.started.done():
                 feed.started.cancel()
+        await self._ended(request, result, started)
+        return result
+
+    def _given(
+        self, graph: Reactive, request: RunRequest, scope: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """What ``graph.run`` is given beside the service's own arguments.
+
+        A resumed run takes its recorded input (``run`` reads it from the log when no
+        ``input=`` is given); a new one the request's, and one without input (None)
+        the graph's default (``reactive(..., input=...)``).
+        """
+        given: dict[str, Any] = {}
+        if request.resume is None and request.fork is None:
+            if request.input is not None:
+                given["input"] = request.input
+        elif request.resume is None:
+            given["fork"] = request.fork  # a fork that has begun is resumed instead
+        if scope is None and self.objects is not None:  # a reaction's scope has its own
+            allowed = {name: member.capabilities for name, member in graph.agents.items()}
+            scope = {"objects": RunObjects(self.objects, allowed)}
+        if scope is not None:
+            given["scope"] = scope
+        return given
+
+    async def _ended(self, request: RunRequest, result: RunResult, started: datetime) -> None:
+        """What follows a run that ended here: its unwritten tail, its warning, its row."""
         fenced = self.fenced
         if isinstance(result.error, RecordingError) and fenced is not None and result.signals:
             fenced.unwritten(result.run_id, result.signals[-1], result.error)  # written later
@@ -335,7 +352,6 @@ class Runs:
             error = result.error or (result.failures[0].error if result.failures else None)
             why = None if result.ok else result.reason
             await self._agent_run(request, result.run_id, started, result.status, error, why)
-        return result
 
     async def started(self, request: RunRequest, run_id: str) -> None:
         """Write the ``agent_runs`` row of an agent's run as it starts (once per run)."""
@@ -349,10 +365,13 @@ class Runs:
                 if exists is None:
                     await conn.execute(
                         agent_runs.insert().values(
-                            agent=request.name, run_id=run_id, trigger=request.trigger,
-                            status="running", started_at=datetime.now(UTC),
+                            agent=request.name,
+                            run_id=run_id,
+                            trigger=request.trigger,
+                            status="running",
+                            started_at=datetime.now(UTC),
                         )
-                    )  # fmt: skip
+                    )
         except sa.exc.IntegrityError:
             pass  # the run finished first and wrote its row
 
@@ -379,10 +398,13 @@ class Runs:
                     if not changed.rowcount:
                         await conn.execute(
                             agent_runs.insert().values(
-                                agent=request.name, run_id=run_id, trigger=request.trigger,
-                                started_at=started, **values,
+                                agent=request.name,
+                                run_id=run_id,
+                                trigger=request.trigger,
+                                started_at=started,
+                                **values,
                             )
-                        )  # fmt: skip
+                        )
                 return
             except sa.exc.IntegrityError:
                 continue
@@ -434,9 +456,14 @@ class Runs:
         busy = sorted(set(self.live) - set(held))
         if busy or reactions:
             log(
-                "reactor.service", "info", "waiting for work in flight", grace_s=grace,
-                runs=",".join(busy) or "-", reactions=reactions, held_waiting=len(held),
-            )  # fmt: skip
+                "reactor.service",
+                "info",
+                "waiting for work in flight",
+                grace_s=grace,
+                runs=",".join(busy) or "-",
+                reactions=reactions,
+                held_waiting=len(held),
+            )
         return held
 
     def hold(self, only: Collection[str] | None = None, reason: str | None = None) -> list[str]:

@@ -94,7 +94,11 @@ def telemetry_from_env(service_name: str = "reactor") -> Telemetry | None:
     )
     exporters = env.get("OTEL_TRACES_EXPORTER", "otlp")
     log(
-        "reactor.service", "info", "tracing runs with OpenTelemetry", exporters=exporters,
-        endpoint=endpoint, capture_content=content,
-    )  # fmt: skip
+        "reactor.service",
+        "info",
+        "tracing runs with OpenTelemetry",
+        exporters=exporters,
+        endpoint=endpoint,
+        capture_content=content,
+    )
     return Telemetry(reporter, provider)

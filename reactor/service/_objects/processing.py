@@ -235,10 +235,16 @@ class ProcessingLog(Cursors):
         for index, claim in enumerate(claims):
             event = claim.event
             row = {
-                "agent": claim.agent, "object_id": event.id, "object_version": event.version,
-                "event_type": event.event, "event_id": event.event_id, "status": "pending",
-                "error": None, "created_at": now, "updated_at": now,
-            }  # fmt: skip
+                "agent": claim.agent,
+                "object_id": event.id,
+                "object_version": event.version,
+                "event_type": event.event,
+                "event_id": event.event_id,
+                "status": "pending",
+                "error": None,
+                "created_at": now,
+                "updated_at": now,
+            }
             triple = (claim.agent, event.id, event.version)
             kinds = busy.setdefault(triple, set()) if claim.exclusive else set()
             if claim.refused is not None:
@@ -475,11 +481,18 @@ class ProcessingLog(Cursors):
                 ],
             )
         runs = [
-            {"agent": o.agent, "run_id": o.run_id, "trigger": "reaction", "status": o.run_status,
-             "started_at": o.started_at, "finished_at": o.finished_at, "error": o.error}
+            {
+                "agent": o.agent,
+                "run_id": o.run_id,
+                "trigger": "reaction",
+                "status": o.run_status,
+                "started_at": o.started_at,
+                "finished_at": o.finished_at,
+                "error": o.error,
+            }
             for o in outcomes
             if o.run_id is not None
-        ]  # fmt: skip
+        ]
         if runs:  # a resumed run may have its row (an attempt that began it finished it)
             sql = postgresql if conn.dialect.name == "postgresql" else sqlite
             insert = sql.insert(agent_runs)

@@ -167,10 +167,14 @@ class AgentCatalog:
                 )
             await conn.execute(
                 agents_table.insert().values(
-                    name=name, enabled=definition.enabled, defined_in="database",
-                    created_at=now, updated_at=now, **row,
+                    name=name,
+                    enabled=definition.enabled,
+                    defined_in="database",
+                    created_at=now,
+                    updated_at=now,
+                    **row,
                 )
-            )  # fmt: skip
+            )
         await self._apply(name, built, "new")
         return await self.record(name)
 

@@ -476,9 +476,15 @@ class Dispatcher:
                     return await react(self.services, target, entry.id, event, run, batch)
         except Exception as exc:  # not the agent's failure (that is in its run)
             return Finished(
-                entry.id, entry.agent, "failed", f"{type(exc).__name__}: {exc}", None,
-                "failed", started, datetime.now(UTC),
-            )  # fmt: skip
+                entry_id=entry.id,
+                agent=entry.agent,
+                status="failed",
+                error=f"{type(exc).__name__}: {exc}",
+                run_id=None,
+                run_status="failed",
+                started_at=started,
+                finished_at=datetime.now(UTC),
+            )
 
     @contextlib.asynccontextmanager
     async def _lane(self, entry: ProcessingEntry) -> AsyncIterator[None]:

@@ -45,13 +45,13 @@ def guard_skips(
     start = new_signal(
         HARNESS_START,
         freeze_payload({"input": input, "state": store.state}),
-        "sig_1",
-        1,
-        time.time(),
-        "harness",
-        None,
-        0,
-        run_id,
+        id="sig_1",
+        seq=1,
+        timestamp=time.time(),
+        source="harness",
+        caused_by=None,
+        depth=0,
+        run_id=run_id,
     )
     if agent.when_expression is not None:
         context = {

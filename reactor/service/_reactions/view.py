@@ -178,9 +178,14 @@ class AgentObjects(_Reads):
         stored = self.store.validate(type, data)
         now = datetime.now(UTC)
         created = StoredObject(
-            id=new_object_id(), type=type, version=1, data=stored, actor=self.actor,
-            created_at=now, updated_at=now,
-        )  # fmt: skip
+            id=new_object_id(),
+            type=type,
+            version=1,
+            data=stored,
+            actor=self.actor,
+            created_at=now,
+            updated_at=now,
+        )
         self.held.append(Create(type, stored, id=created.id))
         return created
 

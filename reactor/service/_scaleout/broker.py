@@ -177,9 +177,14 @@ class JobBroker(RedisStreamBroker):
         self.parked[message_id] = time.monotonic() + seconds
         async with Redis(connection_pool=self.connection_pool) as redis:
             await redis.xclaim(
-                self.keys.stream, self.keys.group, self.consumer_name, min_idle_time=0,
-                message_ids=[message_id], idle=self.idle_timeout, justid=True,
-            )  # fmt: skip
+                self.keys.stream,
+                self.keys.group,
+                self.consumer_name,
+                min_idle_time=0,
+                message_ids=[message_id],
+                idle=self.idle_timeout,
+                justid=True,
+            )
 
     async def listen(self) -> AsyncGenerator[AckableMessage, None]:
         """Jobs, for ever: a lost connection to Redis is retried with backoff, logged.
@@ -246,18 +251,24 @@ class JobBroker(RedisStreamBroker):
                     if claimed is not None:
                         message_id, fields = claimed
                         log(
-                            "reactor.worker", "info", "job reclaimed",
-                            message=_text(message_id), job=_key(fields),
+                            "reactor.worker",
+                            "info",
+                            "job reclaimed",
+                            message=_text(message_id),
+                            job=_key(fields),
                             idle_s=round(self.idle_timeout / 1000, 1),
-                        )  # fmt: skip
+                        )
                         self.in_hand += 1
                         yield self._message(message_id, fields)
                         continue
                     looked = time.monotonic()
                 fetched: Any = await redis.xreadgroup(
-                    self.keys.group, self.consumer_name, {self.keys.stream: ">"},
-                    count=max(1, self.room()), block=self.block,
-                )  # fmt: skip
+                    self.keys.group,
+                    self.consumer_name,
+                    {self.keys.stream: ">"},
+                    count=max(1, self.room()),
+                    block=self.block,
+                )
                 answered()
                 got = False
                 for _stream, messages in fetched or ():
@@ -296,7 +307,7 @@ class JobBroker(RedisStreamBroker):
                     self.consumer_name,
                     min_idle_time=self.idle_timeout,
                     message_ids=[message_id],
-                )  # fmt: skip (another worker may have claimed it first: then nothing)
+                )  # another worker may have claimed it first: then nothing
                 for found_id, fields in claimed:
                     if fields:  # a job deleted from the stream leaves an empty entry
                         return found_id, fields

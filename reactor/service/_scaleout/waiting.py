@@ -103,9 +103,14 @@ class Waiting:
         wait *= random.uniform(0.75, 1.25)  # workers do not look at it again in step
         if times == 1:
             log(
-                "reactor.worker", "warning", "job left for a worker with its code",
-                job=key, waits_for=lacks, worker=self.worker, look_again_in_s=round(wait, 1),
-            )  # fmt: skip
+                "reactor.worker",
+                "warning",
+                "job left for a worker with its code",
+                job=key,
+                waits_for=lacks,
+                worker=self.worker,
+                look_again_in_s=round(wait, 1),
+            )
         message_id = context.message.labels.get(STREAM_ID)
         try:
             if message_id is not None:

@@ -1,27 +1,38 @@
 """``reactor worker``: executes the service's runs from the job queue.
 
 A worker opens the service's database and signal store (not its dispatcher or
-schedules) and takes jobs from the Redis stream with taskiq's receiver, ``concurrency``
-at a time (waiting for Redis, with backoff). For each job it:
+schedules), then takes jobs from the Redis stream with taskiq's receiver, ``concurrency``
+at a time (waiting for Redis, with backoff, if it is not there yet). For each job it:
 
-0. leaves it pending for another worker if its graph or agent is not in this code
-   (a rolling deploy: :mod:`reactor.service._scaleout.waiting`);
-1. takes the run's lease, or puts the job back unacknowledged when a live worker
-   holds it (a long run whose job was reclaimed by idle time);
-2. drops it if its log has ``harness:end`` (a duplicate: the log is read under the
-   lease, and a lease is given back only once the log is durable);
-3. starts the run, or resumes it when the log has it (a dead worker's job);
-4. once it has ended, makes its log durable, gives the lease back (forgetting its
-   ``queued_jobs`` row in the same transaction) and acknowledges the job, grouped with
-   the other runs ending then: one flush, one transaction, one Redis command.
+0. leaves it pending for another worker if the job's graph or agent is not in this
+   code (a rolling deploy: :mod:`reactor.service._scaleout.waiting`);
+1. takes the run's lease in the database, or puts the job back unacknowledged when a
+   live worker holds it (a long run whose job was reclaimed by idle time);
+2. drops it (acknowledged) if its run has ``harness:end`` in the log: a duplicate (the
+   log is read under the lease, and a worker makes its log durable before it gives a
+   lease back, so what the previous holder recorded is all there);
+3. starts the run as the job says, or resumes it when the log already has it (a job a
+   dead worker left: what completed is not repeated);
+4. once the run has ended, makes its log durable, gives the lease back (forgetting the
+   job's row in ``queued_jobs`` in the same transaction) and acknowledges the job, off
+   the job's slot and grouped with the other runs ending then: one flush, one
+   transaction and one Redis command for all of them.
 
-A reaction's job names a processing-log entry: leased the same way, taken, run and
-finished as the serving process would (a ``queue`` agent's waits for the earlier
-entries of its object). After each reconnect it queues again the jobs Redis lost
-(``jobs``); on PostgreSQL its log refuses a run's appends once another worker took its
-lease (``durable.LogFence``); its heartbeat (``<prefix>:worker:<id>``) names its runs.
-On SIGTERM it takes no more jobs, holds at once the runs that wait for a person, a timer
-or a message, gives the others ``grace`` seconds, then holds the rest: others resume them.
+A reaction's job names a processing-log entry: the worker leases it the same way,
+takes it (``pending``, or ``processing`` when the worker that had it died), runs the
+reaction and records how it ended, as the serving process would without a queue. An
+entry of a ``queue`` agent waits for the earlier ones of its object.
+
+After each reconnect to Redis (and when it starts) it queues again the jobs the
+database keeps and Redis lost (:mod:`reactor.service._scaleout.jobs`). On PostgreSQL
+its log refuses the appends of a run whose lease another worker took
+(:class:`~reactor.service._scaleout.durable.LogFence`).
+
+Its heartbeat is a Redis key (``<prefix>:worker:<id>``) naming its runs, renewed with
+the leases; ``reactor workers`` lists them. On SIGTERM it takes no more jobs, holds
+at once the runs that wait for a person, a timer or a scheduled message, gives the
+other runs in flight ``grace`` seconds, then holds the rest unfinished and
+unacknowledged: another worker resumes them.
 """
 
 from __future__ import annotations
@@ -152,9 +163,14 @@ class Worker:
                     service.objects, service.suggestion_store, service.host, service.host.record
                 )
                 self.reactions = Dispatcher(
-                    services, service.log, {}, {}, group,
-                    max_running=self.concurrency, changed=lambda: None,
-                )  # fmt: skip
+                    services,
+                    service.log,
+                    agents={},
+                    cursors={},
+                    group=group,
+                    max_running=self.concurrency,
+                    changed=lambda: None,
+                )
                 await self._read_agents()
                 finishing = group.create_task(self.reactions.finishes.run())
                 beat = group.create_task(self._heartbeat())
@@ -226,9 +242,13 @@ class Worker:
             else:
                 if info is not None:
                     log(
-                        "reactor.worker", "info", "run resumed", run_id=run_id,
-                        worker=self.id, signals=info.signals,
-                    )  # fmt: skip
+                        "reactor.worker",
+                        "info",
+                        "run resumed",
+                        run_id=run_id,
+                        worker=self.id,
+                        signals=info.signals,
+                    )
                     if request.resume is None:
                         request = request.__class__(**{**job, "resume": run_id, "run_id": None})
                 await self._execute(run_id, request)
@@ -420,9 +440,12 @@ class Worker:
 
     def _fenced(self, runs: set[str]) -> None:
         log(
-            "reactor.worker", "warning", "log refused appends from a stale lease",
-            runs=",".join(sorted(runs)), worker=self.id,
-        )  # fmt: skip
+            "reactor.worker",
+            "warning",
+            "log refused appends from a stale lease",
+            runs=",".join(sorted(runs)),
+            worker=self.id,
+        )
         self._lost(sorted(runs))
 
     def _lost(self, keys: list[str]) -> None:
