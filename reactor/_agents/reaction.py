@@ -39,6 +39,7 @@ approve; ``hybrid`` lets each output choose (``Changes.mode``)."""
 ReactionConcurrency = Literal["skip", "queue", "parallel"]
 _CONCURRENCY: tuple[str, ...] = get_args(ReactionConcurrency)
 _TYPE_NAME = re.compile(r"^[^\s:*]+$")
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
 def type_name_problem(name: object) -> str | None:
@@ -84,16 +85,23 @@ class Reaction(_Checked):
         concurrency: What an event for an object version already being processed by
             the agent does: ``skip`` drops it, ``queue`` processes one object's events in
             order, ``parallel`` does not wait.
+        depends_on: Fields of the object (top-level names of its data) that the
+            agent's suggestions depend on besides those they change: a suggestion is
+            stale once one of these, or one it changes, has changed since the agent
+            saw the object; other fields may change (a quote's ``price`` moving leaves
+            a suggestion about its ``notes`` fresh unless ``depends_on=["price"]``).
 
     Raises:
-        AgentConfigError: An unknown event or concurrency, no events at all, or a type
-            that cannot be an object type name.
+        AgentConfigError: An unknown event or concurrency, no events at all, a type
+            that cannot be an object type name, or a ``depends_on`` entry that is not
+            a field name.
     """
 
     types: tuple[str, ...] = ()
     events: tuple[ObjectEvent, ...] = EVENTS
     ignore_self: bool = True
     concurrency: ReactionConcurrency = "skip"
+    depends_on: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -102,16 +110,33 @@ class Reaction(_Checked):
         events: Iterable[ObjectEvent] | ObjectEvent = EVENTS,
         ignore_self: bool = True,
         concurrency: ReactionConcurrency = "skip",
+        depends_on: Iterable[str] | str = (),
         **unknown: Never,
     ) -> None:
         super().__init__(
-            types=types, events=events, ignore_self=ignore_self, concurrency=concurrency, **unknown
+            types=types,
+            events=events,
+            ignore_self=ignore_self,
+            concurrency=concurrency,
+            depends_on=depends_on,
+            **unknown,
         )
 
-    @pydantic.field_validator("types", "events", mode="before")
+    @pydantic.field_validator("types", "events", "depends_on", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return (value,) if isinstance(value, str) else value
+
+    @pydantic.field_validator("depends_on")
+    @classmethod
+    def _field_names(cls, fields: tuple[str, ...]) -> tuple[str, ...]:
+        for name in fields:
+            if not _FIELD_NAME.match(name):
+                raise ValueError(
+                    f"{name!r} is not a field name: name a top-level field of the object's "
+                    "data (a letter or '_', then letters, digits or '_', at most 64)"
+                )
+        return tuple(dict.fromkeys(fields))
 
     @pydantic.field_validator("types")
     @classmethod

@@ -24,7 +24,7 @@ from reactor.service import (
 from reactor.service._objects.db import DEFAULT_URL, MIGRATIONS, VERSION_TABLE, Database
 from reactor.service._objects.schema import metadata
 
-HEAD = "0011"
+HEAD = "0012"
 """The newest revision shipped."""
 
 COLUMNS = {
@@ -112,6 +112,8 @@ COLUMNS = {
         "object_version",
         "proposer_type",
         "proposer_id",
+        "superseded_by",
+        "basis",
     },
     "suggestion_approvals": {
         "suggestion_id",

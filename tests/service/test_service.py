@@ -62,6 +62,7 @@ async def test_the_service_writes_its_agents_as_rows(url: str) -> None:
         "events": ["created", "updated"],
         "ignore_self": True,
         "concurrency": "queue",
+        "depends_on": [],
     }
     assert enrich["execution_mode"] == "suggest"
     assert enrich["capabilities"] == {

@@ -1,16 +1,18 @@
-"""The processing log's history: what people decided about agents' work, for audit.
+"""The processing log's history: what became of agents' suggestions, for audit.
 
 The processing log says what became of each event an agent was given; its history says
-what a person decided about what the agent proposed: ``suggestion:decided``, with its
-provenance (the suggestion and the run that proposed it, the object and the version it
-was based on, a digest of the changes decided on, the principal with its roles and
-authenticator, the decision, its outcome and justification; see
-:class:`~reactor._signals.payloads.SuggestionDecided`). A row is written in
-the transaction that makes the decision true: a rejection's change of status, an
-approval's changes of objects (when the service keeps its tables in the objects'
-database, the default; otherwise right after them). So the history never shows an
-approval whose changes were not applied (a stale one refused, say). Rows are never
-changed or deleted.
+what became of what the agent proposed. A person's decision is ``suggestion:decided``,
+with its provenance (the suggestion and the run that proposed it, the object and the
+version it was based on, a digest of the changes decided on, the principal with its
+roles and authenticator, the decision, its outcome and justification; see
+:class:`~reactor._signals.payloads.SuggestionDecided`); a pending suggestion that gave
+way to a newer one of its agent for its object is ``suggestion:superseded`` (see
+:class:`~reactor._signals.payloads.SuggestionSuperseded`). A row is written in the
+transaction that makes it true: the newer suggestion's insert, a rejection's change of
+status, an approval's changes of objects (when the service keeps its tables in the
+objects' database, the default; otherwise right after them). So the history never
+shows an approval whose changes were not applied (a stale one refused, say). Rows are
+never changed or deleted.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from typing import Any
 import pydantic
 import sqlalchemy as sa
 
-from reactor._signals.payloads import SuggestionDecided
+from reactor._signals.payloads import SuggestionDecided, SuggestionSuperseded
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import processing_history
 
-__all__ = ["History", "HistoryEntry", "history_row"]
+__all__ = ["History", "HistoryEntry", "Line", "history_row", "history_values"]
 
 
 class HistoryEntry(pydantic.BaseModel):
@@ -33,10 +35,11 @@ class HistoryEntry(pydantic.BaseModel):
 
     Attributes:
         id: Its position in the history (increasing).
-        name: What it records: ``suggestion:decided``.
+        name: What it records: ``suggestion:decided`` or ``suggestion:superseded``.
         suggestion_id: The suggestion decided on.
         object_id: The object the suggestion was about, if any.
-        payload: The decision with its provenance (``SuggestionDecided``).
+        payload: The decision with its provenance (``SuggestionDecided``), or what
+            superseded the suggestion (``SuggestionSuperseded``).
         created_at: When (UTC).
     """
 
@@ -50,15 +53,24 @@ class HistoryEntry(pydantic.BaseModel):
     created_at: datetime
 
 
-def history_row(name: str, decided: SuggestionDecided) -> sa.Insert:
-    """The statement that writes one decision (run it in the deciding transaction)."""
-    return processing_history.insert().values(
-        name=name,
-        suggestion_id=decided["suggestion_id"],
-        object_id=decided["object_id"],
-        payload=dict(decided),
-        created_at=datetime.now(UTC),
-    )
+Line = SuggestionDecided | SuggestionSuperseded
+"""What a line of the history says (its payload)."""
+
+
+def history_values(name: str, line: Line) -> dict[str, Any]:
+    """The values of one line's row (for an insert of many rows at once)."""
+    return {
+        "name": name,
+        "suggestion_id": line["suggestion_id"],
+        "object_id": line["object_id"],
+        "payload": dict(line),
+        "created_at": datetime.now(UTC),
+    }
+
+
+def history_row(name: str, line: Line) -> sa.Insert:
+    """The statement that writes one line (run it in the transaction that makes it true)."""
+    return processing_history.insert().values(**history_values(name, line))
 
 
 class History:

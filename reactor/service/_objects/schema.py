@@ -23,6 +23,7 @@ from sqlalchemy.dialects import postgresql
 
 __all__ = [
     "ACTIVE_PREDICATE",
+    "SUGGESTION_STATUSES",
     "JSONType",
     "Timestamp",
     "agent_runs",
@@ -90,6 +91,7 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 
 _EVENTS = ("created", "updated", "deleted")
 _STATUSES = ("pending", "processing", "completed", "failed", "skipped", "abandoned")
+SUGGESTION_STATUSES = ("pending", "completed", "rejected", "expired", "superseded")
 
 objects = sa.Table(
     "objects",
@@ -196,8 +198,12 @@ processing_log = sa.Table(
     ),
     sa.Index(None, "status", "id"),  # the oldest pending entries, for whoever takes work
     sa.Index(None, "status", "updated_at"),  # entries processing for too long
-    sa.Index(None, "object_id"),
     sa.Index(None, "event_id"),  # what an object's change caused (its page's history)
+    # The desk (revision 0012): pages of the log newest first, by agent or object, and
+    # each agent's lag (entries by status, its oldest waiting one) read from an index.
+    sa.Index(None, "agent", "id"),
+    sa.Index(None, "agent", "status", "id"),
+    sa.Index(None, "object_id", "id"),
 )
 
 processing_history = sa.Table(
@@ -233,10 +239,16 @@ suggestions = sa.Table(
     sa.Column("object_version", sa.Integer),  # the object's version it was based on
     sa.Column("proposer_type", sa.String(16)),  # who made the change the agent reacted to
     sa.Column("proposer_id", sa.String(200)),
-    sa.CheckConstraint(
-        _in("status", ("pending", "completed", "rejected", "expired")), name="status"
-    ),
-    sa.Index(None, "status", "created_at"),
+    # The desk (revision 0012): a newer suggestion of the same agent for the same object
+    # supersedes a pending one; what a suggestion depends on, as the agent saw it; pages
+    # newest first (all, by status, by agent), and the pending one of an agent's object.
+    sa.Column("superseded_by", sa.String(64)),
+    sa.Column("basis", JSONType),  # {field: value}; NULL: made before (its version counts)
+    sa.CheckConstraint(_in("status", SUGGESTION_STATUSES), name="status"),
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "status", "created_at", "id"),
+    sa.Index(None, "agent", "status", "created_at", "id"),
+    sa.Index(None, "object_id", "agent", "status"),
 )
 
 suggestion_approvals = sa.Table(
