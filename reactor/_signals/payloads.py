@@ -368,7 +368,7 @@ class CausePayload(TypedDict):
 
 
 class SuggestionPayload(TypedDict):
-    """``suggestion:created|approved|rejected|superseded``: which suggestion, and who resolved it."""
+    """``suggestion:created|approved|rejected|superseded``: which suggestion, and who acted."""
 
     id: str
     agent: str

@@ -297,6 +297,18 @@ class ObjectStore:
             )
         return event_from_row(event_row).object
 
+    async def get_many(self, ids: Iterable[str]) -> dict[str, StoredObject]:
+        """The objects of these ids as they are now, by id (those that exist; one read)."""
+        wanted = sorted(set(ids))
+        for id in wanted:
+            check_text(id, "id")
+        if not wanted:
+            return {}
+        await self.open()
+        async with self.db.read() as conn:
+            rows = await conn.execute(sa.select(objects).where(objects.c.id.in_(wanted)))
+            return {row.id: object_from_row(row) for row in rows}
+
     async def list(
         self, type: str | None = None, *, limit: int | None = None
     ) -> builtins.list[StoredObject]:

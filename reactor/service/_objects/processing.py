@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from reactor._recording.info import new_run_id
+from reactor._signals.door import check_text
 from reactor.exceptions import ServiceConfigError
 from reactor.service._objects.changes import EntryStatus, Lag, ProcessingEntry
 from reactor.service._objects.db import Database
@@ -390,7 +391,12 @@ class ProcessingLog(Cursors):
         Raises:
             ServiceConfigError: ``after`` is not a cursor a page gave, or ``limit`` is
                 not 1 to 500.
+            PayloadError: A filter or the cursor holds a NUL character.
         """
+        given = {"status": status, "agent": agent, "object_id": object_id, "after": after}
+        for name, text in given.items():
+            if text is not None:
+                check_text(text, name)
         if not 1 <= limit <= MAX_PAGE:
             raise ServiceConfigError(f"limit must be 1 to {MAX_PAGE}, got {limit}.")
         c = processing_log.c

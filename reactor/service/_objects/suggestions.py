@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from reactor._signals.door import check_payload
+from reactor._signals.door import check_payload, check_text
 from reactor._signals.names import SUGGESTION_SUPERSEDED
 from reactor._signals.payloads import SuggestionDecided, SuggestionSuperseded
 from reactor.exceptions import ServiceConfigError, SuggestionNotFoundError, SuggestionResolvedError
@@ -220,7 +220,12 @@ class Suggestions:
         Raises:
             ServiceConfigError: ``after`` is not a cursor a page gave, or ``limit`` is
                 not 1 to 500.
+            PayloadError: A filter or the cursor holds a NUL character.
         """
+        given = {"status": status, "agent": agent, "object_id": object_id, "after": after}
+        for name, text in given.items():
+            if text is not None:
+                check_text(text, name)
         if not 1 <= limit <= MAX_PAGE:
             raise ServiceConfigError(f"limit must be 1 to {MAX_PAGE}, got {limit}.")
         c = suggestions.c
@@ -250,7 +255,7 @@ class Suggestions:
 
         ``decided``: each suggestion's id and its decision's line. Only those still
         pending move (a conditional update, as :meth:`resolve`), and only their lines
-        are written. Returns them, as they are now.
+        are written, in the order given. Returns them, as they are now, in that order.
         """
         lines = dict(decided)
         ids, done = sorted(lines), list[Suggestion]()
@@ -272,12 +277,13 @@ class Suggestions:
                     .returning(*suggestions.c)
                 )
                 done += map(suggestion_from_row, rows)
-            if done:
+            moved = {suggestion.id: suggestion for suggestion in done}
+            if moved:
                 await conn.execute(
                     processing_history.insert(),
-                    [history_values(*lines[suggestion.id]) for suggestion in done],
+                    [history_values(*line) for id, line in decided if id in moved],
                 )
-        return done
+        return [moved[id] for id, _ in decided if id in moved]
 
     async def list(self, status: str | None = None) -> list[Suggestion]:
         """Suggestions, newest first (of one status, or all)."""

@@ -1,4 +1,8 @@
-"""The agents page: every agent, when it runs, its last runs; change it, or run it now.
+"""The agents page: every agent, when it runs, its last runs, its lag; change it, or run it.
+
+A reaction agent shows how far behind it is: its entries waiting in the processing
+log, how long the oldest has waited, and its entries by outcome (``admitted``, and
+every other status by name), as ``GET /api/agents/{name}`` and ``/metrics`` say.
 
 What each agent can change follows its trigger, as the catalog behind
 ``PATCH /api/agents/{name}`` does (the scheduler follows at once): a manual or cron
@@ -41,7 +45,7 @@ Field = Annotated[str, fastapi.Form()]
 
 @router.get("/agents")
 async def agents(request: Request, session: Viewing) -> Response:
-    """Every agent: trigger (a reaction's filter), schedule, enabled, next run, last runs."""
+    """Every agent: trigger (a reaction's filter), schedule, enabled, next run, last runs, lag."""
     service = service_of(request)
     records = await service.catalog.records()
     store = service.record
@@ -52,7 +56,8 @@ async def agents(request: Request, session: Viewing) -> Response:
             if store is not None
             else []
         )
-    return page(request, "agents.html", session, agents=records, last=last)
+    lags = await service.lag()
+    return page(request, "agents.html", session, agents=records, last=last, lags=lags)
 
 
 @router.post("/agents/{name}")
