@@ -11,6 +11,7 @@ from pathlib import Path
 from bench import (
     authority,
     bus,
+    desk,
     evaluation,
     limits,
     longlife,
@@ -44,6 +45,7 @@ WORKLOADS = {
     "writes": writes.run,
     "serve": serve.run,
     "authority": authority.run,
+    "desk": desk.run,
     "stream": stream.run,
     "workers": workers.run,
     "evaluation": evaluation.run,

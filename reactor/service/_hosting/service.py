@@ -21,7 +21,7 @@ from reactor.service._access.roles import require
 from reactor.service._hosting.hosting import RunHost, check_positive, close_record, default_record
 from reactor.service._hosting.launch import LiveRun, RunRequest, Runs
 from reactor.service._hosting.upkeep import Upkeep, follow, switch_reaction
-from reactor.service._objects.changes import Lag, Operation, ProcessingEntry, Suggestion
+from reactor.service._objects.changes import Create, Lag, Operation, ProcessingEntry, Suggestion
 from reactor.service._objects.db import Database
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.owners import Owners, process_id
@@ -29,7 +29,7 @@ from reactor.service._objects.processing import PAGE as ENTRIES_PAGE
 from reactor.service._objects.processing import ProcessingLog
 from reactor.service._objects.rows import Page
 from reactor.service._objects.suggestions import PAGE as SUGGESTIONS_PAGE
-from reactor.service._objects.suggestions import Suggestions
+from reactor.service._objects.suggestions import SuggestionPage, Suggestions
 from reactor.service._objects.values import (
     AgentActor,
     ObjectEvent,
@@ -390,19 +390,36 @@ class ReactionService:
         object_id: str | None = None,
         after: str | None = None,
         limit: int = SUGGESTIONS_PAGE,
-    ) -> Page[Suggestion]:
+        with_objects: bool = False,
+    ) -> SuggestionPage:
         """One page of suggestions, the newest first, filtered by status, agent and object.
 
         Pass a page's ``next`` as ``after`` for the next page (1 to 500 a page).
+        ``with_objects``: the page's ``objects`` are those its suggestions are about or
+        change, as they are now (read with the page when the service keeps its tables in
+        the objects' database, the default).
 
         Raises:
             ServiceConfigError: ``after`` is not a cursor a page gave, or ``limit`` is
                 out of range.
         """
         await self.db.open()
-        return await self.suggestion_store.page(
-            status=status, agent=agent, object_id=object_id, after=after, limit=limit
+        together = with_objects and self.db is self.objects.db
+        page = await self.suggestion_store.page(
+            status=status,
+            agent=agent,
+            object_id=object_id,
+            after=after,
+            limit=limit,
+            with_objects=together,
         )
+        if not with_objects or together:
+            return page
+        wanted = {s.object_id for s in page.items if s.object_id}
+        wanted.update(
+            op.id for s in page.items for op in s.operations if not isinstance(op, Create)
+        )
+        return SuggestionPage(page.items, page.next, await self.objects.get_many(wanted))
 
     async def processing_page(
         self,

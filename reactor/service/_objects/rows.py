@@ -8,6 +8,7 @@ last object's ``updated_at`` and id, so each page is one indexed read
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -56,8 +57,13 @@ operations_adapter: pydantic.TypeAdapter[tuple[Operation, ...]] = pydantic.TypeA
 """Reads and writes the operations of a suggestion as JSON data."""
 
 
+@functools.lru_cache(maxsize=4096)
 def actor_from_row(type: str | None, id: str | None) -> User | AgentActor | None:
-    """The actor stored in a ``*_type`` / ``*_id`` pair of columns."""
+    """The actor stored in a ``*_type`` / ``*_id`` pair of columns.
+
+    Actors are frozen values and a page names a few of them many times (an agent, the
+    feed's user): each is made once and shared.
+    """
     if type is None or id is None:
         return None
     return AgentActor(id) if type == "agent" else User(id)
@@ -69,16 +75,17 @@ def _actor(type: str, id: str) -> User | AgentActor:
     return actor
 
 
-def object_from_row(row: sa.Row[Any]) -> StoredObject:
-    """A row of ``objects``."""
+def object_from_row(row: sa.Row[Any], prefix: str = "") -> StoredObject:
+    """A row of ``objects`` (its columns named ``<prefix><column>``, when joined)."""
+    column = row._mapping
     return StoredObject(
-        id=row.id,
-        type=row.type,
-        version=row.version,
-        data=row.data,
-        actor=_actor(row.actor_type, row.actor_id),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        id=column[f"{prefix}id"],
+        type=column[f"{prefix}type"],
+        version=column[f"{prefix}version"],
+        data=column[f"{prefix}data"],
+        actor=_actor(column[f"{prefix}actor_type"], column[f"{prefix}actor_id"]),
+        created_at=column[f"{prefix}created_at"],
+        updated_at=column[f"{prefix}updated_at"],
     )
 
 

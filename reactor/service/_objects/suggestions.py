@@ -30,9 +30,11 @@ starts the count anew, since only approvals of the current changes count.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -41,7 +43,13 @@ from reactor._signals.door import check_payload, check_text
 from reactor._signals.names import SUGGESTION_SUPERSEDED
 from reactor._signals.payloads import SuggestionDecided, SuggestionSuperseded
 from reactor.exceptions import ServiceConfigError, SuggestionNotFoundError, SuggestionResolvedError
-from reactor.service._objects.changes import Approved, Operation, Suggestion, SuggestionStatus
+from reactor.service._objects.changes import (
+    Approved,
+    Create,
+    Operation,
+    Suggestion,
+    SuggestionStatus,
+)
 from reactor.service._objects.db import Database
 from reactor.service._objects.history import History, history_row, history_values
 from reactor.service._objects.rows import (
@@ -49,13 +57,19 @@ from reactor.service._objects.rows import (
     Page,
     cursor_of,
     keyset_cursor,
+    object_from_row,
     operations_adapter,
     suggestion_from_row,
 )
-from reactor.service._objects.schema import processing_history, suggestion_approvals, suggestions
-from reactor.service._objects.values import AgentActor, User
+from reactor.service._objects.schema import (
+    objects,
+    processing_history,
+    suggestion_approvals,
+    suggestions,
+)
+from reactor.service._objects.values import AgentActor, StoredObject, User
 
-__all__ = ["PAGE", "Counted", "Proposed", "Suggestions", "resolved_error"]
+__all__ = ["PAGE", "Counted", "Proposed", "SuggestionPage", "Suggestions", "resolved_error"]
 
 _IN_CHUNK = 500
 """Suggestion ids asked about in one ``IN (...)``."""
@@ -82,6 +96,22 @@ class Counted:
     suggestion: Suggestion
     approvals: int
     completes: bool
+
+
+NOW = "now_"
+"""The prefix of the columns of a suggestion's object, joined to a page's rows."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SuggestionPage(Page[Suggestion]):
+    """A page of suggestions; with its ``objects``, when asked for.
+
+    Attributes:
+        objects: The objects its suggestions are about or change, as they are now, by
+            id (a deleted one is missing); empty unless asked for.
+    """
+
+    objects: dict[str, StoredObject] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,13 +239,24 @@ class Suggestions:
         object_id: str | None = None,
         after: str | None = None,
         limit: int = PAGE,
-    ) -> Page[Suggestion]:
+        with_objects: bool = False,
+    ) -> SuggestionPage:
         """One page of suggestions, the newest first, filtered by status, agent and object.
 
         Pass a page's ``next`` as ``after`` for the next one. Each page is one indexed
         read (by ``(status, created_at, id)``, ``(agent, status, created_at, id)``,
-        ``(object_id, agent, status)`` or ``(created_at, id)``), then the approvals of
-        its suggestions.
+        ``(object_id, agent, status)`` or ``(created_at, id)``) that also says which of
+        its suggestions have approvals; those are read then.
+
+        Args:
+            status: Only those of this status.
+            agent: Only this agent's.
+            object_id: Only those about this object.
+            after: The cursor of the page before (its ``next``).
+            limit: Suggestions a page holds at most (1 to 500).
+            with_objects: Read the objects the suggestions are about or change too, as
+                they are now, in the same transaction (the objects must be in this
+                database): the page's :attr:`SuggestionPage.objects`.
 
         Raises:
             ServiceConfigError: ``after`` is not a cursor a page gave, or ``limit`` is
@@ -228,24 +269,11 @@ class Suggestions:
                 check_text(text, name)
         if not 1 <= limit <= MAX_PAGE:
             raise ServiceConfigError(f"limit must be 1 to {MAX_PAGE}, got {limit}.")
-        c = suggestions.c
-        query = sa.select(suggestions).order_by(c.created_at.desc(), c.id.desc()).limit(limit + 1)
-        for column, value in (("status", status), ("agent", agent), ("object_id", object_id)):
-            if value is not None:
-                query = query.where(c[column] == value)
-        if after is not None:
-            moment, last = keyset_cursor(after, "suggestions")
-            query = query.where(
-                sa.or_(c.created_at < moment, sa.and_(c.created_at == moment, c.id < last))
-            )
-        async with self.db.read() as conn:
-            rows = (await conn.execute(query)).all()
-            found = [suggestion_from_row(row) for row in rows[:limit]]
-            approved = await _approvals(conn, [suggestion.id for suggestion in found])
-        end = found[-1] if len(rows) > limit else None
-        return Page(
-            [_with(suggestion, approved) for suggestion in found],
-            None if end is None else cursor_of(end.created_at, end.id),
+        query = _page_query(given, limit, with_objects)
+        read = functools.partial(_read_page, query=query, limit=limit, with_objects=with_objects)
+        found, more, now = await self.db.run_read(read)
+        return SuggestionPage(
+            found, cursor_of(found[-1].created_at, found[-1].id) if more else None, now
         )
 
     async def reject_many(
@@ -504,10 +532,15 @@ async def _counted(conn: AsyncConnection, suggestion_id: str, approval: Approved
 
 async def _approvals(conn: AsyncConnection, ids: Iterable[str]) -> dict[str, list[Approved]]:
     """The approvals of these suggestions, oldest first (asked in chunks of ids)."""
+    return await conn.run_sync(_approvals_of, list(ids))
+
+
+def _approvals_of(conn: sa.Connection, ids: Iterable[str]) -> dict[str, list[Approved]]:
+    """:func:`_approvals`, on a synchronous connection."""
     wanted, found = list(ids), dict[str, list[Approved]]()
     for start in range(0, len(wanted), _IN_CHUNK):
         chunk = wanted[start : start + _IN_CHUNK]
-        rows = await conn.execute(
+        rows = conn.execute(
             sa.select(suggestion_approvals)
             .where(suggestion_approvals.c.suggestion_id.in_(chunk))
             .order_by(suggestion_approvals.c.decided_at)
@@ -557,6 +590,65 @@ async def _supersede(conn: AsyncConnection, new: Suggestion) -> list[Suggestion]
         .returning(*suggestions.c)
     )
     return sorted(map(suggestion_from_row, rows), key=lambda old: (old.created_at, old.id))
+
+
+def _page_query(given: dict[str, str | None], limit: int, with_objects: bool) -> sa.Select[Any]:
+    """The query of a page (see :meth:`Suggestions.page`): ``limit`` + 1 rows.
+
+    Each row says whether its suggestion has ``approved`` rows; ``with_objects``: and
+    holds its object as it is now (``now_*`` columns; ``NULL`` once deleted).
+    """
+    c = suggestions.c
+    approved = sa.exists().where(suggestion_approvals.c.suggestion_id == c.id)
+    query = (
+        sa.select(suggestions, approved.label("approved"))
+        .order_by(c.created_at.desc(), c.id.desc())
+        .limit(limit + 1)
+    )
+    for column in ("status", "agent", "object_id"):
+        if given[column] is not None:
+            query = query.where(c[column] == given[column])
+    if given["after"] is not None:
+        moment, last = keyset_cursor(given["after"], "suggestions")
+        query = query.where(
+            sa.or_(c.created_at < moment, sa.and_(c.created_at == moment, c.id < last))
+        )
+    if with_objects:
+        query = query.outerjoin(objects, objects.c.id == c.object_id).add_columns(
+            *(column.label(f"{NOW}{column.name}") for column in objects.c)
+        )
+    return query
+
+
+def _read_page(
+    conn: sa.Connection, *, query: sa.Select[Any], limit: int, with_objects: bool
+) -> tuple[list[Suggestion], bool, dict[str, StoredObject]]:
+    """A page's suggestions (with their approvals), whether more follow, and its objects."""
+    rows = conn.execute(query).all()
+    found = [suggestion_from_row(row) for row in rows[:limit]]
+    some = [row.id for row in rows[:limit] if row.approved]  # most have none to read
+    if some:
+        gathered = _approvals_of(conn, some)
+        found = [_with(suggestion, gathered) for suggestion in found]
+    now = _objects_now(conn, rows[:limit], found) if with_objects else {}
+    return found, len(rows) > limit, now
+
+
+def _objects_now(
+    conn: sa.Connection, rows: Sequence[sa.Row[Any]], found: Sequence[Suggestion]
+) -> dict[str, StoredObject]:
+    """The objects a page's suggestions are about (joined to its rows) or change (read)."""
+    now = {row.now_id: object_from_row(row, NOW) for row in rows if row.now_id is not None}
+    others = {
+        op.id
+        for suggestion in found
+        for op in suggestion.operations
+        if not isinstance(op, Create) and op.id not in now
+    } - {suggestion.object_id for suggestion in found}
+    if others:
+        read = conn.execute(sa.select(objects).where(objects.c.id.in_(sorted(others))))
+        now.update((row.id, object_from_row(row)) for row in read)
+    return now
 
 
 def _superseded_line(old: Suggestion, new: Suggestion) -> SuggestionSuperseded:

@@ -17,14 +17,16 @@ form (``POST /suggestions/reject``, as ``POST /api/suggestions/reject``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, NamedTuple, get_args
 
 import fastapi
 import pydantic
 from starlette.requests import Request
 from starlette.responses import Response
 
+from reactor._agents.reaction import Approval
 from reactor.exceptions import (
     EntryNotFoundError,
     PayloadError,
@@ -45,6 +47,7 @@ from reactor.service._objects.changes import (
     SuggestionStatus,
 )
 from reactor.service._objects.rows import Page, operations_adapter
+from reactor.service._objects.suggestions import SuggestionPage
 from reactor.service._objects.values import StoredObject
 from reactor.service._reactions.bulk import Rejected
 from reactor.service._reactions.resolve import judged
@@ -59,7 +62,7 @@ from reactor.service.web._render import (
     service_of,
 )
 from reactor.service.web._sessions import Session
-from reactor.service.web._summary import operation_diff
+from reactor.service.web._summary import DiffLine, operation_diff
 
 __all__ = ["router"]
 
@@ -71,18 +74,50 @@ DECISIONS = ("approve", "approve-anyway", "modify", "reject")
 """The decisions the forms post (``approve-anyway``: an override)."""
 
 
-async def _objects_now(
-    service: ReactionService, suggestions: Iterable[Suggestion]
-) -> dict[str, StoredObject]:
-    """The objects the suggestions are about or change, as they are now (one read)."""
-    wanted: set[str] = set()
-    for suggestion in suggestions:
-        wanted.update([suggestion.object_id] if suggestion.object_id else [])
-        wanted.update(op.id for op in suggestion.operations if not isinstance(op, Create))
+async def _objects_now(service: ReactionService, suggestion: Suggestion) -> dict[str, StoredObject]:
+    """The objects a suggestion is about or changes, as they are now (one read)."""
+    wanted = {suggestion.object_id} if suggestion.object_id else set()
+    wanted.update(op.id for op in suggestion.operations if not isinstance(op, Create))
     return await service.objects.get_many(wanted)
 
 
-def _proposed(suggestion: Suggestion, now: Mapping[str, StoredObject]) -> list[dict[str, Any]]:
+@dataclasses.dataclass(frozen=True)
+class Proposed:
+    """One operation of a suggestion as its card shows it: a diff against the object now."""
+
+    op: str
+    target: str
+    lines: list[DiffLine]
+
+
+class Required(NamedTuple):
+    """Which decisions on a card must carry a justification (the agent's ``Approval``)."""
+
+    approve: bool
+    override: bool
+    reject: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Card:
+    """What a suggestion's card shows: its diff, whether it is stale and why, its forms.
+
+    (Attributes, not keys: a page of fifty cards reads them thousands of times.)
+    """
+
+    s: Suggestion
+    operations: list[Proposed]
+    who: str
+    needed: int
+    deciding: bool
+    stale: bool
+    changed: tuple[str, ...]
+    current_version: int | None
+    deleted: bool
+    requires: Required
+
+
+def _proposed(suggestion: Suggestion, now: Mapping[str, StoredObject]) -> list[Proposed]:
     """Each operation of a suggestion, with its diff against the object as it is now."""
     shown = []
     for operation in suggestion.operations:
@@ -91,47 +126,61 @@ def _proposed(suggestion: Suggestion, now: Mapping[str, StoredObject]) -> list[d
         else:
             found = now.get(operation.id)
             current, target = (None if found is None else dict(found.data)), operation.id
-        shown.append(
-            {"op": operation.op, "target": target, "lines": operation_diff(operation, current)}
-        )
+        shown.append(Proposed(operation.op, target, operation_diff(operation, current)))
     return shown
 
 
-def _deciding(service: ReactionService, session: Session, suggestion: Suggestion) -> bool:
-    """Whether the signed-in principal may decide on it (its forms are shown)."""
-    principal = session.principal
-    return suggestion.status == "pending" and service.approval_of(suggestion.agent).allows(
-        principal.id, principal.roles
-    )
+@dataclasses.dataclass(frozen=True)
+class _Policy:
+    """What every card of one agent's suggestions says of its ``Approval``."""
+
+    who: str
+    needed: int
+    allows: bool
+    requires: Required
+
+    @classmethod
+    def of(cls, approval: Approval, session: Session) -> _Policy:
+        who = " or ".join(f"the {e} role" if ":" not in e else e for e in approval.by)
+        always = approval.justification == "always"
+        principal = session.principal
+        return cls(
+            who=f"{who} (or the admin role)",
+            needed=approval.count,
+            allows=approval.allows(principal.id, principal.roles),
+            requires=Required(always, approval.justification != "never", always),
+        )
 
 
-def _item(
+def _cards(
     service: ReactionService,
     session: Session,
-    s: Suggestion,
+    suggestions: Iterable[Suggestion],
     now: Mapping[str, StoredObject],
-) -> dict[str, Any]:
-    """What a suggestion's card shows: its diff, whether it is stale and why, its forms."""
-    approval = service.approval_of(s.agent)
-    who = " or ".join(f"the {e} role" if ":" not in e else e for e in approval.by)
-    found = judged(s, now.get(s.object_id) if s.object_id else None)
-    always = approval.justification == "always"
-    return {
-        "who": f"{who} (or the admin role)",
-        "s": s,
-        "operations": _proposed(s, now),
-        "deciding": _deciding(service, session, s),
-        "needed": approval.count,
-        "stale": found.stale and s.status == "pending",
-        "changed": found.changed,
-        "current_version": found.version,
-        "deleted": s.object_id is not None and found.current is None,
-        "requires": {
-            "approve": always,
-            "override": approval.justification != "never",
-            "reject": always,
-        },
-    }
+) -> list[Card]:
+    """The cards of suggestions, against the objects as they are ``now``."""
+    policies: dict[str, _Policy] = {}
+    cards = []
+    for s in suggestions:
+        policy = policies.get(s.agent)
+        if policy is None:
+            policy = policies[s.agent] = _Policy.of(service.approval_of(s.agent), session)
+        found = judged(s, now.get(s.object_id) if s.object_id else None)
+        cards.append(
+            Card(
+                s=s,
+                operations=_proposed(s, now),
+                who=policy.who,
+                needed=policy.needed,
+                deciding=s.status == "pending" and policy.allows,
+                stale=found.stale and s.status == "pending",
+                changed=found.changed,
+                current_version=found.version,
+                deleted=s.object_id is not None and found.current is None,
+                requires=policy.requires,
+            )
+        )
+    return cards
 
 
 @router.get("/suggestions")
@@ -147,18 +196,18 @@ async def suggestions(
     service = service_of(request)
     chosen = status if status in get_args(SuggestionStatus) else None
     filters = {"agent": agent or None, "object_id": object_id or None}
-    problem, found = None, Page[Suggestion]([], None)
+    problem, found = None, SuggestionPage([], None)
     try:
         found = await service.suggestion_page(
             status=chosen,
             agent=filters["agent"],
             object_id=filters["object_id"],
             after=after or None,
+            with_objects=True,
         )
     except (ServiceConfigError, PayloadError) as exc:
         problem = str(exc)
-    now = await _objects_now(service, found.items)
-    items = [_item(service, session, s, now) for s in found.items]
+    items = _cards(service, session, found.items, found.objects)
     query = {key: value for key, value in filters.items() if value}
     return page(
         request,
@@ -174,7 +223,7 @@ async def suggestions(
         next_page=found.next,
         after=after or "",
         problem=problem,
-        bulk=any(item["deciding"] for item in items) and session.principal.may("approver"),
+        bulk=any(item.deciding for item in items) and session.principal.may("approver"),
     )
 
 
@@ -187,12 +236,12 @@ async def suggestion_page(request: Request, suggestion_id: str, session: Viewing
     except SuggestionNotFoundError:
         return page(request, "missing.html", session, 404, what=f"suggestion {suggestion_id}")
     editable = operations_adapter.dump_python(detail.operations, mode="json")
-    now = await _objects_now(service, [detail])
+    now = await _objects_now(service, detail)
     return page(
         request,
         "suggestion.html",
         session,
-        item=_item(service, session, detail, now),
+        item=_cards(service, session, [detail], now)[0],
         detail=detail,
         editable=editable,
     )
