@@ -418,6 +418,10 @@ class ProcessingLog(Cursors):
         read of ``(agent, status, id)``, also giving the id of each agent's oldest
         ``pending`` entry); the waiting ages come from those entries, read by id.
         Agents named in ``agents`` with no entries have an empty lag.
+
+        The lag has no ``spent`` while the log keeps no cost per entry: where it does,
+        this period's sum of it per agent belongs in the same grouped query (a
+        ``sum`` beside the counts), and in :class:`Lag` as ``spent``.
         """
         c = processing_log.c
         query = sa.select(c.agent, c.status, sa.func.count(), sa.func.min(c.id)).group_by(
