@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, NamedTuple, get_args
+from urllib.parse import quote
 
 import fastapi
 import pydantic
@@ -60,6 +61,7 @@ from reactor.service.web._render import (
     json_field,
     page,
     service_of,
+    when,
 )
 from reactor.service.web._sessions import Session
 from reactor.service.web._summary import DiffLine, operation_diff
@@ -115,6 +117,12 @@ class Card:
     current_version: int | None
     deleted: bool
     requires: Required
+    href: str
+    """Its id as a path segment (``/suggestions/{href}``)."""
+    run_href: str
+    """Its run's id as a path segment (empty: none)."""
+    made: str
+    """When it was made, as the pages write times (UTC)."""
 
 
 def _proposed(suggestion: Suggestion, now: Mapping[str, StoredObject]) -> list[Proposed]:
@@ -178,6 +186,9 @@ def _cards(
                 current_version=found.version,
                 deleted=s.object_id is not None and found.current is None,
                 requires=policy.requires,
+                href=quote(s.id, safe=""),
+                run_href=quote(s.run_id or "", safe=""),
+                made=when(s.created_at),
             )
         )
     return cards

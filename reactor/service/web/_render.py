@@ -61,12 +61,13 @@ __all__ = [
     "root_of",
     "signed_in",
     "web_of",
+    "when",
 ]
 
 _TEMPLATES = resources.files("reactor.service.web") / "templates"
 
 
-def _when(value: float | datetime | str | None) -> str:
+def when(value: float | datetime | str | None) -> str:
     """A moment as ``YYYY-MM-DD HH:MM:SS`` UTC (``-`` when unknown)."""
     if value is None or value == "":
         return "-"
@@ -132,7 +133,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters.update(
-        when=_when,
+        when=when,
         iso=iso_time,
         seconds=_seconds,
         money=_money,
