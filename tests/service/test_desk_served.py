@@ -163,17 +163,18 @@ def test_depends_on_makes_a_hedge_stale_when_the_price_moves(server: Server) -> 
 
 
 def test_depends_on_is_set_and_checked_over_http(server: Server) -> None:
-    definition = {
+    reacting = {"types": ["Quote"], "events": ["updated"], "depends_on": ["price"]}
+    definition: dict[str, Any] = {
         "name": "watcher",
         "prompt": "Watch {{ object.id }}.",
         "trigger_type": "reaction",
-        "reaction_config": {"types": ["Quote"], "events": ["updated"], "depends_on": ["price"]},
+        "reaction_config": reacting,
         "enabled": False,
     }
     with server.client(ALICE) as alice:
         made = status(alice.post("/api/agents", json=definition), 201)
         bad = {**definition, "name": "watcher2"}
-        bad["reaction_config"] = {**definition["reaction_config"], "depends_on": ["no way"]}
+        bad["reaction_config"] = {**reacting, "depends_on": ["no way"]}
         refused = status(alice.post("/api/agents", json=bad), 422)
         status(alice.delete("/api/agents/watcher"), 200)
     assert made["reaction_config"]["depends_on"] == ["price"]
