@@ -40,6 +40,7 @@ approve; ``hybrid`` lets each output choose (``Changes.mode``)."""
 ReactionConcurrency = Literal["skip", "queue", "parallel"]
 _CONCURRENCY: tuple[str, ...] = get_args(ReactionConcurrency)
 _TYPE_NAME = re.compile(r"^[^\s:*]+$")
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
 def type_name_problem(name: object) -> str | None:
@@ -66,11 +67,16 @@ class Reaction(Checked):
         admit: Which events the agent is given when they come faster than it answers
             (:mod:`reactor._agents.admission`): ``Latest()`` per object by default key,
             ``Debounce``, ``Throttle``, ``Batch``, ``SpendCap``, one or a tuple.
+        depends_on: Fields of the object (top-level names of its data) that the
+            agent's suggestions depend on besides those they change: a suggestion is
+            stale once one of these, or one it changes, has changed since the agent
+            saw the object; other fields may change (a quote's ``price`` moving leaves
+            a suggestion about its ``notes`` fresh unless ``depends_on=["price"]``).
 
     Raises:
         AgentConfigError: An unknown event or concurrency, no events at all, a type
-            that cannot be an object type name, or something in ``admit`` that is not a
-            policy.
+            that cannot be an object type name, something in ``admit`` that is not a
+            policy, or a ``depends_on`` entry that is not a field name.
     """
 
     CHOICES: ClassVar[Mapping[str, tuple[str, str]]] = {
@@ -83,6 +89,7 @@ class Reaction(Checked):
     ignore_self: bool = True
     concurrency: ReactionConcurrency = "skip"
     admit: tuple[Any, ...] = ()
+    depends_on: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -92,6 +99,7 @@ class Reaction(Checked):
         ignore_self: bool = True,
         concurrency: ReactionConcurrency = "skip",
         admit: Any = None,
+        depends_on: Iterable[str] | str = (),
         **unknown: Never,
     ) -> None:
         super().__init__(
@@ -100,6 +108,7 @@ class Reaction(Checked):
             ignore_self=ignore_self,
             concurrency=concurrency,
             admit=admission(admit, where="Reaction(admit=...)") if admit is not None else (),
+            depends_on=depends_on,
             **unknown,
         )
 
@@ -107,10 +116,21 @@ class Reaction(Checked):
     def _admit_config(self, admit: tuple[Any, ...]) -> list[dict[str, Any]]:
         return [policy_config(policy) for policy in admit]
 
-    @pydantic.field_validator("types", "events", mode="before")
+    @pydantic.field_validator("types", "events", "depends_on", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return (value,) if isinstance(value, str) else value
+
+    @pydantic.field_validator("depends_on")
+    @classmethod
+    def _field_names(cls, fields: tuple[str, ...]) -> tuple[str, ...]:
+        for name in fields:
+            if not _FIELD_NAME.match(name):
+                raise ValueError(
+                    f"{name!r} is not a field name: name a top-level field of the object's "
+                    "data (a letter or '_', then letters, digits or '_', at most 64)"
+                )
+        return tuple(dict.fromkeys(fields))
 
     @pydantic.field_validator("types")
     @classmethod

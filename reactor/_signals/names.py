@@ -59,6 +59,7 @@ __all__ = [
     "SUGGESTION_CREATED",
     "SUGGESTION_DECIDED",
     "SUGGESTION_REJECTED",
+    "SUGGESTION_SUPERSEDED",
     "SYSTEM_SIGNALS",
     "TASK_EVENTS",
     "TEXT_COMPLETE",
@@ -167,6 +168,11 @@ SUGGESTION_REJECTED = "suggestion:rejected"
 SUGGESTION_DECIDED = "suggestion:decided"
 """A person's decision on a suggestion, with its provenance: a line of the JSON log and
 an entry of the processing log's history (not a signal on a bus)."""
+SUGGESTION_SUPERSEDED = "suggestion:superseded"
+"""A pending suggestion gave way to a newer one of its agent for its object: a signal on
+the object store's bus (payload :class:`SuggestionPayload`, as every ``suggestion:*``),
+and an entry of the processing log's history and a line of the JSON log (payload
+:class:`SuggestionSuperseded`)."""
 CAPABILITY_DENIED = "capability:denied"
 REACTION_LOOP = "reaction:loop"
 """An object event caused by a chain of reactions deeper than the service allows: not

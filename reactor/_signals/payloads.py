@@ -45,6 +45,7 @@ __all__ = [
     "StateItems",
     "SuggestionDecided",
     "SuggestionPayload",
+    "SuggestionSuperseded",
     "TextPayload",
     "TimerFired",
     "TimerSet",
@@ -367,7 +368,7 @@ class CausePayload(TypedDict):
 
 
 class SuggestionPayload(TypedDict):
-    """``suggestion:created|approved|rejected``: which suggestion, and who resolved it."""
+    """``suggestion:created|approved|rejected|superseded``: which suggestion, and who acted."""
 
     id: str
     agent: str
@@ -420,6 +421,24 @@ class SuggestionDecided(TypedDict):
     approvals: int
     needed: int
     diff: list[dict[str, Any]] | None
+    actor: ActorPayload
+
+
+class SuggestionSuperseded(TypedDict):
+    """``suggestion:superseded``: a pending suggestion gave way to a newer one.
+
+    Which suggestion (proposed by which run of which agent), about which object and
+    version, the newer suggestion that took its place and the run that proposed it,
+    and when (ISO 8601, UTC). Written in the transaction that stores the newer one.
+    """
+
+    suggestion_id: str
+    proposed_by_run: ProposedBy
+    object_id: str | None
+    object_version: int | None
+    superseded_by: str
+    superseded_by_run: str | None
+    superseded_at: str
     actor: ActorPayload
 
 

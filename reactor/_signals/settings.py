@@ -393,6 +393,8 @@ class Settings(BaseSettings):
         jwt_audience: ``REACTOR_JWT_AUDIENCE``: the ``aud`` the JWTs must carry.
         jwt_issuer: ``REACTOR_JWT_ISSUER``: the ``iss`` the JWTs must carry.
         jwt_roles_claim: ``REACTOR_JWT_ROLES_CLAIM``: the claim that lists the roles.
+        metrics_public: ``REACTOR_METRICS_PUBLIC``: ``GET /metrics`` answers without a
+            token (else it needs a ``viewer``'s).
         otel: ``REACTOR_OTEL``: trace every run a service or worker executes.
         otel_capture_content: ``REACTOR_OTEL_CAPTURE_CONTENT``: spans hold prompts too.
         max_template_chars: ``REACTOR_MAX_TEMPLATE_CHARS``: the longest rendered template.
@@ -478,6 +480,9 @@ class Settings(BaseSettings):
     )
     jwt_roles_claim: Annotated[str, pydantic.BeforeValidator(_claim)] = pydantic.Field(
         "roles", description="the JWT claim that lists the principal's roles"
+    )
+    metrics_public: Switch = pydantic.Field(
+        False, description="GET /metrics answers without a token (else a viewer's is needed)"
     )
     otel: Switch = pydantic.Field(False, description="trace every run with OpenTelemetry")
     otel_capture_content: Switch = pydantic.Field(

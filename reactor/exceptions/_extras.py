@@ -46,6 +46,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
         "grandalf",
         "jwt",
         "cryptography",
+        "prometheus_client",
     ),
     "postgres": ("psycopg", "psycopg_pool"),
     "scaleout": ("taskiq", "taskiq_redis", "redis"),

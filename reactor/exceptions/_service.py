@@ -147,11 +147,17 @@ class SuggestionResolvedError(ServiceError, RuntimeError):
 class SuggestionStaleError(ServiceError, RuntimeError):
     """A suggestion's object changed since the agent saw it: approve it with ``force``.
 
+    Changed in what the suggestion depends on (the fields it changes, and those its
+    reaction's ``depends_on`` names), or deleted; for a suggestion made before these
+    were recorded, any new version.
+
     Attributes:
         suggestion_id: The suggestion.
         object_id: Its object.
         based_on: The object's version the suggestion was based on.
-        current: The object's version now.
+        current: The object's version now (``None``: deleted).
+        changed: The fields it depends on that changed since (empty when the object
+            was deleted, or for a suggestion judged by its object's version).
     """
 
     def __init__(
@@ -162,9 +168,11 @@ class SuggestionStaleError(ServiceError, RuntimeError):
         object_id: str = "",
         based_on: int | None = None,
         current: int | None = None,
+        changed: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.suggestion_id = suggestion_id
         self.object_id = object_id
         self.based_on = based_on
         self.current = current
+        self.changed = changed

@@ -269,10 +269,11 @@ def test_an_override_needs_a_justification_and_says_it_is_one(server: Server) ->
     with server.client(ALICE) as alice, server.client(BOB) as bob:
         ada = created(alice, "Person", {"name": "Hedy"})
         pending = suggestion_for(alice, ada["id"])
-        status(alice.patch(f"/api/objects/{ada['id']}", json={"data": {"email": "h@x.org"}}), 200)
+        changed = {"data": {"employer": "Other"}}
+        status(alice.patch(f"/api/objects/{ada['id']}", json=changed), 200)
         path = f"/api/suggestions/{pending['id']}/approve"
         stale = status(bob.post(path), 409)["detail"]
-        assert "which is at version 2 now" in stale
+        assert "whose 'employer' changed since the agent saw version 1 (it is at version 2" in stale
         unjustified = status(bob.post(f"{path}?force=true"), 422)["detail"]
         assert unjustified == (
             "A justification is required for an override on this agent's suggestions "
@@ -283,7 +284,7 @@ def test_an_override_needs_a_justification_and_says_it_is_one(server: Server) ->
             "The justification is 6,000 bytes long; at most 4,096 are taken "
             "(REACTOR_MAX_REASON). Shorten it; nothing was done."
         )
-        why = "The email changed; the employer still holds."
+        why = "The employer was set meanwhile; ours holds."
         done = status(bob.post(f"{path}?force=true", json={"justification": why}), 200)
         assert done["status"] == "completed"
         (decision,) = status(alice.get(f"/api/suggestions/{pending['id']}"), 200)["decisions"]

@@ -146,13 +146,13 @@ async def test_a_stale_approval_refused_leaves_no_trail_and_a_forced_one_says_so
         ada = await objects.create("Person", {"name": "Ada"})
         await service.idle(timeout=60)
         (pending,) = await service.suggestions()
-        await objects.update(ada.id, {"email": "ada@x.org"})
+        await objects.update(ada.id, {"employer": "Babbage & Co"})
         with structlog.testing.capture_logs() as logs:
             with pytest.raises(SuggestionStaleError):
                 await service.approve(pending.id, actor=User("boss"))
             assert await history(service) == []
             assert lines(logs, "suggestion:decided") == []
-            why = "Ada's email changed; the employer still holds."
+            why = "Someone set Ada's employer meanwhile; ours holds."
             await service.approve(pending.id, actor=User("boss"), force=True, justification=why)
         recorded = await history(service)
     expected = decided(pending, "override", force=True, justification=why)

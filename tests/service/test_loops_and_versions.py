@@ -78,31 +78,33 @@ async def test_two_agents_updating_each_other_stop_at_the_depth_limit(url: str) 
 async def test_approving_a_suggestion_whose_object_changed_is_refused_unless_forced(
     url: str,
 ) -> None:
+    """Changed in what it depends on: the field it sets (a price moving is not that)."""
+
     async def stop_loss(ctx: AgentContext[Any]) -> None:
         await ctx.objects.update(ctx.object.id, {"stop": ctx.object.data["price"] * 0.9})
 
     agents = {
         "guard": agent(
-            run=stop_loss, reaction=Reaction(types=["Position"]), execution_mode="suggest"
+            run=stop_loss,
+            reaction=Reaction(types=["Position"], events=["created"]),
+            execution_mode="suggest",
         )
     }
     async with running(url, agents) as (objects, service):
         position = await objects.create("Position", {"price": 100.0}, actor=User("u1"))
         await service.idle(timeout=60)
         (first,) = await service.suggestions("pending")
-        assert first.object_version == 1
+        assert (first.object_version, first.basis) == (1, {"stop": None})
         await objects.update(position.id, {"price": 200.0}, actor=User("u1"))
-        await service.idle(timeout=60)
-        second = next(s for s in await service.suggestions("pending") if s.id != first.id)
-        assert second.object_version == 2
-        await service.approve(second.id, actor=User("u1"))
+        await objects.update(position.id, {"stop": 150.0}, actor=User("u2"))
         with pytest.raises(SuggestionStaleError) as refused:
             await service.approve(first.id, actor=User("u1"))
         assert (refused.value.based_on, refused.value.current) == (1, 3)
+        assert refused.value.changed == ("stop",)
         assert "approve anyway (force=True" in str(refused.value)
-        assert (await objects.get(position.id)).data["stop"] == 180.0  # unchanged
+        assert (await objects.get(position.id)).data["stop"] == 150.0  # unchanged
         assert [s.id for s in await service.suggestions("pending")] == [first.id]
         await service.approve(
-            first.id, actor=User("u1"), force=True, justification="the newer email stays"
+            first.id, actor=User("u1"), force=True, justification="our stop stands"
         )
         assert (await objects.get(position.id)).data["stop"] == 90.0

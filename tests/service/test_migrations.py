@@ -24,7 +24,7 @@ from reactor.service import (
 from reactor.service._objects.db import DEFAULT_URL, MIGRATIONS, VERSION_TABLE, Database
 from reactor.service._objects.schema import metadata
 
-HEAD = "0012"
+HEAD = "0013"
 """The newest revision shipped."""
 
 COLUMNS = {
@@ -117,6 +117,8 @@ COLUMNS = {
         "object_version",
         "proposer_type",
         "proposer_id",
+        "superseded_by",
+        "basis",
     },
     "suggestion_approvals": {
         "suggestion_id",
@@ -305,6 +307,64 @@ async def test_0011_keeps_the_suggestions_and_signs_old_sessions_out(url: str) -
         await engine.dispose()
     assert [tuple(row) for row in kept] == [("sug_1", "pending", None)]
     assert roles is None  # a session without roles is signed out
+    assert [tuple(row) for row in after] == [("sug_1", "rejected")]
+
+
+async def test_0012_keeps_the_suggestions_judged_by_version_and_indexes_the_pages(
+    url: str,
+) -> None:
+    database = Database(url)
+    if database.path is not None:
+        database.path.parent.mkdir(parents=True)
+    engine = create_async_engine(database.driver_url)
+    suggestion = sa.table(
+        "suggestions",
+        *(sa.column(name) for name in ("id", "agent", "changes", "reasoning", "status")),
+        sa.column("created_at"),
+    )
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_alembic, "upgrade", "0011")
+            await conn.execute(
+                suggestion.insert().values(
+                    id="sug_1",
+                    agent="enrich",
+                    changes=sa.text("'[]'"),
+                    reasoning="why",
+                    status="pending",
+                    created_at=sa.func.current_timestamp(),
+                )
+            )
+        assert await upgrade_database(url) == HEAD
+        async with engine.begin() as conn:
+            kept = (
+                await conn.execute(
+                    sa.text("SELECT id, status, basis, superseded_by FROM suggestions")
+                )
+            ).all()
+            indexes = await conn.run_sync(
+                lambda sync: {
+                    table: {i["name"] for i in sa.inspect(sync).get_indexes(table)}
+                    for table in ("suggestions", "processing_log")
+                }
+            )
+            await conn.execute(sa.text("UPDATE suggestions SET status = 'superseded'"))
+            await conn.run_sync(_alembic, "downgrade", "0011")
+            after = (await conn.execute(sa.text("SELECT id, status FROM suggestions"))).all()
+    finally:
+        await engine.dispose()
+    assert [tuple(row) for row in kept] == [("sug_1", "pending", None, None)]
+    assert {
+        "ix_suggestions_created_at_id",
+        "ix_suggestions_status_created_at_id",
+        "ix_suggestions_agent_status_created_at_id",
+        "ix_suggestions_object_id_agent_status",
+    } <= indexes["suggestions"]
+    assert {
+        "ix_processing_log_agent_id",
+        "ix_processing_log_agent_status_id",
+        "ix_processing_log_object_id_id",
+    } <= indexes["processing_log"]
     assert [tuple(row) for row in after] == [("sug_1", "rejected")]
 
 

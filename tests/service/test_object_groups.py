@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from reactor.exceptions import ObjectNotFoundError, ObjectValidationError, SuggestionStaleError
-from reactor.service import Create, Delete, ObjectStore, Update, User
+from reactor.service import Create, Delete, ObjectStore, StoredObject, Update, User
 from tests.service.support import TYPES
 
 
@@ -23,8 +23,8 @@ async def settle(*calls: Any) -> list[Any]:
     return list(await asyncio.gather(*calls, return_exceptions=True))
 
 
-def stale(current: int | None) -> Exception:
-    return SuggestionStaleError(f"the object is at version {current}")
+def stale(current: StoredObject | None) -> Exception:
+    return SuggestionStaleError(f"the object is at {current!r}")
 
 
 async def test_a_group_of_good_and_bad_changes_gives_each_caller_its_own(url: str) -> None:

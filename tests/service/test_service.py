@@ -63,6 +63,7 @@ async def test_the_service_writes_its_agents_as_rows(url: str) -> None:
         "ignore_self": True,
         "concurrency": "queue",
         "admit": [],
+        "depends_on": [],
     }
     assert enrich["execution_mode"] == "suggest"
     assert enrich["capabilities"] == {

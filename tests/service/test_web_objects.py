@@ -173,14 +173,14 @@ def test_an_approved_suggestion_is_in_the_history_with_a_link_to_it(
     (suggestion,) = [s for s in ok(api.get("/api/suggestions")) if s["object_id"] == made["id"]]
     with server.client(BOB) as bob:  # alice made the change: another approves
         approve = f"/api/suggestions/{suggestion['id']}/approve"
-        ok(bob.post(approve, params={"force": "true"}, json={"justification": "seen it"}))
+        ok(bob.post(approve, json={"justification": "seen it"}))  # flagged since: not its note
     page = shown(visitor, f"/objects/Quote/{made['id']}")
     latest = rows(page, "history")[0]
     assert "agent: review , approved by user: bob" in latest
     assert f"suggestion {suggestion['id']} of review" in latest
     assert f'href="/suggestions/{suggestion["id"]}"' in page
     decided = rows(page, "object-decisions")[0]
-    assert "override (forced) applied" in decided
+    assert "approve applied" in decided
     assert "seen it" in decided
     assert "user: bob" in decided
 

@@ -1,7 +1,9 @@
 """``/api/agents``: the agents of the service, their rows, schedules and manual runs.
 
 Reading them is a ``viewer``'s; running one now an ``operator``'s; creating, changing
-(its schedule, its switch) and deleting one an ``admin``'s.
+(its schedule, its switch) and deleting one an ``admin``'s. One reaction agent's answer
+carries its ``lag``: how many of its entries wait, how long the oldest has, and its
+entries by outcome.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import fastapi
 import pydantic
 
 from reactor.service._api.base import ADMINISTERS, CHECKS, VIEWS, Operator, Service
+from reactor.service._objects.changes import Lag
 from reactor.service._reactions.definitions import AgentChanges, AgentDefinition, AgentRecord
 
-__all__ = ["RunStarted", "router"]
+__all__ = ["AgentDetail", "RunStarted", "router"]
 
 router = fastapi.APIRouter(prefix="/api/agents", tags=["agents"], dependencies=CHECKS)
 
@@ -43,10 +46,22 @@ async def create_agent(definition: AgentDefinition, service: Service) -> AgentRe
     return await service.catalog.create(definition)
 
 
+class AgentDetail(AgentRecord):
+    """One agent, and (a reaction agent) how far behind it is."""
+
+    lag: Lag | None = pydantic.Field(
+        default=None,
+        description="A reaction agent's lag: its waiting entries, how long the oldest has "
+        "waited (seconds), and its entries by outcome and by status; null for others.",
+    )
+
+
 @router.get("/{name}", dependencies=[VIEWS])
-async def get_agent(name: str, service: Service) -> AgentRecord:
-    """One agent, with ``next_run_at`` (null when it is not scheduled)."""
-    return await service.catalog.record(name)
+async def get_agent(name: str, service: Service) -> AgentDetail:
+    """One agent, with ``next_run_at`` (null when it is not scheduled) and its ``lag``."""
+    record = await service.catalog.record(name)
+    lag = (await service.lag(name))[name] if record.trigger_type == "reaction" else None
+    return AgentDetail(**dict(record), lag=lag)
 
 
 @router.patch("/{name}", dependencies=[ADMINISTERS])

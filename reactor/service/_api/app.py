@@ -10,8 +10,9 @@ the log is flushed).
 
 The OpenAPI description is at ``/openapi.json`` and its Swagger UI at ``/docs``, served
 from the package's own copy (no CDN: it works offline). ``/healthz`` answers without a
-token, for process managers and load balancers. The web UI (:mod:`reactor.service.web`)
-is served from ``/``.
+token, for process managers and load balancers. ``/metrics`` is the service in
+Prometheus's text format (:mod:`reactor.service._api.metrics`). The web UI
+(:mod:`reactor.service.web`) is served from ``/``.
 
 Mounted in another FastAPI app (``app.mount("/reactor", create_app(service,
 prefix="/reactor"))``), every path above is under the prefix, and every link, form,
@@ -41,6 +42,8 @@ from reactor.service._api.base import PUBLIC, State, install_errors
 from reactor.service._api.compare import router as compare_router
 from reactor.service._api.follow import Streams, StreamSettings
 from reactor.service._api.guard import Guard, GuardSettings
+from reactor.service._api.metrics import Metrics
+from reactor.service._api.metrics import router as metrics_router
 from reactor.service._api.objects import objects_router, suggestions_router
 from reactor.service._api.resumes import router as resumes_router
 from reactor.service._api.runs import router as runs_router
@@ -155,6 +158,7 @@ def create_app(
             ``authenticator`` are given.
     """
     access = authenticator_for(authenticator, tokens)
+    metrics = Metrics()
     guard = GuardSettings.read(bind, allowed_hosts)
     streams = Streams(StreamSettings.read())  # the cap counts this app's streams
     if prefix and (not prefix.startswith("/") or prefix.endswith("/") or "//" in prefix):
@@ -169,20 +173,24 @@ def create_app(
         lifecycle = Lifecycle(service, grace)
         app.state.reactor = State(service, access, lifecycle.stopping)
         app.state.lifecycle = lifecycle
-        async with service:
-            log(
-                "reactor.service",
-                "info",
-                "service started",
-                agents=len(service.catalog.agents),
-                scheduled=len(service.cron.scheduled()),
-                resumed=len(service.live),
-            )
-            try:
-                yield
-            finally:
-                held = await lifecycle.stopped()
-                log("reactor.service", "info", "service stopped", held_runs=len(held))
+        service.reporters.append(metrics.reporter)  # counts the runs' ends for /metrics
+        try:
+            async with service:
+                log(
+                    "reactor.service",
+                    "info",
+                    "service started",
+                    agents=len(service.catalog.agents),
+                    scheduled=len(service.cron.scheduled()),
+                    resumed=len(service.live),
+                )
+                try:
+                    yield
+                finally:
+                    held = await lifecycle.stopped()
+                    log("reactor.service", "info", "service stopped", held_runs=len(held))
+        finally:
+            service.reporters.remove(metrics.reporter)
 
     app = fastapi.FastAPI(
         title="reactor service",
@@ -192,6 +200,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.streams = streams
+    app.state.metrics = metrics
     install_errors(app)
     app.add_middleware(Guard, settings=guard)
     for router in (
@@ -204,6 +213,7 @@ def create_app(
         events_router,
         ws_router,
         audit_router,
+        metrics_router,
     ):
         app.include_router(router)
     _docs(app)

@@ -37,7 +37,10 @@ uvicorn's own access lines are plain text with neither the time taken nor the ca
 | ``client`` | ``host:port`` of the peer (the proxy's forwarded address, if trusted) |
 
 The line is written once the response has been sent (or the app failed, or the client
-went away): a stream is logged when it ends.
+went away): a stream is logged when it ends. Each request is counted too, when the
+middleware is given a counter (``reactor serve`` gives it the app's ``/metrics``
+counter): by method, the template of the route that answered it (``/api/runs/{run_id}``,
+``None`` when none did) and status.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -57,7 +60,15 @@ from reactor._signals.settings import settings_from
 from reactor.exceptions import PayloadError
 from reactor.service._objects.values import User
 
-__all__ = ["ALLOWED_HOSTS_ENV", "CALLER", "MAX_BODY_ENV", "AccessLog", "Guard", "GuardSettings"]
+__all__ = [
+    "ALLOWED_HOSTS_ENV",
+    "CALLER",
+    "MAX_BODY_ENV",
+    "AccessLog",
+    "Count",
+    "Guard",
+    "GuardSettings",
+]
 
 ALLOWED_HOSTS_ENV = "REACTOR_ALLOWED_HOSTS"
 MAX_BODY_ENV = "REACTOR_MAX_BODY"
@@ -288,16 +299,22 @@ CALLER = "caller"
 authenticated :class:`User` (``base.user_of``), for the access line."""
 
 
+Count = Callable[[str, str | None, int], object]
+"""Counts one request: its method, its route's template (``None``: no route), its status."""
+
+
 class AccessLog:
     """ASGI middleware: an access line per HTTP request (see the module's docstring).
 
     Args:
         app: The ASGI app it wraps (WebSockets and the lifespan pass through unlogged:
             uvicorn says when a WebSocket opens and closes).
+        count: Counts each request too (the metrics' request counter).
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, count: Count | None = None) -> None:
         self.app = app
+        self.count = count
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -329,3 +346,11 @@ class AccessLog:
             if client:
                 fields["client"] = f"{client[0]}:{client[1]}"
             log("reactor.access", "info", "request", **fields)
+            if self.count is not None:
+                self.count(scope["method"], _template(scope), status)
+
+
+def _template(scope: Scope) -> str | None:
+    """The path template of the route that answered (set in the scope by the router)."""
+    template = getattr(scope.get("route"), "path", None)
+    return f"{scope.get('root_path', '')}{template}" if isinstance(template, str) else None

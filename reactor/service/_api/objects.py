@@ -6,7 +6,14 @@ overridden or rejected by them (as the agent's ``Approval`` allows: an ``approve
 default; an approved suggestion's changes are still the agent's, with ``approved_by``
 the user); each decision, with its provenance, is in the processing log's history
 (``/api/processing-log/history``) and in ``GET /api/suggestions/{id}``. Reading is a
-``viewer``'s; retrying an entry an ``admin``'s.
+``viewer``'s; rejecting many suggestions at once an ``approver``'s; retrying an entry
+an ``admin``'s.
+
+The suggestions and the processing log are listed in keyset pages, the newest first
+(50 a page by default, ``limit`` up to 500): the answer is the page's list, and when
+more follow, its ``X-Next-Cursor`` header is the cursor to give as ``after`` for the
+next page (its ``Link`` header the next page's URL, ``rel="next"``). A page is one
+indexed read, whatever the tables hold.
 
 A NUL character in a path or query parameter is ``422`` naming the parameter, on every
 database (PostgreSQL cannot compare one); in an object's type or data too (the object
@@ -16,7 +23,7 @@ store refuses it).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import fastapi
 import pydantic
@@ -28,6 +35,8 @@ from reactor.service._api.base import (
     MAX_CURSOR,
     VIEWS,
     Admin,
+    ApiError,
+    Approver,
     Decider,
     Operator,
     Service,
@@ -41,12 +50,18 @@ from reactor.service._objects.changes import (
     SuggestionStatus,
 )
 from reactor.service._objects.history import HistoryEntry
+from reactor.service._objects.processing import PAGE as ENTRIES_PAGE
+from reactor.service._objects.rows import MAX_PAGE, Page
+from reactor.service._objects.suggestions import PAGE as SUGGESTIONS_PAGE
 from reactor.service._objects.values import TYPE_LENGTH, Principal, StoredObject
+from reactor.service._reactions.bulk import MAX_BULK, Rejected
 
 __all__ = [
+    "BulkRejection",
     "CreatedObject",
     "SuggestionDetail",
     "objects_router",
+    "paged",
     "retry_entry",
     "suggestion_detail",
     "suggestions_router",
@@ -193,12 +208,100 @@ Force = Annotated[
 ]
 
 
+PageLimit = Annotated[
+    int, fastapi.Query(ge=1, le=MAX_PAGE, description="At most this many (1 to 500).")
+]
+After = Annotated[
+    str | None,
+    fastapi.Query(
+        max_length=200,
+        description="The cursor of the page before (its X-Next-Cursor); none: the first page.",
+    ),
+]
+
+
+def paged(request: fastapi.Request, response: fastapi.Response, page: Page[Any]) -> list[Any]:
+    """A page's items; the cursor of the next page in ``X-Next-Cursor`` and ``Link``."""
+    if page.next is not None:
+        following = request.url.include_query_params(after=page.next)
+        response.headers["X-Next-Cursor"] = page.next
+        response.headers["Link"] = f'<{following}>; rel="next"'
+    return page.items
+
+
 @suggestions_router.get("/suggestions", dependencies=[VIEWS])
 async def list_suggestions(
-    service: Service, status: SuggestionStatus | None = None
+    request: fastapi.Request,
+    response: fastapi.Response,
+    service: Service,
+    status: SuggestionStatus | None = None,
+    agent: str | None = None,
+    object_id: str | None = None,
+    after: After = None,
+    limit: PageLimit = SUGGESTIONS_PAGE,
 ) -> list[Suggestion]:
-    """Suggestions, newest first (``pending``, ``completed``, ``rejected``, ``expired``, or all)."""
-    return await service.suggestions(status)
+    """A page of suggestions, the newest first, filtered by status, agent and object.
+
+    50 a page by default (``limit`` up to 500). When more follow, the answer's
+    ``X-Next-Cursor`` header holds the cursor to give as ``after`` for the next page,
+    and its ``Link`` header the next page's URL (``rel="next"``); the last page has
+    neither. A cursor no page gave is 422.
+    """
+    found = await service.suggestion_page(
+        status=status, agent=agent, object_id=object_id, after=after, limit=limit
+    )
+    return paged(request, response, found)
+
+
+class BulkRejection(pydantic.BaseModel):
+    """Suggestions to reject: by ``ids``, or by a filter of pending ones."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    ids: list[str] | None = pydantic.Field(
+        default=None, description=f"The suggestions to reject (at most {MAX_BULK:,})."
+    )
+    agent: str | None = pydantic.Field(default=None, description="Or: the pending ones of it.")
+    object_id: str | None = pydantic.Field(
+        default=None, description="Or: the pending ones about it."
+    )
+    status: Literal["pending"] | None = pydantic.Field(
+        default=None,
+        description="pending: only pending suggestions can be rejected; given alone, "
+        "every agent's pending ones.",
+    )
+    justification: str | None = pydantic.Field(
+        default=None,
+        description="Why (required when an agent's Approval says so; at most "
+        "REACTOR_MAX_REASON bytes).",
+    )
+
+
+@suggestions_router.post("/suggestions/reject")
+async def reject_many(body: BulkRejection, service: Service, principal: Approver) -> Rejected:
+    """Reject many suggestions: those of ``ids``, or the pending ones of a filter.
+
+    Each is decided as one rejection is (its agent's ``Approval`` must let the
+    principal decide; a justification it requires must be given) and recorded the same
+    way (a ``suggestion:decided`` line each); those that cannot be rejected are listed
+    in ``refused`` with why, and the others are rejected all the same. At most 1,000 a
+    request: more ids are 422, and a filter that finds more answers ``more: true``
+    (send it again for the next ones). Needs the approver role.
+    """
+    filtered = (body.agent, body.object_id, body.status) != (None, None, None)
+    if (body.ids is None) == (not filtered):
+        raise ApiError(
+            422,
+            "Name the suggestions to reject: either ids, or a filter of pending ones "
+            '(agent, object_id, or "status": "pending" for every pending one), not both.',
+        )
+    return await service.reject_many(
+        body.ids,
+        agent=body.agent,
+        object_id=body.object_id,
+        principal=principal,
+        justification=body.justification,
+    )
 
 
 @suggestions_router.get("/suggestions/{suggestion_id}", dependencies=[VIEWS])
@@ -285,13 +388,25 @@ async def reject(
 
 @suggestions_router.get("/processing-log", tags=["processing log"], dependencies=[VIEWS])
 async def processing_log(
+    request: fastapi.Request,
+    response: fastapi.Response,
     service: Service,
     agent: str | None = None,
     object_id: str | None = None,
     status: EntryStatus | None = None,
+    after: After = None,
+    limit: PageLimit = ENTRIES_PAGE,
 ) -> list[ProcessingEntry]:
-    """What each reaction agent was given and what became of it, oldest first."""
-    return await service.processing_log(agent=agent, object_id=object_id, status=status)
+    """A page of what each reaction agent was given and what became of it, newest first.
+
+    Paged as ``GET /api/suggestions`` is: 50 entries by default (``limit`` up to
+    500), the next page's cursor in ``X-Next-Cursor`` (give it as ``after``) and its
+    URL in ``Link``; a cursor no page gave is 422.
+    """
+    found = await service.processing_page(
+        agent=agent, object_id=object_id, status=status, after=after, limit=limit
+    )
+    return paged(request, response, found)
 
 
 @suggestions_router.get("/processing-log/history", tags=["processing log"], dependencies=[VIEWS])

@@ -202,7 +202,7 @@ def serve(service: ReactionService, settings: ServeSettings) -> int:
         service.reporters.append(telemetry.reporter)
     app = create_app(service, authenticator=authenticator, grace=settings.grace, bind=settings.host)
     config = uvicorn.Config(
-        AccessLog(app),
+        AccessLog(app, app.state.metrics.request),
         host=settings.host,
         port=settings.port,
         timeout_graceful_shutdown=max(int(settings.grace), 1),

@@ -21,12 +21,15 @@ from reactor.service._access.roles import require
 from reactor.service._hosting.hosting import RunHost, check_positive, close_record, default_record
 from reactor.service._hosting.launch import LiveRun, RunRequest, Runs
 from reactor.service._hosting.upkeep import Upkeep, follow, switch_reaction
-from reactor.service._objects.changes import Operation, ProcessingEntry, Suggestion
+from reactor.service._objects.changes import Create, Lag, Operation, ProcessingEntry, Suggestion
 from reactor.service._objects.db import Database
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.owners import Owners, process_id
+from reactor.service._objects.processing import PAGE as ENTRIES_PAGE
 from reactor.service._objects.processing import ProcessingLog
-from reactor.service._objects.suggestions import Suggestions
+from reactor.service._objects.rows import Page
+from reactor.service._objects.suggestions import PAGE as SUGGESTIONS_PAGE
+from reactor.service._objects.suggestions import SuggestionPage, Suggestions
 from reactor.service._objects.values import (
     AgentActor,
     ObjectEvent,
@@ -34,7 +37,9 @@ from reactor.service._objects.values import (
     User,
     actor_from_context,
 )
+from reactor.service._reactions import bulk as _bulk
 from reactor.service._reactions import resolve as _resolve
+from reactor.service._reactions.bulk import Rejected
 from reactor.service._reactions.catalog import AgentCatalog
 from reactor.service._reactions.cron import CronJobs
 from reactor.service._reactions.dispatcher import Dispatcher
@@ -377,6 +382,88 @@ class ReactionService:
         await self.db.open()
         return await self.suggestion_store.list(status)
 
+    async def suggestion_page(
+        self,
+        *,
+        status: str | None = None,
+        agent: str | None = None,
+        object_id: str | None = None,
+        after: str | None = None,
+        limit: int = SUGGESTIONS_PAGE,
+        with_objects: bool = False,
+    ) -> SuggestionPage:
+        """One page of suggestions, the newest first, filtered by status, agent and object.
+
+        Pass a page's ``next`` as ``after`` for the next page (1 to 500 a page).
+        ``with_objects``: the page's ``objects`` are those its suggestions are about or
+        change, as they are now (read with the page when the service keeps its tables in
+        the objects' database, the default).
+
+        Raises:
+            ServiceConfigError: ``after`` is not a cursor a page gave, or ``limit`` is
+                out of range.
+        """
+        await self.db.open()
+        together = with_objects and self.db is self.objects.db
+        page = await self.suggestion_store.page(
+            status=status,
+            agent=agent,
+            object_id=object_id,
+            after=after,
+            limit=limit,
+            with_objects=together,
+        )
+        if not with_objects or together:
+            return page
+        wanted = {s.object_id for s in page.items if s.object_id}
+        wanted.update(
+            op.id for s in page.items for op in s.operations if not isinstance(op, Create)
+        )
+        return SuggestionPage(page.items, page.next, await self.objects.get_many(wanted))
+
+    async def processing_page(
+        self,
+        *,
+        agent: str | None = None,
+        object_id: str | None = None,
+        status: str | None = None,
+        after: str | None = None,
+        limit: int = ENTRIES_PAGE,
+    ) -> Page[ProcessingEntry]:
+        """One page of the processing log, the newest first, filtered by any of the three.
+
+        Pass a page's ``next`` as ``after`` for the next page (1 to 500 a page).
+
+        Raises:
+            ServiceConfigError: ``after`` is not a cursor a page gave, or ``limit`` is
+                out of range.
+        """
+        await self.db.open()
+        return await self.log.page(
+            agent=agent, object_id=object_id, status=status, after=after, limit=limit
+        )
+
+    async def lag(self, agent: str | None = None) -> dict[str, Lag]:
+        """How far behind the reaction agents are (``agent``'s alone, when given).
+
+        Each agent's waiting entries, how long the oldest has waited, its entries by
+        outcome and status, those a spend cap holds and what it spent this period (its
+        spend cap's, else an hour), from the processing log (grouped, indexed queries).
+        Every reaction agent is listed, and every other agent with entries.
+        """
+        await self.db.open()
+        periods = {
+            name: period
+            for name, target in self.reactions.items()
+            if (period := target.admission.period) is not None
+        }
+        if agent is not None:
+            return await self.log.lag([agent], periods)
+        found = await self.log.lag(None, periods)
+        for name in self.reactions:
+            found.setdefault(name, Lag(agent=name))
+        return dict(sorted(found.items()))
+
     # -- resolving suggestions -----------------------------------------------------
 
     async def approve(
@@ -461,6 +548,48 @@ class ReactionService:
         """
         asked = _resolve.Asked(self._decider(actor, principal), justification=justification)
         return await self._decide(_resolve.reject, suggestion_id, asked)
+
+    async def reject_many(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        agent: str | None = None,
+        object_id: str | None = None,
+        actor: User | AgentActor | None = None,
+        principal: Principal | None = None,
+        justification: str | None = None,
+    ) -> Rejected:
+        """Reject many suggestions: those of ``ids``, or the pending ones of a filter.
+
+        Each is decided as :meth:`reject` decides one (its agent's ``Approval``, a
+        justification it requires) and recorded the same way; those that cannot be
+        rejected are refused, each with why, and the rest are rejected all the same, in
+        one transaction. At most 1,000 a call: a filter that finds more says ``more``.
+
+        Args:
+            ids: The suggestions to reject.
+            agent: Or the pending suggestions of this agent...
+            object_id: ...and/or about this object (neither: every pending one).
+            actor: Who rejects, without a principal (by default, who runs now).
+            principal: Who rejects, as authenticated (held to each agent's ``Approval``).
+            justification: Why (required as an agent's ``Approval`` says).
+
+        Raises:
+            ServiceConfigError: Both ids and a filter, or more than 1,000 ids.
+            PayloadError: The justification is too long, or a value cannot be stored.
+        """
+        asked = _resolve.Asked(self._decider(actor, principal), justification=justification)
+        await self.db.open()
+        agents = {**self.agents, **self.catalog.agents}
+        return await _bulk.reject_many(
+            self.objects,
+            self.suggestion_store,
+            agents,
+            asked,
+            ids=ids,
+            agent=agent,
+            object_id=object_id,
+        )
 
     def approval_of(self, agent: str) -> Approval:
         """Who may decide on ``agent``'s suggestions (``Approval()`` for an agent gone)."""

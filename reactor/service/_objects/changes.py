@@ -18,11 +18,13 @@ import pydantic
 from reactor.service._objects.values import ID_LENGTH, TYPE_LENGTH, Actor
 
 __all__ = [
+    "ADMITTED",
     "Approved",
     "Changes",
     "Create",
     "Delete",
     "EntryStatus",
+    "Lag",
     "Operation",
     "ProcessingEntry",
     "Suggestion",
@@ -41,7 +43,11 @@ EntryStatus = Literal[
     "merged",
     "held",
 ]
-SuggestionStatus = Literal["pending", "completed", "rejected", "expired"]
+ADMITTED = frozenset({"processing", "completed", "failed", "abandoned"})
+"""The statuses of entries that were taken to be processed: a reaction ran (or runs) for
+them. The lag counts them as ``admitted``; every other status but ``pending`` (waiting)
+is an outcome of its own name (``skipped``, ``superseded``, ``merged``, ``held``)."""
+SuggestionStatus = Literal["pending", "completed", "rejected", "expired", "superseded"]
 
 
 class _Operation(pydantic.BaseModel):
@@ -152,16 +158,23 @@ class Suggestion(pydantic.BaseModel):
         id: Its id (``sug_...``).
         agent: The agent that proposed it (its changes are attributed to it).
         object_id: The object whose change the agent reacted to.
-        object_version: That object's version the agent saw: approving the suggestion
-            after the object changed is refused (``SuggestionStaleError``) unless forced.
+        object_version: That object's version the agent saw.
+        basis: The fields of that object the suggestion depends on (those its
+            operations change, and those its reaction's ``depends_on`` names), with
+            their values as the agent saw them (a field the object lacked is
+            ``None``). Approving it after one of them changed is refused
+            (``SuggestionStaleError``) unless forced; other fields may change. ``None``
+            for a suggestion made before bases were kept: any change of its object's
+            version makes it stale.
         operations: The operations to apply if approved (the same word as
             :attr:`Changes.operations`; ``changes``, its name before, is accepted
             when constructing one and readable as a deprecated property for this
             release).
         reasoning: The agent's reasoning.
-        status: ``pending``, ``completed`` (approved and applied), ``rejected``, or
+        status: ``pending``, ``completed`` (approved and applied), ``rejected``,
             ``expired`` (older than its agent's ``Approval(expires_after=...)`` when
-            someone tried to approve it).
+            someone tried to approve it), or ``superseded`` (a newer suggestion of its
+            agent for its object took its place while it was pending).
         run_id: The recorded run that proposed it.
         created_at: When it was made (UTC).
         resolved_at: When it was approved, rejected or found expired.
@@ -169,6 +182,7 @@ class Suggestion(pydantic.BaseModel):
         proposer: Who made the change the agent reacted to (``Approval(
             distinct_from_proposer=True)`` refuses them as a decider).
         approvals: The approvals it has gathered while pending.
+        superseded_by: The id of the newer suggestion that superseded it.
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -188,6 +202,8 @@ class Suggestion(pydantic.BaseModel):
     resolved_by: Actor | None = None
     proposer: Actor | None = None
     approvals: tuple[Approved, ...] = ()
+    basis: dict[str, Any] | None = None
+    superseded_by: str | None = None
 
     @property
     def changes(self) -> tuple[Operation, ...]:
@@ -253,3 +269,59 @@ class ProcessingEntry(pydantic.BaseModel):
     attempts: int = 0
     superseded_by: int | None = None
     cost_usd: float | None = None
+
+
+class Lag(pydantic.BaseModel):
+    """How far behind a reaction agent is, from its entries in the processing log.
+
+    Attributes:
+        agent: The agent.
+        waiting: Its ``pending`` entries: events dispatched to it, not yet taken.
+        oldest: How long its oldest ``pending`` entry has waited, in seconds (``None``
+            when none waits).
+        outcomes: Its entries by outcome: ``admitted`` (taken to be processed:
+            processing, completed, failed or abandoned), and every other status but
+            ``pending`` under its own name (``skipped``, and any other the log has).
+        statuses: Its entries by status, as the log has them.
+        held: Its entries a spend cap holds (``held``).
+        spent: What the model calls of its runs that ended this period cost, in US
+            dollars (the period of its ``SpendCap``, an hour without one, aligned to the
+            clock).
+        period: That period, in seconds.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    agent: str
+    waiting: int = 0
+    oldest: float | None = None
+    outcomes: dict[str, int] = pydantic.Field(default_factory=lambda: {"admitted": 0})
+    statuses: dict[str, int] = {}
+    held: int = 0
+    spent: float = 0.0
+    period: float = 3600.0
+
+    @classmethod
+    def of(
+        cls,
+        agent: str,
+        statuses: dict[str, int],
+        oldest: float | None,
+        spent: float = 0.0,
+        period: float = 3600.0,
+    ) -> Lag:
+        """The lag of ``agent`` whose entries are ``statuses`` (counts by status)."""
+        outcomes = {"admitted": sum(n for status, n in statuses.items() if status in ADMITTED)}
+        for status, count in sorted(statuses.items()):
+            if status != "pending" and status not in ADMITTED:
+                outcomes[status] = count
+        return cls(
+            agent=agent,
+            waiting=statuses.get("pending", 0),
+            oldest=oldest,
+            outcomes=outcomes,
+            statuses=dict(sorted(statuses.items())),
+            held=statuses.get("held", 0),
+            spent=round(spent, 6),
+            period=period,
+        )

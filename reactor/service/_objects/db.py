@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +40,9 @@ VERSION_TABLE = "reactor_service_version"
 T = TypeVar("T")
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+
+_READERS = 2
+"""Threads (and connections) that read an SQLite file for :meth:`Database.run_read`."""
 
 _OBJECT_WRITES_LOCK = 0x52454143
 """The PostgreSQL advisory lock key that orders object writes ("REAC")."""
@@ -106,6 +110,9 @@ class Database:
         self._writing = asyncio.Lock()
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._sync_engine: sa.Engine | None = None
+        self._readers: concurrent.futures.ThreadPoolExecutor | None = None
+        self._read_engine: sa.Engine | None = None
+        self._read_engine_made = threading.Lock()
         self.revision: str | None = None
 
     @property
@@ -161,6 +168,11 @@ class Database:
         if writer is not None:
             await asyncio.get_running_loop().run_in_executor(writer, _dispose, sync_engine)
             writer.shutdown(wait=False)
+        readers, self._readers = self._readers, None
+        read_engine, self._read_engine = self._read_engine, None
+        if readers is not None:
+            readers.shutdown(wait=True)
+            _dispose(read_engine)
 
     def _create_engine(self) -> AsyncEngine:
         options: dict[str, Any] = {}
@@ -221,6 +233,41 @@ class Database:
         loop = asyncio.get_running_loop()
         async with self._writing:
             return await loop.run_in_executor(self._writer, self._write_here, work)
+
+    async def run_read(self, work: Callable[[sa.Connection], T]) -> T:
+        """Run ``work(conn)`` in a read transaction (a consistent snapshot); its result.
+
+        ``work`` is synchronous. On an SQLite file it runs whole in one of this
+        database's reader threads, on a connection of their own: one thread hop for the
+        transaction, not several per statement (for the reads of every request, such
+        as a page of suggestions and the session that asks for it). Elsewhere it runs
+        on an async connection.
+        """
+        if self.dialect != "sqlite" or self.memory:
+            async with self.read() as conn:
+                return await conn.run_sync(work)
+        self.engine  # noqa: B018  (raises when the database is not open)
+        if self._readers is None:
+            self._readers = concurrent.futures.ThreadPoolExecutor(_READERS, "reactor-db-reader")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._read_here, work)
+
+    def _read_here(self, work: Callable[[sa.Connection], T]) -> T:
+        """In a reader thread: one read transaction on a pooled connection."""
+        with self._read_engine_made:
+            if self._read_engine is None:
+                url = self.driver_url.set(drivername="sqlite+pysqlite")
+                engine = sa.create_engine(
+                    url,
+                    connect_args={"timeout": 30.0, "check_same_thread": False},
+                    pool_reset_on_return=None,
+                    pool_size=_READERS,
+                )
+                _sqlite_transactions(engine)
+                self._read_engine = engine
+            engine = self._read_engine
+        with engine.connect() as conn, conn.begin():
+            return work(conn)
 
     def _write_here(self, work: Callable[[sa.Connection], T]) -> T:
         """In the writer thread: one transaction on its own connection."""

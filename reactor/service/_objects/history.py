@@ -1,16 +1,18 @@
 """The processing log's history, and the hash chains of the service's audit trail.
 
 The processing log says what became of each event an agent was given; its history says
-what a person decided about what the agent proposed: ``suggestion:decided``, with its
-provenance (the suggestion and the run that proposed it, the object and the version it
-was based on, a digest of the changes decided on, the principal with its roles and
-authenticator, the decision, its outcome and justification; see
-:class:`~reactor._signals.payloads.SuggestionDecided`). A row is written in
-the transaction that makes the decision true: a rejection's change of status, an
-approval's changes of objects (when the service keeps its tables in the objects'
-database, the default; otherwise right after them). So the history never shows an
-approval whose changes were not applied (a stale one refused, say). Rows are never
-changed or deleted.
+what became of what the agent proposed. A person's decision is ``suggestion:decided``,
+with its provenance (the suggestion and the run that proposed it, the object and the
+version it was based on, a digest of the changes decided on, the principal with its
+roles and authenticator, the decision, its outcome and justification; see
+:class:`~reactor._signals.payloads.SuggestionDecided`); a pending suggestion that gave
+way to a newer one of its agent for its object is ``suggestion:superseded`` (see
+:class:`~reactor._signals.payloads.SuggestionSuperseded`). A row is written in the
+transaction that makes it true: the newer suggestion's insert, a rejection's change of
+status, an approval's changes of objects (when the service keeps its tables in the
+objects' database, the default; otherwise right after them). So the history never
+shows an approval whose changes were not applied (a stale one refused, say). Rows are
+never changed or deleted.
 
 The history and the object events are each a hash chain (``reactor._recording.chain``:
 each row's ``hash`` links it to the row before it in id order), linked in the
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,7 @@ import pydantic
 import sqlalchemy as sa
 
 from reactor._recording.chain import Break, Chain, Report, Walk, configured, row_entry
-from reactor._signals.payloads import SuggestionDecided
+from reactor._signals.payloads import SuggestionDecided, SuggestionSuperseded
 from reactor.exceptions import DatabaseError
 from reactor.service._objects.db import Database, describe_url
 from reactor.service._objects.schema import audit_chains, object_events, processing_history
@@ -45,8 +47,10 @@ __all__ = [
     "CHAINED",
     "History",
     "HistoryEntry",
+    "Line",
     "RowChain",
     "history_row",
+    "history_rows",
     "verify_database",
     "verify_tables",
 ]
@@ -153,10 +157,11 @@ class HistoryEntry(pydantic.BaseModel):
 
     Attributes:
         id: Its position in the history (increasing).
-        name: What it records: ``suggestion:decided``.
+        name: What it records: ``suggestion:decided`` or ``suggestion:superseded``.
         suggestion_id: The suggestion decided on.
         object_id: The object the suggestion was about, if any.
-        payload: The decision with its provenance (``SuggestionDecided``).
+        payload: The decision with its provenance (``SuggestionDecided``), or what
+            superseded the suggestion (``SuggestionSuperseded``).
         created_at: When (UTC).
     """
 
@@ -170,30 +175,44 @@ class HistoryEntry(pydantic.BaseModel):
     created_at: datetime
 
 
-_INSERT_HISTORY = processing_history.insert().returning(*_chained_columns(processing_history))
+Line = SuggestionDecided | SuggestionSuperseded
+"""What a line of the history says (its payload)."""
+
+_INSERT_HISTORY = processing_history.insert().returning(
+    *_chained_columns(processing_history), sort_by_parameter_order=True
+)
 
 
-def history_row(name: str, decided: SuggestionDecided) -> Callable[[sa.Connection], None]:
-    """The write of one decision: call it with the deciding transaction's connection.
+def history_row(name: str, line: Line) -> Callable[[sa.Connection], None]:
+    """The write of one line: call it with the connection of the transaction that makes it true.
 
     The row is linked into the history's chain there, under the history's lock.
     """
+    return history_rows([(name, line)])
+
+
+def history_rows(lines: Sequence[tuple[str, Line]]) -> Callable[[sa.Connection], None]:
+    """The write of many lines at once (one insert), linked as :func:`history_row` links one."""
 
     def write(conn: sa.Connection) -> None:
+        if not lines:
+            return
         if conn.dialect.name == "postgresql":
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_HISTORY_LOCK)))
         chain = RowChain(processing_history, configured())
-        row = conn.execute(
-            _INSERT_HISTORY,
+        now = datetime.now(UTC)
+        rows = [
             {
                 "name": name,
-                "suggestion_id": decided["suggestion_id"],
-                "object_id": decided["object_id"],
-                "payload": dict(decided),
-                "created_at": datetime.now(UTC),
-            },
-        ).one()
-        chain.add(row)
+                "suggestion_id": line["suggestion_id"],
+                "object_id": line["object_id"],
+                "payload": dict(line),
+                "created_at": now,
+            }
+            for name, line in lines
+        ]
+        for row in conn.execute(_INSERT_HISTORY, rows):
+            chain.add(row)
         chain.link(conn)
 
     return write

@@ -35,7 +35,7 @@ from reactor.service._objects.values import (
     User,
     actor_from_context,
 )
-from reactor.service._objects.writes import Change, ObjectWrites, Outcome
+from reactor.service._objects.writes import Change, Expected, ObjectWrites, Outcome
 from stores import current_actor
 
 __all__ = ["ObjectStore"]
@@ -181,8 +181,8 @@ class ObjectStore:
         *,
         actor: User | AgentActor | None = None,
         approved_by: User | AgentActor | None = None,
-        expect: Mapping[str, int] | None = None,
-        stale: Callable[[int | None], Exception] | None = None,
+        expect: Mapping[str, Expected] | None = None,
+        stale: Callable[[StoredObject | None], Exception] | None = None,
         also: Sequence[Callable[[sa.Connection], object]] = (),
     ) -> builtins.list[ObjectEvent]:
         """Apply several changes in one transaction: all of them, or (on an error) none.
@@ -191,9 +191,11 @@ class ObjectStore:
             operations: :class:`Create`, :class:`Update` and :class:`Delete`, in order.
             actor: Who makes them (by default, who is running now).
             approved_by: Who approved them, when they were an agent's suggestion.
-            expect: Versions objects must be at (``{id: version}``), checked in the
-                same transaction: otherwise nothing is applied and ``stale(current)``
-                is raised (``current`` is ``None`` for a deleted object).
+            expect: What objects must be, checked in the same transaction: at a
+                version (``{id: version}``), or holding values in some fields (``{id:
+                {field: value}}``: the others may have changed); otherwise nothing is
+                applied and ``stale(current)`` is raised (``current``: the object as
+                it is, ``None`` for a deleted one).
             stale: Makes the error of an unmet ``expect``.
             also: Writes of the service's own tables (in this database) made in the
                 same transaction, each called with its connection: an approval's line
@@ -218,8 +220,8 @@ class ObjectStore:
         *,
         actor: User | AgentActor | None,
         approved_by: User | AgentActor | None = None,
-        expect: Mapping[str, int] | None = None,
-        stale: Callable[[int | None], Exception] | None = None,
+        expect: Mapping[str, Expected] | None = None,
+        stale: Callable[[StoredObject | None], Exception] | None = None,
         also: Sequence[Callable[[sa.Connection], object]] = (),
     ) -> builtins.list[Outcome]:
         who = actor if actor is not None else actor_from_context(current_actor())
@@ -294,6 +296,18 @@ class ObjectStore:
                 object_id=id,
             )
         return event_from_row(event_row).object
+
+    async def get_many(self, ids: Iterable[str]) -> dict[str, StoredObject]:
+        """The objects of these ids as they are now, by id (those that exist; one read)."""
+        wanted = sorted(set(ids))
+        for id in wanted:
+            check_text(id, "id")
+        if not wanted:
+            return {}
+        await self.open()
+        async with self.db.read() as conn:
+            rows = await conn.execute(sa.select(objects).where(objects.c.id.in_(wanted)))
+            return {row.id: object_from_row(row) for row in rows}
 
     async def list(
         self, type: str | None = None, *, limit: int | None = None
@@ -444,9 +458,10 @@ class ObjectStore:
         return f"<ObjectStore {describe_url(self.url)} types={sorted(self.types)}>"
 
 
-def _version_error(current: int | None) -> Exception:
+def _version_error(current: StoredObject | None) -> Exception:
+    now = "was deleted" if current is None else f"is at version {current.version}"
     return ObjectValidationError(
-        f"The object is at version {current} (or deleted); nothing was applied.",
+        f"The object {now}, not as the change expected; nothing was applied.",
         type="object",
         errors=[],
     )

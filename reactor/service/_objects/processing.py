@@ -6,11 +6,17 @@ and finished only from ``processing`` (an entry the stuck-job detector marked
 ``abandoned`` stays so). A duplicate (agent, object, version, event) is refused by the
 partial unique index ``uq_processing_log_active`` while one is pending, processing or
 completed, and logged as ``skipped``.
+
+The log is read in keyset pages, the newest first (:meth:`ProcessingLog.page`: the
+cursor is the last entry's id), each one indexed read by agent, status or object; how
+far behind each agent is (:meth:`ProcessingLog.lag`) is one grouped query over the
+index ``(agent, status, id)`` and a look-up of the oldest waiting entries by id.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -18,12 +24,15 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from reactor._recording.info import new_run_id
-from reactor.service._objects.changes import EntryStatus, ProcessingEntry
+from reactor._signals.door import check_text
+from reactor.exceptions import ServiceConfigError
+from reactor.service._objects.changes import EntryStatus, Lag, ProcessingEntry
 from reactor.service._objects.db import Database
 from reactor.service._objects.owners import Cursors
-from reactor.service._objects.rows import entry_from_row
+from reactor.service._objects.rows import MAX_PAGE, Page, bad_cursor, entry_from_row
 from reactor.service._objects.schema import (
     ACTIVE_PREDICATE,
     admission_buckets,
@@ -37,6 +46,7 @@ from reactor.service._objects.schema import (
 from reactor.service._objects.values import ObjectEvent
 
 __all__ = [
+    "PAGE",
     "Admitted",
     "Admitting",
     "Claim",
@@ -56,6 +66,9 @@ would hide them)."""
 _IN_FLIGHT = processing_log.c.status.in_(("pending", "processing"))
 _CHUNK = 500
 """Most ids in one ``IN (...)`` list."""
+PAGE = 50
+"""Entries a page holds unless asked for another number (at most ``MAX_PAGE``)."""
+_LAST_ID = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -557,6 +570,89 @@ class ProcessingLog(Cursors):
         async with self.db.read() as conn:
             return [entry_from_row(row) for row in await conn.execute(query)]
 
+    async def page(
+        self,
+        *,
+        agent: str | None = None,
+        object_id: str | None = None,
+        status: str | None = None,
+        after: str | None = None,
+        limit: int = PAGE,
+    ) -> Page[ProcessingEntry]:
+        """One page of entries, the newest first, filtered by agent, object and status.
+
+        Pass a page's ``next`` as ``after`` for the next one (the cursor is the last
+        entry's id). Each page is one indexed read (by ``(agent, status, id)``,
+        ``(agent, id)``, ``(status, id)``, ``(object_id, id)`` or the id).
+
+        Raises:
+            ServiceConfigError: ``after`` is not a cursor a page gave, or ``limit`` is
+                not 1 to 500.
+            PayloadError: A filter or the cursor holds a NUL character.
+        """
+        given = {"status": status, "agent": agent, "object_id": object_id, "after": after}
+        for name, text in given.items():
+            if text is not None:
+                check_text(text, name)
+        if not 1 <= limit <= MAX_PAGE:
+            raise ServiceConfigError(f"limit must be 1 to {MAX_PAGE}, got {limit}.")
+        c = processing_log.c
+        query = sa.select(processing_log).order_by(c.id.desc()).limit(limit + 1)
+        for column, value in (("agent", agent), ("object_id", object_id), ("status", status)):
+            if value is not None:
+                query = query.where(c[column] == value)
+        if after is not None:
+            query = query.where(c.id < _entry_cursor(after))
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        found = [entry_from_row(row) for row in rows[:limit]]
+        return Page(found, str(found[-1].id) if len(rows) > limit else None)
+
+    async def lag(
+        self, agents: Iterable[str] | None = None, periods: Mapping[str, float] | None = None
+    ) -> dict[str, Lag]:
+        """How far behind each agent is (of ``agents``, or every agent with entries).
+
+        One grouped query counts the entries of each agent by status (an index-only
+        read of ``(agent, status, id)``, also giving the id of each agent's oldest
+        ``pending`` entry); the waiting ages come from those entries, read by id. What
+        each agent spent is summed over the entries that ended this period (its
+        ``periods`` entry in seconds, an hour by default, aligned to the clock), read
+        from ``(status, updated_at)``. Agents named in ``agents`` with no entries have
+        an empty lag.
+        """
+        c = processing_log.c
+        query = sa.select(c.agent, c.status, sa.func.count(), sa.func.min(c.id)).group_by(
+            c.agent, c.status
+        )
+        names = None if agents is None else sorted(set(agents))
+        if names is not None:
+            query = query.where(c.agent.in_(names))
+        counts: dict[str, dict[str, int]] = {name: {} for name in names or ()}
+        oldest: dict[int, str] = {}
+        async with self.db.read() as conn:
+            for agent, status, count, first in await conn.execute(query):
+                counts.setdefault(agent, {})[status] = int(count)
+                if status == "pending":
+                    oldest[int(first)] = agent
+            since: dict[str, datetime] = {}
+            if oldest:
+                waited = sa.select(c.id, c.created_at).where(c.id.in_(sorted(oldest)))
+                since = {oldest[entry]: at for entry, at in await conn.execute(waited)}
+            every = {agent: (periods or {}).get(agent, _HOUR) for agent in counts}
+            spent = await _spent_by_agent(conn, every)
+        now = datetime.now(UTC)
+        return {
+            agent: Lag.of(
+                agent,
+                statuses,
+                None if agent not in since else max(0.0, (now - since[agent]).total_seconds()),
+                spent.get(agent, 0.0),
+                every[agent],
+            )
+            for agent, statuses in sorted(counts.items())
+        }
+
     async def in_flight(self, agents: Iterable[str]) -> int:
         """How many entries of ``agents`` are pending or processing."""
         async with self.db.read() as conn:
@@ -566,6 +662,31 @@ class ProcessingLog(Cursors):
                 .where(_IN_FLIGHT, processing_log.c.agent.in_(sorted(agents)))
             )
         return int(found or 0)
+
+
+_HOUR = 3600.0
+"""The period of what an agent spent, when it has no spend cap of its own."""
+
+
+async def _spent_by_agent(conn: AsyncConnection, periods: Mapping[str, float]) -> dict[str, float]:
+    """What each agent's entries that ended this period (its own) cost, one query a period."""
+    spent: dict[str, float] = {}
+    now = datetime.now(UTC).timestamp()
+    for period in sorted(set(periods.values())):
+        agents = sorted(agent for agent, every in periods.items() if every == period)
+        start = datetime.fromtimestamp(math.floor(now / period) * period, UTC)
+        query = (
+            sa.select(processing_log.c.agent, sa.func.sum(processing_log.c.cost_usd))
+            .where(
+                processing_log.c.status.in_(("completed", "failed")),
+                processing_log.c.updated_at >= start,
+                processing_log.c.agent.in_(agents),
+            )
+            .group_by(processing_log.c.agent)
+        )
+        for agent, cost in await conn.execute(query):
+            spent[agent] = float(cost or 0.0)
+    return spent
 
 
 def _named(conn: sa.Connection, *, taking: sa.Executable) -> list[Taken]:
@@ -588,6 +709,20 @@ def _named(conn: sa.Connection, *, taking: sa.Executable) -> list[Taken]:
         else Taken(entry, True)
         for entry in taken
     ]
+
+
+def _entry_cursor(text: str) -> int:
+    """The id a cursor of the processing log holds.
+
+    Raises:
+        ServiceConfigError: It is not one (a whole number from 1 to 2^63 - 1).
+    """
+    if (
+        not (text.isascii() and text.isdigit() and len(text) <= 19)
+        or not 1 <= int(text) <= _LAST_ID
+    ):
+        raise bad_cursor(text, "the processing log")
+    return int(text)
 
 
 def _key(entry: ProcessingEntry | Mapping[str, Any]) -> tuple[Any, ...]:

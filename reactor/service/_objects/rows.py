@@ -8,10 +8,11 @@ last object's ``updated_at`` and id, so each page is one indexed read
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pydantic
 import sqlalchemy as sa
@@ -33,10 +34,14 @@ __all__ = [
     "MAX_PAGE",
     "STORED_TYPES",
     "ObjectPage",
+    "Page",
     "actor_from_row",
+    "bad_cursor",
+    "cursor_of",
     "entry_from_row",
     "event_from_row",
     "find_query",
+    "keyset_cursor",
     "object_from_row",
     "object_page",
     "operations_adapter",
@@ -44,14 +49,21 @@ __all__ = [
     "suggestion_from_row",
 ]
 
+T = TypeVar("T")
+
 operations_adapter: pydantic.TypeAdapter[tuple[Operation, ...]] = pydantic.TypeAdapter(
     tuple[Operation, ...]
 )
 """Reads and writes the operations of a suggestion as JSON data."""
 
 
+@functools.lru_cache(maxsize=4096)
 def actor_from_row(type: str | None, id: str | None) -> User | AgentActor | None:
-    """The actor stored in a ``*_type`` / ``*_id`` pair of columns."""
+    """The actor stored in a ``*_type`` / ``*_id`` pair of columns.
+
+    Actors are frozen values and a page names a few of them many times (an agent, the
+    feed's user): each is made once and shared.
+    """
     if type is None or id is None:
         return None
     return AgentActor(id) if type == "agent" else User(id)
@@ -63,16 +75,17 @@ def _actor(type: str, id: str) -> User | AgentActor:
     return actor
 
 
-def object_from_row(row: sa.Row[Any]) -> StoredObject:
-    """A row of ``objects``."""
+def object_from_row(row: sa.Row[Any], prefix: str = "") -> StoredObject:
+    """A row of ``objects`` (its columns named ``<prefix><column>``, when joined)."""
+    column = row._mapping
     return StoredObject(
-        id=row.id,
-        type=row.type,
-        version=row.version,
-        data=row.data,
-        actor=_actor(row.actor_type, row.actor_id),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        id=column[f"{prefix}id"],
+        type=column[f"{prefix}type"],
+        version=column[f"{prefix}version"],
+        data=column[f"{prefix}data"],
+        actor=_actor(column[f"{prefix}actor_type"], column[f"{prefix}actor_id"]),
+        created_at=column[f"{prefix}created_at"],
+        updated_at=column[f"{prefix}updated_at"],
     )
 
 
@@ -129,6 +142,8 @@ def suggestion_from_row(row: sa.Row[Any]) -> Suggestion:
         resolved_at=row.resolved_at,
         resolved_by=actor_from_row(row.resolved_by_type, row.resolved_by_id),
         proposer=actor_from_row(row.proposer_type, row.proposer_id),
+        basis=row.basis,
+        superseded_by=row.superseded_by,
     )
 
 
@@ -165,18 +180,47 @@ class ObjectPage:
     next: str | None
 
 
-def _cursor(text: str) -> tuple[datetime, str]:
+@dataclasses.dataclass(frozen=True)
+class Page(Generic[T]):
+    """A keyset page: its items, the newest first, and the cursor of the next page.
+
+    Attributes:
+        items: What the page holds.
+        next: Give it as ``after`` for the next page; ``None`` on the last page.
+    """
+
+    items: list[T]
+    next: str | None
+
+
+def bad_cursor(text: str, what: str) -> ServiceConfigError:
+    """The error of a cursor no page of ``what`` gave (a ``422`` over HTTP)."""
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    return ServiceConfigError(
+        f"{shown!r} is not the cursor of a page of {what}: give the `next` of the page "
+        "before as `after`, or leave it out for the first page."
+    )
+
+
+def keyset_cursor(text: str, what: str = "objects") -> tuple[datetime, str]:
+    """The moment and id a ``<ISO time>|<id>`` cursor holds.
+
+    Raises:
+        ServiceConfigError: It is not one.
+    """
     moment, _, last = text.partition("|")
     try:
         when = datetime.fromisoformat(moment)
     except ValueError:
         when = None
     if when is None or when.tzinfo is None or not last:
-        raise ServiceConfigError(
-            f"{text!r} is not the cursor of a page of objects: give the `next` of the page "
-            "before as `after`, or leave it out for the first page."
-        )
+        raise bad_cursor(text, what)
     return when, last
+
+
+def cursor_of(moment: datetime, last: str) -> str:
+    """The ``<ISO time>|<id>`` cursor after the item of ``moment`` and ``last``."""
+    return f"{iso_time(moment)}|{last}"
 
 
 def _found(search: str, dialect: str) -> sa.ColumnElement[bool]:
@@ -224,7 +268,7 @@ def page_query(
     if type is not None:
         query = query.where(objects.c.type == type)
     if after is not None:
-        moment, last = _cursor(after)
+        moment, last = keyset_cursor(after)
         query = query.where(
             sa.or_(
                 objects.c.updated_at < moment,
@@ -292,4 +336,4 @@ def object_page(rows: Sequence[sa.Row[Any]], limit: int) -> ObjectPage:
     found = [object_from_row(row) for row in rows[:limit]]
     if len(rows) <= limit:
         return ObjectPage(found, None)
-    return ObjectPage(found, f"{iso_time(found[-1].updated_at)}|{found[-1].id}")
+    return ObjectPage(found, cursor_of(found[-1].updated_at, found[-1].id))

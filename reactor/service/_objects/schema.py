@@ -23,6 +23,7 @@ from sqlalchemy.dialects import postgresql
 
 __all__ = [
     "ACTIVE_PREDICATE",
+    "SUGGESTION_STATUSES",
     "JSONType",
     "Timestamp",
     "admission_buckets",
@@ -103,6 +104,7 @@ _STATUSES = (
     "merged",
     "held",
 )
+SUGGESTION_STATUSES = ("pending", "completed", "rejected", "expired", "superseded")
 
 objects = sa.Table(
     "objects",
@@ -217,6 +219,9 @@ processing_log = sa.Table(
     sa.Index(None, "event_id"),  # what an object's change caused (its page's history)
     sa.Index(None, "agent", "status", "id"),  # an agent's entries waiting (admission, lag)
     sa.Index(None, "superseded_by"),  # what an entry took with it (its batch)
+    # Pages of the log newest first, by agent or by object.
+    sa.Index(None, "agent", "id"),
+    sa.Index(None, "object_id", "id"),
 )
 
 admission_buckets = sa.Table(
@@ -274,10 +279,16 @@ suggestions = sa.Table(
     sa.Column("object_version", sa.Integer),  # the object's version it was based on
     sa.Column("proposer_type", sa.String(16)),  # who made the change the agent reacted to
     sa.Column("proposer_id", sa.String(200)),
-    sa.CheckConstraint(
-        _in("status", ("pending", "completed", "rejected", "expired")), name="status"
-    ),
-    sa.Index(None, "status", "created_at"),
+    # The desk (revision 0012): a newer suggestion of the same agent for the same object
+    # supersedes a pending one; what a suggestion depends on, as the agent saw it; pages
+    # newest first (all, by status, by agent), and the pending one of an agent's object.
+    sa.Column("superseded_by", sa.String(64)),
+    sa.Column("basis", JSONType),  # {field: value}; NULL: made before (its version counts)
+    sa.CheckConstraint(_in("status", SUGGESTION_STATUSES), name="status"),
+    sa.Index(None, "created_at", "id"),
+    sa.Index(None, "status", "created_at", "id"),
+    sa.Index(None, "agent", "status", "created_at", "id"),
+    sa.Index(None, "object_id", "agent", "status"),
 )
 
 suggestion_approvals = sa.Table(

@@ -51,10 +51,21 @@ from reactor.service._objects.values import (
     User,
 )
 
-__all__ = ["Change", "ObjectWrites", "Outcome", "new_object_id"]
+__all__ = [
+    "Change",
+    "Expected",
+    "ObjectWrites",
+    "Outcome",
+    "changed_fields",
+    "holds",
+    "new_object_id",
+]
 
 MAX_GROUP = 500
 """The most changes committed in one transaction."""
+
+Expected = int | Mapping[str, Any]
+"""What an object must be for a change to apply: at a version, or holding field values."""
 
 Outcome = ObjectEvent | StoredObject
 """What one operation came to: its stored event, or (an update that changed nothing)
@@ -69,8 +80,11 @@ class Change:
         operations: Validated operations, in order.
         actor: Who makes them.
         approved_by: Who approved them (an agent's suggestion).
-        expect: Versions objects must be at (``{id: version}``).
-        stale: Makes the error of an unmet ``expect``.
+        expect: What objects must be: at a version (``{id: version}``), or holding
+            values in some fields (``{id: {field: value}}``, a field the object lacks
+            holding ``None``).
+        stale: Makes the error of an unmet ``expect``, given the object as it is
+            (``None``: deleted).
         cause: The reaction making them, if one is.
         not_found: Makes the error of an unknown object id.
         validate: Validates an object's data for its type (updates merge first).
@@ -81,8 +95,8 @@ class Change:
     operations: Sequence[Operation]
     actor: User | AgentActor
     approved_by: User | AgentActor | None
-    expect: Mapping[str, int]
-    stale: Callable[[int | None], Exception]
+    expect: Mapping[str, Expected]
+    stale: Callable[[StoredObject | None], Exception]
     cause: Cause | None
     not_found: Callable[[str], Exception]
     validate: Callable[[str, Any], dict[str, Any]]
@@ -291,11 +305,10 @@ class _Plan:
         saved = (dict(self.current), dict(self.created), dict(self.updated), set(self.deleted))
         events = len(self.events)
         try:
-            for object_id, version in change.expect.items():
-                found = self.current.get(object_id)
-                current = None if found is None or found.data is None else found.version
-                if current != version:
-                    raise change.stale(current)
+            for object_id, expected in change.expect.items():
+                found = self._as_stored(self.current.get(object_id))
+                if not holds(found, expected):
+                    raise change.stale(found)
             outcomes = [self._operation(op, change) for op in change.operations]
         except _Replan:
             raise
@@ -353,6 +366,15 @@ class _Plan:
             "created_at": self.now, "updated_at": self.now,
         }  # fmt: skip
         return self._event(change, object_id, "created", {}, op.data, 1)
+
+    @staticmethod
+    def _as_stored(found: _Current | None) -> StoredObject | None:
+        """An object as stored (``None``: there is none), for an ``expect`` to check."""
+        if found is None or (found.row is None and found.data is None):
+            return None
+        if found.row is None or found.row.version != found.version or found.data is None:
+            raise _Replan()  # made or changed earlier in the group: one at a time says
+        return object_from_row(found.row)
 
     @staticmethod
     def _as_it_is(found: _Current) -> StoredObject:
@@ -431,10 +453,11 @@ def _read(conn: sa.Connection, changes: list[Change]) -> dict[str, _Current]:
 def _apply(conn: sa.Connection, change: Change, chain: RowChain) -> list[Outcome]:
     """Apply one change's operations, in order (raises on the first that fails)."""
     now = datetime.now(UTC)
-    for object_id, version in change.expect.items():
-        current = conn.scalar(_VERSION, {"object": object_id})
-        if current != version:
-            raise change.stale(current)
+    for object_id, expected in change.expect.items():
+        row = _row(conn, object_id)
+        found = None if row is None else object_from_row(row)
+        if not holds(found, expected):
+            raise change.stale(found)
     outcomes = [_apply_one(conn, op, change, now, chain) for op in change.operations]
     for write in change.also:
         write(conn)
@@ -509,7 +532,6 @@ def _row(conn: sa.Connection, object_id: str) -> sa.Row[Any] | None:
 
 # Built once: a statement with bound parameters is compiled once and found in the
 # cache at once (one built per write spent most of a write's time in SQLAlchemy).
-_VERSION = sa.select(objects.c.version).where(objects.c.id == sa.bindparam("object"))
 _SELECT_OBJECT = sa.select(objects).where(objects.c.id == sa.bindparam("object"))
 _INSERT_OBJECT = objects.insert()
 _UPDATE_OBJECT = objects.update().where(objects.c.id == sa.bindparam("object"))
@@ -522,6 +544,20 @@ _SELECT_OBJECTS = sa.select(objects).where(
     objects.c.id.in_(sa.bindparam("objects", expanding=True))
 )
 _DELETE_OBJECTS = objects.delete().where(objects.c.id.in_(sa.bindparam("objects", expanding=True)))
+
+
+def changed_fields(basis: Mapping[str, Any], data: Mapping[str, Any]) -> list[str]:
+    """The fields of ``basis`` whose value ``data`` no longer holds (a missing one is None)."""
+    return [field for field, value in basis.items() if data.get(field) != value]
+
+
+def holds(found: StoredObject | None, expected: Expected) -> bool:
+    """Whether an object (``None``: deleted) is as ``expected``: its version, or its fields."""
+    if found is None:
+        return False
+    if isinstance(expected, int):
+        return found.version == expected
+    return not changed_fields(expected, found.data)
 
 
 def new_object_id() -> str:

@@ -108,6 +108,14 @@ class Admission:
     def __bool__(self) -> bool:
         return bool(self.policies)
 
+    @property
+    def period(self) -> float | None:
+        """The period of the agent's own spend cap, in seconds (``None``: it has none)."""
+        for policy in self.policies:
+            if isinstance(policy, SpendCap) and policy.scope == "agent":
+                return policy.per.total_seconds()
+        return None
+
     def decide(
         self,
         waiting: Sequence[Waiting],

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -27,7 +27,13 @@ from reactor._recording.info import new_run_id
 from reactor._recording.store import SignalStore
 from reactor._signals.diagnostics import log
 from reactor._signals.frozen import freeze_payload
-from reactor._signals.names import HARNESS_END, SUGGESTION_CREATED, agent_actor, agent_event
+from reactor._signals.names import (
+    HARNESS_END,
+    SUGGESTION_CREATED,
+    SUGGESTION_SUPERSEDED,
+    agent_actor,
+    agent_event,
+)
 from reactor._signals.payloads import HarnessEnd, SuggestionPayload
 from reactor._signals.signal import new_signal
 from reactor.exceptions import (
@@ -39,10 +45,12 @@ from reactor.exceptions import (
 from reactor.service._objects.changes import (
     Changes,
     Create,
+    Delete,
     EntryStatus,
     Operation,
     ProcessingEntry,
     Suggestion,
+    Update,
 )
 from reactor.service._objects.objects import ObjectStore
 from reactor.service._objects.processing import Finished, ProcessingLog, Taken
@@ -56,6 +64,7 @@ __all__ = [
     "ReactionRun",
     "ReactionServices",
     "announce",
+    "basis_of",
     "check_all",
     "close_run",
     "react",
@@ -333,7 +342,8 @@ async def _settle(
     if mode == "execute":
         await services.objects.apply(operations, actor=AgentActor(target.name))
         return
-    suggestion = await services.suggestions.add(
+    reaction = target.agent.reaction
+    proposed = await services.suggestions.add(
         agent=target.name,
         object_id=event.id,
         object_version=event.version,
@@ -341,8 +351,34 @@ async def _settle(
         reasoning=reasoning,
         run_id=run_id,
         proposer=event.actor,
+        basis=basis_of(operations, event, reaction.depends_on if reaction else ()),
     )
-    announce(services.objects, SUGGESTION_CREATED, suggestion, None)
+    for old, line in zip(proposed.superseded, proposed.lines, strict=True):
+        log("reactor.service", "info", SUGGESTION_SUPERSEDED, **line)
+        announce(services.objects, SUGGESTION_SUPERSEDED, old, AgentActor(target.name))
+    announce(services.objects, SUGGESTION_CREATED, proposed.suggestion, None)
+
+
+def basis_of(
+    operations: Sequence[Operation], event: ObjectEvent, depends_on: Iterable[str]
+) -> dict[str, Any] | None:
+    """What a suggestion made on ``event`` depends on: fields of its object, as seen.
+
+    The fields its operations change on that object (every field, for a delete) and
+    those its reaction's ``depends_on`` names, with their values in the event's data
+    (``None`` for a field the object lacked). ``None`` for an event that deleted the
+    object: such a suggestion is judged by the object's version, as before.
+    """
+    if event.event == "deleted":
+        return None
+    data = event.data
+    fields = dict.fromkeys(depends_on)
+    for op in operations:
+        if isinstance(op, Update) and op.id == event.id:
+            fields.update(dict.fromkeys(op.data))
+        elif isinstance(op, Delete) and op.id == event.id:
+            fields.update(dict.fromkeys(data))
+    return {field: data.get(field) for field in sorted(fields)}
 
 
 async def check_all(

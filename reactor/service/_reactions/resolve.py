@@ -64,8 +64,10 @@ from reactor.service._objects.values import (
     AgentActor,
     Cause,
     Principal,
+    StoredObject,
     User,
 )
+from reactor.service._objects.writes import Expected, changed_fields
 from reactor.service._reactions.reaction import announce, check_all
 
 __all__ = [
@@ -73,10 +75,18 @@ __all__ = [
     "Decide",
     "Decider",
     "DecisionKind",
+    "Record",
+    "Staleness",
     "approve",
     "canonical_changes",
     "changes_digest",
+    "judged",
+    "justified",
+    "log_line",
+    "may_decide",
+    "policy_of",
     "reject",
+    "staleness",
 ]
 
 DecisionKind = Literal["approve", "reject", "modify", "override"]
@@ -148,12 +158,13 @@ def changes_digest(operations: Sequence[Operation]) -> str:
     return hashlib.sha256(canonical_changes(operations)).hexdigest()
 
 
-def _policy(agents: Mapping[str, Agent], suggestion: Suggestion) -> Approval:
+def policy_of(agents: Mapping[str, Agent], suggestion: Suggestion) -> Approval:
+    """Who may decide on a suggestion: its agent's ``Approval`` (``Approval()`` for one gone)."""
     agent = agents.get(suggestion.agent)
     return agent.approval if agent is not None else Approval()
 
 
-def _may_decide(
+def may_decide(
     policy: Approval, suggestion: Suggestion, decider: Decider, *, approving: bool
 ) -> None:
     """Refuse a principal the agent's ``Approval`` does not let decide (``403``)."""
@@ -182,7 +193,7 @@ def _may_decide(
         )
 
 
-def _justified(policy: Approval, kind: DecisionKind, justification: str | None) -> str | None:
+def justified(policy: Approval, kind: DecisionKind, justification: str | None) -> str | None:
     """The justification, checked: required by the policy, short enough, storable.
 
     Raises:
@@ -213,26 +224,78 @@ def _expired(policy: Approval, suggestion: Suggestion, now: datetime) -> bool:
     return now - suggestion.created_at > policy.expires_after
 
 
-async def _current_version(objects: ObjectStore, suggestion: Suggestion) -> int | None:
-    """The suggestion's object's version now (``None``: deleted), when it has one."""
+@dataclasses.dataclass(frozen=True)
+class Staleness:
+    """Whether a suggestion's object changed, since its agent saw it, in what it depends on.
+
+    Attributes:
+        stale: It did (or it was deleted): approving takes ``force`` (an override).
+        current: The object now (``None``: deleted, or the suggestion is about none).
+        changed: The fields the suggestion depends on that changed (its ``basis``).
+    """
+
+    stale: bool
+    current: StoredObject | None = None
+    changed: tuple[str, ...] = ()
+
+    @property
+    def version(self) -> int | None:
+        """The object's version now (``None``: deleted, or no object)."""
+        return None if self.current is None else self.current.version
+
+
+def judged(suggestion: Suggestion, current: StoredObject | None) -> Staleness:
+    """Judge a suggestion against its object as it is (``current``; ``None``: deleted).
+
+    A suggestion with a ``basis`` is stale when one of its fields changed, or its object
+    was deleted; one without (made before bases were kept) when its object's version
+    moved. One about no object (or no version) is never stale.
+    """
     if suggestion.object_id is None or not suggestion.object_version:
-        return suggestion.object_version
+        return Staleness(False, current)
+    if current is None:
+        return Staleness(True)
+    if suggestion.basis is None:
+        return Staleness(current.version != suggestion.object_version, current)
+    changed = tuple(changed_fields(suggestion.basis, current.data))
+    return Staleness(bool(changed), current, changed)
+
+
+async def staleness(objects: ObjectStore, suggestion: Suggestion) -> Staleness:
+    """:func:`judged` against its object as it is now (read from ``objects``)."""
+    if suggestion.object_id is None or not suggestion.object_version:
+        return Staleness(False)
     try:
-        return (await objects.get(suggestion.object_id)).version
+        current: StoredObject | None = await objects.get(suggestion.object_id)
     except ObjectNotFoundError:
-        return None
+        current = None
+    return judged(suggestion, current)
 
 
-def _stale(suggestion: Suggestion, current: int | None) -> SuggestionStaleError:
-    now = "was deleted" if current is None else f"is at version {current} now"
+def _stale(suggestion: Suggestion, current: StoredObject | None) -> SuggestionStaleError:
+    found = judged(suggestion, current)
+    if current is None:
+        what = f"which was deleted since the agent saw version {suggestion.object_version}"
+    elif found.changed:
+        fields = ", ".join(repr(field) for field in found.changed)
+        what = (
+            f"whose {fields} changed since the agent saw version {suggestion.object_version} "
+            f"(it is at version {current.version} now)"
+        )
+    else:
+        what = (
+            f"which is at version {current.version} now, not version "
+            f"{suggestion.object_version} as the agent saw it"
+        )
     return SuggestionStaleError(
-        f"Suggestion {suggestion.id!r} was based on version {suggestion.object_version} of "
-        f"object {suggestion.object_id!r}, which {now}: look at the object again, then "
-        "approve anyway (force=True, ?force=true, with a justification) or reject it.",
+        f"Suggestion {suggestion.id!r} is about object {suggestion.object_id!r}, {what}: "
+        "look at the object again, then approve anyway (force=True, ?force=true, with a "
+        "justification) or reject it.",
         suggestion_id=suggestion.id,
         object_id=suggestion.object_id or "",
         based_on=suggestion.object_version,
-        current=current,
+        current=found.version,
+        changed=found.changed,
     )
 
 
@@ -280,7 +343,7 @@ def diff_of(proposed: Sequence[Operation], decided: Sequence[Operation]) -> list
 
 
 @dataclasses.dataclass(frozen=True)
-class _Record:
+class Record:
     """What every line of one decision says; :meth:`line` adds what the count decides."""
 
     suggestion: Suggestion
@@ -292,6 +355,7 @@ class _Record:
     decided_at: datetime
 
     def line(self, approvals: int, outcome: str) -> tuple[str, SuggestionDecided]:
+        """The decision's line of the history, with ``approvals`` counted and its ``outcome``."""
         s, asked = self.suggestion, self.asked
         diff = diff_of(s.operations, self.operations) if self.kind == "modify" else None
         payload: SuggestionDecided = {
@@ -344,22 +408,22 @@ async def approve(
     suggestion = await suggestions.get(suggestion_id)
     if suggestion.status != "pending":
         raise resolved_error(suggestion)
-    agent, policy = agents.get(suggestion.agent), _policy(agents, suggestion)
-    _may_decide(policy, suggestion, asked.decider, approving=True)
+    agent, policy = agents.get(suggestion.agent), policy_of(agents, suggestion)
+    may_decide(policy, suggestion, asked.decider, approving=True)
     now = datetime.now(UTC)
     if _expired(policy, suggestion, now):
         raise resolved_error(await suggestions.expire(suggestion_id, asked.decider.actor))
     operations = asked.operations if asked.operations is not None else suggestion.operations
     await _check_changes(objects, agent, suggestion.agent, operations, asked.operations)
-    current = await _current_version(objects, suggestion)
-    stale = current != suggestion.object_version
+    found = await staleness(objects, suggestion)
+    stale = found.stale
     if stale and not asked.force:
-        raise _stale(suggestion, current)
+        raise _stale(suggestion, found.current)
     kind: DecisionKind = (
         "modify" if asked.operations is not None else "override" if stale else "approve"
     )
-    justification = _justified(policy, kind, asked.justification)
-    record = _Record(suggestion, asked, kind, operations, policy.count, justification, now)
+    justification = justified(policy, kind, asked.justification)
+    record = Record(suggestion, asked, kind, operations, policy.count, justification, now)
     approval = Approved(
         principal=asked.decider.id,
         roles=tuple(asked.decider.payload()["roles"]),
@@ -375,7 +439,7 @@ async def approve(
         operations=asked.operations,
     )
     if not counted.completes:
-        _log(record.line(counted.approvals, "approved"))
+        log_line(record.line(counted.approvals, "approved"))
         return counted.suggestion
     line = record.line(counted.approvals, "applied")
     try:
@@ -384,12 +448,12 @@ async def approve(
         restore = suggestion.operations if asked.operations is not None else None
         await suggestions.reopen(suggestion_id, approval, restore)
         raise
-    _log(line)
+    log_line(line)
     announce(objects, SUGGESTION_APPROVED, counted.suggestion, asked.decider.actor)
     return counted.suggestion
 
 
-def _log(line: tuple[str, SuggestionDecided]) -> None:
+def log_line(line: tuple[str, SuggestionDecided]) -> None:
     """The decision's line of the JSON log (once it is stored)."""
     name, payload = line
     log("reactor.service", "info", name, **payload)
@@ -409,9 +473,10 @@ async def _apply(
     together = suggestions.db is objects.db  # one database: one transaction
     if agent is not None:
         await check_all(objects, suggestion.agent, agent.capabilities, list(suggestion.operations))
-    expected = None
+    expected: dict[str, Expected] | None = None
     if not force and suggestion.object_id is not None and suggestion.object_version:
-        expected = {suggestion.object_id: suggestion.object_version}
+        basis = suggestion.basis  # what it depends on; else (made before) its version
+        expected = {suggestion.object_id: suggestion.object_version if basis is None else basis}
     # Its changes name the suggestion (and the run that made it) as their cause: no
     # reaction's, so a reaction to them is as deep as one to a person's change.
     cause = Cause(
@@ -452,10 +517,10 @@ async def reject(
     current = await suggestions.get(suggestion_id)
     if current.status != "pending":
         raise resolved_error(current)
-    policy = _policy(agents, current)
-    _may_decide(policy, current, asked.decider, approving=False)
-    justification = _justified(policy, "reject", asked.justification)
-    record = _Record(
+    policy = policy_of(agents, current)
+    may_decide(policy, current, asked.decider, approving=False)
+    justification = justified(policy, "reject", asked.justification)
+    record = Record(
         current, asked, "reject", current.operations, policy.count, justification,
         datetime.now(UTC),
     )  # fmt: skip
@@ -463,6 +528,6 @@ async def reject(
     suggestion = await suggestions.resolve(
         suggestion_id, "rejected", asked.decider.actor, decided=line
     )
-    _log(line)
+    log_line(line)
     announce(objects, SUGGESTION_REJECTED, suggestion, asked.decider.actor)
     return suggestion

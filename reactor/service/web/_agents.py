@@ -1,4 +1,8 @@
-"""The agents page: every agent, when it runs, its last runs; change it, or run it now.
+"""The agents page: every agent, when it runs, its last runs, its lag; change it, or run it.
+
+A reaction agent shows how far behind it is: its entries waiting in the processing
+log, how long the oldest has waited, and its entries by outcome (``admitted``, and
+every other status by name), as ``GET /api/agents/{name}`` and ``/metrics`` say.
 
 What each agent can change follows its trigger, as the catalog behind
 ``PATCH /api/agents/{name}`` does (the scheduler follows at once): a manual or cron
@@ -14,9 +18,11 @@ import asyncio
 from typing import Annotated, Any
 
 import fastapi
+import pydantic
 from starlette.requests import Request
 from starlette.responses import Response
 
+from reactor._agents.admission import SpendCap
 from reactor.exceptions import ReactorError
 from reactor.service._reactions.definitions import AgentChanges
 from reactor.service.web._render import (
@@ -41,7 +47,7 @@ Field = Annotated[str, fastapi.Form()]
 
 @router.get("/agents")
 async def agents(request: Request, session: Viewing) -> Response:
-    """Every agent: trigger (a reaction's filter), schedule, enabled, next run, last runs."""
+    """Every agent: trigger (a reaction's filter), schedule, enabled, next run, last runs, lag."""
     service = service_of(request)
     records = await service.catalog.records()
     store = service.record
@@ -52,7 +58,17 @@ async def agents(request: Request, session: Viewing) -> Response:
             if store is not None
             else []
         )
-    return page(request, "agents.html", session, agents=records, last=last)
+    lags = await service.lag()
+    caps = {name: cap for name in service.reactions if (cap := _cap(service, name)) is not None}
+    return page(request, "agents.html", session, agents=records, last=last, lags=lags, caps=caps)
+
+
+def _cap(service: Any, name: str) -> float | None:
+    """The cap of a reaction agent's own ``SpendCap`` in its code (``None``: it has none)."""
+    for policy in service.reactions[name].admission.policies:
+        if isinstance(policy, SpendCap) and policy.scope == "agent":
+            return float(policy.usd)
+    return None
 
 
 @router.post("/agents/{name}")
@@ -62,8 +78,9 @@ async def edit_agent(
     session: Administering,
     cron_schedule: Field = "",
     enabled: Field = "",
+    spend_cap_usd: Field | None = None,
 ) -> Response:
-    """Change an agent's schedule (not a reaction agent's) and whether it is enabled."""
+    """Change an agent's schedule (not a reaction agent's), its spend cap, whether it runs."""
     service = service_of(request)
     try:
         record = await service.catalog.record(name)
@@ -72,12 +89,27 @@ async def edit_agent(
         if record.trigger_type != "reaction" and schedule != record.cron_schedule:
             changes["cron_schedule"] = schedule
             changes["trigger_type"] = "manual" if schedule is None else "cron"
+        if spend_cap_usd is not None:  # the form has the field: the agent has a cap
+            changes["spend_cap_usd"] = spend_cap_usd.strip() or None
         await service.catalog.update(name, AgentChanges(**changes))
+    except pydantic.ValidationError as exc:
+        session.notify("error", f"Agent {name} was not saved: {_problem(exc)}")
     except ReactorError as exc:
         session.notify("error", str(exc))
     else:
         session.notify("ok", f"Agent {name} was saved.")
     return back(request, "/agents")
+
+
+def _problem(exc: pydantic.ValidationError) -> str:
+    """The first problem of a change, in a sentence naming its field."""
+    first = exc.errors()[0]
+    field = ".".join(map(str, first["loc"])) or "the change"
+    if field == "spend_cap_usd":
+        return (
+            "the spend cap must be an amount of US dollars above 0 (12.5), or empty for the code's."
+        )
+    return f"{field}: {first['msg']}."
 
 
 @router.post("/agents/{name}/run")

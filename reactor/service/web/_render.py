@@ -7,9 +7,9 @@ a form that changes something needs the session's CSRF token too (:func:`form_se
 
 Each route declares the role it needs (:class:`PageGate` for a page, :class:`FormGate`
 for a form: the aliases :data:`Viewing`, :data:`Operating`, :data:`Administering`,
-:data:`Deciding`, :data:`Signed`); a session whose principal lacks it gets a ``403``
-page naming the role (:class:`Forbidden`), and pages show only the controls the
-principal may use (``may(role)`` in the templates).
+:data:`Deciding`, :data:`Approving`, :data:`Signed`); a session whose principal lacks
+it gets a ``403`` page naming the role (:class:`Forbidden`), and pages show only the
+controls the principal may use (``may(role)`` in the templates).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from reactor.service.web._sessions import COOKIE, Session, Sessions, same_origin
 
 __all__ = [
     "Administering",
+    "Approving",
     "Deciding",
     "Forbidden",
     "Forking",
@@ -60,12 +61,13 @@ __all__ = [
     "root_of",
     "signed_in",
     "web_of",
+    "when",
 ]
 
 _TEMPLATES = resources.files("reactor.service.web") / "templates"
 
 
-def _when(value: float | datetime | str | None) -> str:
+def when(value: float | datetime | str | None) -> str:
     """A moment as ``YYYY-MM-DD HH:MM:SS`` UTC (``-`` when unknown)."""
     if value is None or value == "":
         return "-"
@@ -131,7 +133,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters.update(
-        when=_when,
+        when=when,
         iso=iso_time,
         seconds=_seconds,
         money=_money,
@@ -253,6 +255,9 @@ Operating = Annotated[Session, fastapi.Depends(FormGate("operator"))]
 """The session of a form that writes objects or drives runs."""
 Deciding = Annotated[Session, fastapi.Depends(FormGate("approver", decided_later=True))]
 """The session of a decision on a suggestion (the agent's ``Approval`` says who may)."""
+Approving = Annotated[Session, fastapi.Depends(FormGate("approver"))]
+"""The session of a form that rejects many suggestions: an approver's (each agent's
+``Approval`` decides further, suggestion by suggestion)."""
 Administering = Annotated[Session, fastapi.Depends(FormGate("admin"))]
 """The session of a form that changes agents or the processing log."""
 

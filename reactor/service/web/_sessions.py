@@ -144,12 +144,8 @@ class Sessions:
                 return None
             session.used_at = time.time()
             return session
-        async with self.db.read() as conn:
-            row = (
-                await conn.execute(
-                    sa.select(web_sessions).where(web_sessions.c.id_hash == _hash(session_id))
-                )
-            ).first()
+        found = sa.select(web_sessions).where(web_sessions.c.id_hash == _hash(session_id))
+        row = await self.db.run_read(lambda conn: conn.execute(found).first())
         if row is None:
             return None
         used_at = row.used_at.timestamp()
