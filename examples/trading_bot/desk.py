@@ -156,6 +156,8 @@ class DeskRun:
     """What a run of the desk did."""
 
     updates: int
+    fed_for: float
+    """Seconds the feed took (longer than asked when the machine is busy)."""
     outcomes: Counter[str]
     model_calls: int
     suggestions: int
@@ -175,6 +177,7 @@ async def run_desk(
         ObjectStore(db, types=TYPES) as objects,
         ReactionService(objects=objects, agents=AGENTS, provider=provider) as service,
     ):
+        began = time.perf_counter()
         updates = await feed(objects, names, rate, seconds)
         ended = time.perf_counter()
         await service.idle(timeout=120 + seconds)
@@ -188,6 +191,7 @@ async def run_desk(
             seen[entry.object_id] = max(seen.get(entry.object_id, 0), entry.object_version)
     return DeskRun(
         updates=updates,
+        fed_for=ended - began,
         outcomes=Counter(entry.status for entry in entries),
         model_calls=len(provider.requests),
         suggestions=len(suggestions),

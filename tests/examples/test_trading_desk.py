@@ -40,7 +40,7 @@ async def test_the_analyst_answers_each_symbols_latest_quote_not_every_quote(url
     assert done.outcomes["superseded"] > 0
     assert done.outcomes["completed"] + done.outcomes["superseded"] == done.updates + symbols
     # about one call per symbol per model latency: far fewer than the quotes
-    assert done.model_calls <= symbols * (seconds / latency + 4)
+    assert done.model_calls <= symbols * (done.fed_for / latency + 4)
     assert done.model_calls == done.outcomes["completed"]
 
 

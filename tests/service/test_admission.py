@@ -92,7 +92,7 @@ async def test_latest_per_key_keeps_the_newest_of_each_symbol(url: str) -> None:
             await objects.create("Person", {"name": f"g{n}", "employer": "GLOBEX"})
         gate.open()
         await service.idle(timeout=120)
-    names = [(await objects.get(object_id)).data["name"] for object_id, _, _ in seen.calls]
+        names = [(await objects.get(object_id)).data["name"] for object_id, _, _ in seen.calls]
     assert names[0] == first.data["name"]
     acme = [name for name in names if name.startswith("a")]
     globex = [name for name in names if name.startswith("g")]
