@@ -24,7 +24,7 @@ from reactor.service import (
 from reactor.service._objects.db import DEFAULT_URL, MIGRATIONS, VERSION_TABLE, Database
 from reactor.service._objects.schema import metadata
 
-HEAD = "0013"
+HEAD = "0014"
 """The newest revision shipped."""
 
 COLUMNS = {
@@ -137,7 +137,7 @@ COLUMNS = {
         "created_at",
         "hash",
     },
-    "audit_chains": {"table_name", "since"},
+    "audit_chains": {"table_name", "since", "pruned_through", "pruned_hash"},
     "reaction_cursors": {"agent", "event_id", "updated_at"},
     "run_leases": {"run_id", "worker", "heartbeat_at", "epoch"},
     "cron_ticks": {"agent", "tick_at", "claimed_at"},

@@ -146,8 +146,8 @@ class RunHost:
         if self.queue is None:
             self.queue = job_queue(self.runs.db)
         if self.retention is not None:
-            retention, store = self.retention, self.record
-            self.catalog.cron.daily("retention", lambda: retention.prune(store))
+            retention, store, db = self.retention, self.record, self.runs.db
+            self.catalog.cron.daily("retention", lambda: retention.prune(store, db))
         self._waking = group.create_task(self._wake_loop())
         if self.queue is not None:  # jobs Redis lost are queued again, from here too
             every = self.queue.settings.reclaim_after

@@ -1,24 +1,53 @@
-"""Retention: the service deletes the runs that ended longer ago than ``REACTOR_RETENTION``.
+"""Retention: the service deletes what ended longer ago than ``REACTOR_RETENTION``.
 
-Unset (the default), every run is kept. Set (``30d``, ``12h``, ``2w``), the service's
-scheduler prunes its signal store once when it starts and then every day: runs that
-ended (with any status) longer ago than that are deleted whole, in one transaction
-each time; runs still running or waiting never are. Several serving processes may all
-prune: deleting what is already gone deletes nothing.
+Unset (the default), everything is kept. Set (``30d``, ``12h``, ``2w``), the service's
+scheduler prunes once when it starts and then every day:
+
+* the runs of its signal store that ended (with any status) longer ago than that,
+  deleted whole; runs still running or waiting never are;
+* the processing log's entries that are done (``completed``, ``failed``, ``skipped``,
+  ``abandoned``, ``superseded``, ``merged``) and last changed before then; entries
+  pending, processing or held never are;
+* the processing history's lines older than that, and the object events older than
+  that which nothing still needs: an event stays while an entry of the processing log
+  refers to it, or while an agent has yet to be given it. Both are hash chains: only
+  their oldest rows go, and the last row deleted becomes the chain's anchor
+  (``audit_chains``), so that ``reactor audit verify`` checks what is kept from it and
+  the next row written links to it. Each prune is logged with the anchor (table, last
+  id deleted, its hash): shipped with the logs, the anchors let an auditor check that
+  what retention deleted is what the service deleted.
+
+Objects themselves (their current data) are never deleted by retention. Several
+serving processes may all prune: deleting what is already gone deletes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import sqlalchemy as sa
 
 from reactor._signals.diagnostics import log
 from reactor._signals.settings import settings_from
+from reactor.service._objects.db import Database
+from reactor.service._objects.history import lock_history, prune_chain
+from reactor.service._objects.schema import (
+    audit_chains,
+    object_events,
+    processing_history,
+    processing_log,
+    reaction_cursors,
+)
 
-__all__ = ["RETENTION_ENV", "Retention"]
+__all__ = ["DONE", "RETENTION_ENV", "Retention", "prune_tables"]
+
+DONE = ("completed", "failed", "skipped", "abandoned", "superseded", "merged")
+"""The processing log's statuses an entry never leaves: retention may delete it."""
 
 RETENTION_ENV = "REACTOR_RETENTION"
 
@@ -45,8 +74,18 @@ class Retention:
         older_than = settings_from(environ).retention
         return None if older_than is None else cls(older_than)
 
-    async def prune(self, store: Any) -> int:
-        """Delete the ended runs of ``store`` older than :attr:`older_than`; how many."""
+    async def prune(self, store: Any, db: Database | None = None) -> int:
+        """Delete the ended runs of ``store`` older than :attr:`older_than`; how many.
+
+        ``db``: the service's database, whose processing log, history and object events
+        are pruned too (:func:`prune_tables`).
+        """
+        days = round(self.older_than.total_seconds() / 86400, 3)
+        if db is not None:
+            try:
+                await prune_tables(db, self.older_than)
+            except Exception as exc:  # the database is away: the next day tries again
+                log("reactor.service", "error", "service tables not pruned", error=repr(exc))
         try:
             count = int(
                 await asyncio.to_thread(store.prune, older_than=self.older_than, status=None)
@@ -54,6 +93,82 @@ class Retention:
         except Exception as exc:  # the store is away: the next day tries again
             log("reactor.service", "error", "runs not pruned", error=repr(exc))
             return 0
-        days = self.older_than.total_seconds() / 86400
-        log("reactor.service", "info", "runs pruned", runs=count, older_than_days=round(days, 3))
+        log("reactor.service", "info", "runs pruned", runs=count, older_than_days=days)
         return count
+
+
+async def prune_tables(
+    db: Database, older_than: timedelta | None = None, *, before: datetime | None = None
+) -> dict[str, int]:
+    """Delete what the service's tables keep of what ended ``older_than`` ago; how many.
+
+    ``before``: an instant instead (what ended before it goes). One transaction, under
+    the locks that order object writes and history writes (see the module's
+    docstring); each chained table's new anchor is logged.
+
+    Raises:
+        ValueError: Neither ``older_than`` nor ``before`` is given.
+    """
+    if before is None and older_than is None:
+        raise ValueError("prune_tables needs older_than (a timedelta) or before (a datetime).")
+    cutoff = before if before is not None else datetime.now(UTC) - (older_than or timedelta())
+    counts = await db.run_write(functools.partial(_prune, cutoff=cutoff))
+    log("reactor.service", "info", "service tables pruned", **counts, before=cutoff.isoformat())
+    return counts
+
+
+def _prune(conn: sa.Connection, *, cutoff: datetime) -> dict[str, int]:
+    log_rows = conn.execute(
+        processing_log.delete().where(
+            processing_log.c.status.in_(DONE), processing_log.c.updated_at < cutoff
+        )
+    ).rowcount
+    lock_history(conn)
+    history_through = conn.scalar(
+        sa.select(sa.func.max(processing_history.c.id)).where(
+            processing_history.c.created_at < cutoff
+        )
+    )
+    history = prune_chain(conn, processing_history, int(history_through or 0))
+    events = prune_chain(conn, object_events, _events_through(conn, cutoff))
+    for table, count in ((processing_history, history), (object_events, events)):
+        if count:
+            _logged_anchor(conn, table.name, count)
+    return {"processing_log": int(log_rows or 0), "history": history, "events": events}
+
+
+def _events_through(conn: sa.Connection, cutoff: datetime) -> int:
+    """The last object event retention may delete: old, and needed by nothing."""
+    bounds = [
+        conn.scalar(
+            sa.select(sa.func.max(object_events.c.event_id)).where(
+                object_events.c.created_at < cutoff
+            )
+        )
+        or 0
+    ]
+    referred = conn.scalar(sa.select(sa.func.min(processing_log.c.event_id)))
+    if referred is not None:  # an entry still kept refers to it
+        bounds.append(int(referred) - 1)
+    dispatched = conn.scalar(sa.select(sa.func.min(reaction_cursors.c.event_id)))
+    if dispatched is not None:  # an agent has yet to be given what follows its cursor
+        bounds.append(int(dispatched))
+    return max(0, min(int(bound) for bound in bounds))
+
+
+def _logged_anchor(conn: sa.Connection, table: str, count: int) -> None:
+    """Log where a pruned chain is anchored now (shipped with the logs: an outside record)."""
+    anchor = conn.execute(
+        sa.select(audit_chains.c.pruned_through, audit_chains.c.pruned_hash).where(
+            audit_chains.c.table_name == table
+        )
+    ).one()
+    log(
+        "reactor.audit",
+        "info",
+        "chain pruned",
+        table=table,
+        rows=count,
+        through=anchor.pruned_through,
+        anchor=anchor.pruned_hash,
+    )

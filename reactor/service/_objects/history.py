@@ -51,6 +51,8 @@ __all__ = [
     "RowChain",
     "history_row",
     "history_rows",
+    "lock_history",
+    "prune_chain",
     "verify_database",
     "verify_tables",
 ]
@@ -119,7 +121,8 @@ class RowChain:
         if self.head is not None and self.head[0] + 1 == rows[0][0]:
             previous = self.head[1]
         else:
-            previous = conn.exec_driver_sql(before, (rows[0][0],)).scalar()
+            found = conn.exec_driver_sql(before, (rows[0][0],)).first()
+            previous = found[1] if found is not None else _anchor(conn, self.table)[1]
         hashes = []
         for row_id, entry in rows:
             previous = self.chain.link(previous, entry)
@@ -140,16 +143,60 @@ class RowChain:
 
 @functools.cache
 def _statements(table: sa.Table, paramstyle: str) -> tuple[str, str]:
-    """A chained table's two statements: the hash of the row before an id, a row's hash set.
+    """A chained table's two statements: the row before an id (its id, its hash), a hash set.
 
     Plain SQL in the driver's own style: the two run with every write, and SQLAlchemy's
     statements cost more than the writes.
     """
     key, mark = next(iter(table.primary_key.columns)).name, "?" if paramstyle == "qmark" else "%s"
     return (
-        f"SELECT hash FROM {table.name} WHERE {key} < {mark} ORDER BY {key} DESC LIMIT 1",
+        f"SELECT {key}, hash FROM {table.name} WHERE {key} < {mark} ORDER BY {key} DESC LIMIT 1",
         f"UPDATE {table.name} SET hash = {mark} WHERE {key} = {mark}",
     )
+
+
+def _anchor(conn: sa.Connection, table: sa.Table) -> tuple[int, str | None]:
+    """Where retention left the chain of ``table``: the last id it deleted and that row's hash.
+
+    ``(0, None)`` when nothing was pruned (the chain starts at its first row).
+    """
+    found = conn.execute(
+        sa.select(audit_chains.c.pruned_through, audit_chains.c.pruned_hash).where(
+            audit_chains.c.table_name == table.name
+        )
+    ).first()
+    if found is None or found.pruned_through is None:
+        return 0, None
+    return int(found.pruned_through), found.pruned_hash
+
+
+def prune_chain(conn: sa.Connection, table: sa.Table, through: int) -> int:
+    """Delete the rows of a chained ``table`` with ids up to ``through``; how many.
+
+    Only a prefix of the chain goes, so what is kept still links: the last row deleted
+    becomes the chain's anchor (``audit_chains.pruned_through``/``pruned_hash``), from
+    which the first row kept is verified and the next row written is linked. Call it
+    under the lock that orders the table's writes (history: :data:`_HISTORY_LOCK`).
+    """
+    key = next(iter(table.primary_key.columns))
+    last = conn.execute(
+        sa.select(key, table.c.hash).where(key <= through).order_by(key.desc()).limit(1)
+    ).first()
+    if last is None:
+        return 0
+    deleted = conn.execute(table.delete().where(key <= last[0])).rowcount
+    conn.execute(
+        audit_chains.update()
+        .where(audit_chains.c.table_name == table.name)
+        .values(pruned_through=int(last[0]), pruned_hash=last[1])
+    )
+    return int(deleted or 0)
+
+
+def lock_history(conn: sa.Connection) -> None:
+    """Take the lock that orders writes of the history (PostgreSQL; SQLite's writer is one)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_HISTORY_LOCK)))
 
 
 class HistoryEntry(pydantic.BaseModel):
@@ -197,8 +244,7 @@ def history_rows(lines: Sequence[tuple[str, Line]]) -> Callable[[sa.Connection],
     def write(conn: sa.Connection) -> None:
         if not lines:
             return
-        if conn.dialect.name == "postgresql":
-            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_HISTORY_LOCK)))
+        lock_history(conn)
         chain = RowChain(processing_history, configured())
         now = datetime.now(UTC)
         rows = [
@@ -279,9 +325,8 @@ def verify_tables(conn: sa.Connection, report: Report, key: bytes | None) -> Non
 
     Stops at the first row that fails its check (``report.broken``).
     """
-    since: Mapping[str, datetime] = {
-        row.table_name: row.since for row in conn.execute(sa.select(audit_chains))
-    }
+    rows = {row.table_name: row for row in conn.execute(sa.select(audit_chains))}
+    since: Mapping[str, datetime] = {name: row.since for name, row in rows.items()}
     for table in CHAINED:
         began = since.get(table.name)
         if began is None:
@@ -295,6 +340,13 @@ def verify_tables(conn: sa.Connection, report: Report, key: bytes | None) -> Non
             )
             return
         walk = Walk(key, began.timestamp())
+        pruned = rows[table.name].pruned_through
+        if pruned is not None:  # retention deleted a prefix: the kept rows link from its end
+            walk.previous = rows[table.name].pruned_hash
+            report.notes.append(
+                f"{table.name}: the entries through id {pruned} were deleted by retention "
+                "(REACTOR_RETENTION); what is kept is verified from that anchor"
+            )
         report.broken = _verify_table(conn, table, walk)
         if report.broken is not None:
             return
@@ -335,9 +387,14 @@ def verify_database(where: Path | str, report: Report, key: bytes | None) -> Non
     try:
         with engine.connect() as conn:
             inspector = sa.inspect(conn)
-            chained = inspector.has_table(audit_chains.name) and all(
-                "hash" in {column["name"] for column in inspector.get_columns(table.name)}
-                for table in CHAINED
+            chained = (
+                inspector.has_table(audit_chains.name)
+                and all(
+                    "hash" in {column["name"] for column in inspector.get_columns(table.name)}
+                    for table in CHAINED
+                )
+                and "pruned_through"
+                in {column["name"] for column in inspector.get_columns(audit_chains.name)}
             )
             if not chained:
                 raise DatabaseError(

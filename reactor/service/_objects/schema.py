@@ -258,9 +258,13 @@ audit_chains = sa.Table(
     metadata,
     sa.Column("table_name", sa.String(64), primary_key=True),
     sa.Column("since", Timestamp, nullable=False),
+    sa.Column("pruned_through", sa.BigInteger),  # retention deleted the rows up to this id
+    sa.Column("pruned_hash", sa.String(200)),  # the hash of that last deleted row: the anchor
 )
 """When each hash-chained table (``processing_history``, ``object_events``) began to be
-chained: a row of it written since without a hash had its hash removed."""
+chained: a row of it written since without a hash had its hash removed. Once retention
+deleted its oldest rows, ``pruned_through`` and ``pruned_hash`` anchor what is kept: the
+first row kept links from ``pruned_hash``."""
 
 suggestions = sa.Table(
     "suggestions",
