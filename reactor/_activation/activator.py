@@ -185,12 +185,15 @@ class Activator:
             self,
             activation or agent_run,
             services.scope,
+            activation.batch if activation is not None else None,
         )
 
-    def template_context(self, agent_run: AgentRun, signal: Signal) -> dict[str, Any]:
-        """The names templates and string guards can read."""
+    def template_context(
+        self, agent_run: AgentRun, signal: Signal, batch: Sequence[Signal] | None = None
+    ) -> dict[str, Any]:
+        """The names templates and string guards can read (``batch``: if one was delivered)."""
         services = self.services
-        return {
+        context = {
             **services.template_scope,
             "state": services.store.state,
             "input": services.input,
@@ -198,6 +201,9 @@ class Activator:
             "agent": agent_run.name,
             "run_id": services.template_run_id,
         }
+        if batch is not None:
+            context["batch"] = list(batch)
+        return context
 
     def allowed(self, agent_run: AgentRun, signal: Signal) -> bool:
         """Evaluate the agent's ``when`` guard for ``signal`` (it has one)."""
@@ -295,7 +301,7 @@ class Activator:
             elif agent.ask_template is not None:
                 question = await render_async(
                     agent.ask_template,
-                    self.template_context(agent_run, activation.trigger),
+                    self.template_context(agent_run, activation.trigger, activation.batch),
                     agent=name,
                     field="ask",
                 )
@@ -306,7 +312,7 @@ class Activator:
                     agent,
                     name,
                     self.provider_of(agent_run),
-                    self.template_context(agent_run, activation.trigger),
+                    self.template_context(agent_run, activation.trigger, activation.batch),
                     activation.answers,
                     services.run_id,
                     services.extras.mcp_tools,
@@ -316,7 +322,7 @@ class Activator:
                     agent,
                     name,
                     self.provider_of(agent_run),
-                    self.template_context(agent_run, activation.trigger),
+                    self.template_context(agent_run, activation.trigger, activation.batch),
                     activation.answers,
                 )
             if agent.updates is not None:

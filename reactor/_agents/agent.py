@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Never, get_args
 import pydantic
 from typing_extensions import Unpack
 
+from reactor._agents.admission import AdmissionPolicy, admission, key_of
 from reactor._agents.budget import Budget
 from reactor._agents.check import Checks, check_name, compile_guard, definition_error, given
 from reactor._agents.output import OutputSpec
@@ -90,6 +91,7 @@ class Agent:
     max_reflections: int = 1
     budget: Budget | None = None
     schedule: str | None = None
+    admit: tuple[AdmissionPolicy, ...] = ()
 
     async def prompt(self, prompt: Prompt | str, /, **overrides: Unpack[PromptOverrides]) -> Any:
         """Ask this agent's model one question and return the typed answer.
@@ -198,6 +200,7 @@ def agent(
     max_reflections: int = 1,
     budget: Budget | None = None,
     schedule: str | None = None,
+    admit: AdmissionPolicy | Iterable[AdmissionPolicy] | None = None,
     **unknown: Never,
 ) -> Agent:
     """Define an agent.
@@ -270,6 +273,14 @@ def agent(
         schedule: A 5-field cron expression (``"*/5 * * * *"``, UTC): a
             :class:`~reactor.service.ReactionService` runs it on that schedule (the
             service's row keeps the code's schedule unless changed over its API).
+        admit: Which of its triggers in a run it is given when they come faster than
+            it answers: :class:`~reactor.Latest`, :class:`~reactor.Debounce`,
+            :class:`~reactor.Throttle`, :class:`~reactor.Batch`,
+            :class:`~reactor.SpendCap`, or a tuple of them applied in order. Each
+            decision is recorded (``agent:<name>:skipped`` with reason ``superseded``,
+            ``merged`` or ``spend_cap``; ``batch`` in ``agent:<name>:activated``), so a
+            replay admits the same triggers. A reaction's object events take
+            ``Reaction(admit=...)``.
         **unknown: Nothing: a misspelt option (``activateOn=``) is reported with the
             option it probably meant.
 
@@ -369,6 +380,7 @@ def agent(
         checks.add(f"budget must be a Budget(usd=..., model_calls=...), got {budget!r}.")
     if schedule is not None:
         checks.attempt(lambda: check_schedule(schedule, reaction), ValueError, "")
+    policies = checks.attempt(lambda: admitted(admit, name), AgentConfigError, "") or ()
     settings = checks.attempt(
         lambda: agent_settings(
             mcps, skills, hooks, env, enable_cache, enable_reflection, max_reflections
@@ -428,8 +440,24 @@ def agent(
         problems=tuple(checks.problems),
         budget=budget,
         schedule=schedule,
+        admit=policies,
         **extra,
     )
+
+
+def admitted(admit: Any, name: str | None) -> tuple[AdmissionPolicy, ...]:
+    """``admit=`` as policies, their template keys compiled (a syntax error is reported now).
+
+    Raises:
+        AgentConfigError: Something in it is not a policy, a kind comes twice, or a key
+            template does not compile.
+    """
+    policies = admission(admit, where="admit=")
+    for policy in policies:
+        key = key_of(policy)
+        if isinstance(key, str):
+            compile_template(key, agent=name, field="admission key")
+    return policies
 
 
 _OPTIONS = tuple(inspect.signature(agent).parameters)[:-1]
