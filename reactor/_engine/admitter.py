@@ -136,7 +136,8 @@ class Gate:
 
     def finished(self, activation: Activation) -> None:
         """One of the agent's activations finished: what waits for it may start."""
-        if self.running.pop(activation, None) is not None:
+        self.running.pop(activation, None)  # (a resumed one was started without the gate)
+        if self.admission.waiting:
             self.decide()
             self._hold()
 
