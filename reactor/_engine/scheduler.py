@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections import deque
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._activation.agentrun import Activation, AgentRun
@@ -273,10 +273,12 @@ class Scheduler:
         by_name = {agent_run.name: agent_run for agent_run in self.agents}
         for agent_run in self.agents:
             agent_run.launched = plan.launched.get(agent_run.name, 0)
+        batches = _batches(plan)
         for flight in plan.in_flight:
             agent_run = by_name[flight.agent]
             agent_run.running += 1
-            activation = Activation(agent_run, flight.trigger, flight.signal, flight.answers)
+            batch = batches(flight.signal)
+            activation = Activation(agent_run, flight.trigger, flight.signal, flight.answers, batch)
             activation.index = flight.index
             self._start(activation)
         for signal, agent in plan.undecided:
@@ -484,6 +486,23 @@ class Scheduler:
         error = loop_limit_error(limit, value, chain, agent_run.name)
         self.skip(agent_run, trigger, "limit")
         self.host.stop("loop_limit", str(error), error=error)
+
+
+def _batches(plan: ResumePlan) -> Callable[[Signal], tuple[Signal, ...] | None]:
+    """The ``ctx.batch`` of a resumed activation: its ``activated`` lists their ``seq``."""
+    by_seq: dict[int, Signal] | None = None
+
+    def batch(activated: Signal) -> tuple[Signal, ...] | None:
+        nonlocal by_seq
+        payload = activated.payload
+        seqs = payload.get("batch") if isinstance(payload, Mapping) else None
+        if not isinstance(seqs, list):
+            return None
+        if by_seq is None:  # read once, and only when a resumed activation had a batch
+            by_seq = {signal.seq: signal for signal in plan.recording.signals}
+        return tuple(by_seq[seq] for seq in seqs if seq in by_seq)
+
+    return batch
 
 
 def _seen(task: asyncio.Task[None]) -> None:

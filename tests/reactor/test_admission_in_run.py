@@ -224,6 +224,59 @@ async def test_a_spend_cap_in_a_run_skips_what_comes_past_it() -> None:
     assert [p["reason"] for p in _skips(result, "spend_cap")] == ["spend_cap"]
 
 
+async def test_triggers_waiting_for_admission_wait_again_after_a_resume() -> None:
+    batches: list[list[Any]] = []
+
+    async def work(ctx: AgentContext[Any]) -> Any:
+        assert ctx.batch is not None
+        batches.append([signal.payload for signal in ctx.batch])
+        return len(ctx.batch)
+
+    graph = _graph(Batch(3, 3600), work)
+    store = MemorySignalStore()
+    handle = graph.start(record=store)
+    handle.send("quote", 0)
+    handle.send("quote", 1)
+    await asyncio.wait_for(_until(handle, "quote"), DEADLINE)
+    await handle.suspend()  # the process goes away with two quotes waiting for the third
+
+    resumed = graph.start(resume=handle.run_id, record=store)
+    resumed.send("quote", 2)
+    resumed.close()
+    result = await asyncio.wait_for(resumed.result(), DEADLINE)
+
+    assert result.status == "completed"
+    assert batches == [[0, 1, 2]]
+
+
+async def test_an_activation_in_flight_at_a_suspend_gets_its_batch_again() -> None:
+    batches: list[list[Any]] = []
+    release = asyncio.Event()
+
+    async def work(ctx: AgentContext[Any]) -> Any:
+        assert ctx.batch is not None
+        batches.append([signal.payload for signal in ctx.batch])
+        await release.wait()
+        return len(ctx.batch)
+
+    graph = _graph(Batch(3, 3600), work)
+    store = MemorySignalStore()
+    handle = graph.start(record=store)
+    for price in range(3):
+        handle.send("quote", price)
+    await asyncio.wait_for(_until(handle, "agent:desk:activated"), DEADLINE)
+    await handle.suspend()  # the batch's activation was in flight
+
+    release.set()
+    resumed = graph.start(resume=handle.run_id, record=store)
+    resumed.close()
+    result = await asyncio.wait_for(resumed.result(), DEADLINE)
+
+    assert result.status == "completed"
+    assert result.state["last"] == 3
+    assert batches == [[0, 1, 2], [0, 1, 2]]  # run again, with the same batch
+
+
 @pytest.mark.parametrize(
     "admit",
     [
