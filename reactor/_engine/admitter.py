@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._activation.admitting import Admission, Recorded, RecordedDecision, Take
@@ -65,17 +66,27 @@ class GateHost(Protocol):
 
 
 class Ledger:
-    """What the run's model calls cost, and when (for spend caps): from ``provider:end``."""
+    """What the run's model calls cost, and when (for spend caps): from ``provider:end``.
 
-    def __init__(self) -> None:
-        self._costs: list[tuple[float, str, float]] = []  # (epoch seconds, agent, USD)
+    Args:
+        keep_for: Seconds a cost is kept (the longest period of the run's caps): a run
+            that lives for months does not keep every call it made.
+    """
+
+    def __init__(self, keep_for: float = 0.0) -> None:
+        self.keep_for = keep_for
+        self._costs: deque[tuple[float, str, float]] = deque()  # (epoch seconds, agent, USD)
 
     def add(self, signal: Signal) -> None:
         """Note the cost a ``provider:end`` reports."""
         payload = signal.payload if isinstance(signal.payload, Mapping) else {}
         cost = payload.get("cost_usd")
         if isinstance(cost, int | float) and cost > 0:
-            self._costs.append((time.time(), str(payload.get("agent")), float(cost)))
+            now = time.time()
+            costs = self._costs
+            costs.append((now, str(payload.get("agent")), float(cost)))
+            while costs[0][0] < now - self.keep_for:
+                costs.popleft()
 
     def spent(self, agent: str | None, since: float) -> float:
         """What ``agent``'s model calls (every agent's: ``None``) cost since ``since``."""
@@ -83,12 +94,16 @@ class Ledger:
             cost for at, who, cost in self._costs if at >= since and (agent is None or who == agent)
         )
 
-    @staticmethod
-    def wanted(agents: list[AgentRun]) -> bool:
-        """Whether any of ``agents`` has a spend cap (the run then keeps a ledger)."""
-        return any(
-            isinstance(policy, SpendCap) for agent_run in agents for policy in agent_run.agent.admit
-        )
+    @classmethod
+    def of(cls, agents: Sequence[AgentRun]) -> Ledger:
+        """The ledger of ``agents``: what their spend caps need kept (nothing, without one)."""
+        periods = [
+            policy.per.total_seconds()
+            for agent_run in agents
+            for policy in agent_run.agent.admit
+            if isinstance(policy, SpendCap)
+        ]
+        return cls(max(periods, default=0.0))
 
     def follow(self, bus: SignalBus) -> None:
         """Note the costs of ``bus``'s model calls from now on."""

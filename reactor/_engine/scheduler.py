@@ -118,8 +118,8 @@ class Scheduler:
         admitting = [agent_run for agent_run in agents if agent_run.agent.admit]
         if not admitting:
             return {}
-        ledger = Ledger()
-        if Ledger.wanted(admitting):
+        ledger = Ledger.of(admitting)
+        if ledger.keep_for:
             ledger.follow(self.bus)
         replayed = self._replay.recording if self._replay is not None else None
         gates = {agent_run: Gate(self, agent_run, ledger, replayed) for agent_run in admitting}

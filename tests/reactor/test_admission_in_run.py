@@ -69,6 +69,28 @@ async def test_a_busy_latest_agent_answers_only_the_newest_of_fifty_sends() -> N
     assert len(_skips(result, "superseded")) == 50 - len(seen)
 
 
+async def test_latest_keeps_the_newest_trigger_of_each_key() -> None:
+    seen: list[Any] = []
+    release = asyncio.Event()
+
+    async def work(ctx: AgentContext[Any]) -> Any:
+        seen.append(ctx.signal.payload)
+        await release.wait()
+        return ctx.signal.payload
+
+    handle = _graph(Latest(key="{{ signal.payload.symbol }}"), work).start()
+    for price in range(6):
+        for symbol in ("ACME", "INIT"):
+            handle.send("quote", {"symbol": symbol, "price": price})
+    release.set()
+    handle.close()
+    await asyncio.wait_for(handle.result(), DEADLINE)
+
+    newest = {quote["symbol"]: quote["price"] for quote in seen}
+    assert newest == {"ACME": 5, "INIT": 5}
+    assert len(seen) <= 4  # each symbol's first, then each symbol's newest
+
+
 async def test_debounce_delivers_a_burst_as_one_batch_in_arrival_order() -> None:
     batches: list[list[Any]] = []
 
