@@ -12,7 +12,10 @@ so a run never ends with a trigger undecided; a run that stops skips them (``end
 
 During a replay the gate makes no decision of its own: it repeats the recorded ones,
 each once the replay has emitted the signals recorded before it and the triggers it
-names have arrived (a trigger no recorded decision names is decided live).
+names have arrived (a trigger no recorded decision names is decided live). A replay
+that diverged may never bring what a recorded decision waits for: once the replay's
+``order_timeout`` has passed with the run emitting nothing, the gate decides what
+waits live, as the replay's other steps stop waiting for their turns.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._activation.admitting import Admission, Recorded, RecordedDecision, Take
 from reactor._agents.admission import SpendCap
+from reactor._signals.diagnostics import log
 from reactor._signals.names import PROVIDER_END
 
 if TYPE_CHECKING:
@@ -118,10 +122,17 @@ class Gate:
         agent_run: The agent.
         ledger: The run's model spend.
         replay: The recording a replay repeats, if this run is one.
+        patience: How long (seconds) a replay's recorded decision waits for what it
+            needs before the gate decides live.
     """
 
     def __init__(
-        self, host: GateHost, agent_run: AgentRun, ledger: Ledger, replay: Recording | None
+        self,
+        host: GateHost,
+        agent_run: AgentRun,
+        ledger: Ledger,
+        replay: Recording | None,
+        patience: float = 5.0,
     ) -> None:
         self.host = host
         self.agent_run = agent_run
@@ -132,6 +143,9 @@ class Gate:
         self._arrived: dict[int, Signal] = {}  # triggers a recorded decision is waiting for
         self._seen: dict[int, Signal] = {}  # and every trigger a replayed batch may take
         self._timer: asyncio.TimerHandle | None = None
+        self._patience = patience
+        self._late: asyncio.TimerHandle | None = None  # a replay's recorded decisions given up
+        self._late_seq = 0  # the run's last seq when that wait began
         self._holding = False
         self._deciding = False
         self._again = False
@@ -161,6 +175,7 @@ class Gate:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._watch(False)
         waiting = [item.signal for item in self.admission.waiting]
         waiting += [self._arrived[seq] for seq in sorted(self._arrived)]
         self.admission.waiting.clear()
@@ -236,9 +251,10 @@ class Gate:
         self._deciding = True
         try:
             while self._repeat_one():
-                pass
+                self._watch(False)  # progress: the wait begins again
         finally:
             self._deciding = False
+        self._watch(bool(self._arrived))
         self._hold()
 
     def _repeat_one(self) -> bool:
@@ -265,6 +281,41 @@ class Gate:
             batch = tuple(self._seen.pop(seq, trigger) for seq in decision.batch)
         self._seen.pop(decision.trigger, None)
         self._launch(trigger, batch)
+
+    def _watch(self, waiting: bool) -> None:
+        """Give up on the recorded decisions if what they wait for does not come in time."""
+        if not waiting:
+            if self._late is not None:
+                self._late.cancel()
+                self._late = None
+        elif self._late is None and self._patience > 0:
+            self._late_seq = self.host.bus.last_seq
+            loop = asyncio.get_running_loop()
+            self._late = loop.call_later(
+                self._patience, self._diverged, context=contextvars.Context()
+            )
+
+    def _diverged(self) -> None:
+        """The replay diverged: what waits for a recorded decision is decided live."""
+        self._late = None
+        if self.host.bus.last_seq != self._late_seq:  # the run goes on: wait some more
+            self._watch(True)
+            return
+        log(
+            "reactor.replay",
+            "warning",
+            "admission not reproduced",
+            agent=self.agent_run.name,
+            hint="the run diverged from the recording; its triggers are admitted live",
+        )
+        now = asyncio.get_running_loop().time()
+        for seq in sorted(self._arrived):
+            self.admission.offer(self._arrived[seq], now)
+        self._arrived.clear()
+        self._seen.clear()
+        self._pending.clear()
+        self.decide()
+        self._hold()
 
     # -- holding the run open -----------------------------------------------------------
 

@@ -121,8 +121,12 @@ class Scheduler:
         ledger = Ledger.of(admitting)
         if ledger.keep_for:
             ledger.follow(self.bus)
-        replayed = self._replay.recording if self._replay is not None else None
-        gates = {agent_run: Gate(self, agent_run, ledger, replayed) for agent_run in admitting}
+        replay = self._replay
+        replayed = replay.recording if replay is not None else None
+        patience = replay.order_timeout if replay is not None else 0.0
+        gates = {
+            agent_run: Gate(self, agent_run, ledger, replayed, patience) for agent_run in admitting
+        }
         if replayed is not None:  # recorded decisions are repeated in their turns
             for gate in gates.values():
                 if gate.recorded is not None and gate.recorded.decisions:
