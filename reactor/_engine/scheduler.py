@@ -349,7 +349,7 @@ class Scheduler:
         elif gate is not None:
             gate.offer(trigger)
         elif agent_run.running == 0 or mode == "parallel":
-            self._launch(agent_run, trigger)
+            self.launch(agent_run, trigger, None)
         elif mode == "skip":
             self.skip(agent_run, trigger, "busy")
         else:
@@ -359,9 +359,6 @@ class Scheduler:
             while mode == "latest" and queue:
                 self.skip(agent_run, queue.popleft(), "superseded")
             queue.append(trigger)
-
-    def _launch(self, agent_run: AgentRun, trigger: Signal) -> None:
-        self.launch(agent_run, trigger, None)
 
     def launch(
         self, agent_run: AgentRun, trigger: Signal, batch: tuple[Signal, ...] | None
