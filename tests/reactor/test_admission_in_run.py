@@ -246,6 +246,22 @@ async def test_a_spend_cap_in_a_run_skips_what_comes_past_it() -> None:
     assert [p["reason"] for p in _skips(result, "spend_cap")] == ["spend_cap"]
 
 
+async def test_a_run_that_stops_skips_what_waits_for_admission() -> None:
+    async def work(ctx: AgentContext[Any]) -> Any:
+        return ctx.signal.payload
+
+    handle = _graph(Debounce(3600), work).start()
+    for price in range(3):
+        handle.send("quote", price)
+    await asyncio.wait_for(_until(handle, "quote"), DEADLINE)
+    handle.abort()
+    result = await asyncio.wait_for(handle.result(), DEADLINE)
+
+    assert result.status == "aborted"
+    assert not _activations(result)
+    assert len(_skips(result, "ended")) == 3
+
+
 async def test_triggers_waiting_for_admission_wait_again_after_a_resume() -> None:
     batches: list[list[Any]] = []
 
