@@ -185,12 +185,15 @@ class Activator:
             self,
             activation or agent_run,
             services.scope,
+            activation.batch if activation is not None else None,
         )
 
-    def template_context(self, agent_run: AgentRun, signal: Signal) -> dict[str, Any]:
-        """The names templates and string guards can read."""
+    def template_context(
+        self, agent_run: AgentRun, signal: Signal, batch: Sequence[Signal] | None = None
+    ) -> dict[str, Any]:
+        """The names templates and string guards can read (``batch``: if one was delivered)."""
         services = self.services
-        return {
+        context = {
             **services.template_scope,
             "state": services.store.state,
             "input": services.input,
@@ -198,6 +201,9 @@ class Activator:
             "agent": agent_run.name,
             "run_id": services.template_run_id,
         }
+        if batch is not None:
+            context["batch"] = list(batch)
+        return context
 
     def allowed(self, agent_run: AgentRun, signal: Signal) -> bool:
         """Evaluate the agent's ``when`` guard for ``signal`` (it has one)."""
@@ -281,44 +287,15 @@ class Activator:
         if replay is not None and agent.run is not None:
             turn = replay.completion_turn(name, activation.index)
         try:
-            if agent.run is not None:
+            if agent.run is not None:  # called here, not in a helper: a coroutine frame fewer
                 ctx = self.context(agent_run, activation.trigger, activation)
                 if turn is None and agent_run.run_is_async():  # two coroutine frames fewer
                     output = await agent.run(ctx)
                 else:  # a sync handler goes to a thread, a replayed one waits its turn
                     output = await handled(agent.run, ctx, turn, self.share)
-                # What a handler returns is its own: the log gets a copy nobody can change.
-                output = freeze_payload(output)
-                check_payload(output, "output")
-                if agent.output_spec is not None:
-                    output = check_output(agent.output_spec, output, name)
-            elif agent.ask_template is not None:
-                question = await render_async(
-                    agent.ask_template,
-                    self.template_context(agent_run, activation.trigger),
-                    agent=name,
-                    field="ask",
-                )
-                output = await self._ask(activation, question, agent.choices, agent.output)
-            elif agent.hooks is not NO_HOOKS or agent.mcps or agent.enable_reflection:
-                output = await session_output(
-                    self.calls,
-                    agent,
-                    name,
-                    self.provider_of(agent_run),
-                    self.template_context(agent_run, activation.trigger),
-                    activation.answers,
-                    services.run_id,
-                    services.extras.mcp_tools,
-                )
+                output = _handler_output(agent, output, name)
             else:
-                output = await self.calls.call_model(
-                    agent,
-                    name,
-                    self.provider_of(agent_run),
-                    self.template_context(agent_run, activation.trigger),
-                    activation.answers,
-                )
+                output = await self._answer(activation)
             if agent.updates is not None:
                 services.store.set(agent.updates, OutputSpec.state_value(output))
             if agent.on_output is not None:
@@ -326,26 +303,9 @@ class Activator:
                 await call_code(
                     agent.on_output, ctx, output, agent=name, what="on_output", share=self.share
                 )
-            emitted = ctx.emitted if ctx is not None else None
-            for signal_name in agent.emits:
-                if emitted is None or signal_name not in emitted:
-                    bus.emit(signal_name, output, source=name)
-            agent_run.last_output = output
-            bus.emit(
-                agent_run.completed,
-                {"agent": name, "output": output, "duration_ms": since(started)},
-                source=name,
-            )
+            self._complete(agent_run, ctx, output, started)
         except asyncio.CancelledError:
-            bus.emit(
-                agent_run.cancelled,
-                {
-                    "agent": name,
-                    "reason": services.reason or "cancelled",
-                    "duration_ms": since(started),
-                },
-                source=name,
-            )
+            self._cancelled(agent_run, started)
             raise
         except Exception as exc:
             failure = bus.emit(
@@ -359,6 +319,59 @@ class Activator:
             raise
         finally:
             services.release(activation)
+
+    async def _answer(self, activation: Activation) -> Any:
+        """The output of an agent without a handler: a person's answer, or its model's."""
+        agent_run = activation.agent_run
+        agent = agent_run.agent
+        name = agent_run.name
+        context = self.template_context(agent_run, activation.trigger, activation.batch)
+        if agent.ask_template is not None:
+            question = await render_async(agent.ask_template, context, agent=name, field="ask")
+            return await self._ask(activation, question, agent.choices, agent.output)
+        provider = self.provider_of(agent_run)
+        if agent.hooks is not NO_HOOKS or agent.mcps or agent.enable_reflection:
+            services = self.services
+            return await session_output(
+                self.calls,
+                agent,
+                name,
+                provider,
+                context,
+                activation.answers,
+                services.run_id,
+                services.extras.mcp_tools,
+            )
+        return await self.calls.call_model(agent, name, provider, context, activation.answers)
+
+    def _complete(
+        self, agent_run: AgentRun, ctx: AgentContext[Any] | None, output: Any, started: float
+    ) -> None:
+        """Emit the declared ``emits`` the code did not emit itself, then ``completed``."""
+        bus = self.services.bus
+        name = agent_run.name
+        emitted = ctx.emitted if ctx is not None else None
+        for signal_name in agent_run.agent.emits:
+            if emitted is None or signal_name not in emitted:
+                bus.emit(signal_name, output, source=name)
+        agent_run.last_output = output
+        bus.emit(
+            agent_run.completed,
+            {"agent": name, "output": output, "duration_ms": since(started)},
+            source=name,
+        )
+
+    def _cancelled(self, agent_run: AgentRun, started: float) -> None:
+        name = agent_run.name
+        self.services.bus.emit(
+            agent_run.cancelled,
+            {
+                "agent": name,
+                "reason": self.services.reason or "cancelled",
+                "duration_ms": since(started),
+            },
+            source=name,
+        )
 
     def context_provider(self, ctx: AgentContext[Any], key: object) -> Provider | None:
         """A provider for handler code: calls stream through the run, as signals."""
@@ -457,6 +470,16 @@ class Activator:
             )
         check_payload(payload, "payload")
         return self.services.bus.emit(name, freeze_payload(payload), source=ctx.agent)
+
+
+def _handler_output(agent: Agent, output: Any, name: str) -> Any:
+    """What a handler returned, as the log keeps it: a frozen copy, checked."""
+    # What a handler returns is its own: the log gets a copy nobody can change.
+    output = freeze_payload(output)
+    check_payload(output, "output")
+    if agent.output_spec is not None:
+        output = check_output(agent.output_spec, output, name)
+    return output
 
 
 def _runs_own_code(agent: Agent) -> bool:

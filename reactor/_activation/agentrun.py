@@ -106,17 +106,23 @@ class AgentRun:
 
 
 class Activation:
-    """One activation in flight: the agent, its trigger, and its ``activated`` signal."""
+    """One activation in flight: the agent, its trigger(s), and its ``activated`` signal."""
 
-    __slots__ = ("agent_run", "answers", "index", "signal", "started", "task", "trigger")
+    __slots__ = ("agent_run", "answers", "batch", "index", "signal", "started", "task", "trigger")
 
     def __init__(
-        self, agent_run: AgentRun, trigger: Signal, signal: Signal, answers: Any = None
+        self,
+        agent_run: AgentRun,
+        trigger: Signal,
+        signal: Signal,
+        answers: Any = None,
+        batch: tuple[Signal, ...] | None = None,
     ) -> None:
         self.agent_run = agent_run
         self.index = agent_run.launched  # this agent's nth activation in the run, from 1
         self.answers = answers  # a resumed activation's recorded answers
         self.trigger = trigger
+        self.batch = batch  # the triggers admission delivered at once (ctx.batch), if any
         self.signal = signal
         self.started = False
         self.task: asyncio.Task[None] | None = None

@@ -45,6 +45,7 @@ __all__ = [
     "SpendCap",
     "Throttle",
     "admission",
+    "key_of",
     "parse_rate",
 ]
 
@@ -323,6 +324,15 @@ def admission(admit: Any, *, where: str = "admit=") -> tuple[AdmissionPolicy, ..
             )
         kinds.append(type(policy))
     return given
+
+
+def key_of(policy: AdmissionPolicy) -> Any:
+    """A policy's key (``key``, or a throttle's ``per``): ``None`` when it has none."""
+    if isinstance(policy, Throttle):
+        return policy.per
+    if isinstance(policy, Latest | Debounce | Batch):
+        return policy.key
+    return None
 
 
 _BY_NAME: dict[str, type[Checked]] = {kind.__name__.lower(): kind for kind in _POLICIES}

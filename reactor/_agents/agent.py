@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal, Never, get_args
 import pydantic
 from typing_extensions import Unpack
 
+from reactor._agents.admission import AdmissionPolicy, admission, key_of
 from reactor._agents.budget import Budget
-from reactor._agents.check import Checks, check_name, compile_guard, definition_error, given
+from reactor._agents.check import Checks, check_name, compile_guard, definition_error
 from reactor._agents.output import OutputSpec
 from reactor._agents.reaction import MODES, Approval, Capabilities, ExecutionMode, Reaction
 from reactor._agents.schedule import check_schedule
@@ -90,6 +91,7 @@ class Agent:
     max_reflections: int = 1
     budget: Budget | None = None
     schedule: str | None = None
+    admit: tuple[AdmissionPolicy, ...] = ()
 
     async def prompt(self, prompt: Prompt | str, /, **overrides: Unpack[PromptOverrides]) -> Any:
         """Ask this agent's model one question and return the typed answer.
@@ -198,6 +200,7 @@ def agent(
     max_reflections: int = 1,
     budget: Budget | None = None,
     schedule: str | None = None,
+    admit: AdmissionPolicy | Iterable[AdmissionPolicy] | None = None,
     **unknown: Never,
 ) -> Agent:
     """Define an agent.
@@ -270,6 +273,14 @@ def agent(
         schedule: A 5-field cron expression (``"*/5 * * * *"``, UTC): a
             :class:`~reactor.service.ReactionService` runs it on that schedule (the
             service's row keeps the code's schedule unless changed over its API).
+        admit: Which of its triggers in a run it is given when they come faster than
+            it answers: :class:`~reactor.Latest`, :class:`~reactor.Debounce`,
+            :class:`~reactor.Throttle`, :class:`~reactor.Batch`,
+            :class:`~reactor.SpendCap`, or a tuple of them applied in order. Each
+            decision is recorded (``agent:<name>:skipped`` with reason ``superseded``,
+            ``merged`` or ``spend_cap``; ``batch`` in ``agent:<name>:activated``), so a
+            replay admits the same triggers. A reaction's object events take
+            ``Reaction(admit=...)``.
         **unknown: Nothing: a misspelt option (``activateOn=``) is reported with the
             option it probably meant.
 
@@ -279,157 +290,421 @@ def agent(
             checked the same way, but reports its problems when it is named (by its
             key in ``reactive({...})``), so that the message can say which agent.
     """
-    checks = Checks(name)
-    if name is not None:
-        checks.name(name)
-    for option in unknown:
+    return _define(
+        _Given(
+            name=name,
+            prompt=prompt,
+            system=system,
+            run=run,
+            activate_on=activate_on,
+            emits=emits,
+            when=when,
+            output=output,
+            output_retries=output_retries,
+            updates=updates,
+            on_output=on_output,
+            provider=provider,
+            tools=tools,
+            concurrency=concurrency,
+            max_activations=max_activations,
+            options=options,
+            before_tool=before_tool,
+            after_tool=after_tool,
+            writes=writes,
+            reaction=reaction,
+            execution_mode=execution_mode,
+            capabilities=capabilities,
+            approval=approval,
+            ask=ask,
+            choices=choices,
+            mcps=mcps,
+            skills=skills,
+            hooks=hooks,
+            env=env,
+            enable_cache=enable_cache,
+            enable_reflection=enable_reflection,
+            max_reflections=max_reflections,
+            budget=budget,
+            schedule=schedule,
+            admit=admit,
+            unknown=tuple(unknown),
+        )
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Given:
+    """The options :func:`agent` was given, as given (users' code is not always typed)."""
+
+    name: str | None
+    prompt: Any
+    system: Any
+    run: Any
+    activate_on: Pattern | Iterable[Pattern]
+    emits: str | Iterable[str]
+    when: Any
+    output: Any
+    output_retries: Any
+    updates: Any
+    on_output: Any
+    provider: Any
+    tools: Iterable[Tool | Callable[..., Any]]
+    concurrency: Any
+    max_activations: Any
+    options: Mapping[str, Any] | None
+    before_tool: Any
+    after_tool: Any
+    writes: str | Iterable[str]
+    reaction: Any
+    execution_mode: Any
+    capabilities: Any
+    approval: Any
+    ask: Any
+    choices: Iterable[str] | None
+    mcps: Iterable[MCPServer]
+    skills: Iterable[Skill | str]
+    hooks: Hooks | None
+    env: Mapping[str, str] | None
+    enable_cache: bool
+    enable_reflection: bool
+    max_reflections: int
+    budget: Any
+    schedule: str | None
+    admit: Any
+    unknown: tuple[str, ...]
+
+    @property
+    def declared(self) -> tuple[str, ...]:
+        """``emits`` as a tuple."""
+        return (self.emits,) if isinstance(self.emits, str) else tuple(self.emits)
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        """``writes`` as a tuple."""
+        return (self.writes,) if isinstance(self.writes, str) else tuple(self.writes)
+
+    @property
+    def choices_given(self) -> tuple[str, ...] | None:
+        """``choices`` as a tuple."""
+        return None if self.choices is None else tuple(self.choices)
+
+
+def _define(given: _Given) -> Agent:
+    """Check every option (all problems collected), build what they compile to, make the agent.
+
+    Each step of :data:`_STEPS` checks one option (or a few that go together) and notes
+    its problems; a step with a field name also builds that field of the agent (a
+    compiled template, the output spec, ...).
+    """
+    checks = Checks(given.name)
+    built: dict[str, Any] = {}
+    for field, step in _STEPS:
+        value = step(given, checks)
+        if field is not None:
+            built[field] = value
+    checks.raise_if_named()
+    extra = built.pop("settings") or {}
+    if given.before_tool is not None or given.after_tool is not None:
+        hooks = shorthand_hooks(given.before_tool, given.after_tool)
+        extra["hooks"] = extra.get("hooks", NO_HOOKS) + hooks
+    return Agent(
+        name=given.name,
+        prompt_text=given.prompt,
+        system=given.system,
+        run=given.run,
+        emits=tuple(dict.fromkeys(given.declared)),
+        when=given.when,
+        output=given.output,
+        output_retries=given.output_retries,
+        updates=given.updates,
+        on_output=given.on_output,
+        provider=given.provider,
+        concurrency=given.concurrency,
+        max_activations=given.max_activations,
+        options=dict(given.options or {}),
+        before_tool=given.before_tool,
+        after_tool=given.after_tool,
+        writes=tuple(dict.fromkeys(given.written)),
+        reaction=given.reaction,
+        execution_mode=given.execution_mode,
+        capabilities=given.capabilities or Capabilities(),
+        approval=given.approval or Approval(),
+        ask=given.ask,
+        choices=given.choices_given,
+        problems=tuple(checks.problems),
+        budget=given.budget,
+        schedule=given.schedule,
+        **built,
+        **extra,
+    )
+
+
+# -- the steps: each checks an option (and may build a field of the agent) ---------------
+
+_Step = Callable[[_Given, Checks], Any]
+
+
+def _name(given: _Given, checks: Checks) -> None:
+    if given.name is not None:
+        checks.name(given.name)
+
+
+def _unknown(given: _Given, checks: Checks) -> None:
+    for option in given.unknown:
         close = difflib.get_close_matches(option, _OPTIONS, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         checks.add(f"unknown option {option!r}; {hint}see help(reactor.agent) for the options.")
-    kinds = [value for value in (prompt, run, ask) if value is not None]
+
+
+def _kind(given: _Given, checks: Checks) -> None:
+    kinds = [value for value in (given.prompt, given.run, given.ask) if value is not None]
     if len(kinds) > 1:
         checks.add(
             "give exactly one of prompt= (an LLM agent), run= (a handler function) or "
             "ask= (a question to a person), not several."
         )
-    if not isinstance(given(ask), str | None):
-        checks.add(f"ask must be a template string, got {type(ask).__name__}.")
-    options_given = None if choices is None else tuple(choices)
-    if options_given is not None and (
-        ask is None or not options_given or not all(isinstance(c, str) for c in options_given)
+
+
+def _ask(given: _Given, checks: Checks) -> None:
+    if not isinstance(given.ask, str | None):
+        checks.add(f"ask must be a template string, got {type(given.ask).__name__}.")
+    choices = given.choices_given
+    if choices is not None and (
+        given.ask is None or not choices or not all(isinstance(c, str) for c in choices)
     ):
         checks.add("choices= is for ask agents: a non-empty list of answers (strings).")
-    if not isinstance(given(prompt), str | None):
-        checks.add(f"prompt must be a template string, got {type(prompt).__name__}.")
-    if run is not None and not callable(given(run)):
-        checks.add(f"run must be a function fn(ctx), got {run!r}.")
-    if run is not None or ask is not None:
-        for field, value in (
-            ("system", system),
-            ("provider", provider),
-            ("tools", tools),
-            ("before_tool", before_tool),
-            ("after_tool", after_tool),
-            ("mcps", mcps),
-            ("skills", skills),
-            ("hooks", hooks),
-        ):
-            if value:
-                checks.add(f"{field}= is for prompt agents; a run= or ask= agent calls no model.")
-    if not isinstance(given(system), str | None):
-        checks.add(f"system must be a template string, got {type(system).__name__}.")
+
+
+def _prompt(given: _Given, checks: Checks) -> None:
+    if not isinstance(given.prompt, str | None):
+        checks.add(f"prompt must be a template string, got {type(given.prompt).__name__}.")
+
+
+def _run(given: _Given, checks: Checks) -> None:
+    if given.run is not None and not callable(given.run):
+        checks.add(f"run must be a function fn(ctx), got {given.run!r}.")
+
+
+_MODEL_ONLY = (
+    "system",
+    "provider",
+    "tools",
+    "before_tool",
+    "after_tool",
+    "mcps",
+    "skills",
+    "hooks",
+)
+"""Options only an agent that calls a model (a prompt agent) has use for."""
+
+
+def _model_only(given: _Given, checks: Checks) -> None:
+    if given.run is None and given.ask is None:
+        return
+    for field in _MODEL_ONLY:
+        if getattr(given, field):
+            checks.add(f"{field}= is for prompt agents; a run= or ask= agent calls no model.")
+
+
+def _system(given: _Given, checks: Checks) -> None:
+    if not isinstance(given.system, str | None):
+        checks.add(f"system must be a template string, got {type(given.system).__name__}.")
+
+
+def _activate_on(given: _Given, checks: Checks) -> tuple[Pattern, ...]:
     patterns = checks.attempt(
-        lambda: normalize_patterns(activate_on), PatternError, "bad activate_on pattern: "
+        lambda: normalize_patterns(given.activate_on), PatternError, "bad activate_on pattern: "
     )
-    declared = (emits,) if isinstance(emits, str) else tuple(emits)
-    for emitted in declared:
+    return patterns or ()
+
+
+def _emits(given: _Given, checks: Checks) -> None:
+    for emitted in given.declared:
         try:
             validate_name(emitted)
         except SignalNameError as exc:
             checks.add(f"emits must list concrete signal names: {exc}")
-    written = (writes,) if isinstance(writes, str) else tuple(writes)
-    for key in written:
+
+
+def _writes(given: _Given, checks: Checks) -> None:
+    for key in given.written:
         if not isinstance(key, str) or not _NAME.match(key):
             checks.add(f"writes must list top-level state keys, got {key!r}.")
-    when_expression = checks.attempt(lambda: compile_guard(when, name), AgentConfigError, "")
-    spec = None
-    if output is not None:
-        spec = checks.attempt(
-            lambda: OutputSpec(output),
-            (TypeError, pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError),
-            "output must be a pydantic model or a type pydantic validates: ",
-        )
-    if not isinstance(given(output_retries), int) or output_retries < 0:
-        checks.add(f"output_retries must be an integer >= 0, got {output_retries!r}.")
-    if updates is not None and (not isinstance(given(updates), str) or not _NAME.match(updates)):
+
+
+def _when(given: _Given, checks: Checks) -> Expression | None:
+    return checks.attempt(lambda: compile_guard(given.when, given.name), AgentConfigError, "")
+
+
+def _output(given: _Given, checks: Checks) -> OutputSpec | None:
+    if given.output is None:
+        return None
+    return checks.attempt(
+        lambda: OutputSpec(given.output),
+        (TypeError, pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError),
+        "output must be a pydantic model or a type pydantic validates: ",
+    )
+
+
+def _output_retries(given: _Given, checks: Checks) -> None:
+    retries = given.output_retries
+    if not isinstance(retries, int) or retries < 0:
+        checks.add(f"output_retries must be an integer >= 0, got {retries!r}.")
+
+
+def _updates(given: _Given, checks: Checks) -> None:
+    updates = given.updates
+    if updates is not None and (not isinstance(updates, str) or not _NAME.match(updates)):
         checks.add(f"updates must name a top-level state key, got {updates!r}.")
-    for field, hook in (("before_tool", before_tool), ("after_tool", after_tool)):
-        if hook is not None and not callable(given(hook)):
+
+
+def _callables(given: _Given, checks: Checks) -> None:
+    for field, hook in (("before_tool", given.before_tool), ("after_tool", given.after_tool)):
+        if hook is not None and not callable(hook):
             checks.add(f"{field} must be a function, got {hook!r}.")
-    if on_output is not None and not callable(given(on_output)):
-        checks.add(f"on_output must be a function fn(ctx, output), got {on_output!r}.")
-    if concurrency not in _CONCURRENCY:
-        checks.add(f"unknown concurrency {concurrency!r}; use one of {', '.join(_CONCURRENCY)}.")
-    if max_activations is not None and (
-        not isinstance(given(max_activations), int) or max_activations < 1
-    ):
-        checks.add(f"max_activations must be None or an integer >= 1, got {max_activations!r}.")
+    if given.on_output is not None and not callable(given.on_output):
+        checks.add(f"on_output must be a function fn(ctx, output), got {given.on_output!r}.")
+
+
+def _concurrency(given: _Given, checks: Checks) -> None:
+    if given.concurrency not in _CONCURRENCY:
+        checks.add(
+            f"unknown concurrency {given.concurrency!r}; use one of {', '.join(_CONCURRENCY)}."
+        )
+    most = given.max_activations
+    if most is not None and (not isinstance(most, int) or most < 1):
+        checks.add(f"max_activations must be None or an integer >= 1, got {most!r}.")
+
+
+def _provider(given: _Given, checks: Checks) -> None:
+    provider = given.provider
     if provider is not None and not callable(getattr(provider, "stream", None)):
         checks.add(f"provider must have a stream(request) method, got {provider!r}.")
-    tool_list = checks.attempt(lambda: tools_of(tools), AgentConfigError, "") or ()
-    if reaction is not None and not isinstance(given(reaction), Reaction):
-        checks.add(f"reaction must be a Reaction(types=..., events=...), got {reaction!r}.")
-    if execution_mode not in MODES:
-        checks.add(f"unknown execution_mode {execution_mode!r}; use one of {', '.join(MODES)}.")
-    if capabilities is not None and not isinstance(given(capabilities), Capabilities):
-        checks.add(f"capabilities must be a Capabilities(...), got {capabilities!r}.")
-    if approval is not None and not isinstance(given(approval), Approval):
-        checks.add(f"approval must be an Approval(by=..., count=...), got {approval!r}.")
-    if budget is not None and not isinstance(given(budget), Budget):
-        checks.add(f"budget must be a Budget(usd=..., model_calls=...), got {budget!r}.")
+
+
+def _tools(given: _Given, checks: Checks) -> tuple[Tool, ...]:
+    return checks.attempt(lambda: tools_of(given.tools), AgentConfigError, "") or ()
+
+
+_KINDS: dict[str, tuple[type, str]] = {
+    "reaction": (Reaction, "a Reaction(types=..., events=...)"),
+    "capabilities": (Capabilities, "a Capabilities(...)"),
+    "approval": (Approval, "an Approval(by=..., count=...)"),
+    "budget": (Budget, "a Budget(usd=..., model_calls=...)"),
+}
+"""Options that take one kind of value: its type, and how to write one."""
+
+
+def _of_kind(field: str) -> _Step:
+    """The step that checks option ``field`` is ``None`` or of its kind (:data:`_KINDS`)."""
+    kind, example = _KINDS[field]
+
+    def check(given: _Given, checks: Checks) -> None:
+        value = getattr(given, field)
+        if value is not None and not isinstance(value, kind):
+            checks.add(f"{field} must be {example}, got {value!r}.")
+
+    return check
+
+
+def _execution_mode(given: _Given, checks: Checks) -> None:
+    if given.execution_mode not in MODES:
+        checks.add(
+            f"unknown execution_mode {given.execution_mode!r}; use one of {', '.join(MODES)}."
+        )
+
+
+def _schedule(given: _Given, checks: Checks) -> None:
+    schedule = given.schedule
     if schedule is not None:
-        checks.attempt(lambda: check_schedule(schedule, reaction), ValueError, "")
-    settings = checks.attempt(
+        checks.attempt(lambda: check_schedule(schedule, given.reaction), ValueError, "")
+
+
+def _admit(given: _Given, checks: Checks) -> tuple[AdmissionPolicy, ...]:
+    return checks.attempt(lambda: admitted(given.admit, given.name), AgentConfigError, "") or ()
+
+
+def _settings(given: _Given, checks: Checks) -> dict[str, Any] | None:
+    return checks.attempt(
         lambda: agent_settings(
-            mcps, skills, hooks, env, enable_cache, enable_reflection, max_reflections
+            given.mcps,
+            given.skills,
+            given.hooks,
+            given.env,
+            given.enable_cache,
+            given.enable_reflection,
+            given.max_reflections,
         ),
         (AgentConfigError, TypeError),
         "",
     )
-    prompt_template = system_template = None
-    if isinstance(prompt, str):
-        prompt_template = checks.attempt(
-            lambda: compile_template(prompt, agent=name, field="prompt"), AgentConfigError, ""
+
+
+def _template(field: str) -> _Step:
+    """The step that compiles the template option ``field`` (when it is a string)."""
+
+    def compile_it(given: _Given, checks: Checks) -> Template | None:
+        text = getattr(given, field)
+        if not isinstance(text, str):
+            return None
+        return checks.attempt(
+            lambda: compile_template(text, agent=given.name, field=field), AgentConfigError, ""
         )
-    if isinstance(system, str):
-        system_template = checks.attempt(
-            lambda: compile_template(system, agent=name, field="system"), AgentConfigError, ""
-        )
-    ask_template = None
-    if isinstance(ask, str):
-        ask_template = checks.attempt(
-            lambda: compile_template(ask, agent=name, field="ask"), AgentConfigError, ""
-        )
-    checks.raise_if_named()
-    extra = settings or {}
-    if before_tool is not None or after_tool is not None:
-        extra["hooks"] = extra.get("hooks", NO_HOOKS) + shorthand_hooks(before_tool, after_tool)
-    return Agent(
-        name=name,
-        prompt_text=prompt,
-        system=system,
-        run=run,
-        activate_on=patterns or (),
-        emits=tuple(dict.fromkeys(declared)),
-        when=when,
-        output=output,
-        output_retries=output_retries,
-        updates=updates,
-        on_output=on_output,
-        provider=provider,
-        tools=tool_list,
-        concurrency=concurrency,
-        max_activations=max_activations,
-        options=dict(options or {}),
-        before_tool=before_tool,
-        after_tool=after_tool,
-        writes=tuple(dict.fromkeys(written)),
-        reaction=reaction,
-        execution_mode=execution_mode,
-        capabilities=capabilities or Capabilities(),
-        approval=approval or Approval(),
-        ask=ask,
-        choices=options_given,
-        prompt_template=prompt_template,
-        ask_template=ask_template,
-        system_template=system_template,
-        when_expression=when_expression,
-        output_spec=spec,
-        problems=tuple(checks.problems),
-        budget=budget,
-        schedule=schedule,
-        **extra,
-    )
+
+    return compile_it
+
+
+_STEPS: tuple[tuple[str | None, _Step], ...] = (
+    (None, _name),
+    (None, _unknown),
+    (None, _kind),
+    (None, _ask),
+    (None, _prompt),
+    (None, _run),
+    (None, _model_only),
+    (None, _system),
+    ("activate_on", _activate_on),
+    (None, _emits),
+    (None, _writes),
+    ("when_expression", _when),
+    ("output_spec", _output),
+    (None, _output_retries),
+    (None, _updates),
+    (None, _callables),
+    (None, _concurrency),
+    (None, _provider),
+    ("tools", _tools),
+    (None, _of_kind("reaction")),
+    (None, _execution_mode),
+    (None, _of_kind("capabilities")),
+    (None, _of_kind("approval")),
+    (None, _of_kind("budget")),
+    (None, _schedule),
+    ("admit", _admit),
+    ("settings", _settings),
+    ("prompt_template", _template("prompt")),
+    ("system_template", _template("system")),
+    ("ask_template", _template("ask")),
+)
+"""What :func:`agent` checks, in the order its problems are reported: ``(field, step)``.
+
+A step with a field builds that field of :class:`Agent` (``settings``: the prompt
+settings, several fields); the others only check."""
+
+
+def admitted(admit: Any, name: str | None) -> tuple[AdmissionPolicy, ...]:
+    """``admit=`` as policies, their template keys compiled (a syntax error is reported now).
+
+    Raises:
+        AgentConfigError: Something in it is not a policy, a kind comes twice, or a key
+            template does not compile.
+    """
+    policies = admission(admit, where="admit=")
+    for policy in policies:
+        key = key_of(policy)
+        if isinstance(key, str):
+            compile_template(key, agent=name, field="admission key")
+    return policies
 
 
 _OPTIONS = tuple(inspect.signature(agent).parameters)[:-1]

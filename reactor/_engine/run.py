@@ -428,6 +428,7 @@ class Run:
         self._set_status(status, reason, error)
         self.ending = True
         self.close()
+        self.scheduler.stop_admission()
         if cancel:
             self.scheduler.cancel_all()
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections import deque
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactor._activation.agentrun import Activation, AgentRun
+from reactor._engine.admitter import Gate, Ledger
 from reactor._engine.pacing import Paced, Room
 from reactor._engine.result import RunStatus, loop_limit_error
 from reactor._recording.log import causal_chain
@@ -110,6 +111,44 @@ class Scheduler:
         record = host.options.record
         # A recorded run's activations wait for their store between steps (backpressure).
         self._room: Room | None = None if record is None else record.room
+        self._gates = self._admission(agents)
+
+    def _admission(self, agents: Sequence[AgentRun]) -> dict[AgentRun, Gate]:
+        """A gate for each agent declared with ``admit=`` (``reactor._engine.admitter``)."""
+        admitting = [agent_run for agent_run in agents if agent_run.agent.admit]
+        if not admitting:
+            return {}
+        ledger = Ledger.of(admitting)
+        if ledger.keep_for:
+            ledger.follow(self.bus)
+        replay = self._replay
+        replayed = replay.recording if replay is not None else None
+        patience = replay.order_timeout if replay is not None else 0.0
+        gates = {
+            agent_run: Gate(self, agent_run, ledger, replayed, patience) for agent_run in admitting
+        }
+        if replayed is not None:  # recorded decisions are repeated in their turns
+            for gate in gates.values():
+                if gate.recorded is not None and gate.recorded.decisions:
+                    self.bus.subscribe("**", gate.replay_turn)
+        return gates
+
+    @property
+    def ending(self) -> bool:
+        """Whether the run takes no new activations."""
+        return self.host.ending
+
+    def hold_open(self, holding: bool) -> None:
+        """A gate has triggers waiting (the run is not idle), or no longer has."""
+        if holding:
+            self._tasks += 1
+        else:
+            self._finished()
+
+    def stop_admission(self) -> None:
+        """The run stops: the triggers waiting for admission are skipped (``ended``)."""
+        for gate in self._gates.values():
+            gate.stop()
 
     # -- running the tasks (like a TaskGroup) ------------------------------------
 
@@ -163,6 +202,7 @@ class Scheduler:
         a ``BaseException`` of its own, which this raises instead.
         """
         self.cancel_all()
+        self.stop_admission()
         cancelled = isinstance(stopped, asyncio.CancelledError)
         while self._tasks:
             self._idle = _loop().create_future()
@@ -237,10 +277,12 @@ class Scheduler:
         by_name = {agent_run.name: agent_run for agent_run in self.agents}
         for agent_run in self.agents:
             agent_run.launched = plan.launched.get(agent_run.name, 0)
+        batches = _batches(plan)
         for flight in plan.in_flight:
             agent_run = by_name[flight.agent]
             agent_run.running += 1
-            activation = Activation(agent_run, flight.trigger, flight.signal, flight.answers)
+            batch = batches(flight.signal)
+            activation = Activation(agent_run, flight.trigger, flight.signal, flight.answers, batch)
             activation.index = flight.index
             self._start(activation)
         for signal, agent in plan.undecided:
@@ -301,10 +343,13 @@ class Scheduler:
     def request(self, agent_run: AgentRun, trigger: Signal) -> None:
         """Start an activation, or queue or skip it by the agent's ``concurrency``."""
         mode = agent_run.agent.concurrency
+        gate = self._gates.get(agent_run) if self._gates else None
         if self.host.ending:
             self.skip(agent_run, trigger, "ended")
+        elif gate is not None:
+            gate.offer(trigger)
         elif agent_run.running == 0 or mode == "parallel":
-            self._launch(agent_run, trigger)
+            self.launch(agent_run, trigger, None)
         elif mode == "skip":
             self.skip(agent_run, trigger, "busy")
         else:
@@ -315,37 +360,44 @@ class Scheduler:
                 self.skip(agent_run, queue.popleft(), "superseded")
             queue.append(trigger)
 
-    def _launch(self, agent_run: AgentRun, trigger: Signal) -> None:
+    def launch(
+        self, agent_run: AgentRun, trigger: Signal, batch: tuple[Signal, ...] | None
+    ) -> Activation | None:
+        """Start an activation of ``agent_run`` on ``trigger`` unless the run refuses it.
+
+        ``batch``: the triggers admission delivers with it (``ctx.batch``), their
+        ``seq`` listed in its ``activated``. ``None``: the run refused it (it is ending,
+        or a limit is reached) and skipped the trigger.
+        """
         host = self.host
         main = self._main
         if host.ending or (main is not None and main.cancelling()):
             self.skip(agent_run, trigger, "ended")
-            return
+            return None
         agent = agent_run.agent
         if agent.max_activations is not None and agent_run.launched >= agent.max_activations:
             self.skip(agent_run, trigger, "limit")
-            return
+            return None
         options = host.options
         depth = trigger.depth + 1
         most = options.max_activations
         if most is not None and self.activations >= most:
             self._loop_limit("max_activations", most, agent_run, trigger)
-            return
+            return None
         deepest = options.max_depth
         if deepest is not None and depth > deepest:
             self._loop_limit("max_depth", deepest, agent_run, trigger)
-            return
+            return None
         self.activations += 1
         agent_run.launched += 1
         agent_run.running += 1
-        signal = self.bus.publish(
-            agent_run.activated,
-            {"agent": agent_run.name, "trigger": trigger.name},
-            agent_run.name,
-            trigger.id,
-            depth,
-        )
-        self._start(Activation(agent_run, trigger, signal))
+        payload: dict[str, Any] = {"agent": agent_run.name, "trigger": trigger.name}
+        if batch is not None:
+            payload["batch"] = [signal.seq for signal in batch]
+        signal = self.bus.publish(agent_run.activated, payload, agent_run.name, trigger.id, depth)
+        activation = Activation(agent_run, trigger, signal, batch=batch)
+        self._start(activation)
+        return activation
 
     def _start(self, activation: Activation) -> None:
         coroutine = self.activator.activate(activation)
@@ -405,6 +457,10 @@ class Scheduler:
         queue = agent_run.queue
         if queue and agent_run.running == 0:
             self.request(agent_run, queue.popleft())
+        elif self._gates:
+            gate = self._gates.get(agent_run)
+            if gate is not None:
+                gate.finished(activation)
         if counted:  # after what was queued behind it has started
             self._finished()
 
@@ -431,6 +487,23 @@ class Scheduler:
         error = loop_limit_error(limit, value, chain, agent_run.name)
         self.skip(agent_run, trigger, "limit")
         self.host.stop("loop_limit", str(error), error=error)
+
+
+def _batches(plan: ResumePlan) -> Callable[[Signal], tuple[Signal, ...] | None]:
+    """The ``ctx.batch`` of a resumed activation: its ``activated`` lists their ``seq``."""
+    by_seq: dict[int, Signal] | None = None
+
+    def batch(activated: Signal) -> tuple[Signal, ...] | None:
+        nonlocal by_seq
+        payload = activated.payload
+        seqs = payload.get("batch") if isinstance(payload, Mapping) else None
+        if not isinstance(seqs, list):
+            return None
+        if by_seq is None:  # read once, and only when a resumed activation had a batch
+            by_seq = {signal.seq: signal for signal in plan.recording.signals}
+        return tuple(by_seq[seq] for seq in seqs if seq in by_seq)
+
+    return batch
 
 
 def _seen(task: asyncio.Task[None]) -> None:

@@ -40,6 +40,7 @@ from reactor._agents.admission import (
     Latest,
     SpendCap,
     Throttle,
+    key_of,
 )
 from reactor._agents.budget import dollars
 from reactor._agents.templates import compile_template, render
@@ -288,15 +289,6 @@ def _merged(picks: Sequence[_Pick], *, batch: bool) -> _Pick:
         newest.merged.extend([*older.merged, older.entry])
     newest.batch = newest.batch or batch
     return newest
-
-
-def key_of(policy: AdmissionPolicy) -> Any:
-    """A policy's key (``key``, or a throttle's ``per``): ``None`` when it has none."""
-    if isinstance(policy, Throttle):
-        return policy.per
-    if isinstance(policy, Latest | Debounce | Batch):
-        return policy.key
-    return None
 
 
 def _object_of(entry: Waiting) -> dict[str, Any]:

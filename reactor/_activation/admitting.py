@@ -1,0 +1,355 @@
+"""An agent's admission in a run: which waiting triggers start now, and what becomes of the rest.
+
+``agent(admit=...)`` declares it (``reactor._agents.admission``); the run's scheduler
+gives each trigger of such an agent to its :class:`Admission` instead of starting it,
+and asks :meth:`Admission.decide` again whenever something changes (a trigger
+arrives, an activation finishes, a wait it asked for is over). The policies apply in
+the order given, each to what the one before let through, as a reaction's do in the
+service (``reactor.service._reactions.admitting``):
+
+* ``Latest(key)``: per key, only the newest trigger waits; the older ones are
+  ``superseded``. While an activation of the key runs, the newest waits.
+* ``Debounce(seconds, deliver, max_wait, key)``: per key, the triggers of a burst
+  wait until none came for ``seconds`` (or the first has waited ``max_wait``); then
+  the newest goes, the others ``merged`` into it (with ``deliver="batch"`` they are its
+  batch, ``ctx.batch``).
+* ``Batch(max_items, max_wait, key)``: per key, ``max_items`` triggers go as one
+  activation, or fewer once the first has waited ``max_wait``.
+* ``Throttle(rate, per, burst)``: a token bucket per key; what finds no token waits.
+* ``SpendCap(usd, per, scope)``: past the cap of the period (aligned to the epoch),
+  triggers are skipped with reason ``spend_cap``.
+
+Triggers whose name matches a policy's ``keep=`` are never superseded or merged by it.
+The key is one group for the agent unless a policy names one (a template over the
+trigger, ``"{{ signal.payload.symbol }}"``, or a function of the trigger signal).
+
+Decisions depend on time, so a replay does not make them again: :class:`Recorded`
+reads the recorded ones (``agent:<name>:skipped`` and ``agent:<name>:activated``) and
+the scheduler repeats each in its recorded turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from reactor._agents.admission import (
+    AdmissionPolicy,
+    Batch,
+    Debounce,
+    Latest,
+    SpendCap,
+    Throttle,
+    key_of,
+)
+from reactor._agents.templates import compile_template, render
+from reactor._signals.names import agent_names
+from reactor._signals.signal import Signal
+
+__all__ = ["Admission", "Decision", "Recorded", "RecordedDecision", "Spent", "Take", "Waiting"]
+
+Spent = Callable[[str | None, float], float]
+"""What model calls cost since a time (epoch seconds): of an agent, or of every one (``None``)."""
+
+Keyer = Callable[[Signal], str]
+
+SKIP_REASONS = ("superseded", "merged", "spend_cap")
+"""The reasons of the skips admission decides (a replay repeats them)."""
+
+
+@dataclasses.dataclass(eq=False)
+class Waiting:
+    """A trigger waiting for admission, and when it arrived (the run's clock, seconds)."""
+
+    signal: Signal
+    at: float
+
+
+@dataclasses.dataclass(eq=False)
+class Take:
+    """An activation admission starts.
+
+    Attributes:
+        trigger: Its trigger (the newest of what it took).
+        merged: The triggers merged into it, skipped ``merged``, in arrival order.
+        batch: What ``ctx.batch`` holds (the merged triggers and the trigger, in
+            arrival order), or ``None`` when nothing is delivered with it.
+    """
+
+    trigger: Signal
+    merged: tuple[Signal, ...] = ()
+    batch: tuple[Signal, ...] | None = None
+
+
+@dataclasses.dataclass(eq=False)
+class Decision:
+    """What one :meth:`Admission.decide` decided.
+
+    Attributes:
+        take: The activations to start, in arrival order of their triggers.
+        superseded: Triggers a newer one superseded.
+        capped: Triggers a spend cap turned away.
+        wake_at: When to decide again at the latest (the run's clock), if a wait ends.
+    """
+
+    take: list[Take] = dataclasses.field(default_factory=list)
+    superseded: list[Signal] = dataclasses.field(default_factory=list)
+    capped: list[Signal] = dataclasses.field(default_factory=list)
+    wake_at: float | None = None
+
+    def wake(self, at: float) -> None:
+        """Decide again at ``at`` at the latest."""
+        self.wake_at = at if self.wake_at is None else min(self.wake_at, at)
+
+
+@dataclasses.dataclass(eq=False)
+class _Pick:
+    """A trigger that may start, and those merged into it (in arrival order)."""
+
+    item: Waiting
+    merged: list[Waiting] = dataclasses.field(default_factory=list)
+    batch: bool = False  # whether the merged ones are delivered (ctx.batch)
+    tokens: dict[str, float] = dataclasses.field(default_factory=dict)  # buckets it takes
+
+    @property
+    def seq(self) -> int:
+        return self.item.signal.seq
+
+
+@dataclasses.dataclass(eq=False)
+class _Round:
+    """One decision in the making."""
+
+    now: float
+    wall: float
+    ready: list[_Pick]
+    running: Sequence[Signal]
+    decision: Decision = dataclasses.field(default_factory=Decision)
+
+
+class Admission:
+    """The admission of one agent in one run (see the module's docstring).
+
+    Args:
+        agent: The agent's name.
+        policies: Its ``admit=``.
+        spent: What model calls cost (for a ``SpendCap``).
+    """
+
+    def __init__(self, agent: str, policies: Sequence[AdmissionPolicy], spent: Spent) -> None:
+        self.agent = agent
+        self.policies = tuple(policies)
+        self.spent = spent
+        self.waiting: list[Waiting] = []
+        self.buckets: dict[str, float] = {}  # a throttle's bucket -> when its next token is
+        self._keys = {id(policy): self._keyer(key_of(policy)) for policy in self.policies}
+
+    def offer(self, signal: Signal, now: float) -> None:
+        """``signal`` triggered the agent at ``now``: it waits to be decided on."""
+        self.waiting.append(Waiting(signal, now))
+
+    def decide(
+        self, now: float, wall: float, room: int | None, running: Sequence[Signal]
+    ) -> Decision:
+        """Which waiting triggers start now (at most ``room``), and what becomes of the rest.
+
+        Args:
+            now: The run's clock (seconds; what arrival times are in).
+            wall: The time since the epoch (spend caps' periods are aligned to it).
+            room: How many activations may start (``None``: any number).
+            running: The triggers of the agent's activations running now.
+        """
+        state = _Round(now, wall, [_Pick(item) for item in self.waiting], running)
+        for policy in self.policies:
+            state.ready = self._apply(policy, state)
+        self._settle(state, room)
+        return state.decision
+
+    def _apply(self, policy: AdmissionPolicy, state: _Round) -> list[_Pick]:
+        if isinstance(policy, Latest):
+            return self._latest(policy, state)
+        if isinstance(policy, Debounce):
+            return self._debounce(policy, state)
+        if isinstance(policy, Batch):
+            return self._batch(policy, state)
+        if isinstance(policy, Throttle):
+            return self._throttle(policy, state)
+        return self._cap(policy, state)
+
+    # -- the policies --------------------------------------------------------------
+
+    def _latest(self, policy: Latest, state: _Round) -> list[_Pick]:
+        key = self._keys[id(policy)]
+        kept, grouped = _split(state.ready, policy.keep, key)
+        running = {key(signal) for signal in state.running}
+        ready = list(kept)
+        for group, picks in grouped.items():
+            newest = picks[-1]
+            for older in picks[:-1]:
+                state.decision.superseded.append(older.item.signal)
+                newest.merged.extend(older.merged)  # what it carried goes with the newest
+            if group not in running:
+                ready.append(newest)
+        return sorted(ready, key=lambda pick: pick.seq)
+
+    def _debounce(self, policy: Debounce, state: _Round) -> list[_Pick]:
+        kept, grouped = _split(state.ready, policy.keep, self._keys[id(policy)])
+        ready = list(kept)
+        for picks in grouped.values():
+            due = picks[-1].item.at + policy.seconds
+            if policy.max_wait is not None:
+                due = min(due, picks[0].item.at + policy.max_wait)
+            if state.now < due:
+                state.decision.wake(due)
+                continue
+            ready.append(_merged(picks, batch=policy.deliver == "batch"))
+        return sorted(ready, key=lambda pick: pick.seq)
+
+    def _batch(self, policy: Batch, state: _Round) -> list[_Pick]:
+        kept, grouped = _split(state.ready, policy.keep, self._keys[id(policy)])
+        ready = list(kept)
+        for picks in grouped.values():
+            full = len(picks) - len(picks) % policy.max_items
+            for start in range(0, full, policy.max_items):
+                ready.append(_merged(picks[start : start + policy.max_items], batch=True))
+            rest = picks[full:]
+            if not rest:
+                continue
+            due = rest[0].item.at + policy.max_wait
+            if state.now >= due:
+                ready.append(_merged(rest, batch=True))
+            else:
+                state.decision.wake(due)
+        return sorted(ready, key=lambda pick: pick.seq)
+
+    def _throttle(self, policy: Throttle, state: _Round) -> list[_Pick]:
+        key = self._keys[id(policy)]
+        every, slack = 1.0 / policy.rate, (policy.burst - 1) / policy.rate
+        dues = dict(self.buckets)
+        ready = []
+        for pick in state.ready:
+            bucket = f"{id(policy)}:{key(pick.item.signal)}"
+            due = max(dues.get(bucket, state.now), state.now)
+            if due - slack > state.now:  # no token yet: it waits, in arrival order
+                state.decision.wake(due - slack)
+                continue
+            dues[bucket] = pick.tokens[bucket] = due + every
+            ready.append(pick)
+        return ready
+
+    def _cap(self, policy: SpendCap, state: _Round) -> list[_Pick]:
+        period = policy.per.total_seconds()
+        start = math.floor(state.wall / period) * period
+        if self.spent(self.agent if policy.scope == "agent" else None, start) < policy.usd:
+            return state.ready
+        for pick in state.ready:
+            state.decision.capped.extend(item.signal for item in (*pick.merged, pick.item))
+        return []
+
+    # -- the decision ---------------------------------------------------------------
+
+    def _settle(self, state: _Round, room: int | None) -> None:
+        """Take what may go (within ``room``); forget what was decided on."""
+        decision = state.decision
+        taken = state.ready if room is None else state.ready[: max(room, 0)]
+        gone = {id(signal) for signal in (*decision.superseded, *decision.capped)}
+        for pick in taken:
+            merged = sorted(pick.merged, key=lambda item: item.signal.seq)
+            signals = tuple(item.signal for item in merged)
+            batch = (*signals, pick.item.signal) if pick.batch else None
+            decision.take.append(Take(pick.item.signal, signals, batch))
+            gone.update(id(signal) for signal in (*signals, pick.item.signal))
+            self.buckets.update(pick.tokens)
+        self.waiting = [item for item in self.waiting if id(item.signal) not in gone]
+
+    def _keyer(self, key: Any) -> Keyer:
+        """What groups triggers: one group, a template or a function of the trigger."""
+        if key is None:
+            return lambda signal: ""
+        if callable(key):
+            return lambda signal: str(key(signal))
+        template = compile_template(key, agent=self.agent, field="admission key")
+        return lambda signal: str(
+            render(template, {"signal": signal}, agent=self.agent, field="admission key")
+        )
+
+
+def _split(
+    picks: Iterable[_Pick], keep: Sequence[str], key: Keyer
+) -> tuple[list[_Pick], dict[str, list[_Pick]]]:
+    """The picks a policy keeps aside (their name matches ``keep``), and the rest by key."""
+    kept: list[_Pick] = []
+    grouped: dict[str, list[_Pick]] = {}
+    for pick in picks:
+        signal = pick.item.signal
+        if any(fnmatch.fnmatchcase(signal.name, pattern) for pattern in keep):
+            kept.append(pick)
+        else:
+            grouped.setdefault(key(signal), []).append(pick)
+    return kept, grouped
+
+
+def _merged(picks: Sequence[_Pick], *, batch: bool) -> _Pick:
+    """The newest of ``picks``, carrying the others (and what they carried)."""
+    newest = picks[-1]
+    for older in picks[:-1]:
+        newest.merged.extend([*older.merged, older.item])
+        newest.tokens.update(older.tokens)
+    newest.batch = newest.batch or batch
+    return newest
+
+
+# -- a replay's decisions -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedDecision:
+    """One recorded decision of an agent's admission.
+
+    Attributes:
+        seq: The ``seq`` of its signal (``skipped`` or ``activated``).
+        trigger: The ``seq`` of the trigger it decided on.
+        skip: The reason of a skip; ``None`` for an activation.
+        batch: The ``seq`` of each trigger of an activation's ``ctx.batch``.
+    """
+
+    seq: int
+    trigger: int
+    skip: str | None = None
+    batch: tuple[int, ...] | None = None
+
+    @property
+    def needs(self) -> tuple[int, ...]:
+        """The triggers that must have arrived before it is repeated."""
+        return (*(self.batch or ()), self.trigger)
+
+
+class Recorded:
+    """The admission decisions a recorded run made for one agent, in their order.
+
+    A trigger none of them names (the run refused to launch it, or the replay diverged)
+    is decided live.
+    """
+
+    def __init__(self, agent: str, signals: Sequence[Signal]) -> None:
+        activated, _, _, skipped, _ = agent_names(agent)
+        seqs = {signal.id: signal.seq for signal in signals}
+        self.decisions: list[RecordedDecision] = []
+        for signal in signals:
+            if signal.name not in (activated, skipped) or signal.caused_by not in seqs:
+                continue
+            payload = signal.payload if isinstance(signal.payload, Mapping) else {}
+            trigger = seqs[signal.caused_by]
+            if signal.name == skipped:
+                reason = payload.get("reason")
+                if reason in SKIP_REASONS:
+                    self.decisions.append(RecordedDecision(signal.seq, trigger, str(reason)))
+                continue
+            batch = payload.get("batch")
+            seqs_of_batch = tuple(int(seq) for seq in batch) if isinstance(batch, list) else None
+            self.decisions.append(RecordedDecision(signal.seq, trigger, batch=seqs_of_batch))
+        self.triggers = {seq for decision in self.decisions for seq in decision.needs}
+        """The triggers a recorded decision was made on (the others are decided live)."""
