@@ -1,16 +1,55 @@
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
 import psycopg
 import pytest
+import redis
 from playwright.sync_api import Browser, Page
 
+from reactor.service._scaleout.jobs import RedisKeys
 from tests.reactor.databases import admin, create_database, drop_database
 from tests.service.browsing import chromium, signed_in
 from tests.service.server import Server
+
+REDIS = os.environ.get("REACTOR_TEST_REDIS", "redis://127.0.0.1:6379")
+
+
+@pytest.fixture
+def redis_keys(monkeypatch: pytest.MonkeyPatch) -> RedisKeys:
+    """The names this test's services keep in Redis: under a prefix of the test's own.
+
+    Set as ``REACTOR_REDIS_PREFIX`` for this process and the servers and workers it
+    starts, so that two test sessions on one Redis (CI's, a developer's beside it) never
+    share a job stream, a consumer group or the workers' heartbeats.
+    """
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("REACTOR_REDIS_PREFIX", prefix)
+    return RedisKeys(prefix)
+
+
+@pytest.fixture
+def redis_url(worker_id: str, redis_keys: RedisKeys) -> Iterator[str]:
+    """A Redis database of this test process's, this test's keys deleted after it."""
+    number = 8 + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
+    url = f"{REDIS}/{number}"
+    client = redis.Redis.from_url(url, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        pytest.fail(
+            f"Redis is not reachable at {REDIS} ({exc}). Start it (`redis-server --daemonize "
+            'yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no`, as .ci/run does).'
+        )
+    yield url
+    for pattern in (f"{redis_keys.prefix}:*", f"{redis_keys.prefix}-*"):
+        for key in client.scan_iter(match=pattern, count=500):
+            client.delete(key)
+    client.close()
 
 
 @pytest.fixture(scope="module")

@@ -26,12 +26,11 @@ from tests.service.test_scale_out import (
     ended,
     queued,
     recordings,
-    redis_url,
     submit,
     workers,
 )
 
-__all__ = ["queued", "redis_url", "tiny_disk"]  # fixtures: a real 3 MB disk, Redis and a queue
+__all__ = ["queued", "tiny_disk"]  # fixtures: a real 3 MB disk, and a queue on Redis
 
 
 @pytest.fixture(scope="module")

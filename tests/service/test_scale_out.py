@@ -28,6 +28,7 @@ from reactor.service._hosting.launch import RunRequest
 from reactor.service._objects.db import Database
 from reactor.service._objects.schema import agent_runs, processing_log
 from reactor.service._reactions.definitions import AgentDefinition
+from reactor.service._scaleout.jobs import RedisKeys
 from reactor.service._scaleout.leases import Leases, claim_tick
 from reactor.service._scaleout.queue import QueueSettings
 from reactor.service._scaleout.worker import live_workers
@@ -44,24 +45,6 @@ GRACE = 60
 machine, and what must not wait for it (a held sleeping run) is told apart at GRACE / 2."""
 SLOW = 900
 """The pytest timeout of a test that starts workers: a bound on a hang, not a speed check."""
-
-
-@pytest.fixture
-def redis_url(worker_id: str) -> Iterator[str]:
-    """A Redis database of this test process's own, flushed before and after."""
-    number = 8 + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
-    url = f"{REDIS}/{number}"
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5)
-        client.flushdb()
-    except redis.ConnectionError as exc:
-        pytest.fail(
-            f"Redis is not reachable at {REDIS} ({exc}). Start it (`redis-server --daemonize "
-            'yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no`, as .ci/run does).'
-        )
-    yield url
-    client.flushdb()
-    client.close()
 
 
 @pytest.fixture
@@ -105,7 +88,7 @@ def workers(
         for log in logs
     ]
     try:
-        settings = QueueSettings(redis_url, prefix=env.get("REACTOR_REDIS_PREFIX", "reactor"))
+        settings = QueueSettings(redis_url, prefix=env["REACTOR_REDIS_PREFIX"])
 
         def up() -> bool:
             for index, process in enumerate(processes):
@@ -167,7 +150,7 @@ def test_a_killed_workers_runs_are_finished_by_another_and_nothing_repeats(
     db = queued
     with workers(2, db, redis_url, tmp_path) as (victim, survivor):
         run_ids = asyncio.run(submit(db, 40))
-        settings = QueueSettings(redis_url)
+        settings = QueueSettings(redis_url, prefix=os.environ["REACTOR_REDIS_PREFIX"])
 
         def victim_mid_way() -> list[str]:
             """The victim's runs, once each has its first step recorded (else [])."""
@@ -428,7 +411,8 @@ def test_a_queued_run_is_shown_queued_and_what_is_posted_to_it_waits_for_it(
     with workers(1, db, redis_url, tmp_path):
         wait_for(lambda: ended(db, [run_id]), PATIENCE, "the run to start and stop")
         # its marker goes once it has a log, at the latest when its job is acknowledged
-        wait_for(lambda: markers.keys("reactor:queued:*") == [], PATIENCE, "the run unmarked")
+        queued_markers = f"{os.environ['REACTOR_REDIS_PREFIX']}:queued:*"
+        wait_for(lambda: markers.keys(queued_markers) == [], PATIENCE, "the run unmarked")
     (log,) = recordings(db, [run_id]).values()
     assert (log.status, log.info.reason) == ("aborted", "not wanted")
     assert "agent:second:activated" not in [s.name for s in log.signals]
@@ -459,7 +443,9 @@ def test_a_long_run_on_a_live_worker_is_not_taken_over(
 
 
 @pytest.mark.timeout(SLOW)
-def test_a_job_whose_run_has_ended_is_dropped(queued: str, redis_url: str, tmp_path: Path) -> None:
+def test_a_job_whose_run_has_ended_is_dropped(
+    queued: str, redis_url: str, redis_keys: RedisKeys, tmp_path: Path
+) -> None:
     """A job delivered twice: the second finds the run ended and is acknowledged. (A
     job naming a graph the worker lacks is not dropped: test_scale_out_degraded.)"""
     db = queued
@@ -474,11 +460,11 @@ def test_a_job_whose_run_has_ended_is_dropped(queued: str, redis_url: str, tmp_p
                 await service.host.queue.enqueue(RunRequest("graph", "steps", run_id=run_id))
 
         asyncio.run(again())
-        client = redis.Redis.from_url(redis_url)
+        client, keys = redis.Redis.from_url(redis_url), redis_keys
         wait_for(
             lambda: (
-                client.xpending("reactor:jobs", "reactor-workers")["pending"] == 0
-                and client.xlen("reactor:jobs") == 0  # done jobs leave the stream
+                client.xpending(keys.stream, keys.group)["pending"] == 0
+                and client.xlen(keys.stream) == 0  # done jobs leave the stream
             ),
             PATIENCE,
             "the duplicate to be acknowledged",
@@ -498,7 +484,7 @@ def test_workers_lists_the_live_workers_and_sigterm_drains(
     gate = tmp_path / "gate"
     with workers(1, db, redis_url, tmp_path) as (worker,):
         (run_id,) = asyncio.run(submit(db, 1, seconds=1, gate=gate))
-        settings = QueueSettings(redis_url)
+        settings = QueueSettings(redis_url, prefix=os.environ["REACTOR_REDIS_PREFIX"])
         wait_for(
             lambda: asyncio.run(live_workers(settings))[0]["runs"] == [run_id], PATIENCE, "the run"
         )

@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import redis
 from playwright.sync_api import Browser, expect
 
 from reactor.service._scaleout.queue import QueueSettings, live_workers
@@ -23,21 +22,6 @@ APP = "tests.service.queued:make_service"
 OLD_APP = "tests.service.rolling:make_old_service"
 PATIENCE = 180
 """Seconds a worker is given to start (a bound on a hang, not a speed check)."""
-
-
-@pytest.fixture
-def redis_url(worker_id: str) -> Iterator[str]:
-    """A Redis database of this test process's own (as the scale-out tests'), flushed."""
-    number = 8 + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
-    url = f"{REDIS}/{number}"
-    client = redis.Redis.from_url(url, socket_connect_timeout=5)
-    try:
-        client.flushdb()
-    except redis.ConnectionError as exc:
-        pytest.fail(f"Redis is not reachable at {REDIS} ({exc}); start it as .ci/run does.")
-    yield url
-    client.flushdb()
-    client.close()
 
 
 @pytest.fixture
