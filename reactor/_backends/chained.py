@@ -246,7 +246,8 @@ def _fetch(conn: Any) -> Fetch:
 def _verify_postgres(dsn: str, report: Report, key: bytes | None, run_id: str | None) -> None:
     import psycopg
 
-    from reactor._backends.postgres_db import SCHEMA_VERSION, connect, describe, shown
+    from reactor._backends.dialect import SCHEMA_VERSION, describe
+    from reactor._backends.postgres_db import connect, shown
 
     with connect(dsn) as conn:
         try:
