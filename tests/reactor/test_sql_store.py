@@ -1,9 +1,10 @@
 """One SQL store over two dialects: SQLite and PostgreSQL behave alike where they once drifted.
 
 Each test runs on both (``store_place``): a closed store refuses a new run the same way,
-``last`` breaks a tie of start times the same way, the inbox keeps payloads in one
-encoding (the memory store's too), and a database made by the layout before the shared
-schema version line opens, is migrated forward, and reads what it held.
+signals written twice are kept and counted once, ``last`` breaks a tie of start times
+the same way, the inbox keeps payloads in one encoding (the memory store's too), and a
+database made by the layout before the shared schema version line opens, is migrated
+forward, and reads what it held.
 """
 
 from __future__ import annotations
@@ -23,12 +24,32 @@ from reactor._recording.inbox import decode_payload, encode_payload
 from tests.reactor.databases import StorePlace, execute
 
 
-def test_a_closed_store_refuses_a_new_run(store_place: StorePlace) -> None:
+def test_a_closed_store_refuses_a_new_run_and_reads(store_place: StorePlace) -> None:
     store = store_place.open()
+    store.append(Signal("harness:start", {}, seq=1, run_id="run_early"))
     store.close()
-    kind = type(store).__name__
-    with pytest.raises(RecordingError, match=rf"^The signal store {kind}\(.+\) is closed\.$"):
+    closed = rf"^The signal store {type(store).__name__}\(.+\) is closed\.$"
+    with pytest.raises(RecordingError, match=closed):
         store.start_run(RunInfo(run_id="run_late"))
+    with pytest.raises(RecordingError, match=closed):
+        store.runs()
+
+
+def test_signals_written_twice_are_kept_and_counted_once(store_place: StorePlace) -> None:
+    def signal(seq: int) -> Signal:
+        payload = {} if seq == 1 else {"n": seq}
+        name = "harness:start" if seq == 1 else "note"
+        return Signal(name, payload, id=f"sig_{seq}", seq=seq, run_id="run_twice")
+
+    with store_place.open() as store:
+        for seq in range(1, 6):
+            store.append(signal(seq))
+        store.flush()
+        for seq in (4, 5, 6, 7):  # 4 and 5 again, as after a commit whose answer was lost
+            store.append(signal(seq))
+        recording = store.load("run_twice")
+    assert [s.seq for s in recording.signals] == [1, 2, 3, 4, 5, 6, 7]
+    assert (recording.info.signals, recording.info.last_seq) == (7, 7)
 
 
 def test_last_of_runs_started_at_once_is_the_greatest_run_id(store_place: StorePlace) -> None:
