@@ -435,10 +435,8 @@ class SqlSignalStore(SignalStoreBase):
         to the same database are listed too.
         """
         sql = self.dialect.sql
-        clause, params = runs_filter(
-            sql(STATUS), sql("{run_tags}"), self.dialect.mark, graph=graph, tag=tag,
-            status=status, limit=limit,
-        )  # fmt: skip
+        where = (sql(STATUS), sql("{run_tags}"), self.dialect.mark)
+        clause, params = runs_filter(*where, graph=graph, tag=tag, status=status, limit=limit)
         if self._writer is not None:
             self.flush()
         return self._reads.infos(clause, params)

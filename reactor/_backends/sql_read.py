@@ -98,6 +98,27 @@ def decode_signal(run_id: str, row: Sequence[Any]) -> Signal:
     )
 
 
+_INFO_COLUMNS = (
+    "run_id",
+    "graph",
+    "target",
+    "target_hash",
+    "started_at",
+    "ended_at",
+    "status",
+    "reason",
+    "failures",
+    "signals",
+    "tags",
+    "parent_run_id",
+    "forked_from",
+    "last_seq",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "prompts",
+)
+"""The columns of :data:`INFO`, named as :class:`RunInfo` names its fields."""
 _TEXT = ("graph", "target", "target_hash", "status", "reason", "parent_run_id", "forked_from")
 _COUNTS = ("failures", "signals", "last_seq", "input_tokens", "output_tokens", "prompts")
 
@@ -108,47 +129,32 @@ def decode_info(row: Sequence[Any]) -> RunInfo:
     Raises:
         RecordingError: The row is damaged (names the run and the fault).
     """
-    (run_id, graph, target, target_hash, started, ended, status, reason, failures, count, tags,
-     parent, forked, last_seq, tokens_in, tokens_out, cost, prompts) = row  # fmt: skip
+    fields = dict(zip(_INFO_COLUMNS, row, strict=True))
+    run_id = fields["run_id"]
     if not isinstance(run_id, str):
         raise RecordingError(f"A run has the id {run_id!r}, not text; the database is damaged.")
-    texts = (graph, target, target_hash, status, reason, parent, forked)
-    for field, value in zip(_TEXT, texts, strict=True):
-        if value is not None and not isinstance(value, str):
-            raise _damaged(run_id, f"its {field} is {value!r}, not text")
-    for field, value, optional in (("started_at", started, False), ("ended_at", ended, True)):
+    for field in _TEXT:
+        if fields[field] is not None and not isinstance(fields[field], str):
+            raise _damaged(run_id, f"its {field} is {fields[field]!r}, not text")
+    for field, optional in (("started_at", False), ("ended_at", True)):
+        value = fields[field]
         if not (type(value) in (int, float) or (optional and value is None)):
             raise _damaged(run_id, f"its {field} is {value!r}, not a time in seconds")
-    counts = (failures, count, last_seq, tokens_in, tokens_out, prompts)
-    for field, value in zip(_COUNTS, counts, strict=True):
-        if not isinstance(value, int):
-            raise _damaged(run_id, f"its {field} count is {value!r}, not a whole number")
+        fields[field] = None if value is None else float(value)
+    for field in _COUNTS:
+        if not isinstance(fields[field], int):
+            raise _damaged(run_id, f"its {field} count is {fields[field]!r}, not a whole number")
+    cost = fields["cost_usd"]
     if cost is not None and type(cost) not in (int, float):
         raise _damaged(run_id, f"its cost is {cost!r}, not a number")
+    fields["cost_usd"] = None if cost is None else round(float(cost), 6)
+    fields["prompts"] = max(0, fields["prompts"])
     try:
-        tag_map = pydantic_core.from_json(tags) if tags else {}
+        tags = pydantic_core.from_json(fields["tags"]) if fields["tags"] else {}
     except ValueError as exc:
         raise _damaged(run_id, f"its tags are not readable ({exc})") from exc
-    return RunInfo(
-        run_id=run_id,
-        graph=graph,
-        target=target,
-        target_hash=target_hash,
-        started_at=float(started),
-        ended_at=None if ended is None else float(ended),
-        status=status,
-        reason=reason,
-        failures=failures,
-        signals=count,
-        last_seq=last_seq,
-        input_tokens=tokens_in,
-        output_tokens=tokens_out,
-        cost_usd=None if cost is None else round(float(cost), 6),
-        prompts=max(0, prompts),
-        parent_run_id=parent,
-        forked_from=forked,
-        tags={str(key): str(value) for key, value in tag_map.items()},
-    )
+    fields["tags"] = {str(key): str(value) for key, value in tags.items()}
+    return RunInfo(**fields)
 
 
 def decode_requests(run_id: str, rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
