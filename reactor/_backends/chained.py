@@ -258,9 +258,9 @@ def _verify_postgres(dsn: str, report: Report, key: bytes | None, run_id: str | 
                 version = int(row[0]) if row is not None and row[0] is not None else 0
             if version < SCHEMA_VERSION:
                 raise RecordingError(
-                    f"The reactor tables in {shown(dsn)} are of schema {version}, before "
-                    "signals were hash-chained; open a PostgresSignalStore on them once (or "
-                    "record a run there) to upgrade them, then verify."
+                    f"The reactor tables in {shown(dsn)} are of schema {version}, older than "
+                    f"this reactor's {SCHEMA_VERSION}; open a PostgresSignalStore on them once "
+                    "(or record a run there) to upgrade them, then verify."
                 )
             verify_runs(_fetch(conn), POSTGRES, report, key, run_id)
         except psycopg.Error as exc:

@@ -141,21 +141,15 @@ class PostgresSignalStore(SqlSignalStore):
     """Recordings in a PostgreSQL database, shared safely by several processes.
 
     The store of long-lived deployments: the service and its workers record every run
-    to one database and any of them reads any run. ``append`` only queues the signal;
-    a writer thread takes queued signals in batches and writes each batch in one
-    transaction (``COPY``), so dispatch never waits on the network and a crash loses
-    at most what was still queued; past ``max_backlog`` queued signals the runs
-    recording here wait between their steps (:meth:`room`: backpressure is awaited,
-    the event loop goes on). A write that fails because the database is
-    briefly unavailable is retried on a fresh connection from the store's pool; one
-    that still fails after ``retry_for`` seconds fails the runs being written (they end
-    ``failed`` with a :class:`~reactor.RecordingError` counting their unwritten
-    signals), and the store records the next runs as soon as the database is back.
-    Every behaviour is :class:`~reactor._backends.sql.SqlSignalStore`'s; this class
-    makes its dialect.
-
-    The tables are prefixed ``reactor_`` (the database may hold other tables) and
-    versioned; opening the store creates or upgrades them under an advisory lock.
+    to one database and any of them reads any run. Every behaviour is
+    :class:`~reactor._backends.sql.SqlSignalStore`'s (appends queued and written in
+    batches by a thread, backpressure, failed runs): this class makes its dialect.
+    Signals are written by ``COPY``; a write that fails because the database is briefly
+    unavailable is retried on a fresh connection for up to ``retry_for`` seconds, then
+    fails the runs being written, and the store records the next runs as soon as the
+    database is back. The tables are prefixed ``reactor_`` (the database may hold other
+    tables) and versioned; opening the store creates or upgrades them under an advisory
+    lock.
 
     Args:
         dsn: A PostgreSQL URL, ``postgresql://user@host:5432/dbname`` (or

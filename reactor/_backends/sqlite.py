@@ -162,20 +162,13 @@ def _locked(error: BaseException) -> bool:
 class SQLiteSignalStore(SqlSignalStore):
     """Recordings in a SQLite database (stdlib ``sqlite3``, WAL mode).
 
-    ``append`` only queues the signal; a writer thread serializes and inserts queued
-    signals in batches, each committed as one transaction, so the event loop never
-    waits on the disk. Past ``max_backlog`` queued signals (the disk is slower than
-    the run, or another process holds the database locked) the runs recording here
-    wait between their steps (:meth:`room`: backpressure is awaited, the event loop
-    goes on), so a crash loses at most about that many signals and memory stays
-    bounded. A locked database is retried until it is released, keeping the signals.
-    Any other write failure (a full disk, an I/O error) fails the runs being written,
-    which end ``failed`` with a :class:`~reactor.RecordingError` counting their
-    unwritten signals; the store reopens its connection and records the next runs as
-    soon as the cause is gone.
-    Safe to open from several processes (WAL; writers wait on each other's locks).
-    The schema is versioned (``PRAGMA user_version``). Every behaviour is
-    :class:`~reactor._backends.sql.SqlSignalStore`'s; this class makes its dialect.
+    Every behaviour is :class:`~reactor._backends.sql.SqlSignalStore`'s (appends queued
+    and written in batches by a thread, backpressure, failed runs): this class makes
+    its dialect. A database locked by another process is retried until it is released,
+    keeping the signals; a full disk or an I/O error fails the runs being written, and
+    the store reopens its connection and records the next runs once the cause is gone.
+    Safe to open from several processes (WAL; writers wait on each other's locks). The
+    schema is versioned (``PRAGMA user_version``).
 
     Args:
         path: The database file (parents are created). ``.reactor/runs.db`` by default.
