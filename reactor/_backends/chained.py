@@ -246,7 +246,8 @@ def _fetch(conn: Any) -> Fetch:
 def _verify_postgres(dsn: str, report: Report, key: bytes | None, run_id: str | None) -> None:
     import psycopg
 
-    from reactor._backends.postgres_db import SCHEMA_VERSION, connect, describe, shown
+    from reactor._backends.dialect import SCHEMA_VERSION, describe
+    from reactor._backends.postgres_db import connect, shown
 
     with connect(dsn) as conn:
         try:
@@ -257,9 +258,9 @@ def _verify_postgres(dsn: str, report: Report, key: bytes | None, run_id: str | 
                 version = int(row[0]) if row is not None and row[0] is not None else 0
             if version < SCHEMA_VERSION:
                 raise RecordingError(
-                    f"The reactor tables in {shown(dsn)} are of schema {version}, before "
-                    "signals were hash-chained; open a PostgresSignalStore on them once (or "
-                    "record a run there) to upgrade them, then verify."
+                    f"The reactor tables in {shown(dsn)} are of schema {version}, older than "
+                    f"this reactor's {SCHEMA_VERSION}; open a PostgresSignalStore on them once "
+                    "(or record a run there) to upgrade them, then verify."
                 )
             verify_runs(_fetch(conn), POSTGRES, report, key, run_id)
         except psycopg.Error as exc:

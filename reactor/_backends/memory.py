@@ -17,7 +17,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reactor._backends.tally import Tally, merged_state
-from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
+from reactor._recording.inbox import (
+    Posted,
+    Wakeup,
+    check_posted,
+    decode_payload,
+    due_time,
+    encode_payload,
+    new_message_id,
+)
 from reactor._recording.info import (
     RunInfo,
     matches_filters,
@@ -31,7 +39,7 @@ from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapsho
 from reactor._recording.storebase import SignalStoreBase, page_of
 from reactor._signals.names import HARNESS_END
 from reactor._signals.patterns import Pattern
-from reactor._signals.signal import Signal, to_jsonable
+from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
 
 __all__ = ["MemorySignalStore"]
@@ -281,7 +289,13 @@ class MemorySignalStore(SignalStoreBase):
         check_posted(name, payload)
         due = due_time(at)
         message = Posted(
-            new_message_id(), run_id, name, to_jsonable(payload), source, time.time(), due
+            new_message_id(),
+            run_id,
+            name,
+            decode_payload(encode_payload(payload)),
+            source,
+            time.time(),
+            due,
         )
         with self._lock:
             self._inbox.append(message)

@@ -1,58 +1,174 @@
-"""Recordings in SQLite, with appends batched off the event loop."""
+"""Recordings in SQLite: its dialect (a pool of ``sqlite3`` connections), and its store."""
 
 from __future__ import annotations
 
-import asyncio
-import atexit
+import contextlib
 import json
+import math
 import os
+import sqlite3
 import threading
-import time
-import weakref
-from collections.abc import Callable, Collection, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pydantic_core
+from reactor._backends.dialect import Dialect
+from reactor._backends.sql import SqlSignalStore
+from reactor._backends.sql_writer import SIGNAL_COLUMNS
+from reactor._backends.sqlite_db import connect, connect_readonly, migrate
+from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY
+from reactor.exceptions import RecordingError
 
-from reactor._backends.sqlite_db import STATUS, WAKEUPS, prune_runs, retag_run
-from reactor._backends.sqlite_read import Connections, Reads
-from reactor._backends.sqlite_writer import STOP, Delivery, Request, write_loop
-from reactor._recording.chain import Heads, configured
-from reactor._recording.inbox import Posted, Wakeup, check_posted, due_time, new_message_id
-from reactor._recording.info import RunInfo, prune_bounds, retagged, runs_filter
-from reactor._recording.recording import Recording
-from reactor._recording.store import DEFAULT_SNAPSHOT_EVERY, PAGE, check_snapshot_every
-from reactor._recording.storebase import SignalStoreBase
-from reactor._recording.tail import sound_tail
-from reactor._recording.writes import Backlog, WriteFailures
-from reactor._signals.patterns import Pattern
-from reactor._signals.signal import Signal, json_fallback
-from reactor.exceptions import RecordingError, RunNotFoundError
-
-__all__ = ["DEFAULT_PATH", "SQLiteSignalStore"]
+__all__ = ["DEFAULT_PATH", "SQLiteDialect", "SQLiteSignalStore"]
 
 DEFAULT_PATH = Path(".reactor") / "runs.db"
 """Where the CLI and the examples keep recordings by default."""
 
+_IDLE = 4
+"""Connections the pool keeps open when nobody uses them."""
 
-class SQLiteSignalStore(SignalStoreBase):
+
+class SQLiteDialect(Dialect):
+    """A SQLite file (stdlib ``sqlite3``, WAL mode), its connections pooled.
+
+    Every statement runs in autocommit, so no read transaction stays open, and in WAL
+    mode readers and the writer do not block each other. Each thread takes a
+    connection of the pool for the time of one call, so reads from several threads run
+    side by side. A write transaction takes the write lock at once (``BEGIN
+    IMMEDIATE``): what it reads stays what it read.
+
+    Args:
+        path: The database file.
+        timeout: SQLite's busy wait, in seconds, before a locked write steps back to
+            be retried (it is retried until the lock is released).
+        readonly: Open the file read-only (it must exist; nothing is migrated).
+
+    Raises:
+        RecordingError: The file is not a reactor database (or, read-only, is missing
+            or of another schema).
+    """
+
+    errors = (sqlite3.Error,)
+    duplicate = (sqlite3.IntegrityError,)
+    retry_for = math.inf
+
+    def __init__(self, path: Path, timeout: float, *, readonly: bool) -> None:
+        super().__init__()
+        self.path, self.timeout, self.readonly = path, timeout, readonly
+        self.shown = str(path)
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def array(self, values: Sequence[Any]) -> Any:
+        """``values`` as JSON text, for ``json_each``."""
+        return json.dumps(list(values))
+
+    def _open(self) -> sqlite3.Connection:
+        if self.readonly:
+            return connect_readonly(self.path)
+        return connect(self.path, self.timeout)
+
+    @contextlib.contextmanager
+    def connection(self, *, wait: float | None = None, writing: bool = False) -> Iterator[Any]:
+        """A connection of the pool for this thread, for the time of the block.
+
+        One a database error went through is closed, not kept: the next is opened
+        afresh (after a full disk or an I/O error).
+        """
+        with self._lock:
+            if self._closed:
+                raise RecordingError(f"The signal store {self.path} is closed.")
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._open()
+        keep = True
+        try:
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            keep = isinstance(exc, sqlite3.IntegrityError) or _locked(exc)
+            raise
+        finally:
+            if conn.in_transaction:  # a failed statement inside BEGIN ... COMMIT
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            with self._lock:
+                keep = keep and not self._closed and len(self._idle) < _IDLE
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                with contextlib.suppress(sqlite3.Error):  # broken already: nothing to release
+                    conn.close()
+
+    @contextlib.contextmanager
+    def transaction(self, conn: Any) -> Iterator[Any]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rolled back on an error); its cursor."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn.cursor()
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    def insert_signals(
+        self, cur: Any, rows: list[list[Any]], *, again: bool
+    ) -> dict[str, int] | None:
+        """Insert signal rows; written ``again``, those there already are skipped."""
+        marks = ", ".join("?" * 10)
+        if not again:
+            cur.executemany(f"INSERT INTO signals ({SIGNAL_COLUMNS}) VALUES ({marks})", rows)
+            return None
+        counts: dict[str, int] = {}
+        for row in rows:
+            cur.execute(f"INSERT OR IGNORE INTO signals ({SIGNAL_COLUMNS}) VALUES ({marks})", row)
+            counts[row[0]] = counts.get(row[0], 0) + cur.rowcount
+        return counts
+
+    def transient(self, error: BaseException) -> str | None:
+        """A lock held by another process passes."""
+        return "database locked" if _locked(error) else None
+
+    def refused(self, error: BaseException) -> bool:
+        """Anything but the database's own failure (locked, full, I/O) is a value refused."""
+        return not isinstance(error, sqlite3.OperationalError)
+
+    def migrate(self) -> None:
+        """Open the first connection, bringing the schema up to date (not read-only)."""
+        first = self._open()
+        if not self.readonly:
+            try:
+                migrate(first, self.path)
+            except BaseException:
+                first.close()
+                raise
+        self._idle.append(first)
+
+    def close(self) -> None:
+        """Close the idle connections; those in use close when they come back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _locked(error: BaseException) -> bool:
+    text = str(error)
+    return isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+class SQLiteSignalStore(SqlSignalStore):
     """Recordings in a SQLite database (stdlib ``sqlite3``, WAL mode).
 
-    ``append`` only queues the signal; a writer thread serializes and inserts queued
-    signals in batches, each committed as one transaction, so the event loop never
-    waits on the disk. Past ``max_backlog`` queued signals (the disk is slower than
-    the run, or another process holds the database locked) the runs recording here
-    wait between their steps (:meth:`room`: backpressure is awaited, the event loop
-    goes on), so a crash loses at most about that many signals and memory stays
-    bounded. A locked database is retried until it is released, keeping the signals.
-    Any other write failure (a full disk, an I/O error) fails the runs being written,
-    which end ``failed`` with a :class:`~reactor.RecordingError` counting their
-    unwritten signals; the store reopens its connection and records the next runs as
-    soon as the cause is gone.
-    Safe to open from several processes (WAL; writers wait on each other's locks).
-    The schema is versioned (``PRAGMA user_version``).
+    Every behaviour is :class:`~reactor._backends.sql.SqlSignalStore`'s (appends queued
+    and written in batches by a thread, backpressure, failed runs): this class makes
+    its dialect. A database locked by another process is retried until it is released,
+    keeping the signals; a full disk or an I/O error fails the runs being written, and
+    the store reopens its connection and records the next runs once the cause is gone.
+    Safe to open from several processes (WAL; writers wait on each other's locks). The
+    schema is versioned (``PRAGMA user_version``).
 
     Args:
         path: The database file (parents are created). ``.reactor/runs.db`` by default.
@@ -86,350 +202,12 @@ class SQLiteSignalStore(SignalStoreBase):
         timeout: float = 30.0,
         snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY,
     ) -> None:
-        self.snapshot_every = check_snapshot_every(snapshot_every)
         self.path = Path(path)
-        self.readonly = readonly
-        self.batch_size = batch_size
-        self.max_backlog = max_backlog
         self.timeout = timeout
-        self._lock = threading.Lock()
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._connections = Connections(self.path, timeout, readonly=readonly)
-        self._reads = Reads(self._connections, repr(self))
-        self._backlog = Backlog(max_backlog)
-        self._writer: threading.Thread | None = None
-        self._failures = WriteFailures(str(self.path))
-        self._closed = False
-        self.closing = False
-
-    # -- writing -------------------------------------------------------------------
-
-    def _ensure_writer(self) -> None:
-        if self._writer is None:
-            with self._lock:
-                if self._writer is None:
-                    if self._closed:
-                        raise RecordingError(f"The signal store {self.path} is closed.")
-                    if self.readonly:
-                        raise RecordingError(
-                            f"The signal store {self.path} is open read-only; open it "
-                            "without readonly=True to record to it."
-                        )
-                    self._writer = threading.Thread(
-                        target=write_loop,
-                        args=(
-                            self.path,
-                            self._backlog,
-                            self.batch_size,
-                            weakref.ref(self),
-                            self.timeout,
-                            self._failures,
-                            Heads(configured()),
-                        ),
-                        name=f"reactor-recorder {self.path.name}",
-                        daemon=True,
-                    )
-                    self._writer.start()
-                    atexit.register(self.close)
-
-    def start_run(self, info: RunInfo) -> None:
-        """Register a run about to be recorded (graph, tags, target)."""
-        self._ensure_writer()
-        self._backlog.put(info)
-
-    def append(self, signal: Signal) -> None:
-        """Queue one signal for writing (never waits: see :meth:`room`)."""
-        if self._writer is None:
-            self._ensure_writer()
-        self._backlog.put(signal)
-
-    def room(self) -> asyncio.Future[None] | None:
-        """``None`` while the writer keeps up; else a future done once the backlog is down."""
-        return self._backlog.room()
-
-    def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
-        """Keep what a provider was asked (for replay mismatch messages)."""
-        self._ensure_writer()
-        self._backlog.put(Request(run_id, request_hash, fingerprint))
-
-    def deliver(self, message_id: str, signal: Signal) -> None:
-        """Queue a posted message's signal; it is written with the message's delivery."""
-        self._ensure_writer()
-        self._backlog.put(Delivery(message_id, signal))
-
-    def post(
-        self,
-        run_id: str,
-        name: str,
-        payload: Any = None,
-        *,
-        source: str = "user",
-        at: datetime | None = None,
-    ) -> str:
-        """Queue a signal for a run, from any process; return the message's id.
-
-        A live run recorded to this database emits it within 100 ms (of ``at``, if
-        given); a stopped one, when it is resumed. See :class:`reactor.SignalStore`.
-
-        Raises:
-            SignalNameError: ``name`` is one only the runtime emits.
-            PayloadError: The log cannot hold ``payload`` (nothing is posted).
-            ValueError: ``at`` is not an aware datetime.
-            RecordingError: The store is read-only.
-        """
-        check_posted(name, payload)
-        due = due_time(at)
-        if self.readonly:
-            raise RecordingError(f"The signal store {self.path} is open read-only.")
-        message_id = new_message_id()
-        data = None if payload is None else _json(payload)
-        with self._connections.connection() as conn:
-            conn.execute(
-                "INSERT INTO inbox (message_id, run_id, name, payload, source, posted_at, "
-                "due_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (message_id, run_id, name, data, source, time.time(), due),
-            )
-        return message_id
-
-    def undelivered(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs, due and not yet delivered, in order (of due time)."""
-        return self._inbox(run_ids, "(due_at IS NULL OR due_at <= ?)")
-
-    def scheduled(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs with ``at=`` and not due yet, soonest first."""
-        return self._inbox(run_ids, "due_at > ?")
-
-    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
-        """Messages posted to these runs and not delivered, due or not, in order (one query)."""
-        return self._inbox(run_ids, "(due_at IS NULL OR ? > 0)")
-
-    def _inbox(self, run_ids: Collection[str], due: str) -> list[Posted]:
-        if not run_ids:
-            return []
-        marks = ", ".join("?" * len(run_ids))
-        rows = self._connections.query(
-            "SELECT message_id, run_id, name, payload, source, posted_at, due_at FROM inbox "
-            f"WHERE delivered_seq IS NULL AND run_id IN ({marks}) AND {due} "
-            "ORDER BY COALESCE(due_at, posted_at), position",
-            (*run_ids, time.time()),
+        dialect = SQLiteDialect(self.path, timeout, readonly=readonly)
+        dialect.migrate()
+        super().__init__(
+            dialect, batch_size=batch_size, max_backlog=max_backlog, snapshot_every=snapshot_every
         )
-        found = [
-            (m, r, n, None if d is None else json.loads(d), *more) for m, r, n, d, *more in rows
-        ]
-        return [Posted(*row) for row in found]
-
-    def wakeups(self, *, before: datetime | None = None) -> list[Wakeup]:
-        """Runs not ended with a timer or a scheduled message (due ``before``), soonest first."""
-        limit = due_time(before) if before is not None else float("inf")
-        rows = self._query(WAKEUPS, (limit,))
-        return [Wakeup(run_id, datetime.fromtimestamp(due, UTC)) for run_id, due in rows]
-
-    def flush(self) -> None:
-        """Block until everything appended so far is written, or has failed to be.
-
-        A run whose signals could not be written learns it from
-        :meth:`recording_error`; the store itself goes on recording other runs.
-        """
-        if self._writer is not None and self._writer.is_alive():
-            done = threading.Event()
-            self._backlog.put(done)
-            done.wait()
-
-    def recording_error(self, run_id: str) -> RecordingError | None:
-        """Why ``run_id``'s recording is incomplete (disk full, I/O error), after a flush."""
-        return self._failures.error_for(run_id)
-
-    def watch_recording(self, run_id: str, failed: Callable[[], None]) -> Callable[[], None]:
-        """Have ``failed()`` called (from the writer's thread) once ``run_id``'s recording fails."""
-        return self._failures.watch(run_id, failed)
-
-    def close(self) -> None:
-        """Flush, stop the writer and close the database."""
-        if self._closed:
-            return
-        self._closed = True
-        self.closing = True
-        writer = self._writer
-        if writer is not None and writer.is_alive():
-            self._backlog.put(STOP)
-            writer.join()
-        self._backlog.release()
-        self._connections.close()
-        atexit.unregister(self.close)
-
-    # -- reading -------------------------------------------------------------------
-
-    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
-        """Rows of a query, once what this process appended is written (read your writes)."""
-        if self._writer is not None:
-            self.flush()
-        return self._connections.query(sql, params)
-
-    def resolve(self, ref: str) -> str:
-        """Turn ``ref`` (a run id, a unique prefix of one, or ``last``) into a run id.
-
-        Raises:
-            RunNotFoundError: No run matches, or the prefix is ambiguous.
-        """
-        if ref == "last":
-            rows = self._query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")
-        else:
-            # A prefix compared as text: LIKE would read '_' and '%' in it as wildcards.
-            rows = self._query(
-                "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? "
-                "ORDER BY started_at DESC LIMIT 6",
-                (len(ref), ref),
-            )
-            exact = [row for row in rows if row[0] == ref]
-            rows = exact or rows
-        return self._one(ref, [str(row[0]) for row in rows])
-
-    def info(self, run_id: str) -> RunInfo:
-        """What the store knows of the run, its counters included: one row, no log read.
-
-        What is written so far (the writer may be a batch behind this process's run).
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        return self._reads.info(run_id)
-
-    def signals(
-        self,
-        run_id: str,
-        *,
-        after: int = 0,
-        before: int | None = None,
-        limit: int = PAGE,
-        names: Collection[Pattern] | None = None,
-    ) -> list[Signal]:
-        """One page of the run's log, read through its index (see :class:`SignalStoreBase`).
-
-        What is written so far, like :meth:`info`.
-
-        Raises:
-            RunNotFoundError: No such run.
-            ValueError: A bound is not a seq, or ``limit`` < 1.
-        """
-        return self._reads.page(run_id, after=after, before=before, limit=limit, names=names)
-
-    def state(self, run_id: str) -> dict[str, Any]:
-        """The run's latest state, kept in its row as it is written (no log read).
-
-        A run recorded before this store kept states is rebuilt from its tail.
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        kept = self._reads.state(run_id)
-        return kept if kept is not None else self.load_tail(run_id).state
-
-    def load(self, run_id: str) -> Recording:
-        """Return the recording of ``run_id`` (an incomplete one if the run was cut off).
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        if self._writer is not None:
-            self.flush()
-        return self._reads.load(run_id)
-
-    def load_tail(self, run_id: str) -> Recording:
-        """The run from its latest ``harness:snapshot`` on: what a resume reads.
-
-        The signals after the one the snapshot was taken after (the snapshot among
-        them), and the earlier ones it names as still needed (triggers not decided
-        yet); the whole run when it has none. Found through an index of snapshots, so
-        the time it takes does not grow with the length of the log. A snapshot that
-        fails its check (changed since it was taken) gives way to the latest sound one
-        before it (``reactor._recording.tail``).
-
-        Raises:
-            RunNotFoundError: No such run.
-        """
-        if self._writer is not None:
-            self.flush()
-        return sound_tail(self, self._reads.load(run_id, tail=True), sealed=self._reads.seal)
-
-    def runs(
-        self,
-        *,
-        graph: str | None = None,
-        tag: str | None = None,
-        status: str | None = None,
-        limit: int | None = None,
-    ) -> list[RunInfo]:
-        """Recorded runs, newest first, optionally filtered by graph, tag or status.
-
-        ``tag`` is a key (``"nightly"``) or ``key=value`` (``"env=prod"``); ``status``
-        is ``running``, ``waiting`` or a final status.
-        """
-        sql, params = runs_filter(
-            STATUS, "run_tags", "?", graph=graph, tag=tag, status=status, limit=limit
-        )
-        if self._writer is not None:
-            self.flush()
-        return self._reads.infos(sql, params)
-
-    def delete(self, run_id: str) -> bool:
-        """Delete a run and its signals; return whether it existed."""
-        if self.readonly:
-            raise RecordingError(f"The signal store {self.path} is open read-only.")
-        if self._writer is not None:
-            self.flush()
-        with self._connections.connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                found = conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount
-                found += conn.execute("DELETE FROM signals WHERE run_id = ?", (run_id,)).rowcount
-                for table in ("run_tags", "requests", "inbox", "timers"):
-                    conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return found > 0
-
-    def tag(
-        self, run_id: str, tags: Mapping[str, str] | None = None, *, remove: Collection[str] = ()
-    ) -> RunInfo:
-        """Set and drop a run's tags; its info after (see :class:`SignalStoreBase`)."""
-        retagged({}, tags, remove)  # bad tags are refused before anything is written
-        if self.readonly:
-            raise RecordingError(f"The signal store {self.path} is open read-only.")
-        if self._writer is not None:
-            self.flush()
-        with self._connections.connection() as conn:
-            if not retag_run(conn, run_id, dict(tags or {}), list(remove)):
-                raise RunNotFoundError(f"No run {run_id!r} in {self.path}.")
-        return self.info(run_id)
-
-    def prune(
-        self,
-        *,
-        older_than: timedelta,
-        status: Collection[str] | None = ("completed",),
-        keep_last: int = 0,
-        dry_run: bool = False,
-    ) -> int:
-        """Delete ended runs older than ``older_than``; return how many (see the base class).
-
-        Raises:
-            ValueError: A status is not one a run ends with, or a bound is negative.
-            RecordingError: The store is read-only.
-        """
-        cutoff, statuses = prune_bounds(older_than, status, keep_last)
-        if self.readonly and not dry_run:
-            raise RecordingError(f"The signal store {self.path} is open read-only.")
-        if self._writer is not None:
-            self.flush()
-        with self._connections.connection() as conn:
-            return prune_runs(conn, cutoff, statuses, keep_last, dry_run)
-
-    def __repr__(self) -> str:
-        return f"SQLiteSignalStore({str(self.path)!r})"
-
-
-def _json(value: Any) -> str:
-    return pydantic_core.to_json(value, fallback=json_fallback).decode()

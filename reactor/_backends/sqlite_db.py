@@ -1,46 +1,16 @@
-"""The SQLite file of a signal store: schema, migrations, connections, reading rows back."""
+"""The SQLite file of a signal store: its schema, its migrations, opening it."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
 
-import pydantic_core
-
-from reactor._backends.tally import ASKING
-from reactor._recording.info import RunInfo
-from reactor._signals.names import (
-    HARNESS_END,
-    HARNESS_SNAPSHOT,
-    HARNESS_START,
-    PROVIDER_END,
-    parse_state_event,
-)
-from reactor._signals.signal import Signal
+from reactor._backends.dialect import SCHEMA_VERSION
+from reactor._backends.tally import ASKING_INDEX
+from reactor._signals.names import HARNESS_SNAPSHOT, PROVIDER_END
 from reactor.exceptions import RecordingError
 
-__all__ = [
-    "ASKING_INDEX",
-    "INFO",
-    "SCHEMA_VERSION",
-    "STATUS",
-    "WAKEUPS",
-    "connect",
-    "connect_readonly",
-    "decode_info",
-    "decode_signal",
-    "migrate",
-    "prune_runs",
-    "retag_run",
-]
-
-SCHEMA_VERSION = 8
-
-ASKING_INDEX = f"name IN ({', '.join(repr(name) for name in ASKING)})"
-"""The predicate of the partial index of questions and timers (a query repeats it to use it)."""
+__all__ = ["connect", "connect_readonly", "migrate"]
 
 
 _SCHEMA_1 = """
@@ -154,6 +124,10 @@ _MIGRATIONS = (
     "ALTER TABLE signals ADD COLUMN hash TEXT;"
     "CREATE TABLE IF NOT EXISTS audit_chain (since REAL NOT NULL);"
     "INSERT INTO audit_chain (since) VALUES ((julianday('now') - 2440587.5) * 86400.0)",
+    # 9: one version line with PostgreSQL's store from here on; the indexes it had and
+    # this file lacked (runs by graph, tags by key)
+    "CREATE INDEX IF NOT EXISTS runs_graph ON runs (graph, started_at);"
+    "CREATE INDEX IF NOT EXISTS run_tags_key ON run_tags (key, value)",
 )
 """Schema version N is reached by running the first N scripts, in order."""
 
@@ -253,195 +227,3 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-
-
-def _damaged(run_id: str, what: str) -> RecordingError:
-    return RecordingError(
-        f"The recording of {run_id!r} is damaged: {what}. Record the run again, or delete it."
-    )
-
-
-def decode_signal(run_id: str, row: tuple[Any, ...]) -> Signal:
-    """One row of the ``signals`` table as a signal, checked for what readers rely on.
-
-    Raises:
-        RecordingError: The row is damaged (names the run, the signal and the fault).
-    """
-    seq, signal_id, name, payload, timestamp, source, caused_by, depth = row
-    if not isinstance(seq, int) or not isinstance(name, str):
-        raise _damaged(run_id, f"a signal has the seq {seq!r} and the name {name!r}")
-    where = f"signal #{seq} ({name!r})"
-    if type(timestamp) not in (int, float):
-        raise _damaged(run_id, f"{where} has the timestamp {timestamp!r}, not a number")
-    if not isinstance(depth, int):
-        raise _damaged(run_id, f"{where} has the depth {depth!r}, not a whole number")
-    for field, value in (("id", signal_id), ("source", source), ("caused_by", caused_by)):
-        if value is not None and not isinstance(value, str):
-            raise _damaged(run_id, f"{where} has the {field} {value!r}, not text")
-    try:
-        data = None if payload is None else pydantic_core.from_json(payload)
-    except ValueError as exc:
-        raise _damaged(run_id, f"{where} has a payload that is not JSON ({exc})") from exc
-    state = parse_state_event(name)
-    if name in (HARNESS_START, HARNESS_END) and not isinstance(data, dict):
-        raise _damaged(run_id, f"{where} has a payload that is not an object")
-    if (
-        state is not None
-        and state[1] == "changed"
-        and not (isinstance(data, dict) and isinstance(data.get("key"), str) and "new" in data)
-    ):
-        raise _damaged(run_id, f"{where} has no key and new value in its payload")
-    return Signal(
-        name,
-        data,
-        id=signal_id,
-        seq=seq,
-        timestamp=float(timestamp),
-        source=source,
-        caused_by=caused_by,
-        depth=depth,
-        run_id=run_id,
-    )
-
-
-_TEXT = ("graph", "target", "target_hash", "status", "reason", "parent_run_id", "forked_from")
-_COUNTS = ("failures", "signals", "last_seq", "input_tokens", "output_tokens", "prompts")
-
-
-def decode_info(row: tuple[Any, ...]) -> RunInfo:
-    """One row of the runs listing (:data:`INFO`) as a :class:`RunInfo`, checked.
-
-    Raises:
-        RecordingError: The row is damaged (names the run and the fault).
-    """
-    (
-        run_id, graph, target, target_hash, started, ended, status, reason, failures, count,
-        tags, parent, forked, last_seq, tokens_in, tokens_out, cost, prompts,
-    ) = row  # fmt: skip
-    if not isinstance(run_id, str):
-        raise RecordingError(f"A run has the id {run_id!r}, not text; the database is damaged.")
-    texts = (graph, target, target_hash, status, reason, parent, forked)
-    for field, value in zip(_TEXT, texts, strict=True):
-        if value is not None and not isinstance(value, str):
-            raise _damaged(run_id, f"its {field} is {value!r}, not text")
-    for field, value, optional in (("started_at", started, False), ("ended_at", ended, True)):
-        if not (type(value) in (int, float) or (optional and value is None)):
-            raise _damaged(run_id, f"its {field} is {value!r}, not a time in seconds")
-    counts = (failures, count, last_seq, tokens_in, tokens_out, prompts)
-    for field, value in zip(_COUNTS, counts, strict=True):
-        if not isinstance(value, int):
-            raise _damaged(run_id, f"its {field} count is {value!r}, not a whole number")
-    if cost is not None and type(cost) not in (int, float):
-        raise _damaged(run_id, f"its cost is {cost!r}, not a number")
-    try:
-        tag_map = json.loads(tags) if tags else {}
-    except ValueError as exc:
-        raise _damaged(run_id, f"its tags are not readable ({exc})") from exc
-    return RunInfo(
-        run_id=run_id,
-        graph=graph,
-        target=target,
-        target_hash=target_hash,
-        started_at=float(started),
-        ended_at=None if ended is None else float(ended),
-        status=status,
-        reason=reason,
-        failures=failures,
-        signals=count,
-        last_seq=last_seq,
-        input_tokens=tokens_in,
-        output_tokens=tokens_out,
-        cost_usd=None if cost is None else round(float(cost), 6),
-        prompts=max(0, prompts),
-        parent_run_id=parent,
-        forked_from=forked,
-        tags={str(key): str(value) for key, value in tag_map.items()},
-    )
-
-
-STATUS = (
-    "COALESCE(r.status, CASE WHEN r.prompts > 0 "
-    "OR EXISTS (SELECT 1 FROM timers t WHERE t.run_id = r.run_id) "
-    "OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.delivered_seq IS NULL "
-    "AND i.due_at IS NOT NULL) THEN 'waiting' ELSE 'running' END)"
-)
-"""A run's status: final once ended, else waiting while a question, a timer or a
-scheduled message is pending."""
-
-INFO = (
-    "SELECT r.run_id, r.graph, r.target, r.target_hash, r.started_at, r.ended_at, "
-    f"{STATUS}, r.reason, r.failures, r.signals, (SELECT json_group_object(t.key, t.value) "
-    "FROM run_tags t WHERE t.run_id = r.run_id), r.parent_run_id, r.forked_from, r.last_seq, "
-    "r.input_tokens, r.output_tokens, r.cost_usd, r.prompts FROM runs r "
-)
-"""The columns of a :class:`RunInfo` (:func:`decode_info`), from ``runs r``."""
-
-WAKEUPS = (
-    "SELECT w.run_id, MIN(w.due_at) FROM (SELECT run_id, due_at FROM timers UNION ALL "
-    "SELECT run_id, due_at FROM inbox WHERE delivered_seq IS NULL AND due_at IS NOT NULL) w "
-    "JOIN runs r ON r.run_id = w.run_id WHERE r.ended_at IS NULL GROUP BY w.run_id "
-    "HAVING MIN(w.due_at) < ? ORDER BY 2, 1"
-)
-"""Runs not ended with their next timer or scheduled message (``timers``, ``inbox``)."""
-
-
-PRUNABLE = (
-    "SELECT run_id FROM (SELECT run_id, ended_at, ROW_NUMBER() OVER "
-    "(PARTITION BY graph ORDER BY started_at DESC, run_id DESC) AS newest FROM runs "
-    "WHERE ended_at IS NOT NULL AND status IS NOT NULL{statuses}) "
-    "WHERE newest > ? AND ended_at < ?"
-)
-"""The ended runs ``prune`` deletes: older than the cutoff, past the newest of their graph."""
-
-
-def prune_runs(
-    conn: sqlite3.Connection,
-    cutoff: float,
-    statuses: tuple[str, ...] | None,
-    keep_last: int,
-    dry_run: bool,
-) -> int:
-    """Delete ended runs (and their signals, tags, requests, inbox) in one transaction.
-
-    The rows are chosen and deleted under one write lock (``BEGIN IMMEDIATE``), so a
-    run is deleted whole or not at all, and nothing changes between the two.
-    """
-    marks = "" if statuses is None else f" AND status IN ({', '.join('?' * len(statuses))})"
-    params = (*(statuses or ()), keep_last, cutoff)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        ids = [row[0] for row in conn.execute(PRUNABLE.format(statuses=marks), params)]
-        if ids and not dry_run:
-            conn.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (run_id TEXT PRIMARY KEY)")
-            conn.execute("DELETE FROM pruned")
-            conn.executemany("INSERT INTO pruned VALUES (?)", [(run_id,) for run_id in ids])
-            for table in ("signals", "run_tags", "requests", "inbox", "timers", "runs"):
-                conn.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM pruned)")
-            conn.execute("DELETE FROM pruned")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return len(ids)
-
-
-def retag_run(
-    conn: sqlite3.Connection, run_id: str, tags: Mapping[str, str], remove: Collection[str]
-) -> bool:
-    """Set and drop a run's tags in one transaction; whether the run exists."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        found = conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if found is not None:
-            conn.executemany(
-                "DELETE FROM run_tags WHERE run_id = ? AND key = ?", [(run_id, k) for k in remove]
-            )
-            conn.executemany(
-                "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?, ?, ?)",
-                [(run_id, key, value) for key, value in tags.items()],
-            )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return found is not None

@@ -32,9 +32,12 @@ from reactor._signals.names import (
 from reactor._signals.payloads import input_tokens
 from reactor._signals.signal import Signal, json_fallback
 
-__all__ = ["ASKING", "Tally", "Timers", "merged_state"]
+__all__ = ["ASKING", "ASKING_INDEX", "Tally", "Timers", "merged_state"]
 
 ASKING = (SESSION_PROMPT, SESSION_REPLY, SESSION_TIMEOUT, TIMER_SET, TIMER_FIRED)
+
+ASKING_INDEX = f"name IN ({', '.join(repr(name) for name in ASKING)})"
+"""The predicate of the partial index of questions and timers (a query repeats it to use it)."""
 """The signals a partial index finds without reading a log: questions and timers."""
 
 _NOTED = frozenset((HARNESS_START, HARNESS_END, PROVIDER_END, *ASKING))

@@ -23,9 +23,12 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
+import pydantic_core
+
 from reactor._signals.diagnostics import log
 from reactor._signals.door import check_payload
 from reactor._signals.names import SESSION_ABORT, SESSION_REPLY, reserved_namespace
+from reactor._signals.signal import json_fallback
 from reactor.exceptions import SignalNameError
 
 __all__ = [
@@ -35,7 +38,9 @@ __all__ = [
     "Posted",
     "Wakeup",
     "check_posted",
+    "decode_payload",
     "due_time",
+    "encode_payload",
     "new_message_id",
 ]
 
@@ -123,6 +128,24 @@ def check_posted(name: str, payload: Any = None) -> None:
             name=name,
         )
     check_payload(payload, "payload")
+
+
+def encode_payload(payload: Any) -> str | None:
+    """A posted payload as every store keeps it: JSON text (``None``: no payload).
+
+    The one encoding of the inbox: the SQL stores write this text, and the memory store
+    keeps what :func:`decode_payload` makes of it, so a payload comes out of every
+    store alike (a tuple as a list, a datetime as ISO text, what pydantic does not know
+    as :func:`~reactor._signals.signal.json_fallback` makes it).
+    """
+    if payload is None:
+        return None
+    return pydantic_core.to_json(payload, fallback=json_fallback).decode()
+
+
+def decode_payload(data: str | bytes | None) -> Any:
+    """A payload kept by :func:`encode_payload`, as the message gives it."""
+    return None if data is None else pydantic_core.from_json(data)
 
 
 Deliver = Callable[[Posted], None]

@@ -12,6 +12,7 @@ import pytest
 
 import reactor
 from reactor import AgentContext, Prompt, SQLiteSignalStore, agent, reactive
+from reactor._backends.dialect import SCHEMA_VERSION
 from reactor.testing import FakeAnthropic, Hang, ScriptedProvider, ToolUse, turn
 from tests.reactor.databases import SQLITE_SINCE_6
 
@@ -201,7 +202,7 @@ def test_a_version_3_sqlite_store_is_upgraded_to_keep_parent_runs(tmp_path: Path
         [info] = store.runs()
     assert info.parent_run_id == "run_parent"
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (8,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
 @pytest.mark.parametrize("kind", ["task", "phase"])

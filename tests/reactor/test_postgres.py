@@ -28,6 +28,7 @@ from reactor import (
     agent,
     reactive,
 )
+from reactor._backends.dialect import SCHEMA_VERSION
 from tests.reactor.databases import admin, execute
 
 
@@ -97,7 +98,7 @@ def test_a_newer_schema_is_refused(postgres_dsn: str) -> None:
     execute(postgres_dsn, "UPDATE reactor_schema SET version = 99")
     message = (
         f"The reactor tables in {postgres_dsn} were written by a newer reactor (schema 99, "
-        "this one reads 7); upgrade reactor to read them."
+        f"this one reads {SCHEMA_VERSION}); upgrade reactor to read them."
     )
     with pytest.raises(RecordingError, match=f"^{re.escape(message)}$"):
         PostgresSignalStore(postgres_dsn)
@@ -159,7 +160,7 @@ def test_stores_opening_a_new_database_at_once_make_the_tables_once(postgres_dsn
     for thread in threads:
         thread.join()
     assert errors == []
-    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(7,)]
+    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(SCHEMA_VERSION,)]
 
 
 RECORDER = """
@@ -332,12 +333,12 @@ def test_a_write_that_cannot_succeed_fails_at_once(postgres_dsn: str) -> None:
     [
         pytest.param(
             "UPDATE reactor_signals SET payload = '\"\\ud800\"' WHERE seq = 2",
-            "signal 2's payload",
+            "signal #2 ('note:tick') has a payload that is not JSON (",
             id="payload",
         ),
         pytest.param(
             "UPDATE reactor_requests SET fingerprint = '[1, 2]'",
-            "request h1",
+            "the request 'h1' is not a JSON object",
             id="request",
         ),
     ],
@@ -352,8 +353,8 @@ def test_a_damaged_row_is_a_recording_error_naming_the_run(
         store.flush()
         execute(postgres_dsn, damage)
         pattern = (
-            rf"^Run 'run_d' in {re.escape(postgres_dsn)} cannot be loaded: "
-            rf"{re.escape(what)} is damaged \(.+\); delete the run or repair the row\.$"
+            rf"^The recording of 'run_d' is damaged: {re.escape(what)}.*\. Record the run "
+            r"again, or delete it\.$"
         )
         with pytest.raises(RecordingError, match=pattern):
             store.load("run_d")

@@ -32,6 +32,7 @@ from reactor import (
     agent,
     reactive,
 )
+from reactor._backends.dialect import SCHEMA_VERSION
 from reactor._recording.info import pending_timers
 from tests.reactor.databases import POSTGRES_SINCE_5, SQLITE_SINCE_6, StorePlace, execute
 
@@ -457,7 +458,7 @@ def test_a_version_5_sqlite_store_is_upgraded_and_keeps_its_runs_and_inbox(
         later = store.post(done.run_id, "ping", at=at)
         assert [m.message_id for m in store.scheduled([done.run_id])] == [later]
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (8,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
 def test_a_version_4_postgres_store_is_upgraded_and_keeps_its_runs_and_inbox(
@@ -481,7 +482,7 @@ def test_a_version_4_postgres_store_is_upgraded_and_keeps_its_runs_and_inbox(
         at = datetime.now(UTC) + timedelta(hours=1)
         later = store.post(done.run_id, "ping", at=at)
         assert [m.message_id for m in store.scheduled([done.run_id])] == [later]
-    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(7,)]
+    assert execute(postgres_dsn, "SELECT version FROM reactor_schema") == [(SCHEMA_VERSION,)]
 
 
 async def _gives_up(ctx: AgentContext[Any]) -> Any:

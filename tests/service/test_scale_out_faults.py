@@ -138,13 +138,13 @@ async def test_the_log_refuses_appends_from_a_stale_lease(postgres_url: str) -> 
     store.fence = LogFence(mine, refused.update)
     try:
         assert await mine.take("run_fenced")
-        store.append(Signal("harness:start", seq=1, run_id="run_fenced"))
+        store.append(Signal("harness:start", {}, seq=1, run_id="run_fenced"))
         store.flush()
         await asyncio.sleep(0.5)
         other = Leases(db, "other", ttl=0.3)
         assert await other.take("run_fenced")  # silent past its ttl: taken over
         store.append(Signal("note:late", seq=2, run_id="run_fenced"))
-        store.append(Signal("harness:start", seq=1, run_id="run_unleased"))
+        store.append(Signal("harness:start", {}, seq=1, run_id="run_unleased"))
         store.flush()
         assert [s.name for s in store.load("run_fenced").signals] == ["harness:start"]
         assert [s.name for s in store.load("run_unleased").signals] == ["harness:start"]
