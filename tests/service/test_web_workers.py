@@ -46,7 +46,7 @@ def _worker(app: str, redis_url: str, postgres_url: str, tmp_path: Path) -> Iter
     try:
         # Up once its heartbeat is in Redis: some 20 s after its start at a load of 10.
         # Read in a thread of its own: the browser's driver runs an event loop in this one.
-        settings = QueueSettings(redis_url)
+        settings = QueueSettings(redis_url, prefix=os.environ["REACTOR_REDIS_PREFIX"])
 
         def up() -> bool:
             if process.poll() is not None:
