@@ -16,7 +16,7 @@ import asyncio
 import contextvars
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -320,19 +320,23 @@ class Activator:
         finally:
             services.release(activation)
 
-    async def _answer(self, activation: Activation) -> Any:
-        """The output of an agent without a handler: a person's answer, or its model's."""
+    def _answer(self, activation: Activation) -> Awaitable[Any]:
+        """The output of an agent without a handler: a person's answer, or its model's.
+
+        Returns the call to await, its templates rendered now. (Not a coroutine itself:
+        thousands of calls may be in flight, and the template names are not kept while
+        they wait.)
+        """
         agent_run = activation.agent_run
         agent = agent_run.agent
         name = agent_run.name
         context = self.template_context(agent_run, activation.trigger, activation.batch)
         if agent.ask_template is not None:
-            question = await render_async(agent.ask_template, context, agent=name, field="ask")
-            return await self._ask(activation, question, agent.choices, agent.output)
+            return self._ask_person(activation, context)
         provider = self.provider_of(agent_run)
         if agent.hooks is not NO_HOOKS or agent.mcps or agent.enable_reflection:
             services = self.services
-            return await session_output(
+            return session_output(
                 self.calls,
                 agent,
                 name,
@@ -342,7 +346,15 @@ class Activator:
                 services.run_id,
                 services.extras.mcp_tools,
             )
-        return await self.calls.call_model(agent, name, provider, context, activation.answers)
+        return self.calls.call_model(agent, name, provider, context, activation.answers)
+
+    async def _ask_person(self, activation: Activation, context: dict[str, Any]) -> Any:
+        """The answer of a person to an agent's ``ask`` question, rendered over ``context``."""
+        agent = activation.agent_run.agent
+        assert agent.ask_template is not None
+        name = activation.agent_run.name
+        question = await render_async(agent.ask_template, context, agent=name, field="ask")
+        return await self._ask(activation, question, agent.choices, agent.output)
 
     def _complete(
         self, agent_run: AgentRun, ctx: AgentContext[Any] | None, output: Any, started: float
