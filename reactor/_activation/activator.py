@@ -151,6 +151,16 @@ class RunServices(CallSite, Protocol):
 class Activator:
     """Runs the activations of one run, and builds what agents' code sees."""
 
+    # One per run: slots (and a weak reference: its prompts reach it through a proxy).
+    __slots__ = (
+        "__weakref__",
+        "_share",
+        "_site",
+        "_sites",
+        "calls",
+        "services",
+    )
+
     def __init__(self, services: RunServices) -> None:
         self.services = services
         self.calls = ModelCall(services)

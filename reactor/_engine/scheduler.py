@@ -91,6 +91,28 @@ class SchedulerHost(Protocol):
 class Scheduler:
     """Starts, queues, skips and cancels the activations of one run."""
 
+    # One per run: slots, not a dict of attributes (thousands of runs may be in flight).
+    __slots__ = (
+        "_deferred",
+        "_edit",
+        "_error",
+        "_gates",
+        "_held",
+        "_idle",
+        "_main",
+        "_open",
+        "_replay",
+        "_room",
+        "_tasks",
+        "activations",
+        "activator",
+        "agents",
+        "bus",
+        "host",
+        "inflight",
+        "pending",
+    )
+
     def __init__(self, host: SchedulerHost, agents: Sequence[AgentRun], activator: Activator):
         self.host = host
         self.agents = agents
