@@ -166,7 +166,7 @@ class Activator:
         self.calls = ModelCall(services)
         # What prompts in an activation reach the run through (a weak proxy: no cycle).
         self._site = cast("Activator", weakref.proxy(self))
-        self._sites: dict[AgentRun, tuple[Activator, AgentRun]] = {}
+        self._sites: dict[AgentRun, tuple[Activator, AgentRun]] | None = None  # when asked
         self._share: Share | None = None  # made when its first sync code runs
 
     @property
@@ -249,9 +249,12 @@ class Activator:
         if activation.answers is None:
             # One entry per agent, made once: nothing here may refer to the activation,
             # whose task holds this context (a cycle would outlive the run).
-            entry = self._sites.get(agent_run)
+            sites = self._sites
+            if sites is None:
+                sites = self._sites = {}
+            entry = sites.get(agent_run)
             if entry is None:
-                entry = self._sites[agent_run] = (self._site, agent_run)
+                entry = sites[agent_run] = (self._site, agent_run)
             enter_site(entry)
         else:
             enter_site((self._site, (agent_run, activation.answers)))

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 __all__ = ["Scheduler", "SchedulerHost"]
 
 
+_NO_GATES: dict[AgentRun, Gate] = {}
+"""The gates of a run with no ``admit=`` agent: most runs (shared, never written)."""
+
+
 class SchedulerHost(Protocol):
     """What the scheduler needs of its run."""
 
@@ -139,7 +143,7 @@ class Scheduler:
         """A gate for each agent declared with ``admit=`` (``reactor._engine.admitter``)."""
         admitting = [agent_run for agent_run in agents if agent_run.agent.admit]
         if not admitting:
-            return {}
+            return _NO_GATES
         ledger = Ledger.of(admitting)
         if ledger.keep_for:
             ledger.follow(self.bus)
