@@ -16,7 +16,7 @@ import asyncio
 import contextvars
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -151,12 +151,22 @@ class RunServices(CallSite, Protocol):
 class Activator:
     """Runs the activations of one run, and builds what agents' code sees."""
 
+    # One per run: slots (and a weak reference: its prompts reach it through a proxy).
+    __slots__ = (
+        "__weakref__",
+        "_share",
+        "_site",
+        "_sites",
+        "calls",
+        "services",
+    )
+
     def __init__(self, services: RunServices) -> None:
         self.services = services
         self.calls = ModelCall(services)
         # What prompts in an activation reach the run through (a weak proxy: no cycle).
         self._site = cast("Activator", weakref.proxy(self))
-        self._sites: dict[AgentRun, tuple[Activator, AgentRun]] = {}
+        self._sites: dict[AgentRun, tuple[Activator, AgentRun]] | None = None  # when asked
         self._share: Share | None = None  # made when its first sync code runs
 
     @property
@@ -239,9 +249,12 @@ class Activator:
         if activation.answers is None:
             # One entry per agent, made once: nothing here may refer to the activation,
             # whose task holds this context (a cycle would outlive the run).
-            entry = self._sites.get(agent_run)
+            sites = self._sites
+            if sites is None:
+                sites = self._sites = {}
+            entry = sites.get(agent_run)
             if entry is None:
-                entry = self._sites[agent_run] = (self._site, agent_run)
+                entry = sites[agent_run] = (self._site, agent_run)
             enter_site(entry)
         else:
             enter_site((self._site, (agent_run, activation.answers)))
@@ -272,67 +285,97 @@ class Activator:
         return await self.services.extras.mcp_tools(servers, env)
 
     async def activate(self, activation: Activation) -> None:
-        """Run one activation (in its :meth:`task_context`); raises only cancellation."""
+        """Run one activation (in its :meth:`task_context`); raises only cancellation.
+
+        Its frame waits for as long as the activation does (thousands may be in
+        flight): what it needs only now and then is found in helpers, not kept here.
+        """
         activation.started = True
         agent_run = activation.agent_run
         services = self.services
-        bus = services.bus
         agent = agent_run.agent
-        name = agent_run.name
         started = time.perf_counter()
         # A prompt agent's code (on_output) may never run: its context waits until it does.
         ctx: AgentContext[Any] | None = None
-        replay = services.replay  # a replayed handler finishes in its recorded turn
-        turn = None
-        if replay is not None and agent.run is not None:
-            turn = replay.completion_turn(name, activation.index)
         try:
             if agent.run is not None:  # called here, not in a helper: a coroutine frame fewer
                 ctx = self.context(agent_run, activation.trigger, activation)
-                if turn is None and agent_run.run_is_async():  # two coroutine frames fewer
-                    output = await agent.run(ctx)
-                else:  # a sync handler goes to a thread, a replayed one waits its turn
-                    output = await handled(agent.run, ctx, turn, self.share)
-                output = _handler_output(agent, output, name)
+                output = await self._handler(activation, ctx)
+                output = _handler_output(agent, output, agent_run.name)
             else:
                 output = await self._answer(activation)
             if agent.updates is not None:
                 services.store.set(agent.updates, OutputSpec.state_value(output))
             if agent.on_output is not None:
                 ctx = ctx or self.context(agent_run, activation.trigger, activation)
-                await call_code(
-                    agent.on_output, ctx, output, agent=name, what="on_output", share=self.share
-                )
+                await self._on_output(agent_run, ctx, output)
             self._complete(agent_run, ctx, output, started)
         except asyncio.CancelledError:
             self._cancelled(agent_run, started)
             raise
         except Exception as exc:
-            failure = bus.emit(
-                agent_run.failed,
-                {"agent": name, "error": error_info(exc), "duration_ms": since(started)},
-                source=name,
-            )
-            services.failed(agent_run, exc, failure)
+            self._failed(agent_run, exc, started)
         except BaseException as exc:  # not an agent's failure (an interrupt): the run stops
             services.crashed(exc)
             raise
         finally:
             services.release(activation)
 
-    async def _answer(self, activation: Activation) -> Any:
-        """The output of an agent without a handler: a person's answer, or its model's."""
+    def _handler(self, activation: Activation, ctx: AgentContext[Any]) -> Awaitable[Any]:
+        """The call of the agent's handler to await.
+
+        An async handler's own coroutine (no frame between it and the activation's),
+        unless a replay holds it to its recorded turn; a sync one runs in a thread.
+        """
+        agent_run = activation.agent_run
+        run = agent_run.agent.run
+        assert run is not None
+        replay = self.services.replay  # a replayed handler finishes in its recorded turn
+        turn = (
+            replay.completion_turn(agent_run.name, activation.index) if replay is not None else None
+        )
+        if turn is None and agent_run.run_is_async():
+            return run(ctx)  # type: ignore[no-any-return]  # a coroutine: checked just above
+        return handled(run, ctx, turn, self.share)
+
+    def _on_output(
+        self, agent_run: AgentRun, ctx: AgentContext[Any], output: Any
+    ) -> Awaitable[None]:
+        """The call of the agent's ``on_output`` to await."""
+        on_output = agent_run.agent.on_output
+        assert on_output is not None
+        return call_code(
+            on_output, ctx, output, agent=agent_run.name, what="on_output", share=self.share
+        )
+
+    def _failed(self, agent_run: AgentRun, exc: Exception, started: float) -> None:
+        """Signal the activation's failure; the run decides what follows."""
+        name = agent_run.name
+        services = self.services
+        failure = services.bus.emit(
+            agent_run.failed,
+            {"agent": name, "error": error_info(exc), "duration_ms": since(started)},
+            source=name,
+        )
+        services.failed(agent_run, exc, failure)
+
+    def _answer(self, activation: Activation) -> Awaitable[Any]:
+        """The output of an agent without a handler: a person's answer, or its model's.
+
+        Returns the call to await, its templates rendered now. (Not a coroutine itself:
+        thousands of calls may be in flight, and the template names are not kept while
+        they wait.)
+        """
         agent_run = activation.agent_run
         agent = agent_run.agent
         name = agent_run.name
         context = self.template_context(agent_run, activation.trigger, activation.batch)
         if agent.ask_template is not None:
-            question = await render_async(agent.ask_template, context, agent=name, field="ask")
-            return await self._ask(activation, question, agent.choices, agent.output)
+            return self._ask_person(activation, context)
         provider = self.provider_of(agent_run)
         if agent.hooks is not NO_HOOKS or agent.mcps or agent.enable_reflection:
             services = self.services
-            return await session_output(
+            return session_output(
                 self.calls,
                 agent,
                 name,
@@ -342,7 +385,15 @@ class Activator:
                 services.run_id,
                 services.extras.mcp_tools,
             )
-        return await self.calls.call_model(agent, name, provider, context, activation.answers)
+        return self.calls.call_model(agent, name, provider, context, activation.answers)
+
+    async def _ask_person(self, activation: Activation, context: dict[str, Any]) -> Any:
+        """The answer of a person to an agent's ``ask`` question, rendered over ``context``."""
+        agent = activation.agent_run.agent
+        assert agent.ask_template is not None
+        name = activation.agent_run.name
+        question = await render_async(agent.ask_template, context, agent=name, field="ask")
+        return await self._ask(activation, question, agent.choices, agent.output)
 
     def _complete(
         self, agent_run: AgentRun, ctx: AgentContext[Any] | None, output: Any, started: float

@@ -76,6 +76,20 @@ _NOTHING_REPLAYED: Final[list[Signal]] = []
 class OutsideInput:
     """The inbox and replayed outside input of one run."""
 
+    # One per run: slots, not a dict of attributes (thousands of runs may be in flight).
+    __slots__ = (
+        "_aborted",
+        "_delivering",
+        "_later",
+        "_nap",
+        "_replayed",
+        "_seen",
+        "_unfollow",
+        "_unwatch",
+        "host",
+        "record",
+    )
+
     def __init__(
         self, host: OutsideHost, record: SignalStore | None, replay: Recording | None
     ) -> None:

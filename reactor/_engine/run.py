@@ -17,6 +17,7 @@ import asyncio
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from reactor._activation.activator import Activator
@@ -56,6 +57,10 @@ if TYPE_CHECKING:
 __all__ = ["Run"]
 
 
+_NO_SCOPE: Mapping[str, Any] = MappingProxyType({})
+"""The scope of the runs given none (shared: nothing writes it)."""
+
+
 class Run:
     """One execution of a graph: create, :meth:`begin`, then await :meth:`execute`."""
 
@@ -85,8 +90,9 @@ class Run:
         self.options = options
         self.input: Any = options.input
         self.provider: Provider | None = options.provider
-        self.scope: Mapping[str, Any] = options.scope or {}
-        self.template_scope = template_values(self.scope)
+        # Most runs have no scope: they share one empty mapping, read-only.
+        self.scope: Mapping[str, Any] = options.scope or _NO_SCOPE
+        self.template_scope = template_values(self.scope) if options.scope else _NO_SCOPE
         self.live = live
         self.target = target or options.target
         self.target_hash = target_hash

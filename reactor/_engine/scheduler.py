@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 __all__ = ["Scheduler", "SchedulerHost"]
 
 
+_NO_GATES: dict[AgentRun, Gate] = {}
+"""The gates of a run with no ``admit=`` agent: most runs (shared, never written)."""
+
+
 class SchedulerHost(Protocol):
     """What the scheduler needs of its run."""
 
@@ -91,6 +95,28 @@ class SchedulerHost(Protocol):
 class Scheduler:
     """Starts, queues, skips and cancels the activations of one run."""
 
+    # One per run: slots, not a dict of attributes (thousands of runs may be in flight).
+    __slots__ = (
+        "_deferred",
+        "_edit",
+        "_error",
+        "_gates",
+        "_held",
+        "_idle",
+        "_main",
+        "_open",
+        "_replay",
+        "_room",
+        "_tasks",
+        "activations",
+        "activator",
+        "agents",
+        "bus",
+        "host",
+        "inflight",
+        "pending",
+    )
+
     def __init__(self, host: SchedulerHost, agents: Sequence[AgentRun], activator: Activator):
         self.host = host
         self.agents = agents
@@ -117,7 +143,7 @@ class Scheduler:
         """A gate for each agent declared with ``admit=`` (``reactor._engine.admitter``)."""
         admitting = [agent_run for agent_run in agents if agent_run.agent.admit]
         if not admitting:
-            return {}
+            return _NO_GATES
         ledger = Ledger.of(admitting)
         if ledger.keep_for:
             ledger.follow(self.bus)

@@ -168,6 +168,25 @@ class SignalBus:
     other threads, use ``loop.call_soon_threadsafe``).
     """
 
+    # One per run: slots, not a dict of attributes (thousands of runs may be in flight).
+    __slots__ = (
+        "__weakref__",
+        "_after",
+        "_after_if",
+        "_dispatching",
+        "_handlers",
+        "_history",
+        "_pattern_subs",
+        "_queue",
+        "_router",
+        "_seq",
+        "_signals",
+        "_unrouted",
+        "history_limit",
+        "run_id",
+        "sealed",
+    )
+
     def __init__(self, history_limit: int | None = None, *, run_id: str | None = None) -> None:
         if history_limit is not None and history_limit < 0:
             raise ValueError(f"history_limit must be None or >= 0, got {history_limit}.")
