@@ -118,8 +118,7 @@ class Costs:
             return
         own = self._agent_budgets.get(agent)
         mine = by_agent.setdefault(agent, Spending())
-        known = getattr(provider, "price_known", None)
-        price_known = known(request) if known is not None else None
+        price_known = provider.price_known(request)
         if self._budget is not None:
             check_budget(self._budget, spent, agent=agent, scope="run", price_known=price_known)
         if own is not None:
