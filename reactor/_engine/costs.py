@@ -45,9 +45,18 @@ class Costs:
     """
 
     __slots__ = (
-        "_agent_budgets", "_budget", "_by_agent", "_on_request", "_record", "_run_id",
-        "_spent", "cost_usd", "input_tokens", "output_tokens", "requests",
-    )  # fmt: skip
+        "_agent_budgets",
+        "_budget",
+        "_by_agent",
+        "_on_request",
+        "_record",
+        "_run_id",
+        "_spent",
+        "cost_usd",
+        "input_tokens",
+        "output_tokens",
+        "requests",
+    )
 
     def __init__(
         self,
