@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from reactor._agents.budget import Budget
 from reactor._agents.templates import CONTEXT_NAMES
+from reactor._providers.base import as_provider
 from reactor._recording.store import as_reporter, check_store
 
 if TYPE_CHECKING:
@@ -49,9 +50,12 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         _check_limits(self)
-        # Reporters and the store are taken at the door: a reporter gets the hooks it
-        # lacks (they do nothing), a store that lacks part of the contract is refused.
+        # Reporters, the provider and the store are taken at the door: a reporter gets
+        # the hooks it lacks (they do nothing), so does a provider that is no Provider
+        # subclass, and a store that lacks part of the contract is refused.
         object.__setattr__(self, "reporters", tuple(as_reporter(r) for r in self.reporters))
+        if self.provider is not None:
+            object.__setattr__(self, "provider", as_provider(self.provider))
         if self.record is not None:
             check_store(self.record)
         _check_origin(self)

@@ -13,6 +13,7 @@ from reactor import (
     ProviderEvent,
     ProviderRequest,
     agent,
+    reactive,
     run_reactive,
 )
 from reactor._providers.base import as_provider
@@ -105,3 +106,10 @@ def test_as_provider_wraps_a_duck_and_keeps_a_subclass() -> None:
 def test_as_provider_refuses_an_object_without_stream() -> None:
     with pytest.raises(TypeError, match=r"^A provider must subclass reactor\.Provider"):
         as_provider(object())
+
+
+async def test_a_runs_provider_without_stream_is_refused_at_the_door() -> None:
+    graph = reactive([agent(name="a", prompt="hi")])
+    nothing: Any = object()
+    with pytest.raises(TypeError, match=r"^A provider must subclass reactor\.Provider"):
+        await graph.run(provider=nothing)
