@@ -333,8 +333,8 @@ class Provider(abc.ABC):
 
     Every other member is optional, and declared here with its default; override the
     ones your provider knows better. An object that is no subclass but has a
-    ``stream`` method still works: the runtime wraps it (see :func:`as_provider`) and
-    it gets these defaults.
+    ``stream`` method still works: the runtime wraps it where it enters a run or a
+    model call, and it gets these defaults.
 
     Attributes:
         model: The default model, reported in ``provider:start`` for requests that
