@@ -21,6 +21,7 @@ from typing import Any
 
 from bench._runner import Row, best_of_pair
 from reactor import (
+    Provider,
     ProviderEvent,
     ProviderRequest,
     Reactive,
@@ -51,7 +52,7 @@ def desk() -> Reactive:
     )
 
 
-class NoCalls:
+class NoCalls(Provider):
     """A provider that must never be asked: an unchanged evaluation calls no model."""
 
     model = "none"

@@ -16,7 +16,7 @@ printing the imports to paste, when they differ from it.
 
 Each name has one documented home. Most live here. Those loaded from a public module
 are aliases of that module's names, documented there: the errors
-(:mod:`reactor.exceptions`), the protocols of providers, reporters and signal stores
+(:mod:`reactor.exceptions`), the bases and protocols of providers, reporters and signal stores
 (:mod:`reactor.typing`), the report of an evaluation (:mod:`reactor.eval`) and the
 reporters that log (:mod:`reactor.logging`). A module that re-exports a name of this
 one says so (``reactor.testing.ScriptedProvider`` is :class:`reactor.ScriptedProvider`).

@@ -1,11 +1,12 @@
-"""Shared protocols and type aliases of reactor's public API.
+"""Shared bases, protocols and type aliases of reactor's public API.
 
 Implement these to plug your own pieces in: a :class:`Provider` to run prompts on
-another model, a :class:`Reporter` to watch runs, a :class:`SignalStore` to keep
-recordings somewhere else (subclass :class:`SignalStoreBase`, which gives every
-optional member of the contract a default; :class:`SignalStore` is the union of four
-roles, :class:`RunLog`, :class:`RunReader`, :class:`Inbox` and :class:`StoreAdmin`, for
-code that needs one alone). The aliases name the callables that agents and graphs take.
+another model (subclass it: it gives every optional member a default), a
+:class:`Reporter` to watch runs, a :class:`SignalStore` to keep recordings somewhere
+else (subclass :class:`SignalStoreBase`, which gives every optional member of the
+contract a default; :class:`SignalStore` is the union of four roles, :class:`RunLog`,
+:class:`RunReader`, :class:`Inbox` and :class:`StoreAdmin`, for code that needs one
+alone). The aliases name the callables that agents and graphs take.
 
 Each protocol is defined beside the code that uses it and gathered here, so that
 ``reactor.typing`` is the one place to look them up.

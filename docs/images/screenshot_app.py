@@ -14,11 +14,11 @@ from examples.crm_enrichment.app import AGENTS, TYPES
 from examples.crm_enrichment.scripted import scripted_provider as crm_answers
 from examples.trading_bot.app import graph as trading_bot
 from examples.trading_bot.scripted import scripted_provider as trading_answers
-from reactor import AgentContext, ProviderEvent, ProviderRequest, agent, reactive
+from reactor import AgentContext, Provider, ProviderEvent, ProviderRequest, agent, reactive
 from reactor.service import ObjectStore, ReactionService
 
 
-class Answers:
+class Answers(Provider):
     """The offline provider: the CRM's agents get the CRM's answers, the rest the bot's."""
 
     def __init__(self) -> None:

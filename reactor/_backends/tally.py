@@ -106,8 +106,17 @@ class Tally:
         timers: The timers set, fired and ended.
     """
 
-    __slots__ = ("changes", "counts", "ends", "firsts", "last", "prompts", "spent", "started",
-                 "timers")  # fmt: skip
+    __slots__ = (
+        "changes",
+        "counts",
+        "ends",
+        "firsts",
+        "last",
+        "prompts",
+        "spent",
+        "started",
+        "timers",
+    )
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
@@ -171,8 +180,16 @@ class Tally:
 
     def drop(self, runs: set[str]) -> None:
         """Leave out everything of ``runs`` (a fence refused them)."""
-        for rows in (self.counts, self.firsts, self.last, self.prompts, self.ends, self.spent,
-                     self.started, self.changes):  # fmt: skip
+        for rows in (
+            self.counts,
+            self.firsts,
+            self.last,
+            self.prompts,
+            self.ends,
+            self.spent,
+            self.started,
+            self.changes,
+        ):
             for run_id in runs:
                 rows.pop(run_id, None)
         self.timers.drop(runs)

@@ -21,6 +21,7 @@ import reactor
 from reactor._cli._base import CommandError
 from reactor._graph.origin import file_hash
 from reactor._graph.reactive import Reactive
+from reactor._providers.base import Provider
 from reactor._recording.info import RunInfo
 
 __all__ = [
@@ -199,8 +200,7 @@ def provider(choice: str | None, module: ModuleType) -> tuple[Any, str]:
                 f"{module.__name__} defines no `scripted_provider`; add one, or use "
                 "--provider anthropic / --provider MODULE:ATTR"
             )
-        made = scripted() if callable(scripted) and not hasattr(scripted, "stream") else scripted
-        return made, (
+        return _made(scripted), (
             f"scripted answers from {module.__name__}.scripted_provider "
             "(offline; --provider anthropic asks Claude)"
         )
@@ -211,9 +211,19 @@ def provider(choice: str | None, module: ModuleType) -> tuple[Any, str]:
         return provider_class(), "Claude (AnthropicProvider)"
     if ":" not in choice:
         raise CommandError(f"unknown provider {choice!r}: use scripted, anthropic or MODULE:ATTR")
-    found = attribute(choice, "--provider")
-    made = found() if callable(found) and not hasattr(found, "stream") else found
-    return made, choice
+    return _made(attribute(choice, "--provider")), choice
+
+
+def _made(given: Any) -> Any:
+    """``given`` if it is a provider, else what calling it (a class, a factory) makes.
+
+    A provider is a :class:`reactor.Provider`, or any other object with a ``stream``
+    method (the one member a provider must have).
+    """
+    is_provider = isinstance(given, Provider) or (
+        not isinstance(given, type) and callable(getattr(given, "stream", None))
+    )
+    return given() if callable(given) and not is_provider else given
 
 
 def attribute(ref: str, option: str) -> Any:

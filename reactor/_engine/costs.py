@@ -45,9 +45,18 @@ class Costs:
     """
 
     __slots__ = (
-        "_agent_budgets", "_budget", "_by_agent", "_on_request", "_record", "_run_id",
-        "_spent", "cost_usd", "input_tokens", "output_tokens", "requests",
-    )  # fmt: skip
+        "_agent_budgets",
+        "_budget",
+        "_by_agent",
+        "_on_request",
+        "_record",
+        "_run_id",
+        "_spent",
+        "cost_usd",
+        "input_tokens",
+        "output_tokens",
+        "requests",
+    )
 
     def __init__(
         self,
@@ -118,8 +127,7 @@ class Costs:
             return
         own = self._agent_budgets.get(agent)
         mine = by_agent.setdefault(agent, Spending())
-        known = getattr(provider, "price_known", None)
-        price_known = known(request) if known is not None else None
+        price_known = provider.price_known(request)
         if self._budget is not None:
             check_budget(self._budget, spent, agent=agent, scope="run", price_known=price_known)
         if own is not None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from reactor._agents.budget import Budget
 from reactor._agents.templates import CONTEXT_NAMES
+from reactor._providers.base import as_provider
 from reactor._recording.store import as_reporter, check_store
 
 if TYPE_CHECKING:
@@ -48,41 +49,16 @@ class RunOptions:
     fork: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.on_end not in ("drain", "cancel"):
-            raise ValueError(f"on_end must be 'drain' or 'cancel', got {self.on_end!r}.")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}.")
-        for name in ("max_depth", "max_activations"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}.")
-        # Reporters and the store are taken at the door: a reporter gets the hooks it
-        # lacks (they do nothing), a store that lacks part of the contract is refused.
+        _check_limits(self)
+        # Reporters, the provider and the store are taken at the door: a reporter gets
+        # the hooks it lacks (they do nothing), so does a provider that is no Provider
+        # subclass, and a store that lacks part of the contract is refused.
         object.__setattr__(self, "reporters", tuple(as_reporter(r) for r in self.reporters))
+        if self.provider is not None:
+            object.__setattr__(self, "provider", as_provider(self.provider))
         if self.record is not None:
             check_store(self.record)
-        if self.resume is not None and self.record is None:
-            raise ValueError(
-                f"resume={self.resume!r} needs record=: the signal store the run was "
-                "recorded in, which it goes on recording to."
-            )
-        if self.resume is not None and self.replay is not None:
-            raise ValueError("A run resumes or replays, not both: give resume= or replay=.")
-        if self.on_change not in ("fail", "force"):
-            raise ValueError(
-                f"on_change must be 'fail' (refuse to resume on a changed graph) or 'force' "
-                f"(resume anyway), got {self.on_change!r}."
-            )
-        if self.fork is not None:
-            _check_fork(self.fork, self)
-        if self.run_id is not None:
-            if self.resume is not None:
-                raise ValueError("A resumed run keeps its id: give resume= or run_id=, not both.")
-            if not isinstance(self.run_id, str) or not _RUN_ID.fullmatch(self.run_id):
-                raise ValueError(
-                    f"run_id must be 1-64 letters, digits, '_' or '-' (like "
-                    f"'run_0123456789abcdef'), got {self.run_id!r}."
-                )
+        _check_origin(self)
         if self.budget is not None and not isinstance(self.budget, Budget):
             raise TypeError(
                 f"budget must be a Budget(usd=..., model_calls=...), got {self.budget!r}."
@@ -99,6 +75,46 @@ class RunOptions:
         """The reporters as the door took them: each has both hooks."""
         hooked: Any = self.reporters  # as_reporter made each one (no cast(): a call)
         return hooked  # type: ignore[no-any-return]
+
+
+def _check_limits(options: RunOptions) -> None:
+    """How the run ends and how far it may go: ``on_end``, ``timeout`` and the maxima."""
+    if options.on_end not in ("drain", "cancel"):
+        raise ValueError(f"on_end must be 'drain' or 'cancel', got {options.on_end!r}.")
+    if options.timeout is not None and options.timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {options.timeout}.")
+    for name, value in (
+        ("max_depth", options.max_depth),
+        ("max_activations", options.max_activations),
+    ):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}.")
+
+
+def _check_origin(options: RunOptions) -> None:
+    """Where the run starts from: afresh (its ``run_id``), resumed, replayed or forked."""
+    if options.resume is not None and options.record is None:
+        raise ValueError(
+            f"resume={options.resume!r} needs record=: the signal store the run was "
+            "recorded in, which it goes on recording to."
+        )
+    if options.resume is not None and options.replay is not None:
+        raise ValueError("A run resumes or replays, not both: give resume= or replay=.")
+    if options.on_change not in ("fail", "force"):
+        raise ValueError(
+            f"on_change must be 'fail' (refuse to resume on a changed graph) or 'force' "
+            f"(resume anyway), got {options.on_change!r}."
+        )
+    if options.fork is not None:
+        _check_fork(options.fork, options)
+    if options.run_id is not None:
+        if options.resume is not None:
+            raise ValueError("A resumed run keeps its id: give resume= or run_id=, not both.")
+        if not isinstance(options.run_id, str) or not _RUN_ID.fullmatch(options.run_id):
+            raise ValueError(
+                f"run_id must be 1-64 letters, digits, '_' or '-' (like "
+                f"'run_0123456789abcdef'), got {options.run_id!r}."
+            )
 
 
 def _check_fork(fork: Mapping[str, Any], options: RunOptions) -> None:

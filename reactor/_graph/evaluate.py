@@ -39,6 +39,7 @@ from reactor._providers.base import (
     ProviderRequest,
     Retry,
     ToolResult,
+    as_provider,
 )
 from reactor._providers.replay import ReplayProvider
 from reactor._recording.info import RunInfo
@@ -88,12 +89,12 @@ Scope = Callable[[Recording], Mapping[str, Any] | None]
 object, event and objects: ``ctx.scope``, and by name in templates)."""
 
 
-class _Guarded:
+class _Guarded(Provider):
     """The provider of an evaluation's changed requests: tools get their recorded results."""
 
     def __init__(self, provider: Provider, recording: Recording, live: Collection[str]) -> None:
-        self.provider = provider
-        self.model = getattr(provider, "model", None)
+        self.provider = as_provider(provider)
+        self.model = self.provider.model
         self._answers = _tool_answers(recording)
         self._live = frozenset(live)
         self.calls = 0

@@ -20,6 +20,7 @@ from reactor._graph.reads import NOTHING, Read, needs_reading, read_store, with_
 from reactor._graph.report import EvalReport
 from reactor._graph.shape import GraphShape, shape_of
 from reactor._graph.validate import Declarations, find_cycles, problems, state_schema
+from reactor._providers.replay import ReplayProvider
 from reactor._signals.door import check_payload
 from reactor._signals.patterns import Pattern, normalize_patterns
 from reactor.exceptions import AgentConfigError, CycleWarning, GraphValidationError
@@ -132,7 +133,8 @@ class Reactive:
         replay = merged.get("replay")
         if replay is not None and "input" not in overrides:
             # A replay re-runs the recorded input, unless this run gives another.
-            merged["input"] = getattr(replay, "recording", replay).input
+            recording = replay.recording if isinstance(replay, ReplayProvider) else replay
+            merged["input"] = recording.input
         else:
             check_payload(merged.get("input"), "input")  # before anything is emitted
         return RunOptions(**merged)

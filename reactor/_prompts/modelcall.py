@@ -19,8 +19,15 @@ import pydantic
 from reactor._agents.output import OutputSpec, feedback, summarize_errors
 from reactor._agents.skills import Skill, system_with_skills
 from reactor._agents.templates import Template, render, render_async, to_json
-from reactor._prompts.signalled import CallSite, SignalledCall, turn_to_start
-from reactor._providers.base import End, Message, Provider, ProviderEvent, ProviderRequest
+from reactor._prompts.signalled import CallSite, SignalledCall
+from reactor._providers.base import (
+    End,
+    Message,
+    Provider,
+    ProviderEvent,
+    ProviderRequest,
+    as_provider,
+)
 from reactor._providers.hooks import NO_HOOKS, Hooks
 from reactor._providers.tools import Tool
 from reactor.exceptions import NoProviderError, OutputValidationError
@@ -183,9 +190,13 @@ class ModelCall:
         recorded answers and no ``on_end`` is one request, asked in a smaller frame;
         thousands of calls may be in flight.)
 
+        ``provider`` may be any object with a ``stream`` method: one that is no
+        :class:`Provider` subclass gets the defaults of one.
+
         Raises:
             OutputValidationError: The last answer did not validate either.
         """
+        provider = as_provider(provider)
         if spec is None and answers is None and on_end is None:
             turns = tuple(messages)
             request = ProviderRequest.build(
@@ -276,9 +287,7 @@ class ModelCall:
     ) -> Any:
         """One call, each event signalled (see SignalledCall): its ``End``, or its output."""
         self.site.check_budget(name, provider, request)
-        turn = getattr(provider, "turn_to_start", None)  # a replay's recorded turn
-        if turn is not None:
-            await turn(request)
+        await provider.turn_to_start(request)  # a replay's recorded turn
         call = SignalledCall(self.site, provider, request, name)
         try:
             async for event in call.events:
@@ -294,8 +303,9 @@ class ModelCall:
         self, provider: Provider, request: ProviderRequest, name: str
     ) -> AsyncIterator[ProviderEvent]:
         """One call, each event signalled and streamed to the caller as it comes."""
+        provider = as_provider(provider)
         self.site.check_budget(name, provider, request)
-        await turn_to_start(provider, request)
+        await provider.turn_to_start(request)
         call = SignalledCall(self.site, provider, request, name)
         async with call as events:
             async for event in events:
@@ -304,23 +314,23 @@ class ModelCall:
             call.ended()
 
 
-class RunProvider:
+class RunProvider(Provider):
     """The provider ``ctx.provider`` gives handler code.
 
     It calls the agent's provider through the run, so each call is signalled
     (``provider:start`` ... ``provider:end``, caused by the activation), counted in the
     run's metrics, recorded, and answered from the recording during a replay.
+
+    Attributes:
+        target: The agent's provider, which answers.
+        model: The model of the provider behind it.
     """
 
     def __init__(self, calls: ModelCall, target: Provider, answers: Answers | None = None) -> None:
         self._calls = calls
-        self.target = target
+        self.target = as_provider(target)
+        self.model = self.target.model
         self._answers = answers
-
-    @property
-    def model(self) -> str | None:
-        """The model of the provider behind it."""
-        return getattr(self.target, "model", None)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Stream ``request`` through the run (a call answered before a resume, from the log)."""

@@ -52,7 +52,7 @@ from reactor.exceptions import PayloadError, ProviderError
 if TYPE_CHECKING:
     from reactor._signals.bus import SignalBus
 
-__all__ = ["CallSite", "SignalledCall", "since", "turn_to_start"]
+__all__ = ["CallSite", "SignalledCall", "since"]
 
 
 class CallSite(Protocol):
@@ -78,13 +78,6 @@ class CallSite(Protocol):
         ...
 
 
-async def turn_to_start(provider: Provider, request: ProviderRequest) -> None:
-    """During a replay, wait until ``provider:start`` comes in its recorded turn."""
-    turn = getattr(provider, "turn_to_start", None)
-    if turn is not None:
-        await turn(request)
-
-
 class SignalledCall:
     """One provider call as signals (see the module).
 
@@ -100,15 +93,13 @@ class SignalledCall:
         self.site, self.provider, self.name = site, provider, name
         self.end: End | None = None
         site.record_request(request)
-        model_for = getattr(provider, "model_for", None)
-        model = (
-            model_for(request)
-            if model_for is not None
-            else request.options.get("model") or getattr(provider, "model", None)
-        )
         site.bus.emit(
             PROVIDER_START,
-            {"agent": name, "model": model, "request_hash": request.request_hash},
+            {
+                "agent": name,
+                "model": provider.model_for(request),
+                "request_hash": request.request_hash,
+            },
             source=name,
         )
         self.started = time.perf_counter()

@@ -1,6 +1,6 @@
-"""Providers: the protocol and its request and event types, and the providers reactor ships.
+"""Providers: their base class, its request and event types, and the providers reactor ships.
 
-``base`` (the :class:`Provider` protocol, requests, events), ``tools`` and ``toolrun``
+``base`` (the :class:`Provider` base class, requests, events), ``tools`` and ``toolrun``
 (Python tools and the tool-use loop's execution), ``scripted`` (offline answers),
 ``anthropic`` and ``anthropic_wire`` (Claude, and the Messages API on the wire),
 ``replay`` and ``sequence`` (answers from a recording, in their recorded order),

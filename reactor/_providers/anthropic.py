@@ -35,6 +35,7 @@ from reactor._providers.anthropic_wire import (
 )
 from reactor._providers.base import (
     End,
+    Provider,
     ProviderEvent,
     ProviderRequest,
     Retry,
@@ -80,7 +81,7 @@ _REQUEST_OPTIONS = frozenset(inspect.signature(AsyncMessages.stream).parameters)
 _KNOWN = _SETTINGS | _REQUEST_OPTIONS
 
 
-class AnthropicProvider:
+class AnthropicProvider(Provider):
     """Runs agents on Claude with the official ``anthropic`` SDK (streaming Messages API).
 
     ::
@@ -213,6 +214,10 @@ class AnthropicProvider:
     def model(self) -> str:
         """The default model (what ``provider:start`` reports for agents without one)."""
         return str(self._defaults["model"])
+
+    @model.setter
+    def model(self, model: str) -> None:
+        self._defaults["model"] = model
 
     def price_known(self, request: ProviderRequest) -> bool:
         """Whether the model ``request`` would use has a price (budgets in USD need one)."""

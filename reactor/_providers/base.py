@@ -1,12 +1,13 @@
-"""The provider protocol: what an agent asks of a model, and the events streamed back."""
+"""The provider base class: what an agent asks of a model, and the events streamed back."""
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import hashlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 from reactor._providers.tools import Tool
 from reactor._signals.signal import to_jsonable
@@ -23,6 +24,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "Usage",
+    "as_provider",
 ]
 
 
@@ -321,16 +323,84 @@ ProviderEvent = TextDelta | ThinkingDelta | TextComplete | ToolCall | ToolResult
 """Everything a provider's ``stream()`` may yield; it must end with one :class:`End`."""
 
 
-@runtime_checkable
-class Provider(Protocol):
+class Provider(abc.ABC):
     """Runs one agent request on a model and streams what happens.
 
-    ``stream`` yields :data:`reactor.ProviderEvent` values (text deltas, tool calls and
-    results, ...) and ends with exactly one ``End`` carrying the output. The runtime
-    turns each event into a signal on the run's bus. Raise
-    :class:`reactor.ProviderError` on failure, with ``retryable`` set.
+    Subclass it and implement :meth:`stream`: it yields :data:`reactor.ProviderEvent`
+    values (text deltas, tool calls and results, ...) and ends with exactly one ``End``
+    carrying the output. The runtime turns each event into a signal on the run's bus.
+    Raise :class:`reactor.ProviderError` on failure, with ``retryable`` set.
+
+    Every other member is optional, and declared here with its default; override the
+    ones your provider knows better. An object that is no subclass but has a
+    ``stream`` method still works: the runtime wraps it where it enters a run or a
+    model call, and it gets these defaults.
+
+    Attributes:
+        model: The default model, reported in ``provider:start`` for requests that
+            name none in their options (default ``None``: not known).
     """
 
+    model: str | None = None
+
+    @abc.abstractmethod
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Stream the answer to ``request``."""
-        ...
+
+    def model_for(self, request: ProviderRequest) -> str | None:
+        """The model that will answer ``request``, for its ``provider:start`` signal.
+
+        The default is the request's ``model`` option, else :attr:`model`.
+        """
+        return request.options.get("model") or self.model
+
+    def price_known(self, request: ProviderRequest) -> bool | None:
+        """Whether the answer to ``request`` will carry a cost (budgets in USD need one).
+
+        The default, ``None``, says the provider cannot tell: the call is allowed, and
+        an answer that reports no cost then makes the spending unknown, which refuses
+        the next call over a budget in USD.
+        """
+        return None
+
+    async def turn_to_start(self, request: ProviderRequest) -> None:
+        """Wait until ``request`` may start (its ``provider:start`` is emitted after).
+
+        A replay waits for the call's recorded turn; the default starts at once.
+        """
+        return
+
+
+class _Adapted(Provider):
+    """A provider that is no :class:`Provider` subclass, given the defaults of one."""
+
+    def __init__(self, given: Any) -> None:
+        self.given = given
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """The wrapped provider's stream."""
+        events: AsyncIterator[ProviderEvent] = self.given.stream(request)
+        return events
+
+    def __repr__(self) -> str:
+        return repr(self.given)
+
+
+def as_provider(provider: Provider | Any) -> Provider:
+    """``provider`` as a :class:`Provider`: itself, or a duck-typed one wrapped.
+
+    The runtime calls it where a provider enters a model call, so that code past it
+    reads every optional member without probing for it. A wrapped object gets the
+    defaults of :class:`Provider` (subclass it to offer more).
+
+    Raises:
+        TypeError: ``provider`` has no ``stream`` method.
+    """
+    if isinstance(provider, Provider):
+        return provider
+    if not callable(getattr(provider, "stream", None)):  # the one required member
+        raise TypeError(
+            f"A provider must subclass reactor.Provider (or have a stream(request) method); "
+            f"got {provider!r}."
+        )
+    return _Adapted(provider)

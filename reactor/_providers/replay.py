@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from reactor._providers.base import Provider, ProviderEvent, ProviderRequest
+from reactor._providers.base import Provider, ProviderEvent, ProviderRequest, as_provider
 from reactor._providers.replaylog import Call, handler_turns, recorded_calls
 from reactor._providers.sequence import Sequencer, Step
 from reactor._recording.recording import Recording
@@ -31,7 +31,7 @@ class Turn:
         await self._order.wait(self._step, self._agent)
 
 
-class ReplayProvider:
+class ReplayProvider(Provider):
     """Answers each request with the recorded answer to the same request.
 
     Answers are matched by ``(agent, request_hash, occurrence)``: the n-th identical
@@ -66,9 +66,8 @@ class ReplayProvider:
     ) -> None:
         self.recording = recording
         self.strict = strict
-        self.fallback = fallback
+        self.fallback = as_provider(fallback) if fallback is not None else None
         self.order_timeout = order_timeout
-        self.model: str | None = None
         self.misses: list[ProviderRequest] = []
         self._calls: dict[tuple[str, str], list[Call]] = {}
         self._by_agent: dict[str, list[Call]] = {}
@@ -124,7 +123,7 @@ class ReplayProvider:
         index = self._seen[key]
         if index < len(calls):
             return calls[index].model
-        return getattr(self.fallback, "model", None)
+        return self.fallback.model if self.fallback is not None else None
 
     async def turn_to_start(self, request: ProviderRequest) -> None:
         """Wait until the run has emitted what was recorded before this call started.

@@ -16,6 +16,7 @@ import pydantic
 from reactor._agents.templates import to_json
 from reactor._providers.base import (
     End,
+    Provider,
     ProviderEvent,
     ProviderRequest,
     TextComplete,
@@ -36,7 +37,7 @@ Script: TypeAlias = "Sequence[Answer] | Callable[[ProviderRequest], Answer | Awa
 _WORDS = re.compile(r"\S+\s*|\s+")
 
 
-class ScriptedProvider:
+class ScriptedProvider(Provider):
     """Answers agents from scripts: offline, deterministic, shaped like a real provider.
 
     ::

@@ -51,9 +51,14 @@ from reactor._signals.stream import SignalStream
 from reactor.exceptions import HandlerError
 
 __all__ = [
-    "Handler", "SignalBus", "Subscription", "current_signal", "pop_cause", "push_cause",
+    "Handler",
+    "SignalBus",
+    "Subscription",
+    "current_signal",
+    "pop_cause",
+    "push_cause",
     "set_current_signal",
-]  # fmt: skip
+]
 
 Handler = Callable[[Signal], object]
 """A signal subscriber: called synchronously with each matching signal."""
@@ -315,8 +320,15 @@ class SignalBus:
 
     def _handler_failed(self, handler: Handler, signal: Signal, exc: Exception) -> None:
         described = _describe(handler)
-        log("reactor.bus", "error", "signal handler raised", handler=described,
-            signal=signal.name, signal_id=signal.id, exc_info=exc)  # fmt: skip
+        log(
+            "reactor.bus",
+            "error",
+            "signal handler raised",
+            handler=described,
+            signal=signal.name,
+            signal_id=signal.id,
+            exc_info=exc,
+        )
         if signal.name not in _SILENT:
             self.emit(
                 BUS_HANDLER_ERROR,

@@ -25,7 +25,7 @@ import dataclasses
 import enum
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import pydantic
@@ -135,23 +135,46 @@ def _find(value: Any, path: str, depth: int, nul: bool) -> tuple[str, str] | Non
     if unwrap is not None:
         return _find(unwrap(value), path, depth + 1, nul)
     if isinstance(value, Mapping):
-        for key, item in value.items():
-            if isinstance(key, str):
-                bad_key = _bad_text(key, f"{path} (a key)", nul=nul)
-                if bad_key is not None:
-                    return bad_key
-            elif not isinstance(key, int | float | bool | enum.Enum) and key is not None:
-                return (f"{path} (a key)", f"a {type(key).__name__} key; keys must be strings")
-            found = _find(item, _key_path(path, key), depth + 1, nul)
-            if found is not None:
-                return found
-        return None
+        return _find_in_mapping(value, path, depth, nul)
     if isinstance(value, list | tuple | set | frozenset):
-        for index, item in enumerate(value):
-            found = _find(item, f"{path}[{index}]", depth + 1, nul)
-            if found is not None:
-                return found
-        return None
+        return _find_in_items(value, path, depth, nul)
+    return _find_in_object(value, path, depth, nul)
+
+
+def _find_in_mapping(
+    value: Mapping[Any, Any], path: str, depth: int, nul: bool
+) -> tuple[str, str] | None:
+    """:func:`_find` in a mapping: its keys must be strings (or scalars JSON makes them)."""
+    for key, item in value.items():
+        if isinstance(key, str):
+            bad_key = _bad_text(key, f"{path} (a key)", nul=nul)
+            if bad_key is not None:
+                return bad_key
+        elif not isinstance(key, int | float | bool | enum.Enum) and key is not None:
+            return (f"{path} (a key)", f"a {type(key).__name__} key; keys must be strings")
+        found = _find(item, _key_path(path, key), depth + 1, nul)
+        if found is not None:
+            return found
+    return None
+
+
+def _find_in_items(
+    value: Collection[Any], path: str, depth: int, nul: bool
+) -> tuple[str, str] | None:
+    """:func:`_find` in a list, tuple or set, item by item."""
+    for index, item in enumerate(value):
+        found = _find(item, f"{path}[{index}]", depth + 1, nul)
+        if found is not None:
+            return found
+    return None
+
+
+def _find_in_object(value: Any, path: str, depth: int, nul: bool) -> tuple[str, str] | None:
+    """:func:`_find` in any other value, by what it holds.
+
+    A model's or a dataclass's fields, an enum's value, bytes as UTF-8 text, or else
+    whatever JSON form pydantic gives it.
+    """
     if isinstance(value, pydantic.BaseModel):
         fields = {name: getattr(value, name) for name in type(value).model_fields}
         return _find({**fields, **(value.model_extra or {})}, path, depth + 1, nul)

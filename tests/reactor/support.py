@@ -8,10 +8,19 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from reactor import AgentContext, End, ProviderRequest, Reactive, TextDelta, agent, reactive
+from reactor import (
+    AgentContext,
+    End,
+    Provider,
+    ProviderRequest,
+    Reactive,
+    TextDelta,
+    agent,
+    reactive,
+)
 
 
-class SlowProvider:
+class SlowProvider(Provider):
     """Answers after `delay` seconds and records whether it saw its cancellation."""
 
     model = "slow-model"

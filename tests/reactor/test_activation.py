@@ -12,6 +12,7 @@ from reactor import (
     End,
     MemorySignalStore,
     OutputValidationError,
+    Provider,
     ProviderError,
     ProviderEvent,
     ProviderRequest,
@@ -146,7 +147,7 @@ async def test_the_request_carries_schema_tools_options_and_a_stable_hash() -> N
     assert start == {"agent": "judge", "model": "m1", "request_hash": request.request_hash}
 
 
-class EventfulProvider:
+class EventfulProvider(Provider):
     """Streams every kind of event a real provider does, then fails if asked."""
 
     model = "eventful"
@@ -205,7 +206,7 @@ async def test_provider_errors_are_signalled_and_fail_the_activation() -> None:
 
 
 async def test_a_stream_without_end_is_a_provider_error() -> None:
-    class Mute:
+    class Mute(Provider):
         async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
             return
             yield  # pragma: no cover

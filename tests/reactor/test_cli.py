@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from reactor import SQLiteSignalStore
+from reactor import End, ProviderEvent, ProviderRequest, ScriptedProvider, SQLiteSignalStore
+from reactor._cli._load import provider
 from tests.reactor.cli_support import cli_env, reactor_cli, write_project
 
 
@@ -260,3 +264,25 @@ def test_an_unrecorded_run_without_interactive_is_aborted_naming_the_question(
         "aborted - it asks (pick: Which side? (buy, sell)) and nobody can answer without "
         "--interactive"
     ) in done.stdout
+
+
+class _DuckProvider:
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        yield End(output="quack")
+
+
+@pytest.mark.parametrize(
+    ("given", "kind"),
+    [
+        pytest.param(ScriptedProvider, ScriptedProvider, id="a-provider-class"),
+        pytest.param(lambda: ScriptedProvider(), ScriptedProvider, id="a-factory"),
+        pytest.param(ScriptedProvider(), ScriptedProvider, id="a-provider"),
+        pytest.param(_DuckProvider, _DuckProvider, id="a-duck-typed-class"),
+        pytest.param(_DuckProvider(), _DuckProvider, id="a-duck-typed-provider"),
+    ],
+)
+def test_scripted_provider_may_be_a_provider_a_class_or_a_factory(given: Any, kind: type) -> None:
+    module = ModuleType("answers")
+    module.scripted_provider = given  # type: ignore[attr-defined]  # a module made here
+    made, _ = provider("scripted", module)
+    assert isinstance(made, kind)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reactor import MemorySignalStore, Recording, ScriptedProvider, agent, reactive
+from reactor import MemorySignalStore, Provider, Recording, ScriptedProvider, agent, reactive
 
 DESK = reactive(
     {
@@ -84,7 +84,7 @@ async def test_a_fork_settles_what_was_in_flight_from_the_log_without_asking_the
     recorded = await _recorded(store)
     at = _seq(recorded, "provider:start")  # the analyst had asked its model, not heard back
 
-    class Refusing:
+    class Refusing(Provider):
         model = "refusing"
 
         def stream(self, request: Any) -> Any:

@@ -12,6 +12,7 @@ from reactor import (
     CycleWarning,
     End,
     MemorySignalStore,
+    Provider,
     ProviderError,
     ProviderEvent,
     ProviderRequest,
@@ -194,7 +195,7 @@ async def test_an_agent_without_recorded_calls_is_named() -> None:
     )
 
 
-class ToolingProvider:
+class ToolingProvider(Provider):
     """A provider whose answers include tool calls and, once, a failure."""
 
     model = "tooling-1"

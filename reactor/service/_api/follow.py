@@ -51,6 +51,7 @@ from reactor.service._hosting.live import (
     DEFAULT_BUFFER,
     FeedBehind,
     FeedItem,
+    RunFeed,
     Watcher,
 )
 from reactor.service._hosting.service import ReactionService
@@ -296,24 +297,14 @@ class Follow:
         while not self._stopped():
             live = self.service.live.get(self.run_id)
             if live is not None:
-                feed = live.feed
-                feed.resize(self.buffer)
-                if not feed.covers(self.last):  # before the ring: from the store
-                    empty = not feed
-                    items = await self._page()
-                    if items:
-                        yield items
-                    elif empty and (not feed or feed.covers(self.last)):
-                        # nothing since the feed began: the store had it all
-                        async for batch in self._live(feed.watch(self.last)):
-                            yield batch
-                        return
-                    else:  # the store's writer has not reached the ring yet (a burst)
-                        await self._pause(COALESCE)
-                    continue
-                async for batch in self._live(feed.watch(self.last)):
-                    yield batch
-                return
+                items = await self._catch_up(live.feed)
+                if items is None:
+                    async for batch in self._live(live.feed.watch(self.last)):
+                        yield batch
+                    return
+                if items:
+                    yield items
+                continue
             items = await self._page()
             if items:
                 quiet = asyncio.get_running_loop().time()
@@ -326,12 +317,33 @@ class Follow:
                     return
                 yield items
                 continue
-            if self.heartbeat is not None:
-                now = asyncio.get_running_loop().time()
-                if now - quiet >= self.heartbeat:
-                    quiet = now
-                    yield None
+            if self._heartbeat_due(quiet):
+                quiet = asyncio.get_running_loop().time()
+                yield None
             await self._pause(POLL)
+
+    async def _catch_up(self, feed: RunFeed) -> list[FeedItem] | None:
+        """The next page from the store before the feed's ring; ``None``: watch the feed.
+
+        Empty, after a short pause, while the store's writer has not reached the ring
+        yet (a burst).
+        """
+        feed.resize(self.buffer)
+        if feed.covers(self.last):
+            return None
+        empty = not feed
+        items = await self._page()
+        if items:
+            return items
+        if empty and (not feed or feed.covers(self.last)):
+            return None  # nothing since the feed began: the store had it all
+        await self._pause(COALESCE)
+        return []
+
+    def _heartbeat_due(self, quiet: float) -> bool:
+        """Whether the client, sent nothing since ``quiet``, is owed a heartbeat."""
+        now = asyncio.get_running_loop().time()
+        return self.heartbeat is not None and now - quiet >= self.heartbeat
 
     async def _live(self, watcher: Watcher) -> AsyncIterator[Batch | None]:
         """The live run from its feed, until the feed ends (or ``stopping``)."""

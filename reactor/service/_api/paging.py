@@ -117,9 +117,11 @@ Before = Annotated[
 Limit = Annotated[int, fastapi.Query(ge=1, le=PAGE, description="signals at most (1 to 1,000)")]
 Names = Annotated[
     list[str] | None,
-    fastapi.Query(description="names or patterns (agent:*:completed, harness:**): repeat "
-                  "it, or separate them with commas"),
-]  # fmt: skip
+    fastapi.Query(
+        description="names or patterns (agent:*:completed, harness:**): repeat "
+        "it, or separate them with commas"
+    ),
+]
 
 
 @router.get("/{run_id}/signals", dependencies=[VIEWS])

@@ -189,8 +189,14 @@ async def _delivered(
         log("reactor.service", "warning", "stream ended", run_id=follow.run_id, error=repr(exc))
         return None
     if outcome != "end":
-        log("reactor.service", "info", f"stream client {outcome}", run_id=follow.run_id,
-            last_seq=follow.last, stuck_after_s=stuck_after)  # fmt: skip
+        log(
+            "reactor.service",
+            "info",
+            f"stream client {outcome}",
+            run_id=follow.run_id,
+            last_seq=follow.last,
+            stuck_after_s=stuck_after,
+        )
     return outcome
 
 

@@ -121,10 +121,13 @@ class ReactionService:
         if not isinstance(objects, ObjectStore):
             raise ServiceConfigError(f"objects must be an ObjectStore, got {objects!r}.")
         check_positive(
-            stuck_after=stuck_after, stuck_check_every=stuck_check_every, poll_every=poll_every,
-            max_running=max_running, max_reaction_depth=max_reaction_depth,
+            stuck_after=stuck_after,
+            stuck_check_every=stuck_check_every,
+            poll_every=poll_every,
+            max_running=max_running,
+            max_reaction_depth=max_reaction_depth,
             max_attempts=max_attempts,
-        )  # fmt: skip
+        )
         self.objects = objects
         self.agents = named_agents(agents)
         self.reactions = {
@@ -203,9 +206,16 @@ class ReactionService:
             self.objects, self.suggestion_store, self.host, self.host.record
         )
         dispatcher = Dispatcher(
-            services, self.log, live, cursors, group, max_running=self._max_running,
-            changed=self._poke, handoff=self.host.handoff, max_depth=self.max_reaction_depth,
-        )  # fmt: skip
+            services,
+            self.log,
+            live,
+            cursors,
+            group,
+            max_running=self._max_running,
+            changed=self._poke,
+            handoff=self.host.handoff,
+            max_depth=self.max_reaction_depth,
+        )
         self._dispatcher = dispatcher
         self._subscription = self.bus.subscribe(OBJECT_SIGNALS, lambda _: self._wake.set())
         self._unwatch = self.objects.on_written(dispatcher.written)

@@ -381,9 +381,14 @@ class ObjectStore:
             if text is not None:
                 check_text(text, name)
         query = page_query(
-            type=type, after=after, limit=limit, search=search, since=since,
-            created_by=created_by, dialect=self.db.dialect,
-        )  # fmt: skip
+            type=type,
+            after=after,
+            limit=limit,
+            search=search,
+            since=since,
+            created_by=created_by,
+            dialect=self.db.dialect,
+        )
         await self.open()
         async with self.db.read() as conn:
             return object_page((await conn.execute(query)).all(), limit)

@@ -414,9 +414,13 @@ class Suggestions:
                 await conn.execute(
                     suggestions.update()
                     .where(suggestions.c.id == suggestion_id)
-                    .values(status="completed", resolved_at=now, resolved_by_type=who.type,
-                            resolved_by_id=who.id)
-                )  # fmt: skip
+                    .values(
+                        status="completed",
+                        resolved_at=now,
+                        resolved_by_type=who.type,
+                        resolved_by_id=who.id,
+                    )
+                )
                 current = current.model_copy(
                     update={"status": "completed", "resolved_at": now, "resolved_by": who}
                 )
@@ -436,8 +440,12 @@ class Suggestions:
         The suggestion is ``pending`` again, without that approval, with ``operations``
         (the changes before an edit that was not applied) when given.
         """
-        values: dict[str, object] = {"status": "pending", "resolved_at": None,
-                                     "resolved_by_type": None, "resolved_by_id": None}  # fmt: skip
+        values: dict[str, object] = {
+            "status": "pending",
+            "resolved_at": None,
+            "resolved_by_type": None,
+            "resolved_by_id": None,
+        }
         if operations is not None:
             values["changes"] = operations_adapter.dump_python(tuple(operations), mode="json")
         async with self.db.write() as conn:
@@ -514,11 +522,14 @@ async def _counted(conn: AsyncConnection, suggestion_id: str, approval: Approved
         )
     await conn.execute(
         suggestion_approvals.insert().values(
-            suggestion_id=suggestion_id, principal_id=approval.principal,
-            changes_sha256=approval.changes_sha256, roles="+".join(approval.roles),
-            authenticator=approval.authenticator, decided_at=approval.decided_at,
+            suggestion_id=suggestion_id,
+            principal_id=approval.principal,
+            changes_sha256=approval.changes_sha256,
+            roles="+".join(approval.roles),
+            authenticator=approval.authenticator,
+            decided_at=approval.decided_at,
         )
-    )  # fmt: skip
+    )
     count = await conn.scalar(sa.select(sa.func.count()).where(*of_these))
     return int(count or 0)
 

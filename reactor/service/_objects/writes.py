@@ -293,12 +293,19 @@ class _Plan:
             return planned
         row, change = self.events[planned], self._event_change[planned]
         return ObjectEvent(
-            event_id=ids[planned], id=row["object_id"], type=row["object_type"],
-            version=row["version"], event=row["event"], data=row["data"],
-            changes=row["changes"], actor=change.actor, approved_by=change.approved_by,
-            timestamp=row["created_at"], object_created_at=row["object_created_at"],
+            event_id=ids[planned],
+            id=row["object_id"],
+            type=row["object_type"],
+            version=row["version"],
+            event=row["event"],
+            data=row["data"],
+            changes=row["changes"],
+            actor=change.actor,
+            approved_by=change.approved_by,
+            timestamp=row["created_at"],
+            object_created_at=row["object_created_at"],
             cause=change.cause,
-        )  # fmt: skip
+        )
 
     def _change(self, change: Change) -> list[int | StoredObject] | Exception:
         """One change planned: all of it, or (it fails) nothing of it."""
@@ -333,9 +340,12 @@ class _Plan:
             now = dataclasses.replace(found, version=found.version + 1, data=data)
             self.current[op.id] = now
             values = {
-                "version": now.version, "data": data, "actor_type": change.actor.type,
-                "actor_id": change.actor.id, "updated_at": self.now,
-            }  # fmt: skip
+                "version": now.version,
+                "data": data,
+                "actor_type": change.actor.type,
+                "actor_id": change.actor.id,
+                "updated_at": self.now,
+            }
             if op.id in self.created:
                 self.created[op.id] = {**self.created[op.id], **values}
             else:
@@ -361,10 +371,15 @@ class _Plan:
             raise _Replan()  # made again after its delete in the group: one at a time
         self.current[object_id] = _Current(op.type, 1, dict(op.data), self.now, None)
         self.created[object_id] = {
-            "id": object_id, "type": op.type, "version": 1, "data": dict(op.data),
-            "actor_type": change.actor.type, "actor_id": change.actor.id,
-            "created_at": self.now, "updated_at": self.now,
-        }  # fmt: skip
+            "id": object_id,
+            "type": op.type,
+            "version": 1,
+            "data": dict(op.data),
+            "actor_type": change.actor.type,
+            "actor_id": change.actor.id,
+            "created_at": self.now,
+            "updated_at": self.now,
+        }
         return self._event(change, object_id, "created", {}, op.data, 1)
 
     @staticmethod
@@ -396,16 +411,21 @@ class _Plan:
         found, actor, approved_by = self.current[object_id], change.actor, change.approved_by
         self.events.append(
             {
-                "object_id": object_id, "object_type": found.type, "version": version,
-                "event": event, "data": dict(data),
+                "object_id": object_id,
+                "object_type": found.type,
+                "version": version,
+                "event": event,
+                "data": dict(data),
                 "changes": _changes(old, {} if event == "deleted" else data),
-                "actor_type": actor.type, "actor_id": actor.id,
+                "actor_type": actor.type,
+                "actor_id": actor.id,
                 "approved_by_type": approved_by.type if approved_by else None,
                 "approved_by_id": approved_by.id if approved_by else None,
-                "object_created_at": found.created_at, "created_at": self.now,
+                "object_created_at": found.created_at,
+                "created_at": self.now,
                 "cause": None if change.cause is None else change.cause.payload(),
             }
-        )  # fmt: skip
+        )
         self._event_change.append(change)
         return len(self.events) - 1
 
@@ -481,9 +501,17 @@ def _apply_one(
         event = "created"
         conn.execute(
             _INSERT_OBJECT,
-            {"id": object_id, "type": type, "version": 1, "data": data,
-             "actor_type": actor.type, "actor_id": actor.id, "created_at": now, "updated_at": now},
-        )  # fmt: skip
+            {
+                "id": object_id,
+                "type": type,
+                "version": 1,
+                "data": data,
+                "actor_type": actor.type,
+                "actor_id": actor.id,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
     else:
         row = _row(conn, op.id)
         if row is None:
@@ -496,9 +524,15 @@ def _apply_one(
             version, event = row.version + 1, "updated"
             conn.execute(
                 _UPDATE_OBJECT,
-                {"object": object_id, "version": version, "data": data,
-                 "actor_type": actor.type, "actor_id": actor.id, "updated_at": now},
-            )  # fmt: skip
+                {
+                    "object": object_id,
+                    "version": version,
+                    "data": data,
+                    "actor_type": actor.type,
+                    "actor_id": actor.id,
+                    "updated_at": now,
+                },
+            )
         else:
             assert isinstance(op, Delete)
             data, version, event = old, row.version, "deleted"
@@ -508,22 +542,38 @@ def _apply_one(
     stored = conn.execute(
         _INSERT_EVENT,
         {
-            "object_id": object_id, "object_type": type, "version": version, "event": event,
-            "data": data, "changes": changes, "actor_type": actor.type, "actor_id": actor.id,
+            "object_id": object_id,
+            "object_type": type,
+            "version": version,
+            "event": event,
+            "data": data,
+            "changes": changes,
+            "actor_type": actor.type,
+            "actor_id": actor.id,
             "approved_by_type": approved_by.type if approved_by else None,
             "approved_by_id": approved_by.id if approved_by else None,
-            "object_created_at": created, "created_at": now,
+            "object_created_at": created,
+            "created_at": now,
             "cause": None if cause is None else cause.payload(),
         },
-    ).one()  # fmt: skip
+    ).one()
     chain.add(stored)
     event_id = stored.event_id
     assert isinstance(event_id, int)
     return ObjectEvent(
-        event_id=event_id, id=object_id, type=type, version=version, event=event, data=data,
-        changes=changes, actor=actor, approved_by=approved_by, timestamp=now,
-        object_created_at=created, cause=cause,
-    )  # fmt: skip
+        event_id=event_id,
+        id=object_id,
+        type=type,
+        version=version,
+        event=event,
+        data=data,
+        changes=changes,
+        actor=actor,
+        approved_by=approved_by,
+        timestamp=now,
+        object_created_at=created,
+        cause=cause,
+    )
 
 
 def _row(conn: sa.Connection, object_id: str) -> sa.Row[Any] | None:

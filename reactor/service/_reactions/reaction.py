@@ -193,10 +193,15 @@ async def _react(
     )
     if result is None:  # suspended (the service stops): not settled here
         return Finished(
-            entry_id=entry_id, agent=target.name, status="failed",
-            error=f"its run {run_id} was stopped before it ended", run_id=run_id,
-            run_status="running", started_at=started, finished_at=datetime.now(UTC),
-        )  # fmt: skip
+            entry_id=entry_id,
+            agent=target.name,
+            status="failed",
+            error=f"its run {run_id} was stopped before it ended",
+            run_id=run_id,
+            run_status="running",
+            started_at=started,
+            finished_at=datetime.now(UTC),
+        )
 
     def finished(status: EntryStatus, error: BaseException | None) -> Finished:
         return Finished(

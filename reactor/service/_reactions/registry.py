@@ -196,9 +196,14 @@ def _log_schedule(
         if schedule is None and coded is None:
             return
         log(
-            "reactor.service", "info", "agent schedule from the API", agent=name,
-            schedule=schedule, code_schedule=coded, reason=kept,
-        )  # fmt: skip
+            "reactor.service",
+            "info",
+            "agent schedule from the API",
+            agent=name,
+            schedule=schedule,
+            code_schedule=coded,
+            reason=kept,
+        )
         return
     if coded is None:
         return
@@ -209,6 +214,10 @@ def _log_schedule(
         else "given in code (agent(schedule=...)); not changed over the API"
     )
     log(
-        "reactor.service", "info", "agent schedule from code", agent=name, schedule=schedule,
+        "reactor.service",
+        "info",
+        "agent schedule from code",
+        agent=name,
+        schedule=schedule,
         reason=reason,
-    )  # fmt: skip
+    )

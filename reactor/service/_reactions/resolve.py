@@ -480,9 +480,11 @@ async def _apply(
     # Its changes name the suggestion (and the run that made it) as their cause: no
     # reaction's, so a reaction to them is as deep as one to a person's change.
     cause = Cause(
-        run_id=suggestion.run_id or "", agent=suggestion.agent, depth=0,
+        run_id=suggestion.run_id or "",
+        agent=suggestion.agent,
+        depth=0,
         suggestion_id=suggestion.id,
-    )  # fmt: skip
+    )
     caused = CURRENT_CAUSE.set(cause)
     try:
         await objects.apply(
@@ -521,9 +523,14 @@ async def reject(
     may_decide(policy, current, asked.decider, approving=False)
     justification = justified(policy, "reject", asked.justification)
     record = Record(
-        current, asked, "reject", current.operations, policy.count, justification,
+        current,
+        asked,
+        "reject",
+        current.operations,
+        policy.count,
+        justification,
         datetime.now(UTC),
-    )  # fmt: skip
+    )
     line = record.line(len(current.approvals), "rejected")
     suggestion = await suggestions.resolve(
         suggestion_id, "rejected", asked.decider.actor, decided=line

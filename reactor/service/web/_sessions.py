@@ -126,11 +126,15 @@ class Sessions:
             )
             await conn.execute(
                 web_sessions.insert().values(
-                    id_hash=_hash(session.id), user_id=principal.id, csrf=session.csrf,
-                    created_at=now, used_at=now, roles="+".join(sorted(principal.roles)),
+                    id_hash=_hash(session.id),
+                    user_id=principal.id,
+                    csrf=session.csrf,
+                    created_at=now,
+                    used_at=now,
+                    roles="+".join(sorted(principal.roles)),
                     authenticator=principal.authenticator,
                 )
-            )  # fmt: skip
+            )
         return self._with_notices(session)
 
     async def get(self, session_id: str | None) -> Session | None:
