@@ -88,7 +88,7 @@ def workers(
         for log in logs
     ]
     try:
-        settings = QueueSettings(redis_url, prefix=env["REACTOR_REDIS_PREFIX"])
+        settings = QueueSettings(redis_url, prefix=env.get("REACTOR_REDIS_PREFIX", "reactor"))
 
         def up() -> bool:
             for index, process in enumerate(processes):
