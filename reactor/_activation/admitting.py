@@ -5,7 +5,8 @@ gives each trigger of such an agent to its :class:`Admission` instead of startin
 and asks :meth:`Admission.decide` again whenever something changes (a trigger
 arrives, an activation finishes, a wait it asked for is over). The policies apply in
 the order given, each to what the one before let through, as a reaction's do in the
-service (``reactor.service._reactions.admitting``):
+service (``reactor.service._reactions.admitting``), and by the same code
+(``reactor._agents.admission``; a spend cap is each side's own):
 
 * ``Latest(key)``: per key, only the newest trigger waits; the older ones are
   ``superseded``. While an activation of the key runs, the newest waits.
@@ -31,9 +32,8 @@ the scheduler repeats each in its recorded turn.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reactor._agents.admission import (
@@ -41,8 +41,14 @@ from reactor._agents.admission import (
     Batch,
     Debounce,
     Latest,
+    Pick,
     SpendCap,
     Throttle,
+    apply_batch,
+    apply_debounce,
+    apply_latest,
+    apply_throttle,
+    in_order,
     key_of,
 )
 from reactor._agents.templates import compile_template, render
@@ -106,28 +112,23 @@ class Decision:
 
 
 @dataclasses.dataclass(eq=False)
-class _Pick:
-    """A trigger that may start, and those merged into it (in arrival order)."""
-
-    item: Waiting
-    merged: list[Waiting] = dataclasses.field(default_factory=list)
-    batch: bool = False  # whether the merged ones are delivered (ctx.batch)
-    tokens: dict[str, float] = dataclasses.field(default_factory=dict)  # buckets it takes
-
-    @property
-    def seq(self) -> int:
-        return self.item.signal.seq
-
-
-@dataclasses.dataclass(eq=False)
 class _Round:
-    """One decision in the making."""
+    """One decision in the making (a :class:`~reactor._agents.admission.Round`)."""
 
     now: float
     wall: float
-    ready: list[_Pick]
+    ready: list[Pick[Signal]]
     running: Sequence[Signal]
     decision: Decision = dataclasses.field(default_factory=Decision)
+
+    def wake(self, at: float) -> None:
+        self.decision.wake(at)
+
+    def supersede(self, older: Pick[Signal], newer: Pick[Signal]) -> None:
+        self.decision.superseded.append(older.item)
+
+    def token(self, pick: Pick[Signal], bucket: str, due: float) -> None:
+        pick.tokens[bucket] = due  # taken if it starts
 
 
 class Admission:
@@ -162,91 +163,36 @@ class Admission:
             room: How many activations may start (``None``: any number).
             running: The triggers of the agent's activations running now.
         """
-        state = _Round(now, wall, [_Pick(item) for item in self.waiting], running)
+        picks = [
+            Pick(item.signal, item.at, item.signal.seq, item.signal.name) for item in self.waiting
+        ]
+        state = _Round(now, wall, picks, running)
         for policy in self.policies:
             state.ready = self._apply(policy, state)
         self._settle(state, room)
         return state.decision
 
-    def _apply(self, policy: AdmissionPolicy, state: _Round) -> list[_Pick]:
+    def _apply(self, policy: AdmissionPolicy, state: _Round) -> list[Pick[Signal]]:
+        key = self._keys[id(policy)]
         if isinstance(policy, Latest):
-            return self._latest(policy, state)
+            return apply_latest(policy, state, key, state.running)
         if isinstance(policy, Debounce):
-            return self._debounce(policy, state)
+            return apply_debounce(policy, state, key)
         if isinstance(policy, Batch):
-            return self._batch(policy, state)
+            return apply_batch(policy, state, key)
         if isinstance(policy, Throttle):
-            return self._throttle(policy, state)
+            return apply_throttle(policy, state, key, self.buckets, prefix=f"{id(policy)}:")
         return self._cap(policy, state)
 
-    # -- the policies --------------------------------------------------------------
+    # -- the spend cap (the other policies: reactor._agents.admission) -------------
 
-    def _latest(self, policy: Latest, state: _Round) -> list[_Pick]:
-        key = self._keys[id(policy)]
-        kept, grouped = _split(state.ready, policy.keep, key)
-        running = {key(signal) for signal in state.running}
-        ready = list(kept)
-        for group, picks in grouped.items():
-            newest = picks[-1]
-            for older in picks[:-1]:
-                state.decision.superseded.append(older.item.signal)
-                newest.merged.extend(older.merged)  # what it carried goes with the newest
-            if group not in running:
-                ready.append(newest)
-        return sorted(ready, key=lambda pick: pick.seq)
-
-    def _debounce(self, policy: Debounce, state: _Round) -> list[_Pick]:
-        kept, grouped = _split(state.ready, policy.keep, self._keys[id(policy)])
-        ready = list(kept)
-        for picks in grouped.values():
-            due = picks[-1].item.at + policy.seconds
-            if policy.max_wait is not None:
-                due = min(due, picks[0].item.at + policy.max_wait)
-            if state.now < due:
-                state.decision.wake(due)
-                continue
-            ready.append(_merged(picks, batch=policy.deliver == "batch"))
-        return sorted(ready, key=lambda pick: pick.seq)
-
-    def _batch(self, policy: Batch, state: _Round) -> list[_Pick]:
-        kept, grouped = _split(state.ready, policy.keep, self._keys[id(policy)])
-        ready = list(kept)
-        for picks in grouped.values():
-            full = len(picks) - len(picks) % policy.max_items
-            for start in range(0, full, policy.max_items):
-                ready.append(_merged(picks[start : start + policy.max_items], batch=True))
-            rest = picks[full:]
-            if not rest:
-                continue
-            due = rest[0].item.at + policy.max_wait
-            if state.now >= due:
-                ready.append(_merged(rest, batch=True))
-            else:
-                state.decision.wake(due)
-        return sorted(ready, key=lambda pick: pick.seq)
-
-    def _throttle(self, policy: Throttle, state: _Round) -> list[_Pick]:
-        key = self._keys[id(policy)]
-        every, slack = 1.0 / policy.rate, (policy.burst - 1) / policy.rate
-        dues = dict(self.buckets)
-        ready = []
-        for pick in state.ready:
-            bucket = f"{id(policy)}:{key(pick.item.signal)}"
-            due = max(dues.get(bucket, state.now), state.now)
-            if due - slack > state.now:  # no token yet: it waits, in arrival order
-                state.decision.wake(due - slack)
-                continue
-            dues[bucket] = pick.tokens[bucket] = due + every
-            ready.append(pick)
-        return ready
-
-    def _cap(self, policy: SpendCap, state: _Round) -> list[_Pick]:
+    def _cap(self, policy: SpendCap, state: _Round) -> list[Pick[Signal]]:
         period = policy.per.total_seconds()
         start = math.floor(state.wall / period) * period
         if self.spent(self.agent if policy.scope == "agent" else None, start) < policy.usd:
             return state.ready
         for pick in state.ready:
-            state.decision.capped.extend(item.signal for item in (*pick.merged, pick.item))
+            state.decision.capped.extend(each.item for each in (*pick.merged, pick))
         return []
 
     # -- the decision ---------------------------------------------------------------
@@ -257,11 +203,10 @@ class Admission:
         taken = state.ready if room is None else state.ready[: max(room, 0)]
         gone = {id(signal) for signal in (*decision.superseded, *decision.capped)}
         for pick in taken:
-            merged = sorted(pick.merged, key=lambda item: item.signal.seq)
-            signals = tuple(item.signal for item in merged)
-            batch = (*signals, pick.item.signal) if pick.batch else None
-            decision.take.append(Take(pick.item.signal, signals, batch))
-            gone.update(id(signal) for signal in (*signals, pick.item.signal))
+            signals = tuple(each.item for each in in_order(pick.merged))
+            batched = (*signals, pick.item) if pick.batch else None
+            decision.take.append(Take(pick.item, signals, batched))
+            gone.update(id(signal) for signal in (*signals, pick.item))
             self.buckets.update(pick.tokens)
         self.waiting = [item for item in self.waiting if id(item.signal) not in gone]
 
@@ -275,31 +220,6 @@ class Admission:
         return lambda signal: str(
             render(template, {"signal": signal}, agent=self.agent, field="admission key")
         )
-
-
-def _split(
-    picks: Iterable[_Pick], keep: Sequence[str], key: Keyer
-) -> tuple[list[_Pick], dict[str, list[_Pick]]]:
-    """The picks a policy keeps aside (their name matches ``keep``), and the rest by key."""
-    kept: list[_Pick] = []
-    grouped: dict[str, list[_Pick]] = {}
-    for pick in picks:
-        signal = pick.item.signal
-        if any(fnmatch.fnmatchcase(signal.name, pattern) for pattern in keep):
-            kept.append(pick)
-        else:
-            grouped.setdefault(key(signal), []).append(pick)
-    return kept, grouped
-
-
-def _merged(picks: Sequence[_Pick], *, batch: bool) -> _Pick:
-    """The newest of ``picks``, carrying the others (and what they carried)."""
-    newest = picks[-1]
-    for older in picks[:-1]:
-        newest.merged.extend([*older.merged, older.item])
-        newest.tokens.update(older.tokens)
-    newest.batch = newest.batch or batch
-    return newest
 
 
 # -- a replay's decisions -------------------------------------------------------------

@@ -7,7 +7,8 @@ type: what the model is asked for, how answers are checked), ``context``
 (:class:`AgentContext`, :class:`RunView`), ``asking`` (questions to people), ``spans``
 (phases and tasks), ``reaction`` (what a reaction agent reacts to and may change),
 ``skills`` (``SKILL.md`` into the system prompt), ``env`` (:func:`reactor.getenv`'s
-overlay), ``budget`` (what a run or an agent may spend), ``schedule`` (cron
+overlay), ``budget`` (what a run or an agent may spend), ``admission``
+(admission policies, and what they do with waiting triggers), ``schedule`` (cron
 expressions), ``fingerprint`` (a hash of each part of an agent that decides what it
 does).
 

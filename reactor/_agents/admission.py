@@ -23,14 +23,26 @@ reaction), so a replay and an evaluation see the same admitted triggers.
 
 The policies are plain, frozen values, checked when made (a bad one is an
 :class:`~reactor.exceptions.AgentConfigError` saying what to write instead).
+
+What ``Latest``, ``Debounce``, ``Batch`` and ``Throttle`` do is here too, the one code
+both admissions run (``reactor._activation.admitting`` in a run,
+``reactor.service._reactions.admitting`` in the service): :func:`apply_latest` and
+its siblings take the picks (:class:`Pick`: a waiting trigger or entry, when it
+arrived, its order, the name ``keep=`` matches, what was merged into it) the policy
+before let through, in arrival order, and return those they let through. A
+:class:`Round` is one decision in the making: its time, what may go, and how its side
+notes what a policy decides (when to decide again, who superseded whom, which
+throttle tokens are taken).
 """
 
 from __future__ import annotations
 
+import fnmatch
+import operator
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Annotated, Any, Literal, Never, TypeAlias
+from typing import Annotated, Any, Generic, Literal, Never, Protocol, TypeAlias, TypeVar
 
 import pydantic
 
@@ -42,12 +54,21 @@ __all__ = [
     "Batch",
     "Debounce",
     "Latest",
+    "Pick",
+    "Round",
     "SpendCap",
     "Throttle",
     "admission",
+    "apply_batch",
+    "apply_debounce",
+    "apply_latest",
+    "apply_throttle",
+    "in_order",
     "key_of",
     "parse_rate",
 ]
+
+_ORDER = operator.attrgetter("order")
 
 Key: TypeAlias = str | Callable[[Any], Any] | None
 """What groups triggers: a template over the trigger (``"{{ signal.payload.symbol }}"``,
@@ -373,3 +394,166 @@ def policy_from_config(config: Any) -> AdmissionPolicy:
     fields = {name: value for name, value in config.items() if name != "policy"}
     made: AdmissionPolicy = kind(**fields)  # type: ignore[assignment]  # _BY_NAME's kinds
     return made
+
+
+# -- what the policies do -------------------------------------------------------------
+#
+# Both admissions run this: an agent's in a run (reactor._activation.admitting), on
+# triggers, and a reaction's in the service (reactor.service._reactions.admitting), on
+# the processing log's entries. How a side keys its work, and what a spend cap does,
+# stay with it.
+
+T = TypeVar("T")
+
+
+class Pick(Generic[T]):
+    """A waiting trigger (or entry) that may start, and the picks merged into it.
+
+    Attributes:
+        item: The trigger or entry itself (what a policy's key reads).
+        at: When it arrived (seconds, on the clock of the round's ``now``).
+        order: Its place in arrival order (a signal's ``seq``, an entry's id).
+        name: What ``keep=`` patterns match (a signal's name, an object's type).
+        merged: The picks merged into it, with what they carried (sorted by ``order``
+            when it starts).
+        batch: Whether the merged ones are delivered with it (``ctx.batch``).
+        tokens: Throttle tokens it takes if it starts (bucket -> its next due time).
+    """
+
+    __slots__ = ("at", "batch", "item", "merged", "name", "order", "tokens")
+
+    def __init__(self, item: T, at: float, order: int, name: str) -> None:
+        self.item = item
+        self.at = at
+        self.order = order
+        self.name = name
+        self.merged: list[Pick[T]] = []
+        self.batch = False
+        self.tokens: dict[str, float] = {}
+
+
+class Round(Protocol[T]):
+    """One decision in the making, as the policies see it."""
+
+    @property
+    def now(self) -> float:
+        """The time (seconds, the clock of the picks' ``at``)."""
+
+    @property
+    def ready(self) -> list[Pick[T]]:
+        """What the policies before let through, in arrival order."""
+
+    def wake(self, at: float) -> None:
+        """Decide again at ``at`` at the latest: what waits may go then."""
+
+    def supersede(self, older: Pick[T], newer: Pick[T]) -> None:
+        """``newer`` took the place of ``older`` (of the same key)."""
+
+    def token(self, pick: Pick[T], bucket: str, due: float) -> None:
+        """``pick`` took a token of ``bucket``, whose next token is due at ``due``."""
+
+
+def apply_latest(
+    policy: Latest, state: Round[T], key: Callable[[T], str], running: Iterable[T]
+) -> list[Pick[T]]:
+    """Per key the newest only; it waits while an item of its key is ``running``."""
+    kept, grouped = _split(state.ready, policy.keep, key)
+    busy = {key(item) for item in running}
+    for group, picks in grouped.items():
+        newest = picks[-1]
+        for older in picks[:-1]:
+            state.supersede(older, newest)
+            newest.merged.extend(older.merged)  # what it carried goes with the newest
+        if group not in busy:
+            kept.append(newest)
+    return in_order(kept)
+
+
+def apply_debounce(policy: Debounce, state: Round[T], key: Callable[[T], str]) -> list[Pick[T]]:
+    """Per key, a burst once it is quiet (or its first waited ``max_wait``), as its newest."""
+    kept, grouped = _split(state.ready, policy.keep, key)
+    for picks in grouped.values():
+        due = picks[-1].at + policy.seconds
+        if policy.max_wait is not None:
+            due = min(due, picks[0].at + policy.max_wait)
+        if state.now < due:
+            state.wake(due)
+            continue
+        kept.append(_merged(picks, batch=policy.deliver == "batch"))
+    return in_order(kept)
+
+
+def apply_batch(policy: Batch, state: Round[T], key: Callable[[T], str]) -> list[Pick[T]]:
+    """Per key, ``max_items`` as one, or fewer once the first has waited ``max_wait``."""
+    kept, grouped = _split(state.ready, policy.keep, key)
+    size = policy.max_items
+    for picks in grouped.values():
+        full = len(picks) - len(picks) % size
+        for start in range(0, full, size):
+            kept.append(_merged(picks[start : start + size], batch=True))
+        rest = picks[full:]
+        if not rest:
+            continue
+        due = rest[0].at + policy.max_wait
+        if state.now >= due:
+            kept.append(_merged(rest, batch=True))
+        else:
+            state.wake(due)
+    return in_order(kept)
+
+
+def apply_throttle(
+    policy: Throttle,
+    state: Round[T],
+    key: Callable[[T], str],
+    buckets: Mapping[str, float],
+    prefix: str = "",
+) -> list[Pick[T]]:
+    """What finds a token in its bucket (``prefix`` and its key), in arrival order.
+
+    ``buckets`` holds when each bucket's next token is due; a bucket it does not name
+    is full.
+    """
+    every, slack = 1.0 / policy.rate, (policy.burst - 1) / policy.rate
+    now = state.now
+    dues = dict(buckets)
+    ready = []
+    for pick in state.ready:
+        bucket = prefix + key(pick.item)
+        due = max(dues.get(bucket, now), now)
+        if due - slack > now:  # no token yet: it waits, in arrival order
+            state.wake(due - slack)
+            continue
+        dues[bucket] = due + every
+        state.token(pick, bucket, due + every)
+        ready.append(pick)
+    return ready
+
+
+def in_order(picks: Iterable[Pick[T]]) -> list[Pick[T]]:
+    """``picks`` in arrival order."""
+    return sorted(picks, key=_ORDER)
+
+
+def _split(
+    picks: Iterable[Pick[T]], keep: Sequence[str], key: Callable[[T], str]
+) -> tuple[list[Pick[T]], dict[str, list[Pick[T]]]]:
+    """The picks a policy keeps aside (their name matches ``keep``), and the rest by key."""
+    kept: list[Pick[T]] = []
+    grouped: dict[str, list[Pick[T]]] = {}
+    for pick in picks:
+        if keep and any(fnmatch.fnmatchcase(pick.name, pattern) for pattern in keep):
+            kept.append(pick)
+        else:
+            grouped.setdefault(key(pick.item), []).append(pick)
+    return kept, grouped
+
+
+def _merged(picks: Sequence[Pick[T]], *, batch: bool) -> Pick[T]:
+    """The newest of ``picks``, carrying the others (and what they carried)."""
+    newest = picks[-1]
+    for older in picks[:-1]:
+        newest.merged.extend([*older.merged, older])
+        newest.tokens.update(older.tokens)
+    newest.batch = newest.batch or batch
+    return newest

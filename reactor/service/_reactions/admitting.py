@@ -3,7 +3,8 @@
 The processing log hands :meth:`Admission.decide` the agent's waiting entries (in its
 transaction, one process at a time per agent) and writes back what it decides. The
 policies of ``Reaction(admit=...)`` apply in the order given, each to what the one
-before let through:
+before let through, as an agent's do in a run, and by the same code
+(``reactor._agents.admission``; a spend cap is each side's own):
 
 * ``Latest(key)``: per key, only the newest entry waits; the older ones are
   ``superseded`` by it. While an entry of the key is processing, the newest waits.
@@ -27,9 +28,8 @@ batch is decided when it goes. The key is the object id unless a policy names on
 
 from __future__ import annotations
 
-import fnmatch
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +38,14 @@ from reactor._agents.admission import (
     Batch,
     Debounce,
     Latest,
+    Pick,
     SpendCap,
     Throttle,
+    apply_batch,
+    apply_debounce,
+    apply_latest,
+    apply_throttle,
+    in_order,
     key_of,
 )
 from reactor._agents.budget import dollars
@@ -52,24 +58,11 @@ Keyer = Callable[[Waiting], str]
 
 
 @dataclass
-class _Pick:
-    """An entry that may start, and those merged into it (its batch, itself last)."""
-
-    entry: Waiting
-    merged: list[Waiting] = field(default_factory=list)
-    batch: bool = False  # whether the merged ones are delivered (ctx.batch)
-
-    @property
-    def id(self) -> int:
-        return self.entry.id
-
-
-@dataclass
 class _Round:
-    """One decision in the making: what may go, what waits, what was decided."""
+    """One decision in the making (a :class:`~reactor._agents.admission.Round`)."""
 
     now: float
-    ready: list[_Pick]
+    ready: list[Pick[Waiting]]
     cap_usd: float | None = None  # an admin's cap over the agent's SpendCap
     decision: Decision = field(default_factory=Decision)
 
@@ -82,6 +75,12 @@ class _Round:
         """What a cap holds may go at ``at`` (its period rolls)."""
         release = self.decision.release_at
         self.decision.release_at = at if release is None else min(release, at)
+
+    def supersede(self, older: Pick[Waiting], newer: Pick[Waiting]) -> None:
+        self.decision.superseded[older.item.id] = newer.item.id
+
+    def token(self, pick: Pick[Waiting], bucket: str, due: float) -> None:
+        self.decision.buckets[bucket] = due  # every process shares the bucket
 
 
 class Admission:
@@ -133,7 +132,8 @@ class Admission:
         """
         busy = [entry for entry in waiting if entry.status == "processing"]
         candidates = [entry for entry in waiting if entry.status != "processing"]
-        state = _Round(now, [_Pick(entry) for entry in candidates], cap_usd)
+        picks = [Pick(entry, entry.created_at, entry.id, entry.object_type) for entry in candidates]
+        state = _Round(now, picks, cap_usd)
         for policy in self.policies:
             state.ready = self._apply(policy, state, busy, buckets, spent)
         self._settle(state, candidates, room)
@@ -146,85 +146,22 @@ class Admission:
         busy: Sequence[Waiting],
         buckets: Mapping[str, float],
         spent: Spent,
-    ) -> list[_Pick]:
+    ) -> list[Pick[Waiting]]:
         if isinstance(policy, Latest):
-            return self._latest(policy, state, busy)
+            return apply_latest(policy, state, self._keyer(policy.key, default_object=True), busy)
         if isinstance(policy, Debounce):
-            return self._debounce(policy, state)
+            return apply_debounce(policy, state, self._keyer(policy.key, default_object=True))
         if isinstance(policy, Batch):
-            return self._batch(policy, state)
+            return apply_batch(policy, state, self._keyer(policy.key, default_object=False))
         if isinstance(policy, Throttle):
-            return self._throttle(policy, state, buckets)
+            return apply_throttle(
+                policy, state, self._keyer(policy.per, default_object=False), buckets
+            )
         return self._cap(policy, state, spent)
 
-    # -- the policies --------------------------------------------------------------
+    # -- the spend cap (the other policies: reactor._agents.admission) -------------
 
-    def _latest(self, policy: Latest, state: _Round, busy: Sequence[Waiting]) -> list[_Pick]:
-        key = self._keyer(policy.key, default_object=True)
-        kept, grouped = _split(state.ready, policy.keep, key)
-        running = {key(entry) for entry in busy}  # a key with an entry processing waits
-        ready = list(kept)
-        for group, picks in grouped.items():
-            newest = picks[-1]
-            for older in picks[:-1]:
-                state.decision.superseded[older.id] = newest.id
-                newest.merged.extend(older.merged)  # what it carried goes with the newest
-            if group not in running:
-                ready.append(newest)
-        return sorted(ready, key=lambda pick: pick.id)
-
-    def _debounce(self, policy: Debounce, state: _Round) -> list[_Pick]:
-        key = self._keyer(policy.key, default_object=True)
-        kept, grouped = _split(state.ready, policy.keep, key)
-        ready = list(kept)
-        for picks in grouped.values():
-            quiet = picks[-1].entry.created_at + policy.seconds
-            due = quiet
-            if policy.max_wait is not None:
-                due = min(quiet, picks[0].entry.created_at + policy.max_wait)
-            if state.now < due:
-                state.wake(due)
-                continue
-            ready.append(_merged(picks, batch=policy.deliver == "batch"))
-        return sorted(ready, key=lambda pick: pick.id)
-
-    def _batch(self, policy: Batch, state: _Round) -> list[_Pick]:
-        key = self._keyer(policy.key, default_object=False)
-        kept, grouped = _split(state.ready, policy.keep, key)
-        ready = list(kept)
-        for picks in grouped.values():
-            full = len(picks) - len(picks) % policy.max_items
-            for start in range(0, full, policy.max_items):
-                ready.append(_merged(picks[start : start + policy.max_items], batch=True))
-            rest = picks[full:]
-            if not rest:
-                continue
-            due = rest[0].entry.created_at + policy.max_wait
-            if state.now >= due:
-                ready.append(_merged(rest, batch=True))
-            else:
-                state.wake(due)
-        return sorted(ready, key=lambda pick: pick.id)
-
-    def _throttle(
-        self, policy: Throttle, state: _Round, buckets: Mapping[str, float]
-    ) -> list[_Pick]:
-        key = self._keyer(policy.per, default_object=False)
-        every, slack = 1.0 / policy.rate, (policy.burst - 1) / policy.rate
-        dues = dict(buckets)
-        ready = []
-        for pick in state.ready:
-            bucket = key(pick.entry)
-            due = max(dues.get(bucket, state.now), state.now)
-            if due - slack > state.now:  # no token yet: it waits, in arrival order
-                state.wake(due - slack)
-                continue
-            dues[bucket] = due + every
-            state.decision.buckets[bucket] = due + every
-            ready.append(pick)
-        return ready
-
-    def _cap(self, policy: SpendCap, state: _Round, spent: Spent) -> list[_Pick]:
+    def _cap(self, policy: SpendCap, state: _Round, spent: Spent) -> list[Pick[Waiting]]:
         period = policy.per.total_seconds()
         start = math.floor(state.now / period) * period
         raised = state.cap_usd is not None and policy.scope == "agent"
@@ -238,7 +175,7 @@ class Admission:
             "period; held until the period rolls or an admin raises the cap"
         )
         for pick in state.ready:
-            state.decision.held[pick.id] = why
+            state.decision.held[pick.item.id] = why
         state.release(start + period)
         return []
 
@@ -248,11 +185,11 @@ class Admission:
         """Take what may go (within ``room``); release what a cap no longer holds."""
         decision = state.decision
         for pick in state.ready[: max(room, 0)]:
-            merged = sorted(pick.merged, key=lambda entry: entry.id)
+            merged = [each.item.id for each in in_order(pick.merged)]
             for entry in merged:
-                decision.merged[entry.id] = pick.id
-            batch = tuple(entry.id for entry in [*merged, pick.entry]) if pick.batch else ()
-            decision.take.append((pick.id, batch))
+                decision.merged[entry] = pick.item.id
+            batched = (*merged, pick.item.id) if pick.batch else ()
+            decision.take.append((pick.item.id, batched))
         held = {entry.id for entry in candidates if entry.status == "held"}
         decision.released = sorted(held - set(decision.held))
 
@@ -266,29 +203,6 @@ class Admission:
         return lambda entry: str(
             render(template, {"object": _object_of(entry)}, agent=self.agent, field="admission key")
         )
-
-
-def _split(
-    picks: Iterable[_Pick], keep: Sequence[str], key: Keyer
-) -> tuple[list[_Pick], dict[str, list[_Pick]]]:
-    """The picks a policy keeps aside (their type matches ``keep``), and the rest by key."""
-    kept: list[_Pick] = []
-    grouped: dict[str, list[_Pick]] = {}
-    for pick in picks:
-        if any(fnmatch.fnmatchcase(pick.entry.object_type, pattern) for pattern in keep):
-            kept.append(pick)
-        else:
-            grouped.setdefault(key(pick.entry), []).append(pick)
-    return kept, grouped
-
-
-def _merged(picks: Sequence[_Pick], *, batch: bool) -> _Pick:
-    """The newest of ``picks``, carrying the others (and what they carried)."""
-    newest = picks[-1]
-    for older in picks[:-1]:
-        newest.merged.extend([*older.merged, older.entry])
-    newest.batch = newest.batch or batch
-    return newest
 
 
 def _object_of(entry: Waiting) -> dict[str, Any]:
