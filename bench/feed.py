@@ -14,8 +14,9 @@ Three targets, each checked:
 * the last version of each symbol is processed within the model's latency + 250 ms of
   the feed's end (the worst symbol: from the feed's last write to that symbol's last
   completed entry);
-* at most one model call per symbol per model latency (``SYMBOLS x (SECONDS / LATENCY
-  + 1)``).
+* at most one model call per symbol per model latency (``SYMBOLS x (seconds / LATENCY
+  + 1)``, over the seconds the feed really took: one that cannot keep its pace runs
+  longer than asked).
 
 The baseline is the same feed with no service: what the store writes alone.
 """
@@ -151,7 +152,9 @@ def run(runs: int, scale: float) -> list[Row]:
         with ProcessPoolExecutor(1, mp_context=context, initializer=tune_gc) as pool:
             ours = pool.submit(_measure, kind, seconds, RATE, True).result()
             base = pool.submit(_measure, kind, seconds, RATE, False).result()
-        calls_most = SYMBOLS * (seconds / LATENCY + 1)
+        # one call per symbol per model latency over the time the feed really took: a feed
+        # that cannot keep its pace (the writes are the bound) runs longer than asked
+        calls_most = SYMBOLS * (ours.seconds / LATENCY + 1)
         met = (
             ours.stored == ours.written
             and ours.behind <= LATENCY + SLACK
@@ -169,7 +172,7 @@ def run(runs: int, scale: float) -> list[Row]:
                 ours=(
                     f"{ours.written / ours.seconds:,.0f} updates/s; {ours.stored:,} of "
                     f"{ours.written:,} stored; last versions {ours.behind:.2f} s after; "
-                    f"{ours.calls:,} calls"
+                    f"{ours.calls:,} calls in {ours.seconds:.0f} s"
                 ),
                 baseline=(
                     f"{base.written / base.seconds:,.0f} updates/s (the feed alone, no service)"
