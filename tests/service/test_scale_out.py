@@ -149,7 +149,9 @@ def test_a_killed_workers_runs_are_finished_by_another_and_nothing_repeats(
 ) -> None:
     db = queued
     with workers(2, db, redis_url, tmp_path) as (victim, survivor):
-        run_ids = asyncio.run(submit(db, 40))
+        # each run's second step waits 4 s: a run the victim holds once its first step is
+        # recorded is still in flight when it is killed, however slowly the checks run
+        run_ids = asyncio.run(submit(db, 40, seconds=4))
         settings = QueueSettings(redis_url, prefix=os.environ["REACTOR_REDIS_PREFIX"])
 
         def victim_mid_way() -> list[str]:
