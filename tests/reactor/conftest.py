@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from reactor import SignalStoreBase
+from reactor import MemorySignalStore, SignalStoreBase
 from tests.reactor.databases import (
     StorePlace,
     create_database,
@@ -51,4 +51,17 @@ def store_place(request: pytest.FixtureRequest, tmp_path: Path) -> StorePlace:
 def signal_store(store_place: StorePlace) -> Iterator[SignalStoreBase]:
     """A store of each kind (SQLite, PostgreSQL) on an empty database, closed after the test."""
     with store_place.open() as store:
+        yield store
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SignalStoreBase]:
+    """Each store reactor ships, on an empty database."""
+    if request.param == "memory":
+        yield MemorySignalStore()
+        return
+    where = str(tmp_path / "runs.db")
+    if request.param == "postgres":
+        where = request.getfixturevalue("postgres_dsn")
+    with StorePlace(request.param, where).open() as store:
         yield store

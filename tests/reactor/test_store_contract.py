@@ -7,7 +7,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +28,6 @@ from reactor import (
 from reactor._recording.inbox import Posted
 from reactor._recording.recording import Recording
 from tests.reactor.databases import SQLITE_SINCE_6, StorePlace, create_database, drop_database
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SignalStoreBase]:
-    """Each store reactor ships, on an empty database."""
-    if request.param == "memory":
-        yield MemorySignalStore()
-        return
-    where = str(tmp_path / "runs.db")
-    if request.param == "postgres":
-        where = request.getfixturevalue("postgres_dsn")
-    with StorePlace(request.param, where).open() as store:
-        yield store
 
 
 async def _ticker(ctx: AgentContext[Any]) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 import pydantic
 
 from reactor import Agent, AgentContext, Provider
+from reactor._signals.payloads import SuggestionDecided
 from reactor.service import ObjectStore, ReactionService
 
 
@@ -79,3 +80,24 @@ class Recorder:
                 "actor": ctx.object.actor,
             }
         )
+
+
+def decided_line(n: int = 1) -> SuggestionDecided:
+    """A history line of a suggestion ``sug_<n>`` rejected by alice (for history tests)."""
+    return {
+        "suggestion_id": f"sug_{n}",
+        "proposed_by_run": {"run_id": None, "agent": "enrich"},
+        "object_id": None,
+        "object_version": None,
+        "changes_sha256": "0" * 64,
+        "principal": {"id": "alice", "roles": ["approver"], "authenticator": "tokens"},
+        "decided_at": "2026-12-07T00:00:00+00:00",
+        "decision": "reject",
+        "outcome": "rejected",
+        "justification": None,
+        "force": False,
+        "approvals": 0,
+        "needed": 1,
+        "diff": None,
+        "actor": {"type": "user", "id": "alice"},
+    }

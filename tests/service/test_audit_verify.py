@@ -23,7 +23,6 @@ from psycopg.types.json import Jsonb
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from reactor._recording.chain import Report
-from reactor._signals.payloads import SuggestionDecided
 from reactor._signals.settings import database_location
 from reactor.service import DatabaseError, ObjectStore
 from reactor.service._objects.db import Database
@@ -31,6 +30,7 @@ from reactor.service._objects.history import History, verify_database
 from tests.reactor.cli_support import cli_env, reactor_process
 from tests.reactor.databases import execute
 from tests.service.server import BOB, CAROL, DATABASES, Server, ok, serving_on, wait_for
+from tests.service.support import decided_line
 from tests.service.test_migrations import _alembic
 
 MISMATCH = (
@@ -265,23 +265,7 @@ async def test_a_database_of_the_revision_before_chains_is_migrated_and_its_rows
 
 async def test_writers_in_two_stores_at_once_never_fork_a_chain(url: str) -> None:
     """Two object stores on one database (as two serving processes): each chain stays one."""
-    decided: SuggestionDecided = {
-        "suggestion_id": "sug_1",
-        "proposed_by_run": {"run_id": None, "agent": "enrich"},
-        "object_id": None,
-        "object_version": None,
-        "changes_sha256": "0" * 64,
-        "principal": {"id": "alice", "roles": ["approver"], "authenticator": "tokens"},
-        "decided_at": "2026-12-07T00:00:00+00:00",
-        "decision": "reject",
-        "outcome": "rejected",
-        "justification": None,
-        "force": False,
-        "approvals": 0,
-        "needed": 1,
-        "diff": None,
-        "actor": {"type": "user", "id": "alice"},
-    }
+    decided = decided_line()
     async with ObjectStore(url) as one, ObjectStore(url) as two:
         assert one.db is not two.db
 

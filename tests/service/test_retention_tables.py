@@ -13,7 +13,6 @@ import sqlalchemy as sa
 
 from reactor import AgentContext, MemorySignalStore, agent
 from reactor._recording.chain import Report
-from reactor._signals.payloads import SuggestionDecided
 from reactor._signals.settings import database_location
 from reactor.service import ObjectStore, Reaction, ReactionService
 from reactor.service._hosting.retention import Retention, prune_tables
@@ -25,27 +24,7 @@ from reactor.service._objects.schema import (
     processing_history,
     processing_log,
 )
-from tests.service.support import TYPES
-
-
-def line(n: int) -> SuggestionDecided:
-    return {
-        "suggestion_id": f"sug_{n}",
-        "proposed_by_run": {"run_id": None, "agent": "enrich"},
-        "object_id": None,
-        "object_version": None,
-        "changes_sha256": "0" * 64,
-        "principal": {"id": "alice", "roles": ["approver"], "authenticator": "tokens"},
-        "decided_at": "2026-12-07T00:00:00+00:00",
-        "decision": "reject",
-        "outcome": "rejected",
-        "justification": None,
-        "force": False,
-        "approvals": 0,
-        "needed": 1,
-        "diff": None,
-        "actor": {"type": "user", "id": "alice"},
-    }
+from tests.service.support import TYPES, decided_line
 
 
 def verified(url: str) -> Report:
@@ -73,12 +52,12 @@ async def test_retention_deletes_what_ended_long_ago_and_the_chains_still_verify
             await objects.create("Person", {"name": f"p{n}"})
         await service.idle(timeout=60)
         for n in range(2):
-            await history.add("suggestion:decided", line(n))
+            await history.add("suggestion:decided", decided_line(n))
         cutoff = datetime.now(UTC)  # what came before this ended "long ago"
         people = [await objects.create("Person", {"name": f"p{n}"}) for n in range(4, 6)]
         await service.idle(timeout=60)
         for n in range(2, 4):
-            await history.add("suggestion:decided", line(n))
+            await history.add("suggestion:decided", decided_line(n))
         async with objects.db.write() as conn:  # an old event an entry still waits on
             await conn.execute(
                 processing_log.update()
@@ -94,7 +73,7 @@ async def test_retention_deletes_what_ended_long_ago_and_the_chains_still_verify
             for row in await rows(objects.db, sa.select(audit_chains))
         }
         await objects.update(people[0].id, {"email": "p4@x.org"})  # written after the prune
-        await history.add("suggestion:decided", line(9))
+        await history.add("suggestion:decided", decided_line(9))
     assert counts == {"processing_log": 3, "history": 2, "events": 2}
     assert events == [3, 4, 5, 6]  # 1-2 went; 3 is waited on, so 3 and what follows stay
     assert sorted(row.event_id for row in entries) == [3, 5, 6]  # 1, 2, 4 were done long ago
@@ -109,12 +88,12 @@ async def test_a_chain_pruned_whole_goes_on_from_its_anchor(url: str) -> None:
     async with ObjectStore(url, types=TYPES) as objects:
         ada = await objects.create("Person", {"name": "Ada"})
         await objects.update(ada.id, {"email": "ada@x.org"})
-        await History(objects.db).add("suggestion:decided", line(1))
+        await History(objects.db).add("suggestion:decided", decided_line(1))
         pruned = await prune_tables(objects.db, before=datetime.now(UTC))
     assert pruned == {"processing_log": 0, "history": 1, "events": 2}
     async with ObjectStore(url, types=TYPES) as objects:  # a new process: no head in memory
         await objects.update(ada.id, {"email": "lovelace@x.org"})
-        await History(objects.db).add("suggestion:decided", line(2))
+        await History(objects.db).add("suggestion:decided", decided_line(2))
     assert verified(url).broken is None
 
 
