@@ -40,7 +40,8 @@ class Mailbox:
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
-            return await asyncio.wait_for(waiter, timeout)
+            async with asyncio.timeout(timeout):
+                return await waiter
         except TimeoutError:
             raise TimeoutError(
                 f"No message came within {timeout} seconds; send one with "

@@ -253,7 +253,8 @@ class Asking:
             if timeout is None:
                 return await future
             remaining = max(0.0, asked + timeout - time.time())
-            return await asyncio.wait_for(future, remaining)
+            async with asyncio.timeout(remaining):
+                return await future
         except TimeoutError:
             if self._questions.get(prompt_id) is not entry:
                 raise

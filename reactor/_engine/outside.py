@@ -164,7 +164,8 @@ class OutsideInput:
             return
         self._nap = nap = asyncio.Event()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(nap.wait(), min(delay, 60.0))
+            async with asyncio.timeout(min(delay, 60.0)):
+                await nap.wait()
 
     def wake(self) -> None:
         """End a :meth:`nap`: the run is closing, or a message came to wait for."""

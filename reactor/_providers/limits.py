@@ -250,13 +250,11 @@ class Limits:
         loop = asyncio.get_running_loop()
         client = self._redis.get(loop)
         if client is None:
-            from redis.asyncio import Redis
+            from reactor._signals.redisclient import redis_at
 
             for old in [known for known in self._redis if known.is_closed()]:
                 del self._redis[old]
-            client = self._redis[loop] = Redis.from_url(
-                url, socket_connect_timeout=2, socket_timeout=2
-            )
+            client = self._redis[loop] = redis_at(url, socket_connect_timeout=2, socket_timeout=2)
         return client
 
     async def aclose(self) -> None:

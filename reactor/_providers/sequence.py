@@ -76,7 +76,8 @@ class Sequencer:
         if waiter is None:
             return
         try:
-            await asyncio.wait_for(waiter, self.timeout)
+            async with asyncio.timeout(self.timeout):
+                await waiter
         except TimeoutError:
             self._diverge(agent)
 

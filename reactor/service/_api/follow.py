@@ -366,7 +366,8 @@ class Follow:
             await asyncio.sleep(seconds)
         else:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), seconds)
+                async with asyncio.timeout(seconds):
+                    await self.stopping.wait()
 
 
 async def deliver(

@@ -250,7 +250,8 @@ def event_stream(conn: HTTPConnection, run_id: str, after: int = 0, *, who: str)
 async def _close(websocket: WebSocket, code: int, reason: str, within: float) -> None:
     """Close the socket; a client too stuck to take the close frame is left to the server."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(websocket.close(code=code, reason=reason), within)
+        async with asyncio.timeout(within):
+            await websocket.close(code=code, reason=reason)
 
 
 def _error(exc: BaseException) -> dict[str, Any]:

@@ -22,14 +22,14 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from taskiq import AckableMessage
+from taskiq import AckableMessage, BrokerMessage
 from taskiq_redis import RedisStreamBroker
 
 from reactor._signals.diagnostics import log
+from reactor._signals.redisclient import Redis, kept_cancellation
 from reactor._signals.settings import masked_url, settings_from
 from reactor.exceptions import ServiceConfigError
 from reactor.service._scaleout.durable import Grouped
@@ -165,8 +165,14 @@ class JobBroker(RedisStreamBroker):
 
     async def startup(self) -> None:
         """Make the consumer group (taskiq's start); ``ready`` once it is made."""
-        await super().startup()
+        with kept_cancellation():  # taskiq talks to Redis through redis-py's own client
+            await super().startup()
         self.ready = True
+
+    async def kick(self, message: BrokerMessage) -> None:
+        """Put ``message`` on the stream (taskiq's kick, its cancellation kept)."""
+        with kept_cancellation():
+            await super().kick(message)
 
     async def park(self, message_id: str, seconds: float) -> None:
         """Leave a job pending for the other workers, and alone here for ``seconds``.
@@ -331,10 +337,11 @@ class JobBroker(RedisStreamBroker):
         the stream then: the stream holds the jobs waiting or in hand, never a history
         of every job that ever ran.
         """
-        async with self.redis.pipeline(transaction=True) as both:
-            both.xack(self.keys.stream, self.keys.group, *message_ids)
-            both.xdel(self.keys.stream, *message_ids)
-            await both.execute()
+        with kept_cancellation():
+            async with self.redis.pipeline(transaction=True) as both:
+                both.xack(self.keys.stream, self.keys.group, *message_ids)
+                both.xdel(self.keys.stream, *message_ids)
+                await both.execute()
 
 
 def _text(value: Any) -> str:

@@ -27,7 +27,7 @@ from reactor.service._objects.db import Database
 from reactor.service._objects.schema import queued_jobs
 
 if TYPE_CHECKING:  # redis is imported where a queue is configured, not by every service
-    from redis.asyncio import Redis
+    from reactor._signals.redisclient import Redis
 
 __all__ = ["QueuedJobs", "RedisKeys", "one_statement", "unsynced"]
 

@@ -23,11 +23,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from redis.asyncio import Redis
 from taskiq.kicker import AsyncKicker
 
 from reactor._recording.info import RunInfo
 from reactor._signals.diagnostics import log
+from reactor._signals.redisclient import Redis, redis_at
 from reactor.exceptions import ServiceConfigError
 from reactor.service._hosting.launch import RunRequest
 from reactor.service._objects.changes import ProcessingEntry
@@ -174,7 +174,8 @@ class JobQueue:
                     log("reactor.worker", "warning", "cannot look for lost jobs", error=repr(exc))
                 wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** min(failures - 1, 8))
                 with contextlib.suppress(TimeoutError):  # or woken by a reconnect
-                    await asyncio.wait_for(wake.wait(), wait * (0.5 + random.random()))
+                    async with asyncio.timeout(wait * (0.5 + random.random())):
+                        await wake.wait()
                 wake.set()
                 continue
             if failures:
@@ -252,7 +253,7 @@ class JobQueue:
 async def live_workers(settings: QueueSettings) -> list[dict[str, Any]]:
     """The workers whose heartbeat is fresh: id, host, pid, concurrency, runs, started, beat."""
     found = []
-    async with Redis.from_url(settings.url) as redis:
+    async with redis_at(settings.url) as redis:
         async for key in redis.scan_iter(match=settings.keys.worker + "*"):
             value = await redis.get(key)
             if value is not None:

@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import sqlalchemy as sa
-from redis.asyncio import Redis
 from taskiq import Context
 
 from reactor._signals.diagnostics import log
+from reactor._signals.redisclient import Redis, redis_at
 from reactor.service._hosting.service import ReactionService
 from reactor.service._objects.schema import agents
 from reactor.service._scaleout.broker import STREAM_ID, JobBroker, QueueSettings
@@ -129,7 +129,7 @@ async def waiting_jobs(settings: QueueSettings) -> list[dict[str, Any]]:
     "since": epoch seconds}``; only those still queued (their marker is there).
     """
     names = settings.keys
-    async with Redis.from_url(settings.url) as redis:
+    async with redis_at(settings.url) as redis:
         keys = [key async for key in redis.scan_iter(match=names.waiting + "*", count=1000)]
         if not keys:
             return []

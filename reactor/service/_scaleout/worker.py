@@ -48,11 +48,11 @@ import uuid
 from typing import Any
 
 import sqlalchemy as sa
-from redis.asyncio import Redis
 from taskiq import Context, TaskiqDepends
 from taskiq.receiver import Receiver
 
 from reactor._signals.diagnostics import log
+from reactor._signals.redisclient import Redis, redis_at
 from reactor.exceptions import ReactorError, RunNotFoundError
 from reactor.service._hosting.hosting import close_record, default_record
 from reactor.service._hosting.service import ReactionService
@@ -394,7 +394,7 @@ class Worker:
                 failing.add(what)
                 log("reactor.worker", "warning", f"{what} unreachable", error=repr(exc))
 
-        async with Redis.from_url(self.settings.url) as redis:
+        async with redis_at(self.settings.url) as redis:
             while True:
                 try:
                     lost = await self.leases.renew(list(self.running))
@@ -468,5 +468,5 @@ class Worker:
                 host.runs.hold([key], "its lease was lost (another worker has it)")
 
     async def _forget(self) -> None:
-        async with Redis.from_url(self.settings.url) as redis:
+        async with redis_at(self.settings.url) as redis:
             await redis.delete(self.settings.keys.worker + self.id)
