@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from reactor import AgentContext, MemorySignalStore, agent
@@ -137,3 +138,26 @@ async def test_the_daily_retention_prunes_the_tables_with_the_runs(url: str) -> 
         kept = await rows(objects.db, sa.select(object_events))
     assert kept == []
     assert verified(url).broken is None
+
+
+async def test_a_large_prune_goes_a_chunk_at_a_time_and_the_chains_still_verify(url: str) -> None:
+    """Each chunk is its own transaction; together they delete what one prune would."""
+    async with ObjectStore(url, types=TYPES) as objects:
+        history = History(objects.db)
+        ada = await objects.create("Person", {"name": "Ada"})
+        for n in range(7):
+            await objects.update(ada.id, {"email": f"ada{n}@x.org"})
+            await history.add("suggestion:decided", decided_line(n))
+        cutoff = datetime.now(UTC)
+        await objects.update(ada.id, {"email": "kept@x.org"})
+        await history.add("suggestion:decided", decided_line(7))
+        counts = await prune_tables(objects.db, before=cutoff, chunk=3)
+        events = [row.event_id for row in await rows(objects.db, sa.select(object_events))]
+        lines = [row.id for row in await rows(objects.db, sa.select(processing_history))]
+        with pytest.raises(ValueError, match="at least one row"):
+            await prune_tables(objects.db, before=cutoff, chunk=0)
+    assert counts == {"processing_log": 0, "history": 7, "events": 8}
+    assert (events, lines) == ([9], [8])
+    report = verified(url)
+    assert report.broken is None, report.broken
+    assert any("through id 8" in note for note in report.notes)

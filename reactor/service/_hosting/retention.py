@@ -44,12 +44,14 @@ from reactor.service._objects.schema import (
     reaction_cursors,
 )
 
-__all__ = ["DONE", "RETENTION_ENV", "Retention", "prune_tables"]
+__all__ = ["CHUNK", "DONE", "RETENTION_ENV", "Retention", "prune_tables"]
 
 DONE = ("completed", "failed", "skipped", "abandoned", "superseded", "merged")
 """The processing log's statuses an entry never leaves: retention may delete it."""
 
 RETENTION_ENV = "REACTOR_RETENTION"
+CHUNK = 5_000
+"""Rows of each table a prune deletes per transaction (the service's writes wait meanwhile)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,30 +100,55 @@ class Retention:
 
 
 async def prune_tables(
-    db: Database, older_than: timedelta | None = None, *, before: datetime | None = None
+    db: Database,
+    older_than: timedelta | None = None,
+    *,
+    before: datetime | None = None,
+    chunk: int = CHUNK,
 ) -> dict[str, int]:
     """Delete what the service's tables keep of what ended ``older_than`` ago; how many.
 
-    ``before``: an instant instead (what ended before it goes). One transaction, under
-    the locks that order object writes and history writes (see the module's
-    docstring); each chained table's new anchor is logged.
+    ``before``: an instant instead (what ended before it goes). The rows go ``chunk``
+    at a time per table, each chunk one transaction under the locks that order object
+    writes and history writes (see the module's docstring): the service's writes wait
+    for a chunk at most, never for a whole prune. Each chained table's new anchor is
+    logged once, at the end.
 
     Raises:
-        ValueError: Neither ``older_than`` nor ``before`` is given.
+        ValueError: Neither ``older_than`` nor ``before`` is given, or ``chunk`` < 1.
     """
     if before is None and older_than is None:
         raise ValueError("prune_tables needs older_than (a timedelta) or before (a datetime).")
+    if chunk < 1:
+        raise ValueError(f"prune_tables deletes at least one row at a time (chunk={chunk!r}).")
     cutoff = before if before is not None else datetime.now(UTC) - (older_than or timedelta())
-    counts = await db.run_write(functools.partial(_prune, cutoff=cutoff))
+    counts = dict.fromkeys(("processing_log", "history", "events"), 0)
+    while True:
+        done = await db.run_write(functools.partial(_prune, cutoff=cutoff, chunk=chunk))
+        for name, count in done.items():
+            counts[name] += count
+        if max(done.values()) < chunk:  # every table had less left than a chunk
+            break
+    for table, count in (
+        (processing_history, counts["history"]),
+        (object_events, counts["events"]),
+    ):
+        if count:
+            await db.run_read(functools.partial(_logged_anchor, table=table.name, count=count))
     log("reactor.service", "info", "service tables pruned", **counts, before=cutoff.isoformat())
     return counts
 
 
-def _prune(conn: sa.Connection, *, cutoff: datetime) -> dict[str, int]:
+def _prune(conn: sa.Connection, *, cutoff: datetime, chunk: int) -> dict[str, int]:
+    """One chunk: at most ``chunk`` rows of each table, in one transaction."""
+    done = (
+        sa.select(processing_log.c.id)
+        .where(processing_log.c.status.in_(DONE), processing_log.c.updated_at < cutoff)
+        .order_by(processing_log.c.id)
+        .limit(chunk)
+    )
     log_rows = conn.execute(
-        processing_log.delete().where(
-            processing_log.c.status.in_(DONE), processing_log.c.updated_at < cutoff
-        )
+        processing_log.delete().where(processing_log.c.id.in_(done.scalar_subquery()))
     ).rowcount
     lock_history(conn)
     history_through = conn.scalar(
@@ -129,12 +156,24 @@ def _prune(conn: sa.Connection, *, cutoff: datetime) -> dict[str, int]:
             processing_history.c.created_at < cutoff
         )
     )
-    history = prune_chain(conn, processing_history, int(history_through or 0))
-    events = prune_chain(conn, object_events, _events_through(conn, cutoff))
-    for table, count in ((processing_history, history), (object_events, events)):
-        if count:
-            _logged_anchor(conn, table.name, count)
+    history = prune_chain(
+        conn,
+        processing_history,
+        _within(conn, processing_history, int(history_through or 0), chunk),
+    )
+    events = prune_chain(
+        conn, object_events, _within(conn, object_events, _events_through(conn, cutoff), chunk)
+    )
     return {"processing_log": int(log_rows or 0), "history": history, "events": events}
+
+
+def _within(conn: sa.Connection, table: sa.Table, through: int, chunk: int) -> int:
+    """The id up to which ``chunk`` rows of ``table`` go (at most ``through``)."""
+    key = next(iter(table.primary_key.columns))
+    last = conn.scalar(
+        sa.select(key).where(key <= through).order_by(key).offset(chunk - 1).limit(1)
+    )
+    return through if last is None else int(last)
 
 
 def _events_through(conn: sa.Connection, cutoff: datetime) -> int:
@@ -156,7 +195,7 @@ def _events_through(conn: sa.Connection, cutoff: datetime) -> int:
     return max(0, min(int(bound) for bound in bounds))
 
 
-def _logged_anchor(conn: sa.Connection, table: str, count: int) -> None:
+def _logged_anchor(conn: sa.Connection, *, table: str, count: int) -> None:
     """Log where a pruned chain is anchored now (shipped with the logs: an outside record)."""
     anchor = conn.execute(
         sa.select(audit_chains.c.pruned_through, audit_chains.c.pruned_hash).where(
