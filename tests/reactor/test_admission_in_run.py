@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -244,6 +244,37 @@ async def test_a_spend_cap_in_a_run_skips_what_comes_past_it() -> None:
     assert (result.metrics.cost_usd or 0) > 0.000001
     assert len(_activations(result)) == 1
     assert [p["reason"] for p in _skips(result, "spend_cap")] == ["spend_cap"]
+
+
+@pytest.mark.parametrize(("scope", "outcome"), [("agent", "completed"), ("service", "skipped")])
+async def test_a_service_wide_spend_cap_counts_every_agents_spend(
+    scope: Literal["agent", "service"], outcome: str
+) -> None:
+    """``scope="service"``: what the other agents of the run spent counts too."""
+    graph = reactive(
+        {
+            "spender": agent(prompt="Look at {{ signal.payload }}", activate_on=["quote"]),
+            "desk": agent(
+                prompt="Trade {{ signal.payload }}",
+                activate_on=["agent:spender:completed"],
+                admit=SpendCap(0.000001, per=timedelta(days=1), scope=scope),
+            ),
+        },
+        external=["quote"],
+        name="capped_together",
+    )
+    provider = ScriptedProvider(default=lambda request: "noted " * 50, pricing=(3.0, 15.0))
+    handle = graph.start(provider=provider)
+    handle.send("quote", 1)
+    await asyncio.wait_for(_until(handle, f"agent:desk:{outcome}"), DEADLINE)
+    handle.close()
+    result = await asyncio.wait_for(handle.result(), DEADLINE)
+
+    desk = [s.name for s in result.signals if s.name.startswith("agent:desk:")]
+    assert f"agent:desk:{outcome}" in desk
+    if outcome == "skipped":
+        assert [p["reason"] for p in _skips(result, "spend_cap")] == ["spend_cap"]
+        assert "agent:desk:activated" not in desk
 
 
 async def test_a_run_that_stops_skips_what_waits_for_admission() -> None:
