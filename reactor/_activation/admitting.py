@@ -96,13 +96,13 @@ class Decision:
 
     Attributes:
         take: The activations to start, in arrival order of their triggers.
-        superseded: Triggers a newer one superseded.
+        superseded: Triggers a newer one superseded, each with the newer one.
         capped: Triggers a spend cap turned away.
         wake_at: When to decide again at the latest (the run's clock), if a wait ends.
     """
 
     take: list[Take] = dataclasses.field(default_factory=list)
-    superseded: list[Signal] = dataclasses.field(default_factory=list)
+    superseded: list[tuple[Signal, Signal]] = dataclasses.field(default_factory=list)
     capped: list[Signal] = dataclasses.field(default_factory=list)
     wake_at: float | None = None
 
@@ -125,7 +125,7 @@ class _Round:
         self.decision.wake(at)
 
     def supersede(self, older: Pick[Signal], newer: Pick[Signal]) -> None:
-        self.decision.superseded.append(older.item)
+        self.decision.superseded.append((older.item, newer.item))
 
     def token(self, pick: Pick[Signal], bucket: str, due: float) -> None:
         pick.tokens[bucket] = due  # taken if it starts
@@ -201,7 +201,8 @@ class Admission:
         """Take what may go (within ``room``); forget what was decided on."""
         decision = state.decision
         taken = state.ready if room is None else state.ready[: max(room, 0)]
-        gone = {id(signal) for signal in (*decision.superseded, *decision.capped)}
+        gone = {id(signal) for signal, _ in decision.superseded}
+        gone.update(id(signal) for signal in decision.capped)
         for pick in taken:
             signals = tuple(each.item for each in in_order(pick.merged))
             batched = (*signals, pick.item) if pick.batch else None
@@ -234,12 +235,14 @@ class RecordedDecision:
         trigger: The ``seq`` of the trigger it decided on.
         skip: The reason of a skip; ``None`` for an activation.
         batch: The ``seq`` of each trigger of an activation's ``ctx.batch``.
+        by: The ``seq`` of the trigger that took a superseded or merged one.
     """
 
     seq: int
     trigger: int
     skip: str | None = None
     batch: tuple[int, ...] | None = None
+    by: int | None = None
 
     @property
     def needs(self) -> tuple[int, ...]:
@@ -266,7 +269,9 @@ class Recorded:
             if signal.name == skipped:
                 reason = payload.get("reason")
                 if reason in SKIP_REASONS:
-                    self.decisions.append(RecordedDecision(signal.seq, trigger, str(reason)))
+                    taker = payload.get("superseded_by")
+                    by = taker if isinstance(taker, int) else None
+                    self.decisions.append(RecordedDecision(signal.seq, trigger, str(reason), by=by))
                 continue
             batch = payload.get("batch")
             seqs_of_batch = tuple(int(seq) for seq in batch) if isinstance(batch, list) else None

@@ -60,8 +60,10 @@ class GateHost(Protocol):
         """Start an activation (``None``: the run refused it, and skipped the trigger)."""
         ...
 
-    def skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
-        """Emit ``agent:<name>:skipped`` for ``trigger``."""
+    def skip(
+        self, agent_run: AgentRun, trigger: Signal, reason: str, by: Signal | None = None
+    ) -> None:
+        """Emit ``agent:<name>:skipped`` for ``trigger`` (``by``: the trigger that took it)."""
         ...
 
     def hold_open(self, holding: bool) -> None:
@@ -215,8 +217,8 @@ class Gate:
         decision = self.admission.decide(
             loop.time(), time.time(), room, tuple(self.running.values())
         )
-        for trigger in decision.superseded:
-            self.host.skip(agent_run, trigger, "superseded")
+        for trigger, newer in decision.superseded:
+            self.host.skip(agent_run, trigger, "superseded", newer)
         for trigger in decision.capped:
             self.host.skip(agent_run, trigger, "spend_cap")
         for take in decision.take:
@@ -229,7 +231,7 @@ class Gate:
 
     def _take(self, take: Take) -> None:
         for trigger in take.merged:
-            self.host.skip(self.agent_run, trigger, "merged")
+            self.host.skip(self.agent_run, trigger, "merged", take.trigger)
         self._launch(take.trigger, take.batch)
 
     def _launch(self, trigger: Signal, batch: tuple[Signal, ...] | None) -> None:
@@ -263,16 +265,26 @@ class Gate:
         for index, decision in enumerate(self._pending):
             if decision.seq - 1 > reached:
                 return False  # the later ones' turns have not come either
-            if decision.trigger in arrived and all(seq in seen for seq in decision.needs):
+            if (
+                decision.trigger in arrived
+                and all(seq in seen for seq in decision.needs)
+                and self._taker_here(decision)
+            ):
                 del self._pending[index]
                 self._repeat(decision)
                 return True
         return False
 
+    def _taker_here(self, decision: RecordedDecision) -> bool:
+        """Whether the trigger that took a superseded or merged one arrived (if it comes)."""
+        by, recorded = decision.by, self.recorded
+        return by is None or by in self._seen or recorded is None or by not in recorded.triggers
+
     def _repeat(self, decision: RecordedDecision) -> None:
         trigger = self._arrived.pop(decision.trigger)
         if decision.skip is not None:
-            self.host.skip(self.agent_run, trigger, decision.skip)
+            by = None if decision.by is None else self._seen.get(decision.by)
+            self.host.skip(self.agent_run, trigger, decision.skip, by)
             if decision.skip != "merged":  # a merged one may be in a later batch
                 del self._seen[decision.trigger]
             return

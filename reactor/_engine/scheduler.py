@@ -26,6 +26,7 @@ from reactor._engine.result import RunStatus, loop_limit_error
 from reactor._recording.log import causal_chain
 from reactor._signals.names import error_info
 from reactor._signals.offloop import set_pace
+from reactor._signals.payloads import AgentSkipped
 from reactor._signals.signal import Signal
 
 _loop = asyncio.get_running_loop
@@ -490,11 +491,16 @@ class Scheduler:
         if counted:  # after what was queued behind it has started
             self._finished()
 
-    def skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
-        """Emit ``agent:<name>:skipped`` for ``trigger``."""
+    def skip(
+        self, agent_run: AgentRun, trigger: Signal, reason: str, by: Signal | None = None
+    ) -> None:
+        """Emit ``agent:<name>:skipped`` for ``trigger`` (``by``: the trigger that took it)."""
+        payload: AgentSkipped = {"agent": agent_run.name, "trigger": trigger.name, "reason": reason}
+        if by is not None:
+            payload["superseded_by"] = by.seq
         self.bus.emit(
             agent_run.skipped,
-            {"agent": agent_run.name, "trigger": trigger.name, "reason": reason},
+            payload,
             source="harness",
             cause=trigger,
         )

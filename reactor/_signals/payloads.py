@@ -134,11 +134,17 @@ class AgentActivated(TypedDict):
 
 
 class AgentSkipped(TypedDict):
-    """``agent:<name>:skipped``: ``reason`` is guard, busy, ended, limit or superseded."""
+    """``agent:<name>:skipped``: ``reason``, and for admission's skips who took it.
+
+    ``reason`` is guard, busy, ended, limit, superseded, merged or spend_cap;
+    ``superseded_by`` (superseded and merged) is the ``seq`` of the trigger that took
+    it: the newer one, or the one it was merged into.
+    """
 
     agent: str
     trigger: str
     reason: str
+    superseded_by: NotRequired[int]
 
 
 class AgentCompleted(TypedDict):

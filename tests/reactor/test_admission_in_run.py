@@ -67,6 +67,11 @@ async def test_a_busy_latest_agent_answers_only_the_newest_of_fifty_sends() -> N
     assert seen[-1] == (49, None)  # the last activation saw the last send; nothing merged
     assert result.state["last"] == 49
     assert len(_skips(result, "superseded")) == 50 - len(seen)
+    sends = {s.seq: s.payload for s in result.signals if s.name == "quote"}
+    seqs = {s.id: s.seq for s in result.signals}
+    for skipped in (s for s in result.signals if s.name == "agent:desk:skipped"):
+        newer = skipped.payload["superseded_by"]  # a newer send superseded it
+        assert sends[newer] > sends[seqs[skipped.caused_by]]
 
 
 async def test_latest_keeps_the_newest_trigger_of_each_key() -> None:
@@ -151,6 +156,10 @@ async def test_debounce_last_delivers_the_newest_and_records_the_others_merged()
 
     assert seen == [(4, None)]
     assert [payload["trigger"] for payload in _skips(result, "merged")] == ["quote"] * 4
+    (activated,) = [s for s in result.signals if s.name == "agent:desk:activated"]
+    seqs = {s.id: s.seq for s in result.signals}
+    taker = seqs[activated.caused_by]  # the trigger the merged ones went with
+    assert {payload["superseded_by"] for payload in _skips(result, "merged")} == {taker}
 
 
 async def test_batch_delivers_up_to_max_items_at_once() -> None:
