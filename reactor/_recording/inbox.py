@@ -149,6 +149,9 @@ def decode_payload(data: str | bytes | None) -> Any:
 
 
 Deliver = Callable[[Posted], None]
+_IDLE_POLLS = 20
+"""Intervals the polling thread waits with no run watching before it ends (a service
+whose reactions start and end all the time keeps one thread instead of one per run)."""
 
 
 class InboxWatch:
@@ -194,13 +197,17 @@ class InboxWatch:
         return unwatch
 
     def _poll(self) -> None:
-        failing = False
+        failing, idle = False, 0
         while True:
             with self._lock:
                 watching = dict(self._watchers)
-                if not watching:
+                idle = 0 if watching else idle + 1
+                if idle > _IDLE_POLLS:
                     self._thread = None
                     return
+            if not watching:  # runs come and go (reactions): the thread stays a while
+                time.sleep(self.interval)
+                continue
             try:
                 messages = self._fetch(list(watching))
             except Exception as exc:  # a store being closed, or briefly unavailable

@@ -211,3 +211,32 @@ async def test_a_run_given_its_id_reads_its_inbox_first_unless_the_id_is_fresh()
     assert fresh.ok
     first_reads = {run_id for run_id, thread in store.reads if thread != "reactor-inbox"}
     assert first_reads == {"run_known"}  # the fresh one was neither read nor sent a thread
+
+
+class PollingThreads(MemorySignalStore):
+    """A memory store that notes the threads its inbox was polled from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[threading.Thread] = []  # held: a new thread is a new object
+
+    def waiting_messages(self, run_ids: Collection[str]) -> list[Posted]:
+        thread = threading.current_thread()
+        if thread.name == "reactor-inbox" and thread not in self.threads:
+            self.threads.append(thread)
+        return super().waiting_messages(run_ids)
+
+
+async def test_runs_that_come_and_go_share_one_polling_thread() -> None:
+    """Reactions start and end all the time: the inbox thread outlives a short gap."""
+    store, graph = PollingThreads(), tally()
+    for n in range(3):
+        handle = graph.start(record=store)
+        store.post(handle.run_id, "tick", {"n": n})  # delivered by a poll
+        async with asyncio.timeout(60):
+            async for _ in handle.signals("agent:counter:completed"):
+                break
+        handle.close()
+        assert (await handle.result()).state["seen"] == [n]
+        await asyncio.sleep(0.3)  # no run watches for three poll intervals
+    assert len(store.threads) == 1
