@@ -42,6 +42,7 @@ from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import error_info
 from reactor._signals.offloop import on_loop
+from reactor._signals.sharedkeys import shared_keys
 from reactor._signals.threads import Share, call_code
 from stores import actor_context
 
@@ -56,6 +57,9 @@ if TYPE_CHECKING:
     from stores import Store
 
 __all__ = ["Activator", "RunServices", "Turn"]
+
+_COMPLETED = shared_keys("agent:*:completed")
+"""The payload of every completed activation (see ``reactor._signals.sharedkeys``)."""
 
 
 class RunExtras(Protocol):
@@ -406,11 +410,11 @@ class Activator:
             if emitted is None or signal_name not in emitted:
                 bus.emit(signal_name, output, source=name)
         agent_run.last_output = output
-        bus.emit(
-            agent_run.completed,
-            {"agent": name, "output": output, "duration_ms": since(started)},
-            source=name,
-        )
+        payload = _COMPLETED()
+        payload["agent"] = name
+        payload["output"] = output
+        payload["duration_ms"] = since(started)
+        bus.emit(agent_run.completed, payload, source=name)
 
     def _cancelled(self, agent_run: AgentRun, started: float) -> None:
         name = agent_run.name

@@ -26,6 +26,7 @@ from reactor._engine.result import RunStatus, loop_limit_error
 from reactor._recording.log import causal_chain
 from reactor._signals.names import error_info
 from reactor._signals.offloop import set_pace
+from reactor._signals.sharedkeys import shared_keys
 from reactor._signals.signal import Signal
 
 _loop = asyncio.get_running_loop
@@ -41,6 +42,9 @@ __all__ = ["Scheduler", "SchedulerHost"]
 
 
 _NO_GATES: dict[AgentRun, Gate] = {}
+# The payloads of every run's activations and skips (see reactor._signals.sharedkeys).
+_ACTIVATED = shared_keys("agent:*:activated")
+_SKIPPED = shared_keys("agent:*:skipped")
 """The gates of a run with no ``admit=`` agent: most runs (shared, never written)."""
 
 
@@ -417,7 +421,9 @@ class Scheduler:
         self.activations += 1
         agent_run.launched += 1
         agent_run.running += 1
-        payload: dict[str, Any] = {"agent": agent_run.name, "trigger": trigger.name}
+        payload = _ACTIVATED()
+        payload["agent"] = agent_run.name
+        payload["trigger"] = trigger.name
         if batch is not None:
             payload["batch"] = [signal.seq for signal in batch]
         signal = self.bus.publish(agent_run.activated, payload, agent_run.name, trigger.id, depth)
@@ -492,12 +498,11 @@ class Scheduler:
 
     def skip(self, agent_run: AgentRun, trigger: Signal, reason: str) -> None:
         """Emit ``agent:<name>:skipped`` for ``trigger``."""
-        self.bus.emit(
-            agent_run.skipped,
-            {"agent": agent_run.name, "trigger": trigger.name, "reason": reason},
-            source="harness",
-            cause=trigger,
-        )
+        payload = _SKIPPED()
+        payload["agent"] = agent_run.name
+        payload["trigger"] = trigger.name
+        payload["reason"] = reason
+        self.bus.emit(agent_run.skipped, payload, source="harness", cause=trigger)
 
     def _guard_failed(self, agent_run: AgentRun, trigger: Signal, exc: Exception) -> None:
         signal = self.bus.emit(

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from reactor._providers.tools import Tool
+from reactor._signals.sharedkeys import shared_keys
 from reactor._signals.signal import to_jsonable
 
 __all__ = [
@@ -223,6 +224,10 @@ def _dumps_once(key: object, data: Callable[[], Any]) -> str:
     return text
 
 
+_USAGE = shared_keys("usage")
+"""The usage of every ``provider:end`` (see ``reactor._signals.sharedkeys``)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Usage:
     """Token usage of one provider call."""
@@ -234,7 +239,9 @@ class Usage:
 
     def to_dict(self) -> dict[str, int]:
         """Input and output tokens, plus cache tokens when there are any."""
-        data = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        data = _USAGE()
+        data["input_tokens"] = self.input_tokens
+        data["output_tokens"] = self.output_tokens
         if self.cache_creation_input_tokens:
             data["cache_creation_input_tokens"] = self.cache_creation_input_tokens
         if self.cache_read_input_tokens:
