@@ -28,6 +28,9 @@ __all__ = ["Costs", "SpendingSection"]
 
 _NO_BUDGETS: Mapping[str, Budget] = MappingProxyType({})
 _ON_REQUEST = operator.attrgetter("on_request")
+_KEPT: dict[str, ProviderRequest] = {}
+"""The latest distinct requests of every run in the process, by hash (see record_request)."""
+_KEEP = 4_096
 
 
 class Costs:
@@ -106,11 +109,21 @@ class Costs:
         )
 
     def record_request(self, request: ProviderRequest) -> None:
-        """Keep what a provider was asked, once per request hash."""
+        """Keep what a provider was asked, once per request hash.
+
+        Runs that ask the same (thousands of runs of one graph often do) keep one
+        request between them: equal hashes are equal fingerprints, all a run's result
+        reads of a kept request.
+        """
         digest = request.request_hash
         if digest in self.requests:
             return
-        self.requests[digest] = request
+        kept = _KEPT.get(digest)
+        if kept is None:
+            if len(_KEPT) >= _KEEP:
+                _KEPT.clear()
+            kept = _KEPT[digest] = request
+        self.requests[digest] = kept
         if self._record is not None:
             self._record.record_request(self._run_id, digest, request.fingerprint())
         for on_request in self._on_request:

@@ -6,6 +6,7 @@ import abc
 import dataclasses
 import hashlib
 import json
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -162,7 +163,9 @@ def request_hash(
     The hash is of the fingerprint's canonical JSON (sorted keys, no spaces). The
     schema, tools and options of an agent are the same objects on every call, so their
     JSON is made once and spliced in: the bytes are exactly those of dumping the whole
-    fingerprint, which keeps hashes (and recordings) the same across versions.
+    fingerprint, which keeps hashes (and recordings) the same across versions. The
+    hash is interned: the ``provider:start`` of thousands of runs asking the same hold
+    one string.
     """
     # Most calls give no options, schema or tools: their JSON without a call each.
     options_json = _dumps_once(options, lambda: to_jsonable(dict(options))) if options else "{}"
@@ -185,7 +188,7 @@ def request_hash(
         f'"system":{"null" if system is None else _string(system)},'
         f'"tools":{tools_json}}}'
     )
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    return sys.intern(hashlib.sha256(canonical.encode()).hexdigest()[:32])
 
 
 _string = json.encoder.encode_basestring
