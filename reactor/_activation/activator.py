@@ -160,7 +160,6 @@ class Activator:
         "__weakref__",
         "_share",
         "_site",
-        "_sites",
         "calls",
         "services",
     )
@@ -170,7 +169,6 @@ class Activator:
         self.calls = ModelCall(services)
         # What prompts in an activation reach the run through (a weak proxy: no cycle).
         self._site = cast("Activator", weakref.proxy(self))
-        self._sites: dict[AgentRun, tuple[Activator, AgentRun]] | None = None  # when asked
         self._share: Share | None = None  # made when its first sync code runs
 
     @property
@@ -251,15 +249,10 @@ class Activator:
         if not _runs_own_code(agent):
             return  # a plain prompt: no code of its own calls agent.prompt() or a tool
         if activation.answers is None:
-            # One entry per agent, made once: nothing here may refer to the activation,
-            # whose task holds this context (a cycle would outlive the run).
-            sites = self._sites
-            if sites is None:
-                sites = self._sites = {}
-            entry = sites.get(agent_run)
-            if entry is None:
-                entry = sites[agent_run] = (self._site, agent_run)
-            enter_site(entry)
+            # Nothing here may refer to the activation, whose task holds this context (a
+            # cycle would outlive the run). A pair per activation, not a table per run
+            # of one per agent: it lives as long as the activation.
+            enter_site((self._site, agent_run))
         else:
             enter_site((self._site, (agent_run, activation.answers)))
         # Its tool calls get the activation's keys.
