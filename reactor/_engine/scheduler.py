@@ -485,7 +485,10 @@ class Scheduler:
         agent_run = activation.agent_run
         agent_run.running -= 1
         task = activation.task
-        counted = task is not None and self.inflight.pop(task, None) is not None
+        inflight = self.inflight
+        counted = task is not None and inflight.pop(task, None) is not None
+        if not inflight:  # a dict keeps its table when emptied: not while the run waits
+            inflight.clear()
         queue = agent_run.queue
         if queue and agent_run.running == 0:
             self.request(agent_run, queue.popleft())
