@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Activator", "RunServices", "Turn"]
 
-_COMPLETED = shared_keys("agent:*:completed")
+_COMPLETED = shared_keys("AgentCompleted")
 """The payload of every completed activation (see ``reactor._signals.sharedkeys``)."""
 
 

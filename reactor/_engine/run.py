@@ -60,7 +60,7 @@ __all__ = ["Run"]
 
 _NO_SCOPE: Mapping[str, Any] = MappingProxyType({})
 """The scope of the runs given none (shared: nothing writes it)."""
-_ENDED = shared_keys("harness:end")
+_ENDED = shared_keys("HarnessEnd")
 """The payload of every run's ``harness:end`` (see ``reactor._signals.sharedkeys``)."""
 
 

@@ -43,8 +43,8 @@ __all__ = ["Scheduler", "SchedulerHost"]
 
 _NO_GATES: dict[AgentRun, Gate] = {}
 # The payloads of every run's activations and skips (see reactor._signals.sharedkeys).
-_ACTIVATED = shared_keys("agent:*:activated")
-_SKIPPED = shared_keys("agent:*:skipped")
+_ACTIVATED = shared_keys("AgentActivated")
+_SKIPPED = shared_keys("AgentSkipped")
 """The gates of a run with no ``admit=`` agent: most runs (shared, never written)."""
 
 

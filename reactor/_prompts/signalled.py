@@ -56,9 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["CallSite", "SignalledCall", "since"]
 
 # The payloads every model call emits (see reactor._signals.sharedkeys).
-_STARTED = shared_keys("provider:start")
-_TEXT_PAYLOAD = shared_keys("text:*")
-_ENDED = shared_keys("provider:end")
+_STARTED = shared_keys("ProviderStart")
+_TEXT_PAYLOAD = shared_keys("TextPayload")
+_ENDED = shared_keys("ProviderEnd")
 
 
 class CallSite(Protocol):

@@ -227,7 +227,7 @@ def _dumps_once(key: object, data: Callable[[], Any]) -> str:
     return text
 
 
-_USAGE = shared_keys("usage")
+_USAGE = shared_keys("Usage")
 """The usage of every ``provider:end`` (see ``reactor._signals.sharedkeys``)."""
 
 

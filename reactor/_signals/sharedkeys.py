@@ -21,7 +21,7 @@ __all__ = ["shared_keys"]
 
 
 def shared_keys(shape: str) -> Callable[[], dict[str, Any]]:
-    """A maker of empty dicts of one payload shape (say ``"agent:*:activated"``).
+    """A maker of empty dicts of one payload shape (named as in ``reactor._signals.payloads``).
 
     Fill each dict it makes with the same keys, in the same order: they then share
     one table of keys. (Its class is one of its own: its instances are never used,
