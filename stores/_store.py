@@ -27,18 +27,22 @@ _FLAT = frozenset({str, int, bool, type(None)})
 """The values a shared snapshot may hold: their JSON is their value and their type."""
 _FLAT_SNAPSHOTS: dict[tuple[Any, ...], FrozenDict] = {}
 _FLAT_KEPT = 16
+_FLAT_TEXT = 256
 
 
 def _flat_snapshot(state: dict[str, Any]) -> FrozenDict | None:
     """The snapshot of a flat ``state`` (only ``_FLAT`` values), shared by equal states.
 
     Equal means the same keys in the same order, and values equal and of the same
-    type (``1`` and ``True`` are two states): the same JSON. ``None`` for other states.
+    type (``1`` and ``True`` are two states): the same JSON. ``None`` for other states
+    (and for long text: the last few shared snapshots are kept).
     """
     values = tuple(state.values())
     kinds = tuple(map(type, values))
     if not _FLAT.issuperset(kinds):
         return None
+    if str in kinds and max(len(value) for value in values if type(value) is str) > _FLAT_TEXT:
+        return None  # the kept snapshots stay small
     key = (tuple(state), kinds, values)
     found = _FLAT_SNAPSHOTS.get(key)
     if found is None:

@@ -29,8 +29,18 @@ __all__ = ["Costs", "SpendingSection"]
 _NO_BUDGETS: Mapping[str, Budget] = MappingProxyType({})
 _ON_REQUEST = operator.attrgetter("on_request")
 _KEPT: dict[str, ProviderRequest] = {}
-"""The latest distinct requests of every run in the process, by hash (see record_request)."""
-_KEEP = 4_096
+"""The latest distinct small requests of the process's runs, by hash (see record_request)."""
+_KEEP = 1_024
+_SMALL = 2_048
+"""The most text (characters of the system prompt and messages) a kept request holds."""
+
+
+def _small(request: ProviderRequest) -> bool:
+    """Whether keeping ``request`` past its run costs little (long prompts are not kept)."""
+    text = len(request.system or "")
+    for message in request.messages:
+        text += len(message.content)
+    return text <= _SMALL
 
 
 class Costs:
@@ -120,9 +130,11 @@ class Costs:
             return
         kept = _KEPT.get(digest)
         if kept is None:
-            if len(_KEPT) >= _KEEP:
-                _KEPT.clear()
-            kept = _KEPT[digest] = request
+            kept = request
+            if _small(request):
+                if len(_KEPT) >= _KEEP:
+                    _KEPT.clear()
+                _KEPT[digest] = request
         self.requests[digest] = kept
         if self._record is not None:
             self._record.record_request(self._run_id, digest, request.fingerprint())
