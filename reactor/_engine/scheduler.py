@@ -42,10 +42,10 @@ __all__ = ["Scheduler", "SchedulerHost"]
 
 
 _NO_GATES: dict[AgentRun, Gate] = {}
+"""The gates of a run with no ``admit=`` agent: most runs (shared, never written)."""
 # The payloads of every run's activations and skips (see reactor._signals.sharedkeys).
 _ACTIVATED = shared_keys("AgentActivated")
 _SKIPPED = shared_keys("AgentSkipped")
-"""The gates of a run with no ``admit=`` agent: most runs (shared, never written)."""
 
 
 class SchedulerHost(Protocol):
