@@ -23,6 +23,35 @@ from stores._writes import assign, check_key, copied, dict_updates
 
 __all__ = ["Store", "StoreBinding", "StoreSubscription"]
 
+_FLAT = frozenset({str, int, bool, type(None)})
+"""The values a shared snapshot may hold: their JSON is their value and their type."""
+_FLAT_SNAPSHOTS: dict[tuple[Any, ...], FrozenDict] = {}
+_FLAT_KEPT = 16
+_FLAT_TEXT = 256
+
+
+def _flat_snapshot(state: dict[str, Any]) -> FrozenDict | None:
+    """The snapshot of a flat ``state`` (only ``_FLAT`` values), shared by equal states.
+
+    Equal means the same keys in the same order, and values equal and of the same
+    type (``1`` and ``True`` are two states): the same JSON. ``None`` for other states
+    (and for long text: the last few shared snapshots are kept).
+    """
+    values = tuple(state.values())
+    kinds = tuple(map(type, values))
+    if not _FLAT.issuperset(kinds):
+        return None
+    if str in kinds and max(len(value) for value in values if type(value) is str) > _FLAT_TEXT:
+        return None  # the kept snapshots stay small
+    key = (tuple(state), kinds, values)
+    found = _FLAT_SNAPSHOTS.get(key)
+    if found is None:
+        if len(_FLAT_SNAPSHOTS) >= _FLAT_KEPT:
+            _FLAT_SNAPSHOTS.clear()
+        found = _FLAT_SNAPSHOTS[key] = freeze(dict(state))
+    return found
+
+
 StateT = TypeVar("StateT")
 
 
@@ -150,12 +179,16 @@ class Store(Generic[StateT]):
         """The state as plain JSON data (a read-only ``dict``; memoized per version).
 
         Returns the same object until the next commit, so calling it on every guard
-        evaluation costs nothing. ``copy.deepcopy()`` it for a mutable copy.
+        evaluation costs nothing. ``copy.deepcopy()`` it for a mutable copy. (Stores
+        whose state is the same flat dict, as thousands of runs of one graph start
+        and often end, may get the same object: it is read-only.)
         """
         if self._snapshot_version != self._version:
             state = self._state
-            data = state.model_dump(mode="json") if self._is_model else to_jsonable(state)
-            self._snapshot = freeze(data)
+            if self._is_model:
+                self._snapshot = freeze(state.model_dump(mode="json"))
+            else:
+                self._snapshot = _flat_snapshot(state) or freeze(to_jsonable(state))
             self._snapshot_version = self._version
         snapshot: Any = self._snapshot
         return snapshot  # type: ignore[no-any-return]  # a FrozenDict, read as a dict

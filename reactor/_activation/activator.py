@@ -42,6 +42,7 @@ from reactor._signals.door import check_payload
 from reactor._signals.frozen import freeze_payload
 from reactor._signals.names import error_info
 from reactor._signals.offloop import on_loop
+from reactor._signals.sharedkeys import shared_keys
 from reactor._signals.threads import Share, call_code
 from stores import actor_context
 
@@ -56,6 +57,9 @@ if TYPE_CHECKING:
     from stores import Store
 
 __all__ = ["Activator", "RunServices", "Turn"]
+
+_COMPLETED = shared_keys("AgentCompleted")
+"""The payload of every completed activation (see ``reactor._signals.sharedkeys``)."""
 
 
 class RunExtras(Protocol):
@@ -156,7 +160,6 @@ class Activator:
         "__weakref__",
         "_share",
         "_site",
-        "_sites",
         "calls",
         "services",
     )
@@ -166,7 +169,6 @@ class Activator:
         self.calls = ModelCall(services)
         # What prompts in an activation reach the run through (a weak proxy: no cycle).
         self._site = cast("Activator", weakref.proxy(self))
-        self._sites: dict[AgentRun, tuple[Activator, AgentRun]] | None = None  # when asked
         self._share: Share | None = None  # made when its first sync code runs
 
     @property
@@ -247,15 +249,10 @@ class Activator:
         if not _runs_own_code(agent):
             return  # a plain prompt: no code of its own calls agent.prompt() or a tool
         if activation.answers is None:
-            # One entry per agent, made once: nothing here may refer to the activation,
-            # whose task holds this context (a cycle would outlive the run).
-            sites = self._sites
-            if sites is None:
-                sites = self._sites = {}
-            entry = sites.get(agent_run)
-            if entry is None:
-                entry = sites[agent_run] = (self._site, agent_run)
-            enter_site(entry)
+            # Nothing here may refer to the activation, whose task holds this context (a
+            # cycle would outlive the run). A pair per activation, not a table per run
+            # of one per agent: it lives as long as the activation.
+            enter_site((self._site, agent_run))
         else:
             enter_site((self._site, (agent_run, activation.answers)))
         # Its tool calls get the activation's keys.
@@ -406,11 +403,11 @@ class Activator:
             if emitted is None or signal_name not in emitted:
                 bus.emit(signal_name, output, source=name)
         agent_run.last_output = output
-        bus.emit(
-            agent_run.completed,
-            {"agent": name, "output": output, "duration_ms": since(started)},
-            source=name,
-        )
+        payload = _COMPLETED()
+        payload["agent"] = name
+        payload["output"] = output
+        payload["duration_ms"] = since(started)
+        bus.emit(agent_run.completed, payload, source=name)
 
     def _cancelled(self, agent_run: AgentRun, started: float) -> None:
         name = agent_run.name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import types
 from collections import deque
@@ -50,38 +51,38 @@ class Mailbox:
 
 
 class AgentRun:
-    """Per-run bookkeeping of one agent: its counters, queue and signal names."""
+    """Per-run bookkeeping of one agent: its counters, queue and signal names.
+
+    What is the same in every run (the agent's ``name``, ``actor`` and lifecycle
+    signal names) is not kept by each run's object: ``AgentRun(agent)`` is an instance
+    of a class of the agent's name, made once, whose attributes they are.
+    """
 
     __slots__ = (
-        "activated",
-        "actor",
         "agent",
-        "cancelled",
-        "completed",
         "coroutine",
-        "failed",
         "last_output",
         "launched",
         "messages",
-        "name",
         "queue",
         "running",
-        "skipped",
         "undeclared",
     )
 
+    # Attributes of the class of the agent's name (see _named), shared by every run.
+    name: str
+    actor: str
+    activated: str
+    completed: str
+    failed: str
+    skipped: str
+    cancelled: str
+
+    def __new__(cls, agent: Agent) -> AgentRun:
+        return object.__new__(_named(agent.name or "agent"))
+
     def __init__(self, agent: Agent) -> None:
-        name = agent.name or "agent"
         self.agent = agent
-        self.name = name
-        self.actor = agent_actor(name)
-        (
-            self.activated,
-            self.completed,
-            self.failed,
-            self.skipped,
-            self.cancelled,
-        ) = agent_names(name)
         self.launched = 0
         self.running = 0
         self.queue: deque[Signal] | None = None  # made when a trigger first waits
@@ -104,6 +105,24 @@ class AgentRun:
         if self.messages is None:
             self.messages = Mailbox()
         return self.messages
+
+
+@functools.lru_cache(maxsize=4096)
+def _named(name: str) -> type[AgentRun]:
+    """The class of the runs of the agent called ``name``: its names as attributes."""
+    activated, completed, failed, skipped, cancelled = agent_names(name)
+    names = {
+        "name": name,
+        "actor": agent_actor(name),
+        "activated": activated,
+        "completed": completed,
+        "failed": failed,
+        "skipped": skipped,
+        "cancelled": cancelled,
+    }
+    return type(
+        f"AgentRun[{name}]", (AgentRun,), {"__slots__": (), "__module__": __name__, **names}
+    )
 
 
 class Activation:

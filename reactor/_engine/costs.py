@@ -28,6 +28,19 @@ __all__ = ["Costs", "SpendingSection"]
 
 _NO_BUDGETS: Mapping[str, Budget] = MappingProxyType({})
 _ON_REQUEST = operator.attrgetter("on_request")
+_KEPT: dict[str, ProviderRequest] = {}
+"""The latest distinct small requests of the process's runs, by hash (see record_request)."""
+_KEEP = 1_024
+_SMALL = 2_048
+"""The most text (characters of the system prompt and messages) a kept request holds."""
+
+
+def _small(request: ProviderRequest) -> bool:
+    """Whether keeping ``request`` past its run costs little (long prompts are not kept)."""
+    text = len(request.system or "")
+    for message in request.messages:
+        text += len(message.content)
+    return text <= _SMALL
 
 
 class Costs:
@@ -106,11 +119,23 @@ class Costs:
         )
 
     def record_request(self, request: ProviderRequest) -> None:
-        """Keep what a provider was asked, once per request hash."""
+        """Keep what a provider was asked, once per request hash.
+
+        Runs that ask the same (thousands of runs of one graph often do) keep one
+        request between them: equal hashes are equal fingerprints, all a run's result
+        reads of a kept request.
+        """
         digest = request.request_hash
         if digest in self.requests:
             return
-        self.requests[digest] = request
+        kept = _KEPT.get(digest)
+        if kept is None:
+            kept = request
+            if _small(request):
+                if len(_KEPT) >= _KEEP:
+                    _KEPT.clear()
+                _KEPT[digest] = request
+        self.requests[digest] = kept
         if self._record is not None:
             self._record.record_request(self._run_id, digest, request.fingerprint())
         for on_request in self._on_request:

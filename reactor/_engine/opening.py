@@ -92,14 +92,45 @@ def first_signal(
 ) -> None:
     """Emit ``harness:start``, ``harness:resumed`` or ``harness:forked``."""
     if resumed is None:
-        payload = {"input": options.input, "state": store.snapshot(), "fingerprints": fingerprints}
-        bus.emit(HARNESS_START, freeze_payload(payload), source="harness")
+        bus.emit(
+            HARNESS_START, _start_payload(options.input, store, fingerprints), source="harness"
+        )
     elif forked is None:
         payload = {"from_seq": resumed.last_seq, "fingerprints": fingerprints}
         bus.publish(HARNESS_RESUMED, freeze_payload(payload), "harness", None, 0)
     else:
         payload = {"from_run_id": forked.from_run_id, "at": forked.at, "fingerprints": fingerprints}
         bus.publish(HARNESS_FORKED, freeze_payload(payload), "harness", None, 0)
+
+
+def _start_payload(
+    input: Any, store: Store[Any], fingerprints: Mapping[str, Mapping[str, str]]
+) -> Any:
+    """The payload of ``harness:start``: the same object as the last run's, if equal.
+
+    Thousands of runs of one graph often start alike: no input (or the same scalar
+    object), the same shared snapshot of a flat state (see ``Store.snapshot``), the same
+    fingerprints. A payload is read-only through and through, so they share one.
+    """
+    state = store.snapshot()
+    last = _LAST_START[0]
+    if (
+        last is not None
+        and last[0] is input
+        and last[1] is state
+        and last[2] is fingerprints
+        and type(input) in _SCALAR_INPUTS
+    ):
+        return last[3]
+    payload = freeze_payload({"input": input, "state": state, "fingerprints": fingerprints})
+    _LAST_START[0] = (input, state, fingerprints, payload)
+    return payload
+
+
+_LAST_START: list[tuple[Any, Any, Any, Any] | None] = [None]
+"""The last ``harness:start`` made: its input, state, fingerprints and payload."""
+_SCALAR_INPUTS = frozenset({str, int, bool, type(None)})
+"""Inputs that cannot change after the run is given them (others are copied per run)."""
 
 
 def last_signal(bus: SignalBus, recorder: Handler | None, reason: str) -> None:

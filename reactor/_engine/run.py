@@ -47,6 +47,7 @@ from reactor._signals.bus import SignalBus
 from reactor._signals.diagnostics import log
 from reactor._signals.names import HARNESS_END, HARNESS_ENDING, INBOX_PREFIX, inbox_agent
 from reactor._signals.settings import settings
+from reactor._signals.sharedkeys import shared_keys
 from reactor._signals.signal import Signal
 from reactor.exceptions import BudgetExceededError, RunSuspendedError, RunTimeoutError
 from stores import Store, create_store
@@ -59,6 +60,8 @@ __all__ = ["Run"]
 
 _NO_SCOPE: Mapping[str, Any] = MappingProxyType({})
 """The scope of the runs given none (shared: nothing writes it)."""
+_ENDED = shared_keys("HarnessEnd")
+"""The payload of every run's ``harness:end`` (see ``reactor._signals.sharedkeys``)."""
 
 
 class Run:
@@ -380,14 +383,13 @@ class Run:
         self.ending = True
         self.closed = True
         self.outside.stop()
-        self._end_payload = {
-            "status": self.status,
-            "reason": self.reason,
-            "duration_ms": self.duration_ms(),
-            "activations": self.scheduler.activations,
-            "failures": len(self.failures),
-        }
-        self.bus.publish(HARNESS_END, self._end_payload, "harness", None, 0)
+        payload = self._end_payload = _ENDED()
+        payload["status"] = self.status
+        payload["reason"] = self.reason
+        payload["duration_ms"] = self.duration_ms()
+        payload["activations"] = self.scheduler.activations
+        payload["failures"] = len(self.failures)
+        self.bus.publish(HARNESS_END, payload, "harness", None, 0)
         self._detach()
 
     def _detach(self) -> None:

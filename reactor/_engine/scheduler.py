@@ -26,7 +26,7 @@ from reactor._engine.result import RunStatus, loop_limit_error
 from reactor._recording.log import causal_chain
 from reactor._signals.names import error_info
 from reactor._signals.offloop import set_pace
-from reactor._signals.payloads import AgentSkipped
+from reactor._signals.sharedkeys import shared_keys
 from reactor._signals.signal import Signal
 
 _loop = asyncio.get_running_loop
@@ -43,6 +43,9 @@ __all__ = ["Scheduler", "SchedulerHost"]
 
 _NO_GATES: dict[AgentRun, Gate] = {}
 """The gates of a run with no ``admit=`` agent: most runs (shared, never written)."""
+# The payloads of every run's activations and skips (see reactor._signals.sharedkeys).
+_ACTIVATED = shared_keys("AgentActivated")
+_SKIPPED = shared_keys("AgentSkipped")
 
 
 class SchedulerHost(Protocol):
@@ -418,7 +421,9 @@ class Scheduler:
         self.activations += 1
         agent_run.launched += 1
         agent_run.running += 1
-        payload: dict[str, Any] = {"agent": agent_run.name, "trigger": trigger.name}
+        payload = _ACTIVATED()
+        payload["agent"] = agent_run.name
+        payload["trigger"] = trigger.name
         if batch is not None:
             payload["batch"] = [signal.seq for signal in batch]
         signal = self.bus.publish(agent_run.activated, payload, agent_run.name, trigger.id, depth)
@@ -480,7 +485,10 @@ class Scheduler:
         agent_run = activation.agent_run
         agent_run.running -= 1
         task = activation.task
-        counted = task is not None and self.inflight.pop(task, None) is not None
+        inflight = self.inflight
+        counted = task is not None and inflight.pop(task, None) is not None
+        if not inflight:  # a dict keeps its table when emptied: not while the run waits
+            inflight.clear()
         queue = agent_run.queue
         if queue and agent_run.running == 0:
             self.request(agent_run, queue.popleft())
@@ -495,15 +503,13 @@ class Scheduler:
         self, agent_run: AgentRun, trigger: Signal, reason: str, by: Signal | None = None
     ) -> None:
         """Emit ``agent:<name>:skipped`` for ``trigger`` (``by``: the trigger that took it)."""
-        payload: AgentSkipped = {"agent": agent_run.name, "trigger": trigger.name, "reason": reason}
+        payload = _SKIPPED()
+        payload["agent"] = agent_run.name
+        payload["trigger"] = trigger.name
+        payload["reason"] = reason
         if by is not None:
             payload["superseded_by"] = by.seq
-        self.bus.emit(
-            agent_run.skipped,
-            payload,
-            source="harness",
-            cause=trigger,
-        )
+        self.bus.emit(agent_run.skipped, payload, source="harness", cause=trigger)
 
     def _guard_failed(self, agent_run: AgentRun, trigger: Signal, exc: Exception) -> None:
         signal = self.bus.emit(

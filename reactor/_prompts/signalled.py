@@ -47,12 +47,18 @@ from reactor._signals.names import (
     TOOL_RESULT,
     error_info,
 )
+from reactor._signals.sharedkeys import shared_keys
 from reactor.exceptions import PayloadError, ProviderError
 
 if TYPE_CHECKING:
     from reactor._signals.bus import SignalBus
 
 __all__ = ["CallSite", "SignalledCall", "since"]
+
+# The payloads every model call emits (see reactor._signals.sharedkeys).
+_STARTED = shared_keys("ProviderStart")
+_TEXT_PAYLOAD = shared_keys("TextPayload")
+_ENDED = shared_keys("ProviderEnd")
 
 
 class CallSite(Protocol):
@@ -93,15 +99,11 @@ class SignalledCall:
         self.site, self.provider, self.name = site, provider, name
         self.end: End | None = None
         site.record_request(request)
-        site.bus.emit(
-            PROVIDER_START,
-            {
-                "agent": name,
-                "model": provider.model_for(request),
-                "request_hash": request.request_hash,
-            },
-            source=name,
-        )
+        payload = _STARTED()
+        payload["agent"] = name
+        payload["model"] = provider.model_for(request)
+        payload["request_hash"] = request.request_hash
+        site.bus.emit(PROVIDER_START, payload, source=name)
         self.started = time.perf_counter()
         self.events = provider.stream(request)
 
@@ -116,8 +118,10 @@ class SignalledCall:
             content = event.content  # type: ignore[union-attr]  # both have it
             if type(content) is not str or not content.isascii():
                 self.check(content, _CONTENT[kind])
-            signal = _TEXT[kind]
-            self.site.bus.emit(signal, {"agent": self.name, "content": content}, source=self.name)
+            payload = _TEXT_PAYLOAD()
+            payload["agent"] = self.name
+            payload["content"] = content
+            self.site.bus.emit(_TEXT[kind], payload, source=self.name)
             return
         if kind is End:
             self.ended_with(event)  # type: ignore[arg-type]  # it is one
@@ -133,7 +137,7 @@ class SignalledCall:
             check(event.content, f"{TEXT_COMPLETE}.content")
             emit(TEXT_COMPLETE, {"agent": name, "content": event.content}, source=name)
         elif isinstance(event, ToolCall):
-            payload: dict[str, Any] = {"agent": name, "id": event.id, "name": event.name}
+            payload = {"agent": name, "id": event.id, "name": event.name}
             payload["input"] = event.input
             check(payload, TOOL_CALL)
             emit(TOOL_CALL, payload, source=name)
@@ -174,14 +178,13 @@ class SignalledCall:
     def ended_with(self, end: End) -> None:
         """Check the call's ``End``, count its usage, and signal ``provider:end``."""
         name, usage = self.name, end.usage
-        payload = {
-            "agent": name,
-            "output": end.output,
-            "usage": usage.to_dict(),
-            "cost_usd": end.cost_usd,
-            "stop_reason": end.stop_reason,
-            "duration_ms": since(self.started),
-        }
+        payload = _ENDED()
+        payload["agent"] = name
+        payload["output"] = end.output
+        payload["usage"] = usage.to_dict()
+        payload["cost_usd"] = end.cost_usd
+        payload["stop_reason"] = end.stop_reason
+        payload["duration_ms"] = since(self.started)
         if not _surely_held(payload):
             self.check(payload, PROVIDER_END)
         self.end = end

@@ -6,10 +6,12 @@ import abc
 import dataclasses
 import hashlib
 import json
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from reactor._providers.tools import Tool
+from reactor._signals.sharedkeys import shared_keys
 from reactor._signals.signal import to_jsonable
 
 __all__ = [
@@ -161,7 +163,9 @@ def request_hash(
     The hash is of the fingerprint's canonical JSON (sorted keys, no spaces). The
     schema, tools and options of an agent are the same objects on every call, so their
     JSON is made once and spliced in: the bytes are exactly those of dumping the whole
-    fingerprint, which keeps hashes (and recordings) the same across versions.
+    fingerprint, which keeps hashes (and recordings) the same across versions. The
+    hash is interned: the ``provider:start`` of thousands of runs asking the same hold
+    one string.
     """
     # Most calls give no options, schema or tools: their JSON without a call each.
     options_json = _dumps_once(options, lambda: to_jsonable(dict(options))) if options else "{}"
@@ -184,7 +188,7 @@ def request_hash(
         f'"system":{"null" if system is None else _string(system)},'
         f'"tools":{tools_json}}}'
     )
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    return sys.intern(hashlib.sha256(canonical.encode()).hexdigest()[:32])
 
 
 _string = json.encoder.encode_basestring
@@ -223,6 +227,10 @@ def _dumps_once(key: object, data: Callable[[], Any]) -> str:
     return text
 
 
+_USAGE = shared_keys("Usage")
+"""The usage of every ``provider:end`` (see ``reactor._signals.sharedkeys``)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Usage:
     """Token usage of one provider call."""
@@ -234,7 +242,9 @@ class Usage:
 
     def to_dict(self) -> dict[str, int]:
         """Input and output tokens, plus cache tokens when there are any."""
-        data = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        data = _USAGE()
+        data["input_tokens"] = self.input_tokens
+        data["output_tokens"] = self.output_tokens
         if self.cache_creation_input_tokens:
             data["cache_creation_input_tokens"] = self.cache_creation_input_tokens
         if self.cache_read_input_tokens:

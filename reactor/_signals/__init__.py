@@ -9,8 +9,11 @@
 entering a run or a store passes: :class:`~reactor.PayloadError` for what the log
 cannot hold), ``offloop`` (calls from a handler's worker thread, run on the run's
 loop), ``views`` (read-only views over committed state), ``settings`` (the
-vocabulary of the environment: every ``REACTOR_*`` variable, read once).
+vocabulary of the environment: every ``REACTOR_*`` variable, read once),
+``sharedkeys`` (payload dicts of one shape sharing one table of keys),
+``redisclient`` (the Redis client that never loses a cancellation).
 
 May use: the standard library, blinker, pydantic, pydantic-settings, structlog and
-:mod:`reactor.exceptions`. Nothing above it.
+:mod:`reactor.exceptions`; ``redisclient`` uses redis, and is imported only where Redis
+is configured. Nothing above it.
 """
