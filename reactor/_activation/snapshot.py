@@ -76,10 +76,12 @@ def snapshot_of(fold: LogFold) -> dict[str, Any]:
         "mailboxes": to_jsonable(fold.mailboxes),
         "sections": {key: section.dump() for key, section in fold.sections.items()},
     }
+    batched = sorted({seq for flight in live.values() for seq in _batch_of(flight.activated)})
+    needs = [*progress["undecided"], *_runs([(seq, ()) for seq in batched])]
     return seal(
         {
             "seq": fold.seq,
-            "needs": [run[:3] for run in progress["undecided"]],
+            "needs": [run[:3] for run in needs],
             "input": to_jsonable(fold.input),
             "state": to_jsonable(fold.state),
             "fingerprints": fold.fingerprints,
@@ -139,6 +141,17 @@ def fold_from(
         if section is not None:
             section.load(data)
     return fold
+
+
+def _batch_of(activated: Signal) -> list[int]:
+    """The ``seq`` of each trigger delivered with an activation (``ctx.batch``), if any.
+
+    A resume gives the activation its batch again: the snapshot names these signals in
+    ``needs``, so that a store reading the run's tail reads them too.
+    """
+    payload = activated.payload
+    seqs = payload.get("batch") if isinstance(payload, Mapping) else None
+    return [int(seq) for seq in seqs] if isinstance(seqs, list) else []
 
 
 def _runs(pending: Sequence[tuple[int, Sequence[str]]]) -> list[list[Any]]:

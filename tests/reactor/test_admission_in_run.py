@@ -327,7 +327,11 @@ async def test_triggers_waiting_for_admission_wait_again_after_a_resume() -> Non
     assert batches == [[0, 1, 2]]
 
 
-async def test_an_activation_in_flight_at_a_suspend_gets_its_batch_again() -> None:
+@pytest.mark.parametrize("snapshot_every", [None, 2], ids=["whole-log", "from-a-snapshot"])
+async def test_an_activation_in_flight_at_a_suspend_gets_its_batch_again(
+    snapshot_every: int | None,
+) -> None:
+    """Resumed from a snapshot taken after its triggers too: they are read back."""
     batches: list[list[Any]] = []
     release = asyncio.Event()
 
@@ -337,13 +341,24 @@ async def test_an_activation_in_flight_at_a_suspend_gets_its_batch_again() -> No
         await release.wait()
         return len(ctx.batch)
 
-    graph = _graph(Batch(3, 3600), work)
-    store = MemorySignalStore()
+    graph = reactive(
+        {"desk": agent(run=work, activate_on=["quote"], admit=Batch(3, 3600), updates="last")},
+        state={"last": None},
+        external=["quote", "note"],
+        name="desk",
+    )
+    store = MemorySignalStore(snapshot_every=snapshot_every)
     handle = graph.start(record=store)
     for price in range(3):
         handle.send("quote", price)
     await asyncio.wait_for(_until(handle, "agent:desk:activated"), DEADLINE)
+    for _ in range(4):  # signals after the activation: a snapshot comes after its triggers
+        handle.send("note", None)
+    await asyncio.wait_for(_until(handle, "note"), DEADLINE)
     await handle.suspend()  # the batch's activation was in flight
+    if snapshot_every is not None:
+        tail = store.load_tail(handle.run_id).signals
+        assert tail[0].seq > 1  # a resume reads from a snapshot, not the whole log
 
     release.set()
     resumed = graph.start(resume=handle.run_id, record=store)
