@@ -55,7 +55,28 @@ from reactor._agents.templates import compile_template, render
 from reactor._signals.names import agent_names
 from reactor._signals.signal import Signal
 
-__all__ = ["Admission", "Decision", "Recorded", "RecordedDecision", "Spent", "Take", "Waiting"]
+__all__ = [
+    "Admission",
+    "Decision",
+    "Recorded",
+    "RecordedDecision",
+    "Spent",
+    "Take",
+    "Waiting",
+    "batch_seqs",
+]
+
+
+def batch_seqs(activated: Signal) -> tuple[int, ...] | None:
+    """The ``seq`` of each trigger delivered with an activation (its ``ctx.batch``).
+
+    Its ``agent:<name>:activated`` payload lists them in ``batch``; ``None`` when
+    nothing was delivered with the trigger.
+    """
+    payload = activated.payload
+    seqs = payload.get("batch") if isinstance(payload, Mapping) else None
+    return tuple(int(seq) for seq in seqs) if isinstance(seqs, list) else None
+
 
 Spent = Callable[[str | None, float], float]
 """What model calls cost since a time (epoch seconds): of an agent, or of every one (``None``)."""
@@ -273,8 +294,6 @@ class Recorded:
                     by = taker if isinstance(taker, int) else None
                     self.decisions.append(RecordedDecision(signal.seq, trigger, str(reason), by=by))
                 continue
-            batch = payload.get("batch")
-            seqs_of_batch = tuple(int(seq) for seq in batch) if isinstance(batch, list) else None
-            self.decisions.append(RecordedDecision(signal.seq, trigger, batch=seqs_of_batch))
+            self.decisions.append(RecordedDecision(signal.seq, trigger, batch=batch_seqs(signal)))
         self.triggers = {seq for decision in self.decisions for seq in decision.needs}
         """The triggers a recorded decision was made on (the others are decided live)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from reactor._activation.admitting import batch_seqs
 from reactor._activation.fold import Flight, LogFold, Prompt, Routes
 from reactor._providers.base import End, Usage
 from reactor._recording.log import needed_seqs
@@ -76,7 +77,11 @@ def snapshot_of(fold: LogFold) -> dict[str, Any]:
         "mailboxes": to_jsonable(fold.mailboxes),
         "sections": {key: section.dump() for key, section in fold.sections.items()},
     }
-    batched = sorted({seq for flight in live.values() for seq in _batch_of(flight.activated)})
+    # A resume gives an activation in flight its batch again: the snapshot names those
+    # triggers in ``needs``, so that a store reading the run's tail reads them too.
+    batched = sorted(
+        {seq for flight in live.values() for seq in batch_seqs(flight.activated) or ()}
+    )
     needs = [*progress["undecided"], *_runs([(seq, ()) for seq in batched])]
     return seal(
         {
@@ -141,17 +146,6 @@ def fold_from(
         if section is not None:
             section.load(data)
     return fold
-
-
-def _batch_of(activated: Signal) -> list[int]:
-    """The ``seq`` of each trigger delivered with an activation (``ctx.batch``), if any.
-
-    A resume gives the activation its batch again: the snapshot names these signals in
-    ``needs``, so that a store reading the run's tail reads them too.
-    """
-    payload = activated.payload
-    seqs = payload.get("batch") if isinstance(payload, Mapping) else None
-    return [int(seq) for seq in seqs] if isinstance(seqs, list) else []
 
 
 def _runs(pending: Sequence[tuple[int, Sequence[str]]]) -> list[list[Any]]:

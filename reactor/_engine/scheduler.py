@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reactor._activation.admitting import batch_seqs
 from reactor._activation.agentrun import Activation, AgentRun
 from reactor._engine.admitter import Gate, Ledger
 from reactor._engine.pacing import Paced, Room
@@ -533,9 +534,8 @@ def _batches(plan: ResumePlan) -> Callable[[Signal], tuple[Signal, ...] | None]:
 
     def batch(activated: Signal) -> tuple[Signal, ...] | None:
         nonlocal by_seq
-        payload = activated.payload
-        seqs = payload.get("batch") if isinstance(payload, Mapping) else None
-        if not isinstance(seqs, list):
+        seqs = batch_seqs(activated)
+        if seqs is None:
             return None
         if by_seq is None:  # read once, and only when a resumed activation had a batch
             by_seq = {signal.seq: signal for signal in plan.recording.signals}
