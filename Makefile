@@ -16,7 +16,9 @@ unexport PYTHONDONTWRITEBYTECODE
 # and the lock disagree, and never moves a version), so a fresh clone tests what was
 # tested. --inexact keeps what is not in the lock (pip, and uv itself as pip put it).
 # Where uv cannot be installed, pip installs from pyproject.toml's ranges instead.
-$(STAMP): pyproject.toml uv.lock
+# setup.py and the C source build reactor's one compiled module (optional: where it cannot
+# be built, reactor runs as pure Python; tests/reactor/test_chainlink.py says so here).
+$(STAMP): pyproject.toml uv.lock setup.py reactor/_recording/_chainlink.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	if $(PY) -m pip install --quiet uv; then \
 		UV_PROJECT_ENVIRONMENT=$(VENV) $(PY) -m uv sync --quiet --locked --inexact \

@@ -37,11 +37,18 @@ import hmac
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import Any
 
 import pydantic_core
 
 from reactor._signals.settings import settings
+
+_native: ModuleType | None
+try:
+    from reactor._recording import _chainlink as _native
+except ImportError:  # not compiled here: the Python loop links alone
+    _native = None
 
 __all__ = [
     "HMAC_SHA256",
@@ -181,45 +188,22 @@ class Heads:
         last item, its hash, set here in place (``None``: chaining off, or a row at or
         before its run's stored head: one written already, by a batch written again).
         ``lookup(run_ids)`` reads each run's last stored (seq, hash) (a run with no
-        row is left out). The writers' hot path: one pass, everything in locals.
+        row is left out). The writers' hot path: compiled where ``_chainlink`` was
+        built (the same bytes, five to ten times faster), else one Python pass.
         """
         chain = self.chain
         if chain is None:
             return {}
         heads = self._heads(rows, lookup)
-        link, dumps, current, head, previous = chain.link, _to_json, None, 0, None
-        for row in rows:
-            run_id, seq, signal_id, name, payload, timestamp, source, caused_by, depth, _ = row
-            if run_id != current:
-                if current is not None:
-                    heads[current] = (head, previous)
-                current = run_id
-                head, previous = heads[run_id]
-            if seq <= head:
-                row[9] = None
-                continue
-            time = timestamp if type(timestamp) is float else float(timestamp)
-            if time == 0.0 or 1e-4 <= abs(time) < 1e16:  # else: see signal_entry
-                entry = dumps(
-                    {
-                        "caused_by": caused_by,
-                        "depth": depth,
-                        "id": signal_id,
-                        "name": name,
-                        "payload": payload,
-                        "run_id": run_id,
-                        "seq": seq,
-                        "source": source,
-                        "time": time,
-                    }
-                )
+        if _native is not None and type(rows) is list:
+            linked = dict(heads)
+            try:
+                _native.link(rows, linked, chain.key)
+            except (TypeError, ValueError, OverflowError):
+                pass  # a row the compiled loop does not take: the reference links it
             else:
-                entry = signal_entry(row[:9])
-            previous = row[9] = link(previous, entry)
-            head = seq
-        if current is not None:
-            heads[current] = (head, previous)
-        return heads
+                return linked
+        return _link(chain, rows, heads)
 
     def _heads(
         self,
@@ -252,6 +236,45 @@ class Heads:
         if len(self._known) > _HEADS_KEPT:
             self._known.clear()
         self._known.update(heads)
+
+
+def _link(
+    chain: Chain, rows: Sequence[list[Any]], heads: dict[str, tuple[int, str | None]]
+) -> dict[str, tuple[int, str | None]]:
+    """:meth:`Heads.link` in Python: the reference the compiled loop is tested against."""
+    link, dumps, current, head, previous = chain.link, _to_json, None, 0, None
+    for row in rows:
+        run_id, seq, signal_id, name, payload, timestamp, source, caused_by, depth, _ = row
+        if run_id != current:
+            if current is not None:
+                heads[current] = (head, previous)
+            current = run_id
+            head, previous = heads[run_id]
+        if seq <= head:
+            row[9] = None
+            continue
+        time = timestamp if type(timestamp) is float else float(timestamp)
+        if time == 0.0 or 1e-4 <= abs(time) < 1e16:  # else: see signal_entry
+            entry = dumps(
+                {
+                    "caused_by": caused_by,
+                    "depth": depth,
+                    "id": signal_id,
+                    "name": name,
+                    "payload": payload,
+                    "run_id": run_id,
+                    "seq": seq,
+                    "source": source,
+                    "time": time,
+                }
+            )
+        else:
+            entry = signal_entry(row[:9])
+        previous = row[9] = link(previous, entry)
+        head = seq
+    if current is not None:
+        heads[current] = (head, previous)
+    return heads
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reactor._recording import chain
 from reactor._recording.chain import (
     HMAC_SHA256,
     SHA256,
@@ -218,11 +219,21 @@ def test_a_hash_reactor_does_not_write_is_named() -> None:
     )
 
 
+@pytest.fixture(params=["compiled", "python"])
+def linking(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writers' two ways to link: the compiled loop, and Python's where none is built."""
+    if request.param == "python":
+        monkeypatch.setattr(chain, "_native", None)
+    else:
+        assert chain._native is not None, "reactor._recording._chainlink was not built"
+
+
 def rows(run_id: str, seqs: range) -> list[list[Any]]:
     """A writer's rows: a signal's stored fields, and a last item for its hash."""
     return [[run_id, seq, f"sig_{seq}", "tick", None, 1.5, None, None, 0, None] for seq in seqs]
 
 
+@pytest.mark.usefixtures("linking")
 def test_heads_read_a_run_they_do_not_know_and_keep_it_once_committed() -> None:
     heads = Heads(Chain())
     asked: list[list[str]] = []
@@ -244,6 +255,7 @@ def test_heads_read_a_run_they_do_not_know_and_keep_it_once_committed() -> None:
     assert asked == [["run_old"], ["run_old"]]
 
 
+@pytest.mark.usefixtures("linking")
 def test_heads_link_runs_whose_rows_are_interleaved() -> None:
     batch = [*rows("run_a", range(1, 4)), *rows("run_b", range(1, 4))]
     mixed = [batch[0], batch[3], batch[1], batch[4], batch[2], batch[5]]
@@ -255,6 +267,7 @@ def test_heads_link_runs_whose_rows_are_interleaved() -> None:
             previous = row[9]
 
 
+@pytest.mark.usefixtures("linking")
 def test_heads_do_not_chain_a_row_already_stored() -> None:
     heads = Heads(Chain())
     batch = rows("run_a", range(3, 6))
@@ -264,12 +277,14 @@ def test_heads_do_not_chain_a_row_already_stored() -> None:
     assert linked["run_a"] == (5, batch[2][9])
 
 
+@pytest.mark.usefixtures("linking")
 def test_heads_without_a_chain_set_no_hashes() -> None:
     batch = rows("run_a", range(1, 4))
     assert Heads(None).link(batch, lambda runs: {}) == {}
     assert [row[9] for row in batch] == [None, None, None]
 
 
+@pytest.mark.usefixtures("linking")
 def test_heads_link_a_time_outside_the_fast_form_as_python_writes_it() -> None:
     batch = rows("run_a", range(1, 2))
     batch[0][5] = 1e-7
