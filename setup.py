@@ -13,7 +13,6 @@ setup(
             "reactor._recording._chainlink",
             ["reactor/_recording/_chainlink.c"],
             libraries=["crypto"],
-            extra_compile_args=["-O2"],
             optional=True,
         )
     ]

@@ -157,7 +157,7 @@ def run(runs: int, scale: float) -> list[Row]:
         )
         live = reactions._timed_live
         on, off = _pair(
-            pairs,
+            2 * pairs,  # 20 writers and 2 agents contend: this row moves by a third alone
             lambda: chained.submit(_with_cpu, live, writes, 1, True).result(),
             lambda: unchained.submit(_with_cpu, live, writes, 1, True).result(),
         )

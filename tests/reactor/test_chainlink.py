@@ -145,6 +145,13 @@ def test_a_row_the_compiled_loop_does_not_take_is_linked_the_python_way() -> Non
     assert heads == chain._link(Chain(), expected, {"run_a": (0, None)})
     assert linked == expected
     assert all(row[9] is not None for row in linked)
+    # a stored head that is not a hash reactor writes (edited in the database): linked
+    # as Python links it, for the verifier to report
+    edited, expected = batch()[:1], batch()[:1]
+    edited[0][1] = expected[0][1] = 8
+    heads = Heads(Chain()).link(edited, lambda runs: {"run_a": (7, "sha256:é")})
+    assert heads == chain._link(Chain(), expected, {"run_a": (7, "sha256:é")})
+    assert edited == expected
 
 
 def test_bad_arguments_are_refused_with_a_type_error() -> None:
