@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PACKAGES := reactor stores migration
+OPENSSL_H := /usr/include/openssl/sha.h
 
 .PHONY: demo eval test upgrade lint typecheck pytest bench bench-peers screenshots clean
 
@@ -17,8 +18,9 @@ unexport PYTHONDONTWRITEBYTECODE
 # tested. --inexact keeps what is not in the lock (pip, and uv itself as pip put it).
 # Where uv cannot be installed, pip installs from pyproject.toml's ranges instead.
 # setup.py and the C source build reactor's one compiled module (optional: where it cannot
-# be built, reactor runs as pure Python; tests/reactor/test_chainlink.py says so here).
-$(STAMP): pyproject.toml uv.lock setup.py reactor/_recording/_chainlink.c
+# be built, reactor runs as pure Python; tests/reactor/test_chainlink.py says so here). It
+# needs OpenSSL's headers: installed with apt when missing, as Chromium is below.
+$(STAMP): pyproject.toml uv.lock setup.py reactor/_recording/_chainlink.c | $(OPENSSL_H)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	if $(PY) -m pip install --quiet uv; then \
 		UV_PROJECT_ENVIRONMENT=$(VENV) $(PY) -m uv sync --quiet --locked --inexact \
@@ -70,6 +72,12 @@ APT_CHROMIUM := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-i
 
 $(CHROMIUM):
 	$(APT_CHROMIUM) || ($(SUDO) apt-get update && $(APT_CHROMIUM))
+
+APT_OPENSSL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends libssl-dev
+
+$(OPENSSL_H):
+	$(APT_OPENSSL) || ($(SUDO) apt-get update && $(APT_OPENSSL)) || \
+		echo "no OpenSSL headers: reactor's hash-chain loop will run as pure Python"
 
 pytest: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS)

@@ -3,7 +3,7 @@
 DESIGN.md section 39: "hash chain ... on | the same workloads off | <= 10% slower".
 Each side runs in a fresh process whose environment says ``REACTOR_AUDIT_CHAIN`` (on:
 the default, SHA-256; off: ``0``), measured alternately (on, off, on, off, ...) so that
-both see the same machine, the best of each kept:
+both see the same machine; a row's ratio is the median of its pairs' ratios:
 
 * *recording*: the recording workload (``bench/recording.py``: signals emitted on a
   bus, each recorded) to SQLite and to PostgreSQL; each store's writer thread chains
@@ -29,6 +29,7 @@ import asyncio
 import functools
 import multiprocessing
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -47,6 +48,8 @@ TARGET = 1.10
 
 Timing = tuple[float, float]
 """Wall seconds and CPU seconds of one measurement."""
+Pair = tuple[Timing, Timing]
+"""One measurement chained, then one not."""
 
 
 def _recorded(count: int, kind: str, chain: bool) -> Timing:
@@ -101,18 +104,23 @@ def _processed(updates: int) -> Timing:
     return asyncio.run(_processing(updates))
 
 
-def _pair(runs: int, on: Callable[[], Timing], off: Callable[[], Timing]) -> tuple[Timing, Timing]:
-    """Alternately measured (on, off, ...): each side's best wall and best CPU."""
-    ons, offs = [], []
-    for _ in range(runs):
-        ons.append(on())
-        offs.append(off())
-    best = [(min(t[0] for t in side), min(t[1] for t in side)) for side in (ons, offs)]
-    return best[0], best[1]
+def _pair(runs: int, on: Callable[[], Timing], off: Callable[[], Timing]) -> list[Pair]:
+    """``runs`` pairs, measured alternately (on, off, on, off, ...)."""
+    return [(on(), off()) for _ in range(runs)]
 
 
-def _row(workload: str, count: int, on: Timing, off: Timing) -> Row:
-    slower = on[1] / off[1]
+def _row(workload: str, count: int, pairs: list[Pair]) -> Row:
+    """The median of the pairs' CPU ratios, and each side's median figures.
+
+    A pair's two sides run back to back, so they see the same machine; the median of
+    the ratios is what one neighbour's burst over one side cannot move (the best of each
+    side, kept before, moved the ratio by ±15% between runs of the same code).
+    """
+    slower = statistics.median(on[1] / off[1] for on, off in pairs)
+    on, off = (
+        [statistics.median(pair[side][i] for pair in pairs) for i in (0, 1)] for side in (0, 1)
+    )
+    ratios = ", ".join(f"{chained[1] / unchained[1] - 1:+.0%}" for chained, unchained in pairs)
     return Row(
         workload=workload,
         ours=f"{count / on[0]:,.0f}/s, {on[1] / count * 1e6:,.1f} µs CPU each, chained",
@@ -121,27 +129,27 @@ def _row(workload: str, count: int, on: Timing, off: Timing) -> Row:
             "(REACTOR_AUDIT_CHAIN=0, same run)"
         ),
         ratio=slower,
-        ratio_text=f"{slower - 1:+.1%} CPU",
+        ratio_text=f"{slower - 1:+.1%} CPU (median of {len(pairs)} pairs: {ratios})",
         target="<= 10% slower",
         met=slower <= TARGET,
     )
 
 
 def run(runs: int, scale: float) -> list[Row]:
-    pairs = max(2, runs // 2)
+    pairs = max(2, runs - 2)  # 3 pairs by default; 2 with --quick
     count = max(10_000, int(recording.SIGNALS * scale))
     rows = []
     for kind, name in (("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
-        on, off = _pair(
-            min(pairs, 3),
+        measured = _pair(
+            pairs,
             functools.partial(_recorded, count, kind, True),
             functools.partial(_recorded, count, kind, False),
         )
-        rows.append(_row(f"chain: record {count:,} signals to {name}", count, on, off))
+        rows.append(_row(f"chain: record {count:,} signals to {name}", count, measured))
     updates = max(1_000, int(reactions.UPDATES * scale))
     writes = max(300, int(reactions.WRITES * scale))
     with served(True) as chained, served(False) as unchained:
-        on, off = _pair(
+        measured = _pair(
             pairs,
             lambda: chained.submit(_processed, updates).result(),
             lambda: unchained.submit(_processed, updates).result(),
@@ -151,13 +159,12 @@ def run(runs: int, scale: float) -> list[Row]:
                 f"chain: reactions, {updates:,} events processed end to end (the reaction "
                 "workload: runs and events chained; SQLite)",
                 updates,
-                on,
-                off,
+                measured,
             )
         )
         live = reactions._timed_live
-        on, off = _pair(
-            2 * pairs,  # 20 writers and 2 agents contend: this row moves by a third alone
+        measured = _pair(
+            pairs + 2,  # 20 writers and 2 agents contend: the noisiest row
             lambda: chained.submit(_with_cpu, live, writes, 1, True).result(),
             lambda: unchained.submit(_with_cpu, live, writes, 1, True).result(),
         )
@@ -166,8 +173,7 @@ def run(runs: int, scale: float) -> list[Row]:
                 f"chain: reactions live, hot object, {writes:,} updates while 2 agents react "
                 "(each event linked in its write's transaction; SQLite)",
                 writes,
-                on,
-                off,
+                measured,
             )
         )
     return rows

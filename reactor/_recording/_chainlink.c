@@ -4,12 +4,14 @@
  * For each row (run id, seq, id, name, payload, time, source, caused_by, depth, hash)
  * it writes the entry's canonical JSON (keys sorted, no spaces, UTF-8, strings escaped
  * as json.dumps(ensure_ascii=False) escapes them, floats as float.__repr__) and sets
- * the row's hash to H(previous hash || entry), with OpenSSL's SHA-256 (HMAC-SHA-256 with a key).
+ * the row's hash to H(previous hash || entry), with OpenSSL's SHA-256 (HMAC-SHA-256
+ * with a key).
  *
  * It handles the rows reactor writes: text or None, int, finite float. Anything else
- * (a lone surrogate, an int beyond 64 bits, an infinite time, another type) raises
- * ValueError or TypeError before the heads are touched for that row; the Python caller
- * then links the whole batch again the pure way, which is the reference.
+ * (a lone surrogate, an int beyond 64 bits, an infinite time, another type, a stored
+ * head that is not ASCII) raises ValueError or TypeError; the Python caller then links
+ * the whole batch again the pure way, which is the reference, from its own copy of the
+ * heads.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
