@@ -242,9 +242,9 @@ def _link(
     chain: Chain, rows: Sequence[list[Any]], heads: dict[str, tuple[int, str | None]]
 ) -> dict[str, tuple[int, str | None]]:
     """:meth:`Heads.link` in Python: the reference the compiled loop is tested against."""
-    link, dumps, current, head, previous = chain.link, _to_json, None, 0, None
+    link, current, head, previous = chain.link, None, 0, None
     for row in rows:
-        run_id, seq, signal_id, name, payload, timestamp, source, caused_by, depth, _ = row
+        run_id, seq = row[0], row[1]
         if run_id != current:
             if current is not None:
                 heads[current] = (head, previous)
@@ -253,23 +253,7 @@ def _link(
         if seq <= head:
             row[9] = None
             continue
-        time = timestamp if type(timestamp) is float else float(timestamp)
-        if time == 0.0 or 1e-4 <= abs(time) < 1e16:  # else: see signal_entry
-            entry = dumps(
-                {
-                    "caused_by": caused_by,
-                    "depth": depth,
-                    "id": signal_id,
-                    "name": name,
-                    "payload": payload,
-                    "run_id": run_id,
-                    "seq": seq,
-                    "source": source,
-                    "time": time,
-                }
-            )
-        else:
-            entry = signal_entry(row[:9])
+        entry = signal_entry(row[:9])
         previous = row[9] = link(previous, entry)
         head = seq
     if current is not None:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reactor._recording import chain
@@ -48,18 +48,29 @@ def test_a_signal_entry_is_its_stored_fields_as_canonical_json() -> None:
 
 
 texts = st.text() | st.none()
+times = (
+    st.floats(allow_nan=False, allow_infinity=False)
+    | st.floats(1.6e9, 2.0e9)  # UNIX times, the writers' common case
+    | st.integers(-(2**70), 2**70)
+    | st.sampled_from([0.0, -0.0, 1.0, 2.0**52, 2.0**53, 1e16, 1e-4, 1e-5, 0.1, 1e300])
+)
 
 
 @given(
     run_id=st.text(),
-    seq=st.integers(0, 2**63 - 1),
+    seq=st.integers(0, 2**64),
     name=st.text(),
     payload=texts,
-    time=st.floats(allow_nan=False, allow_infinity=False) | st.integers(0, 2**40),
+    time=times,
     source=texts,
     caused_by=texts,
-    depth=st.integers(0, 10_000),
+    depth=st.integers(-(2**63), 2**63),
 )
+@settings(max_examples=500)
+@example(
+    run_id="run", seq=1, name="a\x00\x1f\x7f\"\\\n\r\t\b\f é 😀", payload='{"a":"\\u0000"}',
+    time=1765130000.123456, source=None, caused_by=None, depth=0,
+)  # fmt: skip
 def test_a_signal_entry_is_what_python_json_writes(
     run_id: str,
     seq: int,
@@ -70,6 +81,7 @@ def test_a_signal_entry_is_what_python_json_writes(
     caused_by: str | None,
     depth: int,
 ) -> None:
+    """Both ways: ``signal_entry`` (Python), and the compiled loop's where it answers."""
     row = (run_id, seq, "sig_x", name, payload, time, source, caused_by, depth)
     fields = {
         "caused_by": caused_by, "depth": depth, "id": "sig_x", "name": name, "payload": payload,
@@ -80,8 +92,18 @@ def test_a_signal_entry_is_what_python_json_writes(
     except UnicodeEncodeError:  # a lone surrogate: the database could not hold it either
         with pytest.raises(ValueError):  # noqa: PT011  (pydantic's or the codec's, both ValueError)
             signal_entry(row)
-        return
-    assert signal_entry(row) == expected
+        expected = None
+    else:
+        assert signal_entry(row) == expected
+    assert chain._native is not None, "reactor._recording._chainlink was not built"
+    try:
+        compiled = chain._native.entry(row)
+    except (TypeError, ValueError, OverflowError):
+        # what the compiled loop declines, the writer links the Python way; it declines
+        # only what it must: a lone surrogate, an int beyond 64 bits
+        assert expected is None or max(abs(seq), abs(depth)) >= 2**63
+    else:
+        assert compiled == expected
 
 
 def test_a_row_entry_leaves_out_nulls_and_writes_times_in_utc() -> None:
