@@ -189,7 +189,7 @@ class Heads:
         before its run's stored head: one written already, by a batch written again).
         ``lookup(run_ids)`` reads each run's last stored (seq, hash) (a run with no
         row is left out). The writers' hot path: compiled where ``_chainlink`` was
-        built (the same bytes, five to ten times faster), else one Python pass.
+        built (the same bytes, four to five times faster), else one Python pass.
         """
         chain = self.chain
         if chain is None:
