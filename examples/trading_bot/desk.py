@@ -118,12 +118,19 @@ def make_service(db: str = "sqlite:///.reactor/desk.db") -> ReactionService:
 
 
 async def feed(
-    objects: ObjectStore, symbols: Sequence[str], rate: float, seconds: float, seed: int = 7
+    objects: ObjectStore,
+    symbols: Sequence[str],
+    rate: float,
+    seconds: float,
+    seed: int = 7,
+    *,
+    at_least: int = 0,
 ) -> int:
     """Update each symbol's quote, ``rate`` updates a second in all, for ``seconds``.
 
     A random walk per symbol, paced in small bursts; returns how many updates were
-    written. The quotes are made when missing.
+    written. The quotes are made when missing. ``at_least``: go on past ``seconds``
+    until that many were written (a machine too busy for the rate still floods).
     """
     chance = random.Random(seed)
     prices = {symbol: 100.0 + 10 * n for n, symbol in enumerate(symbols)}
@@ -137,7 +144,7 @@ async def feed(
             )
             found[symbol] = made.id
     start, written = time.perf_counter(), 0
-    while (elapsed := time.perf_counter() - start) < seconds:
+    while (elapsed := time.perf_counter() - start) < seconds or written < at_least:
         due = int(elapsed * rate) + 1
         for _ in range(due - written):
             symbol = symbols[written % len(symbols)]
@@ -168,9 +175,12 @@ class DeskRun:
 
 
 async def run_desk(
-    db: str, *, symbols: int, rate: float, seconds: float, latency: float
+    db: str, *, symbols: int, rate: float, seconds: float, latency: float, at_least: int = 0
 ) -> DeskRun:
-    """Feed the desk's service and wait until the analyst has seen every last quote."""
+    """Feed the desk's service and wait until the analyst has seen every last quote.
+
+    ``at_least``: the feed goes on past ``seconds`` until that many updates were written.
+    """
     names = [f"S{n:02d}" for n in range(symbols)]
     provider = scripted_provider(latency)
     async with (
@@ -178,7 +188,7 @@ async def run_desk(
         ReactionService(objects=objects, agents=AGENTS, provider=provider) as service,
     ):
         began = time.perf_counter()
-        updates = await feed(objects, names, rate, seconds)
+        updates = await feed(objects, names, rate, seconds, at_least=at_least)
         ended = time.perf_counter()
         await service.idle(timeout=120 + seconds)
         behind = time.perf_counter() - ended
