@@ -145,7 +145,8 @@ async def feed(
             found[symbol] = made.id
     start, written = time.perf_counter(), 0
     while (elapsed := time.perf_counter() - start) < seconds or written < at_least:
-        due = int(elapsed * rate) + 1
+        # past `seconds` only what at_least still asks, not the rate's backlog
+        due = int(elapsed * rate) + 1 if elapsed < seconds else at_least
         for _ in range(due - written):
             symbol = symbols[written % len(symbols)]
             previous = prices[symbol]
