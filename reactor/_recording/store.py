@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
@@ -47,6 +48,7 @@ __all__ = [
     "check_snapshot_every",
     "check_store",
     "flush_run",
+    "flushed",
 ]
 
 DEFAULT_SNAPSHOT_EVERY = 10_000
@@ -413,10 +415,78 @@ def _ignore(*_: object) -> None:
 async def flush_run(record: SignalStore, run_id: str) -> RecordingError | None:
     """Wait until ``record`` has written what ``run_id`` appended; say what failed, if any.
 
-    Off the event loop (the flush waits on a disk or a server).
+    Off the event loop (the flush waits on a disk or a server), and one flush for every
+    run of this loop that waits on the same store at once (:func:`flushed`).
     """
     try:
-        await asyncio.to_thread(record.flush)
+        await flushed(record)
     except RecordingError as exc:
         return exc
     return record.recording_error(run_id)
+
+
+async def flushed(record: RunLog) -> None:
+    """Return once everything appended to ``record`` before the call is written.
+
+    Every coroutine of this event loop that waits on the same store at once shares
+    one ``record.flush()`` in a thread; one that comes while a flush is under way
+    waits for the next. (A flush each would hold a thread of the loop's small default
+    pool each, and a store with a writer thread writes every flush waiting at once in
+    one transaction anyway.) What the flush raises, each of them raises.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        groups = _FLUSHES.setdefault(loop, weakref.WeakKeyDictionary())
+        group = groups.get(record)
+        if group is None:
+            group = groups[record] = _GroupFlush(record)
+    except TypeError:  # a store that takes no weak reference: a flush of its own
+        await asyncio.to_thread(record.flush)
+        return
+    await group.wait(loop)
+
+
+class _GroupFlush:
+    """The flushes of one store on one event loop (see :func:`flushed`)."""
+
+    __slots__ = ("_flushing", "_record", "_waiting")
+
+    def __init__(self, record: RunLog) -> None:
+        self._record = weakref.ref(record)
+        self._waiting: list[asyncio.Future[None]] = []
+        self._flushing: asyncio.Task[None] | None = None
+
+    async def wait(self, loop: asyncio.AbstractEventLoop) -> None:
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(waiter)
+        if self._flushing is None or self._flushing.done():
+            self._flushing = loop.create_task(self._flush())
+        await waiter
+
+    async def _flush(self) -> None:
+        while self._waiting:
+            waiters, self._waiting = self._waiting, []
+            record = self._record()
+            try:
+                if record is not None:
+                    await asyncio.to_thread(record.flush)
+            except asyncio.CancelledError:  # the loop is going away: so are the waiters
+                for waiter in (*waiters, *self._waiting):
+                    waiter.cancel()
+                raise
+            except Exception as exc:
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+            else:
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+            finally:
+                del record
+
+
+_FLUSHES: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, weakref.WeakKeyDictionary[RunLog, _GroupFlush]
+] = weakref.WeakKeyDictionary()
+"""Each event loop's flushes, by store (see :func:`flushed`)."""

@@ -215,3 +215,80 @@ async def test_a_run_stops_as_soon_as_its_recording_fails(tiny_disk: Path) -> No
     assert notes < NOTES / 2, notes  # stopped, not run to its end with nothing recorded
     assert "agent:chatty:cancelled" in [s.name for s in result.signals]
     assert result.signals[-1].payload["status"] == "failed"
+
+
+class CountedStore(SQLiteSignalStore):
+    """A SQLite store that counts its flushes (each a wait on its writer thread)."""
+
+    flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        super().flush()
+
+
+async def test_runs_ending_at_once_share_one_flush_and_each_is_written(tmp_path: Path) -> None:
+    async def note(ctx: AgentContext) -> dict[str, Any]:  # no thread: the runs go in step
+        return {"text": "x" * 400, "n": ctx.signal.seq}
+
+    graph = reactive(
+        {
+            "first": agent(run=note, updates="a"),
+            "second": agent(run=note, activate_on="state:a:changed", updates="b"),
+        },
+        state={"a": None, "b": None},
+    )
+    with CountedStore(tmp_path / "runs.db") as store:
+        results = await asyncio.gather(*(graph.run(record=store) for _ in range(40)))
+        # one flush for the runs waiting at once (and one more for those who came
+        # during it), not one per run: each would hold a thread of the loop's pool
+        assert store.flushes < len(results) / 2, store.flushes
+        assert {result.status for result in results} == {"completed"}
+        # each run returned once its own log was written: none waits for a later flush
+        assert all(recorded_completely(store, result) for result in results)
+
+
+async def test_runs_sharing_a_flush_on_a_full_disk_each_fail_with_their_own_error(
+    tiny_disk: Path,
+) -> None:
+    graph = small_graph()
+    with CountedStore(tiny_disk / "runs.db", batch_size=50) as store:
+        assert (await graph.run(record=store)).status == "completed"
+        filler = fill(tiny_disk)
+        results = await asyncio.gather(*(graph.run(record=store) for _ in range(40)))
+        filler.unlink()
+        failed = [result for result in results if result.status == "failed"]
+        assert failed, {result.status for result in results}
+        for result in failed:
+            assert isinstance(result.error, RecordingError)
+            assert result.reason.startswith("recording failed: ")
+            assert not recorded_completely(store, result)
+        for result in results:
+            if result.status == "completed":
+                assert recorded_completely(store, result)
+        after = await graph.run(record=store)
+        assert after.status == "completed"
+        assert recorded_completely(store, after)
+
+
+async def test_a_store_flush_that_raises_reaches_every_run_waiting_on_it() -> None:
+    class Refusing(SignalStoreBase):
+        """A store of an application's own whose every flush fails."""
+
+        def __init__(self) -> None:
+            self.flushes = 0
+
+        def append(self, signal: Any) -> None:
+            pass
+
+        def flush(self) -> None:
+            self.flushes += 1
+            raise RecordingError("the archive refused the batch", unwritten=3)
+
+    store = Refusing()
+    results = await asyncio.gather(*(small_graph().run(record=store) for _ in range(10)))
+    assert {result.status for result in results} == {"failed"}
+    for result in results:
+        assert isinstance(result.error, RecordingError)
+        assert "the archive refused the batch" in str(result.error)
+    assert store.flushes < len(results)

@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from reactor._recording.store import RunLog, SignalStore
+from reactor._recording.store import RunLog, SignalStore, flushed
 from reactor.service._scaleout.leases import Leases
 
 __all__ = ["Batched", "Flushes", "Grouped", "LogFence"]
@@ -73,32 +73,20 @@ class LogFence:
 class Flushes:
     """Waits until what was recorded is written, one flush for all who wait at once.
 
-    (A flush per run would each hold a thread of the loop's small default pool.)
+    (:func:`~reactor._recording.store.flushed`: a flush per run would each hold a
+    thread of the loop's small default pool.) What the flush fails to write, the store
+    reports for the runs it lost; waiting here never raises for it.
     """
 
     def __init__(self, record: Callable[[], RunLog | None]) -> None:
         self._record = record
-        self._waiting: list[asyncio.Future[None]] = []
-        self._flushing: asyncio.Future[None] | None = None
 
     async def durable(self) -> None:
         """Return once everything recorded before the call is written (or has failed)."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiter)
-        if self._flushing is None or self._flushing.done():
-            self._flushing = asyncio.ensure_future(self._flush())
-        await waiter
-
-    async def _flush(self) -> None:
-        while self._waiting:  # who came during a flush waits for the next one
-            waiters, self._waiting = self._waiting, []
-            record = self._record()
+        record = self._record()
+        if record is not None:
             with contextlib.suppress(Exception):  # the store says what it lost
-                if record is not None:
-                    await asyncio.to_thread(record.flush)
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+                await flushed(record)
 
 
 class Batched(Generic[T, R]):
