@@ -79,6 +79,7 @@ class Run:
         "_recorder",
         "_routes",
         "_started",
+        "_template_scope",
         "_timer",
         "_timers",
         "_wake",
@@ -109,7 +110,6 @@ class Run:
         "target",
         "target_hash",
         "template_run_id",
-        "template_scope",
     )
 
     def __init__(
@@ -130,7 +130,7 @@ class Run:
         self.provider: Provider | None = options.provider
         # Most runs have no scope: they share one empty mapping, read-only.
         self.scope: Mapping[str, Any] = options.scope or _NO_SCOPE
-        self.template_scope = template_values(self.scope) if options.scope else _NO_SCOPE
+        self._template_scope: Mapping[str, Any] | None = None if options.scope else _NO_SCOPE
         self.live = live
         self.target = target or options.target
         self.target_hash = target_hash
@@ -339,6 +339,16 @@ class Run:
             self.reason = f"recording failed: {error.unwritten} signals were not written"
 
     # -- services of the activations (see reactor._activation.activator.RunServices) --------
+
+    @property
+    def template_scope(self) -> Mapping[str, Any]:
+        """The scope as templates see it: plain data, made when a template first reads it.
+
+        A run whose agents render no template (a reaction's handler) never converts it.
+        """
+        if self._template_scope is None:
+            self._template_scope = template_values(self.scope)
+        return self._template_scope
 
     @property
     def asking(self) -> Asking:
