@@ -388,7 +388,8 @@ class RunHandle:
 
     async def _close_channels(self) -> None:
         current = asyncio.current_task()  # a channel that suspends or awaits the run
-        channels = [task for task in self._channels if task is not current]
+        # Most channels have returned by now (the service's attaches and returns).
+        channels = [t for t in self._channels if t is not current and not t.done()]
         self._channels = []
         if channels:
             _, late = await asyncio.wait(channels, timeout=_CHANNEL_GRACE)
