@@ -24,7 +24,7 @@ from reactor.service import (
 from reactor.service._objects.db import DEFAULT_URL, MIGRATIONS, VERSION_TABLE, Database
 from reactor.service._objects.schema import metadata
 
-HEAD = "0014"
+HEAD = "0015"
 """The newest revision shipped."""
 
 COLUMNS = {
@@ -79,10 +79,7 @@ COLUMNS = {
         "agent",
         "run_id",
         "trigger",
-        "status",
         "started_at",
-        "finished_at",
-        "error",
     },
     "processing_log": {
         "id",
@@ -366,6 +363,46 @@ async def test_0012_keeps_the_suggestions_judged_by_version_and_indexes_the_page
         "ix_processing_log_object_id_id",
     } <= indexes["processing_log"]
     assert [tuple(row) for row in after] == [("sug_1", "rejected")]
+
+
+async def test_0015_keeps_each_agent_run_and_drops_the_copy_of_its_status(url: str) -> None:
+    database = Database(url)
+    if database.path is not None:
+        database.path.parent.mkdir(parents=True)
+    engine = create_async_engine(database.driver_url)
+    insert = sa.text(
+        "INSERT INTO agent_runs (agent, run_id, trigger, status, started_at, finished_at, "
+        "error) VALUES ('helper', 'run_1', 'cron', 'failed', CURRENT_TIMESTAMP, "
+        "CURRENT_TIMESTAMP, 'boom')"
+    )
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_alembic, "upgrade", "0014")
+            await conn.execute(insert)
+        assert await upgrade_database(url) == HEAD
+        async with engine.begin() as conn:
+            columns = await conn.run_sync(
+                lambda sync: {c["name"] for c in sa.inspect(sync).get_columns("agent_runs")}
+            )
+            kept = await conn.execute(sa.text("SELECT agent, run_id, trigger FROM agent_runs"))
+            kept_rows = [tuple(row) for row in kept]
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO agent_runs (agent, run_id, trigger, started_at) "
+                    "VALUES ('helper', 'run_2', 'manual', CURRENT_TIMESTAMP)"
+                )
+            )
+            await conn.run_sync(_alembic, "downgrade", "0014")
+            after = await conn.execute(
+                sa.text("SELECT run_id, status, error FROM agent_runs ORDER BY run_id")
+            )
+            after_rows = [tuple(row) for row in after]
+    finally:
+        await engine.dispose()
+    assert columns == {"id", "agent", "run_id", "trigger", "started_at"}
+    assert kept_rows == [("helper", "run_1", "cron")]
+    # back at 0014, the status is unknown there: the store's row of each run says it
+    assert after_rows == [("run_1", "unknown", None), ("run_2", "unknown", None)]
 
 
 async def test_the_database_may_hold_other_tables(url: str) -> None:

@@ -15,7 +15,8 @@ execution mode says (its scope), the others' changed at once, as the agent
 (:class:`~reactor.service._reactions.view.RunObjects`).
 
 Runs of agents also get a row of ``agent_runs`` (``trigger`` ``manual``, ``cron`` or
-``api``), written when they start and completed when they end. Runs are tagged
+``api``), written when they start: which agent made the run, what started it, when. How
+it ends is its row's in the store, the one place a run's status is kept. Runs are tagged
 ``service=<graph|agent>:<name>`` (and ``trigger``, ``user``), which is how a restarted
 service finds the unfinished ones it should resume.
 """
@@ -270,7 +271,6 @@ class Runs:
         record: SignalStore | None,
         scope: Mapping[str, Any] | None,
     ) -> RunResult | None:
-        started = datetime.now(UTC)
         running = asyncio.ensure_future(
             graph.run(
                 **self._given(graph, request, scope),
@@ -308,7 +308,7 @@ class Runs:
         finally:
             if not feed.started.done():
                 feed.started.cancel()
-        await self._ended(request, result, started)
+        self._ended(request, result)
         return result
 
     def _given(
@@ -333,8 +333,8 @@ class Runs:
             given["scope"] = scope
         return given
 
-    async def _ended(self, request: RunRequest, result: RunResult, started: datetime) -> None:
-        """What follows a run that ended here: its unwritten tail, its warning, its row."""
+    def _ended(self, request: RunRequest, result: RunResult) -> None:
+        """What follows a run that ended here: its unwritten tail, and its warning."""
         fenced = self.fenced
         if isinstance(result.error, RecordingError) and fenced is not None and result.signals:
             fenced.unwritten(result.run_id, result.signals[-1], result.error)  # written later
@@ -348,10 +348,6 @@ class Runs:
                 status=result.status,
                 reason=result.reason,
             )
-        if request.kind == "agent":
-            error = result.error or (result.failures[0].error if result.failures else None)
-            why = None if result.ok else result.reason
-            await self._agent_run(request, result.run_id, started, result.status, error, why)
 
     async def started(self, request: RunRequest, run_id: str) -> None:
         """Write the ``agent_runs`` row of an agent's run as it starts (once per run)."""
@@ -368,55 +364,11 @@ class Runs:
                             agent=request.name,
                             run_id=run_id,
                             trigger=request.trigger,
-                            status="running",
                             started_at=datetime.now(UTC),
                         )
                     )
         except sa.exc.IntegrityError:
-            pass  # the run finished first and wrote its row
-
-    async def _agent_run(
-        self,
-        request: RunRequest,
-        run_id: str,
-        started: datetime,
-        status: str,
-        error: BaseException | None,
-        reason: str | None = None,
-    ) -> None:
-        values = {
-            "status": status,
-            "finished_at": datetime.now(UTC),
-            "error": reason if error is None else f"{type(error).__name__}: {error}",
-        }
-        for _ in range(2):  # the row of its start may be written meanwhile: then update it
-            try:
-                async with self.db.write() as conn:
-                    changed = await conn.execute(
-                        agent_runs.update().where(agent_runs.c.run_id == run_id).values(**values)
-                    )
-                    if not changed.rowcount:
-                        await conn.execute(
-                            agent_runs.insert().values(
-                                agent=request.name,
-                                run_id=run_id,
-                                trigger=request.trigger,
-                                started_at=started,
-                                **values,
-                            )
-                        )
-                return
-            except sa.exc.IntegrityError:
-                continue
-            except Exception as exc:  # the run is recorded; only its row is missing
-                log(
-                    "reactor.service",
-                    "error",
-                    "agent run not logged",
-                    run_id=run_id,
-                    error=repr(exc),
-                )
-                return
+            pass  # another process wrote it meanwhile (a resumed run's start)
 
     async def abort(self, run_id: str, reason: str, source: str) -> RunResult | None:
         """Abort a run executing here, as ``source``; its result once it has ended.

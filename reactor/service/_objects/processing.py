@@ -200,16 +200,18 @@ class Admitting(Protocol):
 
 @dataclass(frozen=True)
 class Finished:
-    """How one reaction ended: its entry's outcome and its agent run."""
+    """How one reaction ended: its entry's outcome, and the run it went on as (if any).
+
+    How that run ended is its row's in the signal store, in one place: ``agent_runs``
+    only refers to it (which agent, what started it, when).
+    """
 
     entry_id: int
     agent: str
     status: EntryStatus
     error: str | None
     run_id: str | None
-    run_status: str
     started_at: datetime
-    finished_at: datetime
     cost_usd: float | None = None
 
 
@@ -498,20 +500,14 @@ class ProcessingLog(Cursors):
                 "agent": o.agent,
                 "run_id": o.run_id,
                 "trigger": "reaction",
-                "status": o.run_status,
                 "started_at": o.started_at,
-                "finished_at": o.finished_at,
-                "error": o.error,
             }
             for o in outcomes
             if o.run_id is not None
         ]
-        if runs:  # a resumed run may have its row (an attempt that began it finished it)
+        if runs:  # a resumed run has its row (the attempt that began it wrote it)
             sql = postgresql if conn.dialect.name == "postgresql" else sqlite
-            insert = sql.insert(agent_runs)
-            ended = {key: insert.excluded[key] for key in ("status", "finished_at", "error")}
-            done = insert.on_conflict_do_update(index_elements=["run_id"], set_=ended)
-            conn.execute(done, runs)
+            conn.execute(sql.insert(agent_runs).on_conflict_do_nothing(), runs)
         return live
 
     async def release(self, entry_ids: Iterable[int]) -> None:

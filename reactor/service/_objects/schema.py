@@ -177,10 +177,7 @@ agent_runs = sa.Table(
     sa.Column("agent", sa.String(200), nullable=False),
     sa.Column("run_id", sa.String(64), nullable=False, unique=True),
     sa.Column("trigger", sa.String(16), nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
     sa.Column("started_at", Timestamp, nullable=False),
-    sa.Column("finished_at", Timestamp),
-    sa.Column("error", sa.Text),
     sa.Index(None, "agent", "started_at"),
 )
 

@@ -481,9 +481,7 @@ class Dispatcher:
                 status="failed",
                 error=f"{type(exc).__name__}: {exc}",
                 run_id=None,
-                run_status="failed",
                 started_at=started,
-                finished_at=datetime.now(UTC),
             )
 
     @contextlib.asynccontextmanager

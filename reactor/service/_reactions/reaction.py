@@ -198,9 +198,7 @@ async def _react(
             status="failed",
             error=f"its run {run_id} was stopped before it ended",
             run_id=run_id,
-            run_status="running",
             started_at=started,
-            finished_at=datetime.now(UTC),
         )
 
     def finished(status: EntryStatus, error: BaseException | None) -> Finished:
@@ -210,9 +208,7 @@ async def _react(
             status=status,
             error=None if error is None else f"{type(error).__name__}: {error}",
             run_id=result.run_id,
-            run_status=result.status if status == "completed" or result.error else "failed",
             started_at=started,
-            finished_at=datetime.now(UTC),
             cost_usd=result.metrics.cost_usd,
         )
 
