@@ -14,9 +14,10 @@ main task is only cancelled from outside.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -195,7 +196,7 @@ class Run:
         self._known = self._routes.known
         self._recorder = self.outside.recorder()
         replayed = self.replay.recording if self.replay is not None else None
-        snapshots = snapshots_for(self.bus, replayed, options.record, self._fold)
+        snapshots = snapshots_for(self.bus, replayed, options.record, self._fold_maker())
         if snapshots is not None:
             self._recorder = snapshots.recorder(self._recorder)
         # An unrecorded run's router has nothing to do for a name no agent activates on.
@@ -225,9 +226,12 @@ class Run:
             self.scheduler.resume(resumed)
         self.outside.watch(self.run_id, waiting)
 
-    def _fold(self) -> LogFold:  # what snapshots fold the log into
+    def _fold_maker(self) -> Callable[[], LogFold]:
+        """What makes the fold snapshots fold the log into (holding no reference to the run)."""
+        if self.resumed is not None:
+            return functools.partial(_same, self.resumed.fold)
         names = [agent_run.name for agent_run in self.agents]
-        return self.resumed.fold if self.resumed else LogFold(names, self._routes, self.run_id)
+        return functools.partial(LogFold, names, self._routes, self.run_id)
 
     def _route(self, signal: Signal) -> None:
         """Record ``signal``, and give it to the agents its name activates.
@@ -557,3 +561,8 @@ class Run:
         reason = f"end_when held after {signal.name}"
         self.bus.emit(HARNESS_ENDING, {"reason": reason}, source="harness", cause=signal)
         self.stop("ended", reason, cancel=self.options.on_end == "cancel")
+
+
+def _same(fold: LogFold) -> LogFold:
+    """A resumed run's fold, as the snapshots' maker of it."""
+    return fold

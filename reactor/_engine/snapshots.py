@@ -53,7 +53,9 @@ class Snapshots:
 
     Args:
         bus: The run's bus.
-        fold: What the log said before this run (a resumed run's plan), or a new fold.
+        fold: Makes the fold: what the log said before this run (a resumed run's plan),
+            or a new fold. Called at the first snapshot: most runs end before one is
+            due and never make it.
         every: Signals between two snapshots (``None``: only at ``points``).
         points: The signals after which to take one (a replay's recorded points).
     """
@@ -61,10 +63,14 @@ class Snapshots:
     __slots__ = ("batch", "bus", "every", "fold", "points")
 
     def __init__(
-        self, bus: SignalBus, fold: LogFold, every: int | None, points: Collection[int] = ()
+        self,
+        bus: SignalBus,
+        fold: Callable[[], LogFold],
+        every: int | None,
+        points: Collection[int] = (),
     ) -> None:
         self.bus = bus
-        self.fold = fold
+        self.fold: LogFold | Callable[[], LogFold] = fold
         self.every = every
         self.points = frozenset(points)
         self.batch: list[Signal] = []
@@ -85,9 +91,12 @@ class Snapshots:
 
     def take(self) -> None:
         """Fold what was kept and emit the snapshot (it follows what is queued)."""
-        self.fold.add(self.batch)
+        fold = self.fold
+        if not isinstance(fold, LogFold):
+            fold = self.fold = fold()
+        fold.add(self.batch)
         self.batch.clear()
-        payload: dict[str, Any] = snapshot_of(self.fold)
+        payload: dict[str, Any] = snapshot_of(fold)
         self.bus.publish(HARNESS_SNAPSHOT, payload, "harness", None, 0)
 
 
@@ -99,12 +108,12 @@ def snapshots_for(
 ) -> Snapshots | None:
     """A run's snapshots: every ``snapshot_every`` signals of ``record``, or as a replay's.
 
-    A replay takes them where ``replayed`` took its own. ``None``: the run takes none,
-    and ``fold`` (what makes the run's fold) is not called: a run that is not recorded
-    with snapshots pays nothing for them.
+    A replay takes them where ``replayed`` took its own. ``None``: the run takes none.
+    ``fold`` (what makes the run's fold) is called at the first snapshot only: a run
+    that ends before one is due pays one list append per signal for them.
     """
     if replayed is not None:
         points = snapshot_points(replayed)
-        return Snapshots(bus, fold(), None, points) if points else None
+        return Snapshots(bus, fold, None, points) if points else None
     every = snapshot_every(record)
-    return Snapshots(bus, fold(), every) if every else None
+    return Snapshots(bus, fold, every) if every else None
