@@ -36,7 +36,8 @@ from reactor._agents.agent import Agent
 from reactor._engine.result import RunResult
 from reactor._graph.reactive import Reactive, reactive
 from reactor._providers.base import Provider
-from reactor._recording.info import RunInfo
+from reactor._recording.info import RunInfo, new_run_id
+from reactor._recording.roles import StoreRoles
 from reactor._recording.store import Reporter, SignalStore
 from reactor._signals.diagnostics import log
 from reactor.exceptions import RecordingError, RunSuspendedError, ServiceConfigError
@@ -245,12 +246,22 @@ class Runs:
         """
         graph = graph if graph is not None else self.graph(request)
         feed, controls = RunFeed(), Controls()
-        task = group.create_task(self._run(graph, request, feed, controls, provider, record, scope))
+        fed, key = self._fed(record, request), ""
+        if fed is not None:  # the service's log feeds it, by the id the run will have
+            if request.resume is None and request.run_id is None:
+                request = dataclasses.replace(request, run_id=new_run_id(), fresh=True)
+            key = request.resume or request.run_id or ""
+            fed.feeds[key] = feed
+        task = group.create_task(
+            self._run(graph, request, feed, controls, provider, record, scope, fed is None)
+        )
         self.tasks.add(task)
 
         def finished(task: asyncio.Task[RunResult | None]) -> None:
             self.tasks.discard(task)
             feed.end()
+            if fed is not None and fed.feeds.get(key) is feed:
+                del fed.feeds[key]
             if feed.started.done() and not feed.started.cancelled():
                 self.live.pop(feed.started.result(), None)
             done()
@@ -261,6 +272,17 @@ class Runs:
             self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC), controls)
         return run_id, task
 
+    def _fed(self, record: SignalStore | None, request: RunRequest) -> ServiceRecord | None:
+        """The service's log, when it feeds the run's feed (it records to it, and is no fork).
+
+        A fork's log begins with its source's signals, copied as it starts: its feed is
+        a reporter, which sees only what the fork itself says.
+        """
+        fenced = self.fenced
+        if fenced is None or request.fork is not None:
+            return None
+        return fenced if isinstance(record, StoreRoles) and record.log is fenced else None
+
     async def _run(
         self,
         graph: Reactive,
@@ -270,14 +292,16 @@ class Runs:
         provider: Provider | None,
         record: SignalStore | None,
         scope: Mapping[str, Any] | None,
+        report: bool,
     ) -> RunResult | None:
+        """Run ``request``; ``report``: its feed is one of its reporters (else the log feeds it)."""
         running = asyncio.ensure_future(
             graph.run(
                 **self._given(graph, request, scope),
                 channels=[controls],
                 provider=provider,
                 record=record,
-                reporters=[feed, *self.reporters],
+                reporters=[feed, *self.reporters] if report else self.reporters,
                 history_limit=HISTORY,
                 tags=request.run_tags(),
                 resume=request.resume,

@@ -55,7 +55,10 @@ class FeedBehind(Exception):
 
 
 class RunFeed:
-    """One live run's most recent signals for its watchers (a reporter: ``run(reporters=)``).
+    """One live run's most recent signals for its watchers.
+
+    The service's log feeds it what its run records (``ServiceRecord.feeds``); it is
+    also a reporter (``run(reporters=[feed])``), for a run recorded elsewhere.
 
     The last ``buffer`` signals are kept once, in a ring that every watcher reads from
     its own position; watchers wait on one future shared by all of them, resolved at

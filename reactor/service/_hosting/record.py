@@ -9,6 +9,11 @@ It also keeps the end of each run that ended while its store could not write it 
 full disk): :meth:`write_ends` writes it once the store records again, so the run's
 row says ``failed`` (with the ``RecordingError``) instead of ``running`` forever.
 Until then the service shows it so (:attr:`unended`).
+
+And it feeds the runs executing in this process to their watchers (:attr:`feeds`):
+what a run records, its feed is given, as it is recorded. So followers see exactly
+what the log holds, and a run pays for no subscription of its own on its bus (a
+reaction's run is one of thousands a second).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from reactor._recording.roles import StoreRoles
 from reactor._recording.store import SignalStore
 from reactor._signals.signal import Signal
 from reactor.exceptions import RecordingError, RunNotFoundError
+from reactor.service._hosting.live import RunFeed
 
 __all__ = ["ServiceRecord", "service_store"]
 
@@ -48,6 +54,9 @@ class ServiceRecord:
         may not is held at once: nothing more of it is recorded here."""
         self.unended: dict[str, Signal] = {}
         """Runs that ended while their store could not write it: the end to write."""
+        self.feeds: dict[str, RunFeed] = {}
+        """The feeds of the runs executing in this process, by run id: each is given its
+        run's start and every signal the run records (see the module)."""
 
     def unwritten(self, run_id: str, end: Signal, error: RecordingError) -> None:
         """Keep the end of a run whose recording failed, to write it once the store can.
@@ -97,18 +106,30 @@ class ServiceRecord:
     # -- writing -------------------------------------------------------------------
 
     def start_run(self, info: RunInfo) -> None:
-        """Register a run (see :class:`~reactor.SignalStore`)."""
+        """Register a run (see :class:`~reactor.SignalStore`); its feed learns its id."""
         self.store.start_run(info)
+        feed = self.feeds.get(info.run_id)
+        if feed is not None:
+            feed.start(info)
 
     def append(self, signal: Signal) -> None:
         """Record a signal, unless its run is held (or fenced off: then it is held)."""
         if self._writes(signal.run_id):
             self.store.append(signal)
+            self._feed(signal)
 
     def deliver(self, message_id: str, signal: Signal) -> None:
         """Record a posted message's delivery, unless the run is held (it comes again)."""
         if self._writes(signal.run_id):
             self.store.deliver(message_id, signal)
+            self._feed(signal)
+
+    def _feed(self, signal: Signal) -> None:
+        feeds = self.feeds
+        if feeds and signal.run_id is not None:
+            feed = feeds.get(signal.run_id)
+            if feed is not None:
+                feed.on_signal(signal)
 
     def record_request(self, run_id: str, request_hash: str, fingerprint: dict[str, Any]) -> None:
         """Keep what a provider call was asked, unless the run is held."""
