@@ -19,12 +19,14 @@ import pytest
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
-from reactor import Signal
+from reactor import MemorySignalStore, RunInfo, Signal
 from reactor.service import ObjectStore, ReactionService, ServiceConfigError
 from reactor.service._api.follow import PAGE, StreamSettings
 from reactor.service._api.stream import run_signals
 from reactor.service._hosting.live import FeedBehind, RunFeed
+from reactor.service._hosting.record import ServiceRecord
 from tests.service.following import GRAPHS
+from tests.service.following import make_service as make_following
 from tests.service.idle import Idle
 from tests.service.server import ALICE, BOB, CAROL, TOKENS, Server, serve_command, serving, wait_for
 
@@ -81,6 +83,49 @@ async def test_a_watcher_holding_a_batch_the_ring_has_passed_is_behind() -> None
     assert not keeping_up.behind.done()
     feed.end()
     assert [batch async for batch in kept_batches] == []
+
+
+async def test_the_services_log_feeds_a_run_exactly_what_it_records() -> None:
+    record, feed = ServiceRecord(MemorySignalStore()), RunFeed()
+    record.feeds["run_a"] = feed
+    record.start_run(RunInfo(run_id="run_a", graph="g", started_at=time.time()))
+    assert feed.started.result() == "run_a"
+    allowed = {"run_a": True}
+    record.fence = lambda run_id: allowed.get(run_id, True)
+    for seq in (1, 2):
+        record.append(Signal("tick", {"n": seq}, seq=seq, run_id="run_a"))
+    record.append(Signal("tick", {}, seq=1, run_id="run_b"))  # another run's: not its feed's
+    allowed["run_a"] = False  # its lease went elsewhere: nothing more of it is recorded here
+    record.append(Signal("tick", {"n": 3}, seq=3, run_id="run_a"))
+    record.flush()
+    recorded = [s.seq for s in record.store.load("run_a").signals]
+    followed = [seq for seq, _, _ in feed.take(0)]
+    assert recorded == followed == [1, 2]  # a follower never sees what the log lacks
+    feed.end()
+
+
+async def test_a_service_runs_feed_holds_every_signal_the_store_has(tmp_path: Path) -> None:
+    service = make_following(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    async with service.objects, service:
+        run_id = await service.submit("gated", 30)
+        feed = service.live[run_id].feed
+        for _ in range(1200):  # it asks "Go?" and waits (a generous deadline)
+            if feed.asking:
+                break
+            await asyncio.sleep(0.05)
+        assert feed.asking
+        handle = await service.live[run_id].controls.handle
+        handle.reply(next(iter(feed.asking)), "go")
+        await handle.result()
+        record = service.host.record
+        assert record is not None
+        await asyncio.to_thread(record.flush)
+        stored = await asyncio.to_thread(record.load, run_id)
+    followed = [(seq, name) for seq, name, _ in feed.take(0)]
+    assert followed == [(s.seq, s.name) for s in stored.signals]
+    assert followed[-1][1] == "harness:end"
+    assert feed.ended
+    assert sum(name == "tick" for _, name in followed) == 30
 
 
 @pytest.mark.parametrize(
