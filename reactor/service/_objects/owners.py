@@ -20,7 +20,7 @@ import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -258,13 +258,20 @@ class Cursors:
             await conn.execute(reaction_cursors.delete().where(reaction_cursors.c.agent == agent))
 
     def _advance(self, conn: sa.Connection, cursors: Mapping[str, int], now: datetime) -> None:
-        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
         rows = [{"agent": a, "event_id": e, "updated_at": now} for a, e in sorted(cursors.items())]
-        insert = dialect.insert(reaction_cursors).values(rows)
-        conn.execute(
-            insert.on_conflict_do_update(
-                index_elements=["agent"],
-                set_={"event_id": insert.excluded.event_id, "updated_at": now},
-                where=reaction_cursors.c.event_id < insert.excluded.event_id,
-            )
-        )
+        conn.execute(_advancing(self.db.dialect), rows)
+
+
+@functools.cache
+def _advancing(dialect: str) -> Any:
+    """Moving agents' cursors forward (never back): one statement per dialect, made once.
+
+    Dispatch moves them with every batch it logs, one event at a time when writes
+    trickle in: the statement is built and compiled once, not per batch.
+    """
+    insert = (postgresql if dialect == "postgresql" else sqlite).insert(reaction_cursors)
+    return insert.on_conflict_do_update(
+        index_elements=["agent"],
+        set_={"event_id": insert.excluded.event_id, "updated_at": insert.excluded.updated_at},
+        where=reaction_cursors.c.event_id < insert.excluded.event_id,
+    )

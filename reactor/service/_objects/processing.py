@@ -222,10 +222,6 @@ class ProcessingLog(Cursors):
         super().__init__(db)
         self.owner: str | None = None  # the process taking entries: see ``Owners``
 
-    def _insert(self) -> Any:
-        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
-        return dialect.insert(processing_log)
-
     async def claim(
         self, claims: Sequence[Claim], cursors: Mapping[str, int] | None = None
     ) -> list[ProcessingEntry]:
@@ -272,12 +268,7 @@ class ProcessingLog(Cursors):
                 fresh.append((index, row))
         placed: dict[int, ProcessingEntry] = {}
         if fresh:
-            inserted = conn.execute(
-                self._insert()
-                .on_conflict_do_nothing(index_elements=list(_KEY), index_where=_ACTIVE)
-                .returning(*processing_log.c),
-                [row for _, row in fresh],
-            )
+            inserted = conn.execute(_claiming(self.db.dialect), [row for _, row in fresh])
             by_key = {_key(entry): entry for entry in map(entry_from_row, inserted)}
             for index, row in fresh:
                 entry = by_key.pop(_key(row), None)
@@ -826,3 +817,12 @@ def _apply(conn: sa.Connection, agent: str, decision: Decision, now: datetime, u
             upsert,
             [{"agent": agent, "key": key, "due": due} for key, due in decision.buckets.items()],
         )
+
+
+@functools.cache
+def _claiming(dialect: str) -> Any:
+    """Logging fresh entries, each unless its key is taken: made once per dialect."""
+    insert = (postgresql if dialect == "postgresql" else sqlite).insert(processing_log)
+    return insert.on_conflict_do_nothing(index_elements=list(_KEY), index_where=_ACTIVE).returning(
+        *processing_log.c
+    )
