@@ -11,7 +11,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from reactor._cli import main
 from reactor._cli._service import DEFAULT_SERVICE_URL
@@ -228,11 +228,16 @@ def _alembic(conn: sa.Connection, action: str, revision: str) -> None:
     getattr(command, action)(config, revision)
 
 
-async def test_0008_adds_the_processing_history_and_keeps_the_suggestions(url: str) -> None:
+def _fresh_engine(url: str) -> AsyncEngine:
+    """An engine on ``url``'s database, not made yet (for SQLite, its folder is made)."""
     database = Database(url)
     if database.path is not None:
         database.path.parent.mkdir(parents=True)
-    engine = create_async_engine(database.driver_url)
+    return create_async_engine(database.driver_url)
+
+
+async def test_0008_adds_the_processing_history_and_keeps_the_suggestions(url: str) -> None:
+    engine = _fresh_engine(url)
     suggestion = sa.table(
         "suggestions",
         *(sa.column(name) for name in ("id", "agent", "changes", "reasoning", "status")),
@@ -263,10 +268,7 @@ async def test_0008_adds_the_processing_history_and_keeps_the_suggestions(url: s
 
 
 async def test_0011_keeps_the_suggestions_and_signs_old_sessions_out(url: str) -> None:
-    database = Database(url)
-    if database.path is not None:
-        database.path.parent.mkdir(parents=True)
-    engine = create_async_engine(database.driver_url)
+    engine = _fresh_engine(url)
     suggestion = sa.table(
         "suggestions",
         *(sa.column(name) for name in ("id", "agent", "changes", "reasoning", "status")),
@@ -310,10 +312,7 @@ async def test_0011_keeps_the_suggestions_and_signs_old_sessions_out(url: str) -
 async def test_0012_keeps_the_suggestions_judged_by_version_and_indexes_the_pages(
     url: str,
 ) -> None:
-    database = Database(url)
-    if database.path is not None:
-        database.path.parent.mkdir(parents=True)
-    engine = create_async_engine(database.driver_url)
+    engine = _fresh_engine(url)
     suggestion = sa.table(
         "suggestions",
         *(sa.column(name) for name in ("id", "agent", "changes", "reasoning", "status")),
@@ -366,10 +365,7 @@ async def test_0012_keeps_the_suggestions_judged_by_version_and_indexes_the_page
 
 
 async def test_0015_keeps_each_agent_run_and_drops_the_copy_of_its_status(url: str) -> None:
-    database = Database(url)
-    if database.path is not None:
-        database.path.parent.mkdir(parents=True)
-    engine = create_async_engine(database.driver_url)
+    engine = _fresh_engine(url)
     insert = sa.text(
         "INSERT INTO agent_runs (agent, run_id, trigger, status, started_at, finished_at, "
         "error) VALUES ('helper', 'run_1', 'cron', 'failed', CURRENT_TIMESTAMP, "
@@ -406,10 +402,7 @@ async def test_0015_keeps_each_agent_run_and_drops_the_copy_of_its_status(url: s
 
 
 async def test_the_database_may_hold_other_tables(url: str) -> None:
-    database = Database(url)
-    if database.path is not None:
-        database.path.parent.mkdir(parents=True)
-    engine = create_async_engine(database.driver_url)
+    engine = _fresh_engine(url)
     async with engine.begin() as conn:
         await conn.execute(sa.text("CREATE TABLE alembic_version (version_num VARCHAR(32))"))
         await conn.execute(sa.text("INSERT INTO alembic_version VALUES ('app_7')"))
