@@ -325,20 +325,8 @@ class ProcessingLog(Cursors):
         names = sorted(agents)
         if not names or limit < 1:
             return []
-        oldest = (
-            sa.select(processing_log.c.id)
-            .where(processing_log.c.status == "pending", processing_log.c.agent.in_(names))
-            .order_by(processing_log.c.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        taking = (
-            processing_log.update()
-            .where(processing_log.c.id.in_(oldest), processing_log.c.status == "pending")
-            .values(**self._taken())
-            .returning(*processing_log.c)
-        )
-        return await self._transact(functools.partial(_named, taking=taking))
+        given = {"agents": names, "most": limit, "taker": self.owner, "taken_at": datetime.now(UTC)}
+        return await self._transact(functools.partial(_named, taking=_TAKING, given=given))
 
     async def admit(self, agent: str, admitting: Admitting, room: int) -> Admitted:
         """Start what ``agent``'s admission lets start now (at most ``room``), in one transaction.
@@ -676,19 +664,54 @@ async def _spent_by_agent(conn: AsyncConnection, periods: Mapping[str, float]) -
     return spent
 
 
-def _named(conn: sa.Connection, *, taking: sa.Executable) -> list[Taken]:
+_TAKING = (
+    processing_log.update()
+    .where(
+        processing_log.c.id.in_(
+            sa.select(processing_log.c.id)
+            .where(
+                processing_log.c.status == "pending",
+                processing_log.c.agent.in_(sa.bindparam("agents", expanding=True)),
+            )
+            .order_by(processing_log.c.id)
+            .limit(sa.bindparam("most", type_=sa.Integer))
+            .with_for_update(skip_locked=True)
+        ),
+        processing_log.c.status == "pending",
+    )
+    .values(
+        status="processing",
+        updated_at=sa.bindparam("taken_at"),
+        owner=sa.bindparam("taker"),
+        attempts=processing_log.c.attempts + 1,
+    )
+    .returning(*processing_log.c)
+)
+"""Taking the oldest ``pending`` entries of some agents (``agents``, at most ``most``), as
+``taker`` at ``taken_at``: built once (a process takes work whenever a slot frees)."""
+
+_NAMING = (
+    processing_log.update()
+    .where(processing_log.c.id == sa.bindparam("entry"))
+    .values(run_id=sa.bindparam("new_run_id"))
+)
+"""Giving a taken entry the id of its run."""
+
+
+def _named(
+    conn: sa.Connection, *, taking: sa.Executable, given: Mapping[str, Any] | None = None
+) -> list[Taken]:
     """Take entries (``taking`` returns their rows) and give each without a run its run's id.
 
-    Returns them oldest first, each with whether it had a run already.
+    ``given``: the parameters of ``taking``. Returns them oldest first, each with whether
+    it had a run already.
     """
-    taken = sorted(map(entry_from_row, conn.execute(taking)), key=lambda entry: entry.id)
+    rows = conn.execute(taking, dict(given or {}))
+    taken = sorted(map(entry_from_row, rows), key=lambda entry: entry.id)
     fresh = {entry.id: new_run_id() for entry in taken if entry.run_id is None}
     if fresh:
         conn.execute(
-            processing_log.update()
-            .where(processing_log.c.id == sa.bindparam("entry"))
-            .values(run_id=sa.bindparam("new_run_id")),
-            [{"entry": entry, "new_run_id": run_id} for entry, run_id in fresh.items()],
+            _NAMING, [{"entry": entry, "new_run_id": run_id} for entry, run_id in fresh.items()]
         )
     return [
         Taken(entry.model_copy(update={"run_id": fresh[entry.id]}), False)
