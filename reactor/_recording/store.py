@@ -436,7 +436,9 @@ async def flushed(record: RunLog) -> None:
     """
     loop = asyncio.get_running_loop()
     try:
-        groups = _FLUSHES.setdefault(loop, weakref.WeakKeyDictionary())
+        groups = _FLUSHES.get(loop)
+        if groups is None:
+            groups = _FLUSHES[loop] = weakref.WeakKeyDictionary()
         group = groups.get(record)
         if group is None:
             group = groups[record] = _GroupFlush(record)
