@@ -325,7 +325,7 @@ class ProcessingLog(Cursors):
         names = sorted(agents)
         if not names or limit < 1:
             return []
-        given = {"agents": names, "most": limit, "taker": self.owner, "taken_at": datetime.now(UTC)}
+        given = {"agents": names, "most": limit, **self._taker()}
         return await self._transact(functools.partial(_named, taking=_TAKING, given=given))
 
     async def admit(self, agent: str, admitting: Admitting, room: int) -> Admitted:
@@ -371,13 +371,13 @@ class ProcessingLog(Cursors):
         taking = (
             processing_log.update()
             .where(processing_log.c.id.in_(ids), processing_log.c.status == "pending")
-            .values(**self._taken())
+            .values(**_TAKEN)
             .returning(*processing_log.c)
         )
         batches = dict(decision.take)
         taken = [
             Taken(found.entry, found.earlier, batches.get(found.entry.id, ()))
-            for found in _named(conn, taking=taking)
+            for found in _named(conn, taking=taking, given=self._taker())
         ]
         return Admitted(taken, decision.wake_at, decision.release_at)
 
@@ -416,18 +416,13 @@ class ProcessingLog(Cursors):
                     earlier.c.status.in_(("pending", "processing")),
                 )
             )
-        taking = query.values(**self._taken()).returning(*processing_log.c)
-        found = await self._transact(functools.partial(_named, taking=taking))
+        taking = query.values(**_TAKEN).returning(*processing_log.c)
+        found = await self._transact(functools.partial(_named, taking=taking, given=self._taker()))
         return found[0] if found else None
 
-    def _taken(self) -> dict[str, Any]:
-        """What taking an entry writes: ``processing``, by whom, one attempt more."""
-        return {
-            "status": "processing",
-            "updated_at": datetime.now(UTC),
-            "owner": self.owner,
-            "attempts": processing_log.c.attempts + 1,
-        }
+    def _taker(self) -> dict[str, Any]:
+        """The parameters of :data:`_TAKEN`: this process takes entries, now."""
+        return {"taker": self.owner, "taken_at": datetime.now(UTC)}
 
     async def finish(self, outcomes: Sequence[Finished]) -> set[int]:
         """Record how reactions ended, and their agent runs, in one transaction.
@@ -664,6 +659,15 @@ async def _spent_by_agent(conn: AsyncConnection, periods: Mapping[str, float]) -
     return spent
 
 
+_TAKEN: dict[str, Any] = {
+    "status": "processing",
+    "updated_at": sa.bindparam("taken_at"),
+    "owner": sa.bindparam("taker"),
+    "attempts": processing_log.c.attempts + 1,
+}
+"""What taking an entry writes: ``processing``, by ``taker`` at ``taken_at``, one attempt
+more (:meth:`ProcessingLog._taker` gives the parameters)."""
+
 _TAKING = (
     processing_log.update()
     .where(
@@ -679,12 +683,7 @@ _TAKING = (
         ),
         processing_log.c.status == "pending",
     )
-    .values(
-        status="processing",
-        updated_at=sa.bindparam("taken_at"),
-        owner=sa.bindparam("taker"),
-        attempts=processing_log.c.attempts + 1,
-    )
+    .values(**_TAKEN)
     .returning(*processing_log.c)
 )
 """Taking the oldest ``pending`` entries of some agents (``agents``, at most ``most``), as
@@ -698,15 +697,13 @@ _NAMING = (
 """Giving a taken entry the id of its run."""
 
 
-def _named(
-    conn: sa.Connection, *, taking: sa.Executable, given: Mapping[str, Any] | None = None
-) -> list[Taken]:
+def _named(conn: sa.Connection, *, taking: sa.Executable, given: Mapping[str, Any]) -> list[Taken]:
     """Take entries (``taking`` returns their rows) and give each without a run its run's id.
 
     ``given``: the parameters of ``taking``. Returns them oldest first, each with whether
     it had a run already.
     """
-    rows = conn.execute(taking, dict(given or {}))
+    rows = conn.execute(taking, dict(given))
     taken = sorted(map(entry_from_row, rows), key=lambda entry: entry.id)
     fresh = {entry.id: new_run_id() for entry in taken if entry.run_id is None}
     if fresh:
