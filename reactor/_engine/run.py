@@ -229,7 +229,8 @@ class Run:
     def _fold_maker(self) -> Callable[[], LogFold]:
         """What makes the fold snapshots fold the log into (holding no reference to the run)."""
         if self.resumed is not None:
-            return functools.partial(_same, self.resumed.fold)
+            fold = self.resumed.fold
+            return lambda: fold
         names = [agent_run.name for agent_run in self.agents]
         return functools.partial(LogFold, names, self._routes, self.run_id)
 
@@ -561,8 +562,3 @@ class Run:
         reason = f"end_when held after {signal.name}"
         self.bus.emit(HARNESS_ENDING, {"reason": reason}, source="harness", cause=signal)
         self.stop("ended", reason, cancel=self.options.on_end == "cancel")
-
-
-def _same(fold: LogFold) -> LogFold:
-    """A resumed run's fold, as the snapshots' maker of it."""
-    return fold

@@ -60,7 +60,7 @@ class Snapshots:
         points: The signals after which to take one (a replay's recorded points).
     """
 
-    __slots__ = ("batch", "bus", "every", "fold", "points")
+    __slots__ = ("_make", "batch", "bus", "every", "fold", "points")
 
     def __init__(
         self,
@@ -70,7 +70,8 @@ class Snapshots:
         points: Collection[int] = (),
     ) -> None:
         self.bus = bus
-        self.fold: LogFold | Callable[[], LogFold] = fold
+        self._make = fold
+        self.fold: LogFold | None = None
         self.every = every
         self.points = frozenset(points)
         self.batch: list[Signal] = []
@@ -92,8 +93,8 @@ class Snapshots:
     def take(self) -> None:
         """Fold what was kept and emit the snapshot (it follows what is queued)."""
         fold = self.fold
-        if not isinstance(fold, LogFold):
-            fold = self.fold = fold()
+        if fold is None:
+            fold = self.fold = self._make()
         fold.add(self.batch)
         self.batch.clear()
         payload: dict[str, Any] = snapshot_of(fold)

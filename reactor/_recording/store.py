@@ -484,8 +484,6 @@ class _GroupFlush:
                 for waiter in waiters:
                     if not waiter.done():
                         waiter.set_result(None)
-            finally:
-                del record
 
 
 _FLUSHES: weakref.WeakKeyDictionary[
