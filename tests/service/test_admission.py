@@ -75,6 +75,72 @@ async def test_a_busy_latest_agent_runs_on_the_newest_version_only(url: str) -> 
     assert all(entry.run_id is None for entry in superseded)
 
 
+async def test_a_burst_of_a_thousand_is_superseded_in_one_decision(url: str) -> None:
+    # A feed's burst while the agent is busy: what one decision supersedes is written as
+    # a whole (not a statement a row), each linked to the entry that ran after all.
+    gate, seen = Gate(), Seen()
+
+    async def analyst(ctx: AgentContext[Any]) -> None:
+        if not gate.opened.is_set():
+            await gate(ctx)
+        seen(ctx)
+
+    agents = {"analyst": agent(run=analyst, reaction=Reaction(admit=Latest()))}
+    async with running(url, agents) as (objects, service):
+        quote = await objects.create("Person", {"name": "v1"})
+        await asyncio.wait_for(gate.waiting.wait(), 60)
+        await asyncio.gather(
+            *(objects.update(quote.id, {"name": f"v{n}"}) for n in range(2, 1_202))
+        )
+        gate.open()
+        await service.idle(timeout=120)
+        entries = await service.processing_log(agent="analyst")
+    assert seen.calls[-1][1] == 1_201
+    ran = {entry.id for entry in entries if entry.status == "completed"}
+    superseded = [entry for entry in entries if entry.status == "superseded"]
+    assert len(ran) == len(seen.calls) and len(superseded) == 1_201 - len(seen.calls)
+    assert all(entry.superseded_by in ran for entry in superseded)
+
+
+async def test_a_key_freed_among_busy_slots_takes_its_newest_version_at_once(url: str) -> None:
+    # Under load a take waits for a quarter of the slots to be free (fewer, larger
+    # transactions). Here seven slots of eight stay busy with slow calls: when the hot
+    # quote's call ends, its newest version must start anyway, not wait for another.
+    gate, hot_release, hot_seen = Gate(), asyncio.Event(), asyncio.Event()
+    versions: list[int] = []
+
+    async def analyst(ctx: AgentContext[Any]) -> None:
+        if ctx.object.data["name"] != "hot":
+            await gate(ctx)
+            return
+        versions.append(ctx.object.version)
+        if ctx.object.version == 1:
+            await hot_release.wait()
+        else:
+            hot_seen.set()
+
+    agents = {"analyst": agent(run=analyst, reaction=Reaction(admit=Latest()))}
+    async with running(url, agents, max_running=8) as (objects, service):
+        hot = await objects.create("Person", {"name": "hot"})
+        for n in range(7):
+            await objects.create("Person", {"name": f"held {n}"})
+        deadline = time.monotonic() + 60
+        while len(gate.seen) < 7 or versions != [1]:
+            assert time.monotonic() < deadline, "the eight slots never filled"
+            await asyncio.sleep(0.01)
+        await objects.update(hot.id, {"name": "hot", "employer": "v2"})
+        await objects.update(hot.id, {"name": "hot", "employer": "v3"})
+        hot_release.set()
+        try:
+            await asyncio.wait_for(hot_seen.wait(), 60)
+        finally:
+            gate.open()
+        await service.idle(timeout=120)
+        entries = await service.processing_log(agent="analyst")
+    assert versions == [1, 3]  # v2 was superseded while v1 ran
+    assert by_status(entries) == Counter({"completed": 9, "superseded": 1})
+
+
 async def test_latest_per_key_keeps_the_newest_of_each_symbol(url: str) -> None:
     gate, seen = Gate(), Seen()
 

@@ -16,6 +16,7 @@ index ``(agent, status, id)`` and a look-up of the oldest waiting entries by id.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from reactor.service._objects.owners import Cursors
 from reactor.service._objects.rows import MAX_PAGE, Page, bad_cursor, entry_from_row
 from reactor.service._objects.schema import (
     ACTIVE_PREDICATE,
+    Timestamp,
     admission_buckets,
     agent_runs,
     object_events,
@@ -697,6 +699,35 @@ _NAMING = (
 """Giving a taken entry the id of its run."""
 
 
+@functools.cache
+def _linking(dialect: str) -> tuple[sa.TextClause, sa.TextClause]:
+    """Linking entries to the entries that took them, given as a JSON array: made once.
+
+    The first statement moves what the linked entries had taken to the entries taking
+    them; the second sets each linked entry's status and link.
+    """
+    if dialect == "postgresql":
+        links = (
+            "jsonb_to_recordset(CAST(:links AS jsonb)) "
+            "AS links(entry bigint, target bigint, new_status text)"
+        )
+    else:
+        links = (
+            "(SELECT json_extract(value, '$.entry') AS entry, "
+            "json_extract(value, '$.target') AS target, "
+            "json_extract(value, '$.new_status') AS new_status FROM json_each(:links)) AS links"
+        )
+    relinking = sa.text(
+        f"UPDATE processing_log SET superseded_by = links.target FROM {links} "
+        "WHERE processing_log.superseded_by = links.entry"
+    )
+    linking = sa.text(
+        "UPDATE processing_log SET status = links.new_status, superseded_by = links.target, "
+        f"updated_at = :at FROM {links} WHERE processing_log.id = links.entry"
+    ).bindparams(sa.bindparam("at", type_=Timestamp))
+    return relinking, linking
+
+
 def _named(conn: sa.Connection, *, taking: sa.Executable, given: Mapping[str, Any]) -> list[Taken]:
     """Take entries (``taking`` returns their rows) and give each without a run its run's id.
 
@@ -793,32 +824,24 @@ def _spent(conn: sa.Connection, agent: str | None, since: float) -> float:
 
 
 def _apply(conn: sa.Connection, agent: str, decision: Decision, now: datetime, upsert: Any) -> None:
-    """Write what admission decided but the entries taken (see :meth:`ProcessingLog.admit`)."""
-    linked = [
-        {"entry": entry, "by": by, "new_status": status}
-        for status, links in (("superseded", decision.superseded), ("merged", decision.merged))
-        for entry, by in links.items()
+    """Write what admission decided but the entries taken (see :meth:`ProcessingLog.admit`).
+
+    The superseded and the merged are written by two statements given them all as one
+    JSON array, not two statements a row: a feed's burst makes thousands, and each
+    statement is a round trip of a thread that may wait for the loop's to give it the
+    interpreter back.
+    """
+    links = [
+        {"entry": entry, "target": by, "new_status": status}
+        for status, taken in (("superseded", decision.superseded), ("merged", decision.merged))
+        for entry, by in taken.items()
     ]
-    if linked:  # what they had taken goes to what takes them: links end at an entry that ran
-        conn.execute(
-            processing_log.update()
-            .where(
-                processing_log.c.superseded_by == sa.bindparam("entry"),
-                processing_log.c.agent == agent,
-            )
-            .values(superseded_by=sa.bindparam("by")),
-            [{"entry": link["entry"], "by": link["by"]} for link in linked],
-        )
-        conn.execute(
-            processing_log.update()
-            .where(processing_log.c.id == sa.bindparam("entry"))
-            .values(
-                status=sa.bindparam("new_status"),
-                superseded_by=sa.bindparam("by"),
-                updated_at=now,
-            ),
-            linked,
-        )
+    if links:
+        relinking, linking = _linking(conn.dialect.name)
+        given = json.dumps(links)
+        # what they had taken goes to what takes them: links end at an entry that ran
+        conn.execute(relinking, {"links": given})
+        conn.execute(linking, {"links": given, "at": now})
     if decision.held:
         conn.execute(
             processing_log.update()

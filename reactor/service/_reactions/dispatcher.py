@@ -52,6 +52,9 @@ BATCH = 500
 KEEP_READ = 4 * BATCH
 """Events kept from dispatching for processing (read again from the store past that)."""
 
+GATHER = 0.05
+"""Seconds freed slots wait for more before what waits is taken (see ``_gathered``)."""
+
 FOLLOW_EVERY = 0.2
 """Seconds between two looks at the log while queued entries are in flight."""
 
@@ -111,6 +114,7 @@ class Dispatcher:
         self._wake_at: float | None = None  # when what an admission let wait goes (UNIX time)
         self._release_at: float | None = None  # when a spend cap's period rolls (UNIX time)
         self._written: list[ObjectEvent] = []  # events just written in this process
+        self._gathering: float | None = None  # until when freed slots wait for more (loop time)
 
     @property
     def position(self) -> int:
@@ -271,8 +275,12 @@ class Dispatcher:
         while True:
             await self._until_work()
             free = self._max_running - len(self.active)
-            if free <= 0 or (self.active and free < self._max_running // 4):
-                continue  # wait for more slots: fewer, larger transactions
+            if free <= 0:
+                self._gathering = None
+                continue
+            if self.active and free < self._max_running // 4 and not self._gathered():
+                continue  # wait a moment for more slots: fewer, larger transactions
+            self._gathering = None
             logged = self._logged
             try:
                 entries = await self._take(free)
@@ -292,16 +300,35 @@ class Dispatcher:
             self._changed()
 
     async def _until_work(self) -> None:
-        """Wait for work: logged, a slot freed, or an admission's time (a debounce's end)."""
-        times = [at for at in (self._wake_at, self._release_at) if at is not None]
-        wake_at = min(times) if times else None
-        if wake_at is None:
+        """Wait for work: logged, a slot freed, an admission's time (a debounce's end).
+
+        Or the end of the moment freed slots wait for more (see :meth:`_gathered`).
+        """
+        unix = (self._wake_at, self._release_at)
+        times = [self._loop_time(at) for at in unix if at is not None]
+        if self._gathering is not None:
+            times.append(self._gathering)
+        if not times:
             await self._work.wait()
         else:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(self._loop_time(wake_at)):
+                async with asyncio.timeout_at(min(times)):
                     await self._work.wait()
         self._work.clear()
+
+    def _gathered(self) -> bool:
+        """Whether the slots freed so far have waited ``GATHER`` seconds for more.
+
+        Under load, a take waits for a quarter of the slots to be free: fewer, larger
+        transactions. When work is slow (an agent whose calls take seconds, its
+        ``Latest`` entries waiting for their keys), the slots free one by one: what
+        waits for them is taken within ``GATHER`` seconds, not after a quarter of the
+        running calls have ended.
+        """
+        now = asyncio.get_running_loop().time()
+        if self._gathering is None:
+            self._gathering = now + GATHER
+        return now >= self._gathering
 
     async def _take(self, free: int) -> list[Taken]:
         """Take up to ``free`` entries: the plain agents' oldest, then each admission's."""
