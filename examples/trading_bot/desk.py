@@ -148,6 +148,8 @@ async def feed(
         # past `seconds` only what at_least still asks, not the rate's backlog
         due = int(elapsed * rate) + 1 if elapsed < seconds else at_least
         for _ in range(due - written):
+            if written >= at_least and time.perf_counter() - start >= seconds:
+                break  # behind the rate: what is owed is not written past the feed's time
             symbol = symbols[written % len(symbols)]
             previous = prices[symbol]
             prices[symbol] = round(previous * (1 + chance.gauss(0, 0.002)), 4)
