@@ -128,11 +128,13 @@ async def feed(
 ) -> int:
     """Update each symbol's quote, ``rate`` updates a second in all, for ``seconds``.
 
-    A random walk per symbol, paced in small bursts; returns how many updates were
-    written. The quotes are made when missing. ``at_least``: go on past ``seconds``
-    until that many were written (a machine too busy for the rate still floods).
+    One writer per symbol, each a random walk of its own paced to its share of the rate
+    in small bursts, so the feed goes as fast as the store takes writes at once; returns
+    how many updates were written. The quotes are made when missing. A writer behind
+    its pace catches up until ``seconds``, not beyond. ``at_least``: go on past
+    ``seconds`` until that many were written (a machine too busy for the rate still
+    floods).
     """
-    chance = random.Random(seed)
     prices = {symbol: 100.0 + 10 * n for n, symbol in enumerate(symbols)}
     found = {quote.data["symbol"]: quote.id for quote in await objects.list("Quote")}
     for symbol in symbols:
@@ -143,22 +145,30 @@ async def feed(
                 actor=User("feed"),
             )
             found[symbol] = made.id
-    start, written = time.perf_counter(), 0
-    while (elapsed := time.perf_counter() - start) < seconds or written < at_least:
-        # past `seconds` only what at_least still asks, not the rate's backlog
-        due = int(elapsed * rate) + 1 if elapsed < seconds else at_least
-        for _ in range(due - written):
-            if written >= at_least and time.perf_counter() - start >= seconds:
-                break  # behind the rate: what is owed is not written past the feed's time
-            symbol = symbols[written % len(symbols)]
-            previous = prices[symbol]
-            prices[symbol] = round(previous * (1 + chance.gauss(0, 0.002)), 4)
-            await objects.update(
-                found[symbol], {"price": prices[symbol], "previous": previous}, actor=User("feed")
-            )
-            written += 1
-        await asyncio.sleep(0.005)
-    return written
+    share, least = rate / len(symbols), -(-at_least // len(symbols))  # each one's part
+    start = time.perf_counter()
+    counts = [0] * len(symbols)
+
+    def over(index: int) -> bool:
+        return counts[index] >= least and time.perf_counter() - start >= seconds
+
+    async def writer(index: int, symbol: str) -> None:
+        chance, price = random.Random(seed * 1_000 + index), prices[symbol]
+        while not over(index):
+            elapsed = time.perf_counter() - start
+            due = int(elapsed * share) + 1 if elapsed < seconds else least
+            while counts[index] < due and not over(index):
+                previous, price = price, round(price * (1 + chance.gauss(0, 0.002)), 4)
+                await objects.update(
+                    found[symbol], {"price": price, "previous": previous}, actor=User("feed")
+                )
+                counts[index] += 1
+            await asyncio.sleep(0.005)
+
+    async with asyncio.TaskGroup() as group:
+        for index, symbol in enumerate(symbols):
+            group.create_task(writer(index, symbol))
+    return sum(counts)
 
 
 @dataclass
