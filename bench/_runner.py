@@ -70,6 +70,12 @@ def micros(seconds: float) -> str:
     return f"{seconds * 1e6:,.2f} µs"
 
 
+def percentile(values: list[float], share: float) -> float:
+    """The value below which ``share`` of ``values`` lie (``0.0`` when there are none)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+
+
 def render(rows: list[Row], machine: str) -> str:
     """Render rows as a Markdown table."""
     header = "| workload | ours | baseline | ratio | target | met |\n|---|---|---|---|---|---|\n"

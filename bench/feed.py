@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench._runner import Row
+from bench._runner import Row, percentile
 from bench.recording import scratch_database
 from reactor import Latest, ScriptedProvider, agent, tune_gc
 from reactor.service import Changes, ObjectStore, Reaction, ReactionService, User
@@ -150,16 +150,11 @@ async def with_service(url: str, seconds: float, rate: float) -> Fed:
         written,
         took,
         stored,
-        lag_p99=_percentile(lags, 0.99),
+        lag_p99=percentile(lags, 0.99),
         taken=max(at - ended.timestamp() for at in started),
         behind=max((entry.updated_at - ended).total_seconds() for entry in last),
         calls=len(done),
     )
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
 async def alone(url: str, seconds: float, rate: float) -> Fed:

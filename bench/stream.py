@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx2
 
-from bench._runner import Row
+from bench._runner import Row, percentile
 from bench.recording import scratch_database
 from bench.serve import free_port
 from reactor import (
@@ -206,12 +206,7 @@ def long_run(kind: str, count: int) -> dict[str, Any]:
         (folder / "served").mkdir(exist_ok=True)
         base, _ = stack.enter_context(_served(served_db, folder / "served"))
         served, latencies = asyncio.run(_long_served(base, served_db, count))
-    return {"alone": alone, "served": served, "p99": _percentile(latencies, 0.99)}
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+    return {"alone": alone, "served": served, "p99": percentile(latencies, 0.99)}
 
 
 async def _paged(base: str, count: int, asks: int) -> dict[str, float]:
