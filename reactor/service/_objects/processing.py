@@ -366,30 +366,16 @@ class ProcessingLog(Cursors):
         decision = admitting.decide(
             waiting, buckets, functools.partial(_spent, conn), now.timestamp(), room, cap
         )
-        _apply(conn, agent, decision, now, self._insert_bucket())
+        _apply(conn, agent, decision, now)
         if not decision.take:
             return Admitted([], decision.wake_at, decision.release_at)
-        ids = [entry_id for entry_id, _ in decision.take]
-        taking = (
-            processing_log.update()
-            .where(processing_log.c.id.in_(ids), processing_log.c.status == "pending")
-            .values(**_TAKEN)
-            .returning(*processing_log.c)
-        )
+        given = {"ids": [entry_id for entry_id, _ in decision.take], **self._taker()}
         batches = dict(decision.take)
         taken = [
             Taken(found.entry, found.earlier, batches.get(found.entry.id, ()))
-            for found in _named(conn, taking=taking, given=self._taker())
+            for found in _named(conn, taking=_TAKING_THESE, given=given)
         ]
         return Admitted(taken, decision.wake_at, decision.release_at)
-
-    def _insert_bucket(self) -> Any:
-        dialect = postgresql if self.db.dialect == "postgresql" else sqlite
-        statement = dialect.insert(admission_buckets)
-        return statement.on_conflict_do_update(
-            index_elements=[admission_buckets.c.agent, admission_buckets.c.key],
-            set_={"due": statement.excluded.due},
-        )
 
     async def set_run(self, entry_id: int, run_id: str) -> None:
         """The entry's reaction runs as ``run_id`` from now on (its earlier run had ended)."""
@@ -691,6 +677,17 @@ _TAKING = (
 """Taking the oldest ``pending`` entries of some agents (``agents``, at most ``most``), as
 ``taker`` at ``taken_at``: built once (a process takes work whenever a slot frees)."""
 
+_TAKING_THESE = (
+    processing_log.update()
+    .where(
+        processing_log.c.id.in_(sa.bindparam("ids", expanding=True)),
+        processing_log.c.status == "pending",
+    )
+    .values(**_TAKEN)
+    .returning(*processing_log.c)
+)
+"""Taking the entries ``ids`` that are still ``pending`` (what admission let start)."""
+
 _NAMING = (
     processing_log.update()
     .where(processing_log.c.id == sa.bindparam("entry"))
@@ -823,7 +820,7 @@ def _spent(conn: sa.Connection, agent: str | None, since: float) -> float:
     return float(conn.scalar(query) or 0.0)
 
 
-def _apply(conn: sa.Connection, agent: str, decision: Decision, now: datetime, upsert: Any) -> None:
+def _apply(conn: sa.Connection, agent: str, decision: Decision, now: datetime) -> None:
     """Write what admission decided but the entries taken (see :meth:`ProcessingLog.admit`).
 
     The superseded and the merged are written by two statements given them all as one
@@ -857,7 +854,7 @@ def _apply(conn: sa.Connection, agent: str, decision: Decision, now: datetime, u
         )
     if decision.buckets:
         conn.execute(
-            upsert,
+            _bucketing(conn.dialect.name),
             [{"agent": agent, "key": key, "due": due} for key, due in decision.buckets.items()],
         )
 
@@ -868,4 +865,14 @@ def _claiming(dialect: str) -> Any:
     insert = (postgresql if dialect == "postgresql" else sqlite).insert(processing_log)
     return insert.on_conflict_do_nothing(index_elements=list(_KEY), index_where=_ACTIVE).returning(
         *processing_log.c
+    )
+
+
+@functools.cache
+def _bucketing(dialect: str) -> Any:
+    """Keeping a throttle's bucket (when its next token is due): made once per dialect."""
+    insert = (postgresql if dialect == "postgresql" else sqlite).insert(admission_buckets)
+    return insert.on_conflict_do_update(
+        index_elements=[admission_buckets.c.agent, admission_buckets.c.key],
+        set_={"due": insert.excluded.due},
     )
