@@ -277,9 +277,10 @@ class Reactive:
         ``result.error``, not raised. ``channels`` are attached to the run while it
         runs (``ConsoleChannel()`` shows it in the terminal and answers its prompts).
         ``run_id`` names the new run when the caller must know it before it starts (a
-        job queue does); by default it is a fresh ``run_<16 hex>``. ``fresh``: the caller
-        made that id just now and told nobody, so its inbox is not read before it begins
-        (what is posted to it is delivered while it runs, as to any run).
+        job queue does); by default it is a fresh ``run_<time><random>`` (ids sort by
+        when they were made). ``fresh``: the caller made that id just now and told
+        nobody, so its inbox is not read before it begins (what is posted to it is
+        delivered while it runs, as to any run).
         """
         run_options = self._run_options(options, run_id)
         read = NOTHING

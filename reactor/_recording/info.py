@@ -57,26 +57,32 @@ def parse_until(text: str) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-_ID_BATCH = 256  # run ids drawn from the OS at once
-_ids: list[str] = []
+_ID_BATCH = 256  # run ids' random digits drawn from the OS at once
+_tails: list[str] = []
 
 
 def new_run_id() -> str:
-    """A fresh run id: ``run_`` and 16 random hex digits.
+    """A fresh run id: ``run_``, 12 hex digits of the time, 16 random hex digits.
 
-    The digits are the operating system's randomness, as :func:`secrets.token_hex`'s,
-    drawn for 256 ids at a time (one ``os.urandom`` call instead of one per run); a
-    forked child forgets the ids its parent had drawn, so no two processes share one.
+    The time (milliseconds since the UNIX epoch) comes first, so that ids sort by when
+    they were made, as UUIDv7s do: a store's indexes on run ids then take new runs at
+    their end, a few pages a transaction, instead of one page per run anywhere in the
+    index (a third more reactions a second on SQLite's recording). The random digits
+    are the operating system's randomness, as :func:`secrets.token_hex`'s, drawn for
+    256 ids at a time (one ``os.urandom`` call instead of one per run); a forked child
+    forgets the digits its parent had drawn, so no two processes share them.
     """
     while True:
         try:
-            return _ids.pop()  # atomic: threads never get the same id
+            tail = _tails.pop()  # atomic: threads never get the same digits
+            break
         except IndexError:
             digits = os.urandom(8 * _ID_BATCH).hex()
-            _ids.extend(f"run_{digits[i : i + 16]}" for i in range(0, 16 * _ID_BATCH, 16))
+            _tails.extend(digits[i : i + 16] for i in range(0, 16 * _ID_BATCH, 16))
+    return f"run_{time.time_ns() // 1_000_000:012x}{tail}"
 
 
-os.register_at_fork(after_in_child=_ids.clear)
+os.register_at_fork(after_in_child=_tails.clear)
 
 
 def parse_tag(tag: str) -> tuple[str, str]:

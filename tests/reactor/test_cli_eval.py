@@ -376,7 +376,7 @@ def test_a_tag_makes_a_dataset_to_evaluate(
 ) -> None:
     capsys.readouterr()
     aapl, nvda = project["AAPL"], project["NVDA"]
-    assert cli("runs", "tag", aapl[:10], nvda, "dataset=golden", "owner=") == 0
+    assert cli("runs", "tag", aapl[:24], nvda, "dataset=golden", "owner=") == 0
     assert capsys.readouterr().out.splitlines() == [
         f"{aapl} (desk): dataset=golden, owner",
         f"{nvda} (desk): dataset=golden, owner",

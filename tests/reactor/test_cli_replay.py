@@ -106,7 +106,7 @@ def test_a_target_outside_the_project_is_refused_not_imported(received: Path, ta
     lines = result.stderr.splitlines()
     assert len(lines) == 1
     assert lines[0].startswith(
-        f"reactor replay: error: the recording of run_{lines[0].split('run_')[1][:16]} names "
+        f"reactor replay: error: the recording of run_{lines[0].split('run_')[1][:28]} names "
         f"the graph {target!r}, which is not a file in this directory"
     )
     assert "--graph MODULE:GRAPH" in lines[0]

@@ -261,7 +261,7 @@ def test_runs_are_given_as_recordings_run_infos_or_a_filter() -> None:
     assert len(made.cases) == 3  # unless they are asked for
     by_infos = graph.evaluate_sync(store.runs(graph="desk", limit=2), store=store)
     assert len(by_infos.cases) == 2
-    by_prefix = graph.evaluate_sync(ids[1][:12], store=store)
+    by_prefix = graph.evaluate_sync(ids[1][:24], store=store)
     assert [case.run_id for case in by_prefix.cases] == [ids[1]]
 
 

@@ -32,6 +32,7 @@ from reactor import (
     agent,
     reactive,
 )
+from reactor._recording.info import new_run_id
 from stores import Store, action
 from tests.reactor.databases import StorePlace
 
@@ -208,6 +209,29 @@ async def test_run_ids_resolve_from_prefixes_and_last(signal_store: SignalStoreB
         signal_store.resolve("run_")
     with pytest.raises(RunNotFoundError, match=r"^No run 'run%' in "):
         signal_store.resolve("run%")  # a prefix, not a LIKE pattern
+
+
+def test_run_ids_sort_by_when_they_were_made_and_never_repeat() -> None:
+    """Time first (a store's index takes new runs at its end), then random digits."""
+    earlier = [new_run_id() for _ in range(2_000)]
+    made = time.time_ns() // 1_000_000
+    while time.time_ns() // 1_000_000 == made:  # the next millisecond
+        pass
+    later = [new_run_id() for _ in range(2_000)]
+    assert all(re.fullmatch(r"run_[0-9a-f]{28}", run_id) for run_id in earlier + later)
+    assert len(set(earlier + later)) == 4_000
+    assert max(earlier) < min(later)
+    assert int(later[0][4:16], 16) >= made  # milliseconds since the epoch
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # a forked child draws digits of its own, not its parent's next ones
+        os.write(write, new_run_id().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    with os.fdopen(read) as pipe:
+        theirs = pipe.read()
+    assert theirs[16:] != new_run_id()[16:]
 
 
 def test_recording_state_at_rebuilds_the_state_from_changes() -> None:
