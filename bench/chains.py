@@ -165,8 +165,8 @@ def run(runs: int, scale: float) -> list[Row]:
         live = reactions._timed_live
         measured = _pair(
             pairs + 2,  # 20 writers and 2 agents contend: the noisiest row
-            lambda: chained.submit(_with_cpu, live, writes, 1, True).result(),
-            lambda: unchained.submit(_with_cpu, live, writes, 1, True).result(),
+            lambda: chained.submit(_with_cpu, live, writes, False, True).result(),
+            lambda: unchained.submit(_with_cpu, live, writes, False, True).result(),
         )
         rows.append(
             _row(

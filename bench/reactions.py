@@ -1,8 +1,9 @@
 """Reaction workloads: object updates through the service, two reaction agents.
 
-*Live* (DESIGN.md section 34, the way a desk sees it): the service runs while
-``WRITES`` updates arrive over the Python ``ObjectStore`` API (``WRITERS`` writers at
-once), to one hot object or spread over 100; timed from the first write to the last
+*Live* (DESIGN.md sections 34 and 39, the way a desk sees it): the service runs while
+``WRITES`` writes arrive over the Python ``ObjectStore`` API (``WRITERS`` writers at
+once, each write awaited): updates of one hot object, or ``WRITES`` new objects (each
+created, the agents reacting to ``created``); timed from the first write to the last
 completed processing-log entry (2,000 events/s). The baseline is the same writes with
 no service.
 
@@ -45,6 +46,7 @@ WRITES = 3_000
 WRITERS = 20
 TARGET = 2_000.0
 ON_UPDATES = Reaction(types=["Account"], events=["updated"], concurrency="parallel")
+ON_NEW = Reaction(types=["Account"], events=["created"], concurrency="parallel")
 T = TypeVar("T")
 
 
@@ -59,6 +61,10 @@ async def score(ctx: AgentContext[Any]) -> int:
 AGENTS = {
     "audit": agent(run=audit, reaction=ON_UPDATES, execution_mode="execute"),
     "score": agent(run=score, reaction=ON_UPDATES, execution_mode="execute"),
+}
+ON_CREATES = {
+    "audit": agent(run=audit, reaction=ON_NEW, execution_mode="execute"),
+    "score": agent(run=score, reaction=ON_NEW, execution_mode="execute"),
 }
 
 
@@ -77,26 +83,26 @@ async def backlog(url: str, updates: int) -> None:
             await objects.update(account.id, {"balance": n + 1}, actor=User("bench"))
 
 
-async def live(writes: int, spread: int, service: bool) -> float:
+async def live(writes: int, new_objects: bool, service: bool) -> float:
     """Seconds from the first write to the last completed entry (or write, alone).
 
-    ``writes`` updates go to ``spread`` objects; without ``service`` they are only
-    stored (the baseline).
+    ``writes`` updates of one object, or ``writes`` new objects (``new_objects``);
+    without ``service`` they are only stored (the baseline).
 
     Raises:
         AssertionError: The processing log is not exact.
     """
     with tempfile.TemporaryDirectory() as folder:
         async with ObjectStore(f"sqlite:///{Path(folder) / 'bench.db'}") as objects:
-            made = [
-                await objects.create("Account", {"balance": 0}, actor=User("bench"))
-                for _ in range(spread)
-            ]
+            hot = await objects.create("Account", {"balance": 0}, actor=User("bench"))
 
             async def writer(first: int) -> None:
                 for n in range(first, writes, WRITERS):
-                    account = made[n % spread]
-                    await objects.update(account.id, {"balance": n + 1}, actor=User("bench"))
+                    # n + 1: an update that changes nothing stores no event
+                    if new_objects:
+                        await objects.create("Account", {"balance": n + 1}, actor=User("bench"))
+                    else:
+                        await objects.update(hot.id, {"balance": n + 1}, actor=User("bench"))
 
             async def write_all() -> None:
                 async with asyncio.TaskGroup() as group:
@@ -107,7 +113,8 @@ async def live(writes: int, spread: int, service: bool) -> float:
                 start = time.perf_counter()
                 await write_all()
                 return time.perf_counter() - start
-            async with ReactionService(objects=objects, agents=AGENTS) as running:
+            agents = ON_CREATES if new_objects else AGENTS
+            async with ReactionService(objects=objects, agents=agents) as running:
                 await running.idle()  # the agents are registered, nothing is pending
                 began = datetime.now(UTC)
                 await write_all()
@@ -162,8 +169,8 @@ async def directly(updates: int) -> float:
         return time.perf_counter() - start
 
 
-def _timed_live(writes: int, spread: int, service: bool) -> float:
-    return asyncio.run(live(writes, spread, service))
+def _timed_live(writes: int, new_objects: bool, service: bool) -> float:
+    return asyncio.run(live(writes, new_objects, service))
 
 
 def _timed_backlog(updates: int) -> tuple[float, float]:
@@ -187,22 +194,23 @@ def _in(pool: Executor, fn: Callable[..., T], *args: Any) -> Callable[[], T]:
 
 
 def live_rows(runs: int, scale: float, pool: Executor) -> list[Row]:
-    """The live rows: one hot object, then 100 objects (tuned as ``reactor serve``)."""
+    """The live rows: one hot object, then new objects (tuned as ``reactor serve``)."""
     writes = max(300, int(WRITES * scale))
     pairs = max(1, runs // 2)
     rows = []
-    for spread, name in ((1, "hot object"), (OBJECTS, f"{OBJECTS} objects")):
+    for new_objects, name in ((False, "hot object"), (True, f"{writes:,} new objects")):
+        what = "objects created" if new_objects else "updates of one object"
         ours, alone = best_of_pair(
             pairs,
-            _in(pool, _timed_live, writes, spread, True),
-            _in(pool, _timed_live, writes, spread, False),
+            _in(pool, _timed_live, writes, new_objects, True),
+            _in(pool, _timed_live, writes, new_objects, False),
         )
         untuned = ""
-        if spread == 1:  # one figure with Python's own collector settings, both sides
+        if not new_objects:  # one figure with Python's own collector settings, both sides
             raw, raw_alone = best_of_pair(
                 pairs,
-                functools.partial(_timed_live, writes, spread, True),
-                functools.partial(_timed_live, writes, spread, False),
+                functools.partial(_timed_live, writes, new_objects, True),
+                functools.partial(_timed_live, writes, new_objects, False),
             )
             untuned = (
                 f"; untuned (Python's collector settings, both): {rate(writes, raw)} vs "
@@ -211,7 +219,7 @@ def live_rows(runs: int, scale: float, pool: Executor) -> list[Row]:
         rows.append(
             Row(
                 workload=(
-                    f"reactions live, {name}: {writes:,} updates over the ObjectStore API "
+                    f"reactions live, {name}: {writes:,} {what} over the ObjectStore API "
                     f"({WRITERS} writers) while 2 reaction agents react, first write to last "
                     "completed entry (SQLite, processing log exact; tuned as reactor serve: "
                     f"tune_gc() in a fresh process, both sides{untuned})"

@@ -45,6 +45,19 @@ async def test_an_object_is_created_at_version_1_and_each_update_adds_one(url: s
         assert await objects.get(ada.id) == second
 
 
+async def test_object_ids_sort_by_when_the_objects_were_made(url: str) -> None:
+    """The time first (the indexes on ids take new objects at their end), then randomness."""
+    async with ObjectStore(url, types=TYPES) as objects:
+        first = await objects.create("Person", {"name": "Ada"})
+        made = int(first.id[4:16], 16)  # milliseconds since the epoch
+        while int(datetime.now(UTC).timestamp() * 1000) <= made:  # the next millisecond
+            await asyncio.sleep(0)
+        second = await objects.create("Person", {"name": "Grace"})
+        assert re.fullmatch(r"obj_[0-9a-f]{32}", first.id)
+        assert first.id < second.id
+        assert abs(made / 1000 - first.created_at.timestamp()) < 5
+
+
 async def test_objects_carry_who_changed_them_last(url: str) -> None:
     async with ObjectStore(url, types=TYPES) as objects:
         ada = await objects.create("Person", {"name": "Ada"}, actor=User("u1"))

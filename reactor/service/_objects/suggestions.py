@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from reactor._recording.info import sortable_id
 from reactor._signals.door import check_payload, check_text
 from reactor._signals.names import SUGGESTION_SUPERSEDED
 from reactor._signals.payloads import SuggestionDecided, SuggestionSuperseded
@@ -163,7 +163,7 @@ class Suggestions:
                 (a NUL character, a lone surrogate); nothing was stored.
         """
         suggestion = Suggestion(
-            id=f"sug_{uuid.uuid4().hex}",
+            id=sortable_id("sug_", 20),
             agent=agent,
             object_id=object_id,
             object_version=object_version,
