@@ -364,6 +364,14 @@ class RunHandle:
         await run.flush_recording()  # also when the task was cancelled before it ran
         await self._close_channels()
 
+    async def wait(self) -> None:
+        """Wait for the run to finish, without its result (:meth:`result` then returns at once).
+
+        Unlike awaiting :meth:`result`, a waiter that is cancelled leaves the run
+        running: whoever waits can then decide what happens to it (suspend it, abort it).
+        """
+        await asyncio.wait([self._task])
+
     async def result(self) -> RunResult:
         """Wait for the run to finish and return its result.
 

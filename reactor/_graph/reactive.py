@@ -334,6 +334,7 @@ class Reactive:
         channels: Sequence[Channel] = (),
         keep_open: bool = True,
         run_id: str | None = None,
+        fresh: bool = False,
         **options: Unpack[RunKwargs],
     ) -> RunHandle:
         """Start a live run and return its :class:`RunHandle` (call from async code).
@@ -344,13 +345,36 @@ class Reactive:
         takes input (``send``, ``reply``, ``abort``, ``suspend``) while it runs. Await
         ``handle.result()`` (or abort it): the handle owns the run's task.
         ``channels`` are attached to the run (see :class:`reactor.Channel`);
-        ``run_id`` names it, as for :meth:`run`.
+        ``run_id`` names it and ``fresh`` says that id was made just now, as for
+        :meth:`run`. A resume or a fork reads its store here, on the event loop:
+        :meth:`astart` reads it off the loop.
         """
         asyncio.get_running_loop()
         run_options = self._run_options(options, run_id)
         read = NOTHING
-        if needs_reading(run_options):  # start() is synchronous: read here
+        if needs_reading(run_options, fresh):  # start() is synchronous: read here
             read = read_store(self, run_options)
+        return self._handle(run_options, options, read, channels, live=keep_open)
+
+    async def astart(
+        self,
+        *,
+        channels: Sequence[Channel] = (),
+        keep_open: bool = True,
+        run_id: str | None = None,
+        fresh: bool = False,
+        **options: Unpack[RunKwargs],
+    ) -> RunHandle:
+        """:meth:`start`, awaited: what a resume or a fork reads of its store is read off the loop.
+
+        The run has begun when it returns (its first signal is emitted). A server that
+        starts runs among others' requests uses it, so that a resume's read of a long
+        log never holds up the loop.
+        """
+        run_options = self._run_options(options, run_id)
+        read = NOTHING
+        if needs_reading(run_options, fresh):
+            read = await asyncio.to_thread(read_store, self, run_options)
         return self._handle(run_options, options, read, channels, live=keep_open)
 
     def _handle(

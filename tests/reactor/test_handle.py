@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -333,6 +334,68 @@ async def test_a_suspended_run_says_why_last_and_resumes_after_it() -> None:
     assert seqs == list(range(1, len(seqs) + 1))  # no seq twice: it goes on after the last
     resumed = store.load(handle.run_id).select("harness:resumed")[0]
     assert resumed.seq == log.signals[-1].seq + 1
+
+
+class ReadWhere(MemorySignalStore):
+    """A memory store that notes which thread each run's log was read in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_in: list[str] = []
+
+    def load(self, run_id: str) -> Any:
+        self.read_in.append(threading.current_thread().name)
+        return super().load(run_id)
+
+    def load_tail(self, run_id: str) -> Any:
+        self.read_in.append(threading.current_thread().name)
+        return super().load_tail(run_id)
+
+    def waiting_messages(self, run_ids: Any) -> Any:
+        self.read_in.append(threading.current_thread().name)
+        return super().waiting_messages(run_ids)
+
+
+async def test_astart_reads_what_a_resume_needs_off_the_loop() -> None:
+    forever = Forever()
+
+    async def slow_at_first(ctx: AgentContext) -> str:
+        if not ctx.input:
+            await forever(ctx)
+        return "done"
+
+    graph = reactive({"slow": agent(run=slow_at_first)})
+    store = ReadWhere()
+    handle = graph.start(keep_open=False, record=store)
+    await asyncio.wait_for(forever.started.wait(), 60)
+    await handle.suspend("deploy")
+    store.read_in.clear()
+    resumed = await graph.astart(resume=handle.run_id, record=store, input=1, keep_open=False)
+    assert store.read_in
+    assert threading.main_thread().name not in store.read_in  # read in a worker thread
+    assert resumed.run_id == handle.run_id
+    assert (await asyncio.wait_for(resumed.result(), 60)).status == "completed"
+    store.read_in.clear()
+    fresh = await graph.astart(run_id="run_fresh", fresh=True, record=store, input=1)
+    fresh.close()
+    assert (await asyncio.wait_for(fresh.result(), 60)).status == "completed"
+    assert store.read_in == []  # a fresh id: nothing was posted to it, nothing is read
+
+
+async def test_a_cancelled_wait_leaves_the_run_running() -> None:
+    forever = Forever()
+    handle = reactive({"slow": agent(run=forever)}).start(keep_open=False)
+    await asyncio.wait_for(forever.started.wait(), 60)
+    waiter = asyncio.ensure_future(handle.wait())
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert not handle.done
+    handle.abort("enough")
+    await asyncio.wait_for(handle.wait(), 60)
+    result = await handle.result()  # at once: it has ended
+    assert (result.status, result.reason) == ("aborted", "enough")
 
 
 class Forever:

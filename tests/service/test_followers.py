@@ -89,7 +89,6 @@ async def test_the_services_log_feeds_a_run_exactly_what_it_records() -> None:
     record, feed = ServiceRecord(MemorySignalStore()), RunFeed()
     record.feeds["run_a"] = feed
     record.start_run(RunInfo(run_id="run_a", graph="g", started_at=time.time()))
-    assert feed.started.result() == "run_a"
     allowed = {"run_a": True}
     record.fence = lambda run_id: allowed.get(run_id, True)
     for seq in (1, 2):
@@ -114,7 +113,7 @@ async def test_a_service_runs_feed_holds_every_signal_the_store_has(tmp_path: Pa
                 break
             await asyncio.sleep(0.05)
         assert feed.asking
-        handle = await service.live[run_id].controls.handle
+        handle = service.live[run_id].controls.handle
         handle.reply(next(iter(feed.asking)), "go")
         await handle.result()
         record = service.host.record

@@ -1,4 +1,4 @@
-"""The service's hands on a run it executes: a channel attached to the run, with its handle.
+"""The service's hands on a run it executes: the run's handle, and why it would stop it.
 
 Whatever the service does to a run goes through the engine, so that the run's log says
 who did it and why, and never shows an outcome nobody decided:
@@ -13,8 +13,6 @@ who did it and why, and never shows an outcome nobody decided:
 
 from __future__ import annotations
 
-import asyncio
-
 from reactor._graph.handle import RunHandle
 
 __all__ = ["STOPPED", "Controls"]
@@ -24,40 +22,31 @@ STOPPED = "its process stopped (a shutdown or a deploy); it resumes at the next 
 
 
 class Controls:
-    """Attached to one run the service executes: ``graph.run(channels=[controls])``.
+    """The service's hands on one run it executes (``graph.astart(...)`` gave its handle).
 
-    :attr:`handle` is the run's handle once it has begun; :attr:`reason` is what its
-    ``harness:suspended`` says when the service stops it (whoever stops it sets it).
+    :attr:`reason` is what its ``harness:suspended`` says when the service stops it
+    (whoever stops it sets it).
     """
 
-    def __init__(self) -> None:
-        self.handle: asyncio.Future[RunHandle] = asyncio.get_running_loop().create_future()
+    def __init__(self, handle: RunHandle) -> None:
+        self.handle = handle
         self.reason = STOPPED
 
-    async def attach(self, handle: RunHandle) -> None:
-        """Keep the run's handle, and return at once: the service acts on it when asked."""
-        if not self.handle.done():
-            self.handle.set_result(handle)
-
-    async def abort(self, reason: str, source: str) -> None:
+    def abort(self, reason: str, source: str) -> None:
         """Abort the run as ``source``: ``session:abort {reason}``, then it ends ``aborted``.
 
         Raises:
             PayloadError: The log cannot hold ``reason`` (the run goes on, unchanged).
         """
-        handle = await asyncio.shield(self.handle)  # the run has begun: it comes at once
-        handle.abort(reason, source=source)
+        self.handle.abort(reason, source=source)
 
     async def suspend(self) -> None:
         """Stop the run without ending it: ``harness:suspended`` with :attr:`reason` last.
 
-        A run that has not begun has nothing to suspend; one recorded nowhere has
-        nothing to resume from, so it is aborted with the reason instead.
+        A run recorded nowhere has nothing to resume from: it is aborted with the
+        reason instead.
         """
-        if not self.handle.done():
-            return
-        handle = self.handle.result()
-        if handle.recorded:
-            await handle.suspend(self.reason)
+        if self.handle.recorded:
+            await self.handle.suspend(self.reason)
         else:
-            handle.abort(self.reason)
+            self.handle.abort(self.reason)

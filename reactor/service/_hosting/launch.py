@@ -245,31 +245,48 @@ class Runs:
             RunFinishedError: The run to resume has ended.
         """
         graph = graph if graph is not None else self.graph(request)
-        feed, controls = RunFeed(), Controls()
+        feed = RunFeed()
         fed, key = self._fed(record, request), ""
         if fed is not None:  # the service's log feeds it, by the id the run will have
             if request.resume is None and request.run_id is None:
                 request = dataclasses.replace(request, run_id=new_run_id(), fresh=True)
             key = request.resume or request.run_id or ""
             fed.feeds[key] = feed
-        task = group.create_task(
-            self._run(graph, request, feed, controls, provider, record, scope, fed is None)
-        )
+
+        def unfed() -> None:
+            if fed is not None and fed.feeds.get(key) is feed:
+                del fed.feeds[key]
+
+        try:
+            handle = await graph.astart(
+                **self._given(graph, request, scope),
+                keep_open=False,
+                fresh=request.fresh,
+                provider=provider,
+                record=record,
+                reporters=self.reporters if fed is not None else [feed, *self.reporters],
+                history_limit=HISTORY,
+                tags=request.run_tags(),
+                resume=request.resume,
+                run_id=None if request.resume else request.run_id,
+                on_change="force" if request.force else "fail",
+            )
+        except BaseException:  # options the run refused, a run to resume not found
+            unfed()
+            raise
+        run_id, controls = handle.run_id, Controls(handle)
+        task = group.create_task(self._follow(request, controls))
         self.tasks.add(task)
+        self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC), controls)
 
         def finished(task: asyncio.Task[RunResult | None]) -> None:
             self.tasks.discard(task)
             feed.end()
-            if fed is not None and fed.feeds.get(key) is feed:
-                del fed.feeds[key]
-            if feed.started.done() and not feed.started.cancelled():
-                self.live.pop(feed.started.result(), None)
+            unfed()
+            self.live.pop(run_id, None)
             done()
 
         task.add_done_callback(finished)
-        run_id = await feed.started
-        if not task.done():
-            self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC), controls)
         return run_id, task
 
     def _fed(self, record: SignalStore | None, request: RunRequest) -> ServiceRecord | None:
@@ -283,55 +300,22 @@ class Runs:
             return None
         return fenced if isinstance(record, StoreRoles) and record.log is fenced else None
 
-    async def _run(
-        self,
-        graph: Reactive,
-        request: RunRequest,
-        feed: RunFeed,
-        controls: Controls,
-        provider: Provider | None,
-        record: SignalStore | None,
-        scope: Mapping[str, Any] | None,
-        report: bool,
-    ) -> RunResult | None:
-        """Run ``request``; ``report``: its feed is one of its reporters (else the log feeds it)."""
-        running = asyncio.ensure_future(
-            graph.run(
-                **self._given(graph, request, scope),
-                channels=[controls],
-                provider=provider,
-                record=record,
-                reporters=[feed, *self.reporters] if report else self.reporters,
-                history_limit=HISTORY,
-                tags=request.run_tags(),
-                resume=request.resume,
-                run_id=None if request.resume else request.run_id,
-                fresh=request.fresh,
-                on_change="force" if request.force else "fail",
-            )
-        )
-        running.add_done_callback(_heard)
+    async def _follow(self, request: RunRequest, controls: Controls) -> RunResult | None:
+        """Wait for a run that has begun to end; its result (``None``: it did not end here)."""
+        handle = controls.handle
         try:
-            result = await asyncio.shield(running)
+            await handle.wait()
         except asyncio.CancelledError:
             # Stopped by the service (a shutdown, a lost lease) or its task group going
             # away: a fault, never an outcome. The run is suspended, to resume later.
             await controls.suspend()
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await running
+            with contextlib.suppress(asyncio.CancelledError):
+                await handle.wait()
             raise
+        try:
+            result = await handle.result()
         except RunSuspendedError:  # suspended through its handle: it resumes later
             return None
-        except Exception as exc:  # options the run refused: the caller hears of it
-            if not feed.started.done():
-                feed.started.set_exception(exc)
-            else:
-                log("reactor.service", "error", "run failed", run=request.name, error=repr(exc))
-            return None
-        finally:
-            if not feed.started.done():
-                feed.started.cancel()
         self._ended(request, result)
         return result
 
@@ -407,7 +391,7 @@ class Runs:
         live = self.live.get(run_id)
         if live is None or live.task.done():
             return None
-        await live.controls.abort(reason, source)
+        live.controls.abort(reason, source)
         await asyncio.wait([live.task])
         return None if live.task.cancelled() else live.task.result()
 
@@ -455,14 +439,3 @@ class Runs:
                 live.controls.reason = reason
             live.task.cancel()
         return held
-
-
-def _heard(running: asyncio.Future[RunResult]) -> None:
-    """Take the outcome of a run's task, so that none is ever "never retrieved".
-
-    A shutdown past its grace cancels the task awaiting the run while the run suspends;
-    the run's ``RunSuspendedError`` is then nobody's to hear (a run that ends otherwise
-    is heard where it is awaited).
-    """
-    if not running.cancelled():
-        running.exception()

@@ -86,7 +86,6 @@ class RunFeed:
         self._first_seq = 0
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
-        self.started: asyncio.Future[str] = self._loop.create_future()
         self.ended = False
         self.asking: set[Any] = set()  # prompts asked and not answered, timers not fired
         self._next: asyncio.Future[None] = self._loop.create_future()
@@ -97,9 +96,7 @@ class RunFeed:
     # -- the reporter --------------------------------------------------------------
 
     def start(self, info: RunInfo) -> None:
-        """Learn the run's id as it begins."""
-        if not self.started.done():
-            self.started.set_result(info.run_id)
+        """Nothing to learn as the run begins (the service knows it by its handle)."""
 
     def on_request(self, run_id: str, request: Any) -> None:
         """Model requests are not followed (they are in the signals already)."""
