@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -72,28 +71,27 @@ def sortable_id(prefix: str, digits: int) -> str:
     end, a few pages a transaction, instead of one page per row anywhere in the index
     (a third more reactions a second on SQLite, where runs, objects and suggestions are
     keyed by such ids). The random digits are the operating system's randomness, as
-    :func:`secrets.token_hex`'s, drawn 4,096 at a time (one ``os.urandom`` call instead
-    of one per id); a forked child forgets what its parent had drawn, so no two
+    :func:`secrets.token_hex`'s, drawn for 256 ids at a time (one ``os.urandom`` call
+    instead of one per id); a forked child forgets what its parent had drawn, so no two
     processes share them.
     """
-    with _random_lock:
-        pool, used = _random
-        if used + digits > len(pool):
-            pool, used = os.urandom(_RANDOM_BYTES).hex(), 0
-        _random[:] = pool, used + digits
-    return f"{prefix}{time.time_ns() // 1_000_000:012x}{pool[used : used + digits]}"
+    tails = _tails.get(digits)
+    if tails is None:
+        tails = _tails.setdefault(digits, [])
+    while True:
+        try:
+            tail = tails.pop()  # atomic: threads never get the same digits
+            break
+        except IndexError:
+            drawn = os.urandom(digits * _ID_BATCH // 2 + 1).hex()
+            tails.extend(drawn[i : i + digits] for i in range(0, digits * _ID_BATCH, digits))
+    return f"{prefix}{time.time_ns() // 1_000_000:012x}{tail}"
 
 
-_RANDOM_BYTES = 2_048
-_random: list[Any] = ["", 0]  # hex digits drawn from the OS, and how many are used
-_random_lock = threading.Lock()
+_ID_BATCH = 256  # ids whose random digits are drawn from the OS at once
+_tails: dict[int, list[str]] = {}  # drawn digits, by how many an id takes
 
-
-def _forget_random() -> None:
-    _random[:] = "", 0
-
-
-os.register_at_fork(after_in_child=_forget_random)
+os.register_at_fork(after_in_child=_tails.clear)
 
 
 def parse_tag(tag: str) -> tuple[str, str]:
