@@ -13,6 +13,8 @@ who did it and why, and never shows an outcome nobody decided:
 
 from __future__ import annotations
 
+import asyncio
+
 from reactor._graph.handle import RunHandle
 
 __all__ = ["STOPPED", "Controls"]
@@ -44,9 +46,10 @@ class Controls:
         """Stop the run without ending it: ``harness:suspended`` with :attr:`reason` last.
 
         A run recorded nowhere has nothing to resume from: it is aborted with the
-        reason instead.
+        reason instead. The suspension goes on to its end if the caller is cancelled
+        meanwhile (a shutdown past its grace), so that the run's end is always heard.
         """
         if self.handle.recorded:
-            await self.handle.suspend(self.reason)
+            await asyncio.shield(self.handle.suspend(self.reason))
         else:
             self.handle.abort(self.reason)

@@ -275,7 +275,14 @@ class Runs:
             unfed()
             raise
         run_id, controls = handle.run_id, Controls(handle)
-        task = group.create_task(self._follow(request, controls))
+        following = self._follow(request, controls)
+        try:
+            task = group.create_task(following)
+        except RuntimeError:  # the service's task group is closing: it stops at once
+            following.close()
+            unfed()
+            await controls.suspend()
+            raise
         self.tasks.add(task)
         self.live[run_id] = LiveRun(run_id, request, feed, task, datetime.now(UTC), controls)
 
@@ -315,6 +322,9 @@ class Runs:
         try:
             result = await handle.result()
         except RunSuspendedError:  # suspended through its handle: it resumes later
+            return None
+        except Exception as exc:  # the engine failed outside any agent: say so, go on
+            log("reactor.service", "error", "run failed", run=request.name, error=repr(exc))
             return None
         self._ended(request, result)
         return result
