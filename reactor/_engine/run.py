@@ -46,6 +46,7 @@ from reactor._recording.recording import Recording
 from reactor._recording.store import flush_run
 from reactor._signals.bus import SignalBus
 from reactor._signals.diagnostics import log
+from reactor._signals.door import storable_text
 from reactor._signals.names import HARNESS_END, HARNESS_ENDING, INBOX_PREFIX, inbox_agent
 from reactor._signals.settings import settings
 from reactor._signals.sharedkeys import shared_keys
@@ -471,8 +472,8 @@ class Run:
     def _set_status(
         self, status: RunStatus, reason: str, error: BaseException | None = None
     ) -> None:
-        if self.status is None:
-            self.status, self.reason, self.error = status, reason, error
+        if self.status is None:  # a reason may quote an exception: the log must hold it
+            self.status, self.reason, self.error = status, storable_text(reason), error
 
     def stop(
         self,

@@ -34,7 +34,7 @@ import pydantic_core
 from reactor._signals.signal import unwrapper_of
 from reactor.exceptions import PayloadError
 
-__all__ = ["check_length", "check_payload", "check_text"]
+__all__ = ["check_length", "check_payload", "check_text", "storable_text"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ADVICE = (
@@ -113,6 +113,20 @@ def check_text(text: str, where: str) -> None:
     if found is not None:
         path, reason = found
         raise PayloadError(f"{path} cannot be used: it is {reason}.", path=path)
+
+
+def storable_text(text: str) -> str:
+    r"""``text`` as every log and database holds it: NUL and lone surrogates spelled out.
+
+    For text reactor writes that nobody checked at a door: an exception's message (an
+    agent's failure, a reaction's error). A NUL becomes ``\x00`` and a lone surrogate
+    ``\udXXX``, so that one odd message never fails the log or the batch it is
+    written with (PostgreSQL holds no NUL; no UTF-8 holds a lone surrogate).
+    """
+    if text.isascii() and "\x00" not in text:
+        return text
+    spelled = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return spelled.replace("\x00", "\\x00")
 
 
 def _key_path(path: str, key: Any) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 from typing import Literal, TypedDict
 
+from reactor._signals.door import storable_text
+
 __all__ = [
     "AGENT_EVENTS",
     "AGENT_SIGNALS",
@@ -378,4 +380,4 @@ class ErrorInfo(TypedDict):
 
 def error_info(exc: BaseException) -> ErrorInfo:
     """Describe ``exc`` as the ``error`` of a payload."""
-    return {"type": type(exc).__name__, "message": str(exc)}
+    return {"type": type(exc).__name__, "message": storable_text(str(exc))}

@@ -211,6 +211,22 @@ async def test_run_ids_resolve_from_prefixes_and_last(signal_store: SignalStoreB
         signal_store.resolve("run%")  # a prefix, not a LIKE pattern
 
 
+async def test_a_failure_whose_message_no_log_holds_is_recorded_spelled_out(
+    signal_store: SignalStoreBase,
+) -> None:
+    def boom(ctx: AgentContext) -> None:
+        raise ValueError("bad\x00byte \ud800 here")
+
+    result = await reactive({"boom": agent(run=boom)}).run(record=signal_store)
+    assert result.status == "failed"
+    assert signal_store.recording_error(result.run_id) is None  # every signal written
+    log = signal_store.load(result.run_id)
+    (failed,) = log.select("agent:boom:failed")
+    assert failed.payload["error"]["message"] == "bad\\x00byte \\ud800 here"
+    assert log.signals[-1].name == "harness:end"
+    assert "bad\\x00byte \\ud800 here" in log.signals[-1].payload["reason"]
+
+
 def test_run_ids_sort_by_when_they_were_made_and_never_repeat() -> None:
     """Time first (a store's index takes new runs at its end), then random digits."""
     earlier = [new_run_id() for _ in range(2_000)]

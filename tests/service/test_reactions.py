@@ -191,6 +191,24 @@ async def test_a_failing_reaction_is_logged_failed_with_its_error(url: str) -> N
     assert entry.run_id is not None
 
 
+async def test_an_error_no_database_holds_is_spelled_out_and_harms_no_other_entry(
+    url: str,
+) -> None:
+    def boom(ctx: AgentContext[Any]) -> None:
+        if ctx.object.data["name"] == "Ada":
+            raise ValueError("bad\x00byte \ud800 here")
+
+    agents = {"boom": agent(run=boom, reaction=Reaction())}
+    async with running(url, agents) as (objects, service):
+        for name in ("Ada", "Grace", "Linus"):
+            await objects.create("Person", {"name": name})
+        await service.idle(timeout=60)
+        log = await service.processing_log()
+    assert sorted(e.status for e in log) == ["completed", "completed", "failed"]
+    (failed,) = [e for e in log if e.status == "failed"]
+    assert failed.error == "ValueError: bad\\x00byte \\ud800 here"
+
+
 async def test_a_duplicate_is_skipped_while_processing_and_after_completion(url: str) -> None:
     gate = Gate()
     agents = {"slow": agent(run=gate, reaction=Reaction())}

@@ -28,7 +28,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from reactor._recording.info import new_run_id
-from reactor._signals.door import check_text
+from reactor._signals.door import check_text, storable_text
 from reactor.exceptions import ServiceConfigError
 from reactor.service._objects.changes import EntryStatus, Lag, ProcessingEntry
 from reactor.service._objects.db import Database
@@ -450,7 +450,7 @@ class ProcessingLog(Cursors):
                     {
                         "entry": o.entry_id,
                         "new_status": o.status,
-                        "new_error": o.error,
+                        "new_error": None if o.error is None else storable_text(o.error),
                         "new_run_id": o.run_id,
                         "new_cost": o.cost_usd,
                     }
