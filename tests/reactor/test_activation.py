@@ -12,6 +12,7 @@ from reactor import (
     End,
     MemorySignalStore,
     OutputValidationError,
+    PayloadError,
     Provider,
     ProviderError,
     ProviderEvent,
@@ -406,6 +407,49 @@ async def test_a_list_output_fills_a_list_key(output: Any) -> None:
     assert result.state["headlines"] == [{"title": "Rates cut"}]
     assert answers.requests[0].output_schema is not None
     assert answers.requests[0].output_schema["required"] == ["result"]
+
+
+class Names:
+    """A reporter keeping the names of the signals it hears."""
+
+    patterns = ("**",)
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_signal(self, signal: Any) -> None:
+        self.names.append(signal.name)
+
+
+async def test_runs_started_alike_check_what_each_gives_of_its_own() -> None:
+    """Options checked once for a graph's runs; each run's input, scope, tags, id checked."""
+    seen: list[Any] = []
+    graph = reactive({"reader": agent(run=lambda ctx: seen.append((ctx.input, ctx.scope)))})
+    store, first, later = MemorySignalStore(), Names(), Names()
+    reporters = [first]
+    for n in range(3):
+        result = await graph.run(
+            input={"n": n},
+            scope={"region": f"r{n}"},
+            tags={"n": str(n)},
+            run_id=f"run_alike_{n}",
+            record=store,
+            reporters=reporters,
+        )
+        assert result.ok
+        assert store.info(f"run_alike_{n}").tags == {"n": str(n)}
+        if n == 1:
+            reporters.append(later)  # the same list, changed between runs: heard
+    assert seen == [({"n": n}, {"region": f"r{n}"}) for n in range(3)]
+    assert first.names.count("harness:start") == 3
+    assert later.names.count("harness:start") == 1
+    given: dict[str, Any] = {"record": store, "reporters": reporters, "tags": {"n": "3"}}
+    with pytest.raises(ValueError, match=r"^scope cannot define 'state': templates already"):
+        await graph.run(input={"n": 3}, scope={"state": 1}, run_id="run_alike_3", **given)
+    with pytest.raises(ValueError, match=r"^run_id must be 1-64 letters"):
+        await graph.run(input={"n": 3}, scope={"region": "r3"}, run_id="bad id", **given)
+    with pytest.raises(PayloadError):
+        await graph.run(input={"n": float("nan")}, scope={}, run_id="run_alike_4", **given)
 
 
 async def test_scope_values_reach_handlers_and_templates() -> None:
