@@ -19,6 +19,7 @@ from reactor.service import (
 )
 from reactor.service._objects.db import Database
 from reactor.service._objects.processing import ProcessingLog, Taken
+from reactor.service._reactions import dispatcher
 from reactor.service._reactions.reaction import ReactionRun, run_of
 from tests.service.support import TYPES, Gate, Recorder, running
 
@@ -176,6 +177,30 @@ async def test_a_processing_entry_goes_pending_processing_completed(url: str) ->
     assert entry.run_id is not None
     assert entry.run_id.startswith("run_")
     assert entry.created_at <= entry.updated_at
+
+
+async def test_events_past_what_the_dispatcher_keeps_are_read_again_and_processed(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dispatch runs ahead of processing: it keeps the oldest events, reads the rest."""
+    monkeypatch.setattr(dispatcher, "KEEP_READ", 4)
+    gate, recorder = Gate(), Recorder()
+
+    async def held(ctx: AgentContext[Any]) -> None:
+        recorder(ctx)
+        await gate(ctx)
+
+    agents = {name: agent(run=held, reaction=Reaction()) for name in ("a", "b")}
+    async with running(url, agents, max_running=2) as (objects, service):
+        made = [await objects.create("Person", {"name": f"p{n}"}) for n in range(30)]
+        await gate.waiting.wait()  # two held: the other 29 events wait, 4 of them kept
+        gate.open()
+        await service.idle(timeout=60)
+        log = await service.processing_log()
+    assert sorted(e.status for e in log) == ["completed"] * 60
+    seen = sorted((call["agent"], call["id"], call["data"]["name"]) for call in recorder.calls)
+    expected = [(name, p.id, p.data["name"]) for name in ("a", "b") for p in made]
+    assert seen == sorted(expected)
 
 
 async def test_a_failing_reaction_is_logged_failed_with_its_error(url: str) -> None:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -50,7 +51,7 @@ BATCH = 500
 """Events read (and logged in one transaction) at a time."""
 
 KEEP_READ = 4 * BATCH
-"""Events kept from dispatching for processing (read again from the store past that)."""
+"""Events kept from dispatching for processing, the oldest (read from the store past that)."""
 
 GATHER = 0.05
 """Seconds freed slots wait for more before what waits is taken (see ``_gathered``)."""
@@ -214,9 +215,8 @@ class Dispatcher:
         through = dict.fromkeys(self.agents, events[-1].event_id)
         entries = await self.log.claim(claims, through)
         if self.handoff is None:  # they are taken here next: no need to read them again
-            if len(self._read) > KEEP_READ:
-                self._read.clear()
-            self._read.update((event.event_id, event) for event in events)
+            kept = self._read  # the oldest first: those are taken first (see _forget_read)
+            kept.update((event.event_id, event) for event in events[: KEEP_READ - len(kept)])
         self.cursors.update({name: at for name, at in through.items() if name in self.agents})
         self.more_work(entries)
         return len(events) == BATCH
@@ -293,6 +293,8 @@ class Dispatcher:
                 continue
             for taken in entries:
                 self._start(taken, events.get(taken.entry.event_id), events)
+            if entries:
+                self._forget_read(min(taken.entry.event_id for taken in entries))
             if len(entries) == free:
                 self._work.set()  # there may be more
             elif logged == self._logged and self._wake_at is None and not self._work.is_set():
@@ -349,6 +351,17 @@ class Dispatcher:
     def _loop_time(unix: float) -> float:
         """The event loop's time of a UNIX time (admission decides in UNIX seconds)."""
         return asyncio.get_running_loop().time() + max(0.0, unix - time.time())
+
+    def _forget_read(self, below: int) -> None:
+        """Forget the events kept for processing older than ``below`` (a take has passed them).
+
+        Entries are taken oldest first, so the events kept are the oldest waiting: the
+        next ones taken. One older than what was just taken was taken already (by each
+        agent, unless admission holds one back: that one is read again when it goes).
+        """
+        kept = self._read
+        for event_id in list(itertools.takewhile(lambda event_id: event_id < below, kept)):
+            del kept[event_id]
 
     async def _events(self, ids: set[int]) -> dict[int, ObjectEvent]:
         """The events of taken entries: those just dispatched from memory, others read."""
