@@ -18,7 +18,7 @@ from reactor.service import (
     User,
 )
 from reactor.service._objects.db import Database
-from reactor.service._objects.processing import ProcessingLog, Taken
+from reactor.service._objects.processing import Claim, ProcessingLog, Taken
 from reactor.service._reactions import dispatcher
 from reactor.service._reactions.reaction import ReactionRun, run_of
 from tests.service.support import TYPES, Gate, Recorder, running
@@ -201,6 +201,20 @@ async def test_events_past_what_the_dispatcher_keeps_are_read_again_and_processe
     seen = sorted((call["agent"], call["id"], call["data"]["name"]) for call in recorder.calls)
     expected = [(name, p.id, p.data["name"]) for name in ("a", "b") for p in made]
     assert seen == sorted(expected)
+
+
+async def test_a_claimed_entry_is_the_entry_the_log_holds(url: str) -> None:
+    """What claiming returns is built from what it wrote: equal to the row read back."""
+    async with ObjectStore(url, types=TYPES) as objects:
+        ada = await objects.create("Person", {"name": "Ada"})
+        (event,) = await objects.events(object_id=ada.id)
+        log = ProcessingLog(objects.db)
+        claimed = await log.claim([Claim("audit", event), Claim("score", event)])
+        again = await log.claim([Claim("audit", event)])
+        stored = await log.entries(ids=[entry.id for entry in claimed + again])
+    assert [e.status for e in claimed] == ["pending", "pending"]
+    assert [e.status for e in again] == ["skipped"]
+    assert claimed + again == stored
 
 
 async def test_a_failing_reaction_is_logged_failed_with_its_error(url: str) -> None:

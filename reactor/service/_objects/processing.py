@@ -271,13 +271,13 @@ class ProcessingLog(Cursors):
         placed: dict[int, ProcessingEntry] = {}
         if fresh:
             inserted = conn.execute(_claiming(self.db.dialect), [row for _, row in fresh])
-            by_key = {_key(entry): entry for entry in map(entry_from_row, inserted)}
+            ids = {tuple(found[1:]): found[0] for found in inserted}
             for index, row in fresh:
-                entry = by_key.pop(_key(row), None)
-                if entry is None:  # taken already (or earlier in this batch)
+                entry_id = ids.pop(_key(row), None)
+                if entry_id is None:  # taken already (or earlier in this batch)
                     skipped.append((index, {**row, "status": "skipped", "error": _DUPLICATE}))
-                else:
-                    placed[index] = entry
+                else:  # as it was written: the row given, its id, the columns' defaults
+                    placed[index] = ProcessingEntry.model_validate({"id": entry_id, **row})
         if skipped:
             skipped.sort(key=lambda item: item[0])
             inserted = conn.execute(
@@ -864,7 +864,7 @@ def _claiming(dialect: str) -> Any:
     """Logging fresh entries, each unless its key is taken: made once per dialect."""
     insert = (postgresql if dialect == "postgresql" else sqlite).insert(processing_log)
     return insert.on_conflict_do_nothing(index_elements=list(_KEY), index_where=_ACTIVE).returning(
-        *processing_log.c
+        processing_log.c.id, *(processing_log.c[name] for name in _KEY)
     )
 
 
