@@ -760,10 +760,9 @@ def _entry_cursor(text: str) -> int:
     return int(text)
 
 
-def _key(entry: ProcessingEntry | Mapping[str, Any]) -> tuple[Any, ...]:
-    if isinstance(entry, ProcessingEntry):
-        return (entry.agent, entry.object_id, entry.object_version, entry.event_type)
-    return tuple(entry[k] for k in _KEY)
+def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A row's key in the processing log (agent, object, version, event type)."""
+    return tuple(row[k] for k in _KEY)
 
 
 _DUPLICATE = "the same event for this object version is pending, processing or completed"

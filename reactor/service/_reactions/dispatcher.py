@@ -215,8 +215,11 @@ class Dispatcher:
         through = dict.fromkeys(self.agents, events[-1].event_id)
         entries = await self.log.claim(claims, through)
         if self.handoff is None:  # they are taken here next: no need to read them again
-            kept = self._read  # the oldest first: those are taken first (see _forget_read)
-            kept.update((event.event_id, event) for event in events[: KEEP_READ - len(kept)])
+            # the oldest pending first: those are taken first (see _forget_read)
+            wanted = {entry.event_id for entry in entries if entry.status == "pending"}
+            room = max(0, KEEP_READ - len(self._read))
+            kept = [event for event in events if event.event_id in wanted][:room]
+            self._read.update((event.event_id, event) for event in kept)
         self.cursors.update({name: at for name, at in through.items() if name in self.agents})
         self.more_work(entries)
         return len(events) == BATCH
